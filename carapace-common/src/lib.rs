@@ -1,0 +1,394 @@
+//! Types shared by Carapace's eBPF programs and its daemon.
+//!
+//! Everything here is `#[repr(C)]` with explicit padding so that the kernel and userspace
+//! agree byte for byte; the `const` assertions at the bottom turn a layout change into a
+//! build error instead of a verifier error or, worse, a silent mismatch.
+#![no_std]
+
+/// Bytes of a path the kernel programs can match, including the terminating NUL.
+///
+/// `bpf_d_path` fails with `ENAMETOOLONG` for longer paths; the programs then deny the
+/// operation for every session that has a path rule for it (fail closed). 256 is also the
+/// largest key an LPM trie accepts.
+pub const PATH_MAX: usize = 256;
+/// Bytes of a basename key, including the NUL. A basename rule longer than this is refused
+/// by the compiler; a longer basename on disk can never equal a shorter rule, so no match
+/// is lost.
+pub const NAME_MAX: usize = 64;
+/// Rule references stored under one map key. The compiler merges rules that share a key and
+/// refuses a rule set that needs more.
+pub const REFS_PER_KEY: usize = 8;
+/// Largest number of kernel rules (indices `0..MAX_RULES`).
+pub const MAX_RULES: usize = 16_384;
+/// Words in a per-session rule bitset.
+pub const RULE_WORDS: usize = MAX_RULES / 64;
+/// Sessions that can be live at once.
+pub const MAX_SESSIONS: u32 = 4096;
+/// Bytes of a unix socket path (`sun_path`).
+pub const UNIX_PATH_MAX: usize = 108;
+
+/// Operation bits, shared by rules (`actions:`) and events.
+pub mod op {
+    pub const READ: u32 = 1 << 0;
+    pub const WRITE: u32 = 1 << 1;
+    pub const EXEC: u32 = 1 << 2;
+    pub const DELETE: u32 = 1 << 3;
+    pub const NETWORK: u32 = 1 << 4;
+    pub const ALL: u32 = READ | WRITE | EXEC | DELETE | NETWORK;
+}
+
+/// Rule index used in events when a path was too long to match (see [`PATH_MAX`]).
+pub const RULE_PATH_TOO_LONG: u32 = u32::MAX;
+
+/// `RuleRef::flags` / `NetRef::flags`: the entry is an exception (`except:`) of its rule.
+pub const REF_EXCEPT: u32 = 1;
+
+/// One reference from a map entry to a rule.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuleRef {
+    pub rule: u32,
+    pub flags: u32,
+}
+
+/// The value of every path-keyed map: the rules (and exceptions) that key belongs to.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuleRefs {
+    pub count: u32,
+    pub _pad: u32,
+    pub refs: [RuleRef; REFS_PER_KEY],
+}
+
+/// Key of the exact-path hash map: the path, NUL-terminated and zero-filled.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathKey {
+    pub path: [u8; PATH_MAX],
+}
+
+/// Key of the path-prefix LPM trie. `prefix_len` is in bits, as LPM tries want.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrefixKey {
+    pub prefix_len: u32,
+    pub path: [u8; PATH_MAX],
+}
+
+/// Key of the basename hash map: the last path component, NUL-terminated and zero-filled.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NameKey {
+    pub name: [u8; NAME_MAX],
+}
+
+/// Key of the inode map: a file's identity, so that hard links and bind mounts of a
+/// protected file are caught whatever path reaches it. `dev` is the kernel's internal
+/// encoding (`MAJOR << 20 | MINOR`), not userspace's `st_dev`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct InodeKey {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// Key of the network LPM trie. IPv4 addresses are stored IPv4-mapped (`::ffff:a.b.c.d`)
+/// so that one lookup covers IPv4, IPv6 and IPv4-mapped IPv6 connects.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NetKey {
+    pub prefix_len: u32,
+    pub addr: [u8; 16],
+}
+
+/// One reference from a network entry to a rule, with the port it applies to.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NetRef {
+    pub rule: u32,
+    /// Host byte order; 0 means every port.
+    pub port: u16,
+    pub _pad: u16,
+    pub flags: u32,
+}
+
+/// The value of the network LPM trie.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NetRefs {
+    pub count: u32,
+    pub refs: [NetRef; REFS_PER_KEY],
+}
+
+/// `RuleMeta::flags`: the rule is on in every session unless disabled (no trigger).
+pub const RULE_ALWAYS_ON: u32 = 1;
+
+/// Per-rule data the programs need, in an array indexed by rule index.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuleMeta {
+    /// `op::*` bits the rule denies.
+    pub ops: u32,
+    pub flags: u32,
+}
+
+/// A session's rule state: which triggered rules are on and which rules the user turned off.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionState {
+    /// Daemon-side session number, for events.
+    pub session: u32,
+    pub flags: u32,
+    pub activated: [u64; RULE_WORDS],
+    pub disabled: [u64; RULE_WORDS],
+}
+
+impl SessionState {
+    #[must_use]
+    pub const fn new(session: u32) -> Self {
+        Self { session, flags: 0, activated: [0; RULE_WORDS], disabled: [0; RULE_WORDS] }
+    }
+
+    /// Whether `rule` (with metadata `meta`) is in force for this session.
+    #[inline(always)]
+    #[must_use]
+    pub fn is_active(&self, rule: u32, meta: &RuleMeta) -> bool {
+        let word = (rule as usize / 64) % RULE_WORDS;
+        let bit = 1u64 << (rule % 64);
+        let on = meta.flags & RULE_ALWAYS_ON != 0 || self.activated[word] & bit != 0;
+        on && self.disabled[word] & bit == 0
+    }
+
+    pub fn set_bit(words: &mut [u64; RULE_WORDS], rule: u32, on: bool) {
+        let word = (rule as usize / 64) % RULE_WORDS;
+        let bit = 1u64 << (rule % 64);
+        if on {
+            words[word] |= bit;
+        } else {
+            words[word] &= !bit;
+        }
+    }
+}
+
+/// Global settings the programs read from the `CONFIG` array (index 0). Unlike load-time
+/// globals these can change while programs run (a rule reload).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Config {
+    /// `op::*` bits for which at least one path rule exists: a path too long to match is
+    /// denied for these operations only.
+    pub path_rule_ops: u32,
+    /// `op::*` bits that any network rule covers.
+    pub net_rule_ops: u32,
+}
+
+/// What an event's subject is.
+pub mod subject {
+    pub const PATH: u32 = 1;
+    pub const INET: u32 = 2;
+    pub const UNIX: u32 = 3;
+}
+
+/// A kernel denial, pushed to the `EVENTS` ring buffer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct DenyEvent {
+    /// cgroup id of the session (not of a nested cgroup below it).
+    pub session_cgroup: u64,
+    pub session: u32,
+    pub pid: u32,
+    pub tgid: u32,
+    pub rule: u32,
+    /// One `op::*` bit.
+    pub op: u32,
+    /// One `subject::*` value.
+    pub subject: u32,
+    /// Host byte order.
+    pub port: u16,
+    pub family: u16,
+    pub _pad: u32,
+    /// IPv4-mapped for IPv4.
+    pub addr: [u8; 16],
+    pub comm: [u8; 16],
+    /// NUL-terminated path (file or unix socket).
+    pub path: [u8; PATH_MAX],
+}
+
+/// Helper failures counted by the programs, indices into the `ERRORS` per-CPU array.
+pub mod errsite {
+    pub const D_PATH: u32 = 0;
+    pub const RINGBUF_FULL: u32 = 1;
+    pub const READ_SOCKADDR: u32 = 2;
+    pub const READ_INODE: u32 = 3;
+    pub const COUNT: u32 = 4;
+}
+
+/// Names of the load-time globals the daemon fills from the running kernel's BTF.
+pub mod globals {
+    /// Level of the Carapace cgroup root (`<cgroup2>/carapace`) in the hierarchy.
+    pub const CGROUP_ROOT_LEVEL: &str = "CGROUP_ROOT_LEVEL";
+    /// cgroup id of the Carapace cgroup root.
+    pub const CGROUP_ROOT_ID: &str = "CGROUP_ROOT_ID";
+    pub const OFF_FILE_F_PATH: &str = "OFF_FILE_F_PATH";
+    pub const OFF_FILE_F_MODE: &str = "OFF_FILE_F_MODE";
+    pub const OFF_FILE_F_INODE: &str = "OFF_FILE_F_INODE";
+    pub const OFF_INODE_I_INO: &str = "OFF_INODE_I_INO";
+    pub const OFF_INODE_I_SB: &str = "OFF_INODE_I_SB";
+    pub const OFF_SB_S_DEV: &str = "OFF_SB_S_DEV";
+    pub const OFF_BPRM_FILE: &str = "OFF_BPRM_FILE";
+}
+
+/// Names of the maps (also their pin names under bpffs).
+pub mod maps {
+    pub const SESSIONS: &str = "SESSIONS";
+    pub const DEFAULT_SESSION: &str = "DEFAULT_SESSION";
+    pub const RULES: &str = "RULES";
+    pub const CONFIG: &str = "CONFIG";
+    pub const EXACT_PATHS: &str = "EXACT_PATHS";
+    pub const PREFIX_PATHS: &str = "PREFIX_PATHS";
+    pub const NAMES: &str = "NAMES";
+    pub const INODES: &str = "INODES";
+    pub const NETS: &str = "NETS";
+    pub const EVENTS: &str = "EVENTS";
+    pub const ERRORS: &str = "ERRORS";
+    pub const SCRATCH: &str = "SCRATCH";
+}
+
+// Kernel f_mode bits (include/linux/fs.h).
+pub const FMODE_READ: u32 = 0x1;
+pub const FMODE_WRITE: u32 = 0x2;
+pub const FMODE_EXEC: u32 = 0x20;
+
+pub const AF_UNIX: u16 = 1;
+pub const AF_INET: u16 = 2;
+pub const AF_INET6: u16 = 10;
+
+const _: () = {
+    assert!(core::mem::size_of::<RuleRef>() == 8);
+    assert!(core::mem::size_of::<RuleRefs>() == 8 + 8 * REFS_PER_KEY);
+    assert!(core::mem::size_of::<PathKey>() == PATH_MAX);
+    assert!(core::mem::size_of::<PrefixKey>() == 4 + PATH_MAX);
+    assert!(core::mem::size_of::<NameKey>() == NAME_MAX);
+    assert!(core::mem::size_of::<InodeKey>() == 16);
+    assert!(core::mem::size_of::<NetKey>() == 20);
+    assert!(core::mem::size_of::<NetRef>() == 12);
+    assert!(core::mem::size_of::<NetRefs>() == 4 + 12 * REFS_PER_KEY);
+    assert!(core::mem::size_of::<RuleMeta>() == 8);
+    assert!(core::mem::size_of::<SessionState>() == 8 + 16 * RULE_WORDS);
+    assert!(core::mem::size_of::<Config>() == 8);
+    assert!(core::mem::size_of::<DenyEvent>() == 8 + 4 * 6 + 2 + 2 + 4 + 16 + 16 + PATH_MAX);
+    assert!(MAX_RULES % 64 == 0);
+};
+
+#[cfg(feature = "user")]
+mod pod {
+    use super::{
+        Config, InodeKey, NameKey, NetKey, NetRefs, PathKey, PrefixKey, RuleMeta, RuleRefs,
+        SessionState,
+    };
+
+    // SAFETY: each type is #[repr(C)], has no padding the compiler inserts (the size
+    // assertions above pin every field) and is valid for any bit pattern.
+    unsafe impl aya::Pod for RuleRefs {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for PathKey {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for PrefixKey {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for NameKey {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for InodeKey {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for NetKey {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for NetRefs {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for RuleMeta {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for SessionState {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for Config {}
+}
+
+#[cfg(feature = "user")]
+impl DenyEvent {
+    /// Reads an event from the bytes of a ring buffer record, if it is large enough.
+    #[must_use]
+    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        if bytes.len() < core::mem::size_of::<Self>() {
+            return None;
+        }
+        // SAFETY: the length was checked, DenyEvent is plain old data valid for any bit
+        // pattern, and read_unaligned copes with the ring buffer's alignment.
+        Some(unsafe { core::ptr::read_unaligned(bytes.as_ptr().cast::<Self>()) })
+    }
+}
+
+impl PathKey {
+    /// Builds a key from a path; `None` if it does not fit with its NUL.
+    #[must_use]
+    pub fn new(path: &[u8]) -> Option<Self> {
+        let mut key = Self { path: [0; PATH_MAX] };
+        fill(&mut key.path, path)?;
+        Some(key)
+    }
+}
+
+impl PrefixKey {
+    /// Builds a key matching every path that starts with `prefix` (no NUL is part of it).
+    #[must_use]
+    pub fn new(prefix: &[u8]) -> Option<Self> {
+        let mut key = Self { prefix_len: 0, path: [0; PATH_MAX] };
+        fill(&mut key.path, prefix)?;
+        key.prefix_len = (prefix.len() * 8) as u32;
+        Some(key)
+    }
+}
+
+impl NameKey {
+    #[must_use]
+    pub fn new(name: &[u8]) -> Option<Self> {
+        let mut key = Self { name: [0; NAME_MAX] };
+        fill(&mut key.name, name)?;
+        Some(key)
+    }
+}
+
+/// Copies `src` into `dst` leaving at least one trailing NUL; `None` if it does not fit.
+fn fill(dst: &mut [u8], src: &[u8]) -> Option<()> {
+    if src.len() >= dst.len() || src.contains(&0) {
+        return None;
+    }
+    dst[..src.len()].copy_from_slice(src);
+    Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_refuse_what_does_not_fit() {
+        assert!(PathKey::new(&[b'a'; PATH_MAX - 1]).is_some());
+        assert!(PathKey::new(&[b'a'; PATH_MAX]).is_none());
+        assert!(NameKey::new(b"id_rsa").is_some());
+        assert!(NameKey::new(&[b'x'; NAME_MAX]).is_none());
+        assert!(PathKey::new(b"a\0b").is_none());
+        assert_eq!(PrefixKey::new(b"/etc/").map(|k| k.prefix_len), Some(40));
+    }
+
+    #[test]
+    fn session_bits() {
+        let mut s = SessionState::new(1);
+        let always = RuleMeta { ops: op::READ, flags: RULE_ALWAYS_ON };
+        let triggered = RuleMeta { ops: op::WRITE, flags: 0 };
+        assert!(s.is_active(3, &always));
+        assert!(!s.is_active(70, &triggered));
+        SessionState::set_bit(&mut s.activated, 70, true);
+        assert!(s.is_active(70, &triggered));
+        SessionState::set_bit(&mut s.disabled, 70, true);
+        assert!(!s.is_active(70, &triggered));
+        SessionState::set_bit(&mut s.disabled, 3, true);
+        assert!(!s.is_active(3, &always));
+    }
+}

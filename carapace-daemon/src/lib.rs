@@ -1,0 +1,4 @@
+//! Carapace: a guardrail for AI agents. See DESIGN.md at the repository's shared root for the
+//! architecture; each module's doc says which part it is.
+pub mod kernel;
+pub mod rules;

@@ -1,0 +1,1 @@
+//! The rule language: parse, validate, compile.
