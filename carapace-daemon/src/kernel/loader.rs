@@ -153,7 +153,12 @@ fn load_and_attach(
 /// Pins `link` at `path`; an older link pinned there is removed only after the new one is
 /// attached and pinned. Returns whether an older link was replaced.
 fn pin_replacing(link: FdLink, path: &Path) -> io::Result<bool> {
-    let staging = path.with_extension(format!("new{}", std::process::id()));
+    // bpffs refuses names with a dot, so no `.new` suffix.
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let staging = path.with_file_name(format!("{name}_new_{}", std::process::id()));
     let _ = fs::remove_file(&staging);
     link.pin(&staging)
         .map_err(|e| io::Error::other(e.to_string()))?;

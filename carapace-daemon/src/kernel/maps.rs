@@ -2,7 +2,7 @@
 //! (adding and overwriting what the image has, then removing what it no longer has) and
 //! keeps the per-session rule state.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{bail, Context as _};
 use aya::maps::{
@@ -11,7 +11,7 @@ use aya::maps::{
 };
 use carapace_common::{
     maps as names, Config, InodeKey, NetRef, NetRefs, RuleMeta, RuleRef, RuleRefs, SessionState,
-    NAME_MAX, PATH_MAX, REFS_PER_KEY,
+    MAX_EXCEPT_SLOTS, NAME_MAX, PATH_MAX, REFS_PER_KEY, REF_EXCEPT, REF_SLOT_SHIFT,
 };
 
 use super::image::KernelImage;
@@ -111,25 +111,26 @@ impl KernelMaps {
         self.default_session
             .set(0, SessionState::new(0), 0)
             .context("DEFAULT_SESSION")?;
+        let slots = &except_slots(image)?;
 
         let exact = image
             .exact
             .iter()
-            .map(|(path, refs)| Ok((path_key(path)?, rule_refs(refs)?)))
+            .map(|(path, refs)| Ok((path_key(path)?, rule_refs(refs, slots)?)))
             .collect::<anyhow::Result<Vec<_>>>()?;
         sync_hash(&mut self.exact, &exact).context("EXACT_PATHS")?;
 
         let names = image
             .names
             .iter()
-            .map(|(name, refs)| Ok((name_key(name)?, rule_refs(refs)?)))
+            .map(|(name, refs)| Ok((name_key(name)?, rule_refs(refs, slots)?)))
             .collect::<anyhow::Result<Vec<_>>>()?;
         sync_hash(&mut self.names, &names).context("NAMES")?;
 
         let inodes = image
             .inodes
             .iter()
-            .map(|(&(dev, ino), refs)| Ok((InodeKey { dev, ino }, rule_refs(refs)?)))
+            .map(|(&(dev, ino), refs)| Ok((InodeKey { dev, ino }, rule_refs(refs, slots)?)))
             .collect::<anyhow::Result<Vec<_>>>()?;
         sync_hash(&mut self.inodes, &inodes).context("INODES")?;
 
@@ -138,7 +139,10 @@ impl KernelMaps {
             .iter()
             .map(|(prefix, refs)| {
                 let data = path_key(prefix)?;
-                Ok((Key::new((prefix.len() * 8) as u32, data), rule_refs(refs)?))
+                Ok((
+                    Key::new((prefix.len() * 8) as u32, data),
+                    rule_refs(refs, slots)?,
+                ))
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
         sync_lpm(&mut self.prefix, &prefixes).context("PREFIX_PATHS")?;
@@ -146,7 +150,7 @@ impl KernelMaps {
         let nets = image
             .nets
             .iter()
-            .map(|(&(len, addr), refs)| Ok((Key::new(len, addr), net_refs(refs)?)))
+            .map(|(&(len, addr), refs)| Ok((Key::new(len, addr), net_refs(refs, slots)?)))
             .collect::<anyhow::Result<Vec<_>>>()?;
         sync_lpm(&mut self.nets, &nets).context("NETS")?;
 
@@ -207,7 +211,41 @@ fn name_key(name: &[u8]) -> anyhow::Result<[u8; NAME_MAX]> {
     Ok(key.name)
 }
 
-fn rule_refs(refs: &[RuleRef]) -> anyhow::Result<RuleRefs> {
+/// Exception slot (1-based) of every rule that has an exception anywhere in the image.
+type Slots = BTreeMap<u32, u32>;
+
+fn except_slots(image: &KernelImage) -> anyhow::Result<Slots> {
+    let path_refs = image
+        .exact
+        .values()
+        .chain(image.prefix.values())
+        .chain(image.names.values())
+        .chain(image.inodes.values())
+        .flatten()
+        .filter(|r| r.flags & REF_EXCEPT != 0)
+        .map(|r| r.rule);
+    let net_refs = image
+        .nets
+        .values()
+        .flatten()
+        .filter(|r| r.flags & REF_EXCEPT != 0)
+        .map(|r| r.rule);
+    let rules: BTreeSet<u32> = path_refs.chain(net_refs).collect();
+    if rules.len() > MAX_EXCEPT_SLOTS {
+        bail!(
+            "{} kernel rules have exceptions; the kernel limit is {MAX_EXCEPT_SLOTS}",
+            rules.len()
+        );
+    }
+    Ok(rules.into_iter().zip(1..).collect())
+}
+
+fn with_slot(flags: u32, rule: u32, slots: &Slots) -> u32 {
+    let slot = slots.get(&rule).copied().unwrap_or(0);
+    (flags & !(0xff << REF_SLOT_SHIFT)) | (slot << REF_SLOT_SHIFT)
+}
+
+fn rule_refs(refs: &[RuleRef], slots: &Slots) -> anyhow::Result<RuleRefs> {
     if refs.len() > REFS_PER_KEY {
         bail!(
             "{} rules share one key; the limit is {REFS_PER_KEY}",
@@ -218,11 +256,16 @@ fn rule_refs(refs: &[RuleRef]) -> anyhow::Result<RuleRefs> {
         count: refs.len() as u32,
         ..RuleRefs::default()
     };
-    out.refs[..refs.len()].copy_from_slice(refs);
+    for (slot, r) in out.refs.iter_mut().zip(refs) {
+        *slot = RuleRef {
+            rule: r.rule,
+            flags: with_slot(r.flags, r.rule, slots),
+        };
+    }
     Ok(out)
 }
 
-fn net_refs(refs: &[NetRef]) -> anyhow::Result<NetRefs> {
+fn net_refs(refs: &[NetRef], slots: &Slots) -> anyhow::Result<NetRefs> {
     if refs.len() > REFS_PER_KEY {
         bail!(
             "{} rules share one network; the limit is {REFS_PER_KEY}",
@@ -233,7 +276,12 @@ fn net_refs(refs: &[NetRef]) -> anyhow::Result<NetRefs> {
         count: refs.len() as u32,
         ..NetRefs::default()
     };
-    out.refs[..refs.len()].copy_from_slice(refs);
+    for (slot, r) in out.refs.iter_mut().zip(refs) {
+        *slot = NetRef {
+            flags: with_slot(r.flags, r.rule, slots),
+            ..*r
+        };
+    }
     Ok(out)
 }
 
