@@ -1,4 +1,4 @@
-//! Diagnostics: every problem of a rule file, each with file:line:column, the rule it is
+//! Diagnostics: every problem of a rule file, each with `file:line:column`, the rule it is
 //! about and a hint, so `carapace rules check` can list them all at once.
 
 use std::fmt;

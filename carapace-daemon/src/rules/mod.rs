@@ -1,5 +1,5 @@
 //! The rule language: parse (spanned YAML, `yaml`), validate (every problem with
-//! file:line:column and a hint, `validate`), compile (userspace matchers in `model` /
+//! `file:line:column` and a hint, `validate`), compile (userspace matchers in `model` /
 //! `pattern`, the kernel image in `compile::kernel`). Built-in packs live in `builtin`.
 use std::collections::BTreeMap;
 use std::net::{IpAddr, ToSocketAddrs};

@@ -46,6 +46,15 @@ fn user(rules: &str) -> String {
     format!("version: 1\nbuiltin: none\nrules:\n{rules}")
 }
 
+/// Rules `r00`, `r01`, … with the given bodies.
+fn rules_text<'a>(rules: impl Iterator<Item = (usize, &'a str)>) -> String {
+    use std::fmt::Write;
+    rules.fold(String::new(), |mut out, (i, body)| {
+        let _ = writeln!(out, "  - id: r{i:02}\n{body}");
+        out
+    })
+}
+
 fn refs(rule: u32, flags: u32) -> Vec<RuleRef> {
     vec![RuleRef { rule, flags }]
 }
@@ -470,9 +479,7 @@ fn unix_socket_paths_are_network_path_rules() {
 
 #[test]
 fn too_many_refs_under_one_key_is_reported() {
-    let rules: String = (0..=REFS_PER_KEY)
-        .map(|i| format!("  - id: r{i}\n    block: \"**/same\"\n"))
-        .collect();
+    let rules = rules_text((0..=REFS_PER_KEY).map(|i| (i, "    block: \"**/same\"")));
     let e = errors(&user(&rules));
     assert!(
         e.contains(
@@ -906,14 +913,11 @@ proptest! {
         rules in prop::collection::vec(rule_strategy(), 1..8),
         seed in any::<u64>(),
     ) {
-        let body = |rs: &[String]| -> String {
-            rs.iter().enumerate().map(|(i, r)| format!("  - id: r{i:02}\n{r}\n")).collect()
-        };
         let mut shuffled: Vec<(usize, String)> = rules.iter().cloned().enumerate().collect();
         // A deterministic shuffle from the seed (ids stay attached to their rules).
         shuffled.sort_by_key(|(i, _)| (*i as u64 ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        let forward: String = body(&rules);
-        let backward: String = shuffled.iter().map(|(i, r)| format!("  - id: r{i:02}\n{r}\n")).collect();
+        let forward = rules_text(rules.iter().enumerate().map(|(i, r)| (i, r.as_str())));
+        let backward = rules_text(shuffled.iter().map(|(i, r)| (*i, r.as_str())));
         let a = parse(&user(&forward));
         let b = parse(&user(&backward));
         match (a, b) {

@@ -401,19 +401,16 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
             })
         })
         .unwrap_or_else(|| render(node));
-    let (id, id_derived) = match &explicit_id {
-        Some((id, _)) => (id.clone(), false),
-        None => {
-            let s = slug(&derived_text);
-            (
-                if s.is_empty() {
-                    format!("rule-{:08x}", fnv(&render(node)) as u32)
-                } else {
-                    s
-                },
-                true,
-            )
-        }
+    let (id, id_derived) = if let Some((id, _)) = &explicit_id {
+        (id.clone(), false)
+    } else {
+        let s = slug(&derived_text);
+        let id = if s.is_empty() {
+            format!("rule-{:08x}", fnv(&render(node)) as u32)
+        } else {
+            s
+        };
+        (id, true)
     };
     let rid = id.as_str();
     check_keys(entries, RULE_KEYS, "rule key", Some(rid), sink);
@@ -720,7 +717,7 @@ fn text_patterns(
                         Some(rule),
                         m,
                         "fix the pattern (`re:` takes Rust regex syntax)",
-                    )
+                    );
                 })
                 .ok()
         })

@@ -165,10 +165,15 @@ pub(crate) fn compile(rules: &mut [Rule], diags: &mut Vec<Diagnostic>) -> Kernel
             }
         };
         let fits = match &plan {
-            Plan::Path { forms, excepts } => forms
-                .iter()
-                .chain(excepts)
-                .fold(true, |ok, f| check_limits(rule, f, diags) && ok),
+            // Every form is checked (no short-circuit) so that all oversized ones are reported.
+            Plan::Path { forms, excepts } => {
+                forms
+                    .iter()
+                    .chain(excepts)
+                    .filter(|f| !check_limits(rule, f, diags))
+                    .count()
+                    == 0
+            }
             Plan::Net { .. } => true,
         };
         if !fits {
