@@ -124,7 +124,10 @@ impl Cidr {
         Self::new(bytes, 128)
     }
 
-    fn new(mut addr: [u8; 16], prefix_len: u32) -> Self {
+    /// The block of `prefix_len` bits that holds `addr` (host bits cleared).
+    #[must_use]
+    pub fn new(mut addr: [u8; 16], prefix_len: u32) -> Self {
+        let prefix_len = prefix_len.min(128);
         for (i, b) in addr.iter_mut().enumerate() {
             let bit = (i as u32) * 8;
             if bit >= prefix_len {

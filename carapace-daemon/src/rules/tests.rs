@@ -166,6 +166,14 @@ fn explicit_ids_must_be_unique() {
 }
 
 #[test]
+fn a_bare_short_form_sets_only_the_mode() {
+    let set = ok(&user(
+        "  - id: a\n    approve:\n    match: { path: \"/srv/**\", tool: Write }\n",
+    ));
+    assert_eq!(set.by_id("a").map(|r| r.mode), Some(Mode::Approve));
+}
+
+#[test]
 fn optional_fields_are_kept() {
     let set = ok(&user(
         "  - id: r\n    block: \"/a/**\"\n    message: hi\n    category: c\n    description: d\n    locked: true\n",
@@ -369,7 +377,9 @@ fn advanced_forms_are_validated_and_kept_in_userspace() {
     assert!(
         matches!(set.by_id("proc-environ").and_then(|r| r.cond.as_ref()), Some(Cond::All(c)) if c.len() == 2)
     );
-    assert!(userspace_reason(&set, "symlink-into-etc").contains("composite"));
+    assert!(userspace_reason(&set, "symlink-into-etc").contains("`command`"));
+    assert!(userspace_reason(&set, "proc-environ").contains("`tool`"));
+    assert!(userspace_reason(&set, "not-tmp").contains("mode `log`"));
     assert!(userspace_reason(&set, "review").contains("LLM review"));
     assert!(userspace_reason(&set, "no-write-after-web").contains("mode `approve`"));
     assert!(

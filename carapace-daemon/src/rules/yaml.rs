@@ -114,7 +114,14 @@ struct Builder {
     root: Option<Node>,
     /// Only the first document counts; later ones are reported by `parse`.
     documents: usize,
+    /// Containers opened beyond [`MAX_DEPTH`], skipped whole: the tree is walked (and
+    /// dropped) recursively, so its depth must stay bounded whatever the input.
+    skipped: usize,
+    too_deep: Option<Span>,
 }
+
+/// Deepest nesting a rule file may use; real rule files need fewer than ten levels.
+pub const MAX_DEPTH: usize = 64;
 
 impl Builder {
     fn push_value(&mut self, node: Node) {
@@ -146,6 +153,22 @@ impl Builder {
 impl MarkedEventReceiver for Builder {
     fn on_event(&mut self, ev: Event, mark: Marker) {
         let span = Span::from_marker(mark);
+        if self.skipped > 0
+            || (self.stack.len() >= MAX_DEPTH
+                && matches!(ev, Event::SequenceStart(..) | Event::MappingStart(..)))
+        {
+            match ev {
+                Event::SequenceStart(..) | Event::MappingStart(..) => {
+                    self.too_deep.get_or_insert(span);
+                    self.skipped += 1;
+                }
+                Event::SequenceEnd | Event::MappingEnd => {
+                    self.skipped = self.skipped.saturating_sub(1);
+                }
+                _ => {}
+            }
+            return;
+        }
         match ev {
             Event::DocumentStart => self.documents += 1,
             Event::Scalar(value, style, _, _) => {
@@ -195,6 +218,12 @@ pub fn parse(text: &str) -> Result<Option<Node>, SyntaxError> {
         span: Span::from_marker(*e.marker()),
         message: e.info().to_owned(),
     })?;
+    if let Some(span) = builder.too_deep {
+        return Err(SyntaxError {
+            span,
+            message: format!("nesting deeper than {MAX_DEPTH} levels"),
+        });
+    }
     if builder.documents > 1 {
         return Err(SyntaxError {
             span: Span { line: 1, col: 1 },
@@ -228,6 +257,18 @@ mod tests {
     fn syntax_errors_carry_a_position() {
         let err = parse("rules:\n  - block: [a\n").unwrap_err();
         assert!(err.span.line >= 2, "{err:?}");
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_without_recursion() {
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        // yaml-rust2 stops at its own limit, which is deeper than ours.
+        assert!(parse(&deep).is_err());
+        let deep = format!("{}{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
+        let err = parse(&deep).unwrap_err();
+        assert!(err.message.contains("nesting deeper than"), "{err:?}");
+        let ok = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        assert!(parse(&ok).is_ok());
     }
 
     #[test]

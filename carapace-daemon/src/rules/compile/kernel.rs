@@ -83,7 +83,21 @@ fn plan(rule: &Rule) -> Result<Plan, String> {
                 .collect();
             Ok(Plan::Net { entries })
         }
-        Some(Cond::All(_) | Cond::Any(_) | Cond::Not(_)) => {
+        Some(Cond::All(parts)) => Err(
+            match parts
+                .iter()
+                .find(|c| !matches!(c, Cond::Path(_) | Cond::Net(_)))
+            {
+                Some(c @ (Cond::Tool(_) | Cond::Command(_) | Cond::Content(_))) => {
+                    format!(
+                        "the rule also matches on `{}`, which the kernel cannot see",
+                        c.kind()
+                    )
+                }
+                _ => "composite conditions (all / any / not) are evaluated in userspace".into(),
+            },
+        ),
+        Some(Cond::Any(_) | Cond::Not(_)) => {
             Err("composite conditions (all / any / not) are evaluated in userspace".into())
         }
         Some(other) => Err(format!(
@@ -283,16 +297,10 @@ fn close_prefixes(image: &mut KernelImage) {
 fn close_nets(image: &mut KernelImage) {
     let snapshot = image.nets.clone();
     for ((len, addr), refs) in &mut image.nets {
-        let this = Cidr {
-            prefix_len: *len,
-            addr: *addr,
-        };
-        for ((slen, saddr), srefs) in &snapshot {
-            let shorter = Cidr {
-                prefix_len: *slen,
-                addr: *saddr,
-            };
-            if *slen < *len && shorter.covers(&this) {
+        // Every block covering this one is this address cut to a shorter length.
+        for shorter_len in 0..*len {
+            let shorter = Cidr::new(*addr, shorter_len);
+            if let Some(srefs) = snapshot.get(&(shorter.prefix_len, shorter.addr)) {
                 for r in srefs {
                     if !refs.contains(r) {
                         refs.push(*r);
