@@ -92,12 +92,30 @@ pub enum PathPattern {
         source: String,
         /// One glob per home directory for `~` patterns, else the pattern itself.
         expanded: Vec<String>,
-        matcher: GlobSet,
+        matcher: GlobMatch,
     },
     Regex {
         source: String,
         regex: Regex,
     },
+}
+
+/// How a glob is matched in userspace.
+#[derive(Clone, Debug)]
+pub enum GlobMatch {
+    /// Every expansion is an exact path, a `/dir/**` prefix or a `**/name` basename: string
+    /// comparisons, no regex (most rules, and the Layer 1 latency budget, live here).
+    Forms(Vec<KernelForm>),
+    Set(GlobSet),
+}
+
+impl GlobMatch {
+    fn is_match(&self, path: &str) -> bool {
+        match self {
+            Self::Set(set) => set.is_match(path),
+            Self::Forms(forms) => forms.iter().any(|f| f.matches(path)),
+        }
+    }
 }
 
 /// What a pattern is wrong about, and what to do instead.
@@ -136,13 +154,30 @@ impl PathPattern {
                 });
         }
         let expanded = expand_home(source, homes)?;
-        let mut builder = GlobSetBuilder::new();
         for glob in &expanded {
             if !(glob.starts_with('/') || glob.starts_with("**")) {
                 let hint =
                     format!("write `**/{glob}` to match it in any directory, or an absolute path");
                 return Err(err(format!("path pattern `{source}` is relative"), &hint));
             }
+            // Paths are normalised before they are matched (and `d_path` never yields `.` or
+            // `..`), so such a pattern would silently never match.
+            if glob.split('/').any(|c| c == "." || c == "..") {
+                return Err(err(
+                    format!("path pattern `{source}` has a `.` or `..` component"),
+                    "write the normalised path",
+                ));
+            }
+        }
+        if let Ok(forms) = expanded.iter().map(|g| kernel_form(g)).collect() {
+            return Ok(Self::Glob {
+                source: source.to_owned(),
+                expanded,
+                matcher: GlobMatch::Forms(forms),
+            });
+        }
+        let mut builder = GlobSetBuilder::new();
+        for glob in &expanded {
             builder.add(build_glob(glob).map_err(|e| {
                 err(
                     format!("invalid glob `{source}`: {e}"),
@@ -159,7 +194,7 @@ impl PathPattern {
         Ok(Self::Glob {
             source: source.to_owned(),
             expanded,
-            matcher,
+            matcher: GlobMatch::Set(matcher),
         })
     }
 
@@ -251,6 +286,23 @@ pub enum KernelForm {
     Prefix(String),
     /// A basename anywhere.
     Name(String),
+}
+
+impl KernelForm {
+    /// The same answer as the glob this form came from (checked by a property test).
+    #[must_use]
+    pub fn matches(&self, path: &str) -> bool {
+        match self {
+            Self::Exact(p) => path == p,
+            Self::Prefix(p) => path.starts_with(p.as_str()),
+            Self::Name(n) => {
+                path == n
+                    || path
+                        .strip_suffix(n.as_str())
+                        .is_some_and(|rest| rest.ends_with('/'))
+            }
+        }
+    }
 }
 
 fn kernel_form(glob: &str) -> Result<KernelForm, String> {
@@ -348,7 +400,7 @@ mod tests {
     fn bad_patterns_are_refused() {
         let h = Homes::fixed(["/root"]);
         for bad in [
-            "", ".env", "*.pem", "~bob/x", "/x/$HOME", "re:(", "/a/[", "a\0b",
+            "", ".env", "*.pem", "~bob/x", "/x/$HOME", "re:(", "/a/[", "a\0b", "/a/../b", "/a/./b",
         ] {
             assert!(PathPattern::parse(bad, &h).is_err(), "{bad}");
         }
@@ -384,6 +436,22 @@ mod tests {
             "**",
         ] {
             assert!(f(userspace).is_err(), "{userspace}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn forms_match_like_their_globs(
+            pattern in proptest::sample::select(vec![
+                "/etc/passwd", "/srv/**", "/srv/a/**", "/**", "**/id_rsa", "**/.env", "/a",
+            ]),
+            path in "(/|a|b|srv|etc|passwd|id_rsa|\\.env|x){0,8}",
+        ) {
+            let fast = pat(pattern);
+            let glob = build_glob(pattern).unwrap().compile_matcher();
+            let is_fast = matches!(fast, PathPattern::Glob { matcher: GlobMatch::Forms(_), .. });
+            proptest::prop_assert!(is_fast);
+            proptest::prop_assert_eq!(fast.matches(&path), glob.is_match(&path), "{} on {}", pattern, path);
         }
     }
 }

@@ -943,3 +943,46 @@ proptest! {
         }
     }
 }
+
+/// Scale check against the "compile 10,000 rules" budget; run with `--ignored --nocapture`
+/// (in release mode for a meaningful figure).
+#[test]
+#[ignore = "timing, not a correctness test"]
+fn ten_thousand_rules() {
+    let body = rules_text((0..10_000).map(|i| {
+        (
+            i,
+            match i % 4 {
+                0 => "    block: \"/srv/data/**\"",
+                1 => "    block: \"**/id_rsa\"\n    actions: [read]",
+                2 => "    block: { cidr: \"10.0.0.0/8\" }",
+                _ => "    warn: \"/etc/*\"",
+            },
+        )
+    }));
+    // Every rule on one key would exceed REFS_PER_KEY; give each its own path.
+    let body = body.replace("/srv/data/**", "/srv/data/X/**");
+    let mut n = 0;
+    let body: String = body
+        .lines()
+        .map(|l| {
+            n += 1;
+            format!(
+                "{}\n",
+                l.replace("/X/", &format!("/{n}/"))
+                    .replace("id_rsa", &format!("id_rsa{n}"))
+                    .replace(
+                        "10.0.0.0/8",
+                        &format!("10.{}.{}.0/24", n / 256 % 256, n % 256)
+                    )
+            )
+        })
+        .collect();
+    let start = std::time::Instant::now();
+    let set = ok(&user(&body));
+    eprintln!(
+        "10,000 rules: {:?}, {} kernel rules",
+        start.elapsed(),
+        set.kernel_image().rules.len()
+    );
+}
