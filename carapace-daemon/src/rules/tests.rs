@@ -234,6 +234,48 @@ fn home_patterns_compile_for_every_home() {
 }
 
 #[test]
+fn home_patterns_without_homes_warn() {
+    let options = Options {
+        homes: Homes::fixed(Vec::<String>::new()),
+        resolver: fake_resolver,
+    };
+    let set = RuleSet::parse_with(
+        "t.yaml",
+        &user("  - id: ssh\n    block: \"~/.ssh/**\"\n"),
+        &options,
+    )
+    .unwrap();
+    assert!(
+        set.warnings()
+            .to_string()
+            .contains("t.yaml:5:12: warning: `~/.ssh/**` matches nothing"),
+        "{}",
+        set.warnings()
+    );
+}
+
+#[test]
+fn exceptions_do_not_follow_symlinks() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("id_rsa");
+    std::fs::write(&secret, "x").unwrap();
+    let planted = dir.path().join("known_hosts");
+    std::os::unix::fs::symlink(&secret, &planted).unwrap();
+    let d = dir.path().display();
+    let set = ok(&user(&format!(
+        "  - id: dir\n    block: \"{d}/**\"\n    except: \"{}\"\n",
+        planted.display()
+    )));
+    let img = set.kernel_image();
+    assert!(img.inodes.is_empty());
+    assert_eq!(img.exact.len(), 1);
+    assert_eq!(
+        img.exact.get(planted.to_str().unwrap().as_bytes()),
+        Some(&refs(0, REF_EXCEPT))
+    );
+}
+
+#[test]
 fn unexpressible_globs_stay_in_userspace_with_a_reason() {
     let set = ok(&user(
         "  - id: star\n    block: \"/etc/*\"\n  - id: mid\n    block: \"/home/*/.ssh/**\"\n  - id: suffix\n    block: \"**/*.pem\"\n  - id: deep\n    block: \"/x/**/y\"\n  - id: re\n    block: \"re:^/proc/[0-9]+/environ$\"\n",

@@ -642,7 +642,19 @@ fn paths(node: &Node, ctx: &Ctx<'_>, rule: &str, sink: &mut Sink) -> Vec<PathPat
     strings(node, "path pattern", rule, sink)
         .into_iter()
         .filter_map(|(s, span)| match PathPattern::parse(s, ctx.homes) {
-            Ok(p) => Some(p),
+            Ok(p) => {
+                if let PathPattern::Glob { expanded, .. } = &p {
+                    if expanded.is_empty() {
+                        sink.warning(
+                            span,
+                            Some(rule),
+                            format!("`{s}` matches nothing: no account has a home directory"),
+                            "use an absolute path, or create the account first",
+                        );
+                    }
+                }
+                Some(p)
+            }
             Err(e) => {
                 sink.error(span, Some(rule), e.message, &e.hint);
                 None

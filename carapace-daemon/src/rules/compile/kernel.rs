@@ -222,6 +222,11 @@ pub(crate) fn compile(rules: &mut [Rule], diags: &mut Vec<Diagnostic>) -> Kernel
                 for (form, flags) in all {
                     let r = RuleRef { rule: index, flags };
                     match form {
+                        // An exception stays a plain path: following its symlink or inode
+                        // could except whatever file a planted link points to.
+                        KernelForm::Exact(path) if flags == REF_EXCEPT => {
+                            add(&mut image.exact, path, r);
+                        }
                         KernelForm::Exact(path) => {
                             add(&mut image.exact, path, r);
                             add_inode(&mut image, path, r);
