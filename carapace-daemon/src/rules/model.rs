@@ -298,3 +298,12 @@ pub enum Enforcement {
     /// Layer 1 only; the reason is shown by `carapace rules explain`.
     Userspace(String),
 }
+
+impl std::fmt::Display for Enforcement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Kernel => f.write_str("kernel and userspace"),
+            Self::Userspace(reason) => write!(f, "userspace only: {reason}"),
+        }
+    }
+}
