@@ -1,1 +1,93 @@
-fn main() {}
+//! Carapace's developer tasks: `cargo xtask setup | vm | test | demo`.
+
+mod initramfs;
+mod kernel;
+mod setup;
+mod test;
+mod util;
+mod vm;
+
+use std::{path::PathBuf, process::ExitCode};
+
+use anyhow::{Context as _, Result};
+use clap::{Parser, Subcommand};
+
+use crate::util::{cargo, output, run, workspace_root};
+
+#[derive(Parser)]
+#[command(about = "Carapace's developer tasks", version)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Install the toolchain, bpf-linker, QEMU and the VM kernels (idempotent).
+    Setup,
+    /// Boot a Debian kernel under QEMU and run a command as root inside.
+    Vm(vm::VmArgs),
+    /// Everything CI runs: format, lints, unit and host tests, VM kernel tests.
+    Test(test::TestArgs),
+    /// Boot the VM with the demo rules and show the kernel floor at work.
+    Demo {
+        /// Kernel to boot.
+        #[arg(long, value_enum, default_value = "6.12")]
+        kernel: kernel::Kernel,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Setup => setup::setup().map(|()| 0),
+        Cmd::Vm(args) => vm::vm(&args),
+        Cmd::Test(args) => test::test(&args).map(|()| 0),
+        Cmd::Demo { kernel } => demo(kernel),
+    };
+    match result {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1).max(1)),
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The cargo target directory of the workspace.
+fn target_dir() -> Result<PathBuf> {
+    let meta = output(cargo().args(["metadata", "--format-version", "1", "--no-deps"]))?;
+    let meta: serde_json::Value = serde_json::from_str(&meta).context("cargo metadata")?;
+    meta["target_directory"]
+        .as_str()
+        .map(PathBuf::from)
+        .context("cargo metadata: no target_directory")
+}
+
+/// Builds `carapaced` and `carapace` (release) and returns the directory holding them.
+pub fn build_release_binaries() -> Result<PathBuf> {
+    run(cargo().args(["build", "--release", "-p", "carapace-daemon", "--bins"]))
+        .context("building carapaced/carapace (use --no-daemon to boot the VM without them)")?;
+    Ok(target_dir()?.join("release"))
+}
+
+fn demo(kernel: kernel::Kernel) -> Result<i32> {
+    let root = workspace_root();
+    let rules = root.join("rules/examples/demo.yaml");
+    if !rules.exists() {
+        anyhow::bail!("{} is missing (the demo's rule file)", rules.display());
+    }
+    let script = root.join("tests/vm-init/demo.sh");
+    vm::vm(&vm::VmArgs {
+        kernel,
+        rules: Some(rules),
+        includes: vec![format!("{}:/opt/carapace-demo/demo.sh", script.display())],
+        timeout: 600,
+        no_daemon: false,
+        bin_dir: std::env::var_os("CARAPACE_BIN_DIR").map(PathBuf::from),
+        smp: 1,
+        machine: "pc".into(),
+        cmd: vec!["bash /opt/carapace-demo/demo.sh".into()],
+    })
+}

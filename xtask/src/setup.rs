@@ -1,0 +1,148 @@
+//! `cargo xtask setup`: installs what building and testing Carapace needs. Idempotent: every
+//! step checks first and prints one line.
+
+use std::process::Command;
+
+use anyhow::{bail, Context as _, Result};
+
+use crate::{
+    kernel,
+    util::{is_root, run, try_output},
+};
+
+/// Debian packages: LLVM for bpf-linker, QEMU and busybox for the test VM, protoc for tonic.
+const APT_PACKAGES: &[&str] = &[
+    "llvm-22-dev",
+    "zlib1g-dev",
+    "libzstd-dev",
+    "qemu-system-x86",
+    "busybox-static",
+    "protobuf-compiler",
+    "cpio",
+];
+
+const BPF_LINKER_VERSION: &str = "0.13.0";
+
+pub fn setup() -> Result<()> {
+    apt_packages()?;
+    bpf_linker()?;
+    nightly()?;
+    for k in kernel::Kernel::ALL {
+        let vmlinuz = kernel::ensure(k)?;
+        println!("setup: kernel {} ok ({})", k.name(), vmlinuz.display());
+    }
+    Ok(())
+}
+
+fn installed(pkg: &str) -> bool {
+    try_output("dpkg-query", ["-W", "-f=${Status}", pkg])
+        .is_some_and(|s| s.trim() == "install ok installed")
+}
+
+/// A command that needs root: run directly as root, through `sudo -n` if that works,
+/// otherwise fail with the exact command to run.
+fn privileged(args: &[&str]) -> Result<Command> {
+    if is_root() {
+        let mut cmd = Command::new(args[0]);
+        cmd.args(&args[1..]);
+        return Ok(cmd);
+    }
+    if Command::new("sudo")
+        .args(["-n", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        let mut cmd = Command::new("sudo");
+        cmd.args(["-n", "env", "DEBIAN_FRONTEND=noninteractive"])
+            .args(args);
+        return Ok(cmd);
+    }
+    bail!(
+        "setup needs root for this step; run as root:\n  {}",
+        args.join(" ")
+    );
+}
+
+fn apt_packages() -> Result<()> {
+    let missing: Vec<&str> = APT_PACKAGES
+        .iter()
+        .copied()
+        .filter(|p| !installed(p))
+        .collect();
+    if missing.is_empty() {
+        println!("setup: apt packages ok ({})", APT_PACKAGES.join(" "));
+        return Ok(());
+    }
+    println!("setup: apt packages installing… ({})", missing.join(" "));
+    if !is_root() && try_output("sudo", ["-n", "true"]).is_none() {
+        bail!(
+            "setup needs root to install Debian packages; run as root:\n  apt-get update && \
+             DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {}",
+            missing.join(" ")
+        );
+    }
+    run(&mut privileged(&["apt-get", "update"])?)?;
+    let mut args = vec!["apt-get", "install", "-y", "--no-install-recommends"];
+    args.extend(&missing);
+    run(privileged(&args)?.env("DEBIAN_FRONTEND", "noninteractive"))
+        .context("installing Debian packages")?;
+    Ok(())
+}
+
+fn bpf_linker() -> Result<()> {
+    let current = try_output("bpf-linker", ["--version"]).unwrap_or_default();
+    if current.split_whitespace().nth(1) == Some(BPF_LINKER_VERSION) {
+        println!("setup: bpf-linker ok ({})", current.trim());
+        return Ok(());
+    }
+    println!("setup: bpf-linker installing… (version {BPF_LINKER_VERSION} with LLVM 22)");
+    // Plain `cargo`, not the workspace's: `cargo install` ignores the workspace anyway, and
+    // this runs from the workspace root only through `cargo xtask`.
+    run(Command::new("cargo")
+        .args([
+            "install",
+            "bpf-linker",
+            "--version",
+            BPF_LINKER_VERSION,
+            "--no-default-features",
+            "--features",
+            "llvm-22",
+        ])
+        .env("LLVM_PREFIX", "/usr/lib/llvm-22"))
+    .context("installing bpf-linker (needs llvm-22-dev)")
+}
+
+fn nightly() -> Result<()> {
+    let toolchains = try_output("rustup", ["toolchain", "list"])
+        .context("rustup is not installed; see https://rustup.rs")?;
+    if toolchains.lines().any(|l| l.starts_with("nightly-")) {
+        println!("setup: nightly toolchain ok");
+    } else {
+        println!("setup: nightly toolchain installing…");
+        run(Command::new("rustup").args([
+            "toolchain",
+            "install",
+            "nightly",
+            "--profile",
+            "minimal",
+        ]))?;
+    }
+    let components = try_output(
+        "rustup",
+        ["component", "list", "--toolchain", "nightly", "--installed"],
+    )
+    .unwrap_or_default();
+    if components.lines().any(|l| l.starts_with("rust-src")) {
+        println!("setup: nightly rust-src ok");
+    } else {
+        println!("setup: nightly rust-src installing…");
+        run(Command::new("rustup").args([
+            "component",
+            "add",
+            "rust-src",
+            "--toolchain",
+            "nightly",
+        ]))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,165 @@
+//! `cargo xtask test`: the one command CI runs. Each step prints a header and stops the run
+//! on failure; a summary closes it.
+
+use std::{
+    io::{BufRead as _, BufReader},
+    path::PathBuf,
+    process::Stdio,
+    time::Instant,
+};
+
+use anyhow::{bail, Context as _, Result};
+
+use crate::{
+    build_release_binaries,
+    kernel::Kernel,
+    setup,
+    util::{cargo, run, workspace_root},
+    vm,
+};
+
+#[derive(clap::Args, Debug)]
+pub struct TestArgs {
+    /// Skip the VM kernel tests.
+    #[arg(long)]
+    no_vm: bool,
+    /// Run the VM kernel tests on this kernel only.
+    #[arg(long, value_enum)]
+    kernel: Option<Kernel>,
+    /// Skip `cargo xtask setup`.
+    #[arg(long)]
+    no_setup: bool,
+}
+
+struct Steps {
+    done: Vec<(String, f64)>,
+}
+
+impl Steps {
+    fn step<T>(&mut self, name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        println!("\n==> {name}");
+        let t0 = Instant::now();
+        match f() {
+            Ok(v) => {
+                let secs = t0.elapsed().as_secs_f64();
+                println!("==> {name}: ok ({secs:.1} s)");
+                self.done.push((name.to_owned(), secs));
+                Ok(v)
+            }
+            Err(e) => {
+                self.summary();
+                println!("FAILED: {name}");
+                Err(e.context(format!("step `{name}` failed")))
+            }
+        }
+    }
+
+    fn summary(&self) {
+        println!("\n==> summary");
+        for (name, secs) in &self.done {
+            println!("  ok   {name} ({secs:.1} s)");
+        }
+    }
+}
+
+pub fn test(args: &TestArgs) -> Result<()> {
+    let mut s = Steps { done: Vec::new() };
+    if !args.no_setup {
+        s.step("setup", setup::setup)?;
+    }
+    s.step("cargo fmt --check", || {
+        run(cargo().args(["fmt", "--all", "--", "--check"]))
+    })?;
+    s.step("cargo clippy", || {
+        run(cargo().args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]))
+    })?;
+    s.step("cargo test (unit and host tests)", || {
+        run(cargo().args(["test", "--workspace"]))
+    })?;
+    if args.no_vm {
+        s.summary();
+        println!("all steps passed (VM tests skipped: --no-vm)");
+        return Ok(());
+    }
+    let bins = s.step("build release binaries", build_release_binaries)?;
+    let exe = s.step("build VM kernel tests", kernel_test_exe)?;
+    let rules = workspace_root().join("tests/fixtures/kernel-rules.yaml");
+    let kernels: Vec<Kernel> = match args.kernel {
+        Some(k) => vec![k],
+        None => Kernel::ALL.to_vec(),
+    };
+    for k in kernels {
+        s.step(&format!("VM kernel tests on Linux {}", k.name()), || {
+            if !rules.exists() {
+                bail!("{} is missing (the VM tests' rule file)", rules.display());
+            }
+            let vm_args = vm::VmArgs {
+                kernel: k,
+                rules: Some(rules.clone()),
+                includes: vec![format!("{}:/opt/carapace-tests/kernel", exe.display())],
+                timeout: 900,
+                no_daemon: false,
+                bin_dir: None,
+                smp: 1,
+                machine: "pc".into(),
+                cmd: vec![
+                    "/opt/carapace-tests/kernel".into(),
+                    "--test-threads=1".into(),
+                ],
+            };
+            match vm::run_vm(&vm_args, Some(&bins))? {
+                0 => Ok(()),
+                code => bail!("kernel tests failed in the VM (exit status {code})"),
+            }
+        })?;
+    }
+    s.summary();
+    println!("all steps passed");
+    Ok(())
+}
+
+/// Builds the `kernel` test binary of carapace-tests and returns its path.
+fn kernel_test_exe() -> Result<PathBuf> {
+    let mut child = cargo()
+        .args([
+            "test",
+            "--release",
+            "-p",
+            "carapace-tests",
+            "--test",
+            "kernel",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("cannot start cargo")?;
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut exe = None;
+    for line in BufReader::new(stdout).lines() {
+        let line = line?;
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        if msg["reason"] == "compiler-artifact"
+            && msg["target"]["name"] == "kernel"
+            && msg["profile"]["test"] == true
+        {
+            if let Some(path) = msg["executable"].as_str() {
+                exe = Some(PathBuf::from(path));
+            }
+        }
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("building the kernel tests failed ({status})");
+    }
+    exe.context("cargo did not report the kernel test executable")
+}

@@ -1,0 +1,112 @@
+//! Small helpers shared by the tasks: running commands, paths of the workspace and cache.
+
+use std::{
+    env,
+    ffi::OsStr,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+};
+
+use anyhow::{bail, Context as _, Result};
+
+/// The workspace root (the parent of xtask/).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives inside the workspace")
+        .to_path_buf()
+}
+
+/// `cargo` as the caller ran it (so the workspace toolchain is used), or plain `cargo`.
+pub fn cargo() -> Command {
+    let mut cmd = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(workspace_root());
+    cmd
+}
+
+/// Cache directory of the VM pieces: `$CARAPACE_VM_CACHE` or `~/.cache/carapace/vm`.
+pub fn vm_cache_dir() -> Result<PathBuf> {
+    let dir = if let Some(dir) = env::var_os("CARAPACE_VM_CACHE") {
+        PathBuf::from(dir)
+    } else {
+        let base = env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .context("neither CARAPACE_VM_CACHE nor HOME is set")?;
+        base.join("carapace").join("vm")
+    };
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("cannot create cache directory {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn describe(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    for arg in cmd.get_args() {
+        s.push(' ');
+        s.push_str(&arg.to_string_lossy());
+    }
+    s
+}
+
+/// Runs `cmd` with inherited stdio; fails unless it exits successfully.
+pub fn run(cmd: &mut Command) -> Result<()> {
+    let what = describe(cmd);
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot start `{what}`"))?;
+    if !status.success() {
+        bail!("`{what}` failed ({status})");
+    }
+    Ok(())
+}
+
+/// Runs `cmd` and returns its stdout; fails unless it exits successfully.
+pub fn output(cmd: &mut Command) -> Result<String> {
+    let what = describe(cmd);
+    let out = cmd
+        .stderr(Stdio::piped())
+        .output()
+        .with_context(|| format!("cannot start `{what}`"))?;
+    if !out.status.success() {
+        bail!(
+            "`{what}` failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs a program with arguments and returns its stdout, or `None` if it cannot run or fails.
+pub fn try_output<I, S>(program: &str, args: I) -> Option<String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let out = Command::new(program)
+        .args(args)
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Whether the current user is root.
+pub fn is_root() -> bool {
+    try_output("id", ["-u"]).is_some_and(|s| s.trim() == "0")
+}
+
+/// Quotes `s` for a POSIX shell.
+pub fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b))
+    {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}

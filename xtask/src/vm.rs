@@ -1,0 +1,276 @@
+//! `cargo xtask vm`: boots a Debian kernel under QEMU (TCG) with a generated initramfs, runs
+//! one command as root and exits with its status.
+
+use std::{
+    fs,
+    io::{BufRead as _, BufReader, Write as _},
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    sync::mpsc,
+    thread,
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context as _, Result};
+
+use crate::{
+    initramfs::{self, Node, Tree},
+    kernel::{self, Kernel},
+    util::{shell_quote, vm_cache_dir},
+};
+
+const INIT: &str = include_str!("../../tests/vm-init/init.sh");
+/// Printed by the VM's init right before the command runs, and after it with its status.
+const START_MARKER: &str = "CARAPACE-VM-START";
+const EXIT_MARKER: &str = "CARAPACE-VM-EXIT:";
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct VmArgs {
+    /// Kernel to boot.
+    #[arg(long, value_enum, default_value = "6.12")]
+    pub kernel: Kernel,
+    /// Rule file, installed as /etc/carapace/rules.yaml and passed to carapaced.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
+    /// Copy a host file or directory into the image (repeatable).
+    #[arg(long = "include", value_name = "SRC:DST")]
+    pub includes: Vec<String>,
+    /// Kill the VM after this many seconds.
+    #[arg(long, default_value_t = 900, value_name = "SECS")]
+    pub timeout: u64,
+    /// Do not build, copy or start carapaced/carapace (for when they do not build).
+    #[arg(long, env = "CARAPACE_VM_NO_DAEMON")]
+    pub no_daemon: bool,
+    /// Take carapaced and carapace from this directory instead of building them.
+    #[arg(long, env = "CARAPACE_BIN_DIR", value_name = "DIR")]
+    pub bin_dir: Option<PathBuf>,
+    /// Virtual CPUs.
+    #[arg(long, default_value_t = 1)]
+    pub smp: u32,
+    /// QEMU machine type. `microvm` loads a large initrd through `fw_cfg` without DMA, which
+    /// takes minutes for this image under TCG; `pc` loads it in about a second.
+    #[arg(long, default_value = "pc")]
+    pub machine: String,
+    /// Command run as root with `bash -c` (one argument: a script; several: quoted words).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub cmd: Vec<String>,
+}
+
+/// Boots the VM and returns the command's exit status.
+pub fn vm(args: &VmArgs) -> Result<i32> {
+    let bins = if args.no_daemon {
+        None
+    } else if let Some(dir) = &args.bin_dir {
+        Some(dir.clone())
+    } else {
+        Some(crate::build_release_binaries()?)
+    };
+    run_vm(args, bins.as_deref())
+}
+
+/// Boots the VM with the Carapace binaries of `bins` (none: no daemon).
+pub fn run_vm(args: &VmArgs, bins: Option<&Path>) -> Result<i32> {
+    let vmlinuz = kernel::ensure(args.kernel)?;
+    let base = initramfs::base()?;
+    let mut overlay = overlay(args, bins)?;
+    let runs = vm_cache_dir()?.join("runs");
+    fs::create_dir_all(&runs)?;
+    let initrd = runs.join(format!("initrd-{}.cpio", std::process::id()));
+    initramfs::write_initrd(&base, &mut overlay, &initrd)?;
+    let result = boot(args, &vmlinuz, &initrd);
+    let _ = fs::remove_file(&initrd);
+    result
+}
+
+fn overlay(args: &VmArgs, bins: Option<&Path>) -> Result<Tree> {
+    let mut t = Tree::default();
+    t.data("init", INIT, 0o755);
+    let script = if args.cmd.len() == 1 {
+        args.cmd[0].clone()
+    } else {
+        args.cmd
+            .iter()
+            .map(|a| shell_quote(a))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    t.data("etc/carapace-vm/cmd.sh", format!("{script}\n"), 0o755);
+    let mut config = format!("CARAPACE_VM_KERNEL={}\n", args.kernel.name());
+    if let Some(dir) = bins {
+        for bin in ["carapaced", "carapace"] {
+            let src = dir.join(bin);
+            if !src.exists() {
+                bail!(
+                    "{} not found (build with `cargo build --release -p carapace-daemon --bins`, \
+                     or pass --no-daemon)",
+                    src.display()
+                );
+            }
+            t.host_file(&src, &format!("usr/local/bin/{bin}"))?;
+        }
+        config.push_str("CARAPACE_VM_DAEMON=1\n");
+    } else {
+        config.push_str("CARAPACE_VM_DAEMON=0\n");
+    }
+    t.data("etc/carapace-vm/config", config, 0o644);
+    if let Some(rules) = &args.rules {
+        if !rules.exists() {
+            bail!("rules file {} does not exist", rules.display());
+        }
+        t.host_file(rules, "etc/carapace/rules.yaml")?;
+    }
+    for inc in &args.includes {
+        let (src, dst) = inc
+            .split_once(':')
+            .with_context(|| format!("--include {inc}: expected SRC:DST"))?;
+        if !dst.starts_with('/') {
+            bail!("--include {inc}: DST must be an absolute path");
+        }
+        t.host_tree(Path::new(src), dst, &[])
+            .with_context(|| format!("--include {inc}"))?;
+    }
+    t.insert(
+        "dev/console",
+        Node::CharDev {
+            major: 5,
+            minor: 1,
+            mode: 0o600,
+        },
+    );
+    Ok(t)
+}
+
+enum Event {
+    Started,
+    Exit(i32),
+    Panic,
+    Eof,
+}
+
+fn boot(args: &VmArgs, vmlinuz: &Path, initrd: &Path) -> Result<i32> {
+    let mut append = String::from("console=ttyS0 panic=-1 rdinit=/init quiet");
+    let extra = args.kernel.extra_cmdline();
+    if !extra.is_empty() {
+        append.push(' ');
+        append.push_str(extra);
+    }
+    let mut cmd = Command::new("qemu-system-x86_64");
+    cmd.args([
+        "-accel", "tcg", "-M", "microvm", "-cpu", "max", "-m", "1024",
+    ])
+    .args(["-smp", &args.smp.to_string()])
+    .args(["-nographic", "-no-reboot", "-kernel"])
+    .arg(vmlinuz)
+    .arg("-initrd")
+    .arg(initrd)
+    .args(["-append", &append])
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit());
+    println!(
+        "vm: booting {} on {} ({}) with {}",
+        args.kernel.name(),
+        args.machine,
+        vmlinuz.display(),
+        append
+    );
+    let t0 = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .context("cannot start qemu-system-x86_64 (run `cargo xtask setup`)")?;
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = mpsc::channel();
+    let reader = thread::spawn(move || console(stdout, &tx));
+
+    let deadline = t0 + Duration::from_secs(args.timeout);
+    let mut status = None;
+    let mut panicked = false;
+    let mut timed_out = false;
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            timed_out = true;
+            break;
+        }
+        match rx.recv_timeout(deadline - now) {
+            Ok(Event::Started) => {
+                eprintln!(
+                    "vm: command started {:.1} s after QEMU",
+                    t0.elapsed().as_secs_f64()
+                );
+            }
+            Ok(Event::Exit(s)) => {
+                status = Some(s);
+                break;
+            }
+            Ok(Event::Panic) => panicked = true,
+            Ok(Event::Eof) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                timed_out = true;
+                break;
+            }
+        }
+    }
+    // After the exit marker init powers off; give QEMU a moment, then make sure it is gone.
+    let grace = Instant::now() + Duration::from_secs(if status.is_some() { 5 } else { 0 });
+    loop {
+        if child.try_wait()?.is_some() {
+            break;
+        }
+        if Instant::now() >= grace {
+            let _ = child.kill();
+            let _ = child.wait();
+            break;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    let _ = reader.join();
+    let elapsed = t0.elapsed().as_secs_f64();
+    match status {
+        Some(s) => {
+            eprintln!("vm: command exited with status {s} ({elapsed:.1} s in total)");
+            Ok(s)
+        }
+        None if timed_out => bail!(
+            "VM timed out after {} s without an exit status (raise --timeout?); QEMU killed",
+            args.timeout
+        ),
+        None if panicked => bail!("the VM's kernel panicked (see the console output above)"),
+        None => bail!(
+            "QEMU exited after {elapsed:.1} s without the VM's exit marker (init failed or \
+             the kernel panicked; see the console output above)"
+        ),
+    }
+}
+
+/// Streams the serial console to stdout (without \r) and reports the markers.
+fn console(stdout: std::process::ChildStdout, tx: &mpsc::Sender<Event>) {
+    let mut out = std::io::stdout();
+    let mut r = BufReader::new(stdout);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match r.read_until(b'\n', &mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let line = String::from_utf8_lossy(&buf);
+        let line = line.trim_end_matches(['\n', '\r']).replace('\r', "");
+        if line == START_MARKER {
+            let _ = tx.send(Event::Started);
+            continue;
+        }
+        if let Some(status) = line.strip_prefix(EXIT_MARKER) {
+            if let Ok(s) = status.trim().parse() {
+                let _ = tx.send(Event::Exit(s));
+                continue;
+            }
+        }
+        if line.contains("Kernel panic") {
+            let _ = tx.send(Event::Panic);
+        }
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+    let _ = tx.send(Event::Eof);
+}
