@@ -108,10 +108,15 @@ pub async fn connect(socket: &Path) -> anyhow::Result<CarapaceClient<Channel>> {
             async move { UnixStream::connect(path).await.map(TokioIo::new) }
         }))
         .await
-        .with_context(|| {
-            format!(
-                "cannot reach carapaced at {}. Start it with `sudo carapaced` (or point \
-                 --socket / CARAPACE_SOCKET at its socket)",
+        .map_err(|e| {
+            // The transport error repeats its cause; the innermost error says it best.
+            let mut cause: &dyn std::error::Error = &e;
+            while let Some(next) = cause.source() {
+                cause = next;
+            }
+            anyhow::anyhow!(
+                "cannot reach carapaced at {} ({cause}). Start it with `sudo carapaced` (or \
+                 point --socket / CARAPACE_SOCKET at its socket)",
                 socket.display()
             )
         })?;

@@ -170,7 +170,7 @@ async fn run(args: Args, rules: RuleSet) -> anyhow::Result<()> {
         tracing::warn!("cannot remove {}: {e}", args.socket.display());
     }
     result.context("the API server failed")?;
-    tracing::info!("stopped; sessions stay enforced by the kernel and are resumed at next start");
+    tracing::info!("stopped; live sessions are resumed at next start");
     Ok(())
 }
 
