@@ -364,3 +364,39 @@ fn a_restarted_daemon_keeps_a_live_session() {
         second.log_text()
     );
 }
+
+#[test]
+fn a_session_left_behind_by_a_killed_run_is_reaped() {
+    let Some(dir) = setup("a_session_left_behind_by_a_killed_run_is_reaped") else {
+        return;
+    };
+    let d = daemon(dir.path());
+    let mut run = cli_command(
+        Path::new(CARAPACE),
+        &d.socket,
+        ["run", "--", "sh", "-c", "sleep 1"],
+        &[],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap_or_else(|e| panic!("cannot start carapace run: {e}"));
+    let wait_for = |what: &str, done: &dyn Fn(usize) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !done(sessions_json(&d).ids.len()) {
+            assert!(Instant::now() < deadline, "{what}; log:\n{}", d.log_text());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_for("no session appeared", &|n| n == 1);
+    // SIGKILL: carapace cannot end its session; the command finishes on its own.
+    run.kill()
+        .unwrap_or_else(|e| panic!("cannot kill carapace run: {e}"));
+    let _ = run.wait();
+    wait_for("the empty session was not reaped", &|n| n == 0);
+    assert!(
+        d.log_text().contains("processes are all gone"),
+        "log:\n{}",
+        d.log_text()
+    );
+}

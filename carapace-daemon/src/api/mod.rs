@@ -88,6 +88,10 @@ pub enum ApiError {
     },
     #[error("another carapaced already serves {0}")]
     InUse(PathBuf),
+    #[error(
+        "the socket directory {0} is writable by other users; use a directory only root can write"
+    )]
+    UnsafeDir(PathBuf),
 }
 
 /// Binds the API socket: creates its directory (mode 0755) before binding, removes a stale
@@ -108,6 +112,11 @@ pub fn bind(path: &Path) -> Result<UnixListener, ApiError> {
             .mode(0o755)
             .create(dir)
             .map_err(err("create directory", dir))?;
+        // Someone else who can write the directory could swap the socket for their own.
+        let meta = fs::metadata(dir).map_err(err("stat", dir))?;
+        if meta.permissions().mode() & 0o022 != 0 && meta.permissions().mode() & 0o1000 == 0 {
+            return Err(ApiError::UnsafeDir(dir.into()));
+        }
     }
     match fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_socket() => {
@@ -169,6 +178,29 @@ pub fn spawn_denial_pump(
             let _ = daemon.events.send(SessionEvent::Denial(d));
         }
         tracing::warn!("the kernel's denial stream ended");
+    })
+}
+
+/// How often sessions without processes are looked for.
+const REAP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Periodically ends sessions whose processes are all gone, so that a `carapace run` that was
+/// killed (and could not call `EndSession`) does not leave its session behind.
+#[must_use = "the task runs forever; keep or detach its handle"]
+pub fn spawn_reaper(daemon: Arc<Daemon>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(REAP_INTERVAL);
+        loop {
+            tick.tick().await;
+            let sessions = Arc::clone(&daemon.sessions);
+            let Ok(ended) = tokio::task::spawn_blocking(move || sessions.reap_empty()).await else {
+                continue;
+            };
+            for id in ended {
+                tracing::info!(session = %id, "ended a session whose processes are all gone");
+                let _ = daemon.events.send(SessionEvent::Ended(id));
+            }
+        }
     })
 }
 

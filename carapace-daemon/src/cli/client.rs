@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
+use tokio::signal::unix::{signal, SignalKind};
 use tonic::transport::{Channel, Endpoint, Uri};
 
 use super::daemon::DEFAULT_SOCKET;
@@ -206,9 +207,26 @@ async fn run_in_session(
             });
         }
     };
+    // SIGTERM / SIGHUP to carapace are passed on to the command, so that the session ends
+    // through the command's exit and `EndSession`, not by leaving it behind.
+    let (mut term, mut hup) = (
+        signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
+        signal(SignalKind::hangup()).context("cannot handle SIGHUP")?,
+    );
+    let forward = |sig: libc::c_int, pid: Option<u32>| {
+        if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+            // SAFETY: kill(2) on our own child's pid, which is not reaped yet (we are still
+            // waiting for it), with a constant signal.
+            unsafe {
+                libc::kill(pid, sig);
+            }
+        }
+    };
     let status = loop {
         tokio::select! {
             status = child.wait() => break status.context("cannot wait for the command")?,
+            _ = term.recv() => forward(libc::SIGTERM, child.id()),
+            _ = hup.recv() => forward(libc::SIGHUP, child.id()),
             message = denials.message() => match message {
                 Ok(Some(d)) => print_denial(&d),
                 // The stream ended or failed: keep waiting for the command.

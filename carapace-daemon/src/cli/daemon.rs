@@ -163,6 +163,7 @@ async fn run(args: Args, rules: RuleSet) -> anyhow::Result<()> {
     ));
     // Detached: the pump lives as long as the kernel's ring buffer.
     let _pump = events.map(|stream| api::spawn_denial_pump(Arc::clone(&daemon), stream));
+    let _reaper = api::spawn_reaper(Arc::clone(&daemon));
     let listener = api::bind(&args.socket)?;
     tracing::info!(socket = %args.socket.display(), "serving");
     let result = api::serve(daemon, listener, shutdown_signal()).await;

@@ -209,6 +209,14 @@ pub fn dir_of(hierarchy: &Hierarchy, rel: &str) -> PathBuf {
     hierarchy.mount.join(below)
 }
 
+/// Whether the cgroup tree at `dir` exists and has no process (`populated 0` in
+/// `cgroup.events`). A cgroup that cannot be read counts as not empty.
+#[must_use]
+pub fn is_empty(dir: &Path) -> bool {
+    fs::read_to_string(dir.join("cgroup.events"))
+        .is_ok_and(|t| t.lines().any(|l| l.trim() == "populated 0"))
+}
+
 fn pids(dir: &Path) -> Vec<i32> {
     fs::read_to_string(dir.join("cgroup.procs"))
         .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())

@@ -236,6 +236,29 @@ impl SessionManager {
     }
 }
 
+impl SessionManager {
+    /// Ends every session whose cgroup has no process left (its `carapace run` died without
+    /// ending it, or it ended while the daemon was down). Returns the ids it ended.
+    pub fn reap_empty(&self) -> Vec<String> {
+        let empty: Vec<String> = self
+            .list()
+            .into_iter()
+            .filter(|s| cgroup::is_empty(&s.cgroup))
+            .map(|s| s.id)
+            .collect();
+        empty
+            .into_iter()
+            .filter(|id| match self.end(id, false) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!(session = %id, "cannot reap the empty session: {e}");
+                    false
+                }
+            })
+            .collect()
+    }
+}
+
 /// Hierarchy-relative path of a session cgroup.
 fn rel_of(root: &CarapaceRoot, id: &str) -> String {
     format!("{}/{id}", root.rel)
