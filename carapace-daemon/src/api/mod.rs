@@ -271,6 +271,34 @@ fn blocking_failed(e: &tokio::task::JoinError) -> Status {
     Status::internal(format!("session task failed: {e}"))
 }
 
+/// Sends the denials of session `id` from `events` to `tx` until the session ends, the
+/// watcher goes away or the daemon stops.
+async fn forward_session_events(
+    mut events: broadcast::Receiver<SessionEvent>,
+    id: String,
+    tx: mpsc::Sender<Result<Denial, Status>>,
+) {
+    loop {
+        let event = tokio::select! {
+            () = tx.closed() => return,
+            event = events.recv() => event,
+        };
+        match event {
+            Ok(SessionEvent::Denial(d)) if d.session_id == id => {
+                if tx.send(Ok(d)).await.is_err() {
+                    return;
+                }
+            }
+            Ok(SessionEvent::Ended(ended)) if ended == id => return,
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                tracing::warn!(session = %id, "a watcher fell behind and missed {n} denials");
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
 type DenialStream = Pin<Box<dyn Stream<Item = Result<Denial, Status>> + Send + 'static>>;
 
 #[tonic::async_trait]
@@ -350,29 +378,9 @@ impl Carapace for Service {
         let peer = self.peer(&request)?;
         let id = request.into_inner().session_id;
         self.owned_session(&peer, &id)?;
-        let mut events = self.daemon.events.subscribe();
+        let events = self.daemon.events.subscribe();
         let (tx, rx) = mpsc::channel(64);
-        tokio::spawn(async move {
-            loop {
-                let event = tokio::select! {
-                    () = tx.closed() => return,
-                    event = events.recv() => event,
-                };
-                match event {
-                    Ok(SessionEvent::Denial(d)) if d.session_id == id => {
-                        if tx.send(Ok(d)).await.is_err() {
-                            return;
-                        }
-                    }
-                    Ok(SessionEvent::Ended(ended)) if ended == id => return,
-                    Ok(_) => {}
-                    Err(broadcast::error::RecvError::Lagged(n)) => {
-                        tracing::warn!(session = %id, "a watcher fell behind and missed {n} denials");
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return,
-                }
-            }
-        });
+        tokio::spawn(forward_session_events(events, id, tx));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
@@ -401,5 +409,42 @@ impl Carapace for Service {
             })?;
         let _ = self.daemon.events.send(SessionEvent::Ended(id));
         Ok(Response::new(EndSessionReply {}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn denial(session: &str, subject: &str) -> Denial {
+        Denial {
+            session_id: session.into(),
+            subject: subject.into(),
+            operation: "read".into(),
+            ..Denial::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn watchers_get_their_sessions_denials_until_it_ends() {
+        let (events, rx_events) = broadcast::channel(16);
+        let (tx, mut rx) = mpsc::channel(16);
+        let task = tokio::spawn(forward_session_events(rx_events, "s-1".into(), tx));
+        for event in [
+            SessionEvent::Denial(denial("s-2", "/other")),
+            SessionEvent::Denial(denial("s-1", "/a")),
+            SessionEvent::Ended("s-2".into()),
+            SessionEvent::Denial(denial("s-1", "/b")),
+            SessionEvent::Ended("s-1".into()),
+            SessionEvent::Denial(denial("s-1", "/after-end")),
+        ] {
+            events.send(event).unwrap();
+        }
+        let mut got = Vec::new();
+        while let Some(d) = rx.recv().await {
+            got.push(d.unwrap().subject);
+        }
+        assert_eq!(got, ["/a", "/b"]);
+        task.await.unwrap();
     }
 }

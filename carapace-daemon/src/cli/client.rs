@@ -124,11 +124,17 @@ pub async fn connect(socket: &Path) -> anyhow::Result<CarapaceClient<Channel>> {
     Ok(CarapaceClient::new(channel))
 }
 
-fn print_denial(d: &Denial) {
-    eprintln!(
+/// The line `run` prints for a denial.
+#[must_use]
+pub fn denial_line(d: &Denial) -> String {
+    format!(
         "carapace: blocked {} of {} (rule {}: {})",
         d.operation, d.subject, d.rule_id, d.message
-    );
+    )
+}
+
+fn print_denial(d: &Denial) {
+    eprintln!("{}", denial_line(d));
 }
 
 async fn run(socket: &Path, command: Vec<OsString>) -> anyhow::Result<u8> {
@@ -296,6 +302,22 @@ mod tests {
     use std::os::unix::process::ExitStatusExt as _;
 
     use super::*;
+
+    #[test]
+    fn denial_lines() {
+        let d = Denial {
+            operation: "read".into(),
+            subject: "/home/u/.ssh/id_ed25519".into(),
+            rule_id: "protect-ssh-keys".into(),
+            message: "SSH keys are off limits".into(),
+            ..Denial::default()
+        };
+        assert_eq!(
+            denial_line(&d),
+            "carapace: blocked read of /home/u/.ssh/id_ed25519 \
+             (rule protect-ssh-keys: SSH keys are off limits)"
+        );
+    }
 
     #[test]
     fn exit_codes() {
