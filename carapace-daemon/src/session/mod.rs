@@ -216,9 +216,15 @@ impl SessionManager {
             let inside = cgroup::process_cgroup(record.leader_pid)
                 .is_ok_and(|c| cgroup::is_below(&rel_of(&self.root, &record.id), &c));
             if inside {
+                // Back where it came from, else to the hierarchy's root: anywhere but inside,
+                // or killing the session would kill the caller too.
                 let origin = cgroup::dir_of(&self.hierarchy, &record.leader_origin);
-                if let Err(e) = cgroup::move_process(&origin, record.leader_pid) {
-                    tracing::warn!(session = %id, "cannot move the session leader back: {e}");
+                let moved = cgroup::move_process(&origin, record.leader_pid).or_else(|e| {
+                    tracing::info!(session = %id, "cannot move the session leader back ({e}); moving it to the root cgroup");
+                    cgroup::move_process(&self.hierarchy.mount, record.leader_pid)
+                });
+                if let Err(e) = moved {
+                    tracing::warn!(session = %id, "cannot move the session leader out: {e}");
                 }
             }
         }
