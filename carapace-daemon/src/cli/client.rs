@@ -281,7 +281,7 @@ async fn status(socket: &Path) -> anyhow::Result<()> {
         );
     }
     println!(
-        "rules: {} ({} enforced in the kernel)",
+        "rules: {} ({} compiled for the kernel layer)",
         s.rules, s.kernel_rules
     );
     println!("sessions: {}", s.sessions.len());
