@@ -5,7 +5,6 @@ use std::net::Ipv6Addr;
 use carapace_common::{op, subject, DenyEvent, AF_INET, PATH_MAX, RULE_PATH_TOO_LONG};
 
 use super::proto::Denial;
-use crate::rules::Rule;
 
 /// Rule id reported when the kernel denied a path too long to match.
 pub const PATH_TOO_LONG_ID: &str = "path-too-long";
@@ -64,9 +63,14 @@ pub fn format_subject(event: &DenyEvent) -> String {
 
 /// Builds the denial message of `event`.
 ///
-/// `rule` is the rule with the event's kernel index (`RuleSet::by_kernel_index`), if known.
+/// `rule` is the (id, message) of the rule with the event's kernel index
+/// (`RuleSet::by_kernel_index`), if known.
 #[must_use]
-pub fn denial_from_event(event: &DenyEvent, session_id: &str, rule: Option<&Rule>) -> Denial {
+pub fn denial_from_event(
+    event: &DenyEvent,
+    session_id: &str,
+    rule: Option<(&str, &str)>,
+) -> Denial {
     let (rule_id, message) = if event.rule == RULE_PATH_TOO_LONG {
         (
             PATH_TOO_LONG_ID.to_owned(),
@@ -76,8 +80,8 @@ pub fn denial_from_event(event: &DenyEvent, session_id: &str, rule: Option<&Rule
                 PATH_MAX - 1
             ),
         )
-    } else if let Some(rule) = rule {
-        (rule.id.clone(), rule.message.clone())
+    } else if let Some((id, message)) = rule {
+        (id.to_owned(), message.to_owned())
     } else {
         (
             format!("kernel-rule-{}", event.rule),
@@ -101,7 +105,6 @@ mod tests {
     use carapace_common::{AF_INET6, AF_UNIX};
 
     use super::*;
-    use crate::rules::Mode;
 
     fn event() -> DenyEvent {
         DenyEvent {
@@ -126,16 +129,7 @@ mod tests {
         e
     }
 
-    fn rule() -> Rule {
-        Rule {
-            id: "protect-ssh-keys".into(),
-            message: "SSH keys are off limits".into(),
-            mode: Mode::Block,
-            source: "builtin:credentials".into(),
-            locked: false,
-            kernel_index: Some(7),
-        }
-    }
+    const RULE: Option<(&str, &str)> = Some(("protect-ssh-keys", "SSH keys are off limits"));
 
     #[test]
     fn path_denial() {
@@ -143,7 +137,7 @@ mod tests {
         // Garbage after the NUL must not show.
         e.path[40] = b'X';
         e.comm[..3].copy_from_slice(b"cat");
-        let d = denial_from_event(&e, "s-1", Some(&rule()));
+        let d = denial_from_event(&e, "s-1", RULE);
         assert_eq!(d.operation, "read");
         assert_eq!(d.subject, "/home/u/.ssh/id_ed25519");
         assert_eq!(d.rule_id, "protect-ssh-keys");
@@ -201,7 +195,7 @@ mod tests {
         e.family = AF_INET6;
         e.addr = loopback;
         e.port = 22;
-        let d = denial_from_event(&e, "s-1", Some(&rule()));
+        let d = denial_from_event(&e, "s-1", RULE);
         assert_eq!(
             (d.operation.as_str(), d.subject.as_str()),
             ("network", "[::1]:22")

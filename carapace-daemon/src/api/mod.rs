@@ -163,7 +163,10 @@ pub fn spawn_denial_pump(
                 .sessions
                 .id_of_number(event.session)
                 .unwrap_or_else(|| format!("#{}", event.session));
-            let rule = daemon.rules.by_kernel_index(event.rule);
+            let rule = daemon
+                .rules
+                .by_kernel_index(event.rule)
+                .map(|r| (r.id.as_str(), r.message.as_str()));
             let d = denial::denial_from_event(&event, &session_id, rule);
             tracing::warn!(
                 session = %d.session_id,

@@ -103,16 +103,9 @@ fn load_rules(args: &Args) -> Result<RuleSet, Diagnostics> {
     }
 }
 
-/// The kernel layer's state after start.
-pub enum KernelState {
-    Up(Kernel),
-    /// Why not, in one line.
-    Unavailable(String),
-}
-
-/// Starts (or adopts) the kernel layer for the sessions below `root`. Logs exactly one warn
-/// line when the kernel refuses.
-pub fn start_kernel(root: &CarapaceRoot, rules: &RuleSet) -> KernelState {
+/// Starts (or adopts) the kernel layer for the sessions below `root`. When the kernel
+/// refuses, logs exactly one warn line and returns why, in one line.
+pub fn start_kernel(root: &CarapaceRoot, rules: &RuleSet) -> Result<Kernel, String> {
     let settings = KernelSettings {
         pin_dir: PathBuf::from(PIN_DIR),
         cgroup_root_id: root.id,
@@ -121,11 +114,11 @@ pub fn start_kernel(root: &CarapaceRoot, rules: &RuleSet) -> KernelState {
     match Kernel::start(&settings, rules.kernel_image()) {
         Ok(kernel) => {
             tracing::info!("kernel layer enforcing: {}", kernel.status());
-            KernelState::Up(kernel)
+            Ok(kernel)
         }
         Err(e) => {
             tracing::warn!("kernel layer unavailable: {}; Layers 0/1 only", e.reason);
-            KernelState::Unavailable(e.reason)
+            Err(e.reason)
         }
     }
 }
@@ -150,8 +143,8 @@ async fn run(args: Args, rules: RuleSet) -> anyhow::Result<()> {
         "session cgroups live below this cgroup"
     );
     let (mut kernel, unavailable) = match start_kernel(&root, &rules) {
-        KernelState::Up(k) => (Some(k), None),
-        KernelState::Unavailable(reason) => (None, Some(reason)),
+        Ok(k) => (Some(k), None),
+        Err(reason) => (None, Some(reason)),
     };
     let events = kernel.as_mut().and_then(Kernel::take_events);
     let sessions = SessionManager::open(hierarchy, root, &args.data_dir, kernel)
