@@ -2,6 +2,13 @@
 //! `-Z build-std`) and the gRPC code from `proto/carapace.proto`.
 
 fn main() -> anyhow::Result<()> {
+    // AYA_BUILD_SKIP=1 builds the daemon without its programs (for work on userspace parts
+    // where nightly or bpf-linker is missing); Kernel::start then reports the layer as
+    // unavailable instead of loading an empty object.
+    if std::env::var_os("AYA_BUILD_SKIP").is_some_and(|v| v == "1" || v == "true") {
+        let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default());
+        std::fs::write(out.join("carapace"), b"")?;
+    }
     let ebpf = aya_build::Package {
         name: "carapace-ebpf",
         root_dir: concat!(env!("CARGO_MANIFEST_DIR"), "/../carapace-ebpf"),

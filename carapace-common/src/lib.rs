@@ -11,9 +11,9 @@
 /// operation for every session that has a path rule for it (fail closed). 256 is also the
 /// largest key an LPM trie accepts.
 pub const PATH_MAX: usize = 256;
-/// Bytes of a basename key, including the NUL. A basename rule longer than this is refused
-/// by the compiler; a longer basename on disk can never equal a shorter rule, so no match
-/// is lost.
+/// Bytes of a basename key, including the NUL. Basename rules may be at most `NAME_MAX - 2`
+/// bytes long: the programs skip the lookup for a name that fills the buffer (it may have
+/// been cut short), and such a name can never equal a shorter rule, so no match is lost.
 pub const NAME_MAX: usize = 64;
 /// Rule references stored under one map key. The compiler merges rules that share a key and
 /// refuses a rule set that needs more.
@@ -42,6 +42,25 @@ pub const RULE_PATH_TOO_LONG: u32 = u32::MAX;
 
 /// `RuleRef::flags` / `NetRef::flags`: the entry is an exception (`except:`) of its rule.
 pub const REF_EXCEPT: u32 = 1;
+/// `RuleRef::flags` / `NetRef::flags` bits 8..16: for a rule that has exceptions, its
+/// exception slot plus one (0: the rule has none). The map writer assigns slots; the
+/// programs gather the slots of every exception they looked up into one 64-bit mask, so
+/// judging a rule costs one bit test instead of a search the verifier would have to unroll.
+pub const REF_SLOT_SHIFT: u32 = 8;
+/// Kernel rules that may have exceptions (`except:`) in one rule set.
+pub const MAX_EXCEPT_SLOTS: usize = 64;
+
+/// The exception-slot bit a ref carries (0 when its rule has no exceptions).
+#[inline(always)]
+#[must_use]
+pub const fn slot_bit(flags: u32) -> u64 {
+    let slot = (flags >> REF_SLOT_SHIFT) & 0xff;
+    if slot == 0 || slot as usize > MAX_EXCEPT_SLOTS {
+        0
+    } else {
+        1u64 << (slot - 1)
+    }
+}
 
 /// One reference from a map entry to a rule.
 #[repr(C)]
@@ -86,7 +105,7 @@ pub struct NameKey {
 /// protected file are caught whatever path reaches it. `dev` is the kernel's internal
 /// encoding (`MAJOR << 20 | MINOR`), not userspace's `st_dev`.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct InodeKey {
     pub dev: u64,
     pub ino: u64,
@@ -146,7 +165,12 @@ pub struct SessionState {
 impl SessionState {
     #[must_use]
     pub const fn new(session: u32) -> Self {
-        Self { session, flags: 0, activated: [0; RULE_WORDS], disabled: [0; RULE_WORDS] }
+        Self {
+            session,
+            flags: 0,
+            activated: [0; RULE_WORDS],
+            disabled: [0; RULE_WORDS],
+        }
     }
 
     /// Whether `rule` (with metadata `meta`) is in force for this session.
@@ -236,6 +260,9 @@ pub mod globals {
     pub const OFF_INODE_I_SB: &str = "OFF_INODE_I_SB";
     pub const OFF_SB_S_DEV: &str = "OFF_SB_S_DEV";
     pub const OFF_BPRM_FILE: &str = "OFF_BPRM_FILE";
+    pub const OFF_PATH_DENTRY: &str = "OFF_PATH_DENTRY";
+    pub const OFF_DENTRY_D_NAME: &str = "OFF_DENTRY_D_NAME";
+    pub const OFF_QSTR_NAME: &str = "OFF_QSTR_NAME";
 }
 
 /// Names of the maps (also their pin names under bpffs).
@@ -328,7 +355,9 @@ impl PathKey {
     /// Builds a key from a path; `None` if it does not fit with its NUL.
     #[must_use]
     pub fn new(path: &[u8]) -> Option<Self> {
-        let mut key = Self { path: [0; PATH_MAX] };
+        let mut key = Self {
+            path: [0; PATH_MAX],
+        };
         fill(&mut key.path, path)?;
         Some(key)
     }
@@ -338,7 +367,10 @@ impl PrefixKey {
     /// Builds a key matching every path that starts with `prefix` (no NUL is part of it).
     #[must_use]
     pub fn new(prefix: &[u8]) -> Option<Self> {
-        let mut key = Self { prefix_len: 0, path: [0; PATH_MAX] };
+        let mut key = Self {
+            prefix_len: 0,
+            path: [0; PATH_MAX],
+        };
         fill(&mut key.path, prefix)?;
         key.prefix_len = (prefix.len() * 8) as u32;
         Some(key)
@@ -348,7 +380,9 @@ impl PrefixKey {
 impl NameKey {
     #[must_use]
     pub fn new(name: &[u8]) -> Option<Self> {
-        let mut key = Self { name: [0; NAME_MAX] };
+        let mut key = Self {
+            name: [0; NAME_MAX],
+        };
         fill(&mut key.name, name)?;
         Some(key)
     }
@@ -380,8 +414,14 @@ mod tests {
     #[test]
     fn session_bits() {
         let mut s = SessionState::new(1);
-        let always = RuleMeta { ops: op::READ, flags: RULE_ALWAYS_ON };
-        let triggered = RuleMeta { ops: op::WRITE, flags: 0 };
+        let always = RuleMeta {
+            ops: op::READ,
+            flags: RULE_ALWAYS_ON,
+        };
+        let triggered = RuleMeta {
+            ops: op::WRITE,
+            flags: 0,
+        };
         assert!(s.is_active(3, &always));
         assert!(!s.is_active(70, &triggered));
         SessionState::set_bit(&mut s.activated, 70, true);

@@ -1,4 +1,46 @@
+//! Carapace's kernel floor: BPF LSM programs that return -EACCES for the processes of agent
+//! sessions (a cgroup below the Carapace cgroup root, and everything nested in it).
+//!
+//! One file per hook; `maps` documents every map; `gate` decides whether a task belongs to a
+//! session; `matcher` looks a path or address up in the rule maps.
 #![cfg_attr(target_arch = "bpf", no_std)]
 #![cfg_attr(target_arch = "bpf", no_main)]
+#![cfg_attr(not(target_arch = "bpf"), allow(dead_code, unused_imports))]
+
+#[cfg(target_arch = "bpf")]
+mod bprm_check_security;
+#[cfg(target_arch = "bpf")]
+mod event;
+#[cfg(target_arch = "bpf")]
+mod file_open;
+#[cfg(target_arch = "bpf")]
+mod gate;
+#[cfg(target_arch = "bpf")]
+mod globals;
+#[cfg(target_arch = "bpf")]
+mod kread;
+#[cfg(target_arch = "bpf")]
+mod maps;
+#[cfg(target_arch = "bpf")]
+mod matcher;
+#[cfg(target_arch = "bpf")]
+mod socket_connect;
+
+/// The hook's verdict for a denied operation.
+#[cfg(target_arch = "bpf")]
+const EACCES: i32 = 13;
+
+#[cfg(target_arch = "bpf")]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    // The verifier rejects any reachable panic, so this is never called.
+    loop {}
+}
+
 #[cfg(not(target_arch = "bpf"))]
 fn main() {}
+
+#[cfg(target_arch = "bpf")]
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

@@ -1,1 +1,393 @@
+//! Kernel floor tests. They run inside the test VM (`cargo xtask test`, or by hand:
+//! `cargo xtask vm --rules tests/fixtures/kernel-rules.yaml --include EXE:/opt/t -- /opt/t`)
+//! as root, with `carapaced` already running on tests/fixtures/kernel-rules.yaml. Each test
+//! runs an agent command through `carapace run` as uid 1000 and checks that the kernel
+//! answered EACCES (and that `carapace run` printed the friendly line), and that the same
+//! operation outside a session works.
+#![cfg(target_os = "linux")]
 
+use std::{
+    fs,
+    io::{BufRead as _, BufReader},
+    net::{TcpListener, TcpStream},
+    os::unix::{fs::PermissionsExt as _, net::UnixListener},
+    path::Path,
+    process::{Command, Output, Stdio},
+    sync::{Mutex, Once},
+    thread,
+    time::{Duration, Instant},
+};
+
+const SOCKET: &str = "/run/carapace/carapace.sock";
+const DAEMON_CMD: &str = "/run/carapace/daemon.cmd";
+
+/// Tests share one daemon; those that restart it must not overlap with others.
+static DAEMON: Mutex<()> = Mutex::new(());
+static FIXTURE: Once = Once::new();
+
+fn in_vm() -> bool {
+    Path::new(DAEMON_CMD).exists()
+}
+
+/// Files the rules protect. The daemon records inodes of exact-path files when it compiles
+/// the rules, so it is restarted once the files exist.
+fn fixture() {
+    FIXTURE.call_once(|| {
+        for dir in [
+            "/srv/secret",
+            "/srv/data",
+            "/srv/readonly",
+            "/srv/open",
+            "/tmp/keys",
+        ] {
+            fs::create_dir_all(dir).expect("create fixture dir");
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o777)).expect("chmod dir");
+        }
+        for (path, mode) in [
+            ("/srv/secret/a.txt", 0o666),
+            ("/srv/data/token.txt", 0o666),
+            ("/srv/readonly/r.txt", 0o666),
+            ("/srv/open/notes.txt", 0o666),
+            ("/tmp/keys/forbidden.key", 0o666),
+        ] {
+            fs::write(path, "fixture\n").expect("write fixture");
+            fs::set_permissions(path, fs::Permissions::from_mode(mode)).expect("chmod fixture");
+        }
+        fs::copy("/bin/true", "/usr/local/bin/blocked-tool").expect("copy blocked-tool");
+        fs::set_permissions(
+            "/usr/local/bin/blocked-tool",
+            fs::Permissions::from_mode(0o755),
+        )
+        .expect("chmod blocked-tool");
+        restart_daemon(false);
+    });
+}
+
+/// Stops the daemon (SIGTERM, or SIGKILL when `kill`) and starts it again as the VM's init
+/// did, waiting for its socket.
+fn restart_daemon(kill: bool) {
+    let cmd = fs::read_to_string(DAEMON_CMD).expect("daemon command line");
+    let signal = if kill { "-KILL" } else { "-TERM" };
+    let _ = Command::new("pkill")
+        .args([signal, "-x", "carapaced"])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Command::new("pgrep")
+        .args(["-x", "carapaced"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        assert!(Instant::now() < deadline, "carapaced did not stop");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let _ = fs::remove_file(SOCKET);
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("{} >>/var/log/carapaced.log 2>&1 &", cmd.trim()))
+        .status()
+        .expect("start carapaced");
+    wait_for_socket();
+}
+
+fn wait_for_socket() {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::os::unix::net::UnixStream::connect(SOCKET).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "carapaced did not come back; log:\n{}",
+            fs::read_to_string("/var/log/carapaced.log").unwrap_or_default()
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Runs `script` with bash as an agent session of uid 1000 (as `sudo carapace run` would).
+fn agent(script: &str) -> Output {
+    agent_as(script, Some(1000))
+}
+
+fn agent_as(script: &str, uid: Option<u32>) -> Output {
+    let mut cmd = Command::new("carapace");
+    cmd.args(["run", "--", "bash", "-c", script])
+        .current_dir("/tmp");
+    cmd.env_remove("SUDO_UID").env_remove("SUDO_GID");
+    if let Some(uid) = uid {
+        cmd.env("SUDO_UID", uid.to_string())
+            .env("SUDO_GID", uid.to_string());
+    }
+    let out = cmd.output().expect("run carapace");
+    eprintln!(
+        "agent `{script}` → {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Python one-liner that prints the errno of an operation (0 when it worked).
+fn py_errno(body: &str) -> String {
+    format!(
+        "python3 -c 'import errno,socket,os\ntry:\n    {body}\n    print(0)\nexcept OSError as e:\n    print(e.errno)'"
+    )
+}
+
+fn assert_denied_line(out: &Output, line: &str) {
+    let err = stderr(out);
+    assert!(
+        err.contains(line),
+        "expected `{line}` on carapace's stderr, got:\n{err}"
+    );
+}
+
+fn guard() -> std::sync::MutexGuard<'static, ()> {
+    assert!(in_vm(), "these tests run inside the VM: cargo xtask test");
+    let g = DAEMON
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    fixture();
+    g
+}
+
+#[test]
+fn read_under_blocked_prefix_is_denied_for_cat_and_python() {
+    let _g = guard();
+    let out = agent("cat /srv/secret/a.txt");
+    assert!(!out.status.success(), "cat must fail");
+    assert!(stdout(&out).is_empty());
+    assert!(
+        stderr(&out).contains("Permission denied"),
+        "cat must see EACCES"
+    );
+    assert_denied_line(
+        &out,
+        "carapace: blocked read of /srv/secret/a.txt (rule secret-dir: The secret directory is off limits)",
+    );
+
+    let out = agent(&py_errno("open(\"/srv/secret/a.txt\").read()"));
+    assert_eq!(stdout(&out).trim(), "13", "python open() must get EACCES");
+
+    // Outside any session the same read works.
+    assert_eq!(
+        fs::read_to_string("/srv/secret/a.txt").expect("read outside"),
+        "fixture\n"
+    );
+}
+
+#[test]
+fn symlink_to_protected_file_is_denied() {
+    let _g = guard();
+    let out = agent("ln -sf /srv/secret/a.txt /tmp/via-symlink && cat /tmp/via-symlink");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("Permission denied"));
+    assert_denied_line(&out, "blocked read of /srv/secret/a.txt (rule secret-dir");
+}
+
+#[test]
+fn hard_link_made_after_rules_loaded_is_denied() {
+    let _g = guard();
+    // Made by root outside the session, after the daemon compiled the rules.
+    let link = "/srv/open/token-link.txt";
+    let _ = fs::remove_file(link);
+    fs::hard_link("/srv/data/token.txt", link).expect("hard link");
+    let out = agent(&format!("cat {link}"));
+    assert!(!out.status.success(), "read through a hard link must fail");
+    assert!(stderr(&out).contains("Permission denied"));
+    assert_denied_line(
+        &out,
+        &format!("blocked read of {link} (rule token-file: API tokens are off limits)"),
+    );
+    let out = agent("cat /srv/data/token.txt");
+    assert!(!out.status.success());
+}
+
+#[test]
+fn basename_rule_matches_anywhere() {
+    let _g = guard();
+    let out = agent("cat /tmp/keys/forbidden.key");
+    assert!(!out.status.success());
+    assert_denied_line(
+        &out,
+        "blocked read of /tmp/keys/forbidden.key (rule forbidden-key",
+    );
+}
+
+#[test]
+fn write_only_rule_blocks_writes_and_allows_reads() {
+    let _g = guard();
+    let out = agent("cat /srv/readonly/r.txt");
+    assert!(out.status.success(), "reading a write-protected file works");
+    assert_eq!(stdout(&out), "fixture\n");
+    let out = agent("echo more >> /srv/readonly/r.txt");
+    assert!(!out.status.success(), "appending must fail");
+    assert!(stderr(&out).contains("Permission denied"));
+    assert_denied_line(&out, "blocked write of /srv/readonly/r.txt (rule readonly-tree: This tree is read-only for agents)");
+    assert_eq!(
+        fs::read_to_string("/srv/readonly/r.txt").expect("read"),
+        "fixture\n"
+    );
+    // Unprotected files stay writable.
+    let out = agent("echo more >> /srv/open/notes.txt && cat /srv/open/notes.txt");
+    assert!(out.status.success());
+}
+
+#[test]
+fn exec_of_blocked_binary_is_denied() {
+    let _g = guard();
+    let out = agent("/usr/local/bin/blocked-tool; echo status=$?");
+    assert!(
+        stdout(&out).contains("status=126"),
+        "exec must fail with EACCES (126)"
+    );
+    assert_denied_line(
+        &out,
+        "blocked execute of /usr/local/bin/blocked-tool (rule blocked-tool",
+    );
+    let out = agent(&py_errno(
+        "os.execv(\"/usr/local/bin/blocked-tool\", [\"x\"])",
+    ));
+    assert_eq!(stdout(&out).trim(), "13");
+    // Reading the binary is not what the rule covers.
+    let out = agent("cat /usr/local/bin/blocked-tool > /dev/null && echo read-ok");
+    assert!(stdout(&out).contains("read-ok"));
+    assert!(Command::new("/usr/local/bin/blocked-tool")
+        .status()
+        .expect("exec outside")
+        .success());
+}
+
+fn listen(addr: &str) -> TcpListener {
+    TcpListener::bind(addr).unwrap_or_else(|e| panic!("listen on {addr}: {e}"))
+}
+
+fn py_connect(family: &str, host: &str, port: u16) -> String {
+    py_errno(&format!(
+        "socket.socket(socket.{family}).connect((\"{host}\", {port}))"
+    ))
+}
+
+#[test]
+fn connect_to_blocked_ipv4_port_and_cidr_is_denied() {
+    let _g = guard();
+    let _a = listen("127.0.0.2:8081");
+    let _b = listen("127.0.0.2:8083");
+    let _c = listen("127.66.1.1:9000");
+
+    let out = agent(&py_connect("AF_INET", "127.0.0.2", 8081));
+    assert_eq!(stdout(&out).trim(), "13", "blocked host:port");
+    assert_denied_line(
+        &out,
+        "blocked network of 127.0.0.2:8081 (rule blocked-host-port: That service is off limits)",
+    );
+
+    let out = agent(&py_connect("AF_INET", "127.0.0.2", 8083));
+    assert_eq!(
+        stdout(&out).trim(),
+        "0",
+        "another port of the same host is allowed"
+    );
+
+    let out = agent(&py_connect("AF_INET", "127.66.1.1", 9000));
+    assert_eq!(stdout(&out).trim(), "13", "blocked CIDR");
+    assert_denied_line(&out, "(rule blocked-cidr: That network is off limits)");
+
+    // IPv4-mapped IPv6 reaches the same IPv4 rule.
+    let out = agent(&py_connect("AF_INET6", "::ffff:127.0.0.2", 8081));
+    assert_eq!(stdout(&out).trim(), "13", "IPv4-mapped IPv6");
+
+    assert!(
+        TcpStream::connect("127.0.0.2:8081").is_ok(),
+        "outside a session it connects"
+    );
+    assert!(TcpStream::connect("127.66.1.1:9000").is_ok());
+}
+
+#[test]
+fn connect_to_blocked_ipv6_is_denied() {
+    let _g = guard();
+    let _a = listen("[::1]:8082");
+    let _b = listen("[::1]:8084");
+    let out = agent(&py_connect("AF_INET6", "::1", 8082));
+    assert_eq!(stdout(&out).trim(), "13");
+    assert_denied_line(&out, "blocked network of [::1]:8082 (rule blocked-v6");
+    let out = agent(&py_connect("AF_INET6", "::1", 8084));
+    assert_eq!(stdout(&out).trim(), "0");
+    assert!(TcpStream::connect("[::1]:8082").is_ok());
+}
+
+#[test]
+fn connect_to_blocked_unix_socket_is_denied() {
+    let _g = guard();
+    let _ = fs::remove_file("/run/blocked.sock");
+    let _l = UnixListener::bind("/run/blocked.sock").expect("bind unix socket");
+    fs::set_permissions("/run/blocked.sock", fs::Permissions::from_mode(0o777)).expect("chmod");
+    let out = agent(&py_errno(
+        "socket.socket(socket.AF_UNIX).connect(\"/run/blocked.sock\")",
+    ));
+    assert_eq!(stdout(&out).trim(), "13");
+    assert_denied_line(
+        &out,
+        "blocked network of /run/blocked.sock (rule blocked-unix",
+    );
+    assert!(std::os::unix::net::UnixStream::connect("/run/blocked.sock").is_ok());
+}
+
+#[test]
+fn grandchild_in_nested_cgroup_is_still_blocked() {
+    let _g = guard();
+    // As root without capabilities (no SUDO_UID): the session's cgroup is root-owned, so the
+    // agent can make a nested cgroup and move itself there.
+    let script = "cg=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup); \
+                  mkdir -p $cg/nested && echo $$ > $cg/nested/cgroup.procs && \
+                  grep -q nested /proc/self/cgroup && echo moved; \
+                  bash -c 'bash -c \"cat /srv/secret/a.txt\"'";
+    let out = agent_as(script, None);
+    assert!(
+        stdout(&out).contains("moved"),
+        "the shell must have moved into the nested cgroup"
+    );
+    assert!(
+        !stdout(&out).contains("fixture"),
+        "the grandchild must not read the file"
+    );
+    assert!(stderr(&out).contains("Permission denied"));
+}
+
+#[test]
+fn blocks_hold_while_the_daemon_is_killed_and_restarted() {
+    let _g = guard();
+    let mut child = Command::new("carapace")
+        .args([
+            "run",
+            "--",
+            "bash",
+            "-c",
+            "for i in $(seq 1 60); do if cat /srv/secret/a.txt >/dev/null 2>&1; then echo ALLOWED; else echo denied; fi; sleep 0.1; done",
+        ])
+        .env("SUDO_UID", "1000")
+        .env("SUDO_GID", "1000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start agent");
+    let lines = BufReader::new(child.stdout.take().expect("stdout"));
+    let reader = thread::spawn(move || lines.lines().map_while(Result::ok).collect::<Vec<_>>());
+    thread::sleep(Duration::from_millis(800));
+    restart_daemon(true);
+    let status = child.wait().expect("agent exits");
+    let lines = reader.join().expect("reader");
+    assert!(status.success(), "the agent ran to completion");
+    assert_eq!(lines.len(), 60, "every attempt reported: {lines:?}");
+    assert!(
+        lines.iter().all(|l| l == "denied"),
+        "a read got through: {lines:?}"
+    );
+}

@@ -1,13 +1,19 @@
 //! Layer 2: the eBPF LSM programs, their maps, and the denial events they emit.
 //!
-//! PLACEHOLDER API — bodies land with the kernel branch; signatures are the contract.
+//! - `btf`: struct offsets from the running kernel, passed to the programs as globals.
+//! - `loader`: probe, load, attach and pin the programs; adopt the pins of a previous daemon.
+//! - `maps`: write a [`KernelImage`] and session state into the maps.
+//! - `events`: the denial ring buffer.
+pub mod btf;
+mod events;
 pub mod image;
+mod loader;
+mod maps;
 
 use std::path::PathBuf;
 
-use carapace_common::DenyEvent;
-
-use self::image::KernelImage;
+pub use self::events::EventStream;
+use self::{image::KernelImage, maps::KernelMaps};
 
 /// Where and for which cgroups the programs act.
 #[derive(Clone, Debug)]
@@ -27,58 +33,89 @@ pub struct KernelUnavailable {
     pub reason: String,
 }
 
+impl KernelUnavailable {
+    fn new(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+        }
+    }
+}
+
 /// The loaded (or adopted) programs and maps.
 pub struct Kernel {
-    _private: (),
-}
-
-/// Denials read from the ring buffer.
-pub struct EventStream {
-    _private: (),
-}
-
-impl EventStream {
-    /// The next denial; `None` once the ring buffer is gone.
-    pub async fn next(&mut self) -> Option<DenyEvent> {
-        todo!("kernel branch")
-    }
+    maps: KernelMaps,
+    events: Option<EventStream>,
+    hooks: Vec<&'static str>,
+    adopted: Vec<(u64, u32)>,
+    adopted_links: bool,
 }
 
 impl Kernel {
     /// Loads and attaches the programs (or adopts the ones a previous daemon pinned, so that
     /// enforcement never lapses) and writes `image` into the maps.
-    pub fn start(_settings: &KernelSettings, _image: &KernelImage) -> Result<Self, KernelUnavailable> {
-        todo!("kernel branch")
+    pub fn start(
+        settings: &KernelSettings,
+        image: &KernelImage,
+    ) -> Result<Self, KernelUnavailable> {
+        let loaded = loader::load(settings)?;
+        let mut maps = KernelMaps::new(loaded.maps).map_err(|e| {
+            KernelUnavailable::new(format!("cannot open the programs' maps: {e:#}"))
+        })?;
+        let adopted = maps
+            .sessions()
+            .map_err(|e| KernelUnavailable::new(format!("cannot read pinned sessions: {e:#}")))?;
+        maps.write_image(image)
+            .map_err(|e| KernelUnavailable::new(format!("cannot write rules into maps: {e:#}")))?;
+        let events = EventStream::new(loaded.events).map_err(|e| {
+            KernelUnavailable::new(format!("cannot watch the event ring buffer: {e}"))
+        })?;
+        Ok(Self {
+            maps,
+            events: Some(events),
+            hooks: loaded.hooks,
+            adopted,
+            adopted_links: loaded.adopted_links,
+        })
     }
 
     /// Replaces the rules in the maps with `image`.
-    pub fn apply(&mut self, _image: &KernelImage) -> anyhow::Result<()> {
-        todo!("kernel branch")
+    pub fn apply(&mut self, image: &KernelImage) -> anyhow::Result<()> {
+        self.maps.write_image(image)
     }
 
-    /// Tags a session cgroup so the programs act on it and its descendants.
-    pub fn add_session(&mut self, _cgroup_id: u64, _session: u32) -> anyhow::Result<()> {
-        todo!("kernel branch")
+    /// Tags a session cgroup so the programs act on it and its descendants. Keeps the rule
+    /// state of a session that is already tagged (a restarted daemon re-adding it).
+    pub fn add_session(&mut self, cgroup_id: u64, session: u32) -> anyhow::Result<()> {
+        self.maps.add_session(cgroup_id, session)
     }
 
-    pub fn remove_session(&mut self, _cgroup_id: u64) -> anyhow::Result<()> {
-        todo!("kernel branch")
+    pub fn remove_session(&mut self, cgroup_id: u64) -> anyhow::Result<()> {
+        self.maps.remove_session(cgroup_id)
     }
 
     /// (cgroup id, session number) of sessions found in pinned maps at start.
     #[must_use]
     pub fn adopted_sessions(&self) -> Vec<(u64, u32)> {
-        todo!("kernel branch")
+        self.adopted.clone()
     }
 
     /// The denial stream; can be taken once.
     pub fn take_events(&mut self) -> Option<EventStream> {
-        todo!("kernel branch")
+        self.events.take()
     }
 
     /// One line: attached hooks and map fill levels.
     #[must_use]
     pub fn status(&self) -> String {
-        todo!("kernel branch")
+        let origin = if self.adopted_links {
+            "adopted from pins, reloaded"
+        } else {
+            "loaded"
+        };
+        format!(
+            "enforcing ({origin}): hooks {}; {}",
+            self.hooks.join(", "),
+            self.maps.fill_levels()
+        )
     }
 }

@@ -1,11 +1,25 @@
-//! The rule language: parse (spanned YAML), validate (every problem with file:line:column and
-//! a hint), compile (userspace matchers and the kernel image).
-//!
-//! PLACEHOLDER API — the rules branch replaces the bodies; the signatures are the contract the
-//! daemon codes against.
+//! The rule language: parse (spanned YAML, `yaml`), validate (every problem with
+//! `file:line:column` and a hint, `validate`), compile (userspace matchers in `model` /
+//! `pattern`, the kernel image in `compile::kernel`). Built-in packs live in `builtin`.
+use std::collections::BTreeMap;
+use std::net::{IpAddr, ToSocketAddrs};
 use std::path::Path;
 
 use crate::kernel::image::KernelImage;
+
+pub mod builtin;
+pub mod compile;
+pub mod diag;
+pub mod model;
+pub mod pattern;
+pub mod validate;
+pub mod yaml;
+
+pub use diag::{Diagnostic, Diagnostics, Severity};
+pub use model::{Action, Cond, Effect, Enforcement, Trigger};
+pub use pattern::{Homes, PathPattern};
+pub use validate::Resolver;
+use yaml::Span;
 
 /// How strongly a rule acts; a decision is the strictest mode among matched rules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -28,44 +42,159 @@ pub struct Rule {
     pub locked: bool,
     /// Index in the kernel maps, when the kernel enforces (part of) the rule.
     pub kernel_index: Option<u32>,
+    /// Where the rule starts in `source`.
+    pub span: Span,
+    /// The id was derived from the pattern (no `id:` in the file).
+    pub id_derived: bool,
+    /// Hash of the rule's text, to tell apart derived ids that would collide.
+    pub id_hash: u64,
+    pub category: Option<String>,
+    pub description: Option<String>,
+    /// As written (`copy` / `move` kept); empty means every action.
+    pub actions: Vec<Action>,
+    /// What the rule matches; `None` for a pure trigger/effect session rule.
+    pub cond: Option<Cond>,
+    pub except: Vec<PathPattern>,
+    pub llm_review: bool,
+    pub prompt: Option<String>,
+    pub trigger: Option<Trigger>,
+    pub effect: Option<Effect>,
+    /// Which layer enforces the rule, and why not the kernel (`carapace rules explain`).
+    pub enforcement: Enforcement,
 }
 
-/// Every problem found in a rule file, each with file:line:column and a hint.
-#[derive(Debug)]
-pub struct Diagnostics(pub Vec<String>);
+impl Rule {
+    /// The `op::*` bits the rule covers (`copy` → read+write, `move` → write+delete).
+    #[must_use]
+    pub fn ops(&self) -> u32 {
+        compile::kernel::rule_ops(self)
+    }
 
-impl std::fmt::Display for Diagnostics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for d in &self.0 {
-            writeln!(f, "{d}")?;
-        }
-        Ok(())
+    /// Whether a plain path operation matches: the rule matches paths only (no tool, command
+    /// or content condition), `path` matches a pattern and no exception, and `op` is covered.
+    #[must_use]
+    pub fn matches_path(&self, path: &str, op: u32) -> bool {
+        let Some(Cond::Path(patterns)) = &self.cond else {
+            return false;
+        };
+        self.ops() & op != 0
+            && patterns.iter().any(|p| p.matches(path))
+            && !self.except.iter().any(|p| p.matches(path))
+    }
+
+    /// Whether a connection to `addr:port` matches an address-only rule.
+    #[must_use]
+    pub fn matches_net(&self, addr: IpAddr, port: u16) -> bool {
+        matches!(&self.cond, Some(Cond::Net(net)) if net.matches(addr, port))
     }
 }
 
-impl std::error::Error for Diagnostics {}
+/// What compiling needs from the machine; injectable so tests do not depend on it.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Homes `~` and `$HOME` expand to.
+    pub homes: Homes,
+    /// Host name resolution for `host:` rules.
+    pub resolver: Resolver,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            homes: Homes::system(),
+            resolver: resolve_dns,
+        }
+    }
+}
+
+/// Resolves with the system resolver (std's `ToSocketAddrs`).
+#[must_use]
+pub fn resolve_dns(host: &str) -> Option<Vec<IpAddr>> {
+    let mut ips: Vec<IpAddr> = (host, 0).to_socket_addrs().ok()?.map(|a| a.ip()).collect();
+    ips.sort();
+    ips.dedup();
+    (!ips.is_empty()).then_some(ips)
+}
 
 #[derive(Clone, Debug, Default)]
 pub struct RuleSet {
     rules: Vec<Rule>,
     image: KernelImage,
+    warnings: Diagnostics,
 }
 
 impl RuleSet {
     /// The built-in packs that are on by default.
     #[must_use]
     pub fn builtin() -> Self {
-        todo!("rules branch")
+        match Self::parse_with("builtin", "version: 1\n", &Options::default()) {
+            Ok(set) => set,
+            Err(diags) => {
+                // The packs are tested at build time (see the fixtures); reaching this is a bug.
+                tracing::error!("built-in rule packs do not compile:\n{diags}");
+                Self::default()
+            }
+        }
     }
 
     /// Reads, validates and compiles a rule file.
-    pub fn load(_path: &Path) -> Result<Self, Diagnostics> {
-        todo!("rules branch")
+    pub fn load(path: &Path) -> Result<Self, Diagnostics> {
+        let origin = path.display().to_string();
+        match std::fs::read_to_string(path) {
+            Ok(text) => Self::parse(&origin, &text),
+            Err(e) => Err(Diagnostics(vec![Diagnostic {
+                severity: Severity::Error,
+                origin,
+                span: Span { line: 1, col: 1 },
+                message: format!("cannot read the rule file: {e}"),
+                rule: None,
+                hint: Some("check the path and its permissions".into()),
+            }])),
+        }
     }
 
     /// Validates and compiles rule text; `origin` names it in diagnostics.
-    pub fn parse(_origin: &str, _text: &str) -> Result<Self, Diagnostics> {
-        todo!("rules branch")
+    pub fn parse(origin: &str, text: &str) -> Result<Self, Diagnostics> {
+        Self::parse_with(origin, text, &Options::default())
+    }
+
+    /// [`RuleSet::parse`] with explicit machine facts (homes, resolver).
+    pub fn parse_with(origin: &str, text: &str, opts: &Options) -> Result<Self, Diagnostics> {
+        let mut diags = Vec::new();
+        let Some(model) = parse_file(origin, origin, text, opts, &mut diags) else {
+            return Err(Diagnostics(diags));
+        };
+        let selected: Vec<&str> = match &model.builtin {
+            validate::BuiltinSel::All => builtin::NAMES.to_vec(),
+            validate::BuiltinSel::List(list) => builtin::NAMES
+                .iter()
+                .copied()
+                .filter(|n| list.iter().any(|l| l == n))
+                .collect(),
+        };
+        let mut rules = Vec::new();
+        for pack in selected {
+            let source = format!("builtin:{pack}");
+            let text = builtin::text(pack).unwrap_or_default();
+            if let Some(m) = parse_file(&source, &source, text, opts, &mut diags) {
+                rules.extend(m.rules);
+            }
+        }
+        rules.extend(model.rules);
+        assign_ids(&mut rules, &mut diags);
+        if diags.iter().any(|d| d.severity == Severity::Error) {
+            return Err(sorted(diags));
+        }
+        let image = compile::kernel::compile(&mut rules, &mut diags);
+        let diags = sorted(diags);
+        if diags.has_errors() {
+            return Err(diags);
+        }
+        Ok(Self {
+            rules,
+            image,
+            warnings: diags,
+        })
     }
 
     #[must_use]
@@ -82,4 +211,139 @@ impl RuleSet {
     pub fn by_kernel_index(&self, index: u32) -> Option<&Rule> {
         self.rules.iter().find(|r| r.kernel_index == Some(index))
     }
+
+    #[must_use]
+    pub fn by_id(&self, id: &str) -> Option<&Rule> {
+        self.rules.iter().find(|r| r.id == id)
+    }
+
+    /// Warnings of a rule set that compiled (e.g. host names that did not resolve).
+    #[must_use]
+    pub fn warnings(&self) -> &Diagnostics {
+        &self.warnings
+    }
+
+    /// Rules that match a plain path operation (`op` is one `op::*` bit), for fixtures and
+    /// `carapace rules test`; the full evaluator (tools, commands, sessions) is `engine`.
+    #[must_use]
+    pub fn matches_path(&self, path: &str, op: u32) -> Vec<&Rule> {
+        self.rules
+            .iter()
+            .filter(|r| r.matches_path(path, op))
+            .collect()
+    }
+
+    /// Rules that match a connection to `addr:port`.
+    #[must_use]
+    pub fn matches_net(&self, addr: IpAddr, port: u16) -> Vec<&Rule> {
+        self.rules
+            .iter()
+            .filter(|r| r.matches_net(addr, port))
+            .collect()
+    }
 }
+
+fn parse_file(
+    origin: &str,
+    source: &str,
+    text: &str,
+    opts: &Options,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<validate::FileModel> {
+    let mut sink = diag::Sink::new(origin);
+    let root = match yaml::parse(text) {
+        Ok(root) => root,
+        Err(e) => {
+            sink.error(
+                e.span,
+                None,
+                format!("YAML syntax: {}", e.message),
+                "fix the YAML syntax at this position",
+            );
+            diags.extend(sink.items);
+            return None;
+        }
+    };
+    let ctx = validate::Ctx {
+        homes: &opts.homes,
+        resolver: opts.resolver,
+        packs: builtin::NAMES,
+        source,
+    };
+    let model = validate::file(root.as_ref(), &ctx, &mut sink);
+    diags.extend(sink.items);
+    Some(model)
+}
+
+fn sorted(mut diags: Vec<Diagnostic>) -> Diagnostics {
+    diags.sort_by(|a, b| (&a.origin, a.span).cmp(&(&b.origin, b.span)));
+    Diagnostics(diags)
+}
+
+/// Makes ids unique: explicit ids must be; derived ids that collide all get a suffix from
+/// their rule's text, so that no id depends on the order of the rules.
+fn assign_ids(rules: &mut [Rule], diags: &mut Vec<Diagnostic>) {
+    let mut explicit: BTreeMap<String, usize> = BTreeMap::new();
+    let mut derived: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, r) in rules.iter().enumerate() {
+        if r.id_derived {
+            *derived.entry(r.id.clone()).or_default() += 1;
+        } else if let Some(&first) = explicit.get(&r.id) {
+            let f = &rules[first];
+            diags.push(Diagnostic {
+                severity: Severity::Error,
+                origin: r.source.clone(),
+                span: r.span,
+                message: format!(
+                    "rule id `{}` is already used at {}:{}:{}",
+                    r.id, f.source, f.span.line, f.span.col
+                ),
+                rule: Some(r.id.clone()),
+                hint: Some("rule ids must be unique; rename one".into()),
+            });
+        } else {
+            explicit.insert(r.id.clone(), i);
+        }
+    }
+    let mut taken: BTreeMap<String, (String, Span)> = BTreeMap::new();
+    for r in rules.iter_mut() {
+        if r.id_derived
+            && (derived.get(&r.id).copied().unwrap_or(0) > 1 || explicit.contains_key(&r.id))
+        {
+            r.id = format!("{}-{:08x}", r.id, r.id_hash as u32);
+        }
+        if r.id_derived {
+            if let Some((src, span)) = taken.get(&r.id) {
+                diags.push(Diagnostic {
+                    severity: Severity::Error,
+                    origin: r.source.clone(),
+                    span: r.span,
+                    message: format!(
+                        "the same rule is already given at {src}:{}:{}",
+                        span.line, span.col
+                    ),
+                    rule: Some(r.id.clone()),
+                    hint: Some("remove the duplicate, or give each an `id:`".into()),
+                });
+            }
+            taken.insert(r.id.clone(), (r.source.clone(), r.span));
+        }
+        if r.message.is_empty() {
+            r.message = r.description.clone().unwrap_or_else(|| default_message(r));
+        }
+    }
+}
+
+fn default_message(r: &Rule) -> String {
+    let what = match r.mode {
+        Mode::Block => "blocked",
+        Mode::Approve => "needs approval",
+        Mode::Warn => "allowed with a warning",
+        Mode::Log => "logged",
+        Mode::Allow => "allowed",
+    };
+    format!("{what} by rule `{}`", r.id)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,213 @@
+//! Struct member offsets from the running kernel's BTF (`/sys/kernel/btf/vmlinux`).
+//!
+//! Rust eBPF has no CO-RE relocations, so the programs take every offset they need as a
+//! load-time global. This is a small reader of the BTF type section: enough to find a named
+//! struct and a member's byte offset, looking through anonymous structs and unions.
+
+use std::collections::HashMap;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BtfError {
+    #[error("BTF data is malformed: {0}")]
+    Malformed(&'static str),
+    #[error("kernel BTF has no struct `{0}`")]
+    NoStruct(String),
+    #[error("kernel BTF struct `{0}` has no member `{1}`")]
+    NoMember(String, String),
+}
+
+const MAGIC: u16 = 0xeb9f;
+
+const KIND_INT: u32 = 1;
+const KIND_ARRAY: u32 = 3;
+const KIND_STRUCT: u32 = 4;
+const KIND_UNION: u32 = 5;
+const KIND_ENUM: u32 = 6;
+const KIND_FUNC_PROTO: u32 = 13;
+const KIND_VAR: u32 = 14;
+const KIND_DATASEC: u32 = 15;
+const KIND_DECL_TAG: u32 = 17;
+const KIND_ENUM64: u32 = 19;
+
+struct Member {
+    name_off: u32,
+    type_id: u32,
+    bit_offset: u32,
+}
+
+struct Composite {
+    members: Vec<Member>,
+}
+
+/// The structs and unions of a BTF blob, by type id, with their names.
+pub struct Btf {
+    strings: Vec<u8>,
+    composites: HashMap<u32, Composite>,
+    by_name: HashMap<String, u32>,
+}
+
+fn u32_at(data: &[u8], at: usize) -> Result<u32, BtfError> {
+    data.get(at..at + 4)
+        .and_then(|b| b.try_into().ok())
+        .map(u32::from_le_bytes)
+        .ok_or(BtfError::Malformed("truncated"))
+}
+
+impl Btf {
+    pub fn from_sys_fs() -> std::io::Result<Result<Self, BtfError>> {
+        let data = std::fs::read("/sys/kernel/btf/vmlinux")?;
+        Ok(Self::parse(&data))
+    }
+
+    /// Parses little-endian BTF (the only kind this project's targets produce).
+    pub fn parse(data: &[u8]) -> Result<Self, BtfError> {
+        let magic = data.get(0..2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+        if magic != Some(MAGIC) {
+            return Err(BtfError::Malformed("bad magic"));
+        }
+        let hdr_len = u32_at(data, 4)? as usize;
+        let type_off = u32_at(data, 8)? as usize;
+        let type_len = u32_at(data, 12)? as usize;
+        let str_off = u32_at(data, 16)? as usize;
+        let str_len = u32_at(data, 20)? as usize;
+        let types = data
+            .get(hdr_len + type_off..hdr_len + type_off + type_len)
+            .ok_or(BtfError::Malformed("type section out of bounds"))?;
+        let strings = data
+            .get(hdr_len + str_off..hdr_len + str_off + str_len)
+            .ok_or(BtfError::Malformed("string section out of bounds"))?
+            .to_vec();
+
+        let mut btf = Self {
+            strings,
+            composites: HashMap::new(),
+            by_name: HashMap::new(),
+        };
+        let mut at = 0;
+        let mut id = 1u32;
+        while at < types.len() {
+            let name_off = u32_at(types, at)?;
+            let info = u32_at(types, at + 4)?;
+            let vlen = (info & 0xffff) as usize;
+            let kind = (info >> 24) & 0x1f;
+            let kind_flag = info >> 31 == 1;
+            at += 12;
+            let extra = match kind {
+                KIND_INT | KIND_VAR | KIND_DECL_TAG => 4,
+                KIND_ARRAY => 12,
+                KIND_STRUCT | KIND_UNION | KIND_DATASEC | KIND_ENUM64 => 12 * vlen,
+                KIND_ENUM | KIND_FUNC_PROTO => 8 * vlen,
+                _ => 0,
+            };
+            if kind == KIND_STRUCT || kind == KIND_UNION {
+                let mut members = Vec::with_capacity(vlen);
+                for m in 0..vlen {
+                    let base = at + 12 * m;
+                    let offset = u32_at(types, base + 8)?;
+                    members.push(Member {
+                        name_off: u32_at(types, base)?,
+                        type_id: u32_at(types, base + 4)?,
+                        // With kind_flag the top 8 bits are a bitfield size.
+                        bit_offset: if kind_flag {
+                            offset & 0x00ff_ffff
+                        } else {
+                            offset
+                        },
+                    });
+                }
+                if name_off != 0 && kind == KIND_STRUCT {
+                    let name = btf.string(name_off).to_owned();
+                    btf.by_name.entry(name).or_insert(id);
+                }
+                btf.composites.insert(id, Composite { members });
+            }
+            at += extra;
+            id += 1;
+        }
+        Ok(btf)
+    }
+
+    fn string(&self, off: u32) -> &str {
+        let start = off as usize;
+        let rest = self.strings.get(start..).unwrap_or_default();
+        let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+        std::str::from_utf8(&rest[..end]).unwrap_or("")
+    }
+
+    /// Byte offset of `member` in `struct strct`.
+    pub fn member_offset(&self, strct: &str, member: &str) -> Result<u64, BtfError> {
+        let id = *self
+            .by_name
+            .get(strct)
+            .ok_or_else(|| BtfError::NoStruct(strct.to_owned()))?;
+        self.find_member(id, member, 0)
+            .map(|bits| bits / 8)
+            .ok_or_else(|| BtfError::NoMember(strct.to_owned(), member.to_owned()))
+    }
+
+    fn find_member(&self, id: u32, member: &str, depth: u32) -> Option<u64> {
+        // Anonymous members nest only a few levels deep in practice.
+        if depth > 8 {
+            return None;
+        }
+        let composite = self.composites.get(&id)?;
+        for m in &composite.members {
+            if m.name_off != 0 && self.string(m.name_off) == member {
+                return Some(u64::from(m.bit_offset));
+            }
+        }
+        for m in composite.members.iter().filter(|m| m.name_off == 0) {
+            if let Some(off) = self.find_member(m.type_id, member, depth + 1) {
+                return Some(u64::from(m.bit_offset) + off);
+            }
+        }
+        None
+    }
+}
+
+/// Every offset the programs take, by global name (see `carapace_common::globals`).
+pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> {
+    use carapace_common::globals as g;
+    let wanted: [(&str, &str, &str); 10] = [
+        (g::OFF_FILE_F_PATH, "file", "f_path"),
+        (g::OFF_FILE_F_MODE, "file", "f_mode"),
+        (g::OFF_FILE_F_INODE, "file", "f_inode"),
+        (g::OFF_INODE_I_INO, "inode", "i_ino"),
+        (g::OFF_INODE_I_SB, "inode", "i_sb"),
+        (g::OFF_SB_S_DEV, "super_block", "s_dev"),
+        (g::OFF_BPRM_FILE, "linux_binprm", "file"),
+        (g::OFF_PATH_DENTRY, "path", "dentry"),
+        (g::OFF_DENTRY_D_NAME, "dentry", "d_name"),
+        (g::OFF_QSTR_NAME, "qstr", "name"),
+    ];
+    wanted
+        .iter()
+        .map(|&(global, strct, member)| Ok((global, btf.member_offset(strct, member)?)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads the host kernel's BTF: the offsets must exist and be plausible.
+    #[test]
+    fn host_kernel_offsets() {
+        let Ok(Ok(btf)) = Btf::from_sys_fs() else {
+            eprintln!("no /sys/kernel/btf/vmlinux here; skipping");
+            return;
+        };
+        let offsets = program_offsets(&btf).expect("every member the programs need");
+        let get = |name| offsets.iter().find(|(n, _)| *n == name).map(|(_, o)| *o);
+        assert_eq!(get(carapace_common::globals::OFF_PATH_DENTRY), Some(8));
+        assert_eq!(get(carapace_common::globals::OFF_QSTR_NAME), Some(8));
+        let f_path = get(carapace_common::globals::OFF_FILE_F_PATH).expect("f_path");
+        assert!(f_path > 0 && f_path < 256, "f_path at {f_path}");
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert!(Btf::parse(b"").is_err());
+        assert!(Btf::parse(&[0x9f, 0xeb, 1, 0, 24, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]).is_err());
+    }
+}

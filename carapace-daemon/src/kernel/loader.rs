@@ -1,0 +1,255 @@
+//! Loading, attaching and pinning the programs.
+//!
+//! Maps are pinned by name under `<pin_dir>/maps` and links under `<pin_dir>/links`. A
+//! restarted daemon loads fresh programs that reuse the pinned maps (so session state and
+//! rules carry over), attaches them, and only then removes the previous links: for a moment
+//! both generations enforce the same maps, so enforcement never lapses.
+
+use std::{fs, io, path::Path};
+
+use aya::{
+    maps::Map,
+    programs::{links::FdLink, Lsm, ProgramError},
+    Btf as AyaBtf, EbpfLoader,
+};
+use carapace_common::{globals, maps as names};
+
+use super::{btf, KernelSettings, KernelUnavailable};
+
+/// The programs, built by build.rs (empty when built with AYA_BUILD_SKIP=1).
+static PROGRAMS: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/carapace"));
+
+/// Every LSM hook the programs attach to.
+pub const HOOKS: [&str; 3] = ["file_open", "bprm_check_security", "socket_connect"];
+
+const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
+
+pub struct Loaded {
+    /// Every map but the ring buffer, by name.
+    pub maps: Vec<(String, Map)>,
+    pub events: Map,
+    pub hooks: Vec<&'static str>,
+    /// A previous daemon's links were found and replaced.
+    pub adopted_links: bool,
+}
+
+pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
+    if PROGRAMS.is_empty() {
+        return Err(KernelUnavailable::new(
+            "this build has no eBPF programs (built with AYA_BUILD_SKIP=1)",
+        ));
+    }
+    check_lsm_list()?;
+    let kernel_btf = btf::Btf::from_sys_fs()
+        .map_err(|e| {
+            KernelUnavailable::new(format!(
+                "the kernel has no BTF (/sys/kernel/btf/vmlinux: {e}); a kernel built with \
+                 CONFIG_DEBUG_INFO_BTF=y is required"
+            ))
+        })?
+        .map_err(|e| KernelUnavailable::new(format!("cannot read kernel BTF: {e}")))?;
+    let offsets = btf::program_offsets(&kernel_btf).map_err(|e| {
+        KernelUnavailable::new(format!("kernel BTF lacks what the programs need: {e}"))
+    })?;
+    let aya_btf = AyaBtf::from_sys_fs()
+        .map_err(|e| KernelUnavailable::new(format!("cannot read kernel BTF: {e}")))?;
+
+    ensure_bpffs(&settings.pin_dir)?;
+    let maps_dir = settings.pin_dir.join("maps");
+    let links_dir = settings.pin_dir.join("links");
+    let fresh = !has_entries(&maps_dir) && !has_entries(&links_dir);
+    for dir in [&maps_dir, &links_dir] {
+        fs::create_dir_all(dir)
+            .map_err(|e| KernelUnavailable::new(format!("cannot create {}: {e}", dir.display())))?;
+    }
+
+    let result = load_and_attach(settings, &offsets, &aya_btf, &maps_dir, &links_dir);
+    if result.is_err() && fresh {
+        // Leave nothing behind on a kernel that refused the programs.
+        let _ = fs::remove_dir_all(&settings.pin_dir);
+    }
+    let (maps, events, adopted_links) = result?;
+    Ok(Loaded {
+        maps,
+        events,
+        hooks: HOOKS.to_vec(),
+        adopted_links,
+    })
+}
+
+type Attached = (Vec<(String, Map)>, Map, bool);
+
+fn load_and_attach(
+    settings: &KernelSettings,
+    offsets: &[(&'static str, u64)],
+    aya_btf: &AyaBtf,
+    maps_dir: &Path,
+    links_dir: &Path,
+) -> Result<Attached, KernelUnavailable> {
+    let mut loader = EbpfLoader::new();
+    loader
+        .btf(Some(aya_btf))
+        .default_map_pin_directory(maps_dir)
+        .override_global(
+            globals::CGROUP_ROOT_LEVEL,
+            &settings.cgroup_root_level,
+            true,
+        )
+        .override_global(globals::CGROUP_ROOT_ID, &settings.cgroup_root_id, true);
+    for (name, offset) in offsets {
+        loader.override_global(name, offset, true);
+    }
+    let mut ebpf = loader.load(PROGRAMS).map_err(|e| {
+        KernelUnavailable::new(format!("cannot load the eBPF object: {}", chain(&e)))
+    })?;
+
+    let mut adopted_links = false;
+    for hook in HOOKS {
+        let program: &mut Lsm = ebpf
+            .program_mut(hook)
+            .ok_or_else(|| {
+                KernelUnavailable::new(format!("program {hook} missing from the object"))
+            })?
+            .try_into()
+            .map_err(|e: ProgramError| KernelUnavailable::new(format!("{hook}: {e}")))?;
+        program.load(hook, aya_btf).map_err(|e| refused(hook, &e))?;
+        let id = program.attach().map_err(|e| refused(hook, &e))?;
+        let link: FdLink = program
+            .take_link(id)
+            .map_err(|e| KernelUnavailable::new(format!("{hook}: {e}")))?
+            .into();
+        adopted_links |= pin_replacing(link, &links_dir.join(hook))
+            .map_err(|e| KernelUnavailable::new(format!("cannot pin the {hook} link: {e}")))?;
+    }
+
+    let mut maps = Vec::new();
+    let mut events = None;
+    for name in [
+        names::SESSIONS,
+        names::DEFAULT_SESSION,
+        names::RULES,
+        names::CONFIG,
+        names::EXACT_PATHS,
+        names::PREFIX_PATHS,
+        names::NAMES,
+        names::INODES,
+        names::NETS,
+        names::EVENTS,
+        names::ERRORS,
+    ] {
+        let map = ebpf
+            .take_map(name)
+            .ok_or_else(|| KernelUnavailable::new(format!("map {name} missing from the object")))?;
+        if name == names::EVENTS {
+            events = Some(map);
+        } else {
+            maps.push((name.to_owned(), map));
+        }
+    }
+    let events = events.ok_or_else(|| KernelUnavailable::new("no EVENTS map"))?;
+    Ok((maps, events, adopted_links))
+}
+
+/// Pins `link` at `path`; an older link pinned there is removed only after the new one is
+/// attached and pinned. Returns whether an older link was replaced.
+fn pin_replacing(link: FdLink, path: &Path) -> io::Result<bool> {
+    // bpffs refuses names with a dot, so no `.new` suffix.
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let staging = path.with_file_name(format!("{name}_new_{}", std::process::id()));
+    let _ = fs::remove_file(&staging);
+    link.pin(&staging)
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    let replaced = path.exists();
+    if replaced {
+        // Unpinning the old link detaches the previous daemon's program; ours is in force.
+        fs::remove_file(path)?;
+    }
+    fs::rename(&staging, path)?;
+    Ok(replaced)
+}
+
+fn refused(hook: &str, e: &ProgramError) -> KernelUnavailable {
+    if let ProgramError::LoadError {
+        io_error,
+        verifier_log,
+    } = e
+    {
+        let log = verifier_log.to_string();
+        if io_error.raw_os_error() == Some(libc::EPERM) && log.trim().is_empty() {
+            return KernelUnavailable::new(format!(
+                "this kernel refuses BPF LSM programs (loading {hook}: EPERM with an empty \
+                 verifier log — trampoline programs are not allowed here)"
+            ));
+        }
+        return KernelUnavailable::new(format!(
+            "the kernel rejected the {hook} program: {io_error}; verifier log:\n{log}"
+        ));
+    }
+    KernelUnavailable::new(format!("cannot attach {hook}: {}", chain(e)))
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+/// Fails early, with the fix, when BPF LSM is not in the active LSM list. Where securityfs
+/// is not mounted the list cannot be read, and loading itself decides.
+fn check_lsm_list() -> Result<(), KernelUnavailable> {
+    let Ok(list) = fs::read_to_string("/sys/kernel/security/lsm") else {
+        return Ok(());
+    };
+    let list = list.trim();
+    if list.split(',').any(|l| l == "bpf") {
+        return Ok(());
+    }
+    Err(KernelUnavailable::new(format!(
+        "BPF LSM is not active (active LSMs: {list}); add `lsm={list},bpf` to the kernel \
+         command line and reboot"
+    )))
+}
+
+/// Mounts bpffs at /sys/fs/bpf when the pin directory lives there and nothing is mounted,
+/// as systemd would have done.
+fn ensure_bpffs(pin_dir: &Path) -> Result<(), KernelUnavailable> {
+    let mount_point = Path::new("/sys/fs/bpf");
+    let target = if pin_dir.starts_with(mount_point) {
+        mount_point
+    } else {
+        pin_dir
+    };
+    if is_bpffs(target) {
+        return Ok(());
+    }
+    if target != mount_point {
+        return Err(KernelUnavailable::new(format!(
+            "{} is not on a bpffs mount; pins must live on bpffs",
+            pin_dir.display()
+        )));
+    }
+    nix::mount::mount(
+        Some("bpffs"),
+        mount_point,
+        Some("bpf"),
+        nix::mount::MsFlags::empty(),
+        None::<&str>,
+    )
+    .map_err(|e| KernelUnavailable::new(format!("cannot mount bpffs at /sys/fs/bpf: {e}")))
+}
+
+fn is_bpffs(path: &Path) -> bool {
+    nix::sys::statfs::statfs(path).is_ok_and(|s| s.filesystem_type().0 as i64 == BPF_FS_MAGIC)
+}
+
+fn has_entries(dir: &Path) -> bool {
+    fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some())
+}

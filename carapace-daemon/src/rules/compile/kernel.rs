@@ -1,0 +1,387 @@
+//! Second stage, kernel side: validated rules → [`KernelImage`], the intended contents of
+//! every BPF map. A rule reaches the kernel only when the maps can hold it exactly; anything
+//! else stays in userspace with the reason recorded in [`Rule::enforcement`], never a
+//! silent downgrade.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+
+use carapace_common::{
+    op, NetRef, RuleMeta, RuleRef, MAX_RULES, NAME_MAX, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
+    RULE_ALWAYS_ON,
+};
+
+use crate::kernel::image::KernelImage;
+use crate::rules::diag::{Diagnostic, Severity};
+use crate::rules::model::{ops_of, Cidr, Cond, Enforcement, Trigger};
+use crate::rules::pattern::{symlink_target, KernelForm, PathPattern};
+use crate::rules::validate::mode_name;
+use crate::rules::{Mode, Rule};
+
+enum Plan {
+    Path {
+        forms: Vec<KernelForm>,
+        excepts: Vec<KernelForm>,
+    },
+    Net {
+        entries: Vec<(Cidr, u16)>,
+    },
+}
+
+/// Kernel operations a rule denies: its actions, or every file operation for a path rule and
+/// `network` for an address rule when it names none.
+#[must_use]
+pub fn rule_ops(rule: &Rule) -> u32 {
+    if !rule.actions.is_empty() {
+        return ops_of(&rule.actions);
+    }
+    match &rule.cond {
+        Some(Cond::Net(_)) => op::NETWORK,
+        _ => op::ALL,
+    }
+}
+
+fn plan(rule: &Rule) -> Result<Plan, String> {
+    if rule.mode != Mode::Block {
+        return Err(format!(
+            "mode `{}` is decided in userspace; only `block` rules reach the kernel",
+            mode_name(rule.mode)
+        ));
+    }
+    if rule.llm_review {
+        return Err("the rule asks for an LLM review, which happens in userspace".into());
+    }
+    if rule.effect.is_some() {
+        return Err("session effects are enforced in userspace for now".into());
+    }
+    if let Some(Trigger::English(_)) = &rule.trigger {
+        return Err("a plain-English trigger is decided by the LLM reviewer".into());
+    }
+    match &rule.cond {
+        Some(Cond::Path(patterns)) => {
+            let forms = forms_of(patterns)?;
+            let excepts = forms_of(&rule.except).map_err(|reason| {
+                format!(
+                    "an exception cannot be expressed in the kernel, and enforcing the rule \
+                     without it would block what it allows: {reason}"
+                )
+            })?;
+            Ok(Plan::Path { forms, excepts })
+        }
+        Some(Cond::Net(net)) => {
+            let blocks = net.blocks().ok_or_else(|| {
+                "a host name did not resolve, so the kernel has no address to match".to_owned()
+            })?;
+            let ports: Vec<u16> = if net.ports.is_empty() {
+                vec![0]
+            } else {
+                net.ports.clone()
+            };
+            let entries = blocks
+                .iter()
+                .flat_map(|b| ports.iter().map(move |p| (*b, *p)))
+                .collect();
+            Ok(Plan::Net { entries })
+        }
+        Some(Cond::All(parts)) => Err(
+            match parts
+                .iter()
+                .find(|c| !matches!(c, Cond::Path(_) | Cond::Net(_)))
+            {
+                Some(c @ (Cond::Tool(_) | Cond::Command(_) | Cond::Content(_))) => {
+                    format!(
+                        "the rule also matches on `{}`, which the kernel cannot see",
+                        c.kind()
+                    )
+                }
+                _ => "composite conditions (all / any / not) are evaluated in userspace".into(),
+            },
+        ),
+        Some(Cond::Any(_) | Cond::Not(_)) => {
+            Err("composite conditions (all / any / not) are evaluated in userspace".into())
+        }
+        Some(other) => Err(format!(
+            "the rule matches on `{}`, which the kernel cannot see",
+            other.kind()
+        )),
+        None => Err("the rule has no path or address to match".into()),
+    }
+}
+
+fn forms_of(patterns: &[PathPattern]) -> Result<Vec<KernelForm>, String> {
+    let mut out = Vec::new();
+    for p in patterns {
+        out.extend(p.kernel_forms()?);
+    }
+    Ok(out)
+}
+
+/// Where a kernel rule index came from, for diagnostics about shared keys.
+struct Owner<'a> {
+    origin: &'a str,
+    rule: &'a Rule,
+}
+
+fn error(rule: &Rule, message: String, hint: &str) -> Diagnostic {
+    Diagnostic {
+        severity: Severity::Error,
+        origin: rule.source.clone(),
+        span: rule.span,
+        message,
+        rule: Some(rule.id.clone()),
+        hint: Some(hint.to_owned()),
+    }
+}
+
+/// Checks a form against the kernel's key sizes.
+fn check_limits(rule: &Rule, form: &KernelForm, diags: &mut Vec<Diagnostic>) -> bool {
+    let (value, limit, what) = match form {
+        KernelForm::Exact(p) | KernelForm::Prefix(p) => (p, PATH_MAX - 1, "path"),
+        KernelForm::Name(n) => (n, NAME_MAX - 1, "basename"),
+    };
+    if value.len() > limit {
+        diags.push(error(
+            rule,
+            format!(
+                "{what} `{value}` is {} bytes; the kernel limit is {limit}",
+                value.len()
+            ),
+            "shorten the pattern or match a parent directory",
+        ));
+        return false;
+    }
+    true
+}
+
+/// The kernel's encoding of a device number (`MAJOR << 20 | MINOR`), as `s_dev` holds it.
+fn kernel_dev(st_dev: u64) -> u64 {
+    (u64::from(libc::major(st_dev)) << 20) | u64::from(libc::minor(st_dev))
+}
+
+fn add<R: PartialEq>(map: &mut BTreeMap<Vec<u8>, Vec<R>>, key: &str, r: R) {
+    let refs = map.entry(key.as_bytes().to_vec()).or_default();
+    if !refs.contains(&r) {
+        refs.push(r);
+    }
+}
+
+/// Compiles the kernel image and records each rule's enforcement and kernel index.
+pub(crate) fn compile(rules: &mut [Rule], diags: &mut Vec<Diagnostic>) -> KernelImage {
+    let mut image = KernelImage::default();
+    let mut next: u32 = 0;
+    for rule in rules.iter_mut() {
+        rule.kernel_index = None;
+        let plan = match plan(rule) {
+            Ok(plan) => plan,
+            Err(reason) => {
+                rule.enforcement = Enforcement::Userspace(reason);
+                continue;
+            }
+        };
+        let fits = match &plan {
+            // Every form is checked (no short-circuit) so that all oversized ones are reported.
+            Plan::Path { forms, excepts } => {
+                forms
+                    .iter()
+                    .chain(excepts)
+                    .filter(|f| !check_limits(rule, f, diags))
+                    .count()
+                    == 0
+            }
+            Plan::Net { .. } => true,
+        };
+        if !fits {
+            rule.enforcement =
+                Enforcement::Userspace("a pattern exceeds the kernel's key size".into());
+            continue;
+        }
+        if next as usize >= MAX_RULES {
+            diags.push(error(
+                rule,
+                format!("more than {MAX_RULES} kernel rules"),
+                "merge rules that share a pattern",
+            ));
+            rule.enforcement = Enforcement::Userspace("the kernel rule table is full".into());
+            continue;
+        }
+        let index = next;
+        next += 1;
+        let ops = rule_ops(rule);
+        let flags = match rule.trigger {
+            None | Some(Trigger::Always) => RULE_ALWAYS_ON,
+            Some(_) => 0,
+        };
+        image.rules.push(RuleMeta { ops, flags });
+        match plan {
+            Plan::Path { forms, excepts } => {
+                image.config.path_rule_ops |= ops;
+                let all = forms
+                    .iter()
+                    .map(|f| (f, 0))
+                    .chain(excepts.iter().map(|f| (f, REF_EXCEPT)));
+                for (form, flags) in all {
+                    let r = RuleRef { rule: index, flags };
+                    match form {
+                        // An exception stays a plain path: following its symlink or inode
+                        // could except whatever file a planted link points to.
+                        KernelForm::Exact(path) if flags == REF_EXCEPT => {
+                            add(&mut image.exact, path, r);
+                        }
+                        KernelForm::Exact(path) => {
+                            add(&mut image.exact, path, r);
+                            add_inode(&mut image, path, r);
+                            if let Some(target) = symlink_target(path) {
+                                if let Some(t) = target.to_str().filter(|t| t.len() < PATH_MAX) {
+                                    add(&mut image.exact, t, r);
+                                }
+                            }
+                        }
+                        KernelForm::Prefix(p) => add(&mut image.prefix, p, r),
+                        KernelForm::Name(n) => add(&mut image.names, n, r),
+                    }
+                }
+            }
+            Plan::Net { entries } => {
+                image.config.net_rule_ops |= ops;
+                for (cidr, port) in entries {
+                    let refs = image.nets.entry((cidr.prefix_len, cidr.addr)).or_default();
+                    let r = NetRef {
+                        rule: index,
+                        port,
+                        _pad: 0,
+                        flags: 0,
+                    };
+                    if !refs.contains(&r) {
+                        refs.push(r);
+                    }
+                }
+            }
+        }
+        rule.kernel_index = Some(index);
+        rule.enforcement = Enforcement::Kernel;
+    }
+    close_prefixes(&mut image);
+    close_nets(&mut image);
+    sort_and_check(&mut image, rules, diags);
+    image
+}
+
+fn add_inode(image: &mut KernelImage, path: &str, r: RuleRef) {
+    // `metadata` follows symlinks, so a link protects its target's inode.
+    if let Ok(meta) = std::fs::metadata(path) {
+        let refs = image
+            .inodes
+            .entry((kernel_dev(meta.dev()), meta.ino()))
+            .or_default();
+        if !refs.contains(&r) {
+            refs.push(r);
+        }
+    }
+}
+
+/// An LPM lookup returns only the longest matching prefix, so each prefix carries the refs
+/// of every shorter prefix entry above it. Prefix keys end in `/`, so the covering keys are
+/// the key cut after each of its `/`.
+fn close_prefixes(image: &mut KernelImage) {
+    let snapshot = image.prefix.clone();
+    for (key, refs) in &mut image.prefix {
+        for (i, b) in key.iter().enumerate() {
+            if *b == b'/' && i + 1 < key.len() {
+                if let Some(shorter) = snapshot.get(&key[..=i]) {
+                    for r in shorter {
+                        if !refs.contains(r) {
+                            refs.push(*r);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn close_nets(image: &mut KernelImage) {
+    let snapshot = image.nets.clone();
+    for ((len, addr), refs) in &mut image.nets {
+        // Every block covering this one is this address cut to a shorter length.
+        for shorter_len in 0..*len {
+            let shorter = Cidr::new(*addr, shorter_len);
+            if let Some(srefs) = snapshot.get(&(shorter.prefix_len, shorter.addr)) {
+                for r in srefs {
+                    if !refs.contains(r) {
+                        refs.push(*r);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn sort_and_check(image: &mut KernelImage, rules: &[Rule], diags: &mut Vec<Diagnostic>) {
+    let owners: BTreeMap<u32, Owner<'_>> = rules
+        .iter()
+        .filter_map(|r| {
+            r.kernel_index.map(|i| {
+                (
+                    i,
+                    Owner {
+                        origin: &r.source,
+                        rule: r,
+                    },
+                )
+            })
+        })
+        .collect();
+    let mut over = |key: String, idx: Vec<u32>| {
+        let ids: Vec<String> = idx
+            .iter()
+            .filter_map(|i| owners.get(i))
+            .map(|o| format!("{}:{}", o.origin, o.rule.id))
+            .collect();
+        if let Some(last) = idx.last().and_then(|i| owners.get(i)) {
+            diags.push(error(
+                last.rule,
+                format!(
+                    "kernel key {key} needs {} rule references; the kernel holds at most \
+                     {REFS_PER_KEY} per key (rules: {})",
+                    idx.len(),
+                    ids.join(", ")
+                ),
+                "merge rules that share this pattern or turn some into userspace modes",
+            ));
+        }
+    };
+    for (name, map) in [
+        ("path", &mut image.exact),
+        ("prefix", &mut image.prefix),
+        ("name", &mut image.names),
+    ] {
+        for (key, refs) in map.iter_mut() {
+            refs.sort_by_key(|r| (r.rule, r.flags));
+            if refs.len() > REFS_PER_KEY {
+                over(
+                    format!("{name} `{}`", String::from_utf8_lossy(key)),
+                    refs.iter().map(|r| r.rule).collect(),
+                );
+            }
+        }
+    }
+    for ((dev, ino), refs) in &mut image.inodes {
+        refs.sort_by_key(|r| (r.rule, r.flags));
+        if refs.len() > REFS_PER_KEY {
+            over(
+                format!("inode {dev}:{ino}"),
+                refs.iter().map(|r| r.rule).collect(),
+            );
+        }
+    }
+    for ((len, addr), refs) in &mut image.nets {
+        refs.sort_by_key(|r| (r.rule, r.port, r.flags));
+        if refs.len() > REFS_PER_KEY {
+            let ip = std::net::Ipv6Addr::from(*addr);
+            over(
+                format!("network `{ip}/{len}`"),
+                refs.iter().map(|r| r.rule).collect(),
+            );
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! Diagnostics: every problem of a rule file, each with `file:line:column`, the rule it is
+//! about and a hint, so `carapace rules check` can list them all at once.
+
+use std::fmt;
+
+use super::yaml::Span;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Severity {
+    Warning,
+    Error,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    /// The file (or `builtin:<pack>`) the problem is in.
+    pub origin: String,
+    pub span: Span,
+    pub message: String,
+    /// Id of the rule the problem belongs to, when known.
+    pub rule: Option<String>,
+    pub hint: Option<String>,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let severity = match self.severity {
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        };
+        write!(
+            f,
+            "{}:{}:{}: {severity}: {}",
+            self.origin, self.span.line, self.span.col, self.message
+        )?;
+        if let Some(rule) = &self.rule {
+            write!(f, " (rule `{rule}`)")?;
+        }
+        if let Some(hint) = &self.hint {
+            write!(f, "\n  hint: {hint}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Every problem found in a rule file, errors and warnings, in file order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Diagnostics(pub Vec<Diagnostic>);
+
+impl Diagnostics {
+    #[must_use]
+    pub fn has_errors(&self) -> bool {
+        self.0.iter().any(|d| d.severity == Severity::Error)
+    }
+
+    pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.0.iter().filter(|d| d.severity == Severity::Error)
+    }
+
+    pub fn warnings(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.0.iter().filter(|d| d.severity == Severity::Warning)
+    }
+}
+
+impl fmt::Display for Diagnostics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for d in &self.0 {
+            writeln!(f, "{d}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Diagnostics {}
+
+/// Collects diagnostics for one origin.
+#[derive(Debug)]
+pub(crate) struct Sink {
+    pub origin: String,
+    pub items: Vec<Diagnostic>,
+}
+
+impl Sink {
+    pub fn new(origin: &str) -> Self {
+        Self {
+            origin: origin.to_owned(),
+            items: Vec::new(),
+        }
+    }
+
+    pub fn error(&mut self, span: Span, rule: Option<&str>, message: String, hint: &str) {
+        self.push(Severity::Error, span, rule, message, hint);
+    }
+
+    pub fn warning(&mut self, span: Span, rule: Option<&str>, message: String, hint: &str) {
+        self.push(Severity::Warning, span, rule, message, hint);
+    }
+
+    fn push(
+        &mut self,
+        severity: Severity,
+        span: Span,
+        rule: Option<&str>,
+        message: String,
+        hint: &str,
+    ) {
+        self.items.push(Diagnostic {
+            severity,
+            origin: self.origin.clone(),
+            span,
+            message,
+            rule: rule.map(str::to_owned),
+            hint: (!hint.is_empty()).then(|| hint.to_owned()),
+        });
+    }
+}
+
+/// Levenshtein distance, for "did you mean" hints.
+#[must_use]
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// A "did you mean `x`?" hint for `word` among `known`, or a list of the known words.
+#[must_use]
+pub fn did_you_mean(word: &str, known: &[&str]) -> String {
+    let best = known
+        .iter()
+        .map(|k| (edit_distance(&word.to_lowercase(), k), *k))
+        .min_by_key(|(d, _)| *d);
+    match best {
+        Some((d, k)) if d <= 2.max(word.len() / 3) => format!("did you mean `{k}`?"),
+        _ => format!("expected one of: {}", known.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distance_and_suggestion() {
+        assert_eq!(edit_distance("rules", "rulez"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(
+            did_you_mean("rulse", &["version", "builtin", "rules"]),
+            "did you mean `rules`?"
+        );
+        assert!(did_you_mean("zzzzzz", &["version", "rules"]).starts_with("expected one of"));
+    }
+
+    #[test]
+    fn display_format() {
+        let mut sink = Sink::new("rules.yaml");
+        sink.error(
+            Span { line: 3, col: 5 },
+            Some("x"),
+            "bad thing".into(),
+            "do this",
+        );
+        assert_eq!(
+            sink.items[0].to_string(),
+            "rules.yaml:3:5: error: bad thing (rule `x`)\n  hint: do this"
+        );
+    }
+}

@@ -1,0 +1,309 @@
+//! The validated rule model: what a rule matches, after short forms are expanded into the
+//! long form. Matchers are compiled here (globs, regexes); the kernel image is built from
+//! this model by `compile::kernel`.
+
+use std::net::IpAddr;
+
+use carapace_common::op;
+use globset::GlobMatcher;
+use regex::Regex;
+
+use super::pattern::PathPattern;
+
+/// What an operation does, as rules name it (`actions:`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Action {
+    Read,
+    Write,
+    Delete,
+    Execute,
+    Network,
+    Copy,
+    Move,
+}
+
+impl Action {
+    pub const NAMES: &'static [&'static str] = &[
+        "read", "write", "delete", "execute", "network", "copy", "move",
+    ];
+
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "read" => Self::Read,
+            "write" => Self::Write,
+            "delete" => Self::Delete,
+            "execute" => Self::Execute,
+            "network" => Self::Network,
+            "copy" => Self::Copy,
+            "move" => Self::Move,
+            _ => return None,
+        })
+    }
+
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::Delete => "delete",
+            Self::Execute => "execute",
+            Self::Network => "network",
+            Self::Copy => "copy",
+            Self::Move => "move",
+        }
+    }
+
+    /// The kernel operations this action consists of: a copy reads the source and writes
+    /// the destination, a move writes the destination and deletes the source.
+    #[must_use]
+    pub fn ops(self) -> u32 {
+        match self {
+            Self::Read => op::READ,
+            Self::Write => op::WRITE,
+            Self::Delete => op::DELETE,
+            Self::Execute => op::EXEC,
+            Self::Network => op::NETWORK,
+            Self::Copy => op::READ | op::WRITE,
+            Self::Move => op::WRITE | op::DELETE,
+        }
+    }
+}
+
+/// OR of the kernel ops of `actions`.
+#[must_use]
+pub fn ops_of(actions: &[Action]) -> u32 {
+    actions.iter().fold(0, |acc, a| acc | a.ops())
+}
+
+/// An address block, IPv4 stored IPv4-mapped like the kernel's network trie.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Cidr {
+    /// Bits over the 128-bit (IPv4-mapped) address.
+    pub prefix_len: u32,
+    /// Host bits are zero.
+    pub addr: [u8; 16],
+}
+
+impl Cidr {
+    /// Parses `a.b.c.d/n`, `v6/n` or a bare address (a single host).
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Self> {
+        let (addr, len) = match text.split_once('/') {
+            Some((a, l)) => (
+                a.trim().parse::<IpAddr>().ok()?,
+                Some(l.trim().parse::<u32>().ok()?),
+            ),
+            None => (text.trim().parse::<IpAddr>().ok()?, None),
+        };
+        let (bytes, len) = match addr {
+            IpAddr::V4(v4) => {
+                let len = len.unwrap_or(32);
+                if len > 32 {
+                    return None;
+                }
+                (v4.to_ipv6_mapped().octets(), 96 + len)
+            }
+            IpAddr::V6(v6) => {
+                let len = len.unwrap_or(128);
+                if len > 128 {
+                    return None;
+                }
+                (v6.octets(), len)
+            }
+        };
+        Some(Self::new(bytes, len))
+    }
+
+    #[must_use]
+    pub fn host(addr: IpAddr) -> Self {
+        let bytes = match addr {
+            IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+            IpAddr::V6(v6) => v6.octets(),
+        };
+        Self::new(bytes, 128)
+    }
+
+    /// The block of `prefix_len` bits that holds `addr` (host bits cleared).
+    #[must_use]
+    pub fn new(mut addr: [u8; 16], prefix_len: u32) -> Self {
+        let prefix_len = prefix_len.min(128);
+        for (i, b) in addr.iter_mut().enumerate() {
+            let bit = (i as u32) * 8;
+            if bit >= prefix_len {
+                *b = 0;
+            } else if prefix_len - bit < 8 {
+                *b &= 0xffu8 << (8 - (prefix_len - bit));
+            }
+        }
+        Self { prefix_len, addr }
+    }
+
+    /// Whether `other` lies inside this block.
+    #[must_use]
+    pub fn covers(&self, other: &Self) -> bool {
+        other.prefix_len >= self.prefix_len
+            && Self::new(other.addr, self.prefix_len).addr == self.addr
+    }
+
+    #[must_use]
+    pub fn contains(&self, addr: IpAddr) -> bool {
+        self.covers(&Self::host(addr))
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Host {
+    Ip(IpAddr),
+    /// A name, resolved when the rule set is compiled.
+    Name {
+        name: String,
+        resolved: Vec<IpAddr>,
+    },
+}
+
+/// A network match: any of the hosts/blocks (none = every address) on any of the ports
+/// (none = every port).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NetMatch {
+    pub hosts: Vec<Host>,
+    pub cidrs: Vec<Cidr>,
+    pub ports: Vec<u16>,
+}
+
+impl NetMatch {
+    /// Every address block this match covers, host names as resolved; `None` when a name
+    /// did not resolve (so the set of addresses is unknown).
+    #[must_use]
+    pub fn blocks(&self) -> Option<Vec<Cidr>> {
+        let mut out = self.cidrs.clone();
+        for h in &self.hosts {
+            match h {
+                Host::Ip(ip) => out.push(Cidr::host(*ip)),
+                Host::Name { resolved, .. } if !resolved.is_empty() => {
+                    out.extend(resolved.iter().map(|ip| Cidr::host(*ip)));
+                }
+                Host::Name { .. } => return None,
+            }
+        }
+        if out.is_empty() && self.hosts.is_empty() {
+            out.push(Cidr::new([0; 16], 0));
+        }
+        Some(out)
+    }
+
+    #[must_use]
+    pub fn matches(&self, addr: IpAddr, port: u16) -> bool {
+        let addr_ok = self
+            .blocks()
+            .is_some_and(|b| b.iter().any(|c| c.contains(addr)));
+        addr_ok && (self.ports.is_empty() || self.ports.contains(&port))
+    }
+}
+
+/// A command or tool-input text matcher: a glob (`*` crosses everything) or `re:`.
+#[derive(Clone, Debug)]
+pub enum TextPattern {
+    Glob {
+        source: String,
+        matcher: GlobMatcher,
+    },
+    Regex {
+        source: String,
+        regex: Regex,
+    },
+    /// Content rules without `re:` are substrings.
+    Substring(String),
+}
+
+impl TextPattern {
+    #[must_use]
+    pub fn source(&self) -> &str {
+        match self {
+            Self::Glob { source, .. } | Self::Regex { source, .. } | Self::Substring(source) => {
+                source
+            }
+        }
+    }
+
+    #[must_use]
+    pub fn matches(&self, text: &str) -> bool {
+        match self {
+            Self::Glob { matcher, .. } => matcher.is_match(text),
+            Self::Regex { regex, .. } => regex.is_match(text),
+            Self::Substring(s) => text.contains(s.as_str()),
+        }
+    }
+}
+
+/// What a rule matches.
+#[derive(Clone, Debug)]
+pub enum Cond {
+    Path(Vec<PathPattern>),
+    Command(Vec<TextPattern>),
+    /// Tool names (`Bash`, `Read`, `mcp__*` globs).
+    Tool(Vec<TextPattern>),
+    Content(Vec<TextPattern>),
+    Net(NetMatch),
+    All(Vec<Cond>),
+    Any(Vec<Cond>),
+    Not(Box<Cond>),
+}
+
+impl Cond {
+    /// Short name of the condition's kind, for explanations.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Path(_) => "path",
+            Self::Command(_) => "command",
+            Self::Tool(_) => "tool",
+            Self::Content(_) => "content",
+            Self::Net(_) => "network",
+            Self::All(_) => "all",
+            Self::Any(_) => "any",
+            Self::Not(_) => "not",
+        }
+    }
+}
+
+/// When a session rule switches on.
+#[derive(Clone, Debug)]
+pub enum Trigger {
+    Always,
+    /// After an operation with these actions (any, if empty) that matches `cond`.
+    After {
+        actions: Vec<Action>,
+        cond: Option<Cond>,
+    },
+    /// Decided by the LLM reviewer.
+    English(String),
+}
+
+/// What a session rule acts on once triggered.
+#[derive(Clone, Debug)]
+pub enum Effect {
+    Actions {
+        actions: Vec<Action>,
+        cond: Option<Cond>,
+    },
+    English(String),
+}
+
+/// Which layer enforces a rule, and why not the kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Enforcement {
+    /// The kernel enforces the rule fully (Layer 1 checks it too).
+    Kernel,
+    /// Layer 1 only; the reason is shown by `carapace rules explain`.
+    Userspace(String),
+}
+
+impl std::fmt::Display for Enforcement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Kernel => f.write_str("kernel and userspace"),
+            Self::Userspace(reason) => write!(f, "userspace only: {reason}"),
+        }
+    }
+}

@@ -1,0 +1,457 @@
+//! Path patterns: separator-aware globs (`**` crosses `/`, `*` `?` `[..]` do not), `~` and
+//! `$HOME` expanded for every account with a home, and `re:` regexes; plus the translation
+//! of a glob into the forms the kernel maps can hold.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use regex::Regex;
+
+/// Home directories `~` and `$HOME` expand to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Homes(Vec<String>);
+
+impl Homes {
+    /// The accounts of `/etc/passwd` plus the caller's `$HOME`.
+    #[must_use]
+    pub fn system() -> Self {
+        Self::from_passwd(
+            Path::new("/etc/passwd"),
+            std::env::var("HOME").ok().as_deref(),
+        )
+    }
+
+    /// Root and regular accounts (uid 0 or >= 1000) whose home exists, plus `home_env`.
+    /// System accounts are left out: their homes (`/`, `/var/lib/…`, `/nonexistent`) would
+    /// turn `~/.ssh/**` into patterns over system directories.
+    #[must_use]
+    pub fn from_passwd(passwd: &Path, home_env: Option<&str>) -> Self {
+        let text = std::fs::read_to_string(passwd).unwrap_or_default();
+        let mut homes = Vec::new();
+        for line in text.lines() {
+            let fields: Vec<&str> = line.split(':').collect();
+            let (Some(uid), Some(home)) = (fields.get(2), fields.get(5)) else {
+                continue;
+            };
+            let Ok(uid) = uid.parse::<u32>() else {
+                continue;
+            };
+            if (uid == 0 || uid >= 1000) && uid != 65534 && Path::new(home).is_dir() {
+                homes.push((*home).to_owned());
+            }
+        }
+        if let Some(home) = home_env.filter(|h| h.starts_with('/')) {
+            homes.push(home.to_owned());
+        }
+        Self::fixed(homes)
+    }
+
+    /// Exactly these homes (tests, and callers that know better).
+    #[must_use]
+    pub fn fixed<I: IntoIterator<Item = S>, S: Into<String>>(homes: I) -> Self {
+        let mut v: Vec<String> = homes
+            .into_iter()
+            .map(Into::into)
+            .map(|h| normalize(&h))
+            .filter(|h| h.starts_with('/') && h != "/")
+            .collect();
+        v.sort();
+        v.dedup();
+        Self(v)
+    }
+
+    #[must_use]
+    pub fn list(&self) -> &[String] {
+        &self.0
+    }
+}
+
+/// Collapses `//` and drops a trailing `/`, as the kernel's `d_path` never yields either.
+fn normalize(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        if c == '/' && out.ends_with('/') {
+            continue;
+        }
+        out.push(c);
+    }
+    if out.len() > 1 && out.ends_with('/') {
+        out.pop();
+    }
+    out
+}
+
+/// Characters that make a glob more than a literal path.
+const GLOB_META: &[char] = &['*', '?', '[', ']', '{', '}', '\\'];
+
+/// A path pattern as written, with its compiled matcher.
+#[derive(Clone, Debug)]
+pub enum PathPattern {
+    Glob {
+        source: String,
+        /// One glob per home directory for `~` patterns, else the pattern itself.
+        expanded: Vec<String>,
+        matcher: GlobMatch,
+    },
+    Regex {
+        source: String,
+        regex: Regex,
+    },
+}
+
+/// How a glob is matched in userspace.
+#[derive(Clone, Debug)]
+pub enum GlobMatch {
+    /// Every expansion is an exact path, a `/dir/**` prefix or a `**/name` basename: string
+    /// comparisons, no regex (most rules, and the Layer 1 latency budget, live here).
+    Forms(Vec<KernelForm>),
+    Set(GlobSet),
+}
+
+impl GlobMatch {
+    fn is_match(&self, path: &str) -> bool {
+        match self {
+            Self::Set(set) => set.is_match(path),
+            Self::Forms(forms) => forms.iter().any(|f| f.matches(path)),
+        }
+    }
+}
+
+/// What a pattern is wrong about, and what to do instead.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PatternError {
+    pub message: String,
+    pub hint: String,
+}
+
+impl PathPattern {
+    pub fn parse(source: &str, homes: &Homes) -> Result<Self, PatternError> {
+        let err = |message: String, hint: &str| PatternError {
+            message,
+            hint: hint.to_owned(),
+        };
+        if source.trim().is_empty() {
+            return Err(err(
+                "empty path pattern".into(),
+                "write a path such as `/etc/**`",
+            ));
+        }
+        if source.contains('\0') {
+            return Err(err("path pattern contains a NUL byte".into(), "remove it"));
+        }
+        if let Some(re) = source.strip_prefix("re:") {
+            return Regex::new(re)
+                .map(|regex| Self::Regex {
+                    source: source.to_owned(),
+                    regex,
+                })
+                .map_err(|e| {
+                    err(
+                        format!("invalid regex `{re}`: {}", first_line(&e.to_string())),
+                        "fix the regular expression (Rust regex syntax)",
+                    )
+                });
+        }
+        let expanded = expand_home(source, homes)?;
+        for glob in &expanded {
+            if !(glob.starts_with('/') || glob.starts_with("**")) {
+                let hint =
+                    format!("write `**/{glob}` to match it in any directory, or an absolute path");
+                return Err(err(format!("path pattern `{source}` is relative"), &hint));
+            }
+            // Paths are normalised before they are matched (and `d_path` never yields `.` or
+            // `..`), so such a pattern would silently never match.
+            if glob.split('/').any(|c| c == "." || c == "..") {
+                return Err(err(
+                    format!("path pattern `{source}` has a `.` or `..` component"),
+                    "write the normalised path",
+                ));
+            }
+        }
+        if let Ok(forms) = expanded.iter().map(|g| kernel_form(g)).collect() {
+            return Ok(Self::Glob {
+                source: source.to_owned(),
+                expanded,
+                matcher: GlobMatch::Forms(forms),
+            });
+        }
+        let mut builder = GlobSetBuilder::new();
+        for glob in &expanded {
+            builder.add(build_glob(glob).map_err(|e| {
+                err(
+                    format!("invalid glob `{source}`: {e}"),
+                    "check the brackets and braces",
+                )
+            })?);
+        }
+        let matcher = builder.build().map_err(|e| {
+            err(
+                format!("invalid glob `{source}`: {e}"),
+                "check the brackets and braces",
+            )
+        })?;
+        Ok(Self::Glob {
+            source: source.to_owned(),
+            expanded,
+            matcher: GlobMatch::Set(matcher),
+        })
+    }
+
+    #[must_use]
+    pub fn source(&self) -> &str {
+        match self {
+            Self::Glob { source, .. } | Self::Regex { source, .. } => source,
+        }
+    }
+
+    /// Whether `path` (absolute, normalised) matches. Regexes search the whole path
+    /// (unanchored unless the pattern anchors itself).
+    #[must_use]
+    pub fn matches(&self, path: &str) -> bool {
+        match self {
+            Self::Glob { matcher, .. } => matcher.is_match(path),
+            Self::Regex { regex, .. } => regex.is_match(path),
+        }
+    }
+
+    /// The kernel forms of this pattern, or why the kernel cannot match it exactly.
+    pub fn kernel_forms(&self) -> Result<Vec<KernelForm>, String> {
+        match self {
+            Self::Regex { source, .. } => Err(format!(
+                "pattern `{source}` is a regex, matched in userspace only"
+            )),
+            Self::Glob { expanded, .. } => expanded.iter().map(|g| kernel_form(g)).collect(),
+        }
+    }
+}
+
+impl fmt::Display for PathPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.source())
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().last().unwrap_or(s).trim()
+}
+
+fn build_glob(glob: &str) -> Result<Glob, globset::Error> {
+    GlobBuilder::new(glob)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+}
+
+/// Expands a leading `~` / `$HOME` / `${HOME}` into one pattern per home.
+fn expand_home(source: &str, homes: &Homes) -> Result<Vec<String>, PatternError> {
+    let rest = ["$HOME", "${HOME}", "~"].iter().find_map(|p| {
+        source
+            .strip_prefix(p)
+            .filter(|r| r.is_empty() || r.starts_with('/'))
+    });
+    if let Some(rest) = rest {
+        return Ok(homes
+            .list()
+            .iter()
+            .map(|h| normalize(&format!("{h}{rest}")))
+            .collect());
+    }
+    if source.starts_with('~') {
+        return Err(PatternError {
+            message: format!("`~user` in `{source}` is not supported"),
+            hint: "write `~/…` (every account's home) or the absolute path".into(),
+        });
+    }
+    if source.contains("$HOME") || source.contains("${HOME}") {
+        return Err(PatternError {
+            message: format!("`$HOME` in `{source}` is only expanded at the start"),
+            hint: "start the pattern with `$HOME/` or `~/`".into(),
+        });
+    }
+    Ok(vec![if source.starts_with('/') {
+        normalize(source)
+    } else {
+        source.to_owned()
+    }])
+}
+
+/// A glob the kernel maps can hold exactly.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum KernelForm {
+    /// The whole path.
+    Exact(String),
+    /// A directory prefix ending in `/`: everything below it (not the directory itself,
+    /// which is what the glob `dir/**` means too).
+    Prefix(String),
+    /// A basename anywhere.
+    Name(String),
+}
+
+impl KernelForm {
+    /// The same answer as the glob this form came from (checked by a property test).
+    #[must_use]
+    pub fn matches(&self, path: &str) -> bool {
+        match self {
+            Self::Exact(p) => path == p,
+            Self::Prefix(p) => path.starts_with(p.as_str()),
+            Self::Name(n) => {
+                path == n
+                    || path
+                        .strip_suffix(n.as_str())
+                        .is_some_and(|rest| rest.ends_with('/'))
+            }
+        }
+    }
+}
+
+fn kernel_form(glob: &str) -> Result<KernelForm, String> {
+    let literal = |s: &str| !s.contains(GLOB_META);
+    if literal(glob) && glob.starts_with('/') {
+        return Ok(KernelForm::Exact(glob.to_owned()));
+    }
+    if let Some(dir) = glob.strip_suffix("/**") {
+        if literal(dir) && (dir.is_empty() || dir.starts_with('/')) && !dir.contains("**") {
+            return Ok(KernelForm::Prefix(format!("{dir}/")));
+        }
+    }
+    if let Some(name) = glob.strip_prefix("**/") {
+        if literal(name) && !name.contains('/') && !name.is_empty() {
+            return Ok(KernelForm::Name(name.to_owned()));
+        }
+        if name.starts_with("*.") && literal(&name[2..]) && !name.contains('/') {
+            return Err(format!(
+                "pattern `{glob}` is a basename suffix; the kernel matches exact names, prefixes \
+                 and basenames so far"
+            ));
+        }
+    }
+    Err(format!(
+        "pattern `{glob}` has wildcards the kernel maps cannot express (only an exact path, \
+         `/dir/**` and `**/name` compile to the kernel so far)"
+    ))
+}
+
+/// Where `path` leads after symlinks, when that differs and exists.
+#[must_use]
+pub fn symlink_target(path: &str) -> Option<PathBuf> {
+    let canonical = std::fs::canonicalize(path).ok()?;
+    (canonical.as_os_str() != path).then_some(canonical)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pat(s: &str) -> PathPattern {
+        PathPattern::parse(s, &Homes::fixed(["/home/a", "/root"])).unwrap()
+    }
+
+    #[test]
+    fn double_star_crosses_separators_single_star_does_not() {
+        let p = pat("/srv/**");
+        assert!(p.matches("/srv/a/b/c"));
+        assert!(!p.matches("/srvx/a"));
+        let p = pat("/srv/*");
+        assert!(p.matches("/srv/a"));
+        assert!(!p.matches("/srv/a/b"));
+        let p = pat("**/.env");
+        assert!(p.matches("/x/y/.env"));
+        assert!(p.matches("/.env"));
+        assert!(!p.matches("/x/.envrc"));
+        assert!(pat("/a/?").matches("/a/b"));
+        assert!(!pat("/a/?").matches("/a//"));
+        assert!(pat("/a/[bc]").matches("/a/c"));
+    }
+
+    #[test]
+    fn home_expands_for_every_account() {
+        let p = pat("~/.ssh/**");
+        assert!(p.matches("/home/a/.ssh/id_rsa"));
+        assert!(p.matches("/root/.ssh/config"));
+        assert!(!p.matches("/home/b/.ssh/id_rsa"));
+        assert!(pat("$HOME/.netrc").matches("/root/.netrc"));
+        assert!(pat("${HOME}/.netrc").matches("/home/a/.netrc"));
+    }
+
+    #[test]
+    fn passwd_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let alice = dir.path().join("alice");
+        std::fs::create_dir(&alice).unwrap();
+        let passwd = dir.path().join("passwd");
+        std::fs::write(
+            &passwd,
+            format!(
+                "root:x:0:0::/nonexistent-root:/bin/sh\ndaemon:x:1:1::{d}:/bin/false\nalice:x:1000:1000::{a}:/bin/sh\nbroken\n",
+                d = dir.path().display(),
+                a = alice.display()
+            ),
+        )
+        .unwrap();
+        let homes = Homes::from_passwd(&passwd, Some("/home/me"));
+        assert_eq!(
+            homes.list(),
+            ["/home/me".to_owned(), alice.display().to_string()]
+        );
+    }
+
+    #[test]
+    fn bad_patterns_are_refused() {
+        let h = Homes::fixed(["/root"]);
+        for bad in [
+            "", ".env", "*.pem", "~bob/x", "/x/$HOME", "re:(", "/a/[", "a\0b", "/a/../b", "/a/./b",
+        ] {
+            assert!(PathPattern::parse(bad, &h).is_err(), "{bad}");
+        }
+        assert!(PathPattern::parse("re:/proc/\\d+/environ", &h).is_ok());
+    }
+
+    #[test]
+    fn kernel_forms() {
+        let f = |s: &str| pat(s).kernel_forms();
+        assert_eq!(
+            f("/etc/shadow"),
+            Ok(vec![KernelForm::Exact("/etc/shadow".into())])
+        );
+        assert_eq!(f("/etc//x/"), Ok(vec![KernelForm::Exact("/etc/x".into())]));
+        assert_eq!(
+            f("/srv/secret/**"),
+            Ok(vec![KernelForm::Prefix("/srv/secret/".into())])
+        );
+        assert_eq!(f("**/id_rsa"), Ok(vec![KernelForm::Name("id_rsa".into())]));
+        assert_eq!(
+            f("~/.aws/**"),
+            Ok(vec![
+                KernelForm::Prefix("/home/a/.aws/".into()),
+                KernelForm::Prefix("/root/.aws/".into())
+            ])
+        );
+        for userspace in [
+            "/etc/*",
+            "/home/*/.ssh/**",
+            "**/*.pem",
+            "/x/**/y",
+            "re:^/x",
+            "**",
+        ] {
+            assert!(f(userspace).is_err(), "{userspace}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn forms_match_like_their_globs(
+            pattern in proptest::sample::select(vec![
+                "/etc/passwd", "/srv/**", "/srv/a/**", "/**", "**/id_rsa", "**/.env", "/a",
+            ]),
+            path in "(/|a|b|srv|etc|passwd|id_rsa|\\.env|x){0,8}",
+        ) {
+            let fast = pat(pattern);
+            let glob = build_glob(pattern).unwrap().compile_matcher();
+            let is_fast = matches!(fast, PathPattern::Glob { matcher: GlobMatch::Forms(_), .. });
+            proptest::prop_assert!(is_fast);
+            proptest::prop_assert_eq!(fast.matches(&path), glob.is_match(&path), "{} on {}", pattern, path);
+        }
+    }
+}

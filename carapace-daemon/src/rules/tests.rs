@@ -1,0 +1,1014 @@
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use carapace_common::{op, NetRef, RuleRef, REFS_PER_KEY, REF_EXCEPT, RULE_ALWAYS_ON};
+use proptest::prelude::*;
+
+use super::yaml::{self, NodeKind};
+use super::*;
+
+fn fake_resolver(host: &str) -> Option<Vec<IpAddr>> {
+    match host {
+        "metadata.example.test" => {
+            Some(vec!["192.0.2.7".parse().ok()?, "2001:db8::7".parse().ok()?])
+        }
+        _ => None,
+    }
+}
+
+fn opts() -> Options {
+    Options {
+        homes: Homes::fixed(["/home/alice", "/root"]),
+        resolver: fake_resolver,
+    }
+}
+
+fn parse(text: &str) -> Result<RuleSet, Diagnostics> {
+    RuleSet::parse_with("t.yaml", text, &opts())
+}
+
+fn ok(text: &str) -> RuleSet {
+    match parse(text) {
+        Ok(set) => set,
+        Err(d) => panic!("rule text did not compile:\n{d}\n{text}"),
+    }
+}
+
+fn errors(text: &str) -> String {
+    match parse(text) {
+        Ok(_) => panic!("expected diagnostics for:\n{text}"),
+        Err(d) => d.to_string(),
+    }
+}
+
+/// A user file without built-in packs.
+fn user(rules: &str) -> String {
+    format!("version: 1\nbuiltin: none\nrules:\n{rules}")
+}
+
+/// Rules `r00`, `r01`, … with the given bodies.
+fn rules_text<'a>(rules: impl Iterator<Item = (usize, &'a str)>) -> String {
+    use std::fmt::Write;
+    rules.fold(String::new(), |mut out, (i, body)| {
+        let _ = writeln!(out, "  - id: r{i:02}\n{body}");
+        out
+    })
+}
+
+fn refs(rule: u32, flags: u32) -> Vec<RuleRef> {
+    vec![RuleRef { rule, flags }]
+}
+
+fn key(s: &str) -> Vec<u8> {
+    s.as_bytes().to_vec()
+}
+
+fn mapped(v4: [u8; 4]) -> [u8; 16] {
+    std::net::Ipv4Addr::from(v4).to_ipv6_mapped().octets()
+}
+
+fn userspace_reason(set: &RuleSet, id: &str) -> String {
+    match &set
+        .by_id(id)
+        .unwrap_or_else(|| panic!("no rule {id}"))
+        .enforcement
+    {
+        Enforcement::Userspace(reason) => reason.clone(),
+        Enforcement::Kernel => panic!("rule {id} compiled to the kernel"),
+    }
+}
+
+// ---- short forms, ids, modes ----
+
+#[test]
+fn short_forms_set_mode_and_pattern() {
+    let set = ok(&user(
+        "  - block: \"~/.env\"\n  - approve: \"/srv/**\"\n  - warn: \"**/x\"\n  - log: \"/var/log/**\"\n  - allow: \"/tmp/**\"\n",
+    ));
+    let modes: Vec<(&str, Mode)> = set
+        .rules()
+        .iter()
+        .map(|r| (r.id.as_str(), r.mode))
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            ("block-home-env", Mode::Block),
+            ("approve-srv", Mode::Approve),
+            ("warn-x", Mode::Warn),
+            ("log-var-log", Mode::Log),
+            ("allow-tmp", Mode::Allow)
+        ]
+    );
+    assert!(set
+        .by_id("block-home-env")
+        .is_some_and(|r| r.kernel_index == Some(0)));
+    assert!(userspace_reason(&set, "approve-srv").contains("mode `approve`"));
+    assert!(userspace_reason(&set, "allow-tmp").contains("mode `allow`"));
+    assert_eq!(set.kernel_image().rules.len(), 1);
+    assert_eq!(set.rules()[0].message, "blocked by rule `block-home-env`");
+}
+
+#[test]
+fn mode_and_action_keys_are_aliases() {
+    let set = ok(&user(
+        "  - id: a\n    mode: warn\n    match: { path: \"/a/**\" }\n  - id: b\n    action: block\n    match: { path: \"/b/**\" }\n",
+    ));
+    assert_eq!(set.by_id("a").map(|r| r.mode), Some(Mode::Warn));
+    assert_eq!(
+        set.by_id("b").map(|r| (r.mode, r.kernel_index)),
+        Some((Mode::Block, Some(0)))
+    );
+    assert_eq!(
+        set.kernel_image().prefix.get(&key("/b/")),
+        Some(&refs(0, 0))
+    );
+}
+
+#[test]
+fn colliding_derived_ids_get_order_independent_suffixes() {
+    let a = ok(&user(
+        "  - block: \"**/.env\"\n  - block: \"**/.env\"\n    actions: [read]\n",
+    ));
+    let b = ok(&user(
+        "  - block: \"**/.env\"\n    actions: [read]\n  - block: \"**/.env\"\n",
+    ));
+    let ids = |s: &RuleSet| {
+        let mut v: Vec<(String, Vec<Action>)> = s
+            .rules()
+            .iter()
+            .map(|r| (r.id.clone(), r.actions.clone()))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(ids(&a), ids(&b));
+    assert!(a.rules().iter().all(|r| r.id.starts_with("block-env-")));
+    let dup = errors(&user("  - block: \"**/.env\"\n  - block: \"**/.env\"\n"));
+    assert!(
+        dup.contains("the same rule is already given at t.yaml:4:5"),
+        "{dup}"
+    );
+}
+
+#[test]
+fn explicit_ids_must_be_unique() {
+    let e = errors(&user(
+        "  - id: x\n    block: \"/a\"\n  - id: x\n    block: \"/b\"\n",
+    ));
+    assert!(
+        e.contains("t.yaml:6:5: error: rule id `x` is already used at t.yaml:4:5 (rule `x`)"),
+        "{e}"
+    );
+    assert!(e.contains("hint: rule ids must be unique"));
+    let e = errors(&user("  - id: \"bad id!\"\n    block: \"/a\"\n"));
+    assert!(e.contains("invalid rule id"), "{e}");
+}
+
+#[test]
+fn a_bare_short_form_sets_only_the_mode() {
+    let set = ok(&user(
+        "  - id: a\n    approve:\n    match: { path: \"/srv/**\", tool: Write }\n",
+    ));
+    assert_eq!(set.by_id("a").map(|r| r.mode), Some(Mode::Approve));
+}
+
+#[test]
+fn optional_fields_are_kept() {
+    let set = ok(&user(
+        "  - id: r\n    block: \"/a/**\"\n    message: hi\n    category: c\n    description: d\n    locked: true\n",
+    ));
+    let r = set.by_id("r").unwrap();
+    assert_eq!(
+        (
+            r.message.as_str(),
+            r.category.as_deref(),
+            r.description.as_deref(),
+            r.locked
+        ),
+        ("hi", Some("c"), Some("d"), true)
+    );
+    assert_eq!(r.source, "t.yaml");
+    assert_eq!(r.span.line, 4);
+}
+
+// ---- kernel forms ----
+
+#[test]
+fn path_forms_compile_to_kernel_maps() {
+    let set = ok(&user(
+        "  - id: exact\n    block: \"/srv/data/token.txt\"\n  - id: dir\n    block: \"/srv/secret/**\"\n    actions: [read]\n  - id: name\n    block: \"**/forbidden.key\"\n  - id: exec\n    block: \"/usr/local/bin/tool\"\n    actions: [execute]\n",
+    ));
+    let img = set.kernel_image();
+    assert_eq!(
+        img.exact.get(&key("/srv/data/token.txt")),
+        Some(&refs(0, 0))
+    );
+    assert_eq!(img.prefix.get(&key("/srv/secret/")), Some(&refs(1, 0)));
+    assert_eq!(img.names.get(&key("forbidden.key")), Some(&refs(2, 0)));
+    assert_eq!(
+        img.exact.get(&key("/usr/local/bin/tool")),
+        Some(&refs(3, 0))
+    );
+    let ops: Vec<u32> = img.rules.iter().map(|m| m.ops).collect();
+    assert_eq!(ops, [op::ALL, op::READ, op::ALL, op::EXEC]);
+    assert!(img.rules.iter().all(|m| m.flags == RULE_ALWAYS_ON));
+    assert_eq!(img.config.path_rule_ops, op::ALL);
+    assert_eq!(img.config.net_rule_ops, 0);
+    assert_eq!(set.by_kernel_index(2).map(|r| r.id.as_str()), Some("name"));
+}
+
+#[test]
+fn home_patterns_compile_for_every_home() {
+    let set = ok(&user("  - id: ssh\n    block: \"~/.ssh/**\"\n"));
+    let keys: Vec<&[u8]> = set
+        .kernel_image()
+        .prefix
+        .keys()
+        .map(Vec::as_slice)
+        .collect();
+    assert_eq!(
+        keys,
+        [b"/home/alice/.ssh/".as_slice(), b"/root/.ssh/".as_slice()]
+    );
+}
+
+#[test]
+fn home_patterns_without_homes_warn() {
+    let options = Options {
+        homes: Homes::fixed(Vec::<String>::new()),
+        resolver: fake_resolver,
+    };
+    let set = RuleSet::parse_with(
+        "t.yaml",
+        &user("  - id: ssh\n    block: \"~/.ssh/**\"\n"),
+        &options,
+    )
+    .unwrap();
+    assert!(
+        set.warnings()
+            .to_string()
+            .contains("t.yaml:5:12: warning: `~/.ssh/**` matches nothing"),
+        "{}",
+        set.warnings()
+    );
+}
+
+#[test]
+fn exceptions_do_not_follow_symlinks() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("id_rsa");
+    std::fs::write(&secret, "x").unwrap();
+    let planted = dir.path().join("known_hosts");
+    std::os::unix::fs::symlink(&secret, &planted).unwrap();
+    let d = dir.path().display();
+    let set = ok(&user(&format!(
+        "  - id: dir\n    block: \"{d}/**\"\n    except: \"{}\"\n",
+        planted.display()
+    )));
+    let img = set.kernel_image();
+    assert!(img.inodes.is_empty());
+    assert_eq!(img.exact.len(), 1);
+    assert_eq!(
+        img.exact.get(planted.to_str().unwrap().as_bytes()),
+        Some(&refs(0, REF_EXCEPT))
+    );
+}
+
+#[test]
+fn unexpressible_globs_stay_in_userspace_with_a_reason() {
+    let set = ok(&user(
+        "  - id: star\n    block: \"/etc/*\"\n  - id: mid\n    block: \"/home/*/.ssh/**\"\n  - id: suffix\n    block: \"**/*.pem\"\n  - id: deep\n    block: \"/x/**/y\"\n  - id: re\n    block: \"re:^/proc/[0-9]+/environ$\"\n",
+    ));
+    for id in ["star", "mid", "suffix", "deep", "re"] {
+        assert!(
+            set.by_id(id).is_some_and(|r| r.kernel_index.is_none()),
+            "{id}"
+        );
+    }
+    assert!(userspace_reason(&set, "star").contains("`/etc/*`"));
+    assert!(userspace_reason(&set, "suffix").contains("basename suffix"));
+    assert!(userspace_reason(&set, "re").contains("regex"));
+    assert!(set.kernel_image().rules.is_empty());
+    assert_eq!(set.kernel_image().config.path_rule_ops, 0);
+    // The userspace matcher still enforces them.
+    assert_eq!(set.matches_path("/proc/42/environ", op::READ).len(), 1);
+    assert_eq!(set.matches_path("/home/bob/.ssh/id_rsa", op::READ).len(), 1);
+    assert_eq!(set.matches_path("/etc/x/y", op::READ).len(), 0);
+}
+
+#[test]
+fn exceptions_compile_with_the_except_flag() {
+    let set = ok(&user(
+        "  - id: env\n    block: \"**/.env\"\n    except: \"**/.env.example\"\n",
+    ));
+    let img = set.kernel_image();
+    assert_eq!(img.names.get(&key(".env")), Some(&refs(0, 0)));
+    assert_eq!(
+        img.names.get(&key(".env.example")),
+        Some(&refs(0, REF_EXCEPT))
+    );
+}
+
+#[test]
+fn an_exception_the_kernel_cannot_hold_keeps_the_rule_in_userspace() {
+    let set = ok(&user(
+        "  - id: ssh\n    block: \"/srv/keys/**\"\n    except: [\"/srv/keys/*.pub\"]\n",
+    ));
+    assert!(userspace_reason(&set, "ssh").contains("exception"));
+    assert!(set.kernel_image().prefix.is_empty());
+    assert_eq!(set.matches_path("/srv/keys/a", op::READ).len(), 1);
+    assert!(set.matches_path("/srv/keys/a.pub", op::READ).is_empty());
+}
+
+#[test]
+fn prefixes_carry_the_refs_of_shorter_prefixes() {
+    let set = ok(&user(
+        "  - id: srv\n    block: \"/srv/**\"\n  - id: deep\n    block: \"/srv/a/b/**\"\n  - id: other\n    block: \"/srvx/**\"\n",
+    ));
+    let img = set.kernel_image();
+    assert_eq!(img.prefix.get(&key("/srv/")), Some(&refs(0, 0)));
+    assert_eq!(
+        img.prefix.get(&key("/srv/a/b/")),
+        Some(&vec![
+            RuleRef { rule: 0, flags: 0 },
+            RuleRef { rule: 1, flags: 0 }
+        ])
+    );
+    assert_eq!(img.prefix.get(&key("/srvx/")), Some(&refs(2, 0)));
+}
+
+#[test]
+fn copy_and_move_keep_their_names_but_map_to_kernel_ops() {
+    let set = ok(&user("  - id: c\n    block: \"/a/**\"\n    actions: [copy]\n  - id: m\n    block: \"/b/**\"\n    actions: [move]\n"));
+    assert_eq!(
+        set.by_id("c").map(|r| r.actions.clone()),
+        Some(vec![Action::Copy])
+    );
+    let ops: Vec<u32> = set.kernel_image().rules.iter().map(|m| m.ops).collect();
+    assert_eq!(ops, [op::READ | op::WRITE, op::WRITE | op::DELETE]);
+    assert_eq!(
+        set.kernel_image().config.path_rule_ops,
+        op::READ | op::WRITE | op::DELETE
+    );
+}
+
+#[test]
+fn existing_files_are_protected_by_inode_too() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("secret");
+    std::fs::write(&file, "x").unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&file, &link).unwrap();
+    let set = ok(&user(&format!(
+        "  - id: f\n    block: \"{}\"\n",
+        link.display()
+    )));
+    let meta = std::fs::metadata(&file).unwrap();
+    let dev = (u64::from(libc::major(meta.dev())) << 20) | u64::from(libc::minor(meta.dev()));
+    let img = set.kernel_image();
+    assert_eq!(img.inodes.get(&(dev, meta.ino())), Some(&refs(0, 0)));
+    let target = std::fs::canonicalize(&file).unwrap();
+    assert!(img.exact.contains_key(target.to_str().unwrap().as_bytes()));
+    assert!(img.exact.contains_key(link.to_str().unwrap().as_bytes()));
+}
+
+#[test]
+fn triggered_rules_are_not_always_on() {
+    let set = ok(&user(
+        "  - id: t\n    block: \"/srv/**\"\n    trigger: { after: { actions: [network], tool: [WebFetch] } }\n  - id: a\n    block: \"/x/**\"\n    trigger: always\n",
+    ));
+    let flags: Vec<u32> = set.kernel_image().rules.iter().map(|m| m.flags).collect();
+    assert_eq!(flags, [0, RULE_ALWAYS_ON]);
+}
+
+#[test]
+fn advanced_forms_are_validated_and_kept_in_userspace() {
+    let set = ok(&user(
+        r#"  - id: proc-environ
+    match: { path: "re:/proc/\\d+/environ", tool: [Bash, Read] }
+    mode: block
+  - id: symlink-into-etc
+    all: [ { command: "re:ln\\s+-s" }, { path: "/etc/**" } ]
+    mode: block
+  - id: evil
+    match: { content: "evil.example" }
+    mode: warn
+  - id: review
+    match: { path: "/srv/auth/**" }
+    llm_review: true
+    prompt: "Does this change weaken authentication?"
+    mode: block
+  - id: no-write-after-web
+    trigger: { after: { actions: [network], tool: [WebFetch, WebSearch] } }
+    effect: { actions: [write, delete, network] }
+    mode: approve
+  - id: plain
+    trigger: "after the agent reads a web page"
+    effect: "writes outside the project"
+    mode: block
+  - id: not-tmp
+    not: { path: "/tmp/**" }
+    mode: log
+  - id: path-only-match
+    match: { path: "/srv/m/**" }
+    mode: block
+"#,
+    ));
+    assert!(
+        matches!(set.by_id("proc-environ").and_then(|r| r.cond.as_ref()), Some(Cond::All(c)) if c.len() == 2)
+    );
+    assert!(userspace_reason(&set, "symlink-into-etc").contains("`command`"));
+    assert!(userspace_reason(&set, "proc-environ").contains("`tool`"));
+    assert!(userspace_reason(&set, "not-tmp").contains("mode `log`"));
+    assert!(userspace_reason(&set, "review").contains("LLM review"));
+    assert!(userspace_reason(&set, "no-write-after-web").contains("mode `approve`"));
+    assert!(
+        userspace_reason(&set, "plain").contains("plain-English trigger")
+            || userspace_reason(&set, "plain").contains("effects")
+    );
+    assert!(matches!(
+        set.by_id("plain").and_then(|r| r.trigger.as_ref()),
+        Some(Trigger::English(_))
+    ));
+    assert!(matches!(
+        set.by_id("not-tmp").and_then(|r| r.cond.as_ref()),
+        Some(Cond::Not(_))
+    ));
+    assert_eq!(
+        set.by_id("path-only-match").and_then(|r| r.kernel_index),
+        Some(0)
+    );
+    assert_eq!(
+        set.by_id("review").and_then(|r| r.prompt.as_deref()),
+        Some("Does this change weaken authentication?")
+    );
+}
+
+// ---- network ----
+
+#[test]
+fn network_rules_compile_to_lpm_entries() {
+    let set = ok(&user(
+        r#"  - id: hp
+    block: { host: "127.0.0.2", port: 8081 }
+  - id: v4
+    block: { cidr: "127.66.0.0/16" }
+  - id: v6
+    block: { cidr: "::1/128", port: 8082 }
+  - id: port
+    block: { port: 25 }
+  - id: name
+    block: { host: metadata.example.test }
+"#,
+    ));
+    let img = set.kernel_image();
+    let r = |rule, port| NetRef {
+        rule,
+        port,
+        _pad: 0,
+        flags: 0,
+    };
+    let any = (0u32, [0u8; 16]);
+    assert_eq!(img.nets.get(&any), Some(&vec![r(3, 25)]));
+    assert_eq!(
+        img.nets.get(&(128, mapped([127, 0, 0, 2]))),
+        Some(&vec![r(0, 8081), r(3, 25)])
+    );
+    assert_eq!(
+        img.nets.get(&(112, mapped([127, 66, 0, 0]))),
+        Some(&vec![r(1, 0), r(3, 25)])
+    );
+    let lo6: [u8; 16] = "::1".parse::<std::net::Ipv6Addr>().unwrap().octets();
+    assert_eq!(img.nets.get(&(128, lo6)), Some(&vec![r(2, 8082), r(3, 25)]));
+    assert_eq!(
+        img.nets.get(&(128, mapped([192, 0, 2, 7]))),
+        Some(&vec![r(3, 25), r(4, 0)])
+    );
+    assert!(img.rules.iter().all(|m| m.ops == op::NETWORK));
+    assert_eq!(img.config.net_rule_ops, op::NETWORK);
+    assert_eq!(img.config.path_rule_ops, 0);
+    let v4: IpAddr = "127.66.3.4".parse().unwrap();
+    assert_eq!(set.matches_net(v4, 1).len(), 1);
+    assert!(set
+        .matches_net("127.0.0.2".parse().unwrap(), 8080)
+        .is_empty());
+}
+
+#[test]
+fn nets_carry_covering_prefixes() {
+    let set = ok(&user("  - id: wide\n    block: { cidr: \"10.0.0.0/8\" }\n  - id: narrow\n    block: { cidr: \"10.1.0.0/16\", port: 22 }\n"));
+    let img = set.kernel_image();
+    let narrow = img.nets.get(&(112, mapped([10, 1, 0, 0]))).unwrap();
+    assert_eq!(narrow.iter().map(|r| r.rule).collect::<Vec<_>>(), [0, 1]);
+}
+
+#[test]
+fn unresolvable_hosts_warn_and_stay_in_userspace() {
+    let set = ok(&user("  - id: nx\n    block: { host: nowhere.invalid }\n"));
+    assert!(userspace_reason(&set, "nx").contains("did not resolve"));
+    let w = set.warnings().to_string();
+    assert!(
+        w.contains("t.yaml:5:20: warning: host `nowhere.invalid` does not resolve"),
+        "{w}"
+    );
+}
+
+#[test]
+fn unix_socket_paths_are_network_path_rules() {
+    let set = ok(&user(
+        "  - id: sock\n    block: \"/run/blocked.sock\"\n    actions: [network]\n",
+    ));
+    assert_eq!(
+        set.kernel_image().exact.get(&key("/run/blocked.sock")),
+        Some(&refs(0, 0))
+    );
+    assert_eq!(set.kernel_image().config.path_rule_ops, op::NETWORK);
+}
+
+// ---- limits ----
+
+#[test]
+fn too_many_refs_under_one_key_is_reported() {
+    let rules = rules_text((0..=REFS_PER_KEY).map(|i| (i, "    block: \"**/same\"")));
+    let e = errors(&user(&rules));
+    assert!(
+        e.contains(
+            "kernel key name `same` needs 9 rule references; the kernel holds at most 8 per key"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn too_long_values_are_reported_with_the_limit() {
+    let long = format!("/{}", "a".repeat(300));
+    let e = errors(&user(&format!("  - id: long\n    block: \"{long}\"\n")));
+    assert!(
+        e.contains("is 301 bytes; the kernel limit is 255 (rule `long`)"),
+        "{e}"
+    );
+    let name = "n".repeat(64);
+    let e = errors(&user(&format!("  - id: name\n    block: \"**/{name}\"\n")));
+    assert!(
+        e.contains("is 64 bytes; the kernel limit is 63 (rule `name`)"),
+        "{e}"
+    );
+}
+
+// ---- diagnostics ----
+
+#[test]
+fn every_problem_is_reported_at_once_with_positions_and_hints() {
+    let text = "version: 2\nbuiltn: all\nrules:\n  - block: \"/a\"\n    actoins: [read]\n  - id: b\n    block: \"/b/**\"\n    actions: [raed]\n  - id: c\n    mode: blok\n    match: { path: \"/c\" }\n";
+    let e = errors(text);
+    for want in [
+        "t.yaml:1:10: error: unsupported version `2`",
+        "t.yaml:2:1: error: unknown top-level key `builtn`",
+        "hint: did you mean `builtin`?",
+        "t.yaml:5:5: error: unknown rule key `actoins` (rule `block-a`)",
+        "hint: did you mean `actions`?",
+        "t.yaml:8:15: error: unknown action `raed` (rule `b`)",
+        "hint: did you mean `read`?",
+        "t.yaml:10:11: error: unknown mode `blok` (rule `c`)",
+        "hint: did you mean `block`?",
+    ] {
+        assert!(e.contains(want), "missing `{want}` in:\n{e}");
+    }
+}
+
+#[test]
+fn structural_errors() {
+    let cases: &[(&str, &str)] = &[
+        ("", "the rule file is empty"),
+        ("- a\n", "expected a mapping with `version`"),
+        ("rules: []\n", "missing `version`"),
+        (
+            "version: 1\nbuiltin: [credentals]\n",
+            "unknown built-in pack `credentals`",
+        ),
+        ("version: 1\nbuiltin: 3\n", "`builtin` must be"),
+        ("version: 1\nrules: {}\n", "`rules` must be a list"),
+        ("version: 1\nrules: [3]\n", "a rule must be a mapping"),
+        ("version: 1\nrules:\n  - id: x\n", "the rule has no mode"),
+        (
+            "version: 1\nrules:\n  - id: x\n    mode: block\n",
+            "the rule matches nothing",
+        ),
+        (
+            "version: 1\nrules:\n  - block: /a\n    warn: /b\n",
+            "found several short forms",
+        ),
+        (
+            "version: 1\nrules:\n  - block: /a\n    mode: warn\n",
+            "the mode is set twice",
+        ),
+        ("version: 1\nrules:\n  - block: .env\n", "is relative"),
+        ("version: 1\nrules:\n  - block: \"re:(\"\n", "invalid regex"),
+        (
+            "version: 1\nrules:\n  - block: { cidr: 10.0.0.0/33 }\n",
+            "invalid CIDR block",
+        ),
+        (
+            "version: 1\nrules:\n  - block: { port: 70000 }\n",
+            "invalid port",
+        ),
+        (
+            "version: 1\nrules:\n  - block: { port: 0 }\n",
+            "port 0 is not a port",
+        ),
+        (
+            "version: 1\nrules:\n  - block: { host: \"a b\" }\n",
+            "invalid host",
+        ),
+        (
+            "version: 1\nrules:\n  - block: { cidr: 10.0.0.0/8 }\n    except: /x\n",
+            "`except` takes path patterns",
+        ),
+        (
+            "version: 1\nrules:\n  - block: { cidr: 10.0.0.0/8 }\n    actions: [read]\n",
+            "does not apply to a network match",
+        ),
+        (
+            "version: 1\nrules:\n  - block: /a\n    locked: maybe\n",
+            "`locked` must be `true` or `false`",
+        ),
+        (
+            "version: 1\nrules:\n  - block: /a\n    prompt: hi\n",
+            "`prompt` is only used by an LLM review",
+        ),
+        (
+            "version: 1\nrules:\n  - block: /a\n    actions: []\n",
+            "`actions` is empty",
+        ),
+        (
+            "version: 1\nrules:\n  - mode: block\n    match: { pth: /a }\n",
+            "unknown match key `pth`",
+        ),
+        (
+            "version: 1\nrules:\n  - mode: block\n    match: {}\n",
+            "empty match",
+        ),
+        (
+            "version: 1\nrules:\n  - mode: block\n    all: {}\n",
+            "`all` has the wrong shape",
+        ),
+        (
+            "version: 1\nrules:\n  - mode: block\n    effect: { actions: [write] }\n",
+            "`effect` needs a `trigger`",
+        ),
+        (
+            "version: 1\nrules:\n  - mode: block\n    trigger: { before: x }\n    effect: x\n",
+            "unknown trigger key `before`",
+        ),
+        (
+            "version: 1\nrules:\n  - &a { block: /a }\n  - *a\n",
+            "YAML aliases",
+        ),
+        ("version: 1\nversion: 1\n", "`version` is given twice"),
+        (
+            "version: 1\n---\nversion: 1\n",
+            "more than one YAML document",
+        ),
+    ];
+    for (text, want) in cases {
+        let e = errors(text);
+        assert!(e.contains(want), "missing `{want}` for {text:?}:\n{e}");
+    }
+}
+
+#[test]
+fn yaml_syntax_errors_have_a_position() {
+    let e = errors("version: 1\nrules:\n  - block: \"/a\n");
+    assert!(e.starts_with("t.yaml:"), "{e}");
+    assert!(e.contains("error: YAML syntax:"), "{e}");
+    assert!(e.contains("hint: fix the YAML syntax"), "{e}");
+}
+
+#[test]
+fn load_reports_unreadable_files() {
+    let e = RuleSet::load(Path::new("/nonexistent/rules.yaml")).unwrap_err();
+    assert!(e
+        .to_string()
+        .starts_with("/nonexistent/rules.yaml:1:1: error: cannot read"));
+}
+
+// ---- packs and fixtures ----
+
+fn workspace_file(rel: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn builtin_packs_compile_without_warnings() {
+    let set = ok("version: 1\n");
+    assert!(set.warnings().0.is_empty(), "{}", set.warnings());
+    for pack in builtin::NAMES {
+        let source = format!("builtin:{pack}");
+        assert!(
+            set.rules().iter().any(|r| r.source == source),
+            "{pack} has no rules"
+        );
+    }
+    let none = ok("version: 1\nbuiltin: none\n");
+    assert!(none.rules().is_empty());
+    let one = ok("version: 1\nbuiltin: [network]\n");
+    assert!(one.rules().iter().all(|r| r.source == "builtin:network"));
+    assert!(set
+        .by_id("ssh-private-keys")
+        .is_some_and(|r| r.kernel_index.is_some()));
+    assert!(!RuleSet::builtin().rules().is_empty());
+    let clash =
+        errors("version: 1\nbuiltin: [network]\nrules:\n  - id: cloud-metadata\n    block: /x\n");
+    assert!(
+        clash.contains("rule id `cloud-metadata` is already used at builtin:network:"),
+        "{clash}"
+    );
+}
+
+fn fixture_op(name: &str) -> u32 {
+    match name {
+        "read" => op::READ,
+        "write" => op::WRITE,
+        "delete" => op::DELETE,
+        "execute" => op::EXEC,
+        "network" => op::NETWORK,
+        other => panic!("unknown op `{other}` in a fixture"),
+    }
+}
+
+#[test]
+fn builtin_pack_fixtures() {
+    for pack in builtin::NAMES {
+        let text = workspace_file(&format!("rules/fixtures/{pack}.yaml"));
+        let root = yaml::parse(&text).unwrap().unwrap();
+        let homes: Vec<String> = match root.get("homes").map(|h| &h.kind) {
+            Some(NodeKind::Seq(items)) => items
+                .iter()
+                .filter_map(|i| i.as_str().map(str::to_owned))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let options = Options {
+            homes: Homes::fixed(homes),
+            resolver: fake_resolver,
+        };
+        let set = RuleSet::parse_with("f", &format!("version: 1\nbuiltin: [{pack}]\n"), &options)
+            .unwrap();
+        let mut checked = 0;
+        for (list, must_block) in [("block", true), ("allow", false)] {
+            let Some(NodeKind::Seq(cases)) = root.get(list).map(|n| &n.kind) else {
+                continue;
+            };
+            for case in cases {
+                let blocked = if let Some(path) = case.get("path").and_then(|p| p.as_str()) {
+                    let op = fixture_op(case.get("op").and_then(|o| o.as_str()).unwrap_or("read"));
+                    set.matches_path(path, op)
+                        .iter()
+                        .any(|r| r.mode == Mode::Block)
+                } else {
+                    let addr: IpAddr = case
+                        .get("addr")
+                        .and_then(|a| a.as_str())
+                        .unwrap()
+                        .parse()
+                        .unwrap();
+                    let port: u16 = case
+                        .get("port")
+                        .and_then(|p| p.as_str())
+                        .unwrap_or("0")
+                        .parse()
+                        .unwrap();
+                    set.matches_net(addr, port)
+                        .iter()
+                        .any(|r| r.mode == Mode::Block)
+                };
+                assert_eq!(
+                    blocked,
+                    must_block,
+                    "pack {pack}, line {}: {}",
+                    case.span.line,
+                    validate::render(case)
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked >= 8, "pack {pack} has only {checked} fixture cases");
+    }
+}
+
+#[test]
+fn kernel_test_rules_compile_entirely_to_the_kernel() {
+    let set = RuleSet::parse_with(
+        "kernel-rules.yaml",
+        &workspace_file("tests/fixtures/kernel-rules.yaml"),
+        &opts(),
+    )
+    .unwrap();
+    assert_eq!(set.rules().len(), 9);
+    assert!(
+        set.rules()
+            .iter()
+            .all(|r| r.enforcement == Enforcement::Kernel),
+        "{:?}",
+        set.rules()
+    );
+    let img = set.kernel_image();
+    let idx = |id: &str| set.by_id(id).and_then(|r| r.kernel_index).unwrap();
+    assert_eq!(
+        img.prefix.get(&key("/srv/secret/")),
+        Some(&refs(idx("secret-dir"), 0))
+    );
+    assert_eq!(
+        img.exact.get(&key("/srv/data/token.txt")),
+        Some(&refs(idx("token-file"), 0))
+    );
+    assert_eq!(
+        img.names.get(&key("forbidden.key")),
+        Some(&refs(idx("forbidden-key"), 0))
+    );
+    assert_eq!(
+        img.prefix.get(&key("/srv/readonly/")),
+        Some(&refs(idx("readonly-tree"), 0))
+    );
+    assert_eq!(img.rules[idx("blocked-tool") as usize].ops, op::EXEC);
+    assert_eq!(img.rules[idx("readonly-tree") as usize].ops, op::WRITE);
+    assert_eq!(
+        img.exact.get(&key("/run/blocked.sock")),
+        Some(&refs(idx("blocked-unix"), 0))
+    );
+    assert_eq!(img.nets.len(), 3);
+    assert!(set
+        .rules()
+        .iter()
+        .all(|r| !r.id_derived && !r.message.is_empty()));
+}
+
+#[test]
+fn demo_rules_compile() {
+    let set = RuleSet::parse_with(
+        "demo.yaml",
+        &workspace_file("rules/examples/demo.yaml"),
+        &opts(),
+    )
+    .unwrap();
+    assert_eq!(set.kernel_image().rules.len(), 3);
+    assert!(set
+        .kernel_image()
+        .prefix
+        .contains_key(&key("/home/agent/.ssh/")));
+}
+
+// ---- properties ----
+
+/// The image with kernel indices replaced by the index of the rule's id in sorted order, so
+/// two images of the same rules in a different order compare equal.
+fn normalised(set: &RuleSet) -> (KernelImage, Vec<String>) {
+    let mut ids: Vec<&Rule> = set
+        .rules()
+        .iter()
+        .filter(|r| r.kernel_index.is_some())
+        .collect();
+    ids.sort_by(|a, b| a.id.cmp(&b.id));
+    let remap: BTreeMap<u32, u32> = ids
+        .iter()
+        .enumerate()
+        .filter_map(|(n, r)| r.kernel_index.map(|k| (k, n as u32)))
+        .collect();
+    let mut img = set.kernel_image().clone();
+    let old = img.rules.clone();
+    for (k, n) in &remap {
+        img.rules[*n as usize] = old[*k as usize];
+    }
+    let fix = |v: &mut Vec<RuleRef>| {
+        for r in v.iter_mut() {
+            r.rule = remap[&r.rule];
+        }
+        v.sort_by_key(|r| (r.rule, r.flags));
+    };
+    img.exact.values_mut().for_each(fix);
+    img.prefix.values_mut().for_each(fix);
+    img.names.values_mut().for_each(fix);
+    img.inodes.values_mut().for_each(fix);
+    for v in img.nets.values_mut() {
+        for r in v.iter_mut() {
+            r.rule = remap[&r.rule];
+        }
+        v.sort_by_key(|r| (r.rule, r.port, r.flags));
+    }
+    (img, ids.iter().map(|r| r.id.clone()).collect())
+}
+
+fn rule_strategy() -> impl Strategy<Value = String> {
+    let path = prop::sample::select(vec![
+        "/srv/**",
+        "/srv/a/**",
+        "/srv/a/b/**",
+        "/etc/passwd",
+        "**/id_rsa",
+        "**/.env",
+        "~/.ssh/**",
+        "/etc/*",
+        "re:^/proc",
+        "**/*.pem",
+    ]);
+    let net = prop::sample::select(vec![
+        "{ cidr: \"10.0.0.0/8\" }",
+        "{ cidr: \"10.1.0.0/16\", port: 22 }",
+        "{ host: \"127.0.0.2\", port: 80 }",
+        "{ port: 25 }",
+        "{ cidr: \"fd00::/8\" }",
+    ]);
+    let mode = prop::sample::select(vec!["block", "block", "warn"]);
+    let actions = prop::sample::select(vec![
+        "",
+        "\n    actions: [read]",
+        "\n    actions: [write, delete]",
+        "\n    actions: [move]",
+    ]);
+    let except = prop::sample::select(vec![
+        "",
+        "\n    except: \"**/.env.example\"",
+        "\n    except: \"/srv/a/pub/**\"",
+    ]);
+    prop_oneof![
+        (mode.clone(), path, actions, except)
+            .prop_map(|(m, p, a, e)| format!("    {m}: \"{p}\"{a}{e}")),
+        (mode, net).prop_map(|(m, n)| format!("    {m}: {n}")),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
+        let _ = parse(&text);
+    }
+
+    #[test]
+    fn yaml_like_text_never_panics(
+        parts in prop::collection::vec(prop::sample::select(vec![
+            "version: 1\n", "builtin: none\n", "builtin: [x]\n", "rules:\n", "  - ", "block: ", "\"/a/**\"",
+            "{ host: ", "[", "]", "{", "}", ", ", "port: 99999", "cidr: ::/0", "except: ", "actions: [read]",
+            "\n    ", "\n", "match: ", "all: ", "not: ", "&a ", "*a", "~", "re:(", "- ", ": ", "\"", "'",
+            "trigger: ", "effect: ", "id: x", "mode: ", "llm_review: true",
+        ]), 0..40)
+    ) {
+        let _ = parse(&parts.concat());
+    }
+
+    #[test]
+    fn rule_order_does_not_change_the_image(
+        rules in prop::collection::vec(rule_strategy(), 1..8),
+        seed in any::<u64>(),
+    ) {
+        let mut shuffled: Vec<(usize, String)> = rules.iter().cloned().enumerate().collect();
+        // A deterministic shuffle from the seed (ids stay attached to their rules).
+        shuffled.sort_by_key(|(i, _)| (*i as u64 ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let forward = rules_text(rules.iter().enumerate().map(|(i, r)| (i, r.as_str())));
+        let backward = rules_text(shuffled.iter().map(|(i, r)| (*i, r.as_str())));
+        let a = parse(&user(&forward));
+        let b = parse(&user(&backward));
+        match (a, b) {
+            (Ok(a), Ok(b)) => prop_assert_eq!(normalised(&a), normalised(&b)),
+            (Err(a), Err(b)) => {
+                let mut x: Vec<String> = a.0.iter().map(|d| d.message.clone()).collect();
+                let mut y: Vec<String> = b.0.iter().map(|d| d.message.clone()).collect();
+                x.sort();
+                y.sort();
+                prop_assert_eq!(x.len(), y.len());
+            }
+            (a, b) => prop_assert!(false, "one order compiled, the other did not: {:?} / {:?}", a.is_ok(), b.is_ok()),
+        }
+    }
+}
+
+/// Scale check against the "compile 10,000 rules" budget; run with `--ignored --nocapture`
+/// (in release mode for a meaningful figure).
+#[test]
+#[ignore = "timing, not a correctness test"]
+fn ten_thousand_rules() {
+    let bodies: Vec<String> = (0..10_000)
+        .map(|i| match i % 4 {
+            0 => format!("    block: \"/srv/data/{i}/**\""),
+            1 => format!("    block: \"**/id_rsa{i}\"\n    actions: [read]"),
+            2 => format!(
+                "    block: {{ cidr: \"10.{}.{}.0/24\" }}",
+                i / 256 % 256,
+                i % 256
+            ),
+            _ => "    warn: \"/etc/*\"".to_owned(),
+        })
+        .collect();
+    let body = rules_text(bodies.iter().enumerate().map(|(i, b)| (i, b.as_str())));
+    let start = std::time::Instant::now();
+    let set = ok(&user(&body));
+    eprintln!(
+        "10,000 rules: {:?}, {} kernel rules",
+        start.elapsed(),
+        set.kernel_image().rules.len()
+    );
+}

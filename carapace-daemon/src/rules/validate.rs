@@ -1,0 +1,1042 @@
+//! First stage: the spanned YAML tree → the rule model, reporting every problem (never
+//! stopping at the first) with its position, the rule it belongs to and a hint.
+
+use std::net::IpAddr;
+
+use globset::GlobBuilder;
+use regex::Regex;
+
+use super::diag::{did_you_mean, Sink};
+use super::model::{Action, Cidr, Cond, Effect, Enforcement, Host, NetMatch, TextPattern, Trigger};
+use super::pattern::{Homes, PathPattern};
+use super::yaml::{Node, NodeKind, Span};
+use super::{Mode, Rule};
+
+/// Resolves a host name to addresses; `None` when it does not resolve.
+pub type Resolver = fn(&str) -> Option<Vec<IpAddr>>;
+
+/// What validation needs from the outside world.
+pub(crate) struct Ctx<'a> {
+    pub homes: &'a Homes,
+    pub resolver: Resolver,
+    pub packs: &'a [&'a str],
+    /// `builtin:<pack>` or the file name, recorded in each rule.
+    pub source: &'a str,
+}
+
+/// Which built-in packs a file asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum BuiltinSel {
+    All,
+    List(Vec<String>),
+}
+
+pub(crate) struct FileModel {
+    pub builtin: BuiltinSel,
+    pub rules: Vec<Rule>,
+}
+
+const TOP_KEYS: &[&str] = &["version", "builtin", "rules"];
+const MODES: &[&str] = &["block", "approve", "warn", "log", "allow"];
+const RULE_KEYS: &[&str] = &[
+    "id",
+    "mode",
+    "action",
+    "block",
+    "approve",
+    "warn",
+    "log",
+    "allow",
+    "except",
+    "actions",
+    "message",
+    "category",
+    "description",
+    "locked",
+    "match",
+    "all",
+    "any",
+    "not",
+    "llm_review",
+    "prompt",
+    "trigger",
+    "effect",
+];
+const MATCH_KEYS: &[&str] = &[
+    "path", "command", "tool", "content", "host", "cidr", "port", "all", "any", "not",
+];
+
+fn mode_from_name(name: &str) -> Option<Mode> {
+    Some(match name {
+        "block" => Mode::Block,
+        "approve" => Mode::Approve,
+        "warn" => Mode::Warn,
+        "log" => Mode::Log,
+        "allow" => Mode::Allow,
+        _ => return None,
+    })
+}
+
+#[must_use]
+pub fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Block => "block",
+        Mode::Approve => "approve",
+        Mode::Warn => "warn",
+        Mode::Log => "log",
+        Mode::Allow => "allow",
+    }
+}
+
+/// Validates a whole file. `root` is `None` for an empty file.
+pub(crate) fn file(root: Option<&Node>, ctx: &Ctx<'_>, sink: &mut Sink) -> FileModel {
+    let mut model = FileModel {
+        builtin: BuiltinSel::All,
+        rules: Vec::new(),
+    };
+    let Some(root) = root else {
+        sink.error(
+            Span { line: 1, col: 1 },
+            None,
+            "the rule file is empty".into(),
+            "start it with `version: 1`",
+        );
+        return model;
+    };
+    report_aliases(root, sink);
+    let NodeKind::Map(entries) = &root.kind else {
+        sink.error(
+            root.span,
+            None,
+            format!(
+                "expected a mapping with `version` and `rules`, found {}",
+                root.describe()
+            ),
+            "start the file with `version: 1` and a `rules:` list",
+        );
+        return model;
+    };
+    check_keys(entries, TOP_KEYS, "top-level key", None, sink);
+    match root.get("version") {
+        None => sink.error(
+            root.span,
+            None,
+            "missing `version`".into(),
+            "add `version: 1` at the top",
+        ),
+        Some(v) if v.as_str() == Some("1") && !v.is_null() => {}
+        Some(v) => sink.error(
+            v.span,
+            None,
+            format!("unsupported version `{}`", v.as_str().unwrap_or("?")),
+            "this Carapace reads `version: 1`",
+        ),
+    }
+    if let Some(b) = root.get("builtin") {
+        model.builtin = builtin(b, ctx, sink);
+    }
+    if let Some(rules) = root.get("rules") {
+        match &rules.kind {
+            NodeKind::Seq(items) => {
+                for item in items {
+                    if let Some(rule) = rule(item, ctx, sink) {
+                        model.rules.push(rule);
+                    }
+                }
+            }
+            _ if rules.is_null() => {}
+            NodeKind::Alias => {}
+            _ => sink.error(
+                rules.span,
+                None,
+                format!("`rules` must be a list, found {}", rules.describe()),
+                "write each rule as a list item starting with `- `",
+            ),
+        }
+    }
+    model
+}
+
+fn report_aliases(node: &Node, sink: &mut Sink) {
+    match &node.kind {
+        NodeKind::Alias => sink.error(
+            node.span,
+            None,
+            "YAML aliases (`*name`) are not supported in rule files".into(),
+            "write the value out in full",
+        ),
+        NodeKind::Seq(items) => items.iter().for_each(|n| report_aliases(n, sink)),
+        NodeKind::Map(entries) => entries.iter().for_each(|(k, v)| {
+            report_aliases(k, sink);
+            report_aliases(v, sink);
+        }),
+        NodeKind::Scalar { .. } => {}
+    }
+}
+
+/// Unknown and repeated keys of a mapping.
+fn check_keys(
+    entries: &[(Node, Node)],
+    known: &[&str],
+    what: &str,
+    rule: Option<&str>,
+    sink: &mut Sink,
+) {
+    let mut seen: Vec<&str> = Vec::new();
+    for (k, _) in entries {
+        let Some(key) = k.as_str() else {
+            if !matches!(k.kind, NodeKind::Alias) {
+                sink.error(k.span, rule, format!("a {what} must be a plain word"), "");
+            }
+            continue;
+        };
+        if !known.contains(&key) {
+            sink.error(
+                k.span,
+                rule,
+                format!("unknown {what} `{key}`"),
+                &did_you_mean(key, known),
+            );
+        } else if seen.contains(&key) {
+            sink.error(
+                k.span,
+                rule,
+                format!("`{key}` is given twice"),
+                "keep one of them",
+            );
+        }
+        seen.push(key);
+    }
+}
+
+fn builtin(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> BuiltinSel {
+    match &node.kind {
+        NodeKind::Scalar { value, .. } if value == "all" => BuiltinSel::All,
+        NodeKind::Scalar { value, .. } if value == "none" => BuiltinSel::List(Vec::new()),
+        NodeKind::Seq(items) => {
+            let mut packs = Vec::new();
+            for item in items {
+                match item.as_str() {
+                    Some(name) if ctx.packs.contains(&name) => packs.push(name.to_owned()),
+                    Some(name) => sink.error(
+                        item.span,
+                        None,
+                        format!("unknown built-in pack `{name}`"),
+                        &did_you_mean(name, ctx.packs),
+                    ),
+                    None => sink.error(item.span, None, "a pack name must be a word".into(), ""),
+                }
+            }
+            BuiltinSel::List(packs)
+        }
+        NodeKind::Alias => BuiltinSel::All,
+        NodeKind::Scalar { .. } | NodeKind::Map(_) => {
+            sink.error(
+                node.span,
+                None,
+                "`builtin` must be `all`, `none` or a list of pack names".into(),
+                &format!("packs: {}", ctx.packs.join(", ")),
+            );
+            BuiltinSel::All
+        }
+    }
+}
+
+/// Strings of a scalar-or-list value; reports anything else.
+fn strings<'n>(node: &'n Node, what: &str, rule: &str, sink: &mut Sink) -> Vec<(&'n str, Span)> {
+    match &node.kind {
+        NodeKind::Scalar { value, .. } if !node.is_null() => vec![(value.as_str(), node.span)],
+        NodeKind::Seq(items) if !items.is_empty() => items
+            .iter()
+            .filter_map(|i| match i.as_str() {
+                Some(s) if !i.is_null() => Some((s, i.span)),
+                _ => {
+                    if !matches!(i.kind, NodeKind::Alias) {
+                        sink.error(
+                            i.span,
+                            Some(rule),
+                            format!("each {what} must be a string"),
+                            "",
+                        );
+                    }
+                    None
+                }
+            })
+            .collect(),
+        NodeKind::Alias => Vec::new(),
+        _ => {
+            sink.error(
+                node.span,
+                Some(rule),
+                format!(
+                    "expected a {what} or a list of them, found {}",
+                    node.describe()
+                ),
+                "",
+            );
+            Vec::new()
+        }
+    }
+}
+
+fn text_value(node: &Node, key: &str, rule: &str, sink: &mut Sink) -> Option<String> {
+    match &node.kind {
+        NodeKind::Scalar { value, .. } if !node.is_null() => Some(value.clone()),
+        NodeKind::Alias => None,
+        _ => {
+            sink.error(
+                node.span,
+                Some(rule),
+                format!("`{key}` must be text, found {}", node.describe()),
+                "",
+            );
+            None
+        }
+    }
+}
+
+fn bool_value(node: &Node, key: &str, rule: &str, sink: &mut Sink) -> bool {
+    node.as_bool().unwrap_or_else(|| {
+        if !matches!(node.kind, NodeKind::Alias) {
+            sink.error(
+                node.span,
+                Some(rule),
+                format!("`{key}` must be `true` or `false`"),
+                "",
+            );
+        }
+        false
+    })
+}
+
+/// Lower-case words joined by `-`, for ids derived from patterns.
+fn slug(text: &str) -> String {
+    let text = text
+        .replace("${HOME}", "home")
+        .replace("$HOME", "home")
+        .replace('~', "home");
+    let mut out = String::new();
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    let mut out = out.trim_end_matches('-').to_owned();
+    out.truncate(60);
+    out.trim_end_matches('-').to_owned()
+}
+
+/// A short, order-independent text for a node (no positions), for ids and hashes.
+pub(crate) fn render(node: &Node) -> String {
+    match &node.kind {
+        NodeKind::Scalar { value, .. } => value.clone(),
+        NodeKind::Alias => "*".into(),
+        NodeKind::Seq(items) => items.iter().map(render).collect::<Vec<_>>().join(" "),
+        NodeKind::Map(entries) => entries
+            .iter()
+            .map(|(k, v)| format!("{} {}", render(k), render(v)))
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+/// FNV-1a: a stable hash (std's `DefaultHasher` may change between releases).
+pub(crate) fn fnv(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
+}
+
+#[allow(
+    clippy::too_many_lines,
+    reason = "one pass over a rule's keys reads best in one place"
+)]
+fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
+    let NodeKind::Map(entries) = &node.kind else {
+        if !matches!(node.kind, NodeKind::Alias) {
+            sink.error(
+                node.span,
+                None,
+                format!("a rule must be a mapping, found {}", node.describe()),
+                "write e.g. `- block: \"~/.ssh/**\"`",
+            );
+        }
+        return None;
+    };
+    let errors_before = sink
+        .items
+        .iter()
+        .filter(|d| d.severity == super::diag::Severity::Error)
+        .count();
+
+    // Mode: from the short form key or `mode:`/`action:`.
+    let short: Vec<(&Node, &Node)> = entries
+        .iter()
+        .filter(|(k, _)| k.as_str().is_some_and(|k| MODES.contains(&k)))
+        .map(|(k, v)| (k, v))
+        .collect();
+    let explicit_id = node
+        .get("id")
+        .and_then(|n| n.as_str().map(|s| (s.to_owned(), n.span)));
+    let derived_text = short
+        .first()
+        .map(|(k, v)| format!("{} {}", render(k), render(v)))
+        .or_else(|| {
+            node.get("match").map(|m| {
+                format!(
+                    "{} {}",
+                    node.get("mode").map_or_else(String::new, render),
+                    render(m)
+                )
+            })
+        })
+        .unwrap_or_else(|| render(node));
+    let (id, id_derived) = if let Some((id, _)) = &explicit_id {
+        (id.clone(), false)
+    } else {
+        let s = slug(&derived_text);
+        let id = if s.is_empty() {
+            format!("rule-{:08x}", fnv(&render(node)) as u32)
+        } else {
+            s
+        };
+        (id, true)
+    };
+    let rid = id.as_str();
+    check_keys(entries, RULE_KEYS, "rule key", Some(rid), sink);
+    if let Some((id, span)) = &explicit_id {
+        if !valid_id(id) {
+            sink.error(
+                *span,
+                Some(rid),
+                format!("invalid rule id `{id}`"),
+                "use letters, digits, `-`, `_`, `.` and `:`",
+            );
+        }
+    } else if let Some(n) = node.get("id") {
+        sink.error(n.span, None, "`id` must be text".into(), "");
+    }
+
+    let mut mode = None;
+    if short.len() > 1 {
+        sink.error(
+            short[1].0.span,
+            Some(rid),
+            "a rule has one mode; found several short forms".into(),
+            "split it into several rules",
+        );
+    }
+    if let Some((k, _)) = short.first() {
+        mode = k.as_str().and_then(mode_from_name);
+    }
+    let mode_nodes: Vec<&Node> = ["mode", "action"]
+        .iter()
+        .filter_map(|k| node.get(k))
+        .collect();
+    if mode_nodes.len() > 1 {
+        sink.error(
+            mode_nodes[1].span,
+            Some(rid),
+            "`mode` and `action` are the same setting".into(),
+            "keep one of them",
+        );
+    }
+    if let Some(m) = mode_nodes.first() {
+        match m.as_str().filter(|_| !m.is_null()) {
+            Some(name) => match mode_from_name(name) {
+                Some(given) if short.is_empty() => mode = Some(given),
+                Some(_) => sink.error(
+                    m.span,
+                    Some(rid),
+                    "the mode is set twice (short form and `mode`)".into(),
+                    "drop `mode:` or write the pattern under `match: { path: … }`",
+                ),
+                None => sink.error(
+                    m.span,
+                    Some(rid),
+                    format!("unknown mode `{name}`"),
+                    &did_you_mean(name, MODES),
+                ),
+            },
+            None => sink.error(
+                m.span,
+                Some(rid),
+                "`mode` must be a word".into(),
+                &did_you_mean("", MODES),
+            ),
+        }
+    }
+    let mode = mode.unwrap_or_else(|| {
+        if mode_nodes.is_empty() && short.is_empty() {
+            sink.error(
+                node.span,
+                Some(rid),
+                "the rule has no mode".into(),
+                "add `mode: block` (or approve, warn, log, allow)",
+            );
+        }
+        Mode::Block
+    });
+
+    // What the rule matches.
+    let mut conds = Vec::new();
+    if let Some((_, v)) = short.first() {
+        match &v.kind {
+            NodeKind::Map(m) => {
+                if let Some(c) = match_map(v, m, ctx, rid, sink) {
+                    conds.push(c);
+                }
+            }
+            _ if v.is_null() => {}
+            _ => {
+                let pats = paths(v, ctx, rid, sink);
+                if !pats.is_empty() {
+                    conds.push(Cond::Path(pats));
+                }
+            }
+        }
+    }
+    if let Some(m) = node.get("match") {
+        match &m.kind {
+            NodeKind::Map(entries) => conds.extend(match_map(m, entries, ctx, rid, sink)),
+            NodeKind::Alias => {}
+            _ => sink.error(
+                m.span,
+                Some(rid),
+                format!("`match` must be a mapping, found {}", m.describe()),
+                "write `match: { path: \"/etc/**\" }`",
+            ),
+        }
+    }
+    for key in ["all", "any", "not"] {
+        if let Some(c) = node.get(key) {
+            conds.extend(composite(key, c, ctx, rid, sink));
+        }
+    }
+    let cond = match conds.len() {
+        0 => None,
+        1 => conds.pop(),
+        _ => Some(Cond::All(conds)),
+    };
+
+    let actions = node
+        .get("actions")
+        .map(|a| actions(a, rid, sink))
+        .unwrap_or_default();
+    let except: Vec<PathPattern> = node
+        .get("except")
+        .map(|e| paths(e, ctx, rid, sink))
+        .unwrap_or_default();
+    let message = node
+        .get("message")
+        .and_then(|n| text_value(n, "message", rid, sink));
+    let category = node
+        .get("category")
+        .and_then(|n| text_value(n, "category", rid, sink));
+    let description = node
+        .get("description")
+        .and_then(|n| text_value(n, "description", rid, sink));
+    let locked = node
+        .get("locked")
+        .is_some_and(|n| bool_value(n, "locked", rid, sink));
+    let llm_review = node
+        .get("llm_review")
+        .is_some_and(|n| bool_value(n, "llm_review", rid, sink));
+    let prompt = node
+        .get("prompt")
+        .and_then(|n| text_value(n, "prompt", rid, sink));
+    if let (Some(_), false, Some(p)) = (&prompt, llm_review, node.get("prompt")) {
+        sink.error(
+            p.span,
+            Some(rid),
+            "`prompt` is only used by an LLM review".into(),
+            "add `llm_review: true` or drop `prompt`",
+        );
+    }
+    let trigger = node.get("trigger").and_then(|t| trigger(t, ctx, rid, sink));
+    let effect = node.get("effect").and_then(|e| effect(e, ctx, rid, sink));
+
+    if cond.is_none() && effect.is_none() {
+        sink.error(
+            node.span,
+            Some(rid),
+            "the rule matches nothing".into(),
+            "give it a pattern (`block: \"/etc/**\"`), a `match:`, or a `trigger:` with an `effect:`",
+        );
+    }
+    if effect.is_some() && trigger.is_none() {
+        if let Some(e) = node.get("effect") {
+            sink.error(
+                e.span,
+                Some(rid),
+                "`effect` needs a `trigger`".into(),
+                "add `trigger: always` or a `trigger: { after: … }`",
+            );
+        }
+    }
+    if let Some(Cond::Net(_)) = &cond {
+        if let Some(e) = node.get("except").filter(|_| !except.is_empty()) {
+            sink.error(
+                e.span,
+                Some(rid),
+                "`except` takes path patterns; this rule matches network addresses".into(),
+                "narrow the `cidr`/`host` instead",
+            );
+        }
+        if let Some(bad) = actions.iter().find(|a| **a != Action::Network) {
+            if let Some(a) = node.get("actions") {
+                sink.error(
+                    a.span,
+                    Some(rid),
+                    format!("action `{}` does not apply to a network match", bad.name()),
+                    "network rules take `actions: [network]` (the default)",
+                );
+            }
+        }
+    }
+
+    let errors_after = sink
+        .items
+        .iter()
+        .filter(|d| d.severity == super::diag::Severity::Error)
+        .count();
+    if errors_after > errors_before {
+        return None;
+    }
+    // An empty message gets its default once the id is final (see `RuleSet::parse_with`).
+    let message = message.unwrap_or_default();
+    Some(Rule {
+        id,
+        message,
+        mode,
+        source: ctx.source.to_owned(),
+        locked,
+        kernel_index: None,
+        span: node.span,
+        id_derived,
+        id_hash: fnv(&render(node)),
+        category,
+        description,
+        actions,
+        cond,
+        except,
+        llm_review,
+        prompt,
+        trigger,
+        effect,
+        enforcement: Enforcement::Userspace("not compiled yet".into()),
+    })
+}
+
+fn paths(node: &Node, ctx: &Ctx<'_>, rule: &str, sink: &mut Sink) -> Vec<PathPattern> {
+    strings(node, "path pattern", rule, sink)
+        .into_iter()
+        .filter_map(|(s, span)| match PathPattern::parse(s, ctx.homes) {
+            Ok(p) => {
+                if let PathPattern::Glob { expanded, .. } = &p {
+                    if expanded.is_empty() {
+                        sink.warning(
+                            span,
+                            Some(rule),
+                            format!("`{s}` matches nothing: no account has a home directory"),
+                            "use an absolute path, or create the account first",
+                        );
+                    }
+                }
+                Some(p)
+            }
+            Err(e) => {
+                sink.error(span, Some(rule), e.message, &e.hint);
+                None
+            }
+        })
+        .collect()
+}
+
+fn actions(node: &Node, rule: &str, sink: &mut Sink) -> Vec<Action> {
+    let mut out = Vec::new();
+    let items = strings(node, "action", rule, sink);
+    if items.is_empty() && !matches!(node.kind, NodeKind::Alias) {
+        sink.error(
+            node.span,
+            Some(rule),
+            "`actions` is empty".into(),
+            &format!("list some of: {}", Action::NAMES.join(", ")),
+        );
+    }
+    for (name, span) in items {
+        match Action::from_name(name) {
+            Some(a) if !out.contains(&a) => out.push(a),
+            Some(_) => {}
+            None => sink.error(
+                span,
+                Some(rule),
+                format!("unknown action `{name}`"),
+                &did_you_mean(name, Action::NAMES),
+            ),
+        }
+    }
+    out
+}
+
+fn text_patterns(
+    node: &Node,
+    what: &str,
+    glob: bool,
+    rule: &str,
+    sink: &mut Sink,
+) -> Vec<TextPattern> {
+    strings(node, what, rule, sink)
+        .into_iter()
+        .filter_map(|(s, span)| {
+            let parsed = if let Some(re) = s.strip_prefix("re:") {
+                Regex::new(re)
+                    .map(|regex| TextPattern::Regex {
+                        source: s.to_owned(),
+                        regex,
+                    })
+                    .map_err(|e| {
+                        format!(
+                            "invalid regex `{re}`: {}",
+                            e.to_string().lines().last().unwrap_or_default().trim()
+                        )
+                    })
+            } else if glob {
+                GlobBuilder::new(s)
+                    .build()
+                    .map(|g| TextPattern::Glob {
+                        source: s.to_owned(),
+                        matcher: g.compile_matcher(),
+                    })
+                    .map_err(|e| format!("invalid glob `{s}`: {e}"))
+            } else {
+                Ok(TextPattern::Substring(s.to_owned()))
+            };
+            parsed
+                .map_err(|m| {
+                    sink.error(
+                        span,
+                        Some(rule),
+                        m,
+                        "fix the pattern (`re:` takes Rust regex syntax)",
+                    );
+                })
+                .ok()
+        })
+        .collect()
+}
+
+/// A `match:` mapping (also the short-form value `{host: …}` and each item of all/any).
+fn match_map(
+    node: &Node,
+    entries: &[(Node, Node)],
+    ctx: &Ctx<'_>,
+    rule: &str,
+    sink: &mut Sink,
+) -> Option<Cond> {
+    check_keys(entries, MATCH_KEYS, "match key", Some(rule), sink);
+    match_entries(node, entries, &[], ctx, rule, sink)
+}
+
+/// Builds the condition of a mapping's match keys, ignoring `skip` keys (checked by the caller).
+fn match_entries(
+    node: &Node,
+    entries: &[(Node, Node)],
+    skip: &[&str],
+    ctx: &Ctx<'_>,
+    rule: &str,
+    sink: &mut Sink,
+) -> Option<Cond> {
+    let mut conds = Vec::new();
+    let mut net = NetMatch::default();
+    let mut has_net = false;
+    for (k, v) in entries {
+        let Some(key) = k.as_str() else { continue };
+        if skip.contains(&key) {
+            continue;
+        }
+        match key {
+            "path" => {
+                let p = paths(v, ctx, rule, sink);
+                if !p.is_empty() {
+                    conds.push(Cond::Path(p));
+                }
+            }
+            "command" => conds.push(Cond::Command(text_patterns(
+                v,
+                "command pattern",
+                true,
+                rule,
+                sink,
+            ))),
+            "tool" => conds.push(Cond::Tool(text_patterns(v, "tool name", true, rule, sink))),
+            "content" => conds.push(Cond::Content(text_patterns(
+                v,
+                "content pattern",
+                false,
+                rule,
+                sink,
+            ))),
+            "host" => {
+                has_net = true;
+                for (h, span) in strings(v, "host", rule, sink) {
+                    if let Some(host) = host(h, span, ctx, rule, sink) {
+                        net.hosts.push(host);
+                    }
+                }
+            }
+            "cidr" => {
+                has_net = true;
+                for (c, span) in strings(v, "CIDR block", rule, sink) {
+                    match Cidr::parse(c) {
+                        Some(cidr) => net.cidrs.push(cidr),
+                        None => sink.error(
+                            span,
+                            Some(rule),
+                            format!("invalid CIDR block `{c}`"),
+                            "write e.g. `10.0.0.0/8` or `fd00::/8`",
+                        ),
+                    }
+                }
+            }
+            "port" => {
+                has_net = true;
+                for (p, span) in port_values(v, rule, sink) {
+                    match p.parse::<u16>() {
+                        Ok(0) => sink.error(
+                            span,
+                            Some(rule),
+                            "port 0 is not a port".into(),
+                            "leave `port` out to match every port",
+                        ),
+                        Ok(port) => net.ports.push(port),
+                        Err(_) => sink.error(
+                            span,
+                            Some(rule),
+                            format!("invalid port `{p}`"),
+                            "a port is a number from 1 to 65535",
+                        ),
+                    }
+                }
+            }
+            "all" | "any" | "not" => conds.extend(composite(key, v, ctx, rule, sink)),
+            _ => {}
+        }
+    }
+    if has_net {
+        conds.push(Cond::Net(net));
+    }
+    match conds.len() {
+        0 => {
+            if entries.is_empty() {
+                sink.error(
+                    node.span,
+                    Some(rule),
+                    "empty match".into(),
+                    "add `path`, `command`, `tool`, `content`, `host`, `cidr` or `port`",
+                );
+            }
+            None
+        }
+        1 => conds.pop(),
+        _ => Some(Cond::All(conds)),
+    }
+}
+
+fn port_values<'n>(node: &'n Node, rule: &str, sink: &mut Sink) -> Vec<(&'n str, Span)> {
+    strings(node, "port", rule, sink)
+}
+
+fn host(text: &str, span: Span, ctx: &Ctx<'_>, rule: &str, sink: &mut Sink) -> Option<Host> {
+    let bare = text.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = bare.parse::<IpAddr>() {
+        return Some(Host::Ip(ip));
+    }
+    let valid = !text.is_empty()
+        && text.len() <= 253
+        && text.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        });
+    if !valid {
+        sink.error(
+            span,
+            Some(rule),
+            format!("invalid host `{text}`"),
+            "write a host name or an IP address (ranges go under `cidr`)",
+        );
+        return None;
+    }
+    let resolved = (ctx.resolver)(text).unwrap_or_default();
+    if resolved.is_empty() {
+        sink.warning(
+            span,
+            Some(rule),
+            format!("host `{text}` does not resolve; the kernel cannot enforce this rule"),
+            "check the name; the rule is still checked on tool calls",
+        );
+    }
+    Some(Host::Name {
+        name: text.to_owned(),
+        resolved,
+    })
+}
+
+fn composite(key: &str, node: &Node, ctx: &Ctx<'_>, rule: &str, sink: &mut Sink) -> Option<Cond> {
+    let item = |n: &Node, sink: &mut Sink| match &n.kind {
+        NodeKind::Map(entries) => match_map(n, entries, ctx, rule, sink),
+        NodeKind::Alias => None,
+        _ => {
+            sink.error(
+                n.span,
+                Some(rule),
+                format!("each `{key}` item must be a mapping such as `{{ path: \"/etc/**\" }}`"),
+                "",
+            );
+            None
+        }
+    };
+    match (key, &node.kind) {
+        ("not", NodeKind::Map(_)) => item(node, sink).map(|c| Cond::Not(Box::new(c))),
+        ("all" | "any", NodeKind::Seq(items)) if !items.is_empty() => {
+            let conds: Vec<Cond> = items.iter().filter_map(|i| item(i, sink)).collect();
+            (conds.len() == items.len()).then(|| {
+                if key == "all" {
+                    Cond::All(conds)
+                } else {
+                    Cond::Any(conds)
+                }
+            })
+        }
+        (_, NodeKind::Alias) => None,
+        _ => {
+            let hint = if key == "not" {
+                "write `not: { path: … }`"
+            } else {
+                "write a non-empty list of match mappings"
+            };
+            sink.error(
+                node.span,
+                Some(rule),
+                format!("`{key}` has the wrong shape ({})", node.describe()),
+                hint,
+            );
+            None
+        }
+    }
+}
+
+/// The actions and match of a trigger's `after:` or of an `effect:`.
+fn actions_and_match(
+    node: &Node,
+    what: &str,
+    ctx: &Ctx<'_>,
+    rule: &str,
+    sink: &mut Sink,
+) -> Option<(Vec<Action>, Option<Cond>)> {
+    let NodeKind::Map(entries) = &node.kind else {
+        sink.error(
+            node.span,
+            Some(rule),
+            format!("`{what}` must be a mapping or plain text"),
+            "write e.g. `{ actions: [write] }`",
+        );
+        return None;
+    };
+    let mut known = MATCH_KEYS.to_vec();
+    known.push("actions");
+    check_keys(entries, &known, &format!("`{what}` key"), Some(rule), sink);
+    let actions = node
+        .get("actions")
+        .map(|a| actions(a, rule, sink))
+        .unwrap_or_default();
+    let cond = match_entries(node, entries, &["actions"], ctx, rule, sink);
+    if actions.is_empty() && cond.is_none() {
+        sink.error(
+            node.span,
+            Some(rule),
+            format!("`{what}` is empty"),
+            "give it `actions:` and/or a match such as `path:`",
+        );
+    }
+    Some((actions, cond))
+}
+
+fn trigger(node: &Node, ctx: &Ctx<'_>, rule: &str, sink: &mut Sink) -> Option<Trigger> {
+    match &node.kind {
+        NodeKind::Scalar { value, .. } if value == "always" => Some(Trigger::Always),
+        NodeKind::Scalar { value, .. } if !node.is_null() => Some(Trigger::English(value.clone())),
+        NodeKind::Map(entries) => {
+            check_keys(entries, &["after"], "trigger key", Some(rule), sink);
+            let after = node.get("after").or_else(|| {
+                sink.error(
+                    node.span,
+                    Some(rule),
+                    "a structured trigger needs `after:`".into(),
+                    "write `trigger: { after: { actions: [network] } }`",
+                );
+                None
+            })?;
+            let (actions, cond) = actions_and_match(after, "after", ctx, rule, sink)?;
+            Some(Trigger::After { actions, cond })
+        }
+        NodeKind::Alias => None,
+        _ => {
+            sink.error(
+                node.span,
+                Some(rule),
+                "`trigger` must be `always`, plain text or `{ after: … }`".into(),
+                "",
+            );
+            None
+        }
+    }
+}
+
+fn effect(node: &Node, ctx: &Ctx<'_>, rule: &str, sink: &mut Sink) -> Option<Effect> {
+    match &node.kind {
+        NodeKind::Scalar { value, .. } if !node.is_null() => Some(Effect::English(value.clone())),
+        NodeKind::Map(_) => {
+            let (actions, cond) = actions_and_match(node, "effect", ctx, rule, sink)?;
+            Some(Effect::Actions { actions, cond })
+        }
+        NodeKind::Alias => None,
+        _ => {
+            sink.error(
+                node.span,
+                Some(rule),
+                "`effect` must be plain text or `{ actions: … }`".into(),
+                "",
+            );
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slug;
+
+    #[test]
+    fn slugs_are_stable_words() {
+        assert_eq!(slug("block ~/.env"), "block-home-env");
+        assert_eq!(slug("block **/.env"), "block-env");
+        assert_eq!(
+            slug("block host 169.254.169.254 port 80"),
+            "block-host-169-254-169-254-port-80"
+        );
+        assert_eq!(slug("***"), "");
+    }
+}

@@ -1,0 +1,31 @@
+//! `bprm_check_security`: the exec of a binary by a session's process. `file_open` already
+//! sees the exec open (`FMODE_EXEC`); this hook judges the final binary after the kernel
+//! resolved it, so an exec rule holds even where the open was allowed for reading.
+
+use aya_ebpf::{macros::lsm, programs::LsmContext};
+use carapace_common::op;
+
+use crate::{file_open::check_file, gate, globals};
+
+#[lsm(hook = "bprm_check_security")]
+pub fn bprm_check_security(ctx: LsmContext) -> i32 {
+    let previous: i32 = ctx.arg(1);
+    if previous != 0 {
+        return previous;
+    }
+    try_bprm(&ctx).unwrap_or(0)
+}
+
+fn try_bprm(ctx: &LsmContext) -> Option<i32> {
+    let session = gate::current_session()?;
+    let bprm: *const u8 = ctx.arg(0);
+    // A direct load (not a probe read) keeps the verifier's knowledge that this is a
+    // `struct file *`, which bpf_d_path needs.
+    // SAFETY: the offset of `linux_binprm.file` comes from the running kernel's BTF.
+    let file =
+        unsafe { core::ptr::read(bprm.wrapping_add(globals::bprm_file()).cast::<*const u8>()) };
+    if file.is_null() {
+        return None;
+    }
+    check_file(&session, file, op::EXEC)
+}

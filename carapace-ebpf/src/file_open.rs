@@ -1,0 +1,131 @@
+//! `file_open`: every open of a file by a session's process — reads and writes by `f_mode`,
+//! and the opens the kernel does to execute a binary or its interpreter (`FMODE_EXEC`).
+
+use aya_ebpf::{bindings::path, helpers::generated::bpf_d_path, macros::lsm, programs::LsmContext};
+use carapace_common::{
+    errsite, op, subject, InodeKey, FMODE_EXEC, FMODE_READ, FMODE_WRITE, NAME_MAX, PATH_MAX,
+    RULE_PATH_TOO_LONG,
+};
+
+use crate::{
+    event::{self, Subject},
+    gate::{self, Session},
+    globals, kread,
+    maps::{count_error, CONFIG, SCRATCH},
+    matcher::{self, PathSubject, Verdict},
+    EACCES,
+};
+
+#[lsm(hook = "file_open")]
+pub fn file_open(ctx: LsmContext) -> i32 {
+    let previous: i32 = ctx.arg(1);
+    if previous != 0 {
+        return previous;
+    }
+    try_file_open(&ctx).unwrap_or(0)
+}
+
+fn try_file_open(ctx: &LsmContext) -> Option<i32> {
+    let session = gate::current_session()?;
+    let file: *const u8 = ctx.arg(0);
+    let f_mode: u32 = kread::read(file, globals::file_f_mode(), errsite::READ_INODE)?;
+    let mut ops = 0;
+    if f_mode & FMODE_READ != 0 {
+        ops |= op::READ;
+    }
+    if f_mode & FMODE_WRITE != 0 {
+        ops |= op::WRITE;
+    }
+    if f_mode & FMODE_EXEC != 0 {
+        ops |= op::EXEC;
+    }
+    check_file(&session, file, ops)
+}
+
+/// Judges `ops` on `file` (a `struct file *` the hook received or reached through a trusted
+/// pointer, as `bpf_d_path` requires); `Some(-EACCES)` to deny.
+#[inline(always)]
+pub fn check_file(session: &Session, file: *const u8, ops: u32) -> Option<i32> {
+    let config = CONFIG.get(0)?;
+    let ops = ops & config.path_rule_ops;
+    if ops == 0 {
+        return None;
+    }
+    // SAFETY: per-CPU scratch; programs do not nest on one CPU for these hooks.
+    let scratch = unsafe { &mut *SCRATCH.get_ptr_mut(0)? };
+    let f_path = file.wrapping_add(globals::file_f_path());
+    // SAFETY: f_path is `&file->f_path` (offset from BTF), the buffer is PATH_MAX bytes.
+    let n = unsafe {
+        bpf_d_path(
+            f_path as *mut path,
+            scratch.key.data.as_mut_ptr().cast(),
+            PATH_MAX as u32,
+        )
+    };
+    if n <= 0 || n as usize > PATH_MAX {
+        // Too long to match (or unresolvable): deny rather than let it slip past the rules.
+        count_error(errsite::D_PATH);
+        scratch.key.data[0] = 0;
+        let verdict = Verdict {
+            rule: RULE_PATH_TOO_LONG,
+            op: ops & ops.wrapping_neg(),
+        };
+        deny(session, verdict, &scratch.key.data);
+        return Some(-EACCES);
+    }
+    let len = (n as usize - 1) & (PATH_MAX - 1);
+    kread::zero_tail(&mut scratch.key.data, len);
+
+    let has_name = read_basename(f_path, &mut scratch.name);
+    let inode = read_inode(file);
+    let mut subject = PathSubject {
+        scratch,
+        len,
+        has_name,
+        inode,
+    };
+    let verdict = matcher::check_path(&mut subject, session.state, ops)?;
+    deny(session, verdict, &subject.scratch.key.data);
+    Some(-EACCES)
+}
+
+fn deny(session: &Session, verdict: Verdict, path: &[u8; PATH_MAX]) {
+    let subject = Subject {
+        kind: subject::PATH,
+        path: Some(path),
+        family: 0,
+        port: 0,
+        addr: [0; 16],
+    };
+    event::emit(session, verdict, &subject);
+}
+
+/// The dentry's name: cheaper than scanning the path for its last '/'.
+#[inline(always)]
+fn read_basename(f_path: *const u8, name: &mut [u8; NAME_MAX]) -> bool {
+    kread::zero_words(name);
+    let Some(dentry) =
+        kread::read::<*const u8>(f_path, globals::path_dentry(), errsite::READ_INODE)
+    else {
+        return false;
+    };
+    let d_name = dentry.wrapping_add(globals::dentry_d_name());
+    let Some(ptr) = kread::read::<*const u8>(d_name, globals::qstr_name(), errsite::READ_INODE)
+    else {
+        return false;
+    };
+    // A name that fills the buffer may have been cut short; no basename rule is that long.
+    matches!(kread::read_str(ptr, name, errsite::READ_INODE), Some(n) if n < NAME_MAX)
+}
+
+#[inline(always)]
+fn read_inode(file: *const u8) -> Option<InodeKey> {
+    let inode = kread::read::<*const u8>(file, globals::file_f_inode(), errsite::READ_INODE)?;
+    let ino = kread::read::<u64>(inode, globals::inode_i_ino(), errsite::READ_INODE)?;
+    let sb = kread::read::<*const u8>(inode, globals::inode_i_sb(), errsite::READ_INODE)?;
+    let dev = kread::read::<u32>(sb, globals::sb_s_dev(), errsite::READ_INODE)?;
+    Some(InodeKey {
+        dev: u64::from(dev),
+        ino,
+    })
+}

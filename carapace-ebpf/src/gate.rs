@@ -1,0 +1,35 @@
+//! The gate every hook passes first: is the current task in an agent session? Sessions are
+//! the cgroups directly below the Carapace root; a task's ancestor at the root's level tells
+//! whether it is in any session (one helper call, no map lookup for untagged tasks), and its
+//! ancestor one level down names the session — nested cgroups inherit it.
+
+use aya_ebpf::helpers::generated::bpf_get_current_ancestor_cgroup_id;
+use carapace_common::SessionState;
+
+use crate::{
+    globals,
+    maps::{DEFAULT_SESSION, SESSIONS},
+};
+
+pub struct Session {
+    pub cgroup: u64,
+    pub state: &'static SessionState,
+}
+
+#[inline(always)]
+pub fn current_session() -> Option<Session> {
+    let root_id = globals::root_id();
+    if root_id == 0 {
+        return None;
+    }
+    let level = globals::root_level() as i32;
+    // SAFETY: helper call with a plain integer argument.
+    if unsafe { bpf_get_current_ancestor_cgroup_id(level) } != root_id {
+        return None;
+    }
+    // SAFETY: as above.
+    let cgroup = unsafe { bpf_get_current_ancestor_cgroup_id(level + 1) };
+    // SAFETY: map values live as long as the map; entries are only replaced whole.
+    let state = unsafe { SESSIONS.get(&cgroup) }.or_else(|| DEFAULT_SESSION.get(0))?;
+    Some(Session { cgroup, state })
+}

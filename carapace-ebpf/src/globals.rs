@@ -1,0 +1,69 @@
+//! Load-time constants the daemon fills in (`EbpfLoader::override_global`): the Carapace
+//! cgroup root and struct member offsets read from the running kernel's BTF, because Rust
+//! eBPF has no CO-RE relocations. They live in .rodata, so the verifier sees them as
+//! constants and can prove the offset loads safe.
+
+macro_rules! global {
+    ($name:ident: $ty:ty) => {
+        #[unsafe(no_mangle)]
+        static $name: $ty = 0;
+    };
+}
+
+global!(CGROUP_ROOT_LEVEL: u32);
+global!(CGROUP_ROOT_ID: u64);
+global!(OFF_FILE_F_PATH: u64);
+global!(OFF_FILE_F_MODE: u64);
+global!(OFF_FILE_F_INODE: u64);
+global!(OFF_INODE_I_INO: u64);
+global!(OFF_INODE_I_SB: u64);
+global!(OFF_SB_S_DEV: u64);
+global!(OFF_BPRM_FILE: u64);
+global!(OFF_PATH_DENTRY: u64);
+global!(OFF_DENTRY_D_NAME: u64);
+global!(OFF_QSTR_NAME: u64);
+
+/// Reads a global without letting the compiler fold it to its placeholder value.
+macro_rules! get {
+    ($name:ident) => {
+        // SAFETY: reading a plain static; volatile only stops constant folding.
+        unsafe { core::ptr::read_volatile(&$name) }
+    };
+}
+
+pub fn root_level() -> u32 {
+    get!(CGROUP_ROOT_LEVEL)
+}
+pub fn root_id() -> u64 {
+    get!(CGROUP_ROOT_ID)
+}
+pub fn file_f_path() -> usize {
+    get!(OFF_FILE_F_PATH) as usize
+}
+pub fn file_f_mode() -> usize {
+    get!(OFF_FILE_F_MODE) as usize
+}
+pub fn file_f_inode() -> usize {
+    get!(OFF_FILE_F_INODE) as usize
+}
+pub fn inode_i_ino() -> usize {
+    get!(OFF_INODE_I_INO) as usize
+}
+pub fn inode_i_sb() -> usize {
+    get!(OFF_INODE_I_SB) as usize
+}
+pub fn sb_s_dev() -> usize {
+    get!(OFF_SB_S_DEV) as usize
+}
+pub fn bprm_file() -> usize {
+    get!(OFF_BPRM_FILE) as usize
+}
+pub fn path_dentry() -> usize {
+    get!(OFF_PATH_DENTRY) as usize
+}
+pub fn dentry_d_name() -> usize {
+    get!(OFF_DENTRY_D_NAME) as usize
+}
+pub fn qstr_name() -> usize {
+    get!(OFF_QSTR_NAME) as usize
+}

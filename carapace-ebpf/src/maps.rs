@@ -1,0 +1,83 @@
+//! Every map the programs use. All are pinned by name under the daemon's bpffs directory so
+//! that a restarted daemon adopts them and sessions stay enforced across restarts.
+
+use aya_ebpf::{
+    macros::map,
+    maps::{Array, HashMap, LpmTrie, PerCpuArray, RingBuf},
+};
+use carapace_common::{
+    errsite, Config, InodeKey, NetRefs, RuleMeta, RuleRefs, SessionState, MAX_RULES, MAX_SESSIONS,
+    NAME_MAX, PATH_MAX,
+};
+
+/// Hash maps grow on demand instead of preallocating every entry.
+const NO_PREALLOC: u32 = 1;
+/// Entries per rule map; the compiler refuses rule sets that need more.
+pub const MAX_ENTRIES: u32 = 65_536;
+
+/// Session cgroup id → the session's rule state.
+#[map(name = "SESSIONS")]
+pub static SESSIONS: HashMap<u64, SessionState> = HashMap::pinned(MAX_SESSIONS, NO_PREALLOC);
+
+/// State used for a cgroup below the root that has no session entry (being set up or torn
+/// down): the always-on rules apply, fail closed.
+#[map(name = "DEFAULT_SESSION")]
+pub static DEFAULT_SESSION: Array<SessionState> = Array::pinned(1, 0);
+
+/// Rule index → what the rule denies and whether it is always on.
+#[map(name = "RULES")]
+pub static RULES: Array<RuleMeta> = Array::pinned(MAX_RULES as u32, 0);
+
+#[map(name = "CONFIG")]
+pub static CONFIG: Array<Config> = Array::pinned(1, 0);
+
+/// Exact path (NUL-terminated, zero-filled) → rules.
+#[map(name = "EXACT_PATHS")]
+pub static EXACT_PATHS: HashMap<[u8; PATH_MAX], RuleRefs> =
+    HashMap::pinned(MAX_ENTRIES, NO_PREALLOC);
+
+/// Directory prefix → rules (each entry merged with every shorter covering prefix).
+#[map(name = "PREFIX_PATHS")]
+pub static PREFIX_PATHS: LpmTrie<[u8; PATH_MAX], RuleRefs> = LpmTrie::pinned(MAX_ENTRIES, 0);
+
+/// Basename (NUL-terminated, zero-filled) → rules.
+#[map(name = "NAMES")]
+pub static NAMES: HashMap<[u8; NAME_MAX], RuleRefs> = HashMap::pinned(MAX_ENTRIES, NO_PREALLOC);
+
+/// (dev, inode) of protected files → rules; catches hard links and bind mounts.
+#[map(name = "INODES")]
+pub static INODES: HashMap<InodeKey, RuleRefs> = HashMap::pinned(MAX_ENTRIES, NO_PREALLOC);
+
+/// IPv4-mapped / IPv6 CIDR → rules with ports.
+#[map(name = "NETS")]
+pub static NETS: LpmTrie<[u8; 16], NetRefs> = LpmTrie::pinned(MAX_ENTRIES, 0);
+
+/// Denials for the daemon.
+#[map(name = "EVENTS")]
+pub static EVENTS: RingBuf = RingBuf::pinned(1 << 20, 0);
+
+/// Helper failures by site (`errsite::*`), so nothing fails silently.
+#[map(name = "ERRORS")]
+pub static ERRORS: PerCpuArray<u64> = PerCpuArray::with_max_entries(errsite::COUNT, 0);
+
+/// Per-CPU scratch space: paths do not fit the 512-byte BPF stack.
+#[repr(C)]
+pub struct Scratch {
+    _align: u32,
+    /// LPM key whose data doubles as the exact-path key; starts at offset 8 so the path is
+    /// 8-byte aligned for word-wise zeroing.
+    pub key: aya_ebpf::maps::lpm_trie::Key<[u8; PATH_MAX]>,
+    pub name: [u8; NAME_MAX],
+}
+
+#[map(name = "SCRATCH")]
+pub static SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(1, 0);
+
+/// Counts one failure at `site`.
+#[inline(always)]
+pub fn count_error(site: u32) {
+    if let Some(counter) = ERRORS.get_ptr_mut(site) {
+        // SAFETY: per-CPU value, no concurrent writer on this CPU.
+        unsafe { *counter += 1 };
+    }
+}

@@ -1,0 +1,98 @@
+//! `socket_connect`: IPv4, IPv6 (IPv4-mapped addresses fold into IPv4 entries) and unix
+//! socket paths.
+
+use aya_ebpf::{macros::lsm, programs::LsmContext};
+use carapace_common::{errsite, op, subject, AF_INET, AF_INET6, AF_UNIX, UNIX_PATH_MAX};
+
+use crate::{
+    event::{self, Subject},
+    gate::{self, Session},
+    kread,
+    maps::{CONFIG, SCRATCH},
+    matcher::{self, PathSubject},
+    EACCES,
+};
+
+#[lsm(hook = "socket_connect")]
+pub fn socket_connect(ctx: LsmContext) -> i32 {
+    let previous: i32 = ctx.arg(3);
+    if previous != 0 {
+        return previous;
+    }
+    try_connect(&ctx).unwrap_or(0)
+}
+
+fn try_connect(ctx: &LsmContext) -> Option<i32> {
+    let session = gate::current_session()?;
+    let config = CONFIG.get(0)?;
+    let sockaddr: *const u8 = ctx.arg(1);
+    let family: u16 = kread::read(sockaddr, 0, errsite::READ_SOCKADDR)?;
+    match family {
+        AF_INET | AF_INET6 if config.net_rule_ops & op::NETWORK != 0 => {
+            inet(&session, sockaddr, family)
+        }
+        AF_UNIX if config.path_rule_ops & op::NETWORK != 0 => unix(&session, sockaddr),
+        _ => None,
+    }
+}
+
+fn inet(session: &Session, sockaddr: *const u8, family: u16) -> Option<i32> {
+    let port = u16::from_be(kread::read::<u16>(sockaddr, 2, errsite::READ_SOCKADDR)?);
+    let addr = if family == AF_INET {
+        let v4: [u8; 4] = kread::read(sockaddr, 4, errsite::READ_SOCKADDR)?;
+        let mut mapped = [0u8; 16];
+        mapped[10] = 0xff;
+        mapped[11] = 0xff;
+        mapped[12] = v4[0];
+        mapped[13] = v4[1];
+        mapped[14] = v4[2];
+        mapped[15] = v4[3];
+        mapped
+    } else {
+        kread::read::<[u8; 16]>(sockaddr, 8, errsite::READ_SOCKADDR)?
+    };
+    let verdict = matcher::check_net(addr, port, session.state)?;
+    let subject = Subject {
+        kind: subject::INET,
+        path: None,
+        family,
+        port,
+        addr,
+    };
+    event::emit(session, verdict, &subject);
+    Some(-EACCES)
+}
+
+fn unix(session: &Session, sockaddr: *const u8) -> Option<i32> {
+    // SAFETY: per-CPU scratch; programs do not nest on one CPU for these hooks.
+    let scratch = unsafe { &mut *SCRATCH.get_ptr_mut(0)? };
+    kread::zero_words(&mut scratch.key.data);
+    let mut sun_path = [0u8; UNIX_PATH_MAX];
+    let n = kread::read_str(
+        sockaddr.wrapping_add(2),
+        &mut sun_path,
+        errsite::READ_SOCKADDR,
+    )?;
+    // Abstract sockets (leading NUL) have no path to match.
+    if n <= 1 {
+        return None;
+    }
+    scratch.key.data[..UNIX_PATH_MAX].copy_from_slice(&sun_path);
+    let len = (n - 1) & 0x7f;
+    let mut subject = PathSubject {
+        scratch,
+        len,
+        has_name: false,
+        inode: None,
+    };
+    let verdict = matcher::check_path(&mut subject, session.state, op::NETWORK)?;
+    let ev = Subject {
+        kind: subject::UNIX,
+        path: Some(&subject.scratch.key.data),
+        family: AF_UNIX,
+        port: 0,
+        addr: [0; 16],
+    };
+    event::emit(session, verdict, &ev);
+    Some(-EACCES)
+}
