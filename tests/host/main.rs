@@ -304,7 +304,12 @@ fn a_restarted_daemon_keeps_a_live_session() {
     let mut first = daemon(dir.path());
     let (data_dir, socket) = (first.data_dir.clone(), first.socket.clone());
     let release = dir.path().join("release");
-    let script = format!("while [ ! -e {} ]; do sleep 0.05; done", release.display());
+    let started = dir.path().join("started");
+    let script = format!(
+        "touch {}; while [ ! -e {} ]; do sleep 0.05; done",
+        started.display(),
+        release.display()
+    );
     let run = cli_command(
         Path::new(CARAPACE),
         &socket,
@@ -317,10 +322,13 @@ fn a_restarted_daemon_keeps_a_live_session() {
     .unwrap_or_else(|e| panic!("cannot start carapace run: {e}"));
 
     let deadline = Instant::now() + Duration::from_secs(10);
+    // Wait for the command itself, not just the session: `carapace run` still talks to the
+    // daemon between the two, and a daemon gone then makes it give up (and end the session).
     let id = loop {
         if let Some(id) = fs::read_to_string(data_dir.join("sessions.json"))
             .ok()
             .and_then(|raw| serde_like::parse(&raw).ids.into_iter().next())
+            .filter(|_| started.exists())
         {
             break id;
         }

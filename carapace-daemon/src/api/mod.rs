@@ -40,6 +40,9 @@ const EVENT_BUFFER: usize = 1024;
 pub enum SessionEvent {
     Denial(Denial),
     Ended(String),
+    /// The daemon is stopping: watchers close their streams so that the server's graceful
+    /// shutdown does not wait for agents that run for hours.
+    Shutdown,
 }
 
 /// What the request handlers share.
@@ -145,6 +148,11 @@ pub async fn serve(
     listener: UnixListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), tonic::transport::Error> {
+    let events = daemon.events.clone();
+    let shutdown = async move {
+        shutdown.await;
+        let _ = events.send(SessionEvent::Shutdown);
+    };
     tonic::transport::Server::builder()
         .add_service(CarapaceServer::new(Service { daemon }))
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
@@ -293,6 +301,7 @@ async fn forward_session_events(
                 }
             }
             Ok(SessionEvent::Ended(ended)) if ended == id => return,
+            Ok(SessionEvent::Shutdown) => return,
             Ok(_) => {}
             Err(broadcast::error::RecvError::Lagged(n)) => {
                 tracing::warn!(session = %id, "a watcher fell behind and missed {n} denials");
@@ -448,6 +457,16 @@ mod tests {
             got.push(d.unwrap().subject);
         }
         assert_eq!(got, ["/a", "/b"]);
+        task.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn watchers_stop_when_the_daemon_stops() {
+        let (events, rx_events) = broadcast::channel(16);
+        let (tx, mut rx) = mpsc::channel(16);
+        let task = tokio::spawn(forward_session_events(rx_events, "s-1".into(), tx));
+        events.send(SessionEvent::Shutdown).unwrap();
+        assert!(rx.recv().await.is_none());
         task.await.unwrap();
     }
 }

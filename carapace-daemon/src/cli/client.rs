@@ -164,7 +164,7 @@ async fn run(socket: &Path, command: Vec<OsString>) -> anyhow::Result<u8> {
         .await
     {
         eprintln!(
-            "carapace: cannot end session {}: {}",
+            "carapace: cannot end session {} ({}); carapaced ends it once its processes are gone",
             session.session_id,
             e.message()
         );
