@@ -9,7 +9,9 @@ pub mod proto;
 use std::fs;
 use std::future::Future;
 use std::io;
-use std::os::unix::fs::{DirBuilderExt as _, FileTypeExt as _, PermissionsExt as _};
+use std::os::unix::fs::{
+    DirBuilderExt as _, FileTypeExt as _, MetadataExt as _, PermissionsExt as _,
+};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -92,7 +94,7 @@ pub enum ApiError {
     #[error("another carapaced already serves {0}")]
     InUse(PathBuf),
     #[error(
-        "the socket directory {0} is writable by other users; use a directory only root can write"
+        "the socket directory {0} is not owned by this user or others can write it; use a directory only root can write"
     )]
     UnsafeDir(PathBuf),
 }
@@ -117,7 +119,10 @@ pub fn bind(path: &Path) -> Result<UnixListener, ApiError> {
             .map_err(err("create directory", dir))?;
         // Someone else who can write the directory could swap the socket for their own.
         let meta = fs::metadata(dir).map_err(err("stat", dir))?;
-        if meta.permissions().mode() & 0o022 != 0 && meta.permissions().mode() & 0o1000 == 0 {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let owner_ok = meta.uid() == unsafe { libc::geteuid() };
+        let mode = meta.permissions().mode();
+        if !owner_ok || (mode & 0o022 != 0 && mode & 0o1000 == 0) {
             return Err(ApiError::UnsafeDir(dir.into()));
         }
     }
