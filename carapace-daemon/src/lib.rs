@@ -1,4 +1,8 @@
 //! Carapace: a guardrail for AI agents. See DESIGN.md at the repository's shared root for the
 //! architecture; each module's doc says which part it is.
+pub mod api;
+pub mod cli;
 pub mod kernel;
 pub mod rules;
+pub mod sandbox;
+pub mod session;

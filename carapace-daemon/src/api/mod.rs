@@ -1,0 +1,477 @@
+//! The gRPC API (tonic) on a Unix socket, and who may call what.
+//!
+//! Peer identity comes from the socket — `SO_PEERCRED` as tonic's [`UdsConnectInfo`], and the
+//! peer's cgroup from `/proc/PID/cgroup` — never from request fields. A peer inside
+//! `<cgroup2>/carapace/…` is an agent.
+pub mod denial;
+pub mod proto;
+
+use std::fs;
+use std::future::Future;
+use std::io;
+use std::os::unix::fs::{
+    DirBuilderExt as _, FileTypeExt as _, MetadataExt as _, PermissionsExt as _,
+};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio::net::UnixListener;
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::wrappers::{ReceiverStream, UnixListenerStream};
+use tokio_stream::Stream;
+use tonic::transport::server::UdsConnectInfo;
+use tonic::{Request, Response, Status};
+
+use self::proto::carapace_server::{Carapace, CarapaceServer};
+use self::proto::{
+    CreateSessionReply, CreateSessionRequest, Denial, EndSessionReply, EndSessionRequest,
+    SessionInfo, StatusReply, StatusRequest, WatchSessionRequest,
+};
+use crate::kernel::EventStream;
+use crate::rules::RuleSet;
+use crate::session::cgroup;
+use crate::session::store::SessionRecord;
+use crate::session::{NewSession, SessionError, SessionManager};
+
+/// Denials buffered per watcher before the slowest one starts losing some.
+const EVENT_BUFFER: usize = 1024;
+
+/// Something that happened to a session, fanned out to its watchers.
+#[derive(Clone, Debug)]
+pub enum SessionEvent {
+    Denial(Denial),
+    Ended(String),
+    /// The daemon is stopping: watchers close their streams so that the server's graceful
+    /// shutdown does not wait for agents that run for hours.
+    Shutdown,
+}
+
+/// What the request handlers share.
+pub struct Daemon {
+    pub rules: Arc<RuleSet>,
+    pub sessions: Arc<SessionManager>,
+    /// Why the kernel layer is not running, if it is not.
+    pub kernel_unavailable: Option<String>,
+    pub events: broadcast::Sender<SessionEvent>,
+}
+
+impl Daemon {
+    #[must_use]
+    pub fn new(
+        rules: Arc<RuleSet>,
+        sessions: Arc<SessionManager>,
+        kernel_unavailable: Option<String>,
+    ) -> Self {
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        Self {
+            rules,
+            sessions,
+            kernel_unavailable,
+            events,
+        }
+    }
+
+    fn kernel_state(&self) -> (bool, String) {
+        match (&self.kernel_unavailable, self.sessions.kernel_status()) {
+            (None, Some(status)) => (true, status),
+            (Some(reason), _) => (false, reason.clone()),
+            (None, None) => (false, "kernel layer not started".to_owned()),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApiError {
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("another carapaced already serves {0}")]
+    InUse(PathBuf),
+    #[error(
+        "the socket directory {0} is not owned by this user or others can write it; use a directory only root can write"
+    )]
+    UnsafeDir(PathBuf),
+}
+
+/// Binds the API socket: creates its directory (mode 0755) before binding, removes a stale
+/// socket file, binds, and makes the socket connectable by every local user (0666) —
+/// authorization is by peer identity, per request.
+pub fn bind(path: &Path) -> Result<UnixListener, ApiError> {
+    let err = |action, p: &Path| {
+        let p = p.to_path_buf();
+        move |source| ApiError::Io {
+            action,
+            path: p,
+            source,
+        }
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)
+            .map_err(err("create directory", dir))?;
+        // Someone else who can write the directory could swap the socket for their own.
+        let meta = fs::metadata(dir).map_err(err("stat", dir))?;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let owner_ok = meta.uid() == unsafe { libc::geteuid() };
+        let mode = meta.permissions().mode();
+        if !owner_ok || (mode & 0o022 != 0 && mode & 0o1000 == 0) {
+            return Err(ApiError::UnsafeDir(dir.into()));
+        }
+    }
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(ApiError::InUse(path.into()));
+            }
+            fs::remove_file(path).map_err(err("remove stale socket", path))?;
+        }
+        Ok(_) => {
+            return Err(ApiError::Io {
+                action: "replace (not a socket)",
+                path: path.into(),
+                source: io::ErrorKind::AlreadyExists.into(),
+            })
+        }
+        Err(_) => {}
+    }
+    let listener = UnixListener::bind(path).map_err(err("bind", path))?;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o666)).map_err(err("chmod", path))?;
+    Ok(listener)
+}
+
+/// Serves the API until `shutdown` resolves.
+pub async fn serve(
+    daemon: Arc<Daemon>,
+    listener: UnixListener,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), tonic::transport::Error> {
+    let events = daemon.events.clone();
+    let shutdown = async move {
+        shutdown.await;
+        let _ = events.send(SessionEvent::Shutdown);
+    };
+    tonic::transport::Server::builder()
+        .add_service(CarapaceServer::new(Service { daemon }))
+        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
+        .await
+}
+
+/// Drains the kernel's denials: logs each and sends it to the session's watchers.
+#[must_use = "the task runs until the denial stream ends; keep or detach its handle"]
+pub fn spawn_denial_pump(
+    daemon: Arc<Daemon>,
+    mut stream: EventStream,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while let Some(event) = stream.next().await {
+            let session_id = daemon
+                .sessions
+                .id_of_number(event.session)
+                .unwrap_or_else(|| format!("#{}", event.session));
+            let rule = daemon
+                .rules
+                .by_kernel_index(event.rule)
+                .map(|r| (r.id.as_str(), r.message.as_str()));
+            let d = denial::denial_from_event(&event, &session_id, rule);
+            tracing::warn!(
+                session = %d.session_id,
+                pid = d.pid,
+                comm = %d.comm,
+                rule = %d.rule_id,
+                "blocked {} of {}",
+                d.operation,
+                d.subject
+            );
+            // No receiver is fine: nobody watches that session right now.
+            let _ = daemon.events.send(SessionEvent::Denial(d));
+        }
+        tracing::warn!("the kernel's denial stream ended");
+    })
+}
+
+/// How often sessions without processes are looked for.
+const REAP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Periodically ends sessions whose processes are all gone, so that a `carapace run` that was
+/// killed (and could not call `EndSession`) does not leave its session behind.
+#[must_use = "the task runs forever; keep or detach its handle"]
+pub fn spawn_reaper(daemon: Arc<Daemon>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(REAP_INTERVAL);
+        loop {
+            tick.tick().await;
+            let sessions = Arc::clone(&daemon.sessions);
+            let Ok(ended) = tokio::task::spawn_blocking(move || sessions.reap_empty()).await else {
+                continue;
+            };
+            for id in ended {
+                tracing::info!(session = %id, "ended a session whose processes are all gone");
+                let _ = daemon.events.send(SessionEvent::Ended(id));
+            }
+        }
+    })
+}
+
+/// The caller, as the kernel identifies it.
+#[derive(Clone, Debug)]
+pub struct Peer {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: u32,
+    /// Hierarchy-relative cgroup v2 path, if it could be read.
+    pub cgroup: Option<String>,
+    /// Inside a Carapace session (or of unknown cgroup: fail closed).
+    pub agent: bool,
+}
+
+struct Service {
+    daemon: Arc<Daemon>,
+}
+
+impl Service {
+    fn peer<T>(&self, request: &Request<T>) -> Result<Peer, Status> {
+        let cred = request
+            .extensions()
+            .get::<UdsConnectInfo>()
+            .and_then(|info| info.peer_cred)
+            .ok_or_else(|| Status::unauthenticated("peer credentials are unavailable"))?;
+        let pid = cred
+            .pid()
+            .and_then(|p| u32::try_from(p).ok())
+            .ok_or_else(|| Status::unauthenticated("peer pid is unavailable"))?;
+        let cgroup = cgroup::process_cgroup(pid).ok();
+        let agent = cgroup
+            .as_deref()
+            .is_none_or(|c| self.daemon.sessions.root().contains(c));
+        Ok(Peer {
+            uid: cred.uid(),
+            gid: cred.gid(),
+            pid,
+            cgroup,
+            agent,
+        })
+    }
+
+    fn owned_session(&self, peer: &Peer, id: &str) -> Result<SessionRecord, Status> {
+        let record = self
+            .daemon
+            .sessions
+            .get(id)
+            .ok_or_else(|| Status::not_found(format!("no session {id}")))?;
+        let root_outside = peer.uid == 0 && !peer.agent;
+        if peer.uid != record.owner_uid && !root_outside {
+            return Err(Status::permission_denied(format!(
+                "session {id} belongs to another user"
+            )));
+        }
+        Ok(record)
+    }
+}
+
+fn session_status(e: &SessionError) -> Status {
+    match e {
+        SessionError::NotFound(_) => Status::not_found(e.to_string()),
+        _ => Status::internal(e.to_string()),
+    }
+}
+
+fn blocking_failed(e: &tokio::task::JoinError) -> Status {
+    Status::internal(format!("session task failed: {e}"))
+}
+
+/// Sends the denials of session `id` from `events` to `tx` until the session ends, the
+/// watcher goes away or the daemon stops.
+async fn forward_session_events(
+    mut events: broadcast::Receiver<SessionEvent>,
+    id: String,
+    tx: mpsc::Sender<Result<Denial, Status>>,
+) {
+    loop {
+        let event = tokio::select! {
+            () = tx.closed() => return,
+            event = events.recv() => event,
+        };
+        match event {
+            Ok(SessionEvent::Denial(d)) if d.session_id == id => {
+                if tx.send(Ok(d)).await.is_err() {
+                    return;
+                }
+            }
+            Ok(SessionEvent::Ended(ended)) if ended == id => return,
+            Ok(SessionEvent::Shutdown) => return,
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                tracing::warn!(session = %id, "a watcher fell behind and missed {n} denials");
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+type DenialStream = Pin<Box<dyn Stream<Item = Result<Denial, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl Carapace for Service {
+    async fn status(&self, _: Request<StatusRequest>) -> Result<Response<StatusReply>, Status> {
+        let (kernel_enforcing, kernel_status) = self.daemon.kernel_state();
+        let rules = self.daemon.rules.rules();
+        let sessions = self
+            .daemon
+            .sessions
+            .list()
+            .into_iter()
+            .map(|s| SessionInfo {
+                id: s.id,
+                owner_uid: s.owner_uid,
+                cgroup: s.cgroup.display().to_string(),
+                cgroup_id: s.cgroup_id,
+                command: s.command,
+            })
+            .collect();
+        Ok(Response::new(StatusReply {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            kernel_enforcing,
+            kernel_status,
+            rules: rules.len() as u32,
+            kernel_rules: rules.iter().filter(|r| r.kernel_index.is_some()).count() as u32,
+            sessions,
+        }))
+    }
+
+    async fn create_session(
+        &self,
+        request: Request<CreateSessionRequest>,
+    ) -> Result<Response<CreateSessionReply>, Status> {
+        let peer = self.peer(&request)?;
+        if peer.agent {
+            tracing::warn!(
+                pid = peer.pid,
+                uid = peer.uid,
+                "an agent asked for a new session; refused"
+            );
+            return Err(Status::permission_denied(
+                "processes inside a Carapace session cannot create sessions",
+            ));
+        }
+        let origin = peer.cgroup.clone().unwrap_or_default();
+        let new = NewSession {
+            owner_uid: peer.uid,
+            pid: peer.pid,
+            origin,
+            command: request.into_inner().command,
+        };
+        let sessions = Arc::clone(&self.daemon.sessions);
+        let record = tokio::task::spawn_blocking(move || sessions.create(new))
+            .await
+            .map_err(|e| blocking_failed(&e))?
+            .map_err(|e| {
+                tracing::error!("cannot create a session: {e}");
+                session_status(&e)
+            })?;
+        let (kernel_enforcing, kernel_status) = self.daemon.kernel_state();
+        Ok(Response::new(CreateSessionReply {
+            session_id: record.id,
+            cgroup: record.cgroup.display().to_string(),
+            cgroup_id: record.cgroup_id,
+            kernel_enforcing,
+            kernel_status,
+        }))
+    }
+
+    type WatchSessionStream = DenialStream;
+
+    async fn watch_session(
+        &self,
+        request: Request<WatchSessionRequest>,
+    ) -> Result<Response<Self::WatchSessionStream>, Status> {
+        let peer = self.peer(&request)?;
+        let id = request.into_inner().session_id;
+        self.owned_session(&peer, &id)?;
+        let events = self.daemon.events.subscribe();
+        let (tx, rx) = mpsc::channel(64);
+        tokio::spawn(forward_session_events(events, id, tx));
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn end_session(
+        &self,
+        request: Request<EndSessionRequest>,
+    ) -> Result<Response<EndSessionReply>, Status> {
+        let peer = self.peer(&request)?;
+        let id = request.into_inner().session_id;
+        let record = self.owned_session(&peer, &id)?;
+        // An agent may end only its own session, and only as the session's leader (the
+        // `carapace run` that created it): anything it spawned is a different pid.
+        if peer.agent && peer.pid != record.leader_pid {
+            return Err(Status::permission_denied(
+                "only the process that created a session may end it from inside",
+            ));
+        }
+        let sessions = Arc::clone(&self.daemon.sessions);
+        let id2 = id.clone();
+        tokio::task::spawn_blocking(move || sessions.end(&id2, true))
+            .await
+            .map_err(|e| blocking_failed(&e))?
+            .map_err(|e| {
+                tracing::error!(session = %id, "cannot end the session: {e}");
+                session_status(&e)
+            })?;
+        let _ = self.daemon.events.send(SessionEvent::Ended(id));
+        Ok(Response::new(EndSessionReply {}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn denial(session: &str, subject: &str) -> Denial {
+        Denial {
+            session_id: session.into(),
+            subject: subject.into(),
+            operation: "read".into(),
+            ..Denial::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn watchers_get_their_sessions_denials_until_it_ends() {
+        let (events, rx_events) = broadcast::channel(16);
+        let (tx, mut rx) = mpsc::channel(16);
+        let task = tokio::spawn(forward_session_events(rx_events, "s-1".into(), tx));
+        for event in [
+            SessionEvent::Denial(denial("s-2", "/other")),
+            SessionEvent::Denial(denial("s-1", "/a")),
+            SessionEvent::Ended("s-2".into()),
+            SessionEvent::Denial(denial("s-1", "/b")),
+            SessionEvent::Ended("s-1".into()),
+            SessionEvent::Denial(denial("s-1", "/after-end")),
+        ] {
+            events.send(event).unwrap();
+        }
+        let mut got = Vec::new();
+        while let Some(d) = rx.recv().await {
+            got.push(d.unwrap().subject);
+        }
+        assert_eq!(got, ["/a", "/b"]);
+        task.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn watchers_stop_when_the_daemon_stops() {
+        let (events, rx_events) = broadcast::channel(16);
+        let (tx, mut rx) = mpsc::channel(16);
+        let task = tokio::spawn(forward_session_events(rx_events, "s-1".into(), tx));
+        events.send(SessionEvent::Shutdown).unwrap();
+        assert!(rx.recv().await.is_none());
+        task.await.unwrap();
+    }
+}

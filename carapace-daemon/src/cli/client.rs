@@ -1,0 +1,344 @@
+//! `carapace`: the command-line client. `run` puts a command into an agent session and runs
+//! it with privileges dropped; `status` shows what the daemon enforces.
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use hyper_util::rt::TokioIo;
+use tokio::net::UnixStream;
+use tokio::signal::unix::{signal, SignalKind};
+use tonic::transport::{Channel, Endpoint, Uri};
+
+use super::daemon::DEFAULT_SOCKET;
+use crate::api::proto::carapace_client::CarapaceClient;
+use crate::api::proto::{
+    CreateSessionRequest, Denial, EndSessionRequest, StatusRequest, WatchSessionRequest,
+};
+use crate::sandbox::PrivDrop;
+
+/// How long `run` keeps printing denials after the command exits (events can trail it).
+const GRACE: Duration = Duration::from_millis(200);
+
+const AFTER_HELP: &str = "\
+carapace talks to the daemon, carapaced, which must be running as root:
+  sudo carapaced
+
+Examples:
+  carapace run -- claude                      run an agent under guard
+  sudo carapace run -- sh -c 'cat ~/.ssh/id_ed25519'
+                                              root is dropped back to the sudo user first
+  carapace status                             kernel layer state, rules, live sessions";
+
+/// Run AI agents under Carapace's guard and inspect the daemon.
+#[derive(Debug, Parser)]
+#[command(name = "carapace", version, after_help = AFTER_HELP)]
+pub struct Args {
+    /// The daemon's socket
+    #[arg(long, global = true, value_name = "PATH", env = "CARAPACE_SOCKET", default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a command as an agent session
+    ///
+    /// The daemon creates a session cgroup and moves this process into it; everything the
+    /// command starts, however it starts it, stays inside and is checked by the kernel layer.
+    /// When run as root through sudo, the command runs as the sudo user. It never keeps
+    /// capabilities and cannot gain privileges (`no_new_privs`). Denials are printed as they
+    /// happen; carapace exits with the command's status (128+N if killed by signal N).
+    #[command(
+        after_help = "Examples:\n  carapace run -- claude\n  carapace run -- sh -c 'cat /etc/shadow'"
+    )]
+    Run {
+        /// The command and its arguments (put them after --)
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "CMD"
+        )]
+        command: Vec<OsString>,
+    },
+    /// Show the daemon's version, kernel layer state, rules and sessions
+    Status,
+}
+
+/// Entry point of the `carapace` binary.
+#[must_use]
+pub fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("carapace: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match args.command {
+            Command::Run { command } => run(&args.socket, command).await,
+            Command::Status => status(&args.socket).await.map(|()| 0),
+        }
+    });
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("carapace: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Connects to the daemon's Unix socket.
+pub async fn connect(socket: &Path) -> anyhow::Result<CarapaceClient<Channel>> {
+    let path = socket.to_path_buf();
+    // The URI is required by the API but unused: the connector below dials the socket.
+    let channel = Endpoint::try_from("http://carapaced.invalid")?
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let path = path.clone();
+            async move { UnixStream::connect(path).await.map(TokioIo::new) }
+        }))
+        .await
+        .map_err(|e| {
+            // The transport error repeats its cause; the innermost error says it best.
+            let mut cause: &dyn std::error::Error = &e;
+            while let Some(next) = cause.source() {
+                cause = next;
+            }
+            anyhow::anyhow!(
+                "cannot reach carapaced at {} ({cause}). Start it with `sudo carapaced` (or \
+                 point --socket / CARAPACE_SOCKET at its socket)",
+                socket.display()
+            )
+        })?;
+    Ok(CarapaceClient::new(channel))
+}
+
+/// The line `run` prints for a denial.
+#[must_use]
+pub fn denial_line(d: &Denial) -> String {
+    format!(
+        "carapace: blocked {} of {} (rule {}: {})",
+        d.operation, d.subject, d.rule_id, d.message
+    )
+}
+
+fn print_denial(d: &Denial) {
+    eprintln!("{}", denial_line(d));
+}
+
+async fn run(socket: &Path, command: Vec<OsString>) -> anyhow::Result<u8> {
+    let privs = PrivDrop::prepare().context("cannot work out whom to run the command as")?;
+    let mut client = connect(socket).await?;
+    let shown: Vec<String> = command
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    // From here on this process is inside the session cgroup.
+    let session = client
+        .create_session(CreateSessionRequest { command: shown })
+        .await
+        .map_err(|s| anyhow::anyhow!("the daemon refused a session: {}", s.message()))?
+        .into_inner();
+    if !session.kernel_enforcing {
+        eprintln!(
+            "carapace: warning: kernel layer unavailable ({}); running with Layers 0/1 only",
+            session.kernel_status
+        );
+    }
+    let code = run_in_session(&mut client, &session.session_id, &command, privs).await;
+    if let Err(e) = client
+        .end_session(EndSessionRequest {
+            session_id: session.session_id.clone(),
+        })
+        .await
+    {
+        eprintln!(
+            "carapace: cannot end session {} ({}); carapaced ends it once its processes are gone",
+            session.session_id,
+            e.message()
+        );
+    }
+    code
+}
+
+async fn run_in_session(
+    client: &mut CarapaceClient<Channel>,
+    session_id: &str,
+    command: &[OsString],
+    privs: PrivDrop,
+) -> anyhow::Result<u8> {
+    let mut denials = client
+        .watch_session(WatchSessionRequest {
+            session_id: session_id.to_owned(),
+        })
+        .await
+        .map_err(|s| anyhow::anyhow!("cannot watch session {session_id}: {}", s.message()))?
+        .into_inner();
+    let (program, rest) = command.split_first().context("no command given")?;
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(rest);
+    // SAFETY: PrivDrop::apply only makes async-signal-safe system calls and does not
+    // allocate, as required between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || privs.apply());
+    }
+    // Ctrl-C goes to the whole foreground process group: let the command decide, and report
+    // its status instead of dying first.
+    let _ctrl_c = tokio::spawn(async {
+        loop {
+            if tokio::signal::ctrl_c().await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("carapace: cannot run {}: {e}", program.to_string_lossy());
+            return Ok(if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            });
+        }
+    };
+    // SIGTERM / SIGHUP to carapace are passed on to the command, so that the session ends
+    // through the command's exit and `EndSession`, not by leaving it behind.
+    let (mut term, mut hup) = (
+        signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
+        signal(SignalKind::hangup()).context("cannot handle SIGHUP")?,
+    );
+    let forward = |sig: libc::c_int, pid: Option<u32>| {
+        if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+            // SAFETY: kill(2) on our own child's pid, which is not reaped yet (we are still
+            // waiting for it), with a constant signal.
+            unsafe {
+                libc::kill(pid, sig);
+            }
+        }
+    };
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status.context("cannot wait for the command")?,
+            _ = term.recv() => forward(libc::SIGTERM, child.id()),
+            _ = hup.recv() => forward(libc::SIGHUP, child.id()),
+            message = denials.message() => match message {
+                Ok(Some(d)) => print_denial(&d),
+                // The stream ended or failed: keep waiting for the command.
+                Ok(None) | Err(_) => break child.wait().await.context("cannot wait for the command")?,
+            },
+        }
+    };
+    let grace = tokio::time::sleep(GRACE);
+    tokio::pin!(grace);
+    loop {
+        tokio::select! {
+            () = &mut grace => break,
+            message = denials.message() => match message {
+                Ok(Some(d)) => print_denial(&d),
+                Ok(None) | Err(_) => break,
+            },
+        }
+    }
+    Ok(exit_code(status))
+}
+
+/// The command's exit code, or 128+N when signal N killed it.
+fn exit_code(status: std::process::ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code as u8,
+        (None, Some(sig)) => (128 + sig) as u8,
+        (None, None) => 1,
+    }
+}
+
+async fn status(socket: &Path) -> anyhow::Result<()> {
+    let mut client = connect(socket).await?;
+    let s = client
+        .status(StatusRequest {})
+        .await
+        .map_err(|s| anyhow::anyhow!("status failed: {}", s.message()))?
+        .into_inner();
+    println!("carapaced {}", s.version);
+    if s.kernel_enforcing {
+        println!("kernel layer: enforcing ({})", s.kernel_status);
+    } else {
+        println!(
+            "kernel layer: unavailable ({}); Layers 0/1 only",
+            s.kernel_status
+        );
+    }
+    println!(
+        "rules: {} ({} compiled for the kernel layer)",
+        s.rules, s.kernel_rules
+    );
+    println!("sessions: {}", s.sessions.len());
+    for session in &s.sessions {
+        println!(
+            "  {}  uid {}  {}  {}",
+            session.id,
+            session.owner_uid,
+            session.cgroup,
+            session.command.join(" ")
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt as _;
+
+    use super::*;
+
+    #[test]
+    fn denial_lines() {
+        let d = Denial {
+            operation: "read".into(),
+            subject: "/home/u/.ssh/id_ed25519".into(),
+            rule_id: "protect-ssh-keys".into(),
+            message: "SSH keys are off limits".into(),
+            ..Denial::default()
+        };
+        assert_eq!(
+            denial_line(&d),
+            "carapace: blocked read of /home/u/.ssh/id_ed25519 \
+             (rule protect-ssh-keys: SSH keys are off limits)"
+        );
+    }
+
+    #[test]
+    fn exit_codes() {
+        assert_eq!(exit_code(std::process::ExitStatus::from_raw(7 << 8)), 7);
+        assert_eq!(
+            exit_code(std::process::ExitStatus::from_raw(libc::SIGKILL)),
+            137
+        );
+    }
+
+    #[test]
+    fn run_takes_everything_after_dashes() {
+        let args = Args::try_parse_from(["carapace", "run", "--", "sh", "-c", "exit 7"]).unwrap();
+        let Command::Run { command } = args.command else {
+            panic!("not run")
+        };
+        assert_eq!(command, ["sh", "-c", "exit 7"]);
+        let args = Args::try_parse_from(["carapace", "run", "ls", "-la"]).unwrap();
+        let Command::Run { command } = args.command else {
+            panic!("not run")
+        };
+        assert_eq!(command, ["ls", "-la"]);
+    }
+}

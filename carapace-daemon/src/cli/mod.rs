@@ -1,0 +1,4 @@
+//! The two binaries' logic, kept in the library so that tests can run the real entry points:
+//! [`daemon`] is `carapaced`, [`client`] is `carapace`. Binaries report errors with `anyhow`.
+pub mod client;
+pub mod daemon;

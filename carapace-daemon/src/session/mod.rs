@@ -1,0 +1,304 @@
+//! Agent sessions: one cgroup v2 directory per session below `<cgroup2>/carapace`, tagged in
+//! the kernel maps (when the kernel layer runs) and remembered in `$DATA_DIR/sessions.json`
+//! so that a restarted daemon knows them.
+pub mod cgroup;
+pub mod store;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Read as _;
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use self::cgroup::{CarapaceRoot, CgroupError, Hierarchy};
+use self::store::{SessionRecord, StoreError};
+use crate::kernel::Kernel;
+
+/// How long ending a session waits for its processes to die.
+const KILL_WAIT: Duration = Duration::from_secs(2);
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    #[error(transparent)]
+    Cgroup(#[from] CgroupError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("kernel layer: {0:#}")]
+    Kernel(anyhow::Error),
+    #[error("no session {0}")]
+    NotFound(String),
+}
+
+/// Who asks for a session, as the socket (`SO_PEERCRED`) and `/proc/PID/cgroup` tell.
+#[derive(Clone, Debug)]
+pub struct NewSession {
+    pub owner_uid: u32,
+    pub pid: u32,
+    /// The process's cgroup before it joins the session (hierarchy-relative).
+    pub origin: String,
+    pub command: Vec<String>,
+}
+
+struct State {
+    sessions: BTreeMap<String, SessionRecord>,
+    kernel: Option<Kernel>,
+}
+
+/// Every live session, the kernel handle that tags them, and their storage.
+pub struct SessionManager {
+    hierarchy: Hierarchy,
+    root: CarapaceRoot,
+    store: PathBuf,
+    state: Mutex<State>,
+}
+
+impl SessionManager {
+    /// Reloads `$DATA_DIR/sessions.json`: keeps the sessions whose cgroup still exists and
+    /// tags them again in the kernel (idempotent), drops the others, and saves the result.
+    pub fn open(
+        hierarchy: Hierarchy,
+        root: CarapaceRoot,
+        data_dir: &std::path::Path,
+        kernel: Option<Kernel>,
+    ) -> Result<Self, SessionError> {
+        let store = data_dir.join(store::FILE_NAME);
+        let mut sessions = BTreeMap::new();
+        let mut kernel = kernel;
+        for record in store::load(&store)? {
+            let alive = cgroup::cgroup_id(&record.cgroup).is_ok_and(|id| id == record.cgroup_id);
+            if !alive {
+                tracing::info!(session = %record.id, "session cgroup is gone; forgetting the session");
+                continue;
+            }
+            if let Some(k) = kernel.as_mut() {
+                if let Err(e) = k.add_session(record.cgroup_id, record.number) {
+                    tracing::warn!(session = %record.id, "cannot tag the session in the kernel again: {e:#}");
+                }
+            }
+            tracing::info!(session = %record.id, cgroup = %record.cgroup.display(), "resumed session");
+            sessions.insert(record.id.clone(), record);
+        }
+        if let Some(k) = kernel.as_ref() {
+            let known: Vec<u64> = sessions.values().map(|s| s.cgroup_id).collect();
+            for (cgroup_id, number) in k.adopted_sessions() {
+                if !known.contains(&cgroup_id) {
+                    tracing::warn!(
+                        cgroup_id,
+                        number,
+                        "the kernel maps tag a session this daemon does not know; leaving it enforced"
+                    );
+                }
+            }
+        }
+        let manager = Self {
+            hierarchy,
+            root,
+            store,
+            state: Mutex::new(State { sessions, kernel }),
+        };
+        manager.save(&manager.lock())?;
+        Ok(manager)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves plain data that is still consistent enough to
+        // serve (every mutation is a single insert/remove), so keep going.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn save(&self, state: &State) -> Result<(), StoreError> {
+        let records: Vec<SessionRecord> = state.sessions.values().cloned().collect();
+        store::save(&self.store, &records)
+    }
+
+    #[must_use]
+    pub fn root(&self) -> &CarapaceRoot {
+        &self.root
+    }
+
+    /// Whether the kernel layer is up.
+    #[must_use]
+    pub fn kernel_up(&self) -> bool {
+        self.lock().kernel.is_some()
+    }
+
+    /// The kernel's one-line status, if it is up.
+    #[must_use]
+    pub fn kernel_status(&self) -> Option<String> {
+        self.lock().kernel.as_ref().map(Kernel::status)
+    }
+
+    /// Creates the session cgroup, tags it in the kernel, moves `new.pid` in and saves.
+    /// On failure nothing is left behind.
+    pub fn create(&self, new: NewSession) -> Result<SessionRecord, SessionError> {
+        let mut state = self.lock();
+        let number = (1..=u32::MAX)
+            .find(|n| state.sessions.values().all(|s| s.number != *n))
+            .unwrap_or(0);
+        let id = new_id();
+        let dir = self.root.session_dir(&id);
+        let cgroup_id = cgroup::create_session(&dir)?;
+        let undo = |dir: &std::path::Path| {
+            if let Err(e) = cgroup::kill_and_remove(dir, KILL_WAIT) {
+                tracing::warn!("cannot remove {}: {e}", dir.display());
+            }
+        };
+        // Tag first, then move: the process must never run untagged inside the session.
+        if let Some(k) = state.kernel.as_mut() {
+            if let Err(e) = k.add_session(cgroup_id, number) {
+                undo(&dir);
+                return Err(SessionError::Kernel(e));
+            }
+        }
+        let record = SessionRecord {
+            id: id.clone(),
+            number,
+            owner_uid: new.owner_uid,
+            leader_pid: new.pid,
+            leader_origin: new.origin,
+            cgroup: dir.clone(),
+            cgroup_id,
+            command: new.command,
+            created: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        };
+        let result = cgroup::move_process(&dir, new.pid)
+            .map_err(SessionError::from)
+            .and_then(|()| {
+                state.sessions.insert(id.clone(), record.clone());
+                self.save(&state).map_err(SessionError::from)
+            });
+        if let Err(e) = result {
+            state.sessions.remove(&id);
+            if let Some(k) = state.kernel.as_mut() {
+                if let Err(e) = k.remove_session(cgroup_id) {
+                    tracing::warn!("cannot untag cgroup {cgroup_id}: {e:#}");
+                }
+            }
+            undo(&dir);
+            return Err(e);
+        }
+        tracing::info!(session = %id, uid = new.owner_uid, pid = new.pid, cgroup = %dir.display(), "session created");
+        Ok(record)
+    }
+
+    #[must_use]
+    pub fn get(&self, id: &str) -> Option<SessionRecord> {
+        self.lock().sessions.get(id).cloned()
+    }
+
+    #[must_use]
+    pub fn list(&self) -> Vec<SessionRecord> {
+        self.lock().sessions.values().cloned().collect()
+    }
+
+    /// The session id of a kernel session number.
+    #[must_use]
+    pub fn id_of_number(&self, number: u32) -> Option<String> {
+        self.lock()
+            .sessions
+            .values()
+            .find(|s| s.number == number)
+            .map(|s| s.id.clone())
+    }
+
+    /// Ends a session: moves its leader back to where it came from (if `release_leader` and it
+    /// is still inside), kills what remains, removes the cgroup, untags it and saves.
+    /// Blocks for up to a couple of seconds; call it from a blocking task.
+    pub fn end(&self, id: &str, release_leader: bool) -> Result<(), SessionError> {
+        let record = self
+            .get(id)
+            .ok_or_else(|| SessionError::NotFound(id.into()))?;
+        if release_leader {
+            let inside = cgroup::process_cgroup(record.leader_pid)
+                .is_ok_and(|c| cgroup::is_below(&rel_of(&self.root, &record.id), &c));
+            if inside {
+                // Back where it came from, else to the hierarchy's root: anywhere but inside,
+                // or killing the session would kill the caller too.
+                let origin = cgroup::dir_of(&self.hierarchy, &record.leader_origin);
+                let moved = cgroup::move_process(&origin, record.leader_pid).or_else(|e| {
+                    tracing::info!(session = %id, "cannot move the session leader back ({e}); moving it to the root cgroup");
+                    cgroup::move_process(&self.hierarchy.mount, record.leader_pid)
+                });
+                if let Err(e) = moved {
+                    tracing::warn!(session = %id, "cannot move the session leader out: {e}");
+                }
+            }
+        }
+        cgroup::kill_and_remove(&record.cgroup, KILL_WAIT)?;
+        let mut state = self.lock();
+        if let Some(k) = state.kernel.as_mut() {
+            if let Err(e) = k.remove_session(record.cgroup_id) {
+                tracing::warn!(session = %id, "cannot untag the session in the kernel: {e:#}");
+            }
+        }
+        state.sessions.remove(id);
+        self.save(&state)?;
+        tracing::info!(session = %id, "session ended");
+        Ok(())
+    }
+}
+
+impl SessionManager {
+    /// Ends every session whose cgroup has no process left (its `carapace run` died without
+    /// ending it, or it ended while the daemon was down). Returns the ids it ended.
+    pub fn reap_empty(&self) -> Vec<String> {
+        let empty: Vec<String> = self
+            .list()
+            .into_iter()
+            .filter(|s| cgroup::is_empty(&s.cgroup))
+            .map(|s| s.id)
+            .collect();
+        empty
+            .into_iter()
+            .filter(|id| match self.end(id, false) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!(session = %id, "cannot reap the empty session: {e}");
+                    false
+                }
+            })
+            .collect()
+    }
+}
+
+/// Hierarchy-relative path of a session cgroup.
+fn rel_of(root: &CarapaceRoot, id: &str) -> String {
+    format!("{}/{id}", root.rel)
+}
+
+/// `s-<unix seconds>-<8 random hex digits>`.
+fn new_id() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut bytes = [0u8; 4];
+    let random = fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    let n = if random.is_ok() {
+        u32::from_ne_bytes(bytes)
+    } else {
+        // Uniqueness, not secrecy, is what matters here; the cgroup mkdir refuses a clash.
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos())
+            ^ std::process::id()
+    };
+    format!("s-{secs}-{n:08x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_well_formed_and_distinct() {
+        let a = new_id();
+        let b = new_id();
+        assert_ne!(a, b);
+        assert!(a.starts_with("s-"));
+        assert!(a.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+    }
+}
