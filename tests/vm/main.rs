@@ -67,16 +67,13 @@ fn fixture() {
 /// did, waiting for its socket.
 fn restart_daemon(kill: bool) {
     let cmd = fs::read_to_string(DAEMON_CMD).expect("daemon command line");
-    let signal = if kill { "-KILL" } else { "-TERM" };
-    let _ = Command::new("pkill")
-        .args([signal, "-x", "carapaced"])
-        .status();
+    let signal = if kill { libc::SIGKILL } else { libc::SIGTERM };
+    for pid in daemon_pids() {
+        // SAFETY: sending a signal to a pid read from /proc; no memory is involved.
+        unsafe { libc::kill(pid, signal) };
+    }
     let deadline = Instant::now() + Duration::from_secs(10);
-    while Command::new("pgrep")
-        .args(["-x", "carapaced"])
-        .status()
-        .is_ok_and(|s| s.success())
-    {
+    while !daemon_pids().is_empty() {
         assert!(Instant::now() < deadline, "carapaced did not stop");
         thread::sleep(Duration::from_millis(50));
     }
@@ -87,6 +84,21 @@ fn restart_daemon(kill: bool) {
         .status()
         .expect("start carapaced");
     wait_for_socket();
+}
+
+/// Pids of running carapaced processes (the VM has no pgrep/pkill).
+fn daemon_pids() -> Vec<i32> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()))
+        .filter(|pid| {
+            // A killed daemon stays a zombie until the VM's init reaps it; it is gone.
+            fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.contains("(carapaced) ") && !s.contains("(carapaced) Z"))
+        })
+        .collect()
 }
 
 fn wait_for_socket() {

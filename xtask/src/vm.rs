@@ -148,7 +148,12 @@ enum Event {
 }
 
 fn boot(args: &VmArgs, vmlinuz: &Path, initrd: &Path) -> Result<i32> {
-    let mut append = String::from("console=ttyS0 panic=-1 rdinit=/init quiet");
+    // microvm has no HPET or ACPI PM timer; under TCG on a busy host the kernel's TSC
+    // calibration against the PIT can fail and boot then hangs with a stopped clock. Telling
+    // the kernel the TSC rate skips calibration; the rate only scales guest time.
+    let mut append = String::from(
+        "console=ttyS0 panic=-1 rdinit=/init quiet tsc_early_khz=2000000 tsc=reliable",
+    );
     let extra = args.kernel.extra_cmdline();
     if !extra.is_empty() {
         append.push(' ');
