@@ -51,6 +51,7 @@ pub const REF_SLOT_SHIFT: u32 = 8;
 pub const MAX_EXCEPT_SLOTS: usize = 64;
 
 /// The exception-slot bit a ref carries (0 when its rule has no exceptions).
+#[expect(clippy::inline_always, reason = "called by eBPF programs; a call adds verifier work")]
 #[inline(always)]
 #[must_use]
 pub const fn slot_bit(flags: u32) -> u64 {
@@ -75,7 +76,7 @@ pub struct RuleRef {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RuleRefs {
     pub count: u32,
-    pub _pad: u32,
+    pub pad: u32,
     pub refs: [RuleRef; REFS_PER_KEY],
 }
 
@@ -127,7 +128,7 @@ pub struct NetRef {
     pub rule: u32,
     /// Host byte order; 0 means every port.
     pub port: u16,
-    pub _pad: u16,
+    pub pad: u16,
     pub flags: u32,
 }
 
@@ -174,6 +175,7 @@ impl SessionState {
     }
 
     /// Whether `rule` (with metadata `meta`) is in force for this session.
+    #[expect(clippy::inline_always, reason = "called by eBPF programs; a call adds verifier work")]
     #[inline(always)]
     #[must_use]
     pub fn is_active(&self, rule: u32, meta: &RuleMeta) -> bool {
@@ -230,7 +232,7 @@ pub struct DenyEvent {
     /// Host byte order.
     pub port: u16,
     pub family: u16,
-    pub _pad: u32,
+    pub pad: u32,
     /// IPv4-mapped for IPv4.
     pub addr: [u8; 16],
     pub comm: [u8; 16],
@@ -304,7 +306,7 @@ const _: () = {
     assert!(core::mem::size_of::<SessionState>() == 8 + 16 * RULE_WORDS);
     assert!(core::mem::size_of::<Config>() == 8);
     assert!(core::mem::size_of::<DenyEvent>() == 8 + 4 * 6 + 2 + 2 + 4 + 16 + 16 + PATH_MAX);
-    assert!(MAX_RULES % 64 == 0);
+    assert!(MAX_RULES.is_multiple_of(64));
 };
 
 #[cfg(feature = "user")]

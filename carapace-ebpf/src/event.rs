@@ -38,7 +38,7 @@ pub fn emit(session: &Session, verdict: Verdict, subject: &Subject<'_>) {
         (*ev).subject = subject.kind;
         (*ev).port = subject.port;
         (*ev).family = subject.family;
-        (*ev)._pad = 0;
+        (*ev).pad = 0;
         (*ev).addr = subject.addr;
         (*ev).comm = bpf_get_current_comm().unwrap_or([0; 16]);
         match subject.path {

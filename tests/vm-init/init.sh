@@ -58,12 +58,13 @@ if [ "$CARAPACE_VM_DAEMON" = 1 ]; then
     if [ -f /etc/carapace/rules.yaml ]; then
         daemon+=(--rules /etc/carapace/rules.yaml)
     fi
+    # Loading the programs takes seconds under TCG (up to a minute for 6.1 on a busy host).
     # Tests restart the daemon the same way: sh -c "$(cat daemon.cmd) >>LOG 2>&1 &"
     echo "${daemon[*]}" >/run/carapace/daemon.cmd
     "${daemon[@]}" >>/var/log/carapaced.log 2>&1 &
     pid=$!
     up=0
-    for _ in $(seq 300); do
+    for _ in $(seq 2400); do
         if [ -S /run/carapace/carapace.sock ]; then
             up=1
             break

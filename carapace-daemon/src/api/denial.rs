@@ -117,7 +117,7 @@ mod tests {
             subject: subject::PATH,
             port: 0,
             family: 0,
-            _pad: 0,
+            pad: 0,
             addr: [0; 16],
             comm: [0; 16],
             path: [0; PATH_MAX],

@@ -306,12 +306,11 @@ async fn forward_session_events(
                 }
             }
             Ok(SessionEvent::Ended(ended)) if ended == id => return,
-            Ok(SessionEvent::Shutdown) => return,
+            Ok(SessionEvent::Shutdown) | Err(broadcast::error::RecvError::Closed) => return,
             Ok(_) => {}
             Err(broadcast::error::RecvError::Lagged(n)) => {
                 tracing::warn!(session = %id, "a watcher fell behind and missed {n} denials");
             }
-            Err(broadcast::error::RecvError::Closed) => return,
         }
     }
 }

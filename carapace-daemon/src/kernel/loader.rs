@@ -16,7 +16,7 @@ use carapace_common::{globals, maps as names};
 
 use super::{btf, KernelSettings, KernelUnavailable};
 
-/// The programs, built by build.rs (empty when built with AYA_BUILD_SKIP=1).
+/// The programs, built by build.rs (empty when built with `AYA_BUILD_SKIP=1`).
 static PROGRAMS: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/carapace"));
 
 /// Every LSM hook the programs attach to.
@@ -247,7 +247,7 @@ fn ensure_bpffs(pin_dir: &Path) -> Result<(), KernelUnavailable> {
 }
 
 fn is_bpffs(path: &Path) -> bool {
-    nix::sys::statfs::statfs(path).is_ok_and(|s| s.filesystem_type().0 as i64 == BPF_FS_MAGIC)
+    nix::sys::statfs::statfs(path).is_ok_and(|s| s.filesystem_type().0 == BPF_FS_MAGIC)
 }
 
 fn has_entries(dir: &Path) -> bool {

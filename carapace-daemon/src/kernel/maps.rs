@@ -88,8 +88,7 @@ impl KernelMaps {
 
     pub fn remove_session(&mut self, cgroup: u64) -> anyhow::Result<()> {
         match self.sessions.remove(&cgroup) {
-            Ok(()) => Ok(()),
-            Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
             Err(e) => Err(e).with_context(|| format!("cannot untag session cgroup {cgroup}")),
         }
     }

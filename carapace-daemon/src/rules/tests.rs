@@ -467,7 +467,7 @@ fn network_rules_compile_to_lpm_entries() {
     let r = |rule, port| NetRef {
         rule,
         port,
-        _pad: 0,
+        pad: 0,
         flags: 0,
     };
     let any = (0u32, [0u8; 16]);

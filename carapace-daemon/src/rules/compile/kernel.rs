@@ -248,7 +248,7 @@ pub(crate) fn compile(rules: &mut [Rule], diags: &mut Vec<Diagnostic>) -> Kernel
                     let r = NetRef {
                         rule: index,
                         port,
-                        _pad: 0,
+                        pad: 0,
                         flags: 0,
                     };
                     if !refs.contains(&r) {
