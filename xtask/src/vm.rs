@@ -76,10 +76,39 @@ pub fn run_vm(args: &VmArgs, bins: Option<&Path>) -> Result<i32> {
     let runs = vm_cache_dir()?.join("runs");
     fs::create_dir_all(&runs)?;
     let initrd = runs.join(format!("initrd-{}.cpio", std::process::id()));
-    initramfs::write_initrd(&base, &mut overlay, &initrd)?;
+    let written = initramfs::write_initrd(&base, &mut overlay, &initrd);
+    let _ = fs::remove_dir_all(strip_dir()?);
+    written?;
     let result = boot(args, &vmlinuz, &initrd);
     let _ = fs::remove_file(&initrd);
     result
+}
+
+fn strip_dir() -> Result<PathBuf> {
+    Ok(vm_cache_dir()?
+        .join("runs")
+        .join(format!("stripped-{}", std::process::id())))
+}
+
+/// A copy of an ELF file without debug info (release builds keep `debug = 1`, which makes
+/// them several times larger), or the file itself if it is not ELF or `strip` fails.
+/// Large initrds slow the boot down, and past about 150 MB the 6.12 kernel's decompressor
+/// hangs under TCG.
+fn stripped(src: &Path, name: &str) -> Result<PathBuf> {
+    if !initramfs::is_elf(src) {
+        return Ok(src.to_path_buf());
+    }
+    let dir = strip_dir()?;
+    fs::create_dir_all(&dir)?;
+    let dst = dir.join(name);
+    let ok = Command::new("strip")
+        .arg("--strip-debug")
+        .arg("-o")
+        .arg(&dst)
+        .arg(src)
+        .status()
+        .is_ok_and(|s| s.success());
+    Ok(if ok { dst } else { src.to_path_buf() })
 }
 
 fn overlay(args: &VmArgs, bins: Option<&Path>) -> Result<Tree> {
@@ -106,7 +135,7 @@ fn overlay(args: &VmArgs, bins: Option<&Path>) -> Result<Tree> {
                     src.display()
                 );
             }
-            t.host_file(&src, &format!("usr/local/bin/{bin}"))?;
+            t.host_file(&stripped(&src, bin)?, &format!("usr/local/bin/{bin}"))?;
         }
         config.push_str("CARAPACE_VM_DAEMON=1\n");
     } else {
@@ -126,8 +155,14 @@ fn overlay(args: &VmArgs, bins: Option<&Path>) -> Result<Tree> {
         if !dst.starts_with('/') {
             bail!("--include {inc}: DST must be an absolute path");
         }
-        t.host_tree(Path::new(src), dst, &[])
-            .with_context(|| format!("--include {inc}"))?;
+        let src = Path::new(src);
+        if src.is_file() {
+            let name = format!("include-{}", t.len());
+            t.host_file(&stripped(src, &name)?, dst)
+        } else {
+            t.host_tree(src, dst, &[])
+        }
+        .with_context(|| format!("--include {inc}"))?;
     }
     t.insert(
         "dev/console",
@@ -140,19 +175,36 @@ fn overlay(args: &VmArgs, bins: Option<&Path>) -> Result<Tree> {
     Ok(t)
 }
 
+const BOOT_SILENCE: Duration = Duration::from_mins(2);
+
+fn bail_boot_stuck(child: &mut std::process::Child) -> Result<()> {
+    let _ = child.kill();
+    let _ = child.wait();
+    bail!(
+        "the VM printed nothing for {} s: the kernel is stuck before its console came up \
+         (CARAPACE_VM_APPEND=earlyprintk=ttyS0 shows where; a very large initrd does this)",
+        BOOT_SILENCE.as_secs()
+    )
+}
+
 enum Event {
+    Line,
     Started,
     Exit(i32),
     Panic,
     Eof,
 }
 
-fn boot(args: &VmArgs, vmlinuz: &Path, initrd: &Path) -> Result<i32> {
+/// The QEMU command line.
+fn qemu(args: &VmArgs, vmlinuz: &Path, initrd: &Path) -> Command {
     let mut append = String::from("console=ttyS0 panic=-1 rdinit=/init quiet");
-    let extra = args.kernel.extra_cmdline();
-    if !extra.is_empty() {
-        append.push(' ');
-        append.push_str(extra);
+    // CARAPACE_VM_APPEND adds kernel parameters, e.g. `loglevel=7` to debug a boot.
+    let user = std::env::var("CARAPACE_VM_APPEND").unwrap_or_default();
+    for extra in [args.kernel.extra_cmdline(), user.as_str()] {
+        if !extra.is_empty() {
+            append.push(' ');
+            append.push_str(extra);
+        }
     }
     let mut cmd = Command::new("qemu-system-x86_64");
     cmd.args([
@@ -174,6 +226,11 @@ fn boot(args: &VmArgs, vmlinuz: &Path, initrd: &Path) -> Result<i32> {
         vmlinuz.display(),
         append
     );
+    cmd
+}
+
+fn boot(args: &VmArgs, vmlinuz: &Path, initrd: &Path) -> Result<i32> {
+    let mut cmd = qemu(args, vmlinuz, initrd);
     let t0 = Instant::now();
     let mut child = cmd
         .spawn()
@@ -186,13 +243,27 @@ fn boot(args: &VmArgs, vmlinuz: &Path, initrd: &Path) -> Result<i32> {
     let mut status = None;
     let mut panicked = false;
     let mut timed_out = false;
+    let mut silent = true;
     loop {
         let now = Instant::now();
         if now >= deadline {
             timed_out = true;
             break;
         }
-        match rx.recv_timeout(deadline - now) {
+        // A kernel that prints nothing for this long is stuck before its console came up.
+        if silent && now >= t0 + BOOT_SILENCE {
+            bail_boot_stuck(&mut child)?;
+        }
+        let wait = if silent {
+            (t0 + BOOT_SILENCE).min(deadline) - now
+        } else {
+            deadline - now
+        };
+        let event = rx.recv_timeout(wait);
+        if !matches!(event, Err(mpsc::RecvTimeoutError::Timeout)) {
+            silent = false;
+        }
+        match event {
             Ok(Event::Started) => {
                 eprintln!(
                     "vm: command started {:.1} s after QEMU",
@@ -204,10 +275,13 @@ fn boot(args: &VmArgs, vmlinuz: &Path, initrd: &Path) -> Result<i32> {
                 break;
             }
             Ok(Event::Panic) => panicked = true,
+            Ok(Event::Line) => {}
             Ok(Event::Eof) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                timed_out = true;
-                break;
+                if !silent {
+                    timed_out = true;
+                    break;
+                }
             }
         }
     }
@@ -269,6 +343,7 @@ fn console(stdout: std::process::ChildStdout, tx: &mpsc::Sender<Event>) {
         if line.contains("Kernel panic") {
             let _ = tx.send(Event::Panic);
         }
+        let _ = tx.send(Event::Line);
         let _ = writeln!(out, "{line}");
         let _ = out.flush();
     }
