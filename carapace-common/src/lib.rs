@@ -51,7 +51,10 @@ pub const REF_SLOT_SHIFT: u32 = 8;
 pub const MAX_EXCEPT_SLOTS: usize = 64;
 
 /// The exception-slot bit a ref carries (0 when its rule has no exceptions).
-#[expect(clippy::inline_always, reason = "called by eBPF programs; a call adds verifier work")]
+#[expect(
+    clippy::inline_always,
+    reason = "called by eBPF programs; a call adds verifier work"
+)]
 #[inline(always)]
 #[must_use]
 pub const fn slot_bit(flags: u32) -> u64 {
@@ -175,7 +178,10 @@ impl SessionState {
     }
 
     /// Whether `rule` (with metadata `meta`) is in force for this session.
-    #[expect(clippy::inline_always, reason = "called by eBPF programs; a call adds verifier work")]
+    #[expect(
+        clippy::inline_always,
+        reason = "called by eBPF programs; a call adds verifier work"
+    )]
     #[inline(always)]
     #[must_use]
     pub fn is_active(&self, rule: u32, meta: &RuleMeta) -> bool {

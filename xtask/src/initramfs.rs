@@ -63,6 +63,10 @@ fn image_path(path: &str) -> String {
 }
 
 impl Tree {
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
     pub fn contains(&self, path: &str) -> bool {
         self.nodes.contains_key(&image_path(path))
     }
@@ -228,7 +232,7 @@ fn pad(w: &mut impl Write, len: usize) -> Result<()> {
     Ok(())
 }
 
-fn is_elf(path: &Path) -> bool {
+pub fn is_elf(path: &Path) -> bool {
     let mut magic = [0u8; 4];
     fs::File::open(path)
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))

@@ -87,7 +87,7 @@ fn demo(kernel: kernel::Kernel) -> Result<i32> {
         no_daemon: false,
         bin_dir: std::env::var_os("CARAPACE_BIN_DIR").map(PathBuf::from),
         smp: 1,
-        machine: "pc".into(),
+        machine: "microvm".into(),
         cmd: vec!["bash /opt/carapace-demo/demo.sh".into()],
     })
 }

@@ -108,7 +108,7 @@ pub fn test(args: &TestArgs) -> Result<()> {
                 no_daemon: false,
                 bin_dir: None,
                 smp: 1,
-                machine: "pc".into(),
+                machine: "microvm".into(),
                 cmd: vec![
                     "/opt/carapace-tests/kernel".into(),
                     "--test-threads=1".into(),

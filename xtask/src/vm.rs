@@ -47,9 +47,8 @@ pub struct VmArgs {
     /// Virtual CPUs.
     #[arg(long, default_value_t = 1)]
     pub smp: u32,
-    /// QEMU machine type. `microvm` loads a large initrd through `fw_cfg` without DMA, which
-    /// takes minutes for this image under TCG; `pc` loads it in about a second.
-    #[arg(long, default_value = "pc")]
+    /// QEMU machine type (`microvm` boots fastest; `pc` works too).
+    #[arg(long, default_value = "microvm")]
     pub machine: String,
     /// Command run as root with `bash -c` (one argument: a script; several: quoted words).
     #[arg(last = true, required = true, value_name = "CMD")]
@@ -76,10 +75,39 @@ pub fn run_vm(args: &VmArgs, bins: Option<&Path>) -> Result<i32> {
     let runs = vm_cache_dir()?.join("runs");
     fs::create_dir_all(&runs)?;
     let initrd = runs.join(format!("initrd-{}.cpio", std::process::id()));
-    initramfs::write_initrd(&base, &mut overlay, &initrd)?;
+    let written = initramfs::write_initrd(&base, &mut overlay, &initrd);
+    let _ = fs::remove_dir_all(strip_dir()?);
+    written?;
     let result = boot(args, &vmlinuz, &initrd);
     let _ = fs::remove_file(&initrd);
     result
+}
+
+fn strip_dir() -> Result<PathBuf> {
+    Ok(vm_cache_dir()?
+        .join("runs")
+        .join(format!("stripped-{}", std::process::id())))
+}
+
+/// A copy of an ELF file without debug info (release builds keep `debug = 1`, which makes
+/// them several times larger), or the file itself if it is not ELF or `strip` fails.
+/// Large initrds slow the boot down, and past about 150 MB the 6.12 kernel's decompressor
+/// hangs under TCG.
+fn stripped(src: &Path, name: &str) -> Result<PathBuf> {
+    if !initramfs::is_elf(src) {
+        return Ok(src.to_path_buf());
+    }
+    let dir = strip_dir()?;
+    fs::create_dir_all(&dir)?;
+    let dst = dir.join(name);
+    let ok = Command::new("strip")
+        .arg("--strip-debug")
+        .arg("-o")
+        .arg(&dst)
+        .arg(src)
+        .status()
+        .is_ok_and(|s| s.success());
+    Ok(if ok { dst } else { src.to_path_buf() })
 }
 
 fn overlay(args: &VmArgs, bins: Option<&Path>) -> Result<Tree> {
@@ -106,7 +134,7 @@ fn overlay(args: &VmArgs, bins: Option<&Path>) -> Result<Tree> {
                     src.display()
                 );
             }
-            t.host_file(&src, &format!("usr/local/bin/{bin}"))?;
+            t.host_file(&stripped(&src, bin)?, &format!("usr/local/bin/{bin}"))?;
         }
         config.push_str("CARAPACE_VM_DAEMON=1\n");
     } else {
@@ -126,8 +154,14 @@ fn overlay(args: &VmArgs, bins: Option<&Path>) -> Result<Tree> {
         if !dst.starts_with('/') {
             bail!("--include {inc}: DST must be an absolute path");
         }
-        t.host_tree(Path::new(src), dst, &[])
-            .with_context(|| format!("--include {inc}"))?;
+        let src = Path::new(src);
+        if src.is_file() {
+            let name = format!("include-{}", t.len());
+            t.host_file(&stripped(src, &name)?, dst)
+        } else {
+            t.host_tree(src, dst, &[])
+        }
+        .with_context(|| format!("--include {inc}"))?;
     }
     t.insert(
         "dev/console",
@@ -140,28 +174,52 @@ fn overlay(args: &VmArgs, bins: Option<&Path>) -> Result<Tree> {
     Ok(t)
 }
 
+const BOOT_SILENCE: Duration = Duration::from_mins(2);
+
+fn bail_boot_stuck(child: &mut std::process::Child) -> Result<()> {
+    let _ = child.kill();
+    let _ = child.wait();
+    bail!(
+        "the VM printed nothing for {} s: the kernel is stuck before its console came up \
+         (CARAPACE_VM_APPEND=earlyprintk=ttyS0 shows where; a very large initrd does this)",
+        BOOT_SILENCE.as_secs()
+    )
+}
+
 enum Event {
+    Line,
     Started,
     Exit(i32),
     Panic,
     Eof,
 }
 
-fn boot(args: &VmArgs, vmlinuz: &Path, initrd: &Path) -> Result<i32> {
-    // microvm has no HPET or ACPI PM timer; under TCG on a busy host the kernel's TSC
-    // calibration against the PIT can fail and boot then hangs with a stopped clock. Telling
-    // the kernel the TSC rate skips calibration; the rate only scales guest time.
+/// The QEMU command line.
+fn qemu(args: &VmArgs, vmlinuz: &Path, initrd: &Path) -> Command {
+    // Without a known TSC rate the kernel calibrates it against the PIT, which under TCG on
+    // a busy host can fail and leave boot hung with a stopped clock; the rate given here
+    // only scales guest time.
     let mut append = String::from(
         "console=ttyS0 panic=-1 rdinit=/init quiet tsc_early_khz=2000000 tsc=reliable",
     );
-    let extra = args.kernel.extra_cmdline();
-    if !extra.is_empty() {
-        append.push(' ');
-        append.push_str(extra);
+    // CARAPACE_VM_APPEND adds kernel parameters, e.g. `loglevel=7` to debug a boot.
+    let user = std::env::var("CARAPACE_VM_APPEND").unwrap_or_default();
+    for extra in [args.kernel.extra_cmdline(), user.as_str()] {
+        if !extra.is_empty() {
+            append.push(' ');
+            append.push_str(extra);
+        }
     }
     let mut cmd = Command::new("qemu-system-x86_64");
     cmd.args([
-        "-accel", "tcg", "-M", "microvm", "-cpu", "max", "-m", "1024",
+        "-accel",
+        "tcg",
+        "-M",
+        &args.machine,
+        "-cpu",
+        "max",
+        "-m",
+        "1024",
     ])
     .args(["-smp", &args.smp.to_string()])
     .args(["-nographic", "-no-reboot", "-kernel"])
@@ -179,6 +237,11 @@ fn boot(args: &VmArgs, vmlinuz: &Path, initrd: &Path) -> Result<i32> {
         vmlinuz.display(),
         append
     );
+    cmd
+}
+
+fn boot(args: &VmArgs, vmlinuz: &Path, initrd: &Path) -> Result<i32> {
+    let mut cmd = qemu(args, vmlinuz, initrd);
     let t0 = Instant::now();
     let mut child = cmd
         .spawn()
@@ -191,13 +254,27 @@ fn boot(args: &VmArgs, vmlinuz: &Path, initrd: &Path) -> Result<i32> {
     let mut status = None;
     let mut panicked = false;
     let mut timed_out = false;
+    let mut silent = true;
     loop {
         let now = Instant::now();
         if now >= deadline {
             timed_out = true;
             break;
         }
-        match rx.recv_timeout(deadline - now) {
+        // A kernel that prints nothing for this long is stuck before its console came up.
+        if silent && now >= t0 + BOOT_SILENCE {
+            bail_boot_stuck(&mut child)?;
+        }
+        let wait = if silent {
+            (t0 + BOOT_SILENCE).min(deadline) - now
+        } else {
+            deadline - now
+        };
+        let event = rx.recv_timeout(wait);
+        if !matches!(event, Err(mpsc::RecvTimeoutError::Timeout)) {
+            silent = false;
+        }
+        match event {
             Ok(Event::Started) => {
                 eprintln!(
                     "vm: command started {:.1} s after QEMU",
@@ -209,10 +286,13 @@ fn boot(args: &VmArgs, vmlinuz: &Path, initrd: &Path) -> Result<i32> {
                 break;
             }
             Ok(Event::Panic) => panicked = true,
+            Ok(Event::Line) => {}
             Ok(Event::Eof) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                timed_out = true;
-                break;
+                if !silent {
+                    timed_out = true;
+                    break;
+                }
             }
         }
     }
@@ -274,6 +354,7 @@ fn console(stdout: std::process::ChildStdout, tx: &mpsc::Sender<Event>) {
         if line.contains("Kernel panic") {
             let _ = tx.send(Event::Panic);
         }
+        let _ = tx.send(Event::Line);
         let _ = writeln!(out, "{line}");
         let _ = out.flush();
     }
