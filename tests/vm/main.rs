@@ -102,7 +102,7 @@ fn daemon_pids() -> Vec<i32> {
 }
 
 fn wait_for_socket() {
-    let deadline = Instant::now() + Duration::from_secs(240);
+    let deadline = Instant::now() + Duration::from_mins(4);
     while std::os::unix::net::UnixStream::connect(SOCKET).is_err() {
         assert!(
             Instant::now() < deadline,
