@@ -74,6 +74,7 @@ pub fn run_vm(args: &VmArgs, bins: Option<&Path>) -> Result<i32> {
     let mut overlay = overlay(args, bins)?;
     let runs = vm_cache_dir()?.join("runs");
     fs::create_dir_all(&runs)?;
+    remove_stale(&runs);
     let initrd = runs.join(format!("initrd-{}.cpio", std::process::id()));
     let written = initramfs::write_initrd(&base, &mut overlay, &initrd);
     let _ = fs::remove_dir_all(strip_dir()?);
@@ -81,6 +82,25 @@ pub fn run_vm(args: &VmArgs, bins: Option<&Path>) -> Result<i32> {
     let result = boot(args, &vmlinuz, &initrd);
     let _ = fs::remove_file(&initrd);
     result
+}
+
+/// Removes the per-run files of runs that were killed (their pid is gone).
+fn remove_stale(runs: &Path) {
+    let Ok(entries) = fs::read_dir(runs) else {
+        return;
+    };
+    for e in entries.filter_map(Result::ok) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .trim_start_matches("initrd-")
+            .trim_start_matches("stripped-")
+            .trim_end_matches(".cpio");
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            let path = e.path();
+            let _ = fs::remove_dir_all(&path);
+            let _ = fs::remove_file(&path);
+        }
+    }
 }
 
 fn strip_dir() -> Result<PathBuf> {
