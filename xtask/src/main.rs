@@ -1,4 +1,4 @@
-//! Carapace's developer tasks: `cargo xtask setup | vm | test | demo`.
+//! Carapace's developer tasks: `cargo xtask setup | vm | test | demo | bench`.
 
 mod initramfs;
 mod kernel;
@@ -35,6 +35,12 @@ enum Cmd {
         #[arg(long, value_enum, default_value = "6.12")]
         kernel: kernel::Kernel,
     },
+    /// Measure the kernel floor's open+close overhead in the VM against the budgets.
+    Bench {
+        /// Kernel to boot.
+        #[arg(long, value_enum, default_value = "6.12")]
+        kernel: kernel::Kernel,
+    },
 }
 
 fn main() -> ExitCode {
@@ -44,6 +50,7 @@ fn main() -> ExitCode {
         Cmd::Vm(args) => vm::vm(&args),
         Cmd::Test(args) => test::test(&args).map(|()| 0),
         Cmd::Demo { kernel } => demo(kernel),
+        Cmd::Bench { kernel } => bench(kernel),
     };
     match result {
         Ok(0) => ExitCode::SUCCESS,
@@ -70,6 +77,41 @@ pub fn build_release_binaries() -> Result<PathBuf> {
     run(cargo().args(["build", "--release", "-p", "carapace-daemon", "--bins"]))
         .context("building carapaced/carapace (use --no-daemon to boot the VM without them)")?;
     Ok(target_dir()?.join("release"))
+}
+
+fn bench(kernel: kernel::Kernel) -> Result<i32> {
+    setup::setup()?;
+    let root = workspace_root();
+    let bins = build_release_binaries()?;
+    run(cargo().args([
+        "build",
+        "--release",
+        "-p",
+        "carapace-tests",
+        "--bin",
+        "openclose",
+    ]))?;
+    let openclose = target_dir()?.join("release/openclose");
+    vm::run_vm(
+        &vm::VmArgs {
+            kernel,
+            rules: Some(root.join("tests/fixtures/kernel-rules.yaml")),
+            includes: vec![
+                format!("{}:/opt/carapace-bench/openclose", openclose.display()),
+                format!(
+                    "{}:/opt/carapace-bench/bench.sh",
+                    root.join("tests/vm-init/bench.sh").display()
+                ),
+            ],
+            timeout: 1800,
+            no_daemon: false,
+            bin_dir: None,
+            smp: 1,
+            machine: "microvm".into(),
+            cmd: vec!["bash /opt/carapace-bench/bench.sh".into()],
+        },
+        Some(&bins),
+    )
 }
 
 fn demo(kernel: kernel::Kernel) -> Result<i32> {
