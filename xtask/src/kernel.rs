@@ -78,8 +78,22 @@ fn find_vmlinuz(dir: &Path) -> Option<PathBuf> {
         })
 }
 
-/// Returns the path of the kernel image, downloading and unpacking it when not cached.
+/// Returns the path of the kernel image, downloading and unpacking it when not cached. A
+/// stale apt list names versions the archive no longer has, so a failure refreshes the lists
+/// once and tries again.
 pub fn ensure(k: Kernel) -> Result<PathBuf> {
+    match ensure_once(k) {
+        Ok(p) => Ok(p),
+        Err(e) if crate::util::is_root() => {
+            eprintln!("setup: {e:#}; refreshing the apt lists and trying again");
+            run(Command::new("apt-get").arg("update")).context("apt-get update")?;
+            ensure_once(k)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn ensure_once(k: Kernel) -> Result<PathBuf> {
     let root = vm_cache_dir()?.join("kernels");
     fs::create_dir_all(&root)?;
     let (pkg, version) = match resolve(k) {
