@@ -1,6 +1,8 @@
-//! `bprm_check_security`: the exec of a binary by a session's process. `file_open` already
-//! sees the exec open (`FMODE_EXEC`); this hook judges the final binary after the kernel
-//! resolved it, so an exec rule holds even where the open was allowed for reading.
+//! `bprm_check_security`: the exec of a binary by a session's process, judged on the file
+//! the kernel resolved. `file_open` already judges the same file (its exec open carries
+//! `FMODE_EXEC`), and also the ELF interpreter, which this hook never sees; this hook is the
+//! designated exec check, and the second look costs a `bpf_d_path` only on exec, inside a
+//! session, when an exec rule exists.
 
 use aya_ebpf::{macros::lsm, programs::LsmContext};
 use carapace_common::op;

@@ -14,7 +14,7 @@ use std::{
 use anyhow::{bail, Context as _, Result};
 
 use crate::{
-    initramfs::{self, Node, Tree},
+    initramfs::{self, Tree},
     kernel::{self, Kernel},
     util::{shell_quote, vm_cache_dir},
 };
@@ -183,14 +183,6 @@ fn overlay(args: &VmArgs, bins: Option<&Path>) -> Result<Tree> {
         }
         .with_context(|| format!("--include {inc}"))?;
     }
-    t.insert(
-        "dev/console",
-        Node::CharDev {
-            major: 5,
-            minor: 1,
-            mode: 0o600,
-        },
-    );
     Ok(t)
 }
 
