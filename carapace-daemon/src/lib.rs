@@ -2,6 +2,7 @@
 //! architecture; each module's doc says which part it is.
 pub mod api;
 pub mod cli;
+pub mod engine;
 pub mod kernel;
 pub mod rules;
 pub mod sandbox;

@@ -11,7 +11,8 @@ use regex::Regex;
 use super::pattern::PathPattern;
 
 /// What an operation does, as rules name it (`actions:`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Action {
     Read,
     Write,

@@ -1,0 +1,473 @@
+//! Canonical forms, so that a rule written once matches every spelling of the same thing:
+//! Unicode (NFKC, invisible characters stripped), paths (`~`, `$VAR`, `..`, `//`,
+//! `file://`, symlinks), hosts (every IPv4 spelling `inet_aton` accepts, IPv4-mapped
+//! IPv6, case, trailing dots) and encoded payloads (base64, hex).
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::{Component, Path, PathBuf};
+
+use base64::Engine as _;
+use unicode_normalization::UnicodeNormalization as _;
+
+use super::operation::Context;
+
+/// Characters that render as nothing (or reorder text) and would let `r\u{200b}m` pass for
+/// something other than `rm`.
+fn invisible(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
+        | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{206F}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}'
+        | '\u{FFA0}' | '\u{FFF0}'..='\u{FFF8}' | '\u{1D173}'..='\u{1D17A}'
+        | '\u{E0000}'..='\u{E0FFF}')
+}
+
+/// NFKC with invisible characters removed: full-width `ｒｍ` becomes `rm`, `r\u{200b}m` too.
+#[must_use]
+pub fn text(s: &str) -> String {
+    if s.is_ascii() {
+        return s.to_owned();
+    }
+    s.chars().filter(|&c| !invisible(c)).nfkc().collect()
+}
+
+/// Expands `$VAR`, `${VAR}` (and `${VAR:-default}`) from the context; unknown variables
+/// expand to nothing, as in a shell.
+#[must_use]
+pub fn expand_vars(s: &str, ctx: &Context) -> String {
+    if !s.contains('$') {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(braced) = after.strip_prefix('{') {
+            if let Some(end) = braced.find('}') {
+                let inner = &braced[..end];
+                let (name, default) = match inner.split_once(":-").or_else(|| inner.split_once('-'))
+                {
+                    Some((n, d)) => (n, Some(d)),
+                    None => (inner, None),
+                };
+                match ctx.var(name) {
+                    Some(v) if !v.is_empty() => out.push_str(v),
+                    _ => out.push_str(default.unwrap_or("")),
+                }
+                rest = &braced[end + 1..];
+                continue;
+            }
+        }
+        let len = after
+            .char_indices()
+            .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_'))
+            .map_or(after.len(), |(j, _)| j);
+        if len == 0 {
+            out.push('$');
+        } else {
+            out.push_str(ctx.var(&after[..len]).unwrap_or(""));
+        }
+        rest = &after[len..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex_val(bytes[i + 1]), hex_val(bytes[i + 2])) {
+                out.push(h << 4 | l);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hex_val(b: u8) -> Option<u8> {
+    (b as char).to_digit(16).map(|d| d as u8)
+}
+
+/// The absolute, normalised form of a path as an agent wrote it, relative to `ctx`.
+/// Returns `None` for an empty path.
+#[must_use]
+pub fn path(raw: &str, ctx: &Context) -> Option<String> {
+    let raw = text(raw.trim());
+    let raw = match raw.strip_prefix("file://") {
+        // file://host/path: only the local host makes sense; keep the path part.
+        Some(rest) => {
+            let rest = rest.strip_prefix("localhost").unwrap_or(rest);
+            let rest = rest.split(['?', '#']).next().unwrap_or(rest);
+            percent_decode(rest)
+        }
+        None => raw,
+    };
+    let raw = expand_vars(&raw, ctx);
+    if raw.is_empty() {
+        return None;
+    }
+    let home = if ctx.home.is_empty() { "/" } else { &ctx.home };
+    let joined = if raw == "~" {
+        home.to_owned()
+    } else if let Some(rest) = raw.strip_prefix("~/") {
+        format!("{home}/{rest}")
+    } else if raw.starts_with('~') {
+        // ~user/…: the user's home, which on this machine lives next to ours.
+        let (user, rest) = raw[1..].split_once('/').unwrap_or((&raw[1..], ""));
+        let parent = Path::new(home)
+            .parent()
+            .map_or("/home".into(), |p| p.display().to_string());
+        let base = if user == "root" {
+            "/root".to_owned()
+        } else {
+            format!("{parent}/{user}")
+        };
+        format!("{base}/{rest}")
+    } else if raw.starts_with('/') {
+        raw
+    } else {
+        let cwd = if ctx.cwd.is_empty() { "/" } else { &ctx.cwd };
+        format!("{cwd}/{raw}")
+    };
+    let lexical = lexical(&joined);
+    Some(if ctx.follow_symlinks {
+        resolve_symlinks(&lexical)
+    } else {
+        lexical
+    })
+}
+
+/// Removes `.`, `..` and repeated slashes without touching the filesystem.
+#[must_use]
+pub fn lexical(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    let mut out = String::with_capacity(path.len());
+    for p in &parts {
+        out.push('/');
+        out.push_str(p);
+    }
+    if out.is_empty() {
+        out.push('/');
+    }
+    out
+}
+
+/// Resolves symlinks in the longest existing prefix of `path` (the rest may not exist yet,
+/// e.g. a file about to be written through a symlinked directory).
+fn resolve_symlinks(path: &str) -> String {
+    let p = Path::new(path);
+    let mut existing = p.to_path_buf();
+    let mut tail: Vec<std::ffi::OsString> = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&existing) {
+            let mut out: PathBuf = real;
+            for t in tail.iter().rev() {
+                out.push(t);
+            }
+            return lexical(&out.to_string_lossy());
+        }
+        match (existing.parent(), existing.components().next_back()) {
+            (Some(parent), Some(Component::Normal(name))) => {
+                tail.push(name.to_owned());
+                existing = parent.to_path_buf();
+            }
+            _ => return path.to_owned(),
+        }
+    }
+}
+
+/// Parses an IPv4 address in any form `inet_aton` accepts: `a.b.c.d`, `a.b.c`, `a.b`, a
+/// single 32-bit number, each part decimal, octal (`0…`) or hex (`0x…`).
+#[must_use]
+pub fn inet_aton(s: &str) -> Option<Ipv4Addr> {
+    let parts: Vec<&str> = s.split('.').collect();
+    if parts.is_empty() || parts.len() > 4 {
+        return None;
+    }
+    let mut nums = Vec::with_capacity(parts.len());
+    for p in &parts {
+        let n = if let Some(h) = p.strip_prefix("0x").or_else(|| p.strip_prefix("0X")) {
+            u32::from_str_radix(h, 16).ok()?
+        } else if p.len() > 1 && p.starts_with('0') {
+            u32::from_str_radix(&p[1..], 8).ok()?
+        } else {
+            if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            p.parse::<u32>().ok()?
+        };
+        nums.push(n);
+    }
+    let (head, last) = nums.split_at(nums.len() - 1);
+    if head.iter().any(|&n| n > 255) {
+        return None;
+    }
+    let last_bits = 8 * (4 - head.len() as u32);
+    if last_bits < 32 && last[0] >= 1 << last_bits {
+        return None;
+    }
+    let mut v: u32 = 0;
+    for (i, &n) in head.iter().enumerate() {
+        v |= n << (24 - 8 * i as u32);
+    }
+    Some(Ipv4Addr::from(v | last[0]))
+}
+
+/// A host as rules compare it: IP literals in canonical form (IPv4-mapped IPv6 as IPv4),
+/// names lower-case without a trailing dot.
+#[must_use]
+pub fn host(raw: &str) -> String {
+    let h = text(raw.trim()).to_ascii_lowercase();
+    let h = h.trim_start_matches('[').trim_end_matches(']');
+    let h = h.split('%').next().unwrap_or(h).trim_end_matches('.');
+    if let Some(ip) = ip(h) {
+        return ip.to_string();
+    }
+    h.to_owned()
+}
+
+/// An IP literal in any spelling, IPv4-mapped IPv6 folded to IPv4.
+#[must_use]
+pub fn ip(s: &str) -> Option<IpAddr> {
+    if let Ok(v6) = s.parse::<Ipv6Addr>() {
+        return Some(match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(v6),
+        });
+    }
+    if s.bytes().next().is_some_and(|b| b.is_ascii_digit()) {
+        return inet_aton(s).map(IpAddr::V4);
+    }
+    None
+}
+
+/// Host and port of a URL (`scheme://[user@]host[:port]/…`, or a bare `host[:port]/…`).
+#[must_use]
+pub fn url(raw: &str) -> Option<(String, Option<u16>)> {
+    let raw = text(raw.trim());
+    let (scheme, rest) = match raw.split_once("://") {
+        Some((s, r)) => (s.to_ascii_lowercase(), r),
+        None => (String::new(), raw.as_str()),
+    };
+    if scheme == "file" {
+        return None;
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+    let (host_part, port) = if let Some(end) = authority.strip_prefix('[').and_then(|a| a.find(']'))
+    {
+        let h = &authority[1..=end];
+        let port = authority[end + 2..]
+            .strip_prefix(':')
+            .and_then(|p| p.parse().ok());
+        (h, port)
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) if !h.contains(':') => (h, p.parse().ok()),
+            _ => (authority, None),
+        }
+    };
+    if host_part.is_empty() {
+        return None;
+    }
+    let port = port.or(match scheme.as_str() {
+        "http" | "ws" => Some(80),
+        "https" | "wss" => Some(443),
+        "ftp" => Some(21),
+        "ssh" | "sftp" => Some(22),
+        _ => None,
+    });
+    Some((host(&percent_decode(host_part)), port))
+}
+
+/// Base64 and hex payloads hidden in `s` (runs long enough to carry a command), decoded
+/// when they decode to text. Callers rescan what comes back.
+#[must_use]
+pub fn decode_payloads(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for token in s.split(|c: char| c.is_whitespace() || "'\"`;|&()<>".contains(c)) {
+        if token.len() < 8 {
+            continue;
+        }
+        let t = token.trim_end_matches('=');
+        if t.len() % 2 == 0 && t.bytes().all(|b| b.is_ascii_hexdigit()) {
+            if let Some(d) = decode_hex(t) {
+                out.push(d);
+                continue;
+            }
+        }
+        if let Some(d) = decode_hex_escapes(token) {
+            out.push(d);
+            continue;
+        }
+        if token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+/=-_".contains(&b))
+        {
+            let engines = [
+                base64::engine::general_purpose::STANDARD_NO_PAD,
+                base64::engine::general_purpose::URL_SAFE_NO_PAD,
+            ];
+            if let Some(d) = engines
+                .iter()
+                .find_map(|e| e.decode(t).ok())
+                .and_then(printable)
+            {
+                out.push(d);
+            }
+        }
+    }
+    out
+}
+
+fn decode_hex(t: &str) -> Option<String> {
+    let bytes: Option<Vec<u8>> = (0..t.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&t[i..i + 2], 16).ok())
+        .collect();
+    printable(bytes?)
+}
+
+/// `\x63\x61\x74` as printf and `echo -e` take it.
+fn decode_hex_escapes(t: &str) -> Option<String> {
+    if !t.contains("\\x") {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    let mut rest = t;
+    while !rest.is_empty() {
+        if let Some(h) = rest.strip_prefix("\\x") {
+            let v = u8::from_str_radix(h.get(..2)?, 16).ok()?;
+            bytes.push(v);
+            rest = &h[2..];
+        } else {
+            let c = rest.chars().next()?;
+            let mut buf = [0; 4];
+            bytes.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    printable(bytes)
+}
+
+/// Decoded bytes that are text a shell or a rule could act on (not random binary).
+fn printable(bytes: Vec<u8>) -> Option<String> {
+    let s = String::from_utf8(bytes).ok()?;
+    let good = s
+        .chars()
+        .filter(|c| !c.is_control() || c.is_whitespace())
+        .count();
+    (s.len() >= 4 && good * 10 >= s.chars().count() * 9).then_some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> Context {
+        Context {
+            cwd: "/home/alice/project".into(),
+            home: "/home/alice".into(),
+            env: vec![("KEYS".into(), "/home/alice/.ssh".into())],
+            follow_symlinks: false,
+        }
+    }
+
+    #[test]
+    fn paths_take_every_spelling() {
+        let c = ctx();
+        for (raw, want) in [
+            ("~/.ssh/id_rsa", "/home/alice/.ssh/id_rsa"),
+            ("$HOME/.ssh/id_rsa", "/home/alice/.ssh/id_rsa"),
+            ("${HOME}/.ssh//id_rsa", "/home/alice/.ssh/id_rsa"),
+            ("$KEYS/id_rsa", "/home/alice/.ssh/id_rsa"),
+            ("../.ssh/./id_rsa", "/home/alice/.ssh/id_rsa"),
+            ("src/../../.ssh/id_rsa", "/home/alice/.ssh/id_rsa"),
+            (
+                "file:///home/alice/.ssh/id%5Frsa",
+                "/home/alice/.ssh/id_rsa",
+            ),
+            ("/../../etc/passwd", "/etc/passwd"),
+            ("~root/.bashrc", "/root/.bashrc"),
+            ("～/.ssh/id_rsa", "/home/alice/.ssh/id_rsa"),
+            ("/etc/pass\u{200b}wd", "/etc/passwd"),
+        ] {
+            assert_eq!(path(raw, &c).as_deref(), Some(want), "{raw}");
+        }
+    }
+
+    #[test]
+    fn hosts_take_every_spelling() {
+        for raw in [
+            "169.254.169.254",
+            "2852039166",
+            "0xa9fea9fe",
+            "0251.0376.0251.0376",
+            "169.254.43518",
+            "[::ffff:169.254.169.254]",
+            "::ffff:a9fe:a9fe",
+            "169.254.169.254.",
+        ] {
+            assert_eq!(host(raw), "169.254.169.254", "{raw}");
+        }
+        assert_eq!(
+            host("Metadata.Google.Internal."),
+            "metadata.google.internal"
+        );
+        assert_eq!(host("256.1.1.1"), "256.1.1.1");
+    }
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            url("https://user@Example.com:8443/x?y"),
+            Some(("example.com".into(), Some(8443)))
+        );
+        assert_eq!(url("http://[::1]/"), Some(("::1".into(), Some(80))));
+        assert_eq!(
+            url("http://0xa9fea9fe/latest"),
+            Some(("169.254.169.254".into(), Some(80)))
+        );
+        assert_eq!(url("example.org/path"), Some(("example.org".into(), None)));
+        assert_eq!(url("file:///etc/passwd"), None);
+    }
+
+    #[test]
+    fn payloads_decode() {
+        assert_eq!(
+            decode_payloads("echo Y2F0IC9ldGMvc2hhZG93 | base64 -d | sh"),
+            vec!["cat /etc/shadow"]
+        );
+        assert_eq!(
+            decode_payloads("echo 636174202f6574632f736861646f77 | xxd -r -p"),
+            vec!["cat /etc/shadow"]
+        );
+        assert_eq!(
+            decode_payloads("printf '\\x63\\x61\\x74\\x20\\x2f\\x65\\x74\\x63'"),
+            vec!["cat /etc"]
+        );
+        assert!(decode_payloads("git commit -m 'refactor parser'").is_empty());
+    }
+
+    #[test]
+    fn unicode() {
+        assert_eq!(text("ｒｍ -rf /"), "rm -rf /");
+        assert_eq!(text("r\u{200b}m\u{feff}"), "rm");
+    }
+}

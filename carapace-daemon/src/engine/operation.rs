@@ -1,0 +1,135 @@
+//! What a tool call does, in the terms rules speak: operations (an action on a path or a
+//! network endpoint), command lines, and the text it carries. Extractors (`call`, `shell`,
+//! `transcript`) produce an [`Extracted`]; `evaluate` matches rules against it.
+use serde::Serialize;
+
+use crate::rules::Action;
+
+/// One action on one object. Copy and move are split into their parts (read + write,
+/// write + delete) by the extractors, so `action` is never `Copy` or `Move`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Operation {
+    pub action: Option<Action>,
+    /// Absolute, normalised path (`~`, variables, `..`, `//`, `file://` resolved).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Lower-case host name or canonical IP literal (IPv4 in dotted quad, whatever spelling
+    /// the call used: decimal, hex, octal, IPv4-mapped IPv6).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// Data written (write) or sent out (network), for content rules scoped to those
+    /// actions and for secrets detection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+}
+
+impl Operation {
+    #[must_use]
+    pub fn path(action: Action, path: impl Into<String>) -> Self {
+        Self {
+            action: Some(action),
+            path: Some(path.into()),
+            ..Self::default()
+        }
+    }
+
+    #[must_use]
+    pub fn network(host: impl Into<String>, port: Option<u16>) -> Self {
+        Self {
+            action: Some(Action::Network),
+            host: Some(host.into()),
+            port,
+            ..Self::default()
+        }
+    }
+
+    #[must_use]
+    pub fn with_content(mut self, content: impl Into<String>) -> Self {
+        self.content = Some(content.into());
+        self
+    }
+}
+
+/// Everything a tool call was found to do.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Extracted {
+    /// The tool's name as the agent gave it (`Bash`, `mcp__github__create_issue`, …).
+    pub tool: String,
+    pub ops: Vec<Operation>,
+    /// Command lines: the whole command as given, and each simple command found inside it
+    /// (after unwrapping `sh -c`, `eval`, `xargs`, `sudo`, … and decoding payloads), its
+    /// words joined by single spaces.
+    pub commands: Vec<String>,
+    /// Every piece of text the call carries (string values of its input, decoded
+    /// payloads), Unicode-normalised, for content rules.
+    pub texts: Vec<String>,
+    /// Why (part of) the call could not be understood; non-empty means the call is
+    /// refused (fail closed).
+    pub unparsable: Vec<String>,
+}
+
+impl Extracted {
+    #[must_use]
+    pub fn new(tool: impl Into<String>) -> Self {
+        Self {
+            tool: tool.into(),
+            ..Self::default()
+        }
+    }
+
+    pub fn op(&mut self, op: Operation) {
+        if !self.ops.contains(&op) {
+            self.ops.push(op);
+        }
+    }
+
+    pub fn command(&mut self, command: impl Into<String>) {
+        let command = command.into();
+        if !command.is_empty() && !self.commands.contains(&command) {
+            self.commands.push(command);
+        }
+    }
+
+    pub fn text(&mut self, text: impl Into<String>) {
+        let text = text.into();
+        if !text.is_empty() && !self.texts.contains(&text) {
+            self.texts.push(text);
+        }
+    }
+
+    pub fn unparsable(&mut self, why: impl Into<String>) {
+        self.unparsable.push(why.into());
+    }
+}
+
+/// Where relative paths and `~` resolve for one call: the agent's working directory, its
+/// home, and the environment variables the agent's shell would expand.
+#[derive(Clone, Debug, Default)]
+pub struct Context {
+    /// Absolute working directory of the agent (`/` when unknown).
+    pub cwd: String,
+    /// The agent user's home directory.
+    pub home: String,
+    /// Variables available for `$VAR` expansion (HOME is taken from `home`).
+    pub env: Vec<(String, String)>,
+    /// Resolve symlinks on the real filesystem (off in tests that use made-up paths).
+    pub follow_symlinks: bool,
+}
+
+impl Context {
+    #[must_use]
+    pub fn var(&self, name: &str) -> Option<&str> {
+        if name == "HOME" {
+            return Some(&self.home);
+        }
+        if name == "PWD" {
+            return Some(&self.cwd);
+        }
+        self.env
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
