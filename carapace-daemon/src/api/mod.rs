@@ -4,6 +4,7 @@
 //! peer's cgroup from `/proc/PID/cgroup` — never from request fields. A peer inside
 //! `<cgroup2>/carapace/…` is an agent.
 pub mod denial;
+pub mod evaluate;
 pub mod proto;
 
 use std::fs;
@@ -26,7 +27,8 @@ use tonic::{Request, Response, Status};
 use self::proto::carapace_server::{Carapace, CarapaceServer};
 use self::proto::{
     CreateSessionReply, CreateSessionRequest, Denial, EndSessionReply, EndSessionRequest,
-    SessionInfo, StatusReply, StatusRequest, WatchSessionRequest,
+    EvaluateReply, EvaluateRequest, ScanHistoryReply, ScanHistoryRequest, SessionInfo, StatusReply,
+    StatusRequest, WatchSessionRequest,
 };
 use crate::kernel::EventStream;
 use crate::rules::RuleSet;
@@ -425,6 +427,36 @@ impl Carapace for Service {
             })?;
         let _ = self.daemon.events.send(SessionEvent::Ended(id));
         Ok(Response::new(EndSessionReply {}))
+    }
+
+    async fn evaluate(
+        &self,
+        request: Request<EvaluateRequest>,
+    ) -> Result<Response<EvaluateReply>, Status> {
+        let peer = self.peer(&request)?;
+        let req = request.into_inner();
+        let rules = Arc::clone(&self.daemon.rules);
+        tokio::task::spawn_blocking(move || {
+            evaluate::evaluate(&rules, &peer, &req.call_json, &req.cwd)
+        })
+        .await
+        .map_err(|e| blocking_failed(&e))?
+        .map(Response::new)
+    }
+
+    async fn scan_history(
+        &self,
+        request: Request<ScanHistoryRequest>,
+    ) -> Result<Response<ScanHistoryReply>, Status> {
+        let peer = self.peer(&request)?;
+        let req = request.into_inner();
+        let rules = Arc::clone(&self.daemon.rules);
+        tokio::task::spawn_blocking(move || {
+            evaluate::scan_history(&rules, &peer, &req.transcript, &req.cwd)
+        })
+        .await
+        .map_err(|e| blocking_failed(&e))?
+        .map(Response::new)
     }
 }
 

@@ -1,8 +1,106 @@
 //! Layers 0 and 1: what a tool call does (`call`, `shell`, `normalize` → `operation`), and
 //! which rules it meets (`evaluate` → `decision`). Deterministic and order-independent:
 //! every rule is checked, the strictest mode wins.
+pub mod call;
+pub mod decision;
+pub mod evaluate;
 pub mod normalize;
 pub mod operation;
 pub mod shell;
+pub mod transcript;
 
+pub use call::{CallError, ToolCall};
+pub use decision::{Decision, Layer, Match};
+pub use evaluate::{evaluate, Activation};
 pub use operation::{Context, Extracted, Operation};
+
+use crate::rules::RuleSet;
+
+/// Checks one tool call (Layer 1).
+#[must_use]
+pub fn check(rules: &RuleSet, call: &ToolCall, ctx: &Context, activation: &Activation) -> Decision {
+    let ext = call.extract(ctx);
+    evaluate(rules, &ext, activation, Layer::ToolCall)
+}
+
+/// What Layer 0 found in a transcript.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct HistoryReport {
+    pub tool_calls: usize,
+    /// Blocked past calls: their position among the transcript's calls, and the decision.
+    pub findings: Vec<(usize, Decision)>,
+    /// "bad agent detected: …", or empty when the history is clean.
+    pub message: String,
+}
+
+impl HistoryReport {
+    #[must_use]
+    pub fn clean(&self) -> bool {
+        self.findings.is_empty()
+    }
+}
+
+/// Layer 0: every past tool call of `transcript`, checked as if it were made now. Parts of
+/// the transcript that cannot be read count as findings (fail closed).
+#[must_use]
+pub fn scan_history(
+    rules: &RuleSet,
+    transcript: &str,
+    ctx: &Context,
+    activation: &Activation,
+) -> HistoryReport {
+    let parsed = transcript::parse(transcript);
+    let mut findings = Vec::new();
+    for (i, past) in parsed.calls.iter().enumerate() {
+        let ctx = match &past.cwd {
+            Some(cwd) if cwd.starts_with('/') => Context {
+                cwd: cwd.clone(),
+                ..ctx.clone()
+            },
+            _ => ctx.clone(),
+        };
+        let ext = past.call.extract(&ctx);
+        let d = evaluate(rules, &ext, activation, Layer::History);
+        if d.decision == crate::rules::Mode::Block {
+            findings.push((i, d));
+        }
+    }
+    if !parsed.unreadable.is_empty() {
+        let mut ext = Extracted::new("transcript");
+        for why in &parsed.unreadable {
+            ext.unparsable(format!("the transcript could not be read ({why})"));
+        }
+        findings.push((
+            parsed.calls.len(),
+            evaluate(rules, &ext, activation, Layer::History),
+        ));
+    }
+    let message = if findings.is_empty() {
+        String::new()
+    } else {
+        let listed: Vec<String> = findings
+            .iter()
+            .map(|(i, d)| {
+                let top = d.matches.first();
+                format!(
+                    "#{} {} ({}) [rule {}]",
+                    i + 1,
+                    d.tool,
+                    top.map_or("", |m| m.matched.as_str()),
+                    top.map_or("", |m| m.id.as_str())
+                )
+            })
+            .collect();
+        format!(
+            "bad agent detected: the conversation already holds {} tool call(s) that Carapace \
+             blocks: {}. Start a new session; do not continue this one.",
+            findings.len(),
+            listed.join("; ")
+        )
+    };
+    HistoryReport {
+        tool_calls: parsed.calls.len(),
+        findings,
+        message,
+    }
+}

@@ -133,3 +133,38 @@ impl Context {
             .map(|(_, v)| v.as_str())
     }
 }
+
+impl Context {
+    /// The context of a local user `uid` working in `cwd`: their home from the password
+    /// database (falling back to `/` so nothing resolves into someone else's home).
+    #[must_use]
+    pub fn for_user(uid: u32, cwd: &str) -> Self {
+        let home = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+            .ok()
+            .flatten()
+            .map_or_else(|| "/".to_owned(), |u| u.dir.display().to_string());
+        Self {
+            cwd: cwd.to_owned(),
+            home,
+            env: Vec::new(),
+            follow_symlinks: true,
+        }
+    }
+
+    /// The context of this process: its working directory, `$HOME` and environment (the
+    /// hook runs with the agent's environment, so `$VAR` in a command means what the
+    /// agent's shell would make of it).
+    #[must_use]
+    pub fn current() -> Self {
+        let cwd =
+            std::env::current_dir().map_or_else(|_| "/".to_owned(), |p| p.display().to_string());
+        // SAFETY: getuid has no preconditions and cannot fail.
+        let uid = unsafe { libc::getuid() };
+        let mut ctx = Self::for_user(uid, &cwd);
+        if let Some(home) = std::env::var_os("HOME") {
+            ctx.home = home.to_string_lossy().into_owned();
+        }
+        ctx.env = std::env::vars().collect();
+        ctx
+    }
+}

@@ -1,0 +1,457 @@
+//! Tool calls in the shapes agents send them → [`Extracted`]. Known tools (Claude Code's,
+//! Codex's `shell`, the guardrail task types) are read by their schema; anything else by
+//! its field names, so an unknown or MCP tool still meets path, command, network and
+//! content rules.
+use serde_json::Value;
+
+use super::normalize;
+use super::operation::{Context, Extracted, Operation};
+use super::shell;
+use crate::rules::Action;
+
+/// A tool call: the tool's name and its input.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCall {
+    pub tool: String,
+    pub input: Value,
+}
+
+/// Why a request is not a tool call Carapace can check.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CallError {
+    #[error("the request is not a JSON object")]
+    NotAnObject,
+    #[error(
+        "no tool name: expected `tool` + `input`, `tool_name` + `tool_input`, `name` + \
+         `arguments` (OpenAI), `function` {{name, arguments}}, or `task_type` + `task_parameters`"
+    )]
+    NoTool,
+    #[error("`arguments` is a string that is not JSON: {0}")]
+    BadArguments(String),
+    #[error("unknown task_type `{0}`; known: {known}", known = TASK_TYPES.join(", "))]
+    UnknownTask(String),
+}
+
+/// The guardrail task types (DESIGN.md "Evaluation semantics").
+pub const TASK_TYPES: &[&str] = &[
+    "FILE_READ",
+    "FILE_WRITE",
+    "FILE_DELETE",
+    "FOLDER_CREATE",
+    "SYSTEM_COMMAND",
+    "RUN_TOOL",
+    "APPLICATION_OPEN",
+    "INTERNET_SEARCH",
+    "WEB_SCRAPE",
+    "API_REQUEST",
+    "DOWNLOAD_FILE",
+    "TEXT_SUMMARIZATION",
+    "BULK_OPERATION",
+];
+
+impl ToolCall {
+    /// Reads a tool call from any of the shapes agents and harnesses use.
+    pub fn from_json(v: &Value) -> Result<Self, CallError> {
+        let obj = v.as_object().ok_or(CallError::NotAnObject)?;
+        if let Some(task) = obj.get("task_type").and_then(Value::as_str) {
+            let task = task.trim().to_ascii_uppercase();
+            if !TASK_TYPES.contains(&task.as_str()) {
+                return Err(CallError::UnknownTask(task));
+            }
+            let input = obj.get("task_parameters").cloned().unwrap_or(Value::Null);
+            return Ok(Self { tool: task, input });
+        }
+        // OpenAI tool_calls entries wrap the call in `function`.
+        let obj = obj
+            .get("function")
+            .and_then(Value::as_object)
+            .unwrap_or(obj);
+        let tool = ["tool", "tool_name", "name"]
+            .iter()
+            .find_map(|k| obj.get(*k).and_then(Value::as_str))
+            .ok_or(CallError::NoTool)?;
+        let input = ["input", "tool_input", "arguments", "parameters", "args"]
+            .iter()
+            .find_map(|k| obj.get(*k));
+        let input = match input {
+            // OpenAI sends arguments as a JSON string.
+            Some(Value::String(s)) => {
+                serde_json::from_str(s).map_err(|e| CallError::BadArguments(e.to_string()))?
+            }
+            Some(v) => v.clone(),
+            None => Value::Null,
+        };
+        Ok(Self {
+            tool: tool.to_owned(),
+            input,
+        })
+    }
+
+    /// What the call does, seen from `ctx`.
+    #[must_use]
+    pub fn extract(&self, ctx: &Context) -> Extracted {
+        let tool = normalize::text(&self.tool);
+        let mut out = Extracted::new(tool.clone());
+        let ctx = match field(&self.input, &["cwd", "workdir", "working_directory"]) {
+            Some(cwd) => Context {
+                cwd: normalize::path(cwd, ctx).unwrap_or_else(|| ctx.cwd.clone()),
+                ..ctx.clone()
+            },
+            None => ctx.clone(),
+        };
+        let known = known_tool(&tool, &self.input, &ctx, &mut out);
+        if !known {
+            generic(&self.input, &ctx, &mut out);
+        }
+        collect_texts(&self.input, &mut out, 0);
+        out
+    }
+}
+
+/// First string among `keys` (matched case-insensitively, `_`/`-` ignored).
+fn field<'a>(input: &'a Value, keys: &[&str]) -> Option<&'a str> {
+    let obj = input.as_object()?;
+    keys.iter().find_map(|k| {
+        obj.iter()
+            .find(|(name, _)| same_key(name, k))
+            .and_then(|(_, v)| v.as_str())
+    })
+}
+
+fn same_key(a: &str, b: &str) -> bool {
+    let norm = |s: &str| {
+        s.chars()
+            .filter(|c| *c != '_' && *c != '-')
+            .map(|c| c.to_ascii_lowercase())
+            .collect::<String>()
+    };
+    norm(a) == norm(b)
+}
+
+const PATH_KEYS: &[&str] = &[
+    "file_path",
+    "filepath",
+    "path",
+    "target_file",
+    "file",
+    "filename",
+    "notebook_path",
+    "absolute_path",
+    "target",
+    "destination",
+    "dest",
+    "source",
+    "src",
+    "directory",
+    "dir",
+];
+const COMMAND_KEYS: &[&str] = &["command", "cmd", "script", "shell_command"];
+const URL_KEYS: &[&str] = &["url", "uri", "endpoint", "href", "link"];
+const CONTENT_KEYS: &[&str] = &[
+    "content",
+    "contents",
+    "new_string",
+    "new_source",
+    "text",
+    "data",
+    "body",
+];
+
+fn path_op(action: Action, raw: &str, ctx: &Context, out: &mut Extracted, content: Option<&str>) {
+    if let Some(p) = normalize::path(raw, ctx) {
+        let mut op = Operation::path(action, p);
+        if let Some(c) = content {
+            op = op.with_content(normalize::text(c));
+        }
+        out.op(op);
+    }
+}
+
+fn url_op(raw: &str, out: &mut Extracted, content: Option<String>) {
+    let raw_n = normalize::text(raw);
+    if let Some((host, port)) = normalize::url(&raw_n) {
+        let mut op = Operation::network(host, port);
+        op.content = Some(content.unwrap_or(raw_n));
+        out.op(op);
+    } else if let Some(path) = raw_n.strip_prefix("file://") {
+        // file:// URLs fetch local files.
+        out.op(Operation::path(Action::Read, path));
+    }
+}
+
+fn command_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        // Codex and others send argv arrays; quote each word so the shell parser sees them
+        // as they were.
+        Value::Array(words) => Some(
+            words
+                .iter()
+                .filter_map(Value::as_str)
+                .map(quote)
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        _ => None,
+    }
+}
+
+fn quote(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:@%+,".contains(&b))
+    {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+fn get_ci<'a>(input: &'a Value, keys: &[&str]) -> Option<&'a Value> {
+    let obj = input.as_object()?;
+    keys.iter()
+        .find_map(|k| obj.iter().find(|(n, _)| same_key(n, k)).map(|(_, v)| v))
+}
+
+/// Tools whose schema Carapace knows; returns false for the rest.
+fn known_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) -> bool {
+    let lower = tool.to_ascii_lowercase();
+    match lower.as_str() {
+        "bash" | "shell" | "local_shell" | "exec_command" | "run_shell_command"
+        | "run_terminal_cmd" | "execute_command" | "terminal" | "system_command" => {
+            match get_ci(input, COMMAND_KEYS).and_then(command_text) {
+                Some(cmd) => shell::extract(&cmd, ctx, out),
+                None => out.unparsable(format!("the {tool} call has no command")),
+            }
+            true
+        }
+        "read" | "notebookread" | "read_file" | "view" | "ls" | "list_dir" | "file_read" => {
+            match field(input, PATH_KEYS) {
+                Some(p) => path_op(Action::Read, p, ctx, out, None),
+                None if lower == "ls" || lower == "list_dir" => {
+                    path_op(Action::Read, ".", ctx, out, None);
+                }
+                None => out.unparsable(format!("the {tool} call names no file")),
+            }
+            true
+        }
+        "write" | "write_file" | "create_file" | "file_write" | "folder_create" => {
+            match field(input, PATH_KEYS) {
+                Some(p) => path_op(Action::Write, p, ctx, out, field(input, CONTENT_KEYS)),
+                None => out.unparsable(format!("the {tool} call names no file")),
+            }
+            true
+        }
+        "edit" | "multiedit" | "notebookedit" | "str_replace_editor" | "apply_patch"
+        | "edit_file" => {
+            let mut content: Vec<String> = field(input, CONTENT_KEYS)
+                .map(str::to_owned)
+                .into_iter()
+                .collect();
+            if let Some(edits) = input.get("edits").and_then(Value::as_array) {
+                content.extend(
+                    edits
+                        .iter()
+                        .filter_map(|e| field(e, CONTENT_KEYS))
+                        .map(str::to_owned),
+                );
+            }
+            let content = content.join("\n");
+            match field(input, PATH_KEYS) {
+                Some(p) => path_op(Action::Write, p, ctx, out, Some(&content)),
+                None if lower == "apply_patch" => patch_paths(input, ctx, out),
+                None => out.unparsable(format!("the {tool} call names no file")),
+            }
+            true
+        }
+        "file_delete" => {
+            match field(input, PATH_KEYS) {
+                Some(p) => path_op(Action::Delete, p, ctx, out, None),
+                None => out.unparsable(format!("the {tool} call names no file")),
+            }
+            true
+        }
+        "glob" => {
+            // Glob lists names; it reads the directory it searches, not the files.
+            let base = field(input, &["path"]).unwrap_or(".");
+            path_op(Action::Read, base, ctx, out, None);
+            if let Some(pattern) = field(input, &["pattern"]) {
+                if pattern.starts_with('/') || pattern.starts_with('~') {
+                    let dir = pattern.split(['*', '?', '[', '{']).next().unwrap_or("/");
+                    path_op(Action::Read, dir, ctx, out, None);
+                }
+            }
+            true
+        }
+        "grep" => {
+            let base = field(input, &["path"]).unwrap_or(".");
+            path_op(Action::Read, base, ctx, out, None);
+            true
+        }
+        "webfetch" | "web_fetch" | "fetch" | "web_scrape" | "api_request" | "browse" => {
+            match field(input, URL_KEYS) {
+                Some(u) => {
+                    let body = field(input, &["body", "data", "payload"]).map(str::to_owned);
+                    url_op(u, out, body.map(|b| format!("{u}\n{b}")));
+                }
+                None => out.unparsable(format!("the {tool} call has no url")),
+            }
+            true
+        }
+        "download_file" => {
+            if let Some(u) = field(input, URL_KEYS) {
+                url_op(u, out, None);
+            }
+            if let Some(p) = field(
+                input,
+                &["destination", "dest", "path", "file_path", "save_path"],
+            ) {
+                path_op(Action::Write, p, ctx, out, None);
+            }
+            true
+        }
+        "websearch" | "web_search" | "internet_search" | "search" => {
+            // The query leaves the machine; the host is the search provider's.
+            let query = field(input, &["query", "q", "search_query"]).unwrap_or_default();
+            out.op(Operation {
+                action: Some(Action::Network),
+                content: Some(normalize::text(query)),
+                ..Operation::default()
+            });
+            true
+        }
+        "application_open" => {
+            if let Some(app) = field(input, &["application", "app", "name", "path"]) {
+                let app = normalize::text(app);
+                if app.contains('/') {
+                    path_op(Action::Execute, &app, ctx, out, None);
+                }
+                out.command(app);
+            }
+            true
+        }
+        "run_tool" => {
+            if let Some(name) = field(input, &["tool", "tool_name", "name"]) {
+                out.command(normalize::text(name));
+            }
+            false
+        }
+        "bulk_operation" => {
+            let items = get_ci(input, &["operations", "tasks", "items"]).and_then(Value::as_array);
+            for item in items.into_iter().flatten() {
+                match ToolCall::from_json(item) {
+                    Ok(inner) => {
+                        let sub = inner.extract(ctx);
+                        merge(out, sub);
+                    }
+                    Err(e) => out.unparsable(format!("a bulk operation step is not a task: {e}")),
+                }
+            }
+            true
+        }
+        // Subagent prompts and summaries are text only; content rules see them.
+        "task" | "agent" | "text_summarization" | "todowrite" | "exitplanmode" => true,
+        _ => false,
+    }
+}
+
+fn merge(out: &mut Extracted, sub: Extracted) {
+    for op in sub.ops {
+        out.op(op);
+    }
+    for c in sub.commands {
+        out.command(c);
+    }
+    for t in sub.texts {
+        out.text(t);
+    }
+    out.unparsable.extend(sub.unparsable);
+}
+
+/// `*** Update File: path` / `+++ b/path` lines of a patch.
+fn patch_paths(input: &Value, ctx: &Context, out: &mut Extracted) {
+    let patch = field(input, &["patch", "input", "diff"]).unwrap_or_default();
+    for line in patch.lines() {
+        let path = line
+            .strip_prefix("*** Update File: ")
+            .or_else(|| line.strip_prefix("*** Add File: "))
+            .or_else(|| line.strip_prefix("+++ b/"))
+            .or_else(|| line.strip_prefix("+++ "));
+        if let Some(p) = path {
+            path_op(Action::Write, p.trim(), ctx, out, Some(patch));
+        }
+        if let Some(p) = line.strip_prefix("*** Delete File: ") {
+            path_op(Action::Delete, p.trim(), ctx, out, None);
+        }
+    }
+}
+
+/// Unknown tools (MCP included): fields that name paths, commands or URLs by their usual
+/// names. A tool that carries content or a `new_string` writes; otherwise it reads.
+fn generic(input: &Value, ctx: &Context, out: &mut Extracted) {
+    walk_fields(input, ctx, out, 0);
+}
+
+fn walk_fields(input: &Value, ctx: &Context, out: &mut Extracted, depth: usize) {
+    if depth > 8 {
+        return;
+    }
+    match input {
+        Value::Object(obj) => {
+            let writes = obj
+                .keys()
+                .any(|k| CONTENT_KEYS.iter().any(|c| same_key(k, c)));
+            let content = field(input, CONTENT_KEYS);
+            for (k, v) in obj {
+                if let Some(s) = v.as_str() {
+                    if PATH_KEYS.iter().any(|p| same_key(k, p)) && looks_like_path(s) {
+                        let action = if writes { Action::Write } else { Action::Read };
+                        path_op(action, s, ctx, out, if writes { content } else { None });
+                    } else if COMMAND_KEYS.iter().any(|c| same_key(k, c)) {
+                        shell::extract(s, ctx, out);
+                    } else if URL_KEYS.iter().any(|u| same_key(k, u)) {
+                        url_op(s, out, None);
+                    }
+                } else if COMMAND_KEYS.iter().any(|c| same_key(k, c)) {
+                    if let Some(cmd) = command_text(v) {
+                        shell::extract(&cmd, ctx, out);
+                    }
+                } else {
+                    walk_fields(v, ctx, out, depth + 1);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for v in items {
+                walk_fields(v, ctx, out, depth + 1);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn looks_like_path(s: &str) -> bool {
+    let s = s.trim();
+    !s.is_empty() && !s.contains('\n') && s.len() < 4096
+}
+
+/// Every string in the input, for content rules (bounded depth: inputs are untrusted).
+fn collect_texts(v: &Value, out: &mut Extracted, depth: usize) {
+    if depth > 16 {
+        out.unparsable("the tool input is nested too deeply to check");
+        return;
+    }
+    match v {
+        Value::String(s) => {
+            let t = normalize::text(s);
+            for decoded in normalize::decode_payloads(&t) {
+                out.text(decoded);
+            }
+            out.text(t);
+        }
+        Value::Array(items) => items.iter().for_each(|i| collect_texts(i, out, depth + 1)),
+        Value::Object(obj) => obj.values().for_each(|i| collect_texts(i, out, depth + 1)),
+        _ => {}
+    }
+}

@@ -1,0 +1,110 @@
+//! The answer to a tool call: the strictest mode among every matched rule, each match with
+//! its id, mode, layer and message, and one friendly message for the agent.
+use serde::Serialize;
+
+use super::operation::Operation;
+use crate::rules::Mode;
+
+/// Where a match was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layer {
+    /// Layer 0: a past tool call in the conversation history.
+    History,
+    /// Layer 1: a tool call about to run.
+    ToolCall,
+}
+
+/// One rule that matched.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Match {
+    pub id: String,
+    pub mode: Mode,
+    pub layer: Layer,
+    pub message: String,
+    /// `builtin:<pack>` or the rule file.
+    pub source: String,
+    /// What in the call matched, e.g. `read /home/u/.ssh/id_rsa`.
+    pub matched: String,
+    /// The kernel enforces this rule too (whatever slips past Layer 1 still gets EACCES).
+    pub kernel: bool,
+}
+
+/// Id of the pseudo-rule that refuses input Carapace cannot understand (fail closed).
+pub const UNPARSABLE_RULE: &str = "carapace-unparsable-input";
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    pub decision: Mode,
+    pub tool: String,
+    /// For the agent: what was refused, by which rule, and what to do instead.
+    pub message: String,
+    pub matches: Vec<Match>,
+    pub operations: Vec<Operation>,
+}
+
+impl Decision {
+    /// Exit status of `carapace check`: 0 allow (log and warn included), 2 blocked,
+    /// 3 approval required.
+    #[must_use]
+    pub fn exit_code(&self) -> u8 {
+        match self.decision {
+            Mode::Block => 2,
+            Mode::Approve => 3,
+            Mode::Allow | Mode::Log | Mode::Warn => 0,
+        }
+    }
+
+    /// Builds the decision from every match (in rule order, which is deterministic).
+    #[must_use]
+    pub fn from_matches(tool: &str, mut matches: Vec<Match>, operations: Vec<Operation>) -> Self {
+        // Strictest first; ties keep rule order, so the same input always reads the same.
+        matches.sort_by(|a, b| b.mode.cmp(&a.mode));
+        let decision = matches.first().map_or(Mode::Allow, |m| m.mode);
+        let message = friendly(tool, decision, &matches);
+        Self {
+            decision,
+            tool: tool.to_owned(),
+            message,
+            matches,
+            operations,
+        }
+    }
+}
+
+fn friendly(tool: &str, decision: Mode, matches: &[Match]) -> String {
+    let Some(top) = matches.first() else {
+        return format!("Carapace allows this {tool} call.");
+    };
+    let verb = match decision {
+        Mode::Block => "blocked",
+        Mode::Approve => "needs your user's approval for",
+        Mode::Warn => "warns about",
+        Mode::Log => "logged",
+        Mode::Allow => "allows",
+    };
+    let mut out = format!(
+        "Carapace {verb} this {tool} call ({}): {} [rule {}]",
+        top.matched, top.message, top.id
+    );
+    let others: Vec<&str> = matches[1..]
+        .iter()
+        .filter(|m| m.mode == decision)
+        .map(|m| m.id.as_str())
+        .collect();
+    if !others.is_empty() {
+        out.push_str(&format!(" — also matched: {}", others.join(", ")));
+    }
+    match decision {
+        Mode::Block if top.kernel => out.push_str(
+            ". Do not retry it another way (the kernel refuses it too); choose a different \
+             approach or ask the user.",
+        ),
+        Mode::Block => out.push_str(
+            ". Do not retry it another way; choose a different approach or ask the user.",
+        ),
+        Mode::Approve => out.push_str(". Wait for the user's answer before going on."),
+        _ => {}
+    }
+    out
+}

@@ -1,0 +1,250 @@
+//! Rules × what a call does → [`Decision`]. Every rule is checked (no short-circuit), so
+//! the answer lists every match and does not depend on rule order.
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use super::decision::{Decision, Layer, Match, UNPARSABLE_RULE};
+use super::normalize;
+use super::operation::{Extracted, Operation};
+use crate::rules::model::{Host, NetMatch, TextPattern};
+use crate::rules::{Action, Cond, Effect, Enforcement, Mode, PathPattern, Rule, RuleSet, Trigger};
+
+/// A session's rule state: session rules switched on by their trigger, and rules the user
+/// switched off (locked rules ignore that).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Activation {
+    pub activated: BTreeSet<String>,
+    pub disabled: BTreeSet<String>,
+}
+
+impl Activation {
+    /// Whether `rule` applies now.
+    #[must_use]
+    pub fn applies(&self, rule: &Rule) -> bool {
+        if self.disabled.contains(&rule.id) && !rule.locked {
+            return false;
+        }
+        match &rule.trigger {
+            None | Some(Trigger::Always) => true,
+            Some(Trigger::After { .. } | Trigger::English(_)) => self.activated.contains(&rule.id),
+        }
+    }
+}
+
+/// Evaluates one extracted call against every rule that applies.
+#[must_use]
+pub fn evaluate(
+    rules: &RuleSet,
+    ext: &Extracted,
+    activation: &Activation,
+    layer: Layer,
+) -> Decision {
+    let mut matches = Vec::new();
+    for why in &ext.unparsable {
+        matches.push(Match {
+            id: UNPARSABLE_RULE.into(),
+            mode: Mode::Block,
+            layer,
+            message: format!(
+                "{why}. Carapace refuses what it cannot check; rewrite the call in plain, \
+                 simple syntax"
+            ),
+            source: "carapace".into(),
+            matched: "input that could not be parsed".into(),
+            kernel: false,
+        });
+    }
+    for rule in rules.rules() {
+        if !activation.applies(rule) {
+            continue;
+        }
+        if let Some(matched) = rule_matches(rule, ext) {
+            matches.push(Match {
+                id: rule.id.clone(),
+                mode: rule.mode,
+                layer,
+                message: rule.message.clone(),
+                source: rule.source.clone(),
+                matched,
+                kernel: rule.enforcement == Enforcement::Kernel,
+            });
+        }
+    }
+    Decision::from_matches(&ext.tool, matches, ext.ops.clone())
+}
+
+/// What in `ext` the rule matches, if anything.
+#[must_use]
+pub fn rule_matches(rule: &Rule, ext: &Extracted) -> Option<String> {
+    let m = Matcher {
+        ops: rule.ops(),
+        except: &rule.except,
+        ext,
+    };
+    match &rule.effect {
+        Some(Effect::Actions { actions, cond }) => {
+            let mask = crate::rules::model::ops_of(actions);
+            let m = Matcher { ops: mask, ..m };
+            let witness = match cond {
+                Some(c) => m.cond(c)?,
+                None => m.any_op()?,
+            };
+            // A rule may narrow its effect further with a match of its own.
+            match &rule.cond {
+                Some(c) => m.cond(c).map(|_| witness),
+                None => Some(witness),
+            }
+        }
+        // Plain-English effects are judged by the LLM reviewer, not here.
+        Some(Effect::English(_)) => None,
+        None => m.cond(rule.cond.as_ref()?),
+    }
+}
+
+struct Matcher<'a> {
+    /// `op::*` bits the rule covers (0 = every action).
+    ops: u32,
+    except: &'a [PathPattern],
+    ext: &'a Extracted,
+}
+
+impl Matcher<'_> {
+    fn covers(&self, op: &Operation) -> bool {
+        self.ops == 0 || op.action.is_some_and(|a| a.ops() & self.ops != 0)
+    }
+
+    fn any_op(&self) -> Option<String> {
+        self.ext.ops.iter().find(|o| self.covers(o)).map(describe)
+    }
+
+    fn cond(&self, cond: &Cond) -> Option<String> {
+        match cond {
+            Cond::Path(patterns) => self.ext.ops.iter().find_map(|o| {
+                let path = o.path.as_deref()?;
+                (self.covers(o)
+                    && patterns.iter().any(|p| p.matches(path))
+                    && !self.except.iter().any(|p| p.matches(path)))
+                .then(|| describe(o))
+            }),
+            Cond::Net(net) => self
+                .ext
+                .ops
+                .iter()
+                .find(|o| o.action == Some(Action::Network) && net_matches(net, o))
+                .map(describe),
+            Cond::Command(patterns) => self
+                .ext
+                .commands
+                .iter()
+                .find(|c| patterns.iter().any(|p| p.matches(c)))
+                .map(|c| format!("command `{}`", shorten(c))),
+            Cond::Tool(patterns) => patterns
+                .iter()
+                .any(|p| p.matches(&self.ext.tool))
+                .then(|| format!("tool {}", self.ext.tool)),
+            Cond::Content(patterns) => self.content(patterns),
+            Cond::All(conds) => {
+                let mut first = None;
+                for c in conds {
+                    let w = self.cond(c)?;
+                    first.get_or_insert(w);
+                }
+                first
+            }
+            Cond::Any(conds) => conds.iter().find_map(|c| self.cond(c)),
+            Cond::Not(c) => match self.cond(c) {
+                Some(_) => None,
+                None => Some(format!("not {}", c.kind())),
+            },
+        }
+    }
+
+    /// Content rules scoped to write or network actions look only at what is written or
+    /// sent; unscoped ones at every text the call carries.
+    fn content(&self, patterns: &[TextPattern]) -> Option<String> {
+        let hit = |t: &str| patterns.iter().find(|p| p.matches(t));
+        let outbound = self.ext.ops.iter().filter(|o| self.covers(o));
+        for o in outbound {
+            if let Some(p) = o.content.as_deref().and_then(|c| hit(c)) {
+                return Some(format!(
+                    "{} carrying `{}`",
+                    describe(o),
+                    shorten(p.source())
+                ));
+            }
+        }
+        if self.ops != 0 {
+            return None;
+        }
+        self.ext
+            .texts
+            .iter()
+            .chain(&self.ext.commands)
+            .find_map(|t| hit(t))
+            .map(|p| format!("content matching `{}`", shorten(p.source())))
+    }
+}
+
+fn net_matches(net: &NetMatch, op: &Operation) -> bool {
+    // An unknown port may be any port (fail closed).
+    let port_ok = net.ports.is_empty() || op.port.is_none_or(|p| net.ports.contains(&p));
+    if !port_ok {
+        return false;
+    }
+    if net.hosts.is_empty() && net.cidrs.is_empty() {
+        return true;
+    }
+    let Some(host) = op.host.as_deref() else {
+        return false;
+    };
+    let ip: Option<IpAddr> = normalize::ip(host);
+    if let Some(ip) = ip {
+        if net.cidrs.iter().any(|c| c.contains(ip)) {
+            return true;
+        }
+    }
+    net.hosts.iter().any(|h| match h {
+        Host::Ip(want) => ip == Some(canonical(*want)),
+        Host::Name { name, resolved } => {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            host == name
+                || host
+                    .strip_suffix(name.as_str())
+                    .is_some_and(|p| p.ends_with('.'))
+                || ip.is_some_and(|ip| resolved.iter().any(|r| canonical(*r) == ip))
+        }
+    })
+}
+
+/// IPv4-mapped IPv6 as IPv4, as operations carry it.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        IpAddr::V4(_) => ip,
+    }
+}
+
+fn describe(op: &Operation) -> String {
+    let verb = op.action.map_or("use", Action::name);
+    match (&op.path, &op.host) {
+        (Some(p), _) => format!("{verb} {p}"),
+        (None, Some(h)) => match op.port {
+            Some(port) if h.contains(':') => format!("{verb} [{h}]:{port}"),
+            Some(port) => format!("{verb} {h}:{port}"),
+            None => format!("{verb} {h}"),
+        },
+        (None, None) => verb.to_owned(),
+    }
+}
+
+fn shorten(s: &str) -> String {
+    const MAX: usize = 120;
+    if s.len() <= MAX {
+        return s.to_owned();
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
