@@ -67,6 +67,13 @@ pub enum Command {
     },
     /// Show the daemon's version, kernel layer state, rules and sessions
     Status,
+    /// Check one tool call (or a batch) against the rules; prints the decision as JSON
+    Check(super::check::CheckArgs),
+    /// Scan a conversation transcript for past tool calls the rules block (Layer 0)
+    ScanHistory(super::check::ScanArgs),
+    /// Agent hooks (Claude Code) and their installation
+    #[command(subcommand)]
+    Hook(super::hook::HookCommand),
 }
 
 /// Entry point of the `carapace` binary.
@@ -88,6 +95,9 @@ pub fn main() -> ExitCode {
         match args.command {
             Command::Run { command } => run(&args.socket, command).await,
             Command::Status => status(&args.socket).await.map(|()| 0),
+            Command::Check(check) => super::check::check(&args.socket, check).await,
+            Command::ScanHistory(scan) => super::check::scan_history(&args.socket, scan).await,
+            Command::Hook(hook) => super::hook::run(&args.socket, hook).await,
         }
     });
     match result {

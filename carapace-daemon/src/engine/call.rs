@@ -224,80 +224,42 @@ fn known_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) -> 
                 Some(cmd) => shell::extract(&cmd, ctx, out),
                 None => out.unparsable(format!("the {tool} call has no command")),
             }
-            true
         }
-        "read" | "notebookread" | "read_file" | "view" | "ls" | "list_dir" | "file_read" => {
-            match field(input, PATH_KEYS) {
-                Some(p) => path_op(Action::Read, p, ctx, out, None),
-                None if lower == "ls" || lower == "list_dir" => {
-                    path_op(Action::Read, ".", ctx, out, None);
-                }
-                None => out.unparsable(format!("the {tool} call names no file")),
+        "read" | "notebookread" | "read_file" | "view" | "file_read" => {
+            file_tool(Action::Read, tool, input, ctx, out, None);
+        }
+        // Listing a directory reads it; with no path, the working directory.
+        "ls" | "list_dir" | "glob" | "grep" => {
+            let base = field(input, &["path", "directory", "dir"]).unwrap_or(".");
+            path_op(Action::Read, base, ctx, out, None);
+            if let Some(pattern) = field(input, &["pattern"])
+                .filter(|p| lower == "glob" && (p.starts_with('/') || p.starts_with('~')))
+            {
+                let dir = pattern.split(['*', '?', '[', '{']).next().unwrap_or("/");
+                path_op(Action::Read, dir, ctx, out, None);
             }
-            true
         }
         "write" | "write_file" | "create_file" | "file_write" | "folder_create" => {
-            match field(input, PATH_KEYS) {
-                Some(p) => path_op(Action::Write, p, ctx, out, field(input, CONTENT_KEYS)),
-                None => out.unparsable(format!("the {tool} call names no file")),
-            }
-            true
+            file_tool(
+                Action::Write,
+                tool,
+                input,
+                ctx,
+                out,
+                field(input, CONTENT_KEYS),
+            );
         }
         "edit" | "multiedit" | "notebookedit" | "str_replace_editor" | "apply_patch"
-        | "edit_file" => {
-            let mut content: Vec<String> = field(input, CONTENT_KEYS)
-                .map(str::to_owned)
-                .into_iter()
-                .collect();
-            if let Some(edits) = input.get("edits").and_then(Value::as_array) {
-                content.extend(
-                    edits
-                        .iter()
-                        .filter_map(|e| field(e, CONTENT_KEYS))
-                        .map(str::to_owned),
-                );
-            }
-            let content = content.join("\n");
-            match field(input, PATH_KEYS) {
-                Some(p) => path_op(Action::Write, p, ctx, out, Some(&content)),
-                None if lower == "apply_patch" => patch_paths(input, ctx, out),
-                None => out.unparsable(format!("the {tool} call names no file")),
-            }
-            true
-        }
-        "file_delete" => {
-            match field(input, PATH_KEYS) {
-                Some(p) => path_op(Action::Delete, p, ctx, out, None),
-                None => out.unparsable(format!("the {tool} call names no file")),
-            }
-            true
-        }
-        "glob" => {
-            // Glob lists names; it reads the directory it searches, not the files.
-            let base = field(input, &["path"]).unwrap_or(".");
-            path_op(Action::Read, base, ctx, out, None);
-            if let Some(pattern) = field(input, &["pattern"]) {
-                if pattern.starts_with('/') || pattern.starts_with('~') {
-                    let dir = pattern.split(['*', '?', '[', '{']).next().unwrap_or("/");
-                    path_op(Action::Read, dir, ctx, out, None);
-                }
-            }
-            true
-        }
-        "grep" => {
-            let base = field(input, &["path"]).unwrap_or(".");
-            path_op(Action::Read, base, ctx, out, None);
-            true
-        }
+        | "edit_file" => edit_tool(tool, input, ctx, out),
+        "file_delete" => file_tool(Action::Delete, tool, input, ctx, out, None),
         "webfetch" | "web_fetch" | "fetch" | "web_scrape" | "api_request" | "browse" => {
             match field(input, URL_KEYS) {
                 Some(u) => {
-                    let body = field(input, &["body", "data", "payload"]).map(str::to_owned);
+                    let body = field(input, &["body", "data", "payload"]);
                     url_op(u, out, body.map(|b| format!("{u}\n{b}")));
                 }
                 None => out.unparsable(format!("the {tool} call has no url")),
             }
-            true
         }
         "download_file" => {
             if let Some(u) = field(input, URL_KEYS) {
@@ -309,7 +271,6 @@ fn known_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) -> 
             ) {
                 path_op(Action::Write, p, ctx, out, None);
             }
-            true
         }
         "websearch" | "web_search" | "internet_search" | "search" => {
             // The query leaves the machine; the host is the search provider's.
@@ -319,7 +280,6 @@ fn known_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) -> 
                 content: Some(normalize::text(query)),
                 ..Operation::default()
             });
-            true
         }
         "application_open" => {
             if let Some(app) = field(input, &["application", "app", "name", "path"]) {
@@ -329,30 +289,55 @@ fn known_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) -> 
                 }
                 out.command(app);
             }
-            true
         }
         "run_tool" => {
             if let Some(name) = field(input, &["tool", "tool_name", "name"]) {
                 out.command(normalize::text(name));
             }
-            false
+            return false;
         }
-        "bulk_operation" => {
-            let items = get_ci(input, &["operations", "tasks", "items"]).and_then(Value::as_array);
-            for item in items.into_iter().flatten() {
-                match ToolCall::from_json(item) {
-                    Ok(inner) => {
-                        let sub = inner.extract(ctx);
-                        merge(out, sub);
-                    }
-                    Err(e) => out.unparsable(format!("a bulk operation step is not a task: {e}")),
-                }
-            }
-            true
-        }
+        "bulk_operation" => bulk(input, ctx, out),
         // Subagent prompts and summaries are text only; content rules see them.
-        "task" | "agent" | "text_summarization" | "todowrite" | "exitplanmode" => true,
-        _ => false,
+        "task" | "agent" | "text_summarization" | "todowrite" | "exitplanmode" => {}
+        _ => return false,
+    }
+    true
+}
+
+fn file_tool(
+    action: Action,
+    tool: &str,
+    input: &Value,
+    ctx: &Context,
+    out: &mut Extracted,
+    content: Option<&str>,
+) {
+    match field(input, PATH_KEYS) {
+        Some(p) => path_op(action, p, ctx, out, content),
+        None => out.unparsable(format!("the {tool} call names no file")),
+    }
+}
+
+fn edit_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) {
+    let mut content: Vec<&str> = field(input, CONTENT_KEYS).into_iter().collect();
+    if let Some(edits) = input.get("edits").and_then(Value::as_array) {
+        content.extend(edits.iter().filter_map(|e| field(e, CONTENT_KEYS)));
+    }
+    let content = content.join("\n");
+    if field(input, PATH_KEYS).is_none() && tool.eq_ignore_ascii_case("apply_patch") {
+        patch_paths(input, ctx, out);
+    } else {
+        file_tool(Action::Write, tool, input, ctx, out, Some(&content));
+    }
+}
+
+fn bulk(input: &Value, ctx: &Context, out: &mut Extracted) {
+    let items = get_ci(input, &["operations", "tasks", "items"]).and_then(Value::as_array);
+    for item in items.into_iter().flatten() {
+        match ToolCall::from_json(item) {
+            Ok(inner) => merge(out, inner.extract(ctx)),
+            Err(e) => out.unparsable(format!("a bulk operation step is not a task: {e}")),
+        }
     }
 }
 
@@ -373,12 +358,12 @@ fn merge(out: &mut Extracted, sub: Extracted) {
 fn patch_paths(input: &Value, ctx: &Context, out: &mut Extracted) {
     let patch = field(input, &["patch", "input", "diff"]).unwrap_or_default();
     for line in patch.lines() {
-        let path = line
+        let target = line
             .strip_prefix("*** Update File: ")
             .or_else(|| line.strip_prefix("*** Add File: "))
             .or_else(|| line.strip_prefix("+++ b/"))
             .or_else(|| line.strip_prefix("+++ "));
-        if let Some(p) = path {
+        if let Some(p) = target {
             path_op(Action::Write, p.trim(), ctx, out, Some(patch));
         }
         if let Some(p) = line.strip_prefix("*** Delete File: ") {

@@ -1,12 +1,12 @@
 //! The answer to a tool call: the strictest mode among every matched rule, each match with
 //! its id, mode, layer and message, and one friendly message for the agent.
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::operation::Operation;
 use crate::rules::Mode;
 
 /// Where a match was found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Layer {
     /// Layer 0: a past tool call in the conversation history.
@@ -16,7 +16,7 @@ pub enum Layer {
 }
 
 /// One rule that matched.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Match {
     pub id: String,
     pub mode: Mode,
@@ -33,7 +33,7 @@ pub struct Match {
 /// Id of the pseudo-rule that refuses input Carapace cannot understand (fail closed).
 pub const UNPARSABLE_RULE: &str = "carapace-unparsable-input";
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
     pub decision: Mode,
     pub tool: String,
@@ -59,7 +59,7 @@ impl Decision {
     #[must_use]
     pub fn from_matches(tool: &str, mut matches: Vec<Match>, operations: Vec<Operation>) -> Self {
         // Strictest first; ties keep rule order, so the same input always reads the same.
-        matches.sort_by(|a, b| b.mode.cmp(&a.mode));
+        matches.sort_by_key(|m| std::cmp::Reverse(m.mode));
         let decision = matches.first().map_or(Mode::Allow, |m| m.mode);
         let message = friendly(tool, decision, &matches);
         Self {
@@ -93,7 +93,8 @@ fn friendly(tool: &str, decision: Mode, matches: &[Match]) -> String {
         .map(|m| m.id.as_str())
         .collect();
     if !others.is_empty() {
-        out.push_str(&format!(" — also matched: {}", others.join(", ")));
+        out.push_str(" — also matched: ");
+        out.push_str(&others.join(", "));
     }
     match decision {
         Mode::Block if top.kernel => out.push_str(

@@ -165,7 +165,7 @@ impl Matcher<'_> {
         let hit = |t: &str| patterns.iter().find(|p| p.matches(t));
         let outbound = self.ext.ops.iter().filter(|o| self.covers(o));
         for o in outbound {
-            if let Some(p) = o.content.as_deref().and_then(|c| hit(c)) {
+            if let Some(p) = o.content.as_deref().and_then(&hit) {
                 return Some(format!(
                     "{} carrying `{}`",
                     describe(o),

@@ -1,13 +1,13 @@
 //! What a tool call does, in the terms rules speak: operations (an action on a path or a
 //! network endpoint), command lines, and the text it carries. Extractors (`call`, `shell`,
 //! `transcript`) produce an [`Extracted`]; `evaluate` matches rules against it.
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::rules::Action;
 
 /// One action on one object. Copy and move are split into their parts (read + write,
 /// write + delete) by the extractors, so `action` is never `Copy` or `Move`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Operation {
     pub action: Option<Action>,
     /// Absolute, normalised path (`~`, variables, `..`, `//`, `file://` resolved).
@@ -53,7 +53,7 @@ impl Operation {
 }
 
 /// Everything a tool call was found to do.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Extracted {
     /// The tool's name as the agent gave it (`Bash`, `mcp__github__create_issue`, …).
     pub tool: String,

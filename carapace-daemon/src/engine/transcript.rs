@@ -1,5 +1,5 @@
-//! Conversation transcripts → the tool calls they hold (Layer 0). Accepts OpenAI chat
-//! (`tool_calls`, legacy `function_call`), OpenAI Responses (`function_call` items),
+//! Conversation transcripts → the tool calls they hold (Layer 0). Accepts `OpenAI` chat
+//! (`tool_calls`, legacy `function_call`), `OpenAI` Responses (`function_call` items),
 //! Anthropic messages (`tool_use` blocks; a request body or a bare list) and Claude Code
 //! JSONL (one event per line, with its `cwd`). Recognising calls by their own shape, at
 //! any depth, keeps this robust to wrappers each format adds around them.

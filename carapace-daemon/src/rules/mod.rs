@@ -22,7 +22,9 @@ pub use validate::Resolver;
 use yaml::Span;
 
 /// How strongly a rule acts; a decision is the strictest mode among matched rules.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     Allow,

@@ -11,7 +11,9 @@ use regex::Regex;
 use super::pattern::PathPattern;
 
 /// What an operation does, as rules name it (`actions:`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
     Read,

@@ -1,0 +1,176 @@
+//! Where a CLI front door gets its decisions: from the daemon (its rules, the session's
+//! state) or, when asked or when the daemon is not running, from rules compiled here.
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use tonic::transport::Channel;
+
+use super::client::connect;
+use super::daemon::DEFAULT_DATA_DIR;
+use crate::api::proto::carapace_client::CarapaceClient;
+use crate::api::proto::{EvaluateRequest, ScanHistoryRequest};
+use crate::engine::{self, Activation, Context, Decision, HistoryReport, ToolCall};
+use crate::rules::RuleSet;
+
+/// Which rules to evaluate with.
+#[derive(Clone, Debug, clap::Args)]
+pub struct Source {
+    /// Evaluate locally with the built-in packs and this rule file (no daemon)
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
+    /// Evaluate locally even if the daemon runs (built-in packs, plus
+    /// `$CARAPACE_DATA_DIR/rules.yaml` when readable)
+    #[arg(long)]
+    pub local: bool,
+    /// Working directory relative paths in the call resolve against (default: this one)
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+}
+
+/// How to behave when the daemon cannot be reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fallback {
+    /// Evaluate locally and say so on stderr (`carapace check`).
+    Local,
+    /// Fail: the caller turns that into a refusal (the hook).
+    Fail,
+}
+
+pub enum Evaluator {
+    Local {
+        rules: Box<RuleSet>,
+        ctx: Context,
+    },
+    Daemon {
+        client: CarapaceClient<Channel>,
+        cwd: String,
+    },
+}
+
+fn local_rules(file: Option<&Path>) -> anyhow::Result<RuleSet> {
+    let default = std::env::var_os("CARAPACE_DATA_DIR")
+        .map_or_else(|| PathBuf::from(DEFAULT_DATA_DIR), PathBuf::from)
+        .join("rules.yaml");
+    let path = match file {
+        Some(p) => Some(p.to_path_buf()),
+        None => std::fs::File::open(&default).is_ok().then_some(default),
+    };
+    match path {
+        Some(p) => RuleSet::load(&p)
+            .map_err(|d| anyhow::anyhow!("{d}"))
+            .with_context(|| format!("the rules in {} do not validate", p.display())),
+        None => Ok(RuleSet::builtin()),
+    }
+}
+
+impl Evaluator {
+    pub async fn open(socket: &Path, source: &Source, fallback: Fallback) -> anyhow::Result<Self> {
+        let cwd = match &source.cwd {
+            Some(c) => {
+                std::path::absolute(c).with_context(|| format!("bad --cwd {}", c.display()))?
+            }
+            None => std::env::current_dir().context("cannot read the working directory")?,
+        }
+        .display()
+        .to_string();
+        let local = |cwd: String| -> anyhow::Result<Self> {
+            let rules = Box::new(local_rules(source.rules.as_deref())?);
+            let ctx = Context {
+                cwd,
+                ..Context::current()
+            };
+            Ok(Self::Local { rules, ctx })
+        };
+        if source.local || source.rules.is_some() {
+            return local(cwd);
+        }
+        match connect(socket).await {
+            Ok(client) => Ok(Self::Daemon { client, cwd }),
+            Err(e) if fallback == Fallback::Local => {
+                eprintln!("carapace: {e:#}; evaluating locally with the built-in packs");
+                local(cwd)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Layer 1 for one call (the JSON shapes of [`ToolCall::from_json`]); `cwd` overrides
+    /// the working directory for this call.
+    pub async fn check(
+        &mut self,
+        call: &serde_json::Value,
+        cwd: Option<&str>,
+    ) -> anyhow::Result<Decision> {
+        match self {
+            Self::Local { rules, ctx } => {
+                let call = ToolCall::from_json(call)?;
+                let ctx = match cwd {
+                    Some(c) if c.starts_with('/') => Context {
+                        cwd: c.to_owned(),
+                        ..ctx.clone()
+                    },
+                    _ => ctx.clone(),
+                };
+                Ok(engine::check(rules, &call, &ctx, &Activation::default()))
+            }
+            Self::Daemon {
+                client,
+                cwd: default_cwd,
+            } => {
+                let reply = client
+                    .evaluate(EvaluateRequest {
+                        call_json: call.to_string(),
+                        cwd: cwd.unwrap_or(default_cwd).to_owned(),
+                        session_id: String::new(),
+                    })
+                    .await
+                    .map_err(|s| {
+                        anyhow::anyhow!("the daemon could not evaluate the call: {}", s.message())
+                    })?
+                    .into_inner();
+                serde_json::from_str(&reply.decision_json)
+                    .context("the daemon's decision is not the JSON this carapace understands")
+            }
+        }
+    }
+
+    /// Layer 0 over a whole transcript.
+    pub async fn scan_history(&mut self, transcript: &str) -> anyhow::Result<HistoryReport> {
+        match self {
+            Self::Local { rules, ctx } => Ok(engine::scan_history(
+                rules,
+                transcript,
+                ctx,
+                &Activation::default(),
+            )),
+            Self::Daemon { client, cwd } => {
+                let reply = client
+                    .scan_history(ScanHistoryRequest {
+                        transcript: transcript.to_owned(),
+                        cwd: cwd.clone(),
+                    })
+                    .await
+                    .map_err(|s| {
+                        anyhow::anyhow!("the daemon could not scan the transcript: {}", s.message())
+                    })?
+                    .into_inner();
+                let findings = reply
+                    .findings
+                    .into_iter()
+                    .map(|f| {
+                        let json = f.decision.map(|d| d.decision_json).unwrap_or_default();
+                        let d: Decision = serde_json::from_str(&json).context(
+                            "the daemon's decision is not the JSON this carapace understands",
+                        )?;
+                        Ok((f.index as usize, d))
+                    })
+                    .collect::<anyhow::Result<_>>()?;
+                Ok(HistoryReport {
+                    tool_calls: reply.tool_calls as usize,
+                    findings,
+                    message: reply.message,
+                })
+            }
+        }
+    }
+}
