@@ -104,3 +104,8 @@ pub fn scan_history(
         message,
     }
 }
+
+#[cfg(test)]
+mod cases;
+#[cfg(test)]
+mod tests;

@@ -1,16 +1,55 @@
 //! The built-in rule packs, compiled into the binary. Each pack is an ordinary rule file in
 //! `rules/builtin/` with must-block / must-allow cases in `rules/fixtures/`.
 
-/// Pack names in the order their rules are indexed.
-pub const NAMES: &[&str] = &["credentials", "system", "network"];
+/// Every pack, in the order their rules are indexed (`builtin: all`).
+pub const NAMES: &[&str] = &[
+    "credentials",
+    "persistence",
+    "system",
+    "network",
+    "agent-config",
+    "container",
+    "destructive",
+    "remote-code",
+    "self-protection",
+    "internal-network",
+];
+
+/// Packs on when a rule file has no `builtin:` key. `internal-network` is opt-in: many
+/// agents legitimately reach services on the local network.
+pub const DEFAULT: &[&str] = &[
+    "credentials",
+    "persistence",
+    "system",
+    "network",
+    "agent-config",
+    "container",
+    "destructive",
+    "remote-code",
+    "self-protection",
+];
 
 /// The text of a pack.
 #[must_use]
 pub fn text(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "credentials" => include_str!("../../../rules/builtin/credentials.yaml"),
-        "system" => include_str!("../../../rules/builtin/system.yaml"),
-        "network" => include_str!("../../../rules/builtin/network.yaml"),
-        _ => return None,
-    })
+    macro_rules! packs {
+        ($($name:literal),*) => {
+            match name {
+                $($name => Some(include_str!(concat!("../../../rules/builtin/", $name, ".yaml"))),)*
+                _ => None,
+            }
+        };
+    }
+    packs!(
+        "credentials",
+        "persistence",
+        "system",
+        "network",
+        "agent-config",
+        "container",
+        "destructive",
+        "remote-code",
+        "self-protection",
+        "internal-network"
+    )
 }

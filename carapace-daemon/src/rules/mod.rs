@@ -168,6 +168,7 @@ impl RuleSet {
             return Err(Diagnostics(diags));
         };
         let selected: Vec<&str> = match &model.builtin {
+            validate::BuiltinSel::Default => builtin::DEFAULT.to_vec(),
             validate::BuiltinSel::All => builtin::NAMES.to_vec(),
             validate::BuiltinSel::List(list) => builtin::NAMES
                 .iter()
@@ -179,9 +180,22 @@ impl RuleSet {
         for pack in selected {
             let source = format!("builtin:{pack}");
             let text = builtin::text(pack).unwrap_or_default();
-            if let Some(m) = parse_file(&source, &source, text, opts, &mut diags) {
+            // Packs name cloud-only hosts (metadata.google.internal) that do not resolve
+            // elsewhere; looking them up would only slow start-up down and warn about
+            // what the pack knows. Their addresses have rules of their own.
+            let pack_opts = Options {
+                resolver: |_| None,
+                ..opts.clone()
+            };
+            let mut pack_diags = Vec::new();
+            if let Some(m) = parse_file(&source, &source, text, &pack_opts, &mut pack_diags) {
                 rules.extend(m.rules);
             }
+            diags.extend(
+                pack_diags
+                    .into_iter()
+                    .filter(|d| d.severity == Severity::Error),
+            );
         }
         rules.extend(model.rules);
         assign_ids(&mut rules, &mut diags);

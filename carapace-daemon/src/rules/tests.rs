@@ -4,7 +4,6 @@ use std::net::IpAddr;
 use carapace_common::{op, NetRef, RuleRef, REFS_PER_KEY, REF_EXCEPT, RULE_ALWAYS_ON};
 use proptest::prelude::*;
 
-use super::yaml::{self, NodeKind};
 use super::*;
 
 fn fake_resolver(host: &str) -> Option<Vec<IpAddr>> {
@@ -705,10 +704,24 @@ fn workspace_file(rel: &str) -> String {
 fn builtin_packs_compile_without_warnings() {
     let set = ok("version: 1\n");
     assert!(set.warnings().0.is_empty(), "{}", set.warnings());
-    for pack in builtin::NAMES {
+    for pack in builtin::DEFAULT {
         let source = format!("builtin:{pack}");
         assert!(
             set.rules().iter().any(|r| r.source == source),
+            "{pack} has no rules"
+        );
+    }
+    // Opt-in packs are off unless asked for, and `all` means every pack.
+    assert!(set
+        .rules()
+        .iter()
+        .all(|r| r.source != "builtin:internal-network"));
+    let all = ok("version: 1\nbuiltin: all\n");
+    assert!(all.warnings().0.is_empty(), "{}", all.warnings());
+    for pack in builtin::NAMES {
+        let source = format!("builtin:{pack}");
+        assert!(
+            all.rules().iter().any(|r| r.source == source),
             "{pack} has no rules"
         );
     }
@@ -728,76 +741,7 @@ fn builtin_packs_compile_without_warnings() {
     );
 }
 
-fn fixture_op(name: &str) -> u32 {
-    match name {
-        "read" => op::READ,
-        "write" => op::WRITE,
-        "delete" => op::DELETE,
-        "execute" => op::EXEC,
-        "network" => op::NETWORK,
-        other => panic!("unknown op `{other}` in a fixture"),
-    }
-}
-
-#[test]
-fn builtin_pack_fixtures() {
-    for pack in builtin::NAMES {
-        let text = workspace_file(&format!("rules/fixtures/{pack}.yaml"));
-        let root = yaml::parse(&text).unwrap().unwrap();
-        let homes: Vec<String> = match root.get("homes").map(|h| &h.kind) {
-            Some(NodeKind::Seq(items)) => items
-                .iter()
-                .filter_map(|i| i.as_str().map(str::to_owned))
-                .collect(),
-            _ => Vec::new(),
-        };
-        let options = Options {
-            homes: Homes::fixed(homes),
-            resolver: fake_resolver,
-        };
-        let set = RuleSet::parse_with("f", &format!("version: 1\nbuiltin: [{pack}]\n"), &options)
-            .unwrap();
-        let mut checked = 0;
-        for (list, must_block) in [("block", true), ("allow", false)] {
-            let Some(NodeKind::Seq(cases)) = root.get(list).map(|n| &n.kind) else {
-                continue;
-            };
-            for case in cases {
-                let blocked = if let Some(path) = case.get("path").and_then(|p| p.as_str()) {
-                    let op = fixture_op(case.get("op").and_then(|o| o.as_str()).unwrap_or("read"));
-                    set.matches_path(path, op)
-                        .iter()
-                        .any(|r| r.mode == Mode::Block)
-                } else {
-                    let addr: IpAddr = case
-                        .get("addr")
-                        .and_then(|a| a.as_str())
-                        .unwrap()
-                        .parse()
-                        .unwrap();
-                    let port: u16 = case
-                        .get("port")
-                        .and_then(|p| p.as_str())
-                        .unwrap_or("0")
-                        .parse()
-                        .unwrap();
-                    set.matches_net(addr, port)
-                        .iter()
-                        .any(|r| r.mode == Mode::Block)
-                };
-                assert_eq!(
-                    blocked,
-                    must_block,
-                    "pack {pack}, line {}: {}",
-                    case.span.line,
-                    validate::render(case)
-                );
-                checked += 1;
-            }
-        }
-        assert!(checked >= 8, "pack {pack} has only {checked} fixture cases");
-    }
-}
+// The packs' fixtures run through the whole of Layer 1: see `engine::tests`.
 
 #[test]
 fn kernel_test_rules_compile_entirely_to_the_kernel() {

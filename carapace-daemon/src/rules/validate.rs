@@ -27,6 +27,8 @@ pub(crate) struct Ctx<'a> {
 /// Which built-in packs a file asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum BuiltinSel {
+    /// No `builtin:` key: the packs that are on by default.
+    Default,
     All,
     List(Vec<String>),
 }
@@ -91,7 +93,7 @@ pub fn mode_name(mode: Mode) -> &'static str {
 /// Validates a whole file. `root` is `None` for an empty file.
 pub(crate) fn file(root: Option<&Node>, ctx: &Ctx<'_>, sink: &mut Sink) -> FileModel {
     let mut model = FileModel {
-        builtin: BuiltinSel::All,
+        builtin: BuiltinSel::Default,
         rules: Vec::new(),
     };
     let Some(root) = root else {

@@ -1,0 +1,233 @@
+//! Case files: must-block / must-approve / must-allow tool calls as data, run through the
+//! whole of Layer 1 (extraction, normalisation, every rule). The built-in packs' fixtures
+//! (`rules/fixtures/`) and the evasion and day-to-day corpus (`tests/corpus/`) use it.
+//!
+//! ```yaml
+//! homes: [/home/alice, /root]      # where `~` expands (default: these two)
+//! cwd: /home/alice/project         # the agent's working directory (default: this)
+//! rules: "version: 1\n…"           # the rule file (default: the caller's)
+//! block:                           # the decision must be `block`
+//!   - { bash: "cat ~/.ssh/id_rsa", rule: ssh-private-keys }   # `rule`: must be among the matches
+//!   - { tool: Read, input: { file_path: "~/.aws/credentials" } }
+//!   - { call: { tool_name: Write, tool_input: {…} } }          # any shape `carapace check` takes
+//!   - { path: /etc/passwd, op: write }                         # a bare operation
+//!   - { addr: 169.254.169.254, port: 80 }
+//! approve: [ … ]                   # the decision must be `approve`
+//! allow: [ … ]                     # allow, log or warn; `rule`: that rule must not match
+//! ```
+use serde_json::{Map, Value};
+use yaml_rust2::{Yaml, YamlLoader};
+
+use super::{evaluate, Activation, Context, Extracted, Layer, Operation, ToolCall};
+use crate::rules::{Action, Homes, Mode, Options, RuleSet};
+
+/// One case and where it is.
+#[derive(Clone, Debug)]
+pub struct Case {
+    pub expect: Mode,
+    pub rule: Option<String>,
+    pub what: Value,
+    pub line: usize,
+}
+
+/// A parsed case file.
+pub struct CaseFile {
+    pub homes: Vec<String>,
+    pub cwd: String,
+    pub rules: Option<String>,
+    pub cases: Vec<Case>,
+}
+
+pub fn yaml_to_json(y: &Yaml) -> Value {
+    match y {
+        Yaml::Real(r) => r.parse::<f64>().map_or(Value::Null, Value::from),
+        Yaml::Integer(i) => Value::from(*i),
+        Yaml::String(s) => Value::String(s.clone()),
+        Yaml::Boolean(b) => Value::Bool(*b),
+        Yaml::Array(items) => Value::Array(items.iter().map(yaml_to_json).collect()),
+        Yaml::Hash(h) => {
+            let mut m = Map::new();
+            for (k, v) in h {
+                let key = match k {
+                    Yaml::String(s) => s.clone(),
+                    Yaml::Integer(i) => i.to_string(),
+                    other => format!("{other:?}"),
+                };
+                m.insert(key, yaml_to_json(v));
+            }
+            Value::Object(m)
+        }
+        _ => Value::Null,
+    }
+}
+
+/// Line numbers of list items under `key:` (for messages), in order.
+fn item_lines(text: &str, key: &str) -> Vec<usize> {
+    let mut lines = Vec::new();
+    let mut inside = false;
+    for (n, line) in text.lines().enumerate() {
+        if !line.starts_with(' ')
+            && !line.starts_with('-')
+            && !line.starts_with('#')
+            && !line.trim().is_empty()
+        {
+            inside = line.trim_end() == format!("{key}:");
+            continue;
+        }
+        if inside && line.trim_start().starts_with("- ") && line.starts_with("  -") {
+            lines.push(n + 1);
+        }
+    }
+    lines
+}
+
+pub fn parse(text: &str) -> Result<CaseFile, String> {
+    let docs = YamlLoader::load_from_str(text).map_err(|e| e.to_string())?;
+    let doc = docs.first().ok_or("empty case file")?;
+    let get = |k: &str| &doc[k];
+    let homes = match get("homes") {
+        Yaml::Array(a) => a
+            .iter()
+            .filter_map(|h| h.as_str().map(str::to_owned))
+            .collect(),
+        _ => vec!["/home/alice".to_owned(), "/root".to_owned()],
+    };
+    let cwd = get("cwd")
+        .as_str()
+        .unwrap_or("/home/alice/project")
+        .to_owned();
+    let rules = get("rules").as_str().map(str::to_owned);
+    let mut cases = Vec::new();
+    for (key, expect) in [
+        ("block", Mode::Block),
+        ("approve", Mode::Approve),
+        ("allow", Mode::Allow),
+    ] {
+        let lines = item_lines(text, key);
+        if let Yaml::Array(items) = get(key) {
+            for (i, item) in items.iter().enumerate() {
+                let what = yaml_to_json(item);
+                let rule = what.get("rule").and_then(Value::as_str).map(str::to_owned);
+                cases.push(Case {
+                    expect,
+                    rule,
+                    what,
+                    line: lines.get(i).copied().unwrap_or(0),
+                });
+            }
+        }
+    }
+    Ok(CaseFile {
+        homes,
+        cwd,
+        rules,
+        cases,
+    })
+}
+
+impl CaseFile {
+    pub fn rule_set(&self, default_rules: &str) -> Result<RuleSet, String> {
+        let opts = Options {
+            homes: Homes::fixed(self.homes.clone()),
+            resolver: |_| None,
+        };
+        RuleSet::parse_with(
+            "case-file",
+            self.rules.as_deref().unwrap_or(default_rules),
+            &opts,
+        )
+        .map_err(|d| d.to_string())
+    }
+
+    pub fn context(&self) -> Context {
+        Context {
+            cwd: self.cwd.clone(),
+            home: self.homes.first().cloned().unwrap_or_else(|| "/".into()),
+            env: vec![("USER".into(), "alice".into())],
+            follow_symlinks: false,
+        }
+    }
+}
+
+/// What a case asks to check.
+pub fn extract(case: &Case, ctx: &Context) -> Result<Extracted, String> {
+    let w = &case.what;
+    let s = |k: &str| w.get(k).and_then(Value::as_str);
+    if let Some(cmd) = s("bash") {
+        return Ok(ToolCall {
+            tool: "Bash".into(),
+            input: serde_json::json!({ "command": cmd }),
+        }
+        .extract(ctx));
+    }
+    if let Some(tool) = s("tool") {
+        let input = w.get("input").cloned().unwrap_or(Value::Null);
+        return Ok(ToolCall {
+            tool: tool.into(),
+            input,
+        }
+        .extract(ctx));
+    }
+    if let Some(call) = w.get("call") {
+        return ToolCall::from_json(call)
+            .map(|c| c.extract(ctx))
+            .map_err(|e| e.to_string());
+    }
+    if let Some(path) = s("path") {
+        let action = Action::from_name(s("op").unwrap_or("read")).ok_or("bad op")?;
+        let mut ext = Extracted::new("operation");
+        ext.op(Operation::path(action, path));
+        return Ok(ext);
+    }
+    if let Some(addr) = s("addr") {
+        let port = w
+            .get("port")
+            .and_then(Value::as_u64)
+            .and_then(|p| u16::try_from(p).ok());
+        let mut ext = Extracted::new("operation");
+        ext.op(Operation::network(super::normalize::host(addr), port));
+        return Ok(ext);
+    }
+    Err("a case needs bash, tool, call, path or addr".into())
+}
+
+/// Runs every case; returns one line per failure.
+pub fn run(file: &CaseFile, rules: &RuleSet, origin: &str) -> Vec<String> {
+    let ctx = file.context();
+    let mut failures = Vec::new();
+    for case in &file.cases {
+        let at = format!("{origin}:{}", case.line);
+        let ext = match extract(case, &ctx) {
+            Ok(e) => e,
+            Err(e) => {
+                failures.push(format!("{at}: {e}"));
+                continue;
+            }
+        };
+        let d = evaluate(rules, &ext, &Activation::default(), Layer::ToolCall);
+        let got = if d.decision < Mode::Approve {
+            Mode::Allow
+        } else {
+            d.decision
+        };
+        let ids: Vec<&str> = d.matches.iter().map(|m| m.id.as_str()).collect();
+        let rule_ok = match (&case.rule, case.expect) {
+            (Some(r), Mode::Allow) => !ids.contains(&r.as_str()),
+            (Some(r), _) => ids.contains(&r.as_str()),
+            (None, _) => true,
+        };
+        if got != case.expect || !rule_ok {
+            failures.push(format!(
+                "{at}: expected {:?}{}, got {:?} (matches: {ids:?}) for {}\n    ops: {:?}\n    commands: {:?}\n    unparsable: {:?}",
+                case.expect,
+                case.rule.as_deref().map(|r| format!(" by {r}")).unwrap_or_default(),
+                d.decision,
+                case.what,
+                ext.ops,
+                ext.commands,
+                ext.unparsable,
+            ));
+        }
+    }
+    failures
+}
