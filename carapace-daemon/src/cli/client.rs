@@ -67,6 +67,8 @@ pub enum Command {
     },
     /// Show the daemon's version, kernel layer state, rules and sessions
     Status,
+    /// Check, list, explain and test rules; make the daemon reload its rule file
+    Rules(super::rules::RulesArgs),
 }
 
 /// Entry point of the `carapace` binary.
@@ -88,6 +90,7 @@ pub fn main() -> ExitCode {
         match args.command {
             Command::Run { command } => run(&args.socket, command).await,
             Command::Status => status(&args.socket).await.map(|()| 0),
+            Command::Rules(rules) => super::rules::run(&args.socket, rules).await,
         }
     });
     match result {
@@ -280,9 +283,14 @@ async fn status(socket: &Path) -> anyhow::Result<()> {
             s.kernel_status
         );
     }
+    let from = if s.rules_file.is_empty() {
+        "the built-in packs"
+    } else {
+        &s.rules_file
+    };
     println!(
-        "rules: {} ({} compiled for the kernel layer)",
-        s.rules, s.kernel_rules
+        "rules: {} ({} compiled for the kernel layer) from {from}; reloaded {} times",
+        s.rules, s.kernel_rules, s.rules_reloads
     );
     println!("sessions: {}", s.sessions.len());
     for session in &s.sessions {

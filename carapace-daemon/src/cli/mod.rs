@@ -2,3 +2,4 @@
 //! [`daemon`] is `carapaced`, [`client`] is `carapace`. Binaries report errors with `anyhow`.
 pub mod client;
 pub mod daemon;
+pub mod rules;
