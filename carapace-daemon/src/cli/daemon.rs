@@ -95,9 +95,10 @@ pub fn main() -> ExitCode {
 fn load_rules(source: &RuleSource) -> Result<Loaded, crate::rules::Diagnostics> {
     let loaded = source.load()?;
     let count = loaded.rules.rules().len();
-    match &loaded.file {
-        Some(p) => tracing::info!(file = %p.display(), rules = count, "rules loaded"),
-        None => tracing::info!(rules = count, "built-in rules loaded"),
+    if let Some(p) = &loaded.file {
+        tracing::info!(file = %p.display(), rules = count, "rules loaded");
+    } else {
+        tracing::info!(rules = count, "built-in rules loaded");
     }
     for w in loaded.rules.warnings().warnings() {
         tracing::warn!("{w}");

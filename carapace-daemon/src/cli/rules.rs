@@ -40,7 +40,7 @@ pub struct RulesArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum RulesCommand {
-    /// Validate rule files and report every problem with file:line:column and a hint
+    /// Validate rule files and report every problem with `file:line:column` and a hint
     ///
     /// Exits 0 when every file is valid (printing how many rules it holds and how many the
     /// kernel enforces), 1 when any has an error. Warnings are printed and do not fail.
@@ -166,17 +166,14 @@ pub async fn run(socket: &Path, args: RulesArgs) -> anyhow::Result<u8> {
                 return Ok(1);
             };
             let set = &loaded.rules;
-            let selected: Vec<&Rule> = match &id {
-                Some(id) => match set.by_id(id) {
-                    Some(rule) => vec![rule],
-                    None => {
-                        eprintln!(
-                            "carapace: no rule `{id}` (see `carapace rules list` for the ids)"
-                        );
-                        return Ok(1);
-                    }
-                },
-                None => set.rules().iter().collect(),
+            let selected: Vec<&Rule> = if let Some(id) = &id {
+                let Some(rule) = set.by_id(id) else {
+                    eprintln!("carapace: no rule `{id}` (see `carapace rules list` for the ids)");
+                    return Ok(1);
+                };
+                vec![rule]
+            } else {
+                set.rules().iter().collect()
             };
             let explained: Vec<Explanation> = selected.iter().map(|r| explain(set, r)).collect();
             if json {
@@ -191,7 +188,7 @@ pub async fn run(socket: &Path, args: RulesArgs) -> anyhow::Result<u8> {
             let Some(loaded) = load(&data_dir, rules) else {
                 return Ok(1);
             };
-            test(&loaded.rules, &target, op)
+            Ok(test(&loaded.rules, &target, op))
         }
         RulesCommand::Reload => reload(socket).await,
     }
@@ -573,23 +570,22 @@ fn parse_net_target(target: &str) -> Result<(Vec<IpAddr>, Option<u16>), String> 
 /// The rules a connection matches. Without a port, a rule matches if it matches on some
 /// port: the ports any address rule names, or any other port.
 fn net_matches<'a>(set: &'a RuleSet, ips: &[IpAddr], port: Option<u16>) -> Vec<&'a Rule> {
-    let ports: Vec<u16> = match port {
-        Some(p) => vec![p],
-        None => {
-            let mut named: Vec<u16> = set
-                .rules()
-                .iter()
-                .filter_map(|r| match &r.cond {
-                    Some(crate::rules::Cond::Net(n)) => Some(n.ports.clone()),
-                    _ => None,
-                })
-                .flatten()
-                .collect();
-            // A port no rule names stands for "any other port".
-            let other = (1..=u16::MAX).find(|p| !named.contains(p)).unwrap_or(0);
-            named.push(other);
-            named
-        }
+    let ports: Vec<u16> = if let Some(p) = port {
+        vec![p]
+    } else {
+        let mut named: Vec<u16> = set
+            .rules()
+            .iter()
+            .filter_map(|r| match &r.cond {
+                Some(crate::rules::Cond::Net(n)) => Some(n.ports.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        // A port no rule names stands for "any other port".
+        let other = (1..=u16::MAX).find(|p| !named.contains(p)).unwrap_or(0);
+        named.push(other);
+        named
     };
     set.rules()
         .iter()
@@ -600,13 +596,13 @@ fn net_matches<'a>(set: &'a RuleSet, ips: &[IpAddr], port: Option<u16>) -> Vec<&
         .collect()
 }
 
-fn test(set: &RuleSet, target: &str, op: TestOp) -> anyhow::Result<u8> {
+fn test(set: &RuleSet, target: &str, op: TestOp) -> u8 {
     let (subject, matched) = if op == TestOp::Network {
         let (ips, port) = match parse_net_target(target) {
             Ok(t) => t,
             Err(e) => {
                 eprintln!("carapace: {e}");
-                return Ok(1);
+                return 1;
             }
         };
         let shown: Vec<String> = ips.iter().map(ToString::to_string).collect();
@@ -618,7 +614,7 @@ fn test(set: &RuleSet, target: &str, op: TestOp) -> anyhow::Result<u8> {
             eprintln!(
                 "carapace: `{target}` is not an absolute path (with --op network, give a host)"
             );
-            return Ok(1);
+            return 1;
         }
         (target.to_owned(), set.matches_path(target, op.bit()))
     };
@@ -639,7 +635,11 @@ fn test(set: &RuleSet, target: &str, op: TestOp) -> anyhow::Result<u8> {
         None => println!("decision: allow (no path or address rule matches)"),
         Some(mode) => println!("decision: {}", mode_name(mode)),
     }
-    Ok(if strictest == Some(Mode::Block) { 2 } else { 0 })
+    if strictest == Some(Mode::Block) {
+        2
+    } else {
+        0
+    }
 }
 
 async fn reload(socket: &Path) -> anyhow::Result<u8> {

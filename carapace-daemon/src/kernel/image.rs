@@ -212,7 +212,7 @@ mod tests {
         let crowded: Vec<(&str, RuleRef)> = (0..REFS_PER_KEY as u32)
             .map(|i| ("k", rref(i, 0)))
             .collect();
-        let old = image(&vec![op::READ; REFS_PER_KEY], &[], &crowded);
+        let old = image(&[op::READ; REFS_PER_KEY], &[], &crowded);
         let new = image(&[op::READ], &[], &[("k", rref(0, 0))]);
         assert!(staging(&old, &Slots::new(), &new).is_none());
         let taken: BTreeSet<u32> = (1..=MAX_EXCEPT_SLOTS as u32).collect();
