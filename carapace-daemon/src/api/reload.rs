@@ -132,6 +132,8 @@ impl Daemon {
     pub async fn reload(&self, why: &str) -> Outcome {
         // One reload at a time; the guard also holds the fingerprint of the last file read.
         let mut last = self.reload_state.lock().await;
+        // Taken before reading: a write during the read then shows up as a later change.
+        let before = fingerprint(&self.source.path);
         let source = self.source.clone();
         let loaded = tokio::task::spawn_blocking(move || source.load()).await;
         let loaded = match loaded {
@@ -144,7 +146,7 @@ impl Daemon {
         let loaded = match loaded {
             Ok(loaded) => loaded,
             Err(diags) => {
-                *last = fingerprint(&self.source.path);
+                *last = before;
                 return self.refused(why, &diags);
             }
         };

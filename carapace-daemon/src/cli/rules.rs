@@ -24,7 +24,7 @@ packs are used, as the daemon does. Only `reload` talks to the daemon.
 Examples:
   carapace rules check ./rules.yaml              validate before installing
   carapace rules list                            what the daemon's rule file holds
-  carapace rules explain protect-ssh-keys        which layer enforces a rule, and how
+  carapace rules explain ssh-private-keys        which layer enforces a rule, and how
   carapace rules test ~/.ssh/id_rsa --op read    would reading this file be blocked?
   sudo carapace rules reload                     make the daemon read its rule file again";
 
