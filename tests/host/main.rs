@@ -408,3 +408,432 @@ fn a_session_left_behind_by_a_killed_run_is_reaped() {
         d.log_text()
     );
 }
+
+// ---- carapace rules ---------------------------------------------------------------------
+
+const BROKEN_RULES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/broken-rules");
+const DEMO_RULES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../rules/examples/demo.yaml");
+
+/// Runs `carapace rules ARGS` with a private data directory (never the machine's rule file)
+/// and a socket nobody serves: only `reload` may talk to a daemon.
+fn rules_cli(dir: &Path, args: &[&str]) -> std::process::Output {
+    let data_dir = dir.to_string_lossy().into_owned();
+    let mut all = vec!["rules"];
+    all.extend_from_slice(args);
+    cli(
+        Path::new(CARAPACE),
+        &dir.join("absent.sock"),
+        &all,
+        &[("CARAPACE_DATA_DIR", data_dir.as_str())],
+    )
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}):\n{}\nstderr:\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    })
+}
+
+#[test]
+fn rules_check_reports_each_broken_file_at_its_line_and_column() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("cannot create a temp dir: {e}"));
+    let mut files: Vec<_> = fs::read_dir(BROKEN_RULES)
+        .unwrap_or_else(|e| panic!("cannot list {BROKEN_RULES}: {e}"))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 8, "only {} broken rule files", files.len());
+    for file in &files {
+        let name = file.display().to_string();
+        let source = fs::read_to_string(file).unwrap_or_else(|e| panic!("cannot read {name}: {e}"));
+        let (position, expected) = source
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("# expect: "))
+            .and_then(|l| l.split_once(' '))
+            .unwrap_or_else(|| panic!("{name}: first line must be `# expect: LINE:COL TEXT`"));
+        let out = rules_cli(dir.path(), &["check", &name]);
+        let stdout = text(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{name} passed the check:\n{stdout}"
+        );
+        let lines: Vec<&str> = stdout.lines().collect();
+        let first = lines
+            .iter()
+            .position(|l| l.contains(": error: "))
+            .unwrap_or_else(|| panic!("{name}: no error reported:\n{stdout}"));
+        assert!(
+            lines[first].starts_with(&format!("{name}:{position}: error: ")),
+            "{name}: the first error must be at {position}:\n{stdout}"
+        );
+        let diagnostic = lines[first..lines.len().min(first + 2)].join("\n");
+        assert!(
+            diagnostic.contains(expected),
+            "{name}: the first error must say `{expected}`:\n{stdout}"
+        );
+        assert!(
+            diagnostic.contains("\n  hint: "),
+            "{name}: no hint:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn rules_check_accepts_valid_files_and_defaults_to_the_builtin_packs() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("cannot create a temp dir: {e}"));
+    let out = rules_cli(dir.path(), &["check", DEMO_RULES]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("ok, 3 rules (0 from built-in packs), 3 enforced in the kernel"),
+        "{stdout}"
+    );
+    // No FILE and no $CARAPACE_DATA_DIR/rules.yaml: the built-in packs, as the daemon does.
+    let out = rules_cli(dir.path(), &["check"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("built-in packs: ok, "), "{stdout}");
+    // With one: that file.
+    fs::write(
+        dir.path().join("rules.yaml"),
+        "version: 1\nbuiltin: none\nrules:\n  - block: \"/srv/x\"\n    mode: often\n",
+    )
+    .unwrap_or_else(|e| panic!("cannot write rules.yaml: {e}"));
+    let out = rules_cli(dir.path(), &["check"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(has_file_line_column(&stdout, "rules.yaml"), "{stdout}");
+}
+
+#[test]
+fn rules_list_and_explain_json_on_the_demo() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("cannot create a temp dir: {e}"));
+    let out = rules_cli(dir.path(), &["list", "--rules", DEMO_RULES, "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let list = json(&out);
+    let ids: Vec<&str> = list
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {list}"))
+        .iter()
+        .filter_map(|r| r["id"].as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "demo-protect-ssh",
+            "demo-protect-aws",
+            "demo-block-exfil-net"
+        ]
+    );
+    assert_eq!(list[0]["mode"], "block");
+    assert_eq!(list[0]["locked"], false);
+    assert_eq!(
+        list[0]["layers"],
+        serde_json::json!(["kernel", "userspace"])
+    );
+    assert!(
+        list[0]["source"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("demo.yaml")),
+        "{list}"
+    );
+
+    let out = rules_cli(dir.path(), &["explain", "--rules", DEMO_RULES, "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let explained = json(&out);
+    let ssh = &explained[0]["kernel"];
+    assert_eq!(ssh["matches"][0]["kind"], "directory prefix", "{explained}");
+    assert_eq!(ssh["matches"][0]["value"], "/home/agent/.ssh/");
+    assert_eq!(
+        ssh["ops"],
+        serde_json::json!(["read", "write", "execute", "delete", "network"])
+    );
+    let net = &explained[2]["kernel"];
+    assert_eq!(net["matches"][0]["kind"], "address block", "{explained}");
+    assert_eq!(net["matches"][0]["value"], "127.66.0.0/16");
+    assert_eq!(net["ops"], serde_json::json!(["network"]));
+    assert_eq!(explained[2]["userspace_reason"], serde_json::Value::Null);
+
+    // One rule, as text; and a userspace-only built-in one says why.
+    let out = rules_cli(
+        dir.path(),
+        &["explain", "demo-protect-aws", "--rules", DEMO_RULES],
+    );
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("kernel matches directory prefix `/home/agent/.aws/`"),
+        "{stdout}"
+    );
+    let out = rules_cli(
+        dir.path(),
+        &["explain", "no-such-rule", "--rules", DEMO_RULES],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let out = rules_cli(dir.path(), &["explain", "--json"]);
+    let all = json(&out);
+    let userspace: Vec<&serde_json::Value> = all
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {all}"))
+        .iter()
+        .filter(|r| r["kernel"].is_null())
+        .collect();
+    assert!(
+        userspace.iter().all(|r| r["userspace_reason"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty())),
+        "every userspace-only rule must say why: {all}"
+    );
+}
+
+#[test]
+fn rules_test_reports_matching_rules_and_exits_2_on_block() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("cannot create a temp dir: {e}"));
+    let run = |target: &str, op: &str| {
+        rules_cli(
+            dir.path(),
+            &["test", "--rules", DEMO_RULES, target, "--op", op],
+        )
+    };
+    let out = run("/home/agent/.ssh/id_ed25519", "read");
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{stdout}");
+    assert!(stdout.contains("demo-protect-ssh"), "{stdout}");
+    assert!(stdout.contains("decision: block"), "{stdout}");
+    let out = run("/home/agent/notes.txt", "write");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("decision: allow"));
+    let out = run("127.66.1.2:443", "network");
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{stdout}");
+    assert!(stdout.contains("demo-block-exfil-net"), "{stdout}");
+    assert_eq!(run("127.67.0.1:443", "network").status.code(), Some(0));
+    assert_eq!(run("127.66.0.1", "network").status.code(), Some(2));
+    let out = run("relative/path", "read");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("not an absolute path"));
+}
+
+/// Writes `content` to `path` through a rename, as editors do (never seen half-written).
+fn replace_file(path: &Path, content: &str) {
+    let tmp = path.with_extension("tmp");
+    fs::write(&tmp, content).unwrap_or_else(|e| panic!("cannot write {}: {e}", tmp.display()));
+    fs::rename(&tmp, path).unwrap_or_else(|e| panic!("cannot rename to {}: {e}", path.display()));
+}
+
+/// Rewrites `path` in place with `content` (padded to the same size) and its old mtime, so
+/// that the daemon's file watcher sees no change: only SIGHUP or the RPC can reload it.
+fn replace_unnoticed(path: &Path, content: &str) {
+    let old = fs::metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let size = usize::try_from(old.len()).unwrap_or(usize::MAX);
+    assert!(
+        content.len() < size,
+        "the new content must be shorter than the old"
+    );
+    let padded = format!("{content}#{}\n", "-".repeat(size - content.len() - 2));
+    let modified = old
+        .modified()
+        .unwrap_or_else(|e| panic!("no mtime for {}: {e}", path.display()));
+    fs::write(path, &padded).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    let file = fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap_or_else(|e| panic!("cannot open {}: {e}", path.display()));
+    file.set_modified(modified)
+        .unwrap_or_else(|e| panic!("cannot restore the mtime of {}: {e}", path.display()));
+}
+
+/// A valid rule file with `n` path rules and no built-in packs.
+fn rule_file(n: usize) -> String {
+    let mut s = String::from("version: 1\nbuiltin: none\nrules:\n");
+    for i in 0..n {
+        use std::fmt::Write as _;
+        let _ = write!(s, "  - id: r{i}\n    block: \"/srv/reload-test/{i}/**\"\n");
+    }
+    s
+}
+
+/// `rules: N (` from `carapace status`.
+fn status_rules(d: &Daemon) -> Option<usize> {
+    let out = carapace(d, &["status"], &[]);
+    text(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("rules: "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+}
+
+fn wait_for(d: &Daemon, what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}; log:\n{}", d.log_text());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn daemon_with_rules(dir: &Path, rules: &Path) -> Daemon {
+    let rules = rules.to_string_lossy().into_owned();
+    Daemon::start(Path::new(CARAPACED), dir, &["--rules", rules.as_str()])
+}
+
+#[test]
+fn the_daemon_reloads_a_changed_rule_file_and_keeps_its_rules_when_broken() {
+    let Some(dir) = setup("the_daemon_reloads_a_changed_rule_file_and_keeps_its_rules_when_broken")
+    else {
+        return;
+    };
+    let rules = dir.path().join("rules.yaml");
+    replace_file(&rules, &rule_file(2));
+    let d = daemon_with_rules(dir.path(), &rules);
+    assert_eq!(status_rules(&d), Some(2), "log:\n{}", d.log_text());
+
+    replace_file(&rules, &rule_file(5));
+    wait_for(&d, "the changed file was not picked up", || {
+        status_rules(&d) == Some(5)
+    });
+    assert!(d
+        .log_text()
+        .contains("the rule file changed: rules reloaded"));
+
+    replace_file(
+        &rules,
+        "version: 1\nbuiltin: none\nrules:\n  - block: \"/srv/[x\"\n",
+    );
+    wait_for(&d, "the broken file was not reported", || {
+        d.log_text().contains("the previous rules stay in force")
+    });
+    let log = d.log_text();
+    assert!(has_file_line_column(&log, "rules.yaml"), "log:\n{log}");
+    assert_eq!(
+        status_rules(&d),
+        Some(5),
+        "the old rules must stay; log:\n{log}"
+    );
+    // Reported once, not every second.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(
+        d.log_text()
+            .matches("the previous rules stay in force")
+            .count(),
+        1,
+        "log:\n{}",
+        d.log_text()
+    );
+}
+
+#[test]
+fn sighup_reloads_the_rules() {
+    let Some(dir) = setup("sighup_reloads_the_rules") else {
+        return;
+    };
+    let rules = dir.path().join("rules.yaml");
+    replace_file(&rules, &rule_file(4));
+    let d = daemon_with_rules(dir.path(), &rules);
+    assert_eq!(status_rules(&d), Some(4), "log:\n{}", d.log_text());
+    replace_unnoticed(&rules, &rule_file(1));
+    // The watcher must not have noticed: the change is SIGHUP's to make.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(status_rules(&d), Some(4), "log:\n{}", d.log_text());
+    let pid = d
+        .pid()
+        .and_then(|p| i32::try_from(p).ok())
+        .unwrap_or_else(|| panic!("the daemon has no pid"));
+    // SAFETY: kill(2) on the pid of the daemon this test started and has not reaped.
+    unsafe {
+        libc::kill(pid, libc::SIGHUP);
+    }
+    wait_for(&d, "SIGHUP did not reload", || status_rules(&d) == Some(1));
+    assert!(d.log_text().contains("SIGHUP: rules reloaded"));
+    assert!(
+        text(&carapace(&d, &["status"], &[]).stdout).contains("reloaded 1 times"),
+        "log:\n{}",
+        d.log_text()
+    );
+}
+
+#[test]
+fn rules_reload_swaps_valid_rules_and_returns_the_errors_of_broken_ones() {
+    let Some(dir) = setup("rules_reload_swaps_valid_rules_and_returns_the_errors_of_broken_ones")
+    else {
+        return;
+    };
+    let rules = dir.path().join("rules.yaml");
+    replace_file(&rules, &rule_file(4));
+    let d = daemon_with_rules(dir.path(), &rules);
+    replace_unnoticed(&rules, &rule_file(3));
+    let out = carapace(&d, &["rules", "reload"], &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains(&format!(
+            "rules reloaded from {}: 3 rules, 0 enforced in the kernel",
+            rules.display()
+        )) || stdout.contains(": 3 rules, 3 enforced in the kernel"),
+        "{stdout}"
+    );
+    assert_eq!(status_rules(&d), Some(3));
+
+    replace_file(
+        &rules,
+        "version: 1\nbuiltin: none\nrules:\n  - block: \"/srv/x\"\n    mode: often\n",
+    );
+    let out = carapace(&d, &["rules", "reload"], &[]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}:5:11: error: unknown mode `often`",
+            rules.display()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("keeps its previous rules (3 rules"),
+        "{stderr}"
+    );
+    assert_eq!(status_rules(&d), Some(3));
+}
+
+#[test]
+fn an_agent_cannot_reload_the_rules() {
+    let Some(dir) = setup("an_agent_cannot_reload_the_rules") else {
+        return;
+    };
+    let d = daemon(dir.path());
+    let socket = d.socket.to_string_lossy().into_owned();
+    let out = carapace(
+        &d,
+        &[
+            "run",
+            "--",
+            CARAPACE,
+            "--socket",
+            socket.as_str(),
+            "rules",
+            "reload",
+        ],
+        &[],
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr:\n{stderr}");
+    assert!(
+        stderr.contains("processes inside a Carapace session cannot reload the rules"),
+        "stderr:\n{stderr}"
+    );
+    assert!(d
+        .log_text()
+        .contains("an agent asked to reload the rules; refused"));
+    assert_eq!(
+        d.log_text().matches("rules reloaded").count(),
+        0,
+        "log:\n{}",
+        d.log_text()
+    );
+}

@@ -90,6 +90,12 @@ impl Daemon {
         }
     }
 
+    /// The daemon's pid while it runs (to signal it).
+    #[must_use]
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Everything the daemon logged so far.
     #[must_use]
     pub fn log_text(&self) -> String {

@@ -6,6 +6,7 @@
 pub mod denial;
 pub mod evaluate;
 pub mod proto;
+pub mod reload;
 
 use std::fs;
 use std::future::Future;
@@ -15,7 +16,8 @@ use std::os::unix::fs::{
 };
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use tokio::net::UnixListener;
 use tokio::sync::{broadcast, mpsc};
@@ -27,9 +29,10 @@ use tonic::{Request, Response, Status};
 use self::proto::carapace_server::{Carapace, CarapaceServer};
 use self::proto::{
     CreateSessionReply, CreateSessionRequest, Denial, EndSessionReply, EndSessionRequest,
-    EvaluateReply, EvaluateRequest, ScanHistoryReply, ScanHistoryRequest, SessionInfo, StatusReply,
-    StatusRequest, WatchSessionRequest,
+    EvaluateReply, EvaluateRequest, ReloadRulesReply, ReloadRulesRequest, ScanHistoryReply,
+    ScanHistoryRequest, SessionInfo, StatusReply, StatusRequest, WatchSessionRequest,
 };
+use self::reload::{Fingerprint, Loaded, RuleSource};
 use crate::kernel::EventStream;
 use crate::rules::RuleSet;
 use crate::session::cgroup;
@@ -51,7 +54,16 @@ pub enum SessionEvent {
 
 /// What the request handlers share.
 pub struct Daemon {
-    pub rules: Arc<RuleSet>,
+    /// The rules in force; a reload swaps the whole set at once (see [`Daemon::rules`]).
+    rules: RwLock<Arc<RuleSet>>,
+    /// Where the rules are read from on reload.
+    source: RuleSource,
+    /// The file the rules in force came from (`None`: the built-in packs only).
+    rules_file: Mutex<Option<PathBuf>>,
+    /// Serialises reloads and remembers the fingerprint of the last file read.
+    reload_state: tokio::sync::Mutex<Option<Fingerprint>>,
+    /// Successful reloads since start.
+    reloads: AtomicU64,
     pub sessions: Arc<SessionManager>,
     /// Why the kernel layer is not running, if it is not.
     pub kernel_unavailable: Option<String>,
@@ -61,17 +73,51 @@ pub struct Daemon {
 impl Daemon {
     #[must_use]
     pub fn new(
-        rules: Arc<RuleSet>,
+        loaded: Loaded,
+        source: RuleSource,
         sessions: Arc<SessionManager>,
         kernel_unavailable: Option<String>,
     ) -> Self {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         Self {
-            rules,
+            rules: RwLock::new(Arc::new(loaded.rules)),
+            source,
+            rules_file: Mutex::new(loaded.file),
+            reload_state: tokio::sync::Mutex::new(loaded.fingerprint),
+            reloads: AtomicU64::new(0),
             sessions,
             kernel_unavailable,
             events,
         }
+    }
+
+    /// The rules in force. Callers keep the `Arc` for the whole of one decision, so a reload
+    /// in the middle never mixes two rule sets in one answer.
+    #[must_use]
+    pub fn rules(&self) -> Arc<RuleSet> {
+        Arc::clone(&self.rules.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// The file the rules in force came from (`None`: the built-in packs only).
+    #[must_use]
+    pub fn rules_file(&self) -> Option<PathBuf> {
+        self.rules_file
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_rules_file(&self, file: Option<PathBuf>) {
+        *self
+            .rules_file
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = file;
+    }
+
+    /// Successful reloads since start.
+    #[must_use]
+    pub fn reloads(&self) -> u64 {
+        self.reloads.load(Ordering::Relaxed)
     }
 
     fn kernel_state(&self) -> (bool, String) {
@@ -178,8 +224,8 @@ pub fn spawn_denial_pump(
                 .sessions
                 .id_of_number(event.session)
                 .unwrap_or_else(|| format!("#{}", event.session));
-            let rule = daemon
-                .rules
+            let rules = daemon.rules();
+            let rule = rules
                 .by_kernel_index(event.rule)
                 .map(|r| (r.id.as_str(), r.message.as_str()));
             let d = denial::denial_from_event(&event, &session_id, rule);
@@ -323,7 +369,8 @@ type DenialStream = Pin<Box<dyn Stream<Item = Result<Denial, Status>> + Send + '
 impl Carapace for Service {
     async fn status(&self, _: Request<StatusRequest>) -> Result<Response<StatusReply>, Status> {
         let (kernel_enforcing, kernel_status) = self.daemon.kernel_state();
-        let rules = self.daemon.rules.rules();
+        let rule_set = self.daemon.rules();
+        let rules = rule_set.rules();
         let sessions = self
             .daemon
             .sessions
@@ -344,6 +391,48 @@ impl Carapace for Service {
             rules: rules.len() as u32,
             kernel_rules: rules.iter().filter(|r| r.kernel_index.is_some()).count() as u32,
             sessions,
+            rules_file: self
+                .daemon
+                .rules_file()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            rules_reloads: self.daemon.reloads(),
+        }))
+    }
+
+    async fn reload_rules(
+        &self,
+        request: Request<ReloadRulesRequest>,
+    ) -> Result<Response<ReloadRulesReply>, Status> {
+        let peer = self.peer(&request)?;
+        if peer.agent {
+            tracing::warn!(
+                pid = peer.pid,
+                uid = peer.uid,
+                "an agent asked to reload the rules; refused"
+            );
+            return Err(Status::permission_denied(
+                "processes inside a Carapace session cannot reload the rules",
+            ));
+        }
+        // The file is root's; only root (or the daemon's own user) may make it take effect.
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let own = unsafe { libc::geteuid() };
+        if peer.uid != 0 && peer.uid != own {
+            return Err(Status::permission_denied(
+                "only root can reload the rules (try `sudo carapace rules reload`)",
+            ));
+        }
+        let outcome = self
+            .daemon
+            .reload(&format!("ReloadRules from pid {}", peer.pid))
+            .await;
+        Ok(Response::new(ReloadRulesReply {
+            ok: outcome.ok,
+            file: outcome.file,
+            rules: outcome.rules,
+            kernel_rules: outcome.kernel_rules,
+            diagnostics: outcome.diagnostics,
         }))
     }
 
@@ -435,7 +524,7 @@ impl Carapace for Service {
     ) -> Result<Response<EvaluateReply>, Status> {
         let peer = self.peer(&request)?;
         let req = request.into_inner();
-        let rules = Arc::clone(&self.daemon.rules);
+        let rules = self.daemon.rules();
         tokio::task::spawn_blocking(move || {
             evaluate::evaluate(&rules, &peer, &req.call_json, &req.cwd)
         })
@@ -450,7 +539,7 @@ impl Carapace for Service {
     ) -> Result<Response<ScanHistoryReply>, Status> {
         let peer = self.peer(&request)?;
         let req = request.into_inner();
-        let rules = Arc::clone(&self.daemon.rules);
+        let rules = self.daemon.rules();
         tokio::task::spawn_blocking(move || {
             evaluate::scan_history(&rules, &peer, &req.transcript, &req.cwd)
         })

@@ -74,6 +74,8 @@ pub enum Command {
     /// Agent hooks (Claude Code) and their installation
     #[command(subcommand)]
     Hook(super::hook::HookCommand),
+    /// Check, list, explain and test rules; make the daemon reload its rule file
+    Rules(super::rules::RulesArgs),
 }
 
 /// Entry point of the `carapace` binary.
@@ -98,6 +100,7 @@ pub fn main() -> ExitCode {
             Command::Check(check) => super::check::check(&args.socket, check).await,
             Command::ScanHistory(scan) => super::check::scan_history(&args.socket, scan).await,
             Command::Hook(hook) => super::hook::run(&args.socket, hook).await,
+            Command::Rules(rules) => super::rules::run(&args.socket, rules).await,
         }
     });
     match result {
@@ -290,9 +293,14 @@ async fn status(socket: &Path) -> anyhow::Result<()> {
             s.kernel_status
         );
     }
+    let from = if s.rules_file.is_empty() {
+        "the built-in packs"
+    } else {
+        &s.rules_file
+    };
     println!(
-        "rules: {} ({} compiled for the kernel layer)",
-        s.rules, s.kernel_rules
+        "rules: {} ({} compiled for the kernel layer) from {from}; reloaded {} times",
+        s.rules, s.kernel_rules, s.rules_reloads
     );
     println!("sessions: {}", s.sessions.len());
     for session in &s.sessions {

@@ -7,9 +7,10 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::Parser;
 
+use crate::api::reload::{self, Loaded, RuleSource};
 use crate::api::{self, Daemon};
 use crate::kernel::{Kernel, KernelSettings};
-use crate::rules::{Diagnostics, RuleSet};
+use crate::rules::RuleSet;
 use crate::session::cgroup::{CarapaceRoot, Hierarchy};
 use crate::session::SessionManager;
 
@@ -23,6 +24,8 @@ pub const PIN_DIR: &str = "/sys/fs/bpf/carapace";
 const AFTER_HELP: &str = "\
 Rules come from --rules FILE, else $CARAPACE_DATA_DIR/rules.yaml if it exists, else the
 built-in packs. A rule file with errors is reported (file:line:column) and nothing starts.
+The rule file is read again on SIGHUP, when it changes on disk (checked every second) and
+on `carapace rules reload`; a file with errors is logged and the running rules stay.
 
 The kernel layer (eBPF LSM) needs a kernel with `bpf` in its LSM list; without it carapaced
 says so in one line and keeps serving Layers 0/1.
@@ -61,7 +64,8 @@ pub fn main() -> ExitCode {
         )
         .init();
     // Rules first: a broken rule file stops everything before anything is touched.
-    let rules = match load_rules(&args) {
+    let source = RuleSource::new(&args.data_dir, args.rules.clone());
+    let rules = match load_rules(&source) {
         Ok(r) => r,
         Err(d) => {
             eprint!("{d}");
@@ -79,7 +83,7 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args, rules)) {
+    match runtime.block_on(run(args, source, rules)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -88,21 +92,18 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn load_rules(args: &Args) -> Result<RuleSet, Diagnostics> {
-    let default = args.data_dir.join("rules.yaml");
-    let path = args
-        .rules
-        .clone()
-        .or_else(|| default.exists().then_some(default));
-    if let Some(p) = path {
-        let rules = RuleSet::load(&p)?;
-        tracing::info!(file = %p.display(), rules = rules.rules().len(), "rules loaded");
-        Ok(rules)
+fn load_rules(source: &RuleSource) -> Result<Loaded, crate::rules::Diagnostics> {
+    let loaded = source.load()?;
+    let count = loaded.rules.rules().len();
+    if let Some(p) = &loaded.file {
+        tracing::info!(file = %p.display(), rules = count, "rules loaded");
     } else {
-        let rules = RuleSet::builtin();
-        tracing::info!(rules = rules.rules().len(), "built-in rules loaded");
-        Ok(rules)
+        tracing::info!(rules = count, "built-in rules loaded");
     }
+    for w in loaded.rules.warnings().warnings() {
+        tracing::warn!("{w}");
+    }
+    Ok(loaded)
 }
 
 /// Starts (or adopts) the kernel layer for the sessions below `root`. When the kernel
@@ -134,7 +135,7 @@ fn create_data_dir(dir: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create the data directory {}", dir.display()))
 }
 
-async fn run(args: Args, rules: RuleSet) -> anyhow::Result<()> {
+async fn run(args: Args, source: RuleSource, loaded: Loaded) -> anyhow::Result<()> {
     create_data_dir(&args.data_dir)?;
     let hierarchy = Hierarchy::discover().context("cannot find the cgroup v2 hierarchy")?;
     let root = CarapaceRoot::create(&hierarchy).context("cannot create the Carapace cgroup")?;
@@ -144,24 +145,26 @@ async fn run(args: Args, rules: RuleSet) -> anyhow::Result<()> {
         level = root.level,
         "session cgroups live below this cgroup"
     );
-    let (mut kernel, unavailable) = match start_kernel(&root, &rules) {
+    let (mut kernel, unavailable) = match start_kernel(&root, &loaded.rules) {
         Ok(k) => (Some(k), None),
         Err(reason) => (None, Some(reason)),
     };
     let events = kernel.as_mut().and_then(Kernel::take_events);
     let sessions = SessionManager::open(hierarchy, root, &args.data_dir, kernel)
         .context("cannot load the session store")?;
-    let daemon = Arc::new(Daemon::new(
-        Arc::new(rules),
-        Arc::new(sessions),
-        unavailable,
-    ));
+    let daemon = Arc::new(Daemon::new(loaded, source, Arc::new(sessions), unavailable));
     // Detached: the pump lives as long as the kernel's ring buffer.
     let _pump = events.map(|stream| api::spawn_denial_pump(Arc::clone(&daemon), stream));
     let _reaper = api::spawn_reaper(Arc::clone(&daemon));
+    let _watcher = reload::spawn_watcher(Arc::clone(&daemon), reload::WATCH_INTERVAL);
     let listener = api::bind(&args.socket)?;
     tracing::info!(socket = %args.socket.display(), "serving");
-    let result = api::serve(daemon, listener, shutdown_signal()).await;
+    let result = api::serve(
+        Arc::clone(&daemon),
+        listener,
+        shutdown_signal(Arc::clone(&daemon)),
+    )
+    .await;
     if let Err(e) = std::fs::remove_file(&args.socket) {
         tracing::warn!("cannot remove {}: {e}", args.socket.display());
     }
@@ -170,9 +173,8 @@ async fn run(args: Args, rules: RuleSet) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Resolves on SIGTERM or SIGINT. SIGHUP is caught (reserved for rule reload) so that it does
-/// not kill the daemon.
-async fn shutdown_signal() {
+/// Resolves on SIGTERM or SIGINT; reloads the rules on SIGHUP.
+async fn shutdown_signal(daemon: Arc<Daemon>) {
     use tokio::signal::unix::{signal, SignalKind};
     let streams = (
         signal(SignalKind::terminate()),
@@ -187,7 +189,12 @@ async fn shutdown_signal() {
         tokio::select! {
             _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); return; }
             _ = int.recv() => { tracing::info!("SIGINT: shutting down"); return; }
-            _ = hup.recv() => tracing::info!("SIGHUP: rule reload is not implemented yet; ignored"),
+            _ = hup.recv() => {
+                // Its own task, so that a slow reload (host name lookups) never delays a
+                // SIGTERM.
+                let daemon = Arc::clone(&daemon);
+                tokio::spawn(async move { daemon.reload("SIGHUP").await });
+            }
         }
     }
 }

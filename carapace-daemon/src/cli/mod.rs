@@ -5,3 +5,4 @@ pub mod client;
 pub mod daemon;
 pub mod evaluator;
 pub mod hook;
+pub mod rules;

@@ -2,9 +2,11 @@
 //! compiler (`rules::compile`) and written into the maps by `kernel::maps`. Plain data, so
 //! the compiler can be tested without a kernel and the map sync can diff two images.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use carapace_common::{Config, NetRef, RuleMeta, RuleRef};
+use carapace_common::{
+    Config, NetRef, RuleMeta, RuleRef, MAX_EXCEPT_SLOTS, MAX_RULES, REFS_PER_KEY, REF_EXCEPT,
+};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KernelImage {
@@ -23,4 +25,198 @@ pub struct KernelImage {
     /// `prefix`, each entry holds the refs of every covering shorter prefix.
     pub nets: BTreeMap<(u32, [u8; 16]), Vec<NetRef>>,
     pub config: Config,
+}
+
+/// Exception slot (1-based) of every kernel rule that has an exception, by rule index. The
+/// programs gather the slots of the exceptions they find into one mask (see
+/// `carapace_common::REF_SLOT_SHIFT`).
+pub type Slots = BTreeMap<u32, u32>;
+
+/// Gives every rule of `image` that has an exception the lowest slot not in `taken`.
+pub fn except_slots(image: &KernelImage, taken: &BTreeSet<u32>) -> Result<Slots, String> {
+    let path_refs = image
+        .exact
+        .values()
+        .chain(image.prefix.values())
+        .chain(image.names.values())
+        .chain(image.inodes.values())
+        .flatten()
+        .filter(|r| r.flags & REF_EXCEPT != 0)
+        .map(|r| r.rule);
+    let net_refs = image
+        .nets
+        .values()
+        .flatten()
+        .filter(|r| r.flags & REF_EXCEPT != 0)
+        .map(|r| r.rule);
+    let rules: BTreeSet<u32> = path_refs.chain(net_refs).collect();
+    let free = (1..=MAX_EXCEPT_SLOTS as u32).filter(|s| !taken.contains(s));
+    if rules.len() > free.clone().count() {
+        return Err(format!(
+            "{} kernel rules have exceptions; the kernel limit is {MAX_EXCEPT_SLOTS}",
+            rules.len() + taken.len()
+        ));
+    }
+    Ok(rules.into_iter().zip(free).collect())
+}
+
+/// The intermediate state of a swap from one image to the next (see
+/// `KernelMaps::replace_image`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Staging {
+    /// The old rules at their indices plus the new ones moved above both rule tables; every
+    /// key holds the refs of both.
+    pub image: KernelImage,
+    pub slots: Slots,
+    /// Slots of the new image at its own indices: the ones its rules hold in `image`, none
+    /// of them an old rule's.
+    pub new_slots: Slots,
+}
+
+/// The union of `old` (written with `old_slots`) and `new`, or `None` when it does not fit
+/// the maps (rule table, refs per key, exception slots).
+#[must_use]
+pub fn staging(old: &KernelImage, old_slots: &Slots, new: &KernelImage) -> Option<Staging> {
+    let offset = old.rules.len().max(new.rules.len());
+    if offset + new.rules.len() > MAX_RULES {
+        return None;
+    }
+    let off = offset as u32;
+    let taken: BTreeSet<u32> = old_slots.values().copied().collect();
+    let new_slots = except_slots(new, &taken).ok()?;
+    let mut slots = old_slots.clone();
+    slots.extend(new_slots.iter().map(|(rule, slot)| (rule + off, *slot)));
+
+    let mut image = old.clone();
+    image.rules.resize(offset, RuleMeta::default());
+    image.rules.extend_from_slice(&new.rules);
+    let moved = |r: &RuleRef| RuleRef {
+        rule: r.rule + off,
+        flags: r.flags,
+    };
+    merge(&mut image.exact, &new.exact, moved);
+    merge(&mut image.prefix, &new.prefix, moved);
+    merge(&mut image.names, &new.names, moved);
+    merge(&mut image.inodes, &new.inodes, moved);
+    merge(&mut image.nets, &new.nets, |r: &NetRef| NetRef {
+        rule: r.rule + off,
+        ..*r
+    });
+    image.config.path_rule_ops |= new.config.path_rule_ops;
+    image.config.net_rule_ops |= new.config.net_rule_ops;
+    // A longer prefix must carry the refs of the shorter ones of the other image too.
+    crate::rules::compile::kernel::close_prefixes(&mut image);
+    crate::rules::compile::kernel::close_nets(&mut image);
+    let fits = image
+        .exact
+        .values()
+        .chain(image.prefix.values())
+        .chain(image.names.values())
+        .chain(image.inodes.values())
+        .all(|refs| refs.len() <= REFS_PER_KEY)
+        && image.nets.values().all(|refs| refs.len() <= REFS_PER_KEY);
+    fits.then_some(Staging {
+        image,
+        slots,
+        new_slots,
+    })
+}
+
+fn merge<K: Ord + Clone, R: PartialEq>(
+    into: &mut BTreeMap<K, Vec<R>>,
+    from: &BTreeMap<K, Vec<R>>,
+    moved: impl Fn(&R) -> R,
+) {
+    for (key, refs) in from {
+        let entry = into.entry(key.clone()).or_default();
+        for r in refs.iter().map(&moved) {
+            if !entry.contains(&r) {
+                entry.push(r);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use carapace_common::op;
+
+    use super::*;
+
+    fn rref(rule: u32, flags: u32) -> RuleRef {
+        RuleRef { rule, flags }
+    }
+
+    fn image(rules: &[u32], prefix: &[(&str, RuleRef)], names: &[(&str, RuleRef)]) -> KernelImage {
+        let mut img = KernelImage {
+            rules: rules
+                .iter()
+                .map(|ops| RuleMeta {
+                    ops: *ops,
+                    flags: 0,
+                })
+                .collect(),
+            ..KernelImage::default()
+        };
+        for (k, r) in prefix {
+            img.prefix
+                .entry(k.as_bytes().to_vec())
+                .or_default()
+                .push(*r);
+        }
+        for (k, r) in names {
+            img.names.entry(k.as_bytes().to_vec()).or_default().push(*r);
+        }
+        img
+    }
+
+    #[test]
+    fn staging_holds_both_rule_sets_with_disjoint_slots() {
+        let old = image(
+            &[op::READ],
+            &[("/a/", rref(0, 0))],
+            &[("keep", rref(0, REF_EXCEPT))],
+        );
+        let old_slots = except_slots(&old, &BTreeSet::new()).unwrap();
+        assert_eq!(old_slots, Slots::from([(0, 1)]));
+        let new = image(
+            &[op::WRITE, op::ALL],
+            &[("/a/b/", rref(0, 0))],
+            &[("x", rref(1, 0)), ("ok", rref(1, REF_EXCEPT))],
+        );
+        let s = staging(&old, &old_slots, &new).unwrap();
+        // New rules sit above both tables: offset max(1, 2) = 2.
+        assert_eq!(s.image.rules.len(), 4);
+        assert_eq!(s.image.rules[0].ops, op::READ);
+        assert_eq!(s.image.rules[1], RuleMeta::default());
+        assert_eq!(&s.image.rules[2..], &new.rules[..]);
+        assert_eq!(s.image.prefix[&b"/a/".to_vec()], [rref(0, 0)]);
+        // The longer new prefix also carries the old shorter one (LPM returns one entry).
+        let longer = &s.image.prefix[&b"/a/b/".to_vec()];
+        assert!(longer.contains(&rref(2, 0)) && longer.contains(&rref(0, 0)));
+        assert_eq!(s.image.names[&b"x".to_vec()], [rref(3, 0)]);
+        assert_eq!(s.image.names[&b"keep".to_vec()], [rref(0, REF_EXCEPT)]);
+        // New exception slots avoid the old ones and are the same at both indices.
+        assert_eq!(s.new_slots, Slots::from([(1, 2)]));
+        assert_eq!(s.slots, Slots::from([(0, 1), (3, 2)]));
+        assert_eq!(s.image.config.path_rule_ops, 0);
+    }
+
+    #[test]
+    fn staging_refuses_what_does_not_fit() {
+        let full = KernelImage {
+            rules: vec![RuleMeta::default(); MAX_RULES / 2 + 1],
+            ..KernelImage::default()
+        };
+        assert!(staging(&full, &Slots::new(), &full).is_none());
+        let crowded: Vec<(&str, RuleRef)> = (0..REFS_PER_KEY as u32)
+            .map(|i| ("k", rref(i, 0)))
+            .collect();
+        let old = image(&[op::READ; REFS_PER_KEY], &[], &crowded);
+        let new = image(&[op::READ], &[], &[("k", rref(0, 0))]);
+        assert!(staging(&old, &Slots::new(), &new).is_none());
+        let taken: BTreeSet<u32> = (1..=MAX_EXCEPT_SLOTS as u32).collect();
+        let one = image(&[op::READ], &[], &[("e", rref(0, REF_EXCEPT))]);
+        assert!(except_slots(&one, &taken).is_err());
+    }
 }

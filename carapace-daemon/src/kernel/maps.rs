@@ -1,8 +1,12 @@
 //! Where a rule becomes a BPF map entry: writes a [`KernelImage`] into the programs' maps
 //! (adding and overwriting what the image has, then removing what it no longer has) and
 //! keeps the per-session rule state.
+//!
+//! Replacing a rule set ([`KernelMaps::replace_image`]) goes through an intermediate image so
+//! that at every moment the old or the new rules apply (usually both): a rule index means a
+//! different rule in the next set, and the maps cannot be rewritten at once.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use anyhow::{bail, Context as _};
 use aya::maps::{
@@ -11,10 +15,10 @@ use aya::maps::{
 };
 use carapace_common::{
     maps as names, Config, InodeKey, NetRef, NetRefs, RuleMeta, RuleRef, RuleRefs, SessionState,
-    MAX_EXCEPT_SLOTS, NAME_MAX, PATH_MAX, REFS_PER_KEY, REF_EXCEPT, REF_SLOT_SHIFT,
+    NAME_MAX, PATH_MAX, REFS_PER_KEY, REF_SLOT_SHIFT,
 };
 
-use super::image::KernelImage;
+use super::image::{self, KernelImage, Slots};
 
 pub struct KernelMaps {
     sessions: HashMap<MapData, u64, SessionState>,
@@ -28,6 +32,9 @@ pub struct KernelMaps {
     nets: LpmTrie<MapData, [u8; 16], NetRefs>,
     /// Rule indices written by the last image, to clear the ones a new image drops.
     rule_count: u32,
+    /// The image last written and its exception slots, to stage the next swap from.
+    current: KernelImage,
+    slots: Slots,
 }
 
 fn take(maps: &mut Vec<(String, Map)>, name: &str) -> anyhow::Result<Map> {
@@ -60,6 +67,8 @@ impl KernelMaps {
             inodes: typed!(maps, names::INODES),
             nets: typed!(maps, names::NETS),
             rule_count: 0,
+            current: KernelImage::default(),
+            slots: Slots::new(),
         })
     }
 
@@ -93,9 +102,44 @@ impl KernelMaps {
         }
     }
 
-    /// Writes `image`. Rule metadata goes first and entries second when adding, so an entry
-    /// never points at a rule the programs do not know yet.
+    /// Writes `image` over whatever the maps hold (at start: nothing, or the pins of a
+    /// previous daemon).
     pub fn write_image(&mut self, image: &KernelImage) -> anyhow::Result<()> {
+        let slots = image::except_slots(image, &BTreeSet::new()).map_err(anyhow::Error::msg)?;
+        self.write_with_slots(image, &slots)
+    }
+
+    /// Replaces the rules in the maps with `new` such that no operation passes that both the
+    /// old and the new rules deny, in two full writes:
+    ///
+    /// 1. the staging image: the old rules at their indices, the new ones above both rule
+    ///    tables, every key holding both sets of refs. Metadata of the new indices is written
+    ///    first and keys only ever gain refs, so the old rules apply throughout and the new
+    ///    ones from the moment their key is written.
+    /// 2. the new image at its own indices. Every key holds either its staging refs (the new
+    ///    rules at the upper indices, whose metadata is untouched until the end) or its final
+    ///    refs, so the new rules apply throughout. New rules keep the exception slots they had
+    ///    in the staging image, none of them an old rule's, so an exception of one set never
+    ///    lifts a rule of the other. Old refs still present may point at a new rule's metadata
+    ///    for a moment: that can only deny more, never less than the new rules.
+    ///
+    /// When the staging image does not fit the maps (rule table, refs per key, exception
+    /// slots), `new` is written directly and the log says that the swap was not atomic.
+    pub fn replace_image(&mut self, new: &KernelImage) -> anyhow::Result<()> {
+        let Some(staged) = image::staging(&self.current, &self.slots, new) else {
+            tracing::warn!(
+                "the old and new rules do not fit the maps together; replacing them in one                  pass, during which some keys may briefly match neither"
+            );
+            return self.write_image(new);
+        };
+        self.write_with_slots(&staged.image, &staged.slots)
+            .context("staging the new rules")?;
+        self.write_with_slots(new, &staged.new_slots)
+    }
+
+    /// Rule metadata goes first and entries second when adding, so an entry never points at
+    /// a rule the programs do not know yet; metadata of dropped rules is cleared last.
+    fn write_with_slots(&mut self, image: &KernelImage, slots: &Slots) -> anyhow::Result<()> {
         let count = u32::try_from(image.rules.len()).context("too many rules")?;
         if image.rules.len() > carapace_common::MAX_RULES {
             bail!(
@@ -110,7 +154,6 @@ impl KernelMaps {
         self.default_session
             .set(0, SessionState::new(0), 0)
             .context("DEFAULT_SESSION")?;
-        let slots = &except_slots(image)?;
 
         let exact = image
             .exact
@@ -162,6 +205,8 @@ impl KernelMaps {
                 .context("RULES")?;
         }
         self.rule_count = count;
+        self.current = image.clone();
+        self.slots = slots.clone();
         Ok(())
     }
 
@@ -208,35 +253,6 @@ fn name_key(name: &[u8]) -> anyhow::Result<[u8; NAME_MAX]> {
         )
     })?;
     Ok(key.name)
-}
-
-/// Exception slot (1-based) of every rule that has an exception anywhere in the image.
-type Slots = BTreeMap<u32, u32>;
-
-fn except_slots(image: &KernelImage) -> anyhow::Result<Slots> {
-    let path_refs = image
-        .exact
-        .values()
-        .chain(image.prefix.values())
-        .chain(image.names.values())
-        .chain(image.inodes.values())
-        .flatten()
-        .filter(|r| r.flags & REF_EXCEPT != 0)
-        .map(|r| r.rule);
-    let net_refs = image
-        .nets
-        .values()
-        .flatten()
-        .filter(|r| r.flags & REF_EXCEPT != 0)
-        .map(|r| r.rule);
-    let rules: BTreeSet<u32> = path_refs.chain(net_refs).collect();
-    if rules.len() > MAX_EXCEPT_SLOTS {
-        bail!(
-            "{} kernel rules have exceptions; the kernel limit is {MAX_EXCEPT_SLOTS}",
-            rules.len()
-        );
-    }
-    Ok(rules.into_iter().zip(1..).collect())
 }
 
 fn with_slot(flags: u32, rule: u32, slots: &Slots) -> u32 {

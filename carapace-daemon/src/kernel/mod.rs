@@ -78,9 +78,10 @@ impl Kernel {
         })
     }
 
-    /// Replaces the rules in the maps with `image`.
+    /// Replaces the rules in the maps with `image`, never leaving a moment where neither the
+    /// old nor the new rules apply (see `KernelMaps::replace_image`).
     pub fn apply(&mut self, image: &KernelImage) -> anyhow::Result<()> {
-        self.maps.write_image(image)
+        self.maps.replace_image(image)
     }
 
     /// Tags a session cgroup so the programs act on it and its descendants. Keeps the rule

@@ -89,6 +89,13 @@ impl Sink {
         }
     }
 
+    pub fn error_count(&self) -> usize {
+        self.items
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .count()
+    }
+
     pub fn error(&mut self, span: Span, rule: Option<&str>, message: String, hint: &str) {
         self.push(Severity::Error, span, rule, message, hint);
     }

@@ -491,6 +491,7 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
     });
 
     // What the rule matches.
+    let errors_before_match = sink.error_count();
     let mut conds = Vec::new();
     if let Some((_, v)) = short.first() {
         match &v.kind {
@@ -568,7 +569,9 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
     let trigger = node.get("trigger").and_then(|t| trigger(t, ctx, rid, sink));
     let effect = node.get("effect").and_then(|e| effect(e, ctx, rid, sink));
 
-    if cond.is_none() && effect.is_none() {
+    // A pattern that was already reported as invalid leaves no condition: saying that the
+    // rule matches nothing as well would only bury the real error under a consequence.
+    if cond.is_none() && effect.is_none() && sink.error_count() == errors_before_match {
         sink.error(
             node.span,
             Some(rid),

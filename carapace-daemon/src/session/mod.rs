@@ -130,6 +130,18 @@ impl SessionManager {
         self.lock().kernel.as_ref().map(Kernel::status)
     }
 
+    /// Writes a rule set's kernel image into the maps; `Ok(false)` when the kernel layer is
+    /// not up (nothing to write).
+    pub fn apply_rules(
+        &self,
+        image: &crate::kernel::image::KernelImage,
+    ) -> Result<bool, SessionError> {
+        match self.lock().kernel.as_mut() {
+            Some(k) => k.apply(image).map(|()| true).map_err(SessionError::Kernel),
+            None => Ok(false),
+        }
+    }
+
     /// Creates the session cgroup, tags it in the kernel, moves `new.pid` in and saves.
     /// On failure nothing is left behind.
     pub fn create(&self, new: NewSession) -> Result<SessionRecord, SessionError> {

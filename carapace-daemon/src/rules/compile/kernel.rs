@@ -18,7 +18,10 @@ use crate::rules::pattern::{symlink_target, KernelForm, PathPattern};
 use crate::rules::validate::mode_name;
 use crate::rules::{Mode, Rule};
 
-enum Plan {
+/// How the kernel matches one rule (what `carapace rules explain` shows): path forms with
+/// their exceptions, or (address block, port; 0 = any) pairs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Plan {
     Path {
         forms: Vec<KernelForm>,
         excepts: Vec<KernelForm>,
@@ -41,7 +44,9 @@ pub fn rule_ops(rule: &Rule) -> u32 {
     }
 }
 
-fn plan(rule: &Rule) -> Result<Plan, String> {
+/// The kernel plan of a rule, or why the kernel cannot enforce it (the same reason the
+/// compiler records in [`Rule::enforcement`]).
+pub fn plan(rule: &Rule) -> Result<Plan, String> {
     if rule.mode != Mode::Block {
         return Err(format!(
             "mode `{}` is decided in userspace; only `block` rules reach the kernel",
@@ -282,7 +287,7 @@ fn add_inode(image: &mut KernelImage, path: &str, r: RuleRef) {
 /// An LPM lookup returns only the longest matching prefix, so each prefix carries the refs
 /// of every shorter prefix entry above it. Prefix keys end in `/`, so the covering keys are
 /// the key cut after each of its `/`.
-fn close_prefixes(image: &mut KernelImage) {
+pub(crate) fn close_prefixes(image: &mut KernelImage) {
     let snapshot = image.prefix.clone();
     for (key, refs) in &mut image.prefix {
         for (i, b) in key.iter().enumerate() {
@@ -299,7 +304,8 @@ fn close_prefixes(image: &mut KernelImage) {
     }
 }
 
-fn close_nets(image: &mut KernelImage) {
+/// Like [`close_prefixes`], for address blocks.
+pub(crate) fn close_nets(image: &mut KernelImage) {
     let snapshot = image.nets.clone();
     for ((len, addr), refs) in &mut image.nets {
         // Every block covering this one is this address cut to a shorter length.

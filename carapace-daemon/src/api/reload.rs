@@ -1,0 +1,288 @@
+//! Hot reload of the rule file — on SIGHUP, when the file changes on disk, and on the
+//! `ReloadRules` RPC. A file that does not validate never replaces the running rules: its
+//! diagnostics are logged and returned, and the old rules keep applying in both layers.
+//!
+//! Order of a swap: compile the new set off the async threads; write its kernel image (see
+//! `KernelMaps::replace_image` for how the maps never go through a state where neither rule
+//! set applies); only then swap the userspace set. If the kernel write fails, the old image is
+//! written back and the userspace set is left alone, so both layers keep agreeing.
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Daemon;
+use crate::rules::{Diagnostic, Diagnostics, RuleSet, Severity};
+
+/// How often the watcher looks at the rule file.
+pub const WATCH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Where the daemon's rules come from.
+#[derive(Clone, Debug)]
+pub struct RuleSource {
+    pub path: PathBuf,
+    /// Given with `--rules`: it must exist. The default `$DATA_DIR/rules.yaml` may be absent,
+    /// and then the built-in packs apply.
+    pub explicit: bool,
+}
+
+/// A rule set and the file state it was read from.
+#[derive(Debug)]
+pub struct Loaded {
+    pub rules: RuleSet,
+    /// The file read; `None` when the built-in packs apply because there is no file.
+    pub file: Option<PathBuf>,
+    /// Taken before reading, so a write during the read shows up as a later change.
+    pub fingerprint: Option<Fingerprint>,
+}
+
+/// What tells one version of a file from the next without reading it. Inode and device catch
+/// editors that write a new file and rename it over the old one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fingerprint {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+}
+
+/// The file's fingerprint, or `None` when it cannot be looked at (absent, no permission).
+#[must_use]
+pub fn fingerprint(path: &Path) -> Option<Fingerprint> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some(Fingerprint {
+        dev: meta.dev(),
+        ino: meta.ino(),
+        size: meta.size(),
+        mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+    })
+}
+
+impl RuleSource {
+    /// `--rules FILE` if given, else `DATA_DIR/rules.yaml`.
+    #[must_use]
+    pub fn new(data_dir: &Path, explicit: Option<PathBuf>) -> Self {
+        match explicit {
+            Some(path) => Self {
+                path,
+                explicit: true,
+            },
+            None => Self {
+                path: data_dir.join("rules.yaml"),
+                explicit: false,
+            },
+        }
+    }
+
+    /// Reads, validates and compiles the rules (blocking: file I/O and host name lookups).
+    pub fn load(&self) -> Result<Loaded, Diagnostics> {
+        let fingerprint = fingerprint(&self.path);
+        if !self.explicit && !self.path.exists() {
+            return Ok(Loaded {
+                rules: RuleSet::builtin(),
+                file: None,
+                fingerprint,
+            });
+        }
+        Ok(Loaded {
+            rules: RuleSet::load(&self.path)?,
+            file: Some(self.path.clone()),
+            fingerprint,
+        })
+    }
+}
+
+/// The result of one reload, as `ReloadRules` returns it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub ok: bool,
+    /// The file read ("" for the built-in packs only).
+    pub file: String,
+    /// Rules in force afterwards.
+    pub rules: u32,
+    pub kernel_rules: u32,
+    pub diagnostics: String,
+}
+
+fn counts(rules: &RuleSet) -> (u32, u32) {
+    let all = rules.rules();
+    let kernel = all.iter().filter(|r| r.kernel_index.is_some()).count();
+    (all.len() as u32, kernel as u32)
+}
+
+fn file_name(file: Option<&Path>) -> String {
+    file.map(|p| p.display().to_string()).unwrap_or_default()
+}
+
+fn one_error(origin: &str, message: String) -> Diagnostics {
+    Diagnostics(vec![Diagnostic {
+        severity: Severity::Error,
+        origin: origin.to_owned(),
+        span: crate::rules::yaml::Span { line: 1, col: 1 },
+        message,
+        rule: None,
+        hint: Some("the previous rules stay in force; see the daemon's log".into()),
+    }])
+}
+
+impl Daemon {
+    /// Reads the rule file again and swaps it in if it validates. `why` names the trigger
+    /// in the log (SIGHUP, file change, RPC).
+    pub async fn reload(&self, why: &str) -> Outcome {
+        // One reload at a time; the guard also holds the fingerprint of the last file read.
+        let mut last = self.reload_state.lock().await;
+        // Taken before reading: a write during the read then shows up as a later change.
+        let before = fingerprint(&self.source.path);
+        let source = self.source.clone();
+        let loaded = tokio::task::spawn_blocking(move || source.load()).await;
+        let loaded = match loaded {
+            Ok(result) => result,
+            Err(e) => Err(one_error(
+                &self.source.path.display().to_string(),
+                format!("the reload task failed: {e}"),
+            )),
+        };
+        let loaded = match loaded {
+            Ok(loaded) => loaded,
+            Err(diags) => {
+                *last = before;
+                return self.refused(why, &diags);
+            }
+        };
+        *last = loaded.fingerprint;
+        let old = self.rules();
+        let sessions = Arc::clone(&self.sessions);
+        let new = Arc::new(loaded.rules);
+        let (old2, new2) = (Arc::clone(&old), Arc::clone(&new));
+        let kernel = tokio::task::spawn_blocking(move || {
+            sessions.apply_rules(new2.kernel_image()).map_err(|e| {
+                // Put the old image back so the kernel agrees with the userspace rules that
+                // stay in force.
+                if let Err(back) = sessions.apply_rules(old2.kernel_image()) {
+                    tracing::error!("cannot restore the previous kernel rules either: {back}");
+                }
+                e.to_string()
+            })
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r);
+        if let Err(e) = kernel {
+            let origin = file_name(loaded.file.as_deref());
+            let diags = one_error(
+                &origin,
+                format!("the kernel maps could not take the new rules: {e}"),
+            );
+            return self.refused(why, &diags);
+        }
+        *self
+            .rules
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::clone(&new);
+        self.set_rules_file(loaded.file.clone());
+        self.reloads.fetch_add(1, Ordering::Relaxed);
+        let (rules, kernel_rules) = counts(&new);
+        let file = file_name(loaded.file.as_deref());
+        for w in new.warnings().warnings() {
+            tracing::warn!("{w}");
+        }
+        tracing::info!(
+            file = %if file.is_empty() { "built-in packs" } else { &file },
+            rules,
+            kernel_rules,
+            "{why}: rules reloaded"
+        );
+        Outcome {
+            ok: true,
+            file,
+            rules,
+            kernel_rules,
+            diagnostics: new.warnings().to_string(),
+        }
+    }
+
+    fn refused(&self, why: &str, diags: &Diagnostics) -> Outcome {
+        tracing::error!(
+            "{why}: the rule file has errors; the previous rules stay in force:\n{diags}"
+        );
+        let current = self.rules();
+        let (rules, kernel_rules) = counts(&current);
+        Outcome {
+            ok: false,
+            file: self.source.path.display().to_string(),
+            rules,
+            kernel_rules,
+            diagnostics: diags.to_string(),
+        }
+    }
+}
+
+/// Reloads when the rule file changes: its fingerprint must differ from the last one read
+/// and hold still for one interval, so a file caught half-written is not read.
+#[must_use = "the task runs forever; keep or detach its handle"]
+pub fn spawn_watcher(daemon: Arc<Daemon>, interval: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let path = daemon.source.path.clone();
+        let mut seen = *daemon.reload_state.lock().await;
+        let mut tick = tokio::time::interval(interval);
+        loop {
+            tick.tick().await;
+            let now = fingerprint(&path);
+            if now != seen {
+                seen = now;
+                continue;
+            }
+            if now == *daemon.reload_state.lock().await {
+                continue;
+            }
+            if now.is_none() {
+                // Falling back to fewer rules because a file vanished is left to a person
+                // (SIGHUP or `carapace rules reload`).
+                tracing::warn!(
+                    file = %path.display(),
+                    "the rule file disappeared; the current rules stay in force"
+                );
+                *daemon.reload_state.lock().await = None;
+                continue;
+            }
+            let _ = daemon.reload("the rule file changed").await;
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprint_sees_rewrites_and_renames() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rules.yaml");
+        assert_eq!(fingerprint(&path), None);
+        std::fs::write(&path, "version: 1\n").unwrap();
+        let first = fingerprint(&path).unwrap();
+        std::fs::write(&path, "version: 1\nrules: []\n").unwrap();
+        let second = fingerprint(&path).unwrap();
+        assert_ne!(first, second);
+        let other = dir.path().join("new.yaml");
+        std::fs::write(&other, "version: 1\nrules: []\n").unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        assert_ne!(fingerprint(&path).unwrap(), second);
+    }
+
+    #[test]
+    fn a_missing_default_file_means_the_builtin_packs() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = RuleSource::new(dir.path(), None);
+        let loaded = source.load().unwrap();
+        assert_eq!(loaded.file, None);
+        assert!(!loaded.rules.rules().is_empty());
+        let explicit = RuleSource::new(dir.path(), Some(dir.path().join("absent.yaml")));
+        let diags = explicit.load().unwrap_err();
+        assert!(
+            diags.to_string().contains("cannot read the rule file"),
+            "{diags}"
+        );
+    }
+}

@@ -1,0 +1,815 @@
+//! `carapace rules`: check, list, explain and test rule files on this machine (no daemon
+//! needed; the same compiler the daemon uses), and ask the daemon to reload its rule file.
+use std::fmt::Write as _;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use carapace_common::op;
+use clap::{Args, Subcommand, ValueEnum};
+use serde::Serialize;
+
+use super::daemon::DEFAULT_DATA_DIR;
+use crate::api::proto::ReloadRulesRequest;
+use crate::api::reload::{Loaded, RuleSource};
+use crate::rules::compile::kernel::{self as kernel_compile, Plan};
+use crate::rules::pattern::KernelForm;
+use crate::rules::validate::mode_name;
+use crate::rules::{resolve_dns, Enforcement, Mode, Rule, RuleSet};
+
+const AFTER_HELP: &str = "\
+Without --rules / FILE, the rule file is $CARAPACE_DATA_DIR/rules.yaml (default
+/var/lib/carapace/rules.yaml), the file carapaced reads; when it does not exist, the built-in
+packs are used, as the daemon does. Only `reload` talks to the daemon.
+
+Examples:
+  carapace rules check ./rules.yaml              validate before installing
+  carapace rules list                            what the daemon's rule file holds
+  carapace rules explain ssh-private-keys        which layer enforces a rule, and how
+  carapace rules test ~/.ssh/id_rsa --op read    would reading this file be blocked?
+  sudo carapace rules reload                     make the daemon read its rule file again";
+
+#[derive(Debug, Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct RulesArgs {
+    /// Data directory whose rules.yaml is the default rule file
+    #[arg(long, global = true, value_name = "DIR", env = "CARAPACE_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
+    pub data_dir: PathBuf,
+    #[command(subcommand)]
+    pub command: RulesCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RulesCommand {
+    /// Validate rule files and report every problem with `file:line:column` and a hint
+    ///
+    /// Exits 0 when every file is valid (printing how many rules it holds and how many the
+    /// kernel enforces), 1 when any has an error. Warnings are printed and do not fail.
+    #[command(after_help = "Examples:\n  carapace rules check ./rules.yaml\n  \
+                            carapace rules check a.yaml b.yaml\n  \
+                            carapace rules check          # the daemon's rule file")]
+    Check {
+        /// Rule files (default: the daemon's rule file, else the built-in packs)
+        #[arg(value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
+    /// List the rules: id, mode, source (built-in pack or file), locked, enforcing layers
+    #[command(after_help = "Examples:\n  carapace rules list\n  \
+                            carapace rules list --rules ./rules.yaml --json")]
+    List {
+        /// Rule file (default: the daemon's rule file, else the built-in packs)
+        #[arg(long, value_name = "FILE")]
+        rules: Option<PathBuf>,
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// Explain which layers enforce each rule and how
+    ///
+    /// For a rule the kernel enforces: the kernel form of each pattern (exact path, directory
+    /// prefix, basename, inode of an existing file, address block and port) and its
+    /// exceptions. For a userspace-only rule: the precise reason the kernel cannot enforce it.
+    #[command(after_help = "Examples:\n  carapace rules explain\n  \
+                            carapace rules explain cloud-metadata\n  \
+                            carapace rules explain --rules ./rules.yaml --json")]
+    Explain {
+        /// Only this rule
+        #[arg(value_name = "ID")]
+        id: Option<String>,
+        /// Rule file (default: the daemon's rule file, else the built-in packs)
+        #[arg(long, value_name = "FILE")]
+        rules: Option<PathBuf>,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show which rules match a path operation or a connection
+    ///
+    /// Tests the rules that match on paths or addresses only, the way the kernel layer sees an
+    /// operation; rules on tools, commands or content need a whole tool call (`carapace
+    /// check`). Exits 2 if a `block` rule matches, 0 otherwise, 1 on errors.
+    #[command(
+        after_help = "Examples:\n  carapace rules test /etc/shadow --op read\n  \
+                            carapace rules test /home/u/.ssh/id_rsa --op write --rules ./rules.yaml\n  \
+                            carapace rules test 169.254.169.254:80 --op network\n  \
+                            carapace rules test example.com --op network   # any port"
+    )]
+    Test {
+        /// Rule file (default: the daemon's rule file, else the built-in packs)
+        #[arg(long, value_name = "FILE")]
+        rules: Option<PathBuf>,
+        /// An absolute path, or HOST[:PORT] / IP[:PORT] / [IPv6]:PORT with --op network
+        #[arg(value_name = "PATH_OR_HOST")]
+        target: String,
+        /// The operation
+        #[arg(long, value_enum)]
+        op: TestOp,
+    },
+    /// Make the daemon read its rule file again
+    ///
+    /// The daemon swaps the new rules in only if the file validates; otherwise it keeps the
+    /// rules in force and this prints the errors and exits 1. Needs root, and is refused to
+    /// processes inside an agent session.
+    #[command(after_help = "Example:\n  sudo carapace rules reload")]
+    Reload,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TestOp {
+    Read,
+    Write,
+    Execute,
+    Delete,
+    Network,
+}
+
+impl TestOp {
+    fn bit(self) -> u32 {
+        match self {
+            Self::Read => op::READ,
+            Self::Write => op::WRITE,
+            Self::Execute => op::EXEC,
+            Self::Delete => op::DELETE,
+            Self::Network => op::NETWORK,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::Execute => "execute",
+            Self::Delete => "delete",
+            Self::Network => "network",
+        }
+    }
+}
+
+/// Runs a `carapace rules` command; returns the exit code.
+pub async fn run(socket: &Path, args: RulesArgs) -> anyhow::Result<u8> {
+    let data_dir = args.data_dir;
+    match args.command {
+        RulesCommand::Check { files } => Ok(check(&data_dir, &files)),
+        RulesCommand::List { rules, json } => {
+            let Some(loaded) = load(&data_dir, rules) else {
+                return Ok(1);
+            };
+            let rows = list_rows(&loaded.rules);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else {
+                print!("{}", render_table(&rows));
+            }
+            Ok(0)
+        }
+        RulesCommand::Explain { id, rules, json } => {
+            let Some(loaded) = load(&data_dir, rules) else {
+                return Ok(1);
+            };
+            let set = &loaded.rules;
+            let selected: Vec<&Rule> = if let Some(id) = &id {
+                let Some(rule) = set.by_id(id) else {
+                    eprintln!("carapace: no rule `{id}` (see `carapace rules list` for the ids)");
+                    return Ok(1);
+                };
+                vec![rule]
+            } else {
+                set.rules().iter().collect()
+            };
+            let explained: Vec<Explanation> = selected.iter().map(|r| explain(set, r)).collect();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&explained)?);
+            } else {
+                let texts: Vec<String> = explained.iter().map(render_explanation).collect();
+                print!("{}", texts.join("\n"));
+            }
+            Ok(0)
+        }
+        RulesCommand::Test { rules, target, op } => {
+            let Some(loaded) = load(&data_dir, rules) else {
+                return Ok(1);
+            };
+            Ok(test(&loaded.rules, &target, op))
+        }
+        RulesCommand::Reload => reload(socket).await,
+    }
+}
+
+/// The rule set of `explicit`, else of the daemon's default file, else the built-in packs;
+/// `None` after printing the diagnostics of a file that does not validate.
+fn load(data_dir: &Path, explicit: Option<PathBuf>) -> Option<Loaded> {
+    match RuleSource::new(data_dir, explicit).load() {
+        Ok(loaded) => Some(loaded),
+        Err(diags) => {
+            eprint!("{diags}");
+            eprintln!("carapace: the rule file has errors (see `carapace rules check`)");
+            None
+        }
+    }
+}
+
+fn check(data_dir: &Path, files: &[PathBuf]) -> u8 {
+    let sources: Vec<RuleSource> = if files.is_empty() {
+        vec![RuleSource::new(data_dir, None)]
+    } else {
+        files
+            .iter()
+            .map(|f| RuleSource::new(data_dir, Some(f.clone())))
+            .collect()
+    };
+    let mut failed = false;
+    for source in sources {
+        let name = source.path.display().to_string();
+        match source.load() {
+            Ok(loaded) => {
+                print!("{}", loaded.rules.warnings());
+                let what = match &loaded.file {
+                    Some(_) => name,
+                    None => format!("no rule file at {name}; built-in packs"),
+                };
+                println!("{what}: ok, {}", summary(&loaded.rules));
+            }
+            Err(diags) => {
+                failed = true;
+                print!("{diags}");
+                let errors = diags.errors().count();
+                let s = if errors == 1 { "" } else { "s" };
+                println!("{name}: {errors} error{s}");
+            }
+        }
+    }
+    u8::from(failed)
+}
+
+/// "N rules (K from built-in packs), M enforced in the kernel".
+#[must_use]
+pub fn summary(set: &RuleSet) -> String {
+    let rules = set.rules();
+    let builtin = rules
+        .iter()
+        .filter(|r| r.source.starts_with("builtin:"))
+        .count();
+    let kernel = rules.iter().filter(|r| r.kernel_index.is_some()).count();
+    let s = if rules.len() == 1 { "" } else { "s" };
+    format!(
+        "{} rule{s} ({builtin} from built-in packs), {kernel} enforced in the kernel",
+        rules.len()
+    )
+}
+
+/// One line of `carapace rules list`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ListRow {
+    pub id: String,
+    pub mode: &'static str,
+    /// `builtin:<pack>` or the rule file.
+    pub source: String,
+    pub locked: bool,
+    /// `kernel` and/or `userspace`.
+    pub layers: Vec<&'static str>,
+}
+
+fn layers(rule: &Rule) -> Vec<&'static str> {
+    match rule.enforcement {
+        Enforcement::Kernel => vec!["kernel", "userspace"],
+        Enforcement::Userspace(_) => vec!["userspace"],
+    }
+}
+
+#[must_use]
+pub fn list_rows(set: &RuleSet) -> Vec<ListRow> {
+    set.rules()
+        .iter()
+        .map(|r| ListRow {
+            id: r.id.clone(),
+            mode: mode_name(r.mode),
+            source: r.source.clone(),
+            locked: r.locked,
+            layers: layers(r),
+        })
+        .collect()
+}
+
+#[must_use]
+pub fn render_table(rows: &[ListRow]) -> String {
+    let header = ["ID", "MODE", "SOURCE", "LOCKED", "LAYERS"];
+    let cells: Vec<[String; 5]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.id.clone(),
+                r.mode.to_owned(),
+                r.source.clone(),
+                if r.locked { "yes" } else { "no" }.to_owned(),
+                r.layers.join("+"),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &cells {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |fields: [&str; 5]| {
+        let mut l = String::new();
+        for (i, (f, w)) in fields.iter().zip(widths).enumerate() {
+            if i + 1 == fields.len() {
+                l.push_str(f);
+            } else {
+                let _ = write!(l, "{f:<w$}  ");
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(header);
+    for row in &cells {
+        line([&row[0], &row[1], &row[2], &row[3], &row[4]]);
+    }
+    out
+}
+
+/// One kernel map entry a rule compiles to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FormInfo {
+    /// `exact path`, `symlink target`, `directory prefix`, `basename`, `inode`, `address block`.
+    pub kind: &'static str,
+    pub value: String,
+    /// For address blocks: the port, `None` for every port.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+}
+
+/// How the kernel enforces a rule.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KernelInfo {
+    /// The rule's index in the kernel maps (in denial events).
+    pub index: u32,
+    /// The operations the kernel denies.
+    pub ops: Vec<&'static str>,
+    /// On from the start of every session (else once its trigger fires).
+    pub always_on: bool,
+    pub matches: Vec<FormInfo>,
+    /// Checked first: a match here lets the operation through this rule.
+    pub exceptions: Vec<FormInfo>,
+}
+
+/// What `carapace rules explain` says about one rule.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Explanation {
+    pub id: String,
+    pub mode: &'static str,
+    pub source: String,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+    pub layers: Vec<&'static str>,
+    /// Set when the kernel enforces the rule.
+    pub kernel: Option<KernelInfo>,
+    /// Why the kernel does not enforce it, when it does not.
+    pub userspace_reason: Option<String>,
+}
+
+fn op_names(bits: u32) -> Vec<&'static str> {
+    [
+        (op::READ, "read"),
+        (op::WRITE, "write"),
+        (op::EXEC, "execute"),
+        (op::DELETE, "delete"),
+        (op::NETWORK, "network"),
+    ]
+    .into_iter()
+    .filter(|(b, _)| bits & b != 0)
+    .map(|(_, n)| n)
+    .collect()
+}
+
+fn form_info(form: &KernelForm) -> FormInfo {
+    let (kind, value) = match form {
+        KernelForm::Exact(p) => ("exact path", p.clone()),
+        KernelForm::Prefix(p) => ("directory prefix", p.clone()),
+        KernelForm::Name(n) => ("basename", n.clone()),
+    };
+    FormInfo {
+        kind,
+        value,
+        port: None,
+    }
+}
+
+/// The kernel side of a rule: its plan (the compiler's own) plus the entries the compiler
+/// derived from the machine (inodes of existing files, symlink targets), read from the image.
+fn kernel_info(set: &RuleSet, rule: &Rule, index: u32) -> Result<KernelInfo, String> {
+    let plan = kernel_compile::plan(rule)?;
+    let image = set.kernel_image();
+    let mut matches = Vec::new();
+    let mut exceptions = Vec::new();
+    match plan {
+        Plan::Path { forms, excepts } => {
+            matches.extend(forms.iter().map(form_info));
+            exceptions.extend(excepts.iter().map(form_info));
+            let own: Vec<&str> = forms
+                .iter()
+                .chain(&excepts)
+                .filter_map(|f| match f {
+                    KernelForm::Exact(p) => Some(p.as_str()),
+                    _ => None,
+                })
+                .collect();
+            for (path, refs) in &image.exact {
+                let path = String::from_utf8_lossy(path);
+                if refs.iter().any(|r| r.rule == index && r.flags == 0) && !own.contains(&&*path) {
+                    matches.push(FormInfo {
+                        kind: "symlink target",
+                        value: path.into_owned(),
+                        port: None,
+                    });
+                }
+            }
+            for ((dev, ino), refs) in &image.inodes {
+                if refs.iter().any(|r| r.rule == index) {
+                    matches.push(FormInfo {
+                        kind: "inode",
+                        value: format!("{}:{}:{ino}", dev >> 20, dev & 0xf_ffff),
+                        port: None,
+                    });
+                }
+            }
+        }
+        Plan::Net { entries } => {
+            for (cidr, port) in entries {
+                let addr = std::net::Ipv6Addr::from(cidr.addr);
+                let value = match addr.to_ipv4_mapped() {
+                    Some(v4) if cidr.prefix_len >= 96 => format!("{v4}/{}", cidr.prefix_len - 96),
+                    _ => format!("{addr}/{}", cidr.prefix_len),
+                };
+                matches.push(FormInfo {
+                    kind: "address block",
+                    value,
+                    port: (port != 0).then_some(port),
+                });
+            }
+        }
+    }
+    let meta = image.rules.get(index as usize);
+    Ok(KernelInfo {
+        index,
+        ops: op_names(meta.map_or_else(|| rule.ops(), |m| m.ops)),
+        always_on: meta.is_some_and(|m| m.flags & carapace_common::RULE_ALWAYS_ON != 0),
+        matches,
+        exceptions,
+    })
+}
+
+#[must_use]
+pub fn explain(set: &RuleSet, rule: &Rule) -> Explanation {
+    let (kernel, userspace_reason) = match (&rule.enforcement, rule.kernel_index) {
+        (Enforcement::Kernel, Some(index)) => match kernel_info(set, rule, index) {
+            Ok(info) => (Some(info), None),
+            // The compiler accepted the plan; failing now would be a bug worth seeing.
+            Err(reason) => (None, Some(format!("inconsistent kernel plan: {reason}"))),
+        },
+        (Enforcement::Kernel, None) => (None, Some("not compiled for the kernel".into())),
+        (Enforcement::Userspace(reason), _) => (None, Some(reason.clone())),
+    };
+    Explanation {
+        id: rule.id.clone(),
+        mode: mode_name(rule.mode),
+        source: rule.source.clone(),
+        line: rule.span.line,
+        column: rule.span.col,
+        message: rule.message.clone(),
+        layers: if kernel.is_some() {
+            vec!["kernel", "userspace"]
+        } else {
+            vec!["userspace"]
+        },
+        kernel,
+        userspace_reason,
+    }
+}
+
+#[must_use]
+pub fn render_explanation(e: &Explanation) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} ({}, {}:{}:{})",
+        e.id, e.mode, e.source, e.line, e.column
+    );
+    let _ = writeln!(out, "  message: {}", e.message);
+    match (&e.kernel, &e.userspace_reason) {
+        (Some(k), _) => {
+            let when = if k.always_on {
+                "always on"
+            } else {
+                "on once its trigger fires"
+            };
+            let _ = writeln!(
+                out,
+                "  layers: kernel (rule index {}, denies {}, {when}) and userspace",
+                k.index,
+                k.ops.join(", ")
+            );
+            for f in &k.matches {
+                let _ = writeln!(out, "  kernel matches {}", form_text(f));
+            }
+            for f in &k.exceptions {
+                let _ = writeln!(out, "  kernel exception {}", form_text(f));
+            }
+        }
+        (None, reason) => {
+            let _ = writeln!(
+                out,
+                "  layers: userspace only: {}",
+                reason
+                    .as_deref()
+                    .unwrap_or("the kernel does not enforce it")
+            );
+        }
+    }
+    out
+}
+
+fn form_text(f: &FormInfo) -> String {
+    match (f.kind, f.port) {
+        ("address block", Some(port)) => format!("address block {} port {port}", f.value),
+        ("address block", None) => format!("address block {} (any port)", f.value),
+        (kind, _) => format!("{kind} `{}`", f.value),
+    }
+}
+
+/// A `--op network` target: addresses and, if given, the port.
+fn parse_net_target(target: &str) -> Result<(Vec<IpAddr>, Option<u16>), String> {
+    if let Ok(sa) = target.parse::<SocketAddr>() {
+        return Ok((vec![sa.ip()], Some(sa.port())));
+    }
+    let bare = target.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = bare.parse::<IpAddr>() {
+        return Ok((vec![ip], None));
+    }
+    let (host, port) = match target.rsplit_once(':') {
+        Some((h, p)) => {
+            let port = p
+                .parse::<u16>()
+                .map_err(|_| format!("`{p}` in `{target}` is not a port (0-65535)"))?;
+            (h, Some(port))
+        }
+        None => (target, None),
+    };
+    if host.is_empty() || host.contains('/') {
+        return Err(format!(
+            "`{target}` is not a host; write HOST[:PORT], IP[:PORT] or [IPv6]:PORT"
+        ));
+    }
+    let ips = resolve_dns(host).ok_or_else(|| format!("host `{host}` does not resolve"))?;
+    Ok((ips, port))
+}
+
+/// The rules a connection matches. Without a port, a rule matches if it matches on some
+/// port: the ports any address rule names, or any other port.
+fn net_matches<'a>(set: &'a RuleSet, ips: &[IpAddr], port: Option<u16>) -> Vec<&'a Rule> {
+    let ports: Vec<u16> = if let Some(p) = port {
+        vec![p]
+    } else {
+        let mut named: Vec<u16> = set
+            .rules()
+            .iter()
+            .filter_map(|r| match &r.cond {
+                Some(crate::rules::Cond::Net(n)) => Some(n.ports.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        // A port no rule names stands for "any other port".
+        let other = (1..=u16::MAX).find(|p| !named.contains(p)).unwrap_or(0);
+        named.push(other);
+        named
+    };
+    set.rules()
+        .iter()
+        .filter(|r| {
+            ips.iter()
+                .any(|ip| ports.iter().any(|p| r.matches_net(*ip, *p)))
+        })
+        .collect()
+}
+
+fn test(set: &RuleSet, target: &str, op: TestOp) -> u8 {
+    let (subject, matched) = if op == TestOp::Network {
+        let (ips, port) = match parse_net_target(target) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("carapace: {e}");
+                return 1;
+            }
+        };
+        let shown: Vec<String> = ips.iter().map(ToString::to_string).collect();
+        let port_text = port.map_or_else(|| "any port".to_owned(), |p| format!("port {p}"));
+        let subject = format!("{target} ({}, {port_text})", shown.join(", "));
+        (subject, net_matches(set, &ips, port))
+    } else {
+        if !target.starts_with('/') {
+            eprintln!(
+                "carapace: `{target}` is not an absolute path (with --op network, give a host)"
+            );
+            return 1;
+        }
+        (target.to_owned(), set.matches_path(target, op.bit()))
+    };
+    println!("{} {subject}", op.name());
+    for r in &matched {
+        println!(
+            "  {:<8} {}  ({}:{}:{})  {}",
+            mode_name(r.mode),
+            r.id,
+            r.source,
+            r.span.line,
+            r.span.col,
+            r.message
+        );
+    }
+    let strictest = matched.iter().map(|r| r.mode).max();
+    match strictest {
+        None => println!("decision: allow (no path or address rule matches)"),
+        Some(mode) => println!("decision: {}", mode_name(mode)),
+    }
+    if strictest == Some(Mode::Block) {
+        2
+    } else {
+        0
+    }
+}
+
+async fn reload(socket: &Path) -> anyhow::Result<u8> {
+    let mut client = super::client::connect(socket).await?;
+    let reply = client
+        .reload_rules(ReloadRulesRequest {})
+        .await
+        .map_err(|s| anyhow::anyhow!("reload refused: {}", s.message()))?
+        .into_inner();
+    let file = if reply.file.is_empty() {
+        "the built-in packs".to_owned()
+    } else {
+        reply.file.clone()
+    };
+    if reply.ok {
+        print!("{}", reply.diagnostics);
+        println!(
+            "rules reloaded from {file}: {} rules, {} enforced in the kernel",
+            reply.rules, reply.kernel_rules
+        );
+        Ok(0)
+    } else {
+        eprint!("{}", reply.diagnostics);
+        eprintln!(
+            "carapace: {file} was not loaded; the daemon keeps its previous rules ({} rules, {} \
+             enforced in the kernel)",
+            reply.rules, reply.kernel_rules
+        );
+        Ok(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::{Homes, Options};
+
+    fn set(text: &str) -> RuleSet {
+        let opts = Options {
+            homes: Homes::fixed(["/home/a"]),
+            resolver: |_| None,
+        };
+        RuleSet::parse_with("t.yaml", text, &opts).unwrap()
+    }
+
+    const RULES: &str = r#"version: 1
+builtin: none
+rules:
+  - id: ssh
+    block: "~/.ssh/**"
+    except: "~/.ssh/known_hosts"
+    locked: true
+  - id: env
+    block: "**/.env"
+    actions: [read]
+  - id: pem
+    warn: "**/*.pem"
+  - id: meta
+    block: { cidr: "169.254.0.0/16", port: 80 }
+  - id: regex
+    block: "re:/proc/\\d+/environ"
+"#;
+
+    #[test]
+    fn list_rows_and_table() {
+        let s = set(RULES);
+        let rows = list_rows(&s);
+        assert_eq!(rows.len(), 5);
+        assert_eq!(
+            rows[0],
+            ListRow {
+                id: "ssh".into(),
+                mode: "block",
+                source: "t.yaml".into(),
+                locked: true,
+                layers: vec!["kernel", "userspace"],
+            }
+        );
+        assert_eq!(rows[2].layers, ["userspace"]);
+        let table = render_table(&rows);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines[0], "ID     MODE   SOURCE  LOCKED  LAYERS");
+        assert_eq!(lines[1], "ssh    block  t.yaml  yes     kernel+userspace");
+        assert_eq!(lines[3], "pem    warn   t.yaml  no      userspace");
+        let json = serde_json::to_value(&rows).unwrap();
+        assert_eq!(
+            json[0]["layers"],
+            serde_json::json!(["kernel", "userspace"])
+        );
+    }
+
+    #[test]
+    fn explain_kernel_forms_and_reasons() {
+        let s = set(RULES);
+        let ex = |id: &str| explain(&s, s.by_id(id).unwrap());
+        let ssh = ex("ssh");
+        let k = ssh.kernel.as_ref().unwrap();
+        assert_eq!(k.ops, ["read", "write", "execute", "delete", "network"]);
+        assert!(k.always_on);
+        assert_eq!(
+            k.matches[0],
+            FormInfo {
+                kind: "directory prefix",
+                value: "/home/a/.ssh/".into(),
+                port: None
+            }
+        );
+        assert_eq!(k.exceptions[0].kind, "exact path");
+        assert_eq!(k.exceptions[0].value, "/home/a/.ssh/known_hosts");
+        let text = render_explanation(&ssh);
+        assert!(
+            text.contains("kernel matches directory prefix `/home/a/.ssh/`"),
+            "{text}"
+        );
+        assert!(text.contains("kernel exception exact path"), "{text}");
+
+        let env = ex("env");
+        assert_eq!(env.kernel.as_ref().unwrap().ops, ["read"]);
+        assert_eq!(env.kernel.as_ref().unwrap().matches[0].kind, "basename");
+
+        let meta = ex("meta");
+        let m = &meta.kernel.as_ref().unwrap().matches[0];
+        assert_eq!(
+            (m.kind, m.value.as_str(), m.port),
+            ("address block", "169.254.0.0/16", Some(80))
+        );
+        assert!(render_explanation(&meta).contains("address block 169.254.0.0/16 port 80"));
+
+        let pem = ex("pem");
+        assert!(pem.kernel.is_none());
+        assert!(pem
+            .userspace_reason
+            .as_deref()
+            .unwrap()
+            .contains("mode `warn`"));
+        let regex = ex("regex");
+        assert!(
+            regex.userspace_reason.as_deref().unwrap().contains("regex"),
+            "{regex:?}"
+        );
+        assert!(render_explanation(&regex).contains("layers: userspace only: "));
+        let json = serde_json::to_value(&regex).unwrap();
+        assert_eq!(json["kernel"], serde_json::Value::Null);
+        assert_eq!(
+            (json["line"].clone(), json["column"].clone()),
+            (15.into(), 5.into())
+        );
+    }
+
+    #[test]
+    fn network_targets() {
+        assert_eq!(
+            parse_net_target("10.0.0.1:443"),
+            Ok((vec!["10.0.0.1".parse().unwrap()], Some(443)))
+        );
+        assert_eq!(
+            parse_net_target("[::1]:22"),
+            Ok((vec!["::1".parse().unwrap()], Some(22)))
+        );
+        assert_eq!(
+            parse_net_target("::1"),
+            Ok((vec!["::1".parse().unwrap()], None))
+        );
+        assert!(parse_net_target("localhost:http").is_err());
+        assert!(parse_net_target("/etc/passwd").is_err());
+        let s = set(RULES);
+        let ip: IpAddr = "169.254.169.254".parse().unwrap();
+        let ids = |m: Vec<&Rule>| m.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(net_matches(&s, &[ip], None)), ["meta"]);
+        assert_eq!(ids(net_matches(&s, &[ip], Some(80))), ["meta"]);
+        assert!(net_matches(&s, &[ip], Some(443)).is_empty());
+    }
+}
