@@ -478,17 +478,8 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
             ),
         }
     }
-    let mode = mode.unwrap_or_else(|| {
-        if mode_nodes.is_empty() && short.is_empty() {
-            sink.error(
-                node.span,
-                Some(rid),
-                "the rule has no mode".into(),
-                "add `mode: block` (or approve, warn, log, allow)",
-            );
-        }
-        Mode::Block
-    });
+    // DESIGN: rules without a mode block (`match:`, `all:`, trigger/effect rules).
+    let mode = mode.unwrap_or(Mode::Block);
 
     // What the rule matches.
     let errors_before_match = sink.error_count();
