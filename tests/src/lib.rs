@@ -3,6 +3,8 @@
 //!
 //! Helpers panic with a message that says what went wrong, so a failing test keeps its
 //! context.
+pub mod anthropic;
+
 use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
