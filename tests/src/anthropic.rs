@@ -579,6 +579,85 @@ mod tests {
         assert_eq!(reply.message()["content"][0]["text"], "done");
     }
 
+    /// A bare HTTP/1.1 exchange, so the server is tested over a real socket without a client
+    /// library that could paper over a framing mistake.
+    fn exchange(server: &MessagesServer, method: &str, path: &str, body: &str) -> String {
+        use std::io::{Read as _, Write as _};
+        let addr = server.base_url().replace("http://", "");
+        let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("write");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).expect("read");
+        response
+    }
+
+    #[test]
+    fn serves_streamed_and_plain_replies_and_records_requests() {
+        let server = MessagesServer::scripted(vec![
+            vec![Block::tool_use(
+                "toolu_1",
+                "Read",
+                json!({"file_path": "/etc/hostname"}),
+            )],
+            vec![Block::text("bye")],
+        ]);
+        let first =
+            json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
+        let streamed = exchange(
+            &server,
+            "POST",
+            "/v1/messages?beta=true",
+            &first.to_string(),
+        );
+        assert!(streamed.starts_with("HTTP/1.1 200"), "{streamed}");
+        assert!(
+            streamed.contains("content-type: text/event-stream"),
+            "{streamed}"
+        );
+        let order = [
+            "event: message_start",
+            "event: content_block_start",
+            "\"input_json_delta\"",
+            "event: content_block_stop",
+            "\"stop_reason\":\"tool_use\"",
+            "event: message_stop",
+        ];
+        let mut at = 0;
+        for needle in order {
+            let found = streamed[at..]
+                .find(needle)
+                .unwrap_or_else(|| panic!("{needle} missing or out of order in {streamed}"));
+            at += found;
+        }
+
+        let second = json!({"model": "m", "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "host", "is_error": false}]},
+        ]});
+        let plain = exchange(&server, "POST", "/v1/messages", &second.to_string());
+        let body = plain.split("\r\n\r\n").nth(1).unwrap_or_default();
+        let message: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {plain}"));
+        assert_eq!(message["stop_reason"], "end_turn");
+        assert_eq!(message["content"][0]["text"], "bye");
+
+        let missing = exchange(&server, "GET", "/api/hello", "");
+        assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
+
+        assert_eq!(server.message_requests(), vec![first, second]);
+        let result = server.tool_result("toolu_1").expect("tool_result recorded");
+        assert_eq!(tool_result_text(&result), "host");
+        let unknown = server.unknown_requests();
+        assert_eq!(unknown.len(), 1);
+        assert_eq!(unknown[0].path, "/api/hello");
+    }
+
     #[test]
     fn chunks_respect_character_boundaries() {
         let s = "ä".repeat(40);
