@@ -342,23 +342,51 @@ fn keys(v: &Value) -> Vec<&str> {
     keys
 }
 
-/// The daemon the hook may consult, when the tests can start one (it needs root for cgroups).
-fn daemon(ws: &Workspace) -> Option<Daemon> {
-    is_root().then(|| Daemon::start(Path::new(CARAPACED), &ws.path("carapace"), &[]))
+/// How the hook evaluates: with the built-in packs in-process, or through a daemon.
+enum Evaluation {
+    Local,
+    Daemon(Daemon),
 }
 
 #[test]
-fn carapace_hook_refuses_secrets_and_lets_project_work_run() {
-    let ws = Workspace::new();
-    let daemon = daemon(&ws);
-    let socket = daemon
-        .as_ref()
-        .map(|d| d.socket.to_string_lossy().into_owned());
-    let mut env = Vec::new();
-    if let Some(socket) = &socket {
-        env.push(("CARAPACE_SOCKET", socket.as_str()));
+fn carapace_hook_local_refuses_secrets_and_lets_project_work_run() {
+    carapace_hook_scenario(&Workspace::new(), &Evaluation::Local);
+}
+
+#[test]
+fn carapace_hook_with_daemon_refuses_secrets_and_lets_project_work_run() {
+    // The daemon creates cgroups, like the host tests it needs root.
+    if !is_root() {
+        eprintln!("carapace_hook_with_daemon: skipped, needs root (the daemon creates cgroups)");
+        return;
     }
-    let hook = format!("{} hook claude-code", shell_quote(CARAPACE));
+    let ws = Workspace::new();
+    // The rules' `~` is every account's home plus the evaluator's HOME; the throwaway HOME
+    // stands in for the agent user's home, so the daemon gets it too.
+    let home = ws.home();
+    let daemon = Daemon::start_env(
+        Path::new(CARAPACED),
+        &ws.path("carapace"),
+        &[],
+        &[("HOME", home.as_os_str())],
+    );
+    carapace_hook_scenario(&ws, &Evaluation::Daemon(daemon));
+}
+
+/// The model asks for two secrets and two pieces of ordinary project work in one turn; the
+/// hook (`carapace hook claude-code`) must refuse exactly the secrets, with its own message.
+fn carapace_hook_scenario(ws: &Workspace, how: &Evaluation) {
+    // An empty data directory, so a rules.yaml on the machine cannot change the outcome.
+    let data_dir = ws.path("carapace-data");
+    fs::create_dir_all(&data_dir).unwrap_or_else(|e| panic!("cannot create data dir: {e}"));
+    let data_dir = data_dir.to_string_lossy().into_owned();
+    let mut hook = format!("{} hook claude-code", shell_quote(CARAPACE));
+    let mut env = vec![("CARAPACE_DATA_DIR", data_dir.clone())];
+    match how {
+        Evaluation::Local => hook.push_str(" --local"),
+        Evaluation::Daemon(d) => env.push(("CARAPACE_SOCKET", d.socket.to_string_lossy().into())),
+    }
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let settings = ws.settings(&hook);
     let aws = ws.home().join(".aws/credentials");
     let readme = ws.project().join("README.md");
@@ -377,13 +405,15 @@ fn carapace_hook_refuses_secrets_and_lets_project_work_run() {
         ),
         Block::tool_use("toolu_readme", "Read", json!({"file_path": readme})),
     ]);
-    let run = run_claude(&ws, &server, &settings, &env);
+    let run = run_claude(ws, &server, &settings, &env);
     let context = || {
+        let log = match how {
+            Evaluation::Local => String::new(),
+            Evaluation::Daemon(d) => d.log_text(),
+        };
         format!(
-            "output: {:#}\nstderr:\n{}\ndaemon log:\n{}",
-            run.result,
-            run.stderr,
-            daemon.as_ref().map(Daemon::log_text).unwrap_or_default()
+            "output: {:#}\nstderr:\n{}\ndaemon log:\n{log}",
+            run.result, run.stderr
         )
     };
 
