@@ -7,11 +7,16 @@
 //! passes its path in `CARAPACE_CLAUDE_BIN`.
 //!
 //! Facts these tests rely on (Claude Code 2.1.330):
-//! - `-p` mode refuses a call that neither a hook nor a `permissions.allow` entry allows, so the
-//!   settings allow the tools and the hook alone decides what is refused.
+//! - With `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1` the CLI only sends streaming
+//!   `POST /v1/messages?beta=true`; without it, it also sends `GET /api/hello` at start-up and
+//!   carries on after a 404.
+//! - `-p` mode refuses a call that neither a hook nor a `permissions.allow` entry allows
+//!   (except commands it deems read-only, like `echo`), so the settings allow the tools and the
+//!   hook alone decides what is refused; a hook's deny wins over `permissions.allow`.
 //! - A hook's `deny` or `ask` (there is nobody to ask in `-p` mode) lists the call in the
 //!   output's `permission_denials` and sends an `is_error` `tool_result` to the model: the
-//!   reason prefixed with `PreToolUse:Bash hook error: ` for a deny, the bare reason for an ask.
+//!   reason prefixed with `PreToolUse:<Tool> hook error: ` for a deny, the bare reason for an
+//!   ask. A hook that exits with status 2 denies too, with `[<command>]: <stderr>` as reason.
 use std::fs;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
