@@ -3,6 +3,8 @@
 //!
 //! Helpers panic with a message that says what went wrong, so a failing test keeps its
 //! context.
+pub mod anthropic;
+
 use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -37,9 +39,28 @@ impl Daemon {
         Self::start_with(bin, &data_dir, &socket, extra)
     }
 
+    /// Like [`Daemon::start`] with extra environment variables (e.g. the HOME whose `~` the
+    /// rules should expand to).
+    #[must_use]
+    pub fn start_env(bin: &Path, dir: &Path, extra: &[&str], env: &[(&str, &OsStr)]) -> Self {
+        let data_dir = dir.join("data");
+        let socket = dir.join("run").join("carapace.sock");
+        Self::start_with_env(bin, &data_dir, &socket, extra, env)
+    }
+
     /// Like [`Daemon::start`] with explicit paths (to restart on the same state).
     #[must_use]
     pub fn start_with(bin: &Path, data_dir: &Path, socket: &Path, extra: &[&str]) -> Self {
+        Self::start_with_env(bin, data_dir, socket, extra, &[])
+    }
+
+    fn start_with_env(
+        bin: &Path,
+        data_dir: &Path,
+        socket: &Path,
+        extra: &[&str],
+        env: &[(&str, &OsStr)],
+    ) -> Self {
         // One log per start, next to the data directory, so a restart keeps the first log.
         let log = (1..10_000)
             .map(|n| data_dir.with_file_name(format!("carapaced-{n}.log")))
@@ -52,6 +73,7 @@ impl Daemon {
                 .arg("--socket")
                 .arg(socket)
                 .args(extra)
+                .envs(env.iter().copied())
                 .env("NO_COLOR", "1")
                 .env("RUST_LOG", "info"),
             &log,

@@ -1,13 +1,13 @@
 //! `cargo xtask setup`: installs what building and testing Carapace needs. Idempotent: every
 //! step checks first and prints one line.
 
-use std::process::Command;
+use std::{path::PathBuf, process::Command};
 
 use anyhow::{bail, Context as _, Result};
 
 use crate::{
     kernel,
-    util::{is_root, run, try_output},
+    util::{cache_dir, is_root, run, try_output},
 };
 
 /// Debian packages: LLVM for bpf-linker, QEMU and busybox for the test VM, protoc for tonic.
@@ -21,10 +21,21 @@ const APT_PACKAGES: &[&str] = &[
     "cpio",
 ];
 
+/// Node.js and npm install the Claude Code CLI. Checked by command rather than by package:
+/// the nodejs build from nodesource.com bundles npm and conflicts with Debian's `npm`.
+const NODE_PACKAGES: &[&str] = &["nodejs", "npm"];
+
 const BPF_LINKER_VERSION: &str = "0.13.0";
+
+/// The Claude Code CLI the end-to-end hook tests drive (tests/claude/). Pinned: its hook
+/// protocol and start-up traffic are what the tests were written against.
+const CLAUDE_CODE_PACKAGE: &str = "@anthropic-ai/claude-code";
+const CLAUDE_CODE_VERSION: &str = "2.1.330";
 
 pub fn setup() -> Result<()> {
     apt_packages()?;
+    node()?;
+    claude_code()?;
     bpf_linker()?;
     nightly()?;
     for k in kernel::Kernel::ALL {
@@ -74,6 +85,23 @@ fn apt_packages() -> Result<()> {
         return Ok(());
     }
     println!("setup: apt packages installing… ({})", missing.join(" "));
+    apt_install(&missing)
+}
+
+fn node() -> Result<()> {
+    let versions = try_output("node", ["--version"]).zip(try_output("npm", ["--version"]));
+    if let Some((node, npm)) = versions {
+        println!("setup: node {} and npm {} ok", node.trim(), npm.trim());
+        return Ok(());
+    }
+    println!(
+        "setup: node and npm installing… ({})",
+        NODE_PACKAGES.join(" ")
+    );
+    apt_install(NODE_PACKAGES)
+}
+
+fn apt_install(missing: &[&str]) -> Result<()> {
     if !is_root() && try_output("sudo", ["-n", "true"]).is_none() {
         bail!(
             "setup needs root to install Debian packages; run as root:\n  apt-get update && \
@@ -83,9 +111,54 @@ fn apt_packages() -> Result<()> {
     }
     run(&mut privileged(&["apt-get", "update"])?)?;
     let mut args = vec!["apt-get", "install", "-y", "--no-install-recommends"];
-    args.extend(&missing);
+    args.extend(missing);
     run(privileged(&args)?.env("DEBIAN_FRONTEND", "noninteractive"))
         .context("installing Debian packages")?;
+    Ok(())
+}
+
+/// Where [`claude_code`] installs the CLI's `claude` binary (tests/claude/ computes the same
+/// path when `CARAPACE_CLAUDE_BIN` is not set).
+pub fn claude_code_bin() -> Result<PathBuf> {
+    Ok(claude_code_dir()?.join("node_modules/.bin/claude"))
+}
+
+fn claude_code_dir() -> Result<PathBuf> {
+    Ok(cache_dir()?.join("claude-code"))
+}
+
+/// Installs the pinned Claude Code CLI into the cache with npm, unless `claude --version`
+/// there already answers with the pinned version.
+fn claude_code() -> Result<()> {
+    let bin = claude_code_bin()?;
+    let expected = format!("{CLAUDE_CODE_VERSION} (Claude Code)");
+    let version = || try_output(&bin.to_string_lossy(), ["--version"]).unwrap_or_default();
+    if version().trim() == expected {
+        println!("setup: Claude Code ok ({expected}, {})", bin.display());
+        return Ok(());
+    }
+    let dir = claude_code_dir()?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    println!(
+        "setup: Claude Code installing… ({CLAUDE_CODE_PACKAGE}@{CLAUDE_CODE_VERSION} into {})",
+        dir.display()
+    );
+    run(Command::new("npm")
+        .arg("install")
+        .arg("--prefix")
+        .arg(&dir)
+        .args(["--no-audit", "--no-fund", "--no-update-notifier"])
+        .arg(format!("{CLAUDE_CODE_PACKAGE}@{CLAUDE_CODE_VERSION}")))
+    .context("installing the Claude Code CLI with npm")?;
+    let got = version();
+    if got.trim() != expected {
+        bail!(
+            "{} --version says {:?} after installing, expected {expected:?}",
+            bin.display(),
+            got.trim()
+        );
+    }
+    println!("setup: Claude Code ok ({expected}, {})", bin.display());
     Ok(())
 }
 

@@ -80,8 +80,13 @@ pub fn test(args: &TestArgs) -> Result<()> {
             "warnings",
         ]))
     })?;
-    s.step("cargo test (unit and host tests)", || {
-        run(cargo().args(["test", "--workspace"]))
+    s.step("cargo test (unit, host and Claude Code tests)", || {
+        // The Claude Code tests (tests/claude/) fail rather than skip without the CLI, so a
+        // run with --no-setup still needs an earlier `cargo xtask setup`.
+        let claude = setup::claude_code_bin()?;
+        run(cargo()
+            .args(["test", "--workspace"])
+            .env("CARAPACE_CLAUDE_BIN", claude))
     })?;
     if args.no_vm {
         s.summary();

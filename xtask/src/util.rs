@@ -24,16 +24,20 @@ pub fn cargo() -> Command {
     cmd
 }
 
-/// Cache directory of the VM pieces: `$CARAPACE_VM_CACHE` or `~/.cache/carapace/vm`.
+/// Carapace's cache directory: `$XDG_CACHE_HOME/carapace` or `~/.cache/carapace`.
+pub fn cache_dir() -> Result<PathBuf> {
+    let base = env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .context("neither XDG_CACHE_HOME nor HOME is set")?;
+    Ok(base.join("carapace"))
+}
+
+/// Cache directory of the VM pieces: `$CARAPACE_VM_CACHE` or `cache_dir()/vm`.
 pub fn vm_cache_dir() -> Result<PathBuf> {
-    let dir = if let Some(dir) = env::var_os("CARAPACE_VM_CACHE") {
-        PathBuf::from(dir)
-    } else {
-        let base = env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-            .context("neither CARAPACE_VM_CACHE nor HOME is set")?;
-        base.join("carapace").join("vm")
+    let dir = match env::var_os("CARAPACE_VM_CACHE") {
+        Some(dir) => PathBuf::from(dir),
+        None => cache_dir()?.join("vm"),
     };
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("cannot create cache directory {}", dir.display()))?;
