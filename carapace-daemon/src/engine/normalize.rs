@@ -118,9 +118,9 @@ pub fn path(raw: &str, ctx: &Context) -> Option<String> {
         home.to_owned()
     } else if let Some(rest) = raw.strip_prefix("~/") {
         format!("{home}/{rest}")
-    } else if raw.starts_with('~') {
+    } else if let Some(after) = raw.strip_prefix('~') {
         // ~user/…: the user's home, which on this machine lives next to ours.
-        let (user, rest) = raw[1..].split_once('/').unwrap_or((&raw[1..], ""));
+        let (user, rest) = after.split_once('/').unwrap_or((after, ""));
         let parent = Path::new(home)
             .parent()
             .map_or("/home".into(), |p| p.display().to_string());

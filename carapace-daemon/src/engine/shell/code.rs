@@ -84,13 +84,17 @@ const WRITE_CALLS: &[&str] = &[
 ];
 
 impl Walker<'_> {
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the per-language option table is most of it"
+    )]
     pub fn interpreter(
         &mut self,
         name: &str,
         args: &[String],
         ctx: &mut Context,
         depth: usize,
-        stdin: Feed,
+        stdin: &Feed,
     ) -> Feed {
         let (valued, code_flags, file_flags): (&[&str], &[&str], &[&str]) = match name {
             "python" => (&["-c", "-m", "-W", "-X", "-Q"], &["-c"], &[]),
@@ -199,7 +203,7 @@ impl Walker<'_> {
             }
         }
         let module = o.value(&["-m"]).filter(|_| name == "python");
-        let mut argv = rest;
+        let mut script_args = rest;
         if !codes.is_empty() {
             for c in codes {
                 self.code(c, ctx, depth);
@@ -214,17 +218,17 @@ impl Walker<'_> {
             if let Some(feed) = self.fd_feed(script) {
                 self.code(&feed.joined(), ctx, depth);
             }
-            argv = after;
+            script_args = after;
         } else {
             let code = stdin.joined();
             if !code.is_empty() {
                 self.code(&code, ctx, depth);
             }
-            argv = rest.get(1..).unwrap_or(&[]);
+            script_args = rest.get(1..).unwrap_or(&[]);
         }
         // perl -i edits the files it is given.
         let edits = name == "perl" && o.has(&["-i"]);
-        for a in argv {
+        for a in script_args {
             if edits {
                 self.path_op(Action::Read, a, ctx, None);
                 self.path_op(Action::Write, a, ctx, None);
@@ -362,7 +366,7 @@ fn floor_boundary(s: &str, mut i: usize) -> usize {
     i
 }
 
-/// PowerShell's -EncodedCommand: base64 of UTF-16LE.
+/// PowerShell's `-EncodedCommand`: base64 of UTF-16LE.
 fn utf16_base64(s: &str) -> Option<String> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(s.trim())

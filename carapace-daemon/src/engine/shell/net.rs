@@ -142,8 +142,8 @@ impl Walker<'_> {
                     "--data-urlencode",
                     "--data-raw",
                 ]) {
-                    let file = if d.starts_with('@') {
-                        Some(&d[1..])
+                    let file = if let Some(f) = d.strip_prefix('@') {
+                        Some(f)
                     } else {
                         // --data-urlencode name@file
                         d.split_once('@')
@@ -391,7 +391,7 @@ impl Walker<'_> {
                 );
                 for e in o.values(&["-e", "--exec"]) {
                     self.run(
-                        e.split_whitespace().map(str::to_owned).collect(),
+                        &e.split_whitespace().map(str::to_owned).collect::<Vec<_>>(),
                         &mut ctx.clone(),
                         depth + 1,
                         Feed::default(),
@@ -506,7 +506,7 @@ impl Walker<'_> {
                 if o.rest.is_empty() {
                     return Feed::default();
                 }
-                self.run(o.rest.to_vec(), ctx, depth + 1, stdin)
+                self.run(o.rest, ctx, depth + 1, stdin)
             }
             "ssh-copy-id" | "sftp" => {
                 let o = args::parse(
@@ -568,7 +568,7 @@ impl Walker<'_> {
                 let mut sent = Vec::new();
                 for item in ops {
                     // field=@file, field:=@file, @file: the file's contents are sent.
-                    match item.split_once("@") {
+                    match item.split_once('@') {
                         Some((k, f)) if k.is_empty() || k.ends_with('=') || k.ends_with(":=") => {
                             self.path_op(Action::Read, f, ctx, None);
                         }
@@ -711,7 +711,10 @@ impl Walker<'_> {
             | "OPENSSL-LISTEN" | "SSL-L" => self.port_op(target.parse().ok()),
             "EXEC" => {
                 self.run(
-                    target.split_whitespace().map(str::to_owned).collect(),
+                    &target
+                        .split_whitespace()
+                        .map(str::to_owned)
+                        .collect::<Vec<_>>(),
                     &mut ctx.clone(),
                     depth + 1,
                     Feed::default(),

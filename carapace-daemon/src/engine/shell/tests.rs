@@ -246,8 +246,6 @@ fn wrappers() {
         .any(|o| o.host.as_deref() == Some("build.example")
             && o.port == Some(2222)
             && o.content.as_deref() == Some("cat /etc/k")));
-    let nested = format!("{}cat /x{}", "sh -c \"".repeat(1), "\"");
-    op(&nested, Read, "/x");
 }
 
 #[test]

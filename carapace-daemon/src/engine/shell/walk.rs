@@ -130,7 +130,7 @@ impl<'o> Walker<'o> {
             if !args.is_empty() && depth < MAX_DEPTH {
                 // The text did not parse, so nothing in it is re-parsed as a command: only
                 // the command table's view of these words.
-                self.run(args, ctx, depth + 1, Feed::default());
+                self.run(&args, ctx, depth + 1, Feed::default());
             }
         }
     }
@@ -371,14 +371,14 @@ impl<'o> Walker<'o> {
             .redirect_inputs(&redirects, ctx, depth)
             .unwrap_or(stdin);
         let feed = if assignments.is_empty() {
-            self.run(words, ctx, depth, stdin)
+            self.run(&words, ctx, depth, stdin)
         } else {
             // `VAR=x cmd`: the command's environment only.
             let mut sub = ctx.clone();
             for (name, value) in &assignments {
                 set_var(&mut sub, name, value);
             }
-            let feed = self.run(words, &mut sub, depth, stdin);
+            let feed = self.run(&words, &mut sub, depth, stdin);
             ctx.cwd = sub.cwd;
             feed
         };

@@ -394,7 +394,6 @@ fn parameter(inner: &str, ctx: &Context, subst: &mut Subst<'_>) -> String {
     let present = if colon { !value.is_empty() } else { set };
     let mut it = rest.chars();
     match it.next() {
-        None => value,
         Some('-' | '=') => {
             if present {
                 value
@@ -448,8 +447,8 @@ fn parameter(inner: &str, ctx: &Context, subst: &mut Subst<'_>) -> String {
                 .min(chars.len() - off);
             collect(&chars[off..off + len])
         }
-        // Case changes and the rest: the value is close enough for paths.
-        Some(_) => value,
+        // No operator, case changes and the rest: the value is close enough for paths.
+        _ => value,
     }
 }
 
