@@ -1,0 +1,2157 @@
+//! The command table: what each command does to files, in terms of operations, and which
+//! commands only wrap another one (`sudo`, `env`, `xargs`, `sh -c`, …).
+use std::path::Path;
+
+use super::super::normalize;
+use super::super::operation::{Context, Operation};
+use super::args;
+use super::walk::{set_var, unset_var, Feed, Walker};
+use super::MAX_DEPTH;
+use crate::rules::Action;
+
+/// The name a command is looked up by: `/usr/bin/python3.12` → `python`, `mkfs.ext4` →
+/// `mkfs`.
+pub(super) fn family(word: &str) -> &str {
+    let base = word.rsplit('/').next().unwrap_or(word);
+    if base.starts_with("mkfs.") {
+        return "mkfs";
+    }
+    for (prefix, fam) in [
+        ("python", "python"),
+        ("pypy", "python"),
+        ("perl5", "perl"),
+        ("ruby", "ruby"),
+        ("php", "php"),
+        ("node", "node"),
+        ("lua", "lua"),
+    ] {
+        if base.starts_with(prefix)
+            && base[prefix.len()..]
+                .bytes()
+                .all(|b| b.is_ascii_digit() || b == b'.')
+        {
+            return fam;
+        }
+    }
+    base
+}
+
+/// A word that names a file rather than a value: rules want to see it as a path.
+pub(super) fn path_like(word: &str) -> bool {
+    !word.contains("://")
+        && (word.contains('/') || word.starts_with('~') || word.starts_with('.') && word.len() > 1)
+}
+
+/// Shells that take `-c STRING`, a script file, or read stdin.
+fn is_shell(name: &str) -> bool {
+    matches!(
+        name,
+        "sh" | "bash"
+            | "dash"
+            | "zsh"
+            | "ksh"
+            | "ash"
+            | "mksh"
+            | "yash"
+            | "fish"
+            | "rbash"
+            | "posh"
+            | "csh"
+            | "tcsh"
+            | "ksh93"
+            | "pdksh"
+    )
+}
+
+impl Walker<'_> {
+    /// Runs one command (its words already expanded): records its command line, then what
+    /// the command table says it does. Returns what it prints, when known.
+    pub fn run(&mut self, words: &[String], ctx: &mut Context, depth: usize, stdin: Feed) -> Feed {
+        if depth > MAX_DEPTH {
+            self.out.unparsable(format!(
+                "the shell command is nested too deep (more than {MAX_DEPTH} levels of wrappers)"
+            ));
+            return Feed::default();
+        }
+        if !self.spend(words.len()) {
+            return Feed::default();
+        }
+        let Some((first, args)) = words.split_first() else {
+            return Feed::default();
+        };
+        let base = first.rsplit('/').next().unwrap_or(first).to_owned();
+        if first.contains('/') {
+            self.path_op(Action::Execute, first, ctx, None);
+        }
+        let line = std::iter::once(base.as_str())
+            .chain(args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ");
+        self.out.command(line);
+        if let Some(value) = self
+            .aliases
+            .iter()
+            .find(|(n, _)| *n == base)
+            .map(|(_, v)| v.clone())
+        {
+            let mut src = value;
+            for a in args {
+                src.push(' ');
+                src.push_str(a);
+            }
+            return self.script(&src, ctx, depth + 1);
+        }
+        self.dispatch(family(&base), args, ctx, depth, stdin)
+    }
+
+    /// Runs a wrapped command (`sudo CMD…`), one level deeper.
+    fn wrapped(&mut self, rest: &[String], ctx: &mut Context, depth: usize, stdin: Feed) -> Feed {
+        if rest.is_empty() {
+            return Feed::default();
+        }
+        self.run(rest, ctx, depth + 1, stdin)
+    }
+
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one flat table is easier to audit than the same table split up"
+    )]
+    fn dispatch(
+        &mut self,
+        name: &str,
+        args: &[String],
+        ctx: &mut Context,
+        depth: usize,
+        stdin: Feed,
+    ) -> Feed {
+        match name {
+            // Wrappers: the rest of the line is the command that runs.
+            "sudo" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-u",
+                        "-g",
+                        "-U",
+                        "-C",
+                        "-D",
+                        "-h",
+                        "-p",
+                        "-r",
+                        "-t",
+                        "-T",
+                        "--user",
+                        "--group",
+                        "--chdir",
+                        "--prompt",
+                        "--role",
+                        "--type",
+                        "--host",
+                        "--close-from",
+                        "--other-user",
+                        "--command-timeout",
+                    ],
+                    true,
+                );
+                if o.rest.is_empty() && o.has(&["-i", "-s", "--login", "--shell"]) {
+                    return self.shell_stdin(&stdin, ctx, depth);
+                }
+                if o.has(&["-e", "--edit"]) {
+                    for f in o.rest {
+                        self.path_op(Action::Read, f, ctx, None);
+                        self.path_op(Action::Write, f, ctx, None);
+                    }
+                    return Feed::default();
+                }
+                self.wrapped(o.rest, ctx, depth, stdin)
+            }
+            "doas" => {
+                let o = args::parse(args, &["-u", "-C"], true);
+                self.wrapped(o.rest, ctx, depth, stdin)
+            }
+            "nohup" | "time" | "builtin" | "unbuffer" | "caffeinate" | "catchsegv" | "command"
+            | "exec" | "setsid" | "busybox" | "ltrace" | "strace" | "torsocks" | "proxychains"
+            | "proxychains4" | "firejail" | "fakeroot" | "nocache" | "eatmydata" => {
+                let valued: &[&str] = match name {
+                    "exec" => &["-a"],
+                    "strace" | "ltrace" => &[
+                        "-o", "-e", "-p", "-s", "-u", "-E", "-P", "-a", "-b", "-I", "-S", "-X",
+                    ],
+                    _ => &[],
+                };
+                let o = args::parse(args, valued, true);
+                if matches!(name, "strace" | "ltrace") {
+                    for f in o.values(&["-o"]) {
+                        self.path_op(Action::Write, f, ctx, None);
+                    }
+                }
+                self.wrapped(o.rest, ctx, depth, stdin)
+            }
+            "nice" | "ionice" | "taskset" | "chrt" | "numactl" | "cpulimit" | "prlimit" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-n",
+                        "-c",
+                        "-p",
+                        "-l",
+                        "-e",
+                        "-t",
+                        "--adjustment",
+                        "--class",
+                        "--classdata",
+                        "--cpu-list",
+                        "--limit",
+                    ],
+                    true,
+                );
+                let rest = if matches!(name, "taskset" | "chrt") && !o.has(&["-p", "-c"]) {
+                    o.rest.get(1..).unwrap_or(&[])
+                } else {
+                    o.rest
+                };
+                self.wrapped(rest, ctx, depth, stdin)
+            }
+            "stdbuf" => {
+                let o = args::parse(
+                    args,
+                    &["-i", "-o", "-e", "--input", "--output", "--error"],
+                    true,
+                );
+                self.wrapped(o.rest, ctx, depth, stdin)
+            }
+            "timeout" => {
+                let o = args::parse(args, &["-s", "-k", "--signal", "--kill-after"], true);
+                self.wrapped(o.rest.get(1..).unwrap_or(&[]), ctx, depth, stdin)
+            }
+            "chroot" => {
+                let o = args::parse(args, &["--userspec", "--groups"], true);
+                if let Some(dir) = o.rest.first() {
+                    self.path_op(Action::Execute, dir, ctx, None);
+                }
+                self.wrapped(o.rest.get(1..).unwrap_or(&[]), ctx, depth, stdin)
+            }
+            "flock" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-w",
+                        "-E",
+                        "-c",
+                        "--timeout",
+                        "--command",
+                        "--conflict-exit-code",
+                    ],
+                    true,
+                );
+                for c in o.values(&["-c", "--command"]) {
+                    self.script(c, &mut ctx.clone(), depth + 1);
+                }
+                self.wrapped(o.rest.get(1..).unwrap_or(&[]), ctx, depth, stdin)
+            }
+            "watch" => {
+                let o = args::parse(
+                    args,
+                    &["-n", "-d", "--interval", "-q", "--equexit", "--differences"],
+                    true,
+                );
+                let src = o.rest.join(" ");
+                self.script(&src, &mut ctx.clone(), depth + 1)
+            }
+            "env" => {
+                let o = args::parse(
+                    args,
+                    &["-u", "-C", "-S", "--unset", "--chdir", "--split-string"],
+                    false,
+                );
+                let mut sub = ctx.clone();
+                if o.has(&["-i", "--ignore-environment"]) || o.operands.first() == Some(&"-") {
+                    sub.env.clear();
+                }
+                for n in o.values(&["-u", "--unset"]) {
+                    unset_var(&mut sub, n);
+                }
+                if let Some(dir) = o.value(&["-C", "--chdir"]) {
+                    if let Some(p) = normalize::path(dir, &sub) {
+                        sub.cwd = p;
+                    }
+                }
+                if let Some(s) = o.value(&["-S", "--split-string"]) {
+                    let mut src = s.to_owned();
+                    for a in &o.operands {
+                        src.push(' ');
+                        src.push_str(a);
+                    }
+                    return self.script(&src, &mut sub, depth + 1);
+                }
+                // Assignments come first, then the command; a real env stops parsing options
+                // there, which `parse` does not, so find the command among the operands.
+                let mut rest = Vec::new();
+                for (i, a) in o.operands.iter().enumerate() {
+                    match a.split_once('=') {
+                        Some((k, v)) if rest.is_empty() && valid_name(k) => set_var(&mut sub, k, v),
+                        _ => {
+                            rest = o.operands[i..].iter().map(|s| (*s).to_owned()).collect();
+                            break;
+                        }
+                    }
+                }
+                // Options after the command belong to it: take them from the original list.
+                if let Some(pos) = rest.first().and_then(|c| args.iter().position(|a| a == c)) {
+                    rest = args[pos..].to_vec();
+                }
+                self.wrapped(&rest, &mut sub, depth, stdin)
+            }
+            "xargs" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-I",
+                        "-n",
+                        "-P",
+                        "-L",
+                        "-d",
+                        "-E",
+                        "-a",
+                        "-s",
+                        "--arg-file",
+                        "--delimiter",
+                        "--max-args",
+                        "--max-procs",
+                        "--max-lines",
+                        "--replace",
+                        "--eof",
+                        "--max-chars",
+                        "--process-slot-var",
+                    ],
+                    true,
+                );
+                for f in o.values(&["-a", "--arg-file"]) {
+                    self.path_op(Action::Read, f, ctx, None);
+                }
+                let mut cmd: Vec<String> = if o.rest.is_empty() {
+                    vec!["echo".into()]
+                } else {
+                    o.rest.to_vec()
+                };
+                // The input becomes arguments: known text word by word, listed names as the
+                // globs they came from.
+                let input: Vec<String> = stdin
+                    .text
+                    .iter()
+                    .flat_map(|t| t.split_whitespace().map(str::to_owned))
+                    .chain(stdin.names.iter().cloned())
+                    .collect();
+                let replace = o
+                    .value(&["-I", "--replace"])
+                    .or_else(|| o.has(&["-i"]).then_some("{}"));
+                if let Some(r) = replace {
+                    for item in &input {
+                        let c: Vec<String> = cmd.iter().map(|w| w.replace(r, item)).collect();
+                        self.wrapped(&c, ctx, depth, Feed::default());
+                    }
+                    return Feed::default();
+                }
+                cmd.extend(input);
+                self.wrapped(&cmd, ctx, depth, Feed::default())
+            }
+            "eval" => {
+                let src = args.join(" ");
+                self.script(&src, ctx, depth + 1)
+            }
+            "su" | "runuser" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-c",
+                        "--command",
+                        "-s",
+                        "--shell",
+                        "-g",
+                        "-G",
+                        "-u",
+                        "--group",
+                        "--user",
+                        "-w",
+                        "--whitelist-environment",
+                    ],
+                    true,
+                );
+                let mut feed = Feed::default();
+                for c in o.values(&["-c", "--command"]) {
+                    feed.extend(self.script(c, &mut ctx.clone(), depth + 1));
+                }
+                if name == "runuser" && !o.rest.is_empty() && !o.has(&["-c", "--command"]) {
+                    // runuser -u USER CMD…
+                    if o.has(&["-u", "--user"]) {
+                        return self.wrapped(o.rest, ctx, depth, stdin);
+                    }
+                }
+                if !o.has(&["-c", "--command"]) {
+                    feed.extend(self.shell_stdin(&stdin, ctx, depth));
+                }
+                feed
+            }
+            "script" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-c",
+                        "--command",
+                        "-t",
+                        "-T",
+                        "-I",
+                        "-O",
+                        "-B",
+                        "-E",
+                        "--log-out",
+                        "--log-in",
+                        "--log-io",
+                        "--log-timing",
+                        "--timing",
+                        "--echo",
+                    ],
+                    false,
+                );
+                for f in o.operands.iter().copied().chain(o.values(&[
+                    "-O",
+                    "-B",
+                    "--log-out",
+                    "--log-io",
+                    "-T",
+                    "--log-timing",
+                ])) {
+                    self.path_op(Action::Write, f, ctx, None);
+                }
+                for c in o.values(&["-c", "--command"]) {
+                    self.script(c, &mut ctx.clone(), depth + 1);
+                }
+                Feed::default()
+            }
+            "find" => self.find(args, ctx, depth),
+            n if is_shell(n) => self.shell(args, ctx, depth, &stdin),
+            "source" | "." => {
+                let Some(file) = args.first() else {
+                    return Feed::default();
+                };
+                self.script_file(file, ctx, depth, true)
+            }
+
+            // State of this shell.
+            "cd" | "pushd" => {
+                let o = args::parse(args, &[], false);
+                let target = o.operands.first().copied().unwrap_or("~");
+                if target != "-" {
+                    if let Some(p) = normalize::path(target, ctx) {
+                        ctx.cwd = p;
+                    }
+                }
+                Feed::default()
+            }
+            "export" | "declare" | "typeset" | "local" | "readonly" => {
+                for a in args {
+                    if let Some((k, v)) = a.split_once('=') {
+                        let k = k.trim_end_matches('+');
+                        if valid_name(k) {
+                            set_var(ctx, k, v);
+                        }
+                    }
+                }
+                Feed::default()
+            }
+            "unset" => {
+                for a in args.iter().filter(|a| !a.starts_with('-')) {
+                    unset_var(ctx, a);
+                }
+                Feed::default()
+            }
+            "alias" => {
+                for a in args {
+                    if let Some((k, v)) = a.split_once('=') {
+                        self.out.text(v);
+                        self.aliases.push((k.to_owned(), v.to_owned()));
+                        // Also walk it now: an alias defined is an alias about to be used.
+                        self.script(v, &mut ctx.clone(), depth + 1);
+                    }
+                }
+                Feed::default()
+            }
+            "echo" => {
+                let mut escapes = false;
+                let mut i = 0;
+                while let Some(a) = args.get(i) {
+                    if a.len() > 1
+                        && a.starts_with('-')
+                        && a[1..].bytes().all(|b| b"neE".contains(&b))
+                    {
+                        escapes |= a.contains('e');
+                        i += 1;
+                    } else {
+                        break;
+                    }
+                }
+                let text = args[i..].join(" ");
+                let text = if escapes { unescape(&text) } else { text };
+                self.out.text(text.as_str());
+                Feed::text(text)
+            }
+            "printf" => {
+                let o = args::parse(args, &["-v"], true);
+                let text = printf(o.rest);
+                self.out.text(text.as_str());
+                match o.value(&["-v"]) {
+                    Some(var) => {
+                        set_var(ctx, var, &text);
+                        Feed::default()
+                    }
+                    None => Feed::text(text),
+                }
+            }
+
+            // Decoders: what they print is what the payload decodes to.
+            "base64" | "base32" | "basenc" | "xxd" | "uudecode" if decoding(name, args) => {
+                let o = args::parse(args, &["-w", "--wrap", "-s", "-l", "-c", "-g", "-o"], false);
+                let mut input = stdin.joined();
+                for f in &o.operands {
+                    if name == "xxd" && o.operands.len() == 2 && *f == o.operands[1] {
+                        self.path_op(Action::Write, f, ctx, None);
+                    } else {
+                        self.path_op(Action::Read, f, ctx, None);
+                        if let Some(feed) = self.fd_feed(f) {
+                            input.push_str(&feed.joined());
+                        }
+                    }
+                }
+                self.decoded(&input)
+            }
+            "rev" if !stdin.text.is_empty() => {
+                let text: String = stdin
+                    .joined()
+                    .lines()
+                    .map(|l| l.chars().rev().collect::<String>())
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                self.out.text(text.as_str());
+                Feed::text(text)
+            }
+
+            // Reading.
+            "cat" | "tac" | "nl" | "less" | "more" | "most" | "head" | "tail" | "cut" | "sort"
+            | "uniq" | "wc" | "diff" | "diff3" | "sdiff" | "cmp" | "comm" | "strings" | "xxd"
+            | "od" | "hexdump" | "hd" | "file" | "stat" | "md5sum" | "sha1sum" | "sha224sum"
+            | "sha256sum" | "sha384sum" | "sha512sum" | "b2sum" | "cksum" | "sum" | "readlink"
+            | "realpath" | "ls" | "dir" | "vdir" | "du" | "tree" | "lsattr" | "getfacl"
+            | "base64" | "base32" | "basenc" | "column" | "fold" | "fmt" | "paste" | "join"
+            | "iconv" | "bat" | "batcat" | "rev" | "zcat" | "bzcat" | "xzcat" | "zless"
+            | "zmore" | "expand" | "unexpand" | "tr" | "look" | "view" | "pr" | "tsort"
+            | "shuf" | "split" | "csplit" | "sha1" | "md5" | "nm" | "objdump" | "readelf"
+            | "ldd" | "exiftool" | "pdftotext" => self.reader(name, args, ctx, stdin),
+            "grep" | "egrep" | "fgrep" | "zgrep" | "rg" | "ag" | "ack" | "ugrep" => {
+                self.grep(name, args, ctx, depth)
+            }
+            "sed" | "gsed" => {
+                let o = args::parse(
+                    args,
+                    &["-e", "-f", "-l", "--expression", "--file", "--line-length"],
+                    false,
+                );
+                let scripts = o.values(&["-e", "--expression"]);
+                let mut files = o.operands.clone();
+                if scripts.is_empty() && o.values(&["-f", "--file"]).is_empty() && !files.is_empty()
+                {
+                    self.out.text(files.remove(0));
+                }
+                for s in scripts {
+                    self.out.text(s);
+                }
+                for f in o.values(&["-f", "--file"]) {
+                    self.path_op(Action::Read, f, ctx, None);
+                }
+                let in_place = o.has(&["-i", "-I", "--in-place"]);
+                for f in files {
+                    self.path_op(Action::Read, f, ctx, None);
+                    if in_place {
+                        self.path_op(Action::Write, f, ctx, None);
+                    }
+                }
+                Feed::default()
+            }
+            "awk" | "gawk" | "mawk" | "nawk" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-f",
+                        "-v",
+                        "-F",
+                        "--file",
+                        "--assign",
+                        "--field-separator",
+                        "-i",
+                        "--include",
+                        "-l",
+                        "--load",
+                        "-E",
+                        "--exec",
+                    ],
+                    false,
+                );
+                let progs = o.values(&["-f", "--file", "-E", "--exec", "-i", "--include"]);
+                let mut files = o.operands.clone();
+                for f in &progs {
+                    self.path_op(Action::Read, f, ctx, None);
+                }
+                if progs.is_empty() && !files.is_empty() {
+                    let prog = files.remove(0);
+                    self.code(prog, ctx, depth);
+                }
+                for f in files.into_iter().filter(|f| !f.contains('=')) {
+                    self.path_op(Action::Read, f, ctx, None);
+                }
+                Feed::default()
+            }
+            "jq" | "yq" | "gojq" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-f",
+                        "--from-file",
+                        "--arg",
+                        "--argjson",
+                        "--slurpfile",
+                        "--rawfile",
+                        "--indent",
+                        "-L",
+                        "--tab",
+                        "--args",
+                        "--jsonargs",
+                    ],
+                    false,
+                );
+                let mut files = o.operands.clone();
+                if o.value(&["-f", "--from-file"]).is_none() && !files.is_empty() {
+                    files.remove(0);
+                }
+                for f in files.into_iter().chain(o.values(&["-f", "--from-file"])) {
+                    self.path_op(Action::Read, f, ctx, None);
+                }
+                // --slurpfile NAME FILE / --rawfile NAME FILE: the file is the next word.
+                for (i, a) in args.iter().enumerate() {
+                    if matches!(a.as_str(), "--slurpfile" | "--rawfile") {
+                        if let Some(f) = args.get(i + 2) {
+                            self.path_op(Action::Read, f, ctx, None);
+                        }
+                    }
+                }
+                Feed::default()
+            }
+
+            // Interpreters.
+            "python" | "node" | "nodejs" | "ruby" | "perl" | "php" | "lua" | "luajit" | "deno"
+            | "bun" | "Rscript" | "tclsh" | "pwsh" | "powershell" | "osascript" | "irb"
+            | "julia" => self.interpreter(name, args, ctx, depth, &stdin),
+
+            // Writing.
+            "tee" => {
+                let o = args::parse(args, &["--output-error"], false);
+                let content = (!stdin.text.is_empty()).then(|| stdin.joined());
+                for f in o.operands {
+                    self.path_op(Action::Write, f, ctx, content.clone());
+                }
+                stdin
+            }
+            "touch" | "truncate" | "mkdir" | "mkfifo" | "mknod" | "setfacl" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-r",
+                        "-d",
+                        "-t",
+                        "-s",
+                        "-m",
+                        "-M",
+                        "-x",
+                        "-X",
+                        "--reference",
+                        "--date",
+                        "--size",
+                        "--mode",
+                        "--context",
+                        "--set",
+                        "--set-file",
+                        "--modify",
+                        "--remove",
+                        "--modify-file",
+                        "--remove-file",
+                    ],
+                    false,
+                );
+                for f in o.values(&[
+                    "-r",
+                    "--reference",
+                    "-M",
+                    "-X",
+                    "--set-file",
+                    "--modify-file",
+                    "--remove-file",
+                ]) {
+                    self.path_op(Action::Read, f, ctx, None);
+                }
+                let operands = if name == "mknod" {
+                    &o.operands[..o.operands.len().min(1)]
+                } else {
+                    &o.operands[..]
+                };
+                for f in operands {
+                    self.path_op(Action::Write, f, ctx, None);
+                }
+                Feed::default()
+            }
+            "chmod" | "chown" | "chgrp" | "chattr" | "chcon" => {
+                // Modes like `-x` or `+i` look like options; only the known options are.
+                let reference = args.iter().any(|a| a.starts_with("--reference"));
+                let mut rest: Vec<&String> = if name == "chattr" {
+                    args.iter()
+                        .filter(|a| {
+                            !(a.starts_with("--")
+                                || matches!(a.as_str(), "-R" | "-V" | "-f")
+                                || (a.len() > 1
+                                    && a.starts_with(['-', '+', '='])
+                                    && a[1..].bytes().all(|b| b.is_ascii_alphabetic())))
+                        })
+                        .collect()
+                } else {
+                    args.iter()
+                        .filter(|a| {
+                            !(a.starts_with("--")
+                                || matches!(
+                                    a.as_str(),
+                                    "-R" | "-v" | "-c" | "-f" | "-h" | "-H" | "-L" | "-P" | "-V"
+                                ))
+                        })
+                        .collect()
+                };
+                if name != "chattr" && !reference && !rest.is_empty() {
+                    rest.remove(0);
+                }
+                for f in rest {
+                    self.path_op(Action::Write, f, ctx, None);
+                }
+                Feed::default()
+            }
+            "rm" | "rmdir" | "unlink" | "shred" | "srm" | "wipe" => {
+                let o = args::parse(
+                    args,
+                    &["-n", "-s", "--iterations", "--size", "--random-source"],
+                    false,
+                );
+                for f in o.operands {
+                    if matches!(name, "shred" | "wipe") {
+                        self.path_op(Action::Write, f, ctx, None);
+                    }
+                    self.path_op(Action::Delete, f, ctx, None);
+                }
+                Feed::default()
+            }
+            "cp" | "mv" | "install" | "ln" | "link" | "rsync" | "scp" => self.copy(name, args, ctx),
+            "dd" => {
+                for a in args {
+                    if let Some(f) = a.strip_prefix("if=") {
+                        self.path_op(Action::Read, f, ctx, None);
+                    } else if let Some(f) = a.strip_prefix("of=") {
+                        let content = (!stdin.text.is_empty()).then(|| stdin.joined());
+                        self.path_op(Action::Write, f, ctx, content);
+                    }
+                }
+                Feed::default()
+            }
+            "mkfs" | "mke2fs" | "mkswap" | "wipefs" | "fdisk" | "sfdisk" | "cfdisk" | "parted"
+            | "gdisk" | "sgdisk" | "blkdiscard" | "mkdosfs" | "mkntfs" | "hdparm" | "badblocks"
+            | "losetup" | "cryptsetup" | "mount" | "umount" | "swapon" | "swapoff" | "tune2fs"
+            | "e2fsck" | "fsck" | "resize2fs" => {
+                for f in args.iter().filter(|a| path_like(a) && !a.starts_with('-')) {
+                    self.path_op(Action::Write, f, ctx, None);
+                }
+                Feed::default()
+            }
+            "vi" | "vim" | "nvim" | "nano" | "emacs" | "pico" | "ed" | "ex" | "micro" | "joe"
+            | "mcedit" | "gedit" | "kate" | "code" | "subl" | "vimdiff" | "rvim" | "jed"
+            | "kak" | "hx" | "helix" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-c", "--cmd", "-S", "-u", "-U", "-T", "-i", "-t", "-w", "-W", "-s",
+                    ],
+                    false,
+                );
+                for f in o.operands.iter().filter(|f| !f.starts_with('+')) {
+                    self.path_op(Action::Read, f, ctx, None);
+                    self.path_op(Action::Write, f, ctx, None);
+                }
+                Feed::default()
+            }
+            "crontab" => {
+                let o = args::parse(args, &["-u"], false);
+                let user = o.value(&["-u"]).map_or_else(
+                    || {
+                        Path::new(&ctx.home)
+                            .file_name()
+                            .map_or("root".into(), |n| n.to_string_lossy().into_owned())
+                    },
+                    str::to_owned,
+                );
+                let spool = format!("/var/spool/cron/crontabs/{user}");
+                if o.has(&["-l"]) {
+                    self.path_op(Action::Read, &spool, ctx, None);
+                } else if o.has(&["-r"]) {
+                    self.path_op(Action::Delete, &spool, ctx, None);
+                } else {
+                    let content = match o.operands.first() {
+                        Some(&"-") | None => (!stdin.text.is_empty()).then(|| stdin.joined()),
+                        Some(f) => {
+                            self.path_op(Action::Read, f, ctx, None);
+                            self.fd_feed(f).map(|f| f.joined())
+                        }
+                    };
+                    self.path_op(Action::Write, &spool, ctx, content);
+                }
+                Feed::default()
+            }
+            "systemctl" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-t",
+                        "-p",
+                        "-H",
+                        "-M",
+                        "--type",
+                        "--property",
+                        "--host",
+                        "--machine",
+                        "--root",
+                    ],
+                    false,
+                );
+                let dir = if o.has(&["--user"]) {
+                    "~/.config/systemd/user"
+                } else {
+                    "/etc/systemd/system"
+                };
+                if let Some((verb, units)) = o.operands.split_first() {
+                    if matches!(
+                        *verb,
+                        "enable"
+                            | "disable"
+                            | "mask"
+                            | "unmask"
+                            | "link"
+                            | "edit"
+                            | "preset"
+                            | "revert"
+                            | "set-property"
+                            | "add-wants"
+                            | "add-requires"
+                            | "reenable"
+                            | "set-default"
+                    ) {
+                        for u in units {
+                            let target = if path_like(u) {
+                                (*u).to_owned()
+                            } else {
+                                format!("{dir}/{u}")
+                            };
+                            self.path_op(Action::Write, &target, ctx, None);
+                        }
+                    }
+                }
+                Feed::default()
+            }
+            "tar" | "bsdtar" => self.tar(args, ctx),
+            "zip" | "7z" | "7za" | "rar" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-b",
+                        "-n",
+                        "-t",
+                        "-tt",
+                        "-x",
+                        "-i",
+                        "-P",
+                        "-O",
+                        "--password",
+                    ],
+                    false,
+                );
+                let mut ops = o
+                    .operands
+                    .iter()
+                    .filter(|a| !matches!(*a, &("a" | "x" | "e" | "l" | "u" | "d")));
+                if let Some(archive) = ops.next() {
+                    self.path_op(Action::Write, archive, ctx, None);
+                }
+                for f in ops {
+                    self.path_op(Action::Read, f, ctx, None);
+                }
+                Feed::default()
+            }
+            "unzip" | "gunzip" | "gzip" | "bzip2" | "bunzip2" | "xz" | "unxz" | "zstd"
+            | "unzstd" | "lz4" | "unrar" | "cpio" => {
+                let o = args::parse(
+                    args,
+                    &["-d", "-x", "-P", "-S", "-o", "--suffix", "--output"],
+                    false,
+                );
+                if name == "unzip" {
+                    let mut it = o.operands.iter();
+                    if let Some(archive) = it.next() {
+                        self.path_op(Action::Read, archive, ctx, None);
+                    }
+                    let dir = o.value(&["-d"]).unwrap_or(".");
+                    self.path_op(Action::Write, dir, ctx, None);
+                } else {
+                    for f in &o.operands {
+                        self.path_op(Action::Read, f, ctx, None);
+                        if !o.has(&["-c", "--stdout", "-t", "--test", "-l", "--list"]) {
+                            self.path_op(Action::Write, f, ctx, None);
+                        }
+                    }
+                    for f in o.values(&["-o", "--output"]) {
+                        self.path_op(Action::Write, f, ctx, None);
+                    }
+                }
+                Feed::default()
+            }
+            "git" => self.git(args, ctx, depth),
+            "openssl" => self.openssl(args, ctx, &stdin),
+            "gpg" | "gpg2" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-o",
+                        "--output",
+                        "-r",
+                        "--recipient",
+                        "-u",
+                        "--local-user",
+                        "--homedir",
+                        "--keyserver",
+                        "--passphrase-file",
+                        "--default-key",
+                    ],
+                    false,
+                );
+                let home = o.value(&["--homedir"]).unwrap_or("~/.gnupg");
+                self.path_op(Action::Read, home, ctx, None);
+                if o.has(&[
+                    "--import",
+                    "--gen-key",
+                    "--generate-key",
+                    "--full-generate-key",
+                    "--quick-gen-key",
+                    "--delete-secret-keys",
+                    "--delete-keys",
+                    "--edit-key",
+                ]) {
+                    self.path_op(Action::Write, home, ctx, None);
+                }
+                for f in o
+                    .operands
+                    .iter()
+                    .copied()
+                    .chain(o.values(&["--passphrase-file"]))
+                {
+                    if o.has(&[
+                        "--recv-keys",
+                        "--send-keys",
+                        "--search-keys",
+                        "--refresh-keys",
+                    ]) {
+                        break;
+                    }
+                    self.path_op(Action::Read, f, ctx, None);
+                }
+                for f in o.values(&["-o", "--output"]) {
+                    self.path_op(Action::Write, f, ctx, None);
+                }
+                if let Some(ks) = o.value(&["--keyserver"]) {
+                    self.url_op(ks, None);
+                }
+                Feed::default()
+            }
+            "ssh-keygen" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-f", "-t", "-b", "-C", "-N", "-P", "-m", "-a", "-Z", "-n", "-I", "-s",
+                        "-V", "-z", "-O", "-F", "-R", "-E", "-w", "-Y", "-G", "-T", "-M", "-r",
+                        "-J", "-j", "-K", "-S",
+                    ],
+                    false,
+                );
+                let files = o.values(&["-f"]);
+                let reading = o.has(&[
+                    "-y", "-l", "-e", "-i", "-B", "-F", "-R", "-D", "-L", "-Q", "-Y",
+                ]);
+                for f in &files {
+                    self.path_op(Action::Read, f, ctx, None);
+                    if !reading {
+                        self.path_op(Action::Write, f, ctx, None);
+                    }
+                }
+                if files.is_empty() && !reading {
+                    self.path_op(Action::Write, "~/.ssh", ctx, None);
+                }
+                for f in o.values(&["-s"]) {
+                    self.path_op(Action::Read, f, ctx, None);
+                }
+                Feed::default()
+            }
+            "ssh-add" => {
+                let o = args::parse(args, &["-t", "-E", "-S", "-H", "-h"], false);
+                for f in o.operands {
+                    self.path_op(Action::Read, f, ctx, None);
+                }
+                if o.flags.is_empty() && args.is_empty() {
+                    self.path_op(Action::Read, "~/.ssh", ctx, None);
+                }
+                Feed::default()
+            }
+            "curl" | "wget" | "nc" | "ncat" | "netcat" | "socat" | "ssh" | "sftp" | "telnet"
+            | "ftp" | "lftp" | "ping" | "ping6" | "dig" | "nslookup" | "host" | "whois"
+            | "traceroute" | "tracepath" | "mtr" | "http" | "https" | "xh" | "aria2c"
+            | "ssh-copy-id" | "mosh" | "nmap" | "tftp" | "openvpn" | "sshpass" | "autossh"
+            | "websocat" | "grpcurl" => self.network(name, args, ctx, depth, stdin),
+
+            // Anything else: arguments that look like paths are read.
+            _ => {
+                for a in args {
+                    let candidate = if a.starts_with('-') {
+                        a.split_once('=').map_or("", |(_, v)| v)
+                    } else {
+                        a.as_str()
+                    };
+                    if path_like(candidate) {
+                        self.path_op(Action::Read, candidate, ctx, None);
+                    }
+                }
+                Feed::default()
+            }
+        }
+    }
+
+    /// Text decoded from base64, base32 or hex in `input`; a consumer may run it.
+    fn decoded(&mut self, input: &str) -> Feed {
+        let compact: String = input.chars().filter(|c| !c.is_whitespace()).collect();
+        let mut decoded = normalize::decode_payloads(&compact);
+        if decoded.is_empty() {
+            decoded = normalize::decode_payloads(input);
+        }
+        for d in &decoded {
+            self.out.text(d.as_str());
+        }
+        Feed {
+            text: decoded,
+            names: Vec::new(),
+        }
+    }
+
+    /// A shell: `-c STRING`, a script file, or commands on stdin.
+    fn shell(&mut self, args: &[String], ctx: &mut Context, depth: usize, stdin: &Feed) -> Feed {
+        let mut command_mode = false;
+        let mut stdin_mode = false;
+        let mut i = 0;
+        while let Some(a) = args.get(i) {
+            i += 1;
+            if a == "--" || a == "-" {
+                break;
+            }
+            if let Some(long) = a.strip_prefix("--") {
+                if matches!(long, "rcfile" | "init-file") {
+                    if let Some(f) = args.get(i) {
+                        self.path_op(Action::Read, f, ctx, None);
+                    }
+                    i += 1;
+                } else if long == "command" {
+                    command_mode = true;
+                }
+                continue;
+            }
+            if (a.starts_with('-') || a.starts_with('+')) && a.len() > 1 {
+                command_mode |= a[1..].contains('c') && a.starts_with('-');
+                stdin_mode |= a[1..].contains('s') && a.starts_with('-');
+                // -o OPTION / -O OPTION take a value.
+                if a[1..].contains(['o', 'O']) {
+                    i += 1;
+                }
+                continue;
+            }
+            i -= 1;
+            break;
+        }
+        let rest = args.get(i..).unwrap_or(&[]);
+        if command_mode {
+            let Some(src) = rest.first() else {
+                return Feed::default();
+            };
+            let mut sub = ctx.clone();
+            return self.script(src, &mut sub, depth + 1);
+        }
+        match rest.first() {
+            Some(file) if !stdin_mode => self.script_file(file, ctx, depth, false),
+            _ => self.shell_stdin(stdin, ctx, depth),
+        }
+    }
+
+    /// Commands a shell reads from its stdin (`curl … | sh`, `base64 -d | bash`, here-docs).
+    fn shell_stdin(&mut self, stdin: &Feed, ctx: &mut Context, depth: usize) -> Feed {
+        let mut feed = Feed::default();
+        for text in &stdin.text {
+            let mut sub = ctx.clone();
+            feed.extend(self.script(text, &mut sub, depth + 1));
+        }
+        feed
+    }
+
+    /// A script file is read and executed; its text is walked when it is known (process
+    /// substitution). `source` runs it in this shell (`same_shell`).
+    fn script_file(
+        &mut self,
+        file: &str,
+        ctx: &mut Context,
+        depth: usize,
+        same_shell: bool,
+    ) -> Feed {
+        self.path_op(Action::Read, file, ctx, None);
+        self.path_op(Action::Execute, file, ctx, None);
+        let Some(feed) = self.fd_feed(file) else {
+            return Feed::default();
+        };
+        let mut sub = ctx.clone();
+        let shell = if same_shell { ctx } else { &mut sub };
+        let mut out = Feed::default();
+        for text in &feed.text {
+            out.extend(self.script(text, shell, depth + 1));
+        }
+        out
+    }
+
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the per-command option table is most of it"
+    )]
+    fn reader(&mut self, name: &str, args: &[String], ctx: &mut Context, stdin: Feed) -> Feed {
+        let valued: &[&str] = match name {
+            "head" | "tail" => &[
+                "-n",
+                "-c",
+                "--lines",
+                "--bytes",
+                "-s",
+                "--sleep-interval",
+                "--pid",
+            ],
+            "cut" => &[
+                "-d",
+                "-f",
+                "-c",
+                "-b",
+                "--delimiter",
+                "--fields",
+                "--characters",
+                "--bytes",
+                "--output-delimiter",
+            ],
+            "sort" => &[
+                "-k",
+                "-t",
+                "-o",
+                "-T",
+                "-S",
+                "--key",
+                "--field-separator",
+                "--output",
+                "--buffer-size",
+                "--temporary-directory",
+                "--parallel",
+                "--batch-size",
+                "--files0-from",
+            ],
+            "uniq" => &["-f", "-s", "-w"],
+            "xxd" => &["-s", "-l", "-c", "-g", "-o", "-n"],
+            "od" => &["-A", "-t", "-N", "-j", "-w", "-S"],
+            "hexdump" | "hd" => &["-n", "-s", "-e", "-f"],
+            "strings" => &["-n", "-t", "-e", "-T"],
+            "base64" | "base32" | "basenc" => &["-w", "--wrap"],
+            "ls" | "dir" | "vdir" => &[
+                "-I",
+                "-w",
+                "-T",
+                "--hide",
+                "--ignore",
+                "--width",
+                "--format",
+                "--sort",
+                "--time",
+                "--color",
+                "--block-size",
+                "--quoting-style",
+                "--indicator-style",
+                "--time-style",
+            ],
+            "du" => &[
+                "-d",
+                "-t",
+                "-B",
+                "-X",
+                "--max-depth",
+                "--threshold",
+                "--block-size",
+                "--exclude-from",
+                "--files0-from",
+                "--exclude",
+            ],
+            "tree" => &[
+                "-L",
+                "-I",
+                "-P",
+                "-o",
+                "-H",
+                "-T",
+                "--filelimit",
+                "--charset",
+            ],
+            "diff" | "sdiff" | "diff3" => &[
+                "-U",
+                "-C",
+                "-x",
+                "-X",
+                "-I",
+                "-F",
+                "-L",
+                "-W",
+                "--label",
+                "--to-file",
+                "--from-file",
+                "--width",
+            ],
+            "file" => &["-m", "-F", "-e", "-P", "--magic-file", "--separator"],
+            "stat" => &["-c", "--format", "--printf"],
+            "less" | "more" | "most" => &[
+                "-b", "-h", "-j", "-k", "-o", "-O", "-p", "-P", "-t", "-T", "-x", "-y", "-z",
+            ],
+            "column" => &["-s", "-o", "-c", "-N", "-R", "-E", "-H", "-W", "-l"],
+            "fold" | "fmt" => &["-w", "-p", "-g"],
+            "comm" | "join" | "paste" => &[
+                "-d",
+                "-t",
+                "-1",
+                "-2",
+                "-j",
+                "-o",
+                "-e",
+                "--output-delimiter",
+            ],
+            "iconv" => &["-f", "-t", "-o", "--from-code", "--to-code", "--output"],
+            "nl" => &["-b", "-d", "-f", "-h", "-i", "-l", "-n", "-s", "-v", "-w"],
+            "bat" | "batcat" => &[
+                "-l",
+                "-H",
+                "-r",
+                "-m",
+                "--language",
+                "--line-range",
+                "--highlight-line",
+                "--style",
+                "--theme",
+                "--tabs",
+                "--wrap",
+                "--map-syntax",
+                "--paging",
+                "--color",
+                "--decorations",
+            ],
+            "split" | "csplit" => &[
+                "-a",
+                "-b",
+                "-C",
+                "-l",
+                "-n",
+                "-t",
+                "-f",
+                "--suffix-length",
+                "--bytes",
+                "--lines",
+                "--number",
+                "--prefix",
+            ],
+            "md5sum" | "sha1sum" | "sha256sum" | "sha512sum" | "b2sum" | "cksum" => {
+                &["-a", "-l", "--algorithm", "--length"]
+            }
+            "pr" => &["-h", "-l", "-w", "-o", "-N"],
+            _ => &[],
+        };
+        let o = args::parse(args, valued, false);
+        let operands: Vec<&str> = match name {
+            // tr takes sets, not files.
+            "tr" => Vec::new(),
+            // split writes PREFIX*, reads the input.
+            "split" | "csplit" => o.operands.iter().take(1).copied().collect(),
+            _ => o.operands.clone(),
+        };
+        for f in o.values(&["-o", "--output"]) {
+            if matches!(name, "sort" | "iconv" | "tree") {
+                self.path_op(Action::Write, f, ctx, None);
+            }
+        }
+        for f in o.values(&[
+            "--files0-from",
+            "--exclude-from",
+            "-X",
+            "--from-file",
+            "--to-file",
+            "--magic-file",
+            "-m",
+        ]) {
+            if !matches!(name, "tree" | "column" | "bat" | "batcat") {
+                self.path_op(Action::Read, f, ctx, None);
+            }
+        }
+        if o.operands.is_empty() && matches!(name, "ls" | "dir" | "vdir" | "du" | "tree") {
+            self.path_op(Action::Read, ".", ctx, None);
+            return Feed {
+                text: Vec::new(),
+                names: vec![format!("{}/*", ctx.cwd.trim_end_matches('/'))],
+            };
+        }
+        let mut feed = Feed::default();
+        for f in &operands {
+            self.path_op(Action::Read, f, ctx, None);
+            if let Some(inner) = self.fd_feed(f) {
+                feed.extend(inner);
+            }
+            if matches!(name, "ls" | "dir" | "vdir" | "du" | "tree") {
+                if let Some(p) = normalize::path(f, ctx) {
+                    feed.names.push(format!("{}/*", p.trim_end_matches('/')));
+                }
+            }
+        }
+        if matches!(
+            name,
+            "cat" | "tac" | "head" | "tail" | "sort" | "uniq" | "less" | "more"
+        ) && (operands.is_empty() || operands.contains(&"-"))
+        {
+            feed.extend(stdin);
+        }
+        feed
+    }
+
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the per-tool option table is most of it"
+    )]
+    fn grep(&mut self, name: &str, args: &[String], ctx: &mut Context, depth: usize) -> Feed {
+        let valued: &[&str] = match name {
+            "rg" => &[
+                "-e",
+                "-f",
+                "-g",
+                "-t",
+                "-T",
+                "-m",
+                "-A",
+                "-B",
+                "-C",
+                "-j",
+                "-M",
+                "-r",
+                "-E",
+                "-d",
+                "--regexp",
+                "--file",
+                "--glob",
+                "--iglob",
+                "--type",
+                "--type-not",
+                "--max-count",
+                "--threads",
+                "--replace",
+                "--encoding",
+                "--sort",
+                "--sortr",
+                "--type-add",
+                "--max-depth",
+                "--max-filesize",
+                "--color",
+                "--colors",
+                "--pre",
+                "--pre-glob",
+                "--ignore-file",
+                "--context-separator",
+                "--field-match-separator",
+            ],
+            "ag" => &[
+                "-G",
+                "-A",
+                "-B",
+                "-C",
+                "-m",
+                "-g",
+                "-p",
+                "--ignore",
+                "--depth",
+                "--file-search-regex",
+                "--path-to-ignore",
+            ],
+            _ => &[
+                "-e",
+                "-f",
+                "-m",
+                "-A",
+                "-B",
+                "-C",
+                "-d",
+                "-D",
+                "--regexp",
+                "--file",
+                "--max-count",
+                "--after-context",
+                "--before-context",
+                "--context",
+                "--include",
+                "--exclude",
+                "--exclude-dir",
+                "--exclude-from",
+                "--label",
+                "--color",
+                "--colour",
+                "--devices",
+                "--directories",
+                "--binary-files",
+                "--group-separator",
+            ],
+        };
+        let o = args::parse(args, valued, false);
+        let explicit = o.values(&["-e", "--regexp", "-f", "--file"]);
+        let mut files = o.operands.clone();
+        if explicit.is_empty() && !files.is_empty() {
+            self.out.text(files.remove(0));
+        }
+        for f in o.values(&[
+            "-f",
+            "--file",
+            "--exclude-from",
+            "--ignore-file",
+            "-p",
+            "--path-to-ignore",
+        ]) {
+            self.path_op(Action::Read, f, ctx, None);
+        }
+        for pre in o.values(&["--pre"]) {
+            // rg --pre runs a command on every file it searches.
+            self.run(
+                &[pre.to_owned()],
+                &mut ctx.clone(),
+                depth + 1,
+                Feed::default(),
+            );
+        }
+        let recursive = matches!(name, "rg" | "ag" | "ack" | "ugrep")
+            || o.has(&["-r", "-R", "--recursive", "--dereference-recursive"]);
+        if files.is_empty() && recursive {
+            self.path_op(Action::Read, ".", ctx, None);
+        }
+        for f in files {
+            self.path_op(Action::Read, f, ctx, None);
+        }
+        Feed::default()
+    }
+
+    /// find: the start directories are read; `-exec`/`-execdir`/`-ok` run a command on what
+    /// it finds (`{}` stands for `DIR/**`, or `DIR/**/NAME` with `-name NAME`); `-delete`
+    /// deletes it.
+    fn find(&mut self, args: &[String], ctx: &mut Context, depth: usize) -> Feed {
+        let mut starts: Vec<&str> = Vec::new();
+        let mut i = 0;
+        // Leading -H -L -P -D… options, then start points until the expression.
+        while let Some(a) = args.get(i) {
+            if matches!(a.as_str(), "-H" | "-L" | "-P") {
+                i += 1;
+            } else if matches!(a.as_str(), "-D" | "-O") {
+                i += 2;
+            } else if a.starts_with('-') || a == "(" || a == "!" || a == ")" {
+                break;
+            } else {
+                starts.push(a);
+                i += 1;
+            }
+        }
+        if starts.is_empty() {
+            starts.push(".");
+        }
+        let expr = args.get(i..).unwrap_or(&[]);
+        let name = expr
+            .windows(2)
+            .find(|w| {
+                matches!(
+                    w[0].as_str(),
+                    "-name" | "-iname" | "-path" | "-ipath" | "-wholename" | "-regex"
+                )
+            })
+            .map(|w| w[1].as_str());
+        let found: Vec<String> = starts
+            .iter()
+            .filter_map(|s| normalize::path(s, ctx))
+            .map(|s| {
+                let s = s.trim_end_matches('/').to_owned();
+                match name {
+                    Some(n) if !n.contains('/') => format!("{s}/**/{n}"),
+                    _ => format!("{s}/**"),
+                }
+            })
+            .collect();
+        for s in &starts {
+            self.path_op(Action::Read, s, ctx, None);
+        }
+        let mut j = 0;
+        while let Some(a) = expr.get(j) {
+            j += 1;
+            match a.as_str() {
+                "-exec" | "-execdir" | "-ok" | "-okdir" => {
+                    let end = expr[j..]
+                        .iter()
+                        .position(|w| w == ";" || w == "+")
+                        .map_or(expr.len(), |p| j + p);
+                    let cmd = &expr[j..end];
+                    for f in &found {
+                        let words: Vec<String> = cmd.iter().map(|w| w.replace("{}", f)).collect();
+                        self.wrapped(&words, &mut ctx.clone(), depth, Feed::default());
+                    }
+                    j = end + 1;
+                }
+                "-delete" => {
+                    for f in &found {
+                        self.path_op(Action::Delete, f, ctx, None);
+                    }
+                }
+                "-fprint" | "-fprint0" | "-fprintf" | "-fls" => {
+                    if let Some(f) = expr.get(j) {
+                        self.path_op(Action::Write, f, ctx, None);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Feed {
+            text: Vec::new(),
+            names: found,
+        }
+    }
+
+    /// cp / mv / install / ln / rsync / scp: sources are read (mv: deleted), the destination
+    /// written. Remote sides (`host:path`) are network operations.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "cp, mv, install, ln, rsync and scp share the source/destination logic"
+    )]
+    fn copy(&mut self, name: &str, args: &[String], ctx: &mut Context) -> Feed {
+        let valued: &[&str] = match name {
+            "install" => &[
+                "-m",
+                "-o",
+                "-g",
+                "-t",
+                "-S",
+                "--mode",
+                "--owner",
+                "--group",
+                "--target-directory",
+                "--suffix",
+            ],
+            "rsync" => &[
+                "-e",
+                "--rsh",
+                "-f",
+                "--filter",
+                "--exclude",
+                "--include",
+                "--exclude-from",
+                "--include-from",
+                "--files-from",
+                "--password-file",
+                "-T",
+                "--temp-dir",
+                "--log-file",
+                "--chmod",
+                "--port",
+                "-B",
+                "--block-size",
+                "--backup-dir",
+                "--partial-dir",
+                "--compare-dest",
+                "--link-dest",
+                "--copy-dest",
+                "-M",
+                "--remote-option",
+                "--rsync-path",
+                "--timeout",
+                "--bwlimit",
+                "--max-size",
+                "--min-size",
+                "--info",
+                "--debug",
+            ],
+            "scp" => &["-i", "-P", "-F", "-o", "-J", "-c", "-l", "-S", "-D", "-X"],
+            _ => &["-t", "-S", "--target-directory", "--suffix"],
+        };
+        let o = args::parse(args, valued, false);
+        for f in o.values(&[
+            "-i",
+            "-F",
+            "--exclude-from",
+            "--include-from",
+            "--files-from",
+            "--password-file",
+        ]) {
+            self.path_op(Action::Read, f, ctx, None);
+        }
+        let port = o
+            .value(&["-P", "--port"])
+            .and_then(|p| p.parse().ok())
+            .or(if name == "scp" { Some(22) } else { None });
+        if name == "install" && o.has(&["-d", "--directory"]) {
+            for f in &o.operands {
+                self.path_op(Action::Write, f, ctx, None);
+            }
+            return Feed::default();
+        }
+        let (sources, dest): (Vec<&str>, Option<&str>) =
+            match o.value(&["-t", "--target-directory"]) {
+                Some(dir) => (o.operands.clone(), Some(dir)),
+                None => match o.operands.split_last() {
+                    Some((last, rest)) if !rest.is_empty() => (rest.to_vec(), Some(*last)),
+                    // ln TARGET: the link is made here; rsync SRC lists it.
+                    Some((only, _)) if matches!(name, "ln" | "link") => (vec![*only], Some(".")),
+                    Some((only, _)) => (vec![*only], None),
+                    None => (Vec::new(), None),
+                },
+            };
+        for s in &sources {
+            if let Some(host) = remote_host(s) {
+                self.host_op(&host, port, None);
+                continue;
+            }
+            if name == "mv" {
+                self.path_op(Action::Delete, s, ctx, None);
+            } else {
+                self.path_op(Action::Read, s, ctx, None);
+            }
+        }
+        let Some(dest) = dest else {
+            return Feed::default();
+        };
+        if let Some(host) = remote_host(dest) {
+            self.host_op(&host, port, None);
+            return Feed::default();
+        }
+        self.path_op(Action::Write, dest, ctx, None);
+        // Into a directory: the file lands at DEST/NAME, which is what rules on files under a
+        // protected directory need to see.
+        let into_dir = dest.ends_with('/')
+            || matches!(dest, "." | ".." | "~")
+            || sources.len() > 1
+            || o.value(&["-t", "--target-directory"]).is_some()
+            || (ctx.follow_symlinks
+                && normalize::path(dest, ctx).is_some_and(|p| Path::new(&p).is_dir()));
+        if into_dir {
+            let base = dest.trim_end_matches('/');
+            for s in &sources {
+                let s = s.trim_end_matches('/');
+                let file = s.rsplit(['/', ':']).next().unwrap_or(s);
+                if !file.is_empty() {
+                    self.path_op(Action::Write, &format!("{base}/{file}"), ctx, None);
+                }
+            }
+        }
+        Feed::default()
+    }
+
+    fn tar(&mut self, args: &[String], ctx: &mut Context) -> Feed {
+        // The first word may be a bundle of letters without a dash (`tar czf out.tgz dir`).
+        let mut args = args.to_vec();
+        if let Some(first) = args.first_mut() {
+            if !first.starts_with('-') && first.bytes().all(|b| b.is_ascii_alphabetic()) {
+                first.insert(0, '-');
+            }
+        }
+        let o = args::parse(
+            &args,
+            &[
+                "-f",
+                "-C",
+                "-T",
+                "-X",
+                "-b",
+                "-K",
+                "-N",
+                "-g",
+                "-I",
+                "--file",
+                "--directory",
+                "--files-from",
+                "--exclude-from",
+                "--exclude",
+                "--use-compress-program",
+                "--to-command",
+                "--newer",
+                "--listed-incremental",
+                "--transform",
+                "--owner",
+                "--group",
+                "--mode",
+                "--checkpoint-action",
+            ],
+            false,
+        );
+        let archive = o.value(&["-f", "--file"]);
+        let dir = o.value(&["-C", "--directory"]);
+        let mut sub = ctx.clone();
+        if let Some(d) = dir.and_then(|d| normalize::path(d, ctx)) {
+            sub.cwd = d;
+        }
+        for f in o.values(&["-T", "--files-from", "-X", "--exclude-from"]) {
+            self.path_op(Action::Read, f, ctx, None);
+        }
+        let create = o.has(&[
+            "-c",
+            "-r",
+            "-u",
+            "-A",
+            "--create",
+            "--append",
+            "--update",
+            "--concatenate",
+        ]);
+        let extract = o.has(&["-x", "--extract", "--get"]);
+        if create {
+            if let Some(a) = archive {
+                self.path_op(Action::Write, a, ctx, None);
+            }
+            for f in &o.operands {
+                self.path_op(Action::Read, f, &sub, None);
+            }
+        } else {
+            if let Some(a) = archive {
+                self.path_op(Action::Read, a, ctx, None);
+            }
+            if extract {
+                if o.operands.is_empty() {
+                    self.path_op(Action::Write, ".", &sub, None);
+                }
+                for f in &o.operands {
+                    self.path_op(Action::Write, f, &sub, None);
+                }
+            }
+        }
+        Feed::default()
+    }
+
+    #[expect(clippy::too_many_lines, reason = "one arm per git subcommand family")]
+    fn git(&mut self, args: &[String], ctx: &mut Context, depth: usize) -> Feed {
+        let o = args::parse(
+            args,
+            &[
+                "-C",
+                "-c",
+                "--git-dir",
+                "--work-tree",
+                "--namespace",
+                "--exec-path",
+                "--config-env",
+            ],
+            true,
+        );
+        let mut sub = ctx.clone();
+        for d in o.values(&["-C"]) {
+            if let Some(p) = normalize::path(d, &sub) {
+                sub.cwd = p;
+            }
+        }
+        for c in o.values(&["-c"]) {
+            // -c core.sshCommand=… / alias.x=!cmd run commands.
+            if let Some((key, value)) = c.split_once('=') {
+                let key = key.to_ascii_lowercase();
+                if key.ends_with("sshcommand")
+                    || key.ends_with("fsmonitor")
+                    || key.ends_with("editor")
+                    || key.ends_with("pager")
+                    || key.starts_with("alias.")
+                {
+                    self.script(value.trim_start_matches('!'), &mut sub.clone(), depth + 1);
+                }
+            }
+        }
+        let Some((verb, rest)) = o.rest.split_first() else {
+            return Feed::default();
+        };
+        let ro = args::parse(
+            rest,
+            &[
+                "-m",
+                "-b",
+                "-B",
+                "-o",
+                "--origin",
+                "--branch",
+                "--depth",
+                "-F",
+                "--file",
+                "-u",
+                "--upload-pack",
+                "--receive-pack",
+                "--template",
+                "-c",
+                "--config",
+                "--reference",
+                "-j",
+                "--jobs",
+                "--format",
+                "-n",
+                "--author",
+                "--date",
+                "-S",
+                "--gpg-sign",
+            ],
+            false,
+        );
+        let remote = |w: &str| w.contains("://") || remote_host(w).is_some();
+        match verb.as_str() {
+            "clone" => {
+                let mut ops = ro.operands.iter();
+                if let Some(url) = ops.next() {
+                    self.git_remote(url, &sub);
+                    let dest = ops.next().map_or_else(
+                        || {
+                            url.trim_end_matches('/')
+                                .rsplit(['/', ':'])
+                                .next()
+                                .unwrap_or("repo")
+                                .trim_end_matches(".git")
+                                .to_owned()
+                        },
+                        |d| (*d).to_owned(),
+                    );
+                    self.path_op(Action::Write, &dest, &sub, None);
+                }
+            }
+            "fetch" | "pull" | "push" | "ls-remote" | "remote" | "submodule" => {
+                if *verb == "remote"
+                    && !matches!(
+                        ro.operands.first(),
+                        Some(&("add" | "set-url" | "update" | "prune" | "show"))
+                    )
+                {
+                    self.path_op(Action::Read, ".", &sub, None);
+                    return Feed::default();
+                }
+                let target = ro
+                    .operands
+                    .iter()
+                    .find(|w| remote(w))
+                    .or(ro.operands.first());
+                match target {
+                    Some(t) if remote(t) => self.git_remote(t, &sub),
+                    // A remote by name: the host is in .git/config, unknown here.
+                    _ => self.out.op(Operation {
+                        action: Some(Action::Network),
+                        ..Operation::default()
+                    }),
+                }
+                self.path_op(Action::Read, ".", &sub, None);
+                if matches!(verb.as_str(), "fetch" | "pull" | "submodule") {
+                    self.path_op(Action::Write, ".git", &sub, None);
+                }
+                if *verb == "pull" {
+                    self.path_op(Action::Write, ".", &sub, None);
+                }
+            }
+            "clean" => {
+                let target: Vec<&str> = if ro.operands.is_empty() {
+                    vec!["."]
+                } else {
+                    ro.operands.clone()
+                };
+                if !ro.has(&["-n", "--dry-run"]) {
+                    for t in target {
+                        self.path_op(Action::Delete, t, &sub, None);
+                    }
+                }
+            }
+            "rm" => {
+                for t in &ro.operands {
+                    self.path_op(Action::Delete, t, &sub, None);
+                }
+            }
+            "mv" => {
+                if let Some((dst, srcs)) = ro.operands.split_last() {
+                    for s in srcs {
+                        self.path_op(Action::Delete, s, &sub, None);
+                    }
+                    self.path_op(Action::Write, dst, &sub, None);
+                }
+            }
+            "checkout" | "restore" | "reset" | "switch" | "merge" | "rebase" | "cherry-pick"
+            | "revert" | "stash" | "apply" | "am" | "init" => {
+                self.path_op(Action::Write, ".", &sub, None);
+                for t in ro.operands.iter().filter(|t| path_like(t)) {
+                    self.path_op(Action::Write, t, &sub, None);
+                }
+            }
+            "config" => {
+                let file = if ro.has(&["--global"]) {
+                    "~/.gitconfig".to_owned()
+                } else if ro.has(&["--system"]) {
+                    "/etc/gitconfig".to_owned()
+                } else if let Some(f) = ro.value(&["-f", "--file"]) {
+                    f.to_owned()
+                } else {
+                    ".git/config".to_owned()
+                };
+                self.path_op(Action::Read, &file, &sub, None);
+                let querying = ro.has(&["--get", "--get-all", "--get-regexp", "-l", "--list"])
+                    || ro.operands.len() < 2;
+                if !querying {
+                    self.path_op(Action::Write, &file, &sub, None);
+                    if let Some(value) = ro.operands.get(1) {
+                        self.out.text(*value);
+                    }
+                }
+            }
+            "commit" | "add" | "tag" | "branch" | "gc" | "notes" | "worktree" => {
+                self.path_op(Action::Read, ".", &sub, None);
+                self.path_op(Action::Write, ".git", &sub, None);
+                for f in ro.values(&["-F", "--file"]) {
+                    self.path_op(Action::Read, f, &sub, None);
+                }
+            }
+            _ => {
+                self.path_op(Action::Read, ".", &sub, None);
+                for t in ro.operands.iter().filter(|t| path_like(t)) {
+                    self.path_op(Action::Read, t, &sub, None);
+                }
+            }
+        }
+        Feed::default()
+    }
+
+    fn git_remote(&mut self, url: &str, ctx: &Context) {
+        if let Some(host) = remote_host(url) {
+            self.host_op(&host, Some(22), None);
+        } else if url.starts_with("file://") || !url.contains("://") {
+            self.path_op(Action::Read, url, ctx, None);
+        } else {
+            self.url_op(url, None);
+        }
+    }
+
+    fn openssl(&mut self, args: &[String], ctx: &mut Context, stdin: &Feed) -> Feed {
+        let Some((verb, rest)) = args.split_first() else {
+            return Feed::default();
+        };
+        let mut reads = Vec::new();
+        let mut writes = Vec::new();
+        let mut i = 0;
+        while let Some(a) = rest.get(i) {
+            i += 1;
+            let value = rest.get(i).map(String::as_str);
+            match a.as_str() {
+                "-in" | "-inkey" | "-key" | "-CAfile" | "-cert" | "-signkey" | "-kfile"
+                | "-config" | "-verify" | "-prverify" | "-certfile" | "-CAkey" | "-paramfile" => {
+                    reads.extend(value);
+                    i += 1;
+                }
+                "-out" | "-keyout" => {
+                    writes.extend(value);
+                    i += 1;
+                }
+                "-passin" | "-passout" | "-pass" => {
+                    if let Some(f) = value.and_then(|v| v.strip_prefix("file:")) {
+                        reads.push(f);
+                    }
+                    i += 1;
+                }
+                "-connect" => {
+                    if let Some(v) = value {
+                        self.url_op(v, None);
+                    }
+                    i += 1;
+                }
+                _ => {}
+            }
+        }
+        for f in reads {
+            self.path_op(Action::Read, f, ctx, None);
+        }
+        for f in writes {
+            self.path_op(Action::Write, f, ctx, None);
+        }
+        let decode = rest.iter().any(|a| a == "-d")
+            && (verb == "base64" || rest.iter().any(|a| a == "-a" || a == "-base64"));
+        if decode {
+            return self.decoded(&stdin.joined());
+        }
+        Feed::default()
+    }
+}
+
+fn valid_name(k: &str) -> bool {
+    !k.is_empty()
+        && !k.starts_with(|c: char| c.is_ascii_digit())
+        && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// `[user@]host:path` as scp, rsync and git write a remote side (not `./a:b`, not `/x:y`,
+/// not `C:\`).
+pub(super) fn remote_host(word: &str) -> Option<String> {
+    if let Some(rest) = word.strip_prefix("rsync://") {
+        let authority = rest.split('/').next().unwrap_or(rest);
+        let host = authority.rsplit('@').next().unwrap_or(authority);
+        return Some(normalize::host(host.split(':').next().unwrap_or(host)));
+    }
+    if word.contains("://") || word.starts_with(['/', '.', '~']) {
+        return None;
+    }
+    let (authority, _) = word.split_once(':')?;
+    if authority.contains('/') || authority.is_empty() || authority.len() == 1 {
+        return None;
+    }
+    let host = authority.rsplit('@').next().unwrap_or(authority);
+    (!host.is_empty()).then(|| normalize::host(host.trim_start_matches('[').trim_end_matches(']')))
+}
+
+/// Whether a base64/base32/xxd invocation decodes.
+fn decoding(name: &str, args: &[String]) -> bool {
+    args.iter().any(|a| {
+        if name == "xxd" {
+            a == "-r"
+                || a == "--revert"
+                || (a.starts_with('-') && !a.starts_with("--") && a.contains('r'))
+        } else if name == "uudecode" {
+            true
+        } else {
+            a == "--decode"
+                || (a.starts_with('-')
+                    && !a.starts_with("--")
+                    && (a.contains('d') || a.contains('D')))
+        }
+    }) || name == "uudecode"
+}
+
+/// `echo -e` / `printf` escapes: `\n`, `\t`, `\xHH`, `\0NNN`, `\NNN`, `\uHHHH`.
+pub(super) fn unescape(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 4];
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] != '\\' || i + 1 >= chars.len() {
+            bytes.extend_from_slice(chars[i].encode_utf8(&mut buf).as_bytes());
+            i += 1;
+            continue;
+        }
+        let esc = chars[i + 1];
+        i += 2;
+        match esc {
+            'n' => bytes.push(b'\n'),
+            't' => bytes.push(b'\t'),
+            'r' => bytes.push(b'\r'),
+            'a' => bytes.push(7),
+            'b' => bytes.push(8),
+            'f' => bytes.push(0x0c),
+            'v' => bytes.push(0x0b),
+            'e' => bytes.push(0x1b),
+            '\\' => bytes.push(b'\\'),
+            'x' => {
+                let (v, n) = super::word::radix_prefix(&chars[i..], 16, 2);
+                if n == 0 {
+                    bytes.extend_from_slice(b"\\x");
+                } else {
+                    bytes.push(v as u8);
+                }
+                i += n;
+            }
+            'u' | 'U' => {
+                let (v, n) =
+                    super::word::radix_prefix(&chars[i..], 16, if esc == 'u' { 4 } else { 8 });
+                if let Some(c) = char::from_u32(v).filter(|_| n > 0) {
+                    bytes.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                }
+                i += n;
+            }
+            '0' => {
+                let (v, n) = super::word::radix_prefix(&chars[i..], 8, 3);
+                bytes.push(v as u8);
+                i += n;
+            }
+            '1'..='7' => {
+                let (v, n) = super::word::radix_prefix(&chars[i - 1..], 8, 3);
+                bytes.push(v as u8);
+                i += n - 1;
+            }
+            other => {
+                bytes.push(b'\\');
+                bytes.extend_from_slice(other.encode_utf8(&mut buf).as_bytes());
+            }
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// What `printf FORMAT ARGS…` prints: escapes decoded, `%s`/`%b`/`%d`… filled in order, the
+/// format reused while arguments remain (as printf does).
+fn printf(args: &[String]) -> String {
+    let Some((format, mut rest)) = args.split_first() else {
+        return String::new();
+    };
+    let format = unescape(format);
+    let mut out = String::new();
+    for _ in 0..64 {
+        let mut consumed = false;
+        let mut chars = format.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c != '%' {
+                out.push(c);
+                continue;
+            }
+            // Flags, width and precision, then the conversion.
+            let mut conv = None;
+            while let Some(&n) = chars.peek() {
+                chars.next();
+                if n.is_ascii_alphabetic() || n == '%' {
+                    conv = Some(n);
+                    break;
+                }
+            }
+            match conv {
+                Some('%') => out.push('%'),
+                Some(conv) => {
+                    let arg = rest.first().map_or("", String::as_str);
+                    if !rest.is_empty() {
+                        rest = &rest[1..];
+                        consumed = true;
+                    }
+                    if conv == 'b' {
+                        out.push_str(&unescape(arg));
+                    } else {
+                        out.push_str(arg);
+                    }
+                }
+                None => {}
+            }
+        }
+        if rest.is_empty() || !consumed {
+            break;
+        }
+    }
+    out
+}

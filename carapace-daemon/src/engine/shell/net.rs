@@ -1,0 +1,740 @@
+//! Network commands: where they connect (host and port, canonical), what they send
+//! (`content`), and the files they read or write on the way.
+use super::super::normalize;
+use super::super::operation::{Context, Operation};
+use super::args;
+use super::commands::remote_host;
+use super::walk::{Feed, Walker};
+use crate::rules::Action;
+
+impl Walker<'_> {
+    /// A network operation to the host and port of a URL (or bare `host[:port]`).
+    pub fn url_op(&mut self, raw: &str, content: Option<String>) {
+        if let Some((host, port)) = normalize::url(raw) {
+            self.host_op(&host, port, content);
+        }
+    }
+
+    pub fn host_op(&mut self, host: &str, port: Option<u16>, content: Option<String>) {
+        // `$(whoami).exfil.example` leaves a leading dot where the unknown part was.
+        let host = normalize::host(host.trim_start_matches('.'));
+        if host.is_empty() {
+            return;
+        }
+        let mut op = Operation::network(host, port);
+        op.content = content;
+        self.out.op(op);
+    }
+
+    /// A listener or a connection whose peer is unknown.
+    fn port_op(&mut self, port: Option<u16>) {
+        self.out.op(Operation {
+            action: Some(Action::Network),
+            port,
+            ..Operation::default()
+        });
+    }
+
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one arm per tool family reads better than a dozen small functions"
+    )]
+    pub fn network(
+        &mut self,
+        name: &str,
+        args: &[String],
+        ctx: &mut Context,
+        depth: usize,
+        stdin: Feed,
+    ) -> Feed {
+        let piped = (!stdin.text.is_empty()).then(|| stdin.joined());
+        match name {
+            "curl" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-d",
+                        "--data",
+                        "--data-raw",
+                        "--data-binary",
+                        "--data-ascii",
+                        "--data-urlencode",
+                        "--json",
+                        "-F",
+                        "--form",
+                        "--form-string",
+                        "-T",
+                        "--upload-file",
+                        "-o",
+                        "--output",
+                        "-H",
+                        "--header",
+                        "-A",
+                        "--user-agent",
+                        "-e",
+                        "--referer",
+                        "-u",
+                        "--user",
+                        "-x",
+                        "--proxy",
+                        "-X",
+                        "--request",
+                        "-b",
+                        "--cookie",
+                        "-c",
+                        "--cookie-jar",
+                        "-K",
+                        "--config",
+                        "-w",
+                        "--write-out",
+                        "-m",
+                        "--max-time",
+                        "--connect-timeout",
+                        "-r",
+                        "--range",
+                        "--retry",
+                        "--resolve",
+                        "--connect-to",
+                        "--url",
+                        "-E",
+                        "--cert",
+                        "--key",
+                        "--cacert",
+                        "--capath",
+                        "-D",
+                        "--dump-header",
+                        "--trace",
+                        "--trace-ascii",
+                        "--stderr",
+                        "-z",
+                        "--time-cond",
+                        "-Y",
+                        "-y",
+                        "--limit-rate",
+                        "--interface",
+                        "--local-port",
+                        "--netrc-file",
+                        "-Q",
+                        "--quote",
+                        "--mail-from",
+                        "--mail-rcpt",
+                        "-U",
+                        "--proxy-user",
+                        "--libcurl",
+                        "--unix-socket",
+                        "--abstract-unix-socket",
+                        "--variable",
+                        "-C",
+                        "--continue-at",
+                        "--max-filesize",
+                        "--oauth2-bearer",
+                        "--aws-sigv4",
+                    ],
+                    false,
+                );
+                let mut sent = Vec::new();
+                for d in o.values(&[
+                    "-d",
+                    "--data",
+                    "--data-binary",
+                    "--data-ascii",
+                    "--json",
+                    "--data-urlencode",
+                    "--data-raw",
+                ]) {
+                    let file = if let Some(f) = d.strip_prefix('@') {
+                        Some(f)
+                    } else {
+                        // --data-urlencode name@file
+                        d.split_once('@')
+                            .filter(|(n, _)| !n.contains(['=', ' ']))
+                            .filter(|_| !d.contains('='))
+                            .map(|(_, f)| f)
+                    };
+                    match file {
+                        Some("-") => sent.extend(piped.clone()),
+                        Some(f) => self.path_op(Action::Read, f, ctx, None),
+                        None => sent.push(d.to_owned()),
+                    }
+                }
+                for f in o.values(&["-F", "--form"]) {
+                    match f.split_once('=') {
+                        Some((_, v)) if v.starts_with(['@', '<']) => {
+                            let file = v[1..].split(';').next().unwrap_or("");
+                            self.path_op(Action::Read, file, ctx, None);
+                        }
+                        _ => sent.push(f.to_owned()),
+                    }
+                }
+                sent.extend(o.values(&["--form-string"]).into_iter().map(str::to_owned));
+                for f in o.values(&["-T", "--upload-file"]) {
+                    if f == "-" || f == "." {
+                        sent.extend(piped.clone());
+                    } else {
+                        self.path_op(Action::Read, f, ctx, None);
+                    }
+                }
+                for h in o.values(&[
+                    "-H",
+                    "--header",
+                    "-u",
+                    "--user",
+                    "--oauth2-bearer",
+                    "-U",
+                    "--proxy-user",
+                ]) {
+                    if let Some(f) = h.strip_prefix('@') {
+                        self.path_op(Action::Read, f, ctx, None);
+                    } else {
+                        sent.push(h.to_owned());
+                    }
+                }
+                for f in o.values(&[
+                    "-K",
+                    "--config",
+                    "--cert",
+                    "-E",
+                    "--key",
+                    "--cacert",
+                    "--netrc-file",
+                ]) {
+                    self.path_op(Action::Read, f, ctx, None);
+                }
+                for b in o.values(&["-b", "--cookie"]) {
+                    if !b.contains('=') {
+                        self.path_op(Action::Read, b, ctx, None);
+                    }
+                }
+                for f in o.values(&[
+                    "-o",
+                    "--output",
+                    "-c",
+                    "--cookie-jar",
+                    "-D",
+                    "--dump-header",
+                    "--trace",
+                    "--trace-ascii",
+                    "--stderr",
+                    "--libcurl",
+                ]) {
+                    if f != "-" {
+                        self.path_op(Action::Write, f, ctx, None);
+                    }
+                }
+                for p in o.values(&["-x", "--proxy"]) {
+                    self.url_op(p, None);
+                }
+                let content = (!sent.is_empty()).then(|| sent.join("\n"));
+                for c in &sent {
+                    self.out.text(c.as_str());
+                }
+                for u in o.operands.iter().copied().chain(o.values(&["--url"])) {
+                    self.url_op(u, content.clone());
+                }
+                Feed::default()
+            }
+            "wget" | "aria2c" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-O",
+                        "-o",
+                        "-a",
+                        "-P",
+                        "-i",
+                        "-e",
+                        "-U",
+                        "-T",
+                        "-t",
+                        "-w",
+                        "-Q",
+                        "-l",
+                        "-A",
+                        "-R",
+                        "-D",
+                        "-d",
+                        "--output-document",
+                        "--output-file",
+                        "--append-output",
+                        "--directory-prefix",
+                        "--input-file",
+                        "--execute",
+                        "--user-agent",
+                        "--timeout",
+                        "--tries",
+                        "--wait",
+                        "--quota",
+                        "--level",
+                        "--accept",
+                        "--reject",
+                        "--domains",
+                        "--header",
+                        "--post-data",
+                        "--post-file",
+                        "--body-data",
+                        "--body-file",
+                        "--method",
+                        "--user",
+                        "--password",
+                        "--http-user",
+                        "--http-password",
+                        "--load-cookies",
+                        "--save-cookies",
+                        "--ca-certificate",
+                        "--certificate",
+                        "--private-key",
+                        "--referer",
+                        "--dir",
+                        "--out",
+                    ],
+                    false,
+                );
+                let mut sent: Vec<String> = o
+                    .values(&[
+                        "--post-data",
+                        "--body-data",
+                        "--header",
+                        "--password",
+                        "--http-password",
+                    ])
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect();
+                for f in o.values(&[
+                    "--post-file",
+                    "--body-file",
+                    "-i",
+                    "--input-file",
+                    "--load-cookies",
+                    "--ca-certificate",
+                    "--certificate",
+                    "--private-key",
+                ]) {
+                    if f == "-" {
+                        sent.extend(piped.clone());
+                    } else {
+                        self.path_op(Action::Read, f, ctx, None);
+                    }
+                }
+                let content = (!sent.is_empty()).then(|| sent.join("\n"));
+                for u in &o.operands {
+                    self.url_op(u, content.clone());
+                }
+                let out_file = o.value(&["-O", "--output-document", "--out"]);
+                for f in o
+                    .values(&[
+                        "-o",
+                        "--output-file",
+                        "-a",
+                        "--append-output",
+                        "--save-cookies",
+                    ])
+                    .into_iter()
+                    .chain(out_file)
+                {
+                    if f != "-" {
+                        self.path_op(Action::Write, f, ctx, None);
+                    }
+                }
+                if out_file.is_none() {
+                    // Saved under the URL's last path segment, in -P DIR or here.
+                    let dir = o
+                        .value(&["-P", "--directory-prefix", "-d", "--dir"])
+                        .unwrap_or(".");
+                    for u in &o.operands {
+                        let path = u.split(['?', '#']).next().unwrap_or(u);
+                        let after_host = path.split_once("://").map_or(path, |(_, r)| r);
+                        let file = after_host
+                            .split_once('/')
+                            .map_or("", |(_, p)| p)
+                            .rsplit('/')
+                            .next()
+                            .unwrap_or("");
+                        let file = if file.is_empty() { "index.html" } else { file };
+                        self.path_op(Action::Write, &format!("{dir}/{file}"), ctx, None);
+                    }
+                }
+                Feed::default()
+            }
+            "nc" | "ncat" | "netcat" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-p",
+                        "-s",
+                        "-w",
+                        "-i",
+                        "-q",
+                        "-x",
+                        "-X",
+                        "-e",
+                        "-c",
+                        "-I",
+                        "-O",
+                        "-T",
+                        "-V",
+                        "-W",
+                        "-g",
+                        "-G",
+                        "-P",
+                        "-o",
+                        "--exec",
+                        "--sh-exec",
+                        "--lua-exec",
+                        "--output",
+                        "--proxy",
+                        "--proxy-type",
+                        "--source-port",
+                        "--wait",
+                    ],
+                    false,
+                );
+                for e in o.values(&["-e", "--exec"]) {
+                    self.run(
+                        &e.split_whitespace().map(str::to_owned).collect::<Vec<_>>(),
+                        &mut ctx.clone(),
+                        depth + 1,
+                        Feed::default(),
+                    );
+                }
+                for c in o.values(&["-c", "--sh-exec"]) {
+                    self.script(c, &mut ctx.clone(), depth + 1);
+                }
+                for f in o.values(&["-o", "--output"]) {
+                    self.path_op(Action::Write, f, ctx, None);
+                }
+                let flag_port = o
+                    .value(&["-p", "--source-port"])
+                    .and_then(|p| p.parse().ok());
+                match o.operands.as_slice() {
+                    [] => self.port_op(flag_port),
+                    [host] if o.has(&["-l", "--listen"]) => {
+                        self.port_op(host.parse().ok().or(flag_port));
+                    }
+                    [host, rest @ ..] => {
+                        let port = rest.first().and_then(|p| p.parse().ok());
+                        self.host_op(host, port, piped.clone());
+                    }
+                }
+                Feed::default()
+            }
+            "socat" => {
+                for a in args.iter().filter(|a| !a.starts_with('-') || a.len() == 1) {
+                    self.socat_address(a, ctx, depth, piped.as_ref());
+                }
+                Feed::default()
+            }
+            "ssh" | "autossh" | "mosh" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-b",
+                        "-c",
+                        "-D",
+                        "-E",
+                        "-e",
+                        "-F",
+                        "-I",
+                        "-i",
+                        "-J",
+                        "-L",
+                        "-l",
+                        "-m",
+                        "-O",
+                        "-o",
+                        "-p",
+                        "-Q",
+                        "-R",
+                        "-S",
+                        "-W",
+                        "-w",
+                        "-B",
+                        "-M",
+                        "--ssh",
+                        "--port",
+                        "--server",
+                        "--predict",
+                        "--family",
+                    ],
+                    true,
+                );
+                for f in o.values(&["-i", "-F"]) {
+                    self.path_op(Action::Read, f, ctx, None);
+                }
+                for f in o.values(&["-E"]) {
+                    self.path_op(Action::Write, f, ctx, None);
+                }
+                let mut port = o.value(&["-p"]).and_then(|p| p.parse().ok()).or(Some(22));
+                for opt in o.values(&["-o"]) {
+                    let (k, v) = opt.split_once(['=', ' ']).unwrap_or((opt, ""));
+                    match k.to_ascii_lowercase().as_str() {
+                        "proxycommand" | "localcommand" | "knownhostscommand" | "remotecommand" => {
+                            self.script(v, &mut ctx.clone(), depth + 1);
+                        }
+                        "port" => port = v.trim().parse().ok().or(port),
+                        "identityfile" | "userknownhostsfile" | "certificatefile" => {
+                            self.path_op(Action::Read, v.trim(), ctx, None);
+                        }
+                        _ => {}
+                    }
+                }
+                for j in o.values(&["-J"]) {
+                    for hop in j.split(',') {
+                        self.ssh_destination(hop, Some(22), None);
+                    }
+                }
+                let Some((dest, remote)) = o.rest.split_first() else {
+                    return Feed::default();
+                };
+                let remote_cmd = remote.join(" ");
+                let content = if remote_cmd.is_empty() {
+                    piped
+                } else {
+                    Some(remote_cmd.clone())
+                };
+                if !remote_cmd.is_empty() {
+                    self.out.text(remote_cmd.as_str());
+                }
+                self.ssh_destination(dest, port, content);
+                Feed::default()
+            }
+            "sshpass" => {
+                let o = args::parse(args, &["-p", "-f", "-e", "-d", "-P"], true);
+                for f in o.values(&["-f"]) {
+                    self.path_op(Action::Read, f, ctx, None);
+                }
+                if o.rest.is_empty() {
+                    return Feed::default();
+                }
+                self.run(o.rest, ctx, depth + 1, stdin)
+            }
+            "ssh-copy-id" | "sftp" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-i", "-p", "-P", "-F", "-o", "-b", "-J", "-l", "-c", "-D", "-R", "-s",
+                        "-S", "-B",
+                    ],
+                    false,
+                );
+                for f in o.values(&["-i", "-F", "-b"]) {
+                    self.path_op(Action::Read, f, ctx, None);
+                }
+                if name == "ssh-copy-id" && o.values(&["-i"]).is_empty() {
+                    self.path_op(Action::Read, "~/.ssh", ctx, None);
+                }
+                let port = o
+                    .value(&["-p", "-P"])
+                    .and_then(|p| p.parse().ok())
+                    .or(Some(22));
+                if let Some(dest) = o.operands.first() {
+                    self.ssh_destination(dest, port, None);
+                }
+                Feed::default()
+            }
+            "http" | "https" | "xh" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-a",
+                        "--auth",
+                        "-A",
+                        "--auth-type",
+                        "-o",
+                        "--output",
+                        "--session",
+                        "--session-read-only",
+                        "--verify",
+                        "--cert",
+                        "--cert-key",
+                        "--proxy",
+                        "--pretty",
+                        "-s",
+                        "--style",
+                        "-p",
+                        "--print",
+                        "--format-options",
+                        "--default-scheme",
+                        "--timeout",
+                        "--max-redirects",
+                    ],
+                    false,
+                );
+                let mut ops = o.operands.iter().copied();
+                let mut url = ops.next();
+                if url.is_some_and(|m| !m.is_empty() && m.bytes().all(|b| b.is_ascii_uppercase())) {
+                    url = ops.next();
+                }
+                let mut sent = Vec::new();
+                for item in ops {
+                    // field=@file, field:=@file, @file: the file's contents are sent.
+                    match item.split_once('@') {
+                        Some((k, f)) if k.is_empty() || k.ends_with('=') || k.ends_with(":=") => {
+                            self.path_op(Action::Read, f, ctx, None);
+                        }
+                        _ => sent.push(item.to_owned()),
+                    }
+                }
+                sent.extend(o.values(&["-a", "--auth"]).into_iter().map(str::to_owned));
+                for f in o.values(&["-o", "--output"]) {
+                    self.path_op(Action::Write, f, ctx, None);
+                }
+                for f in o.values(&["--cert", "--cert-key", "--session-read-only"]) {
+                    self.path_op(Action::Read, f, ctx, None);
+                }
+                let content = (!sent.is_empty()).then(|| sent.join("\n")).or(piped);
+                if let Some(u) = url {
+                    let u = if u.starts_with(':') {
+                        format!("localhost{u}")
+                    } else if u.contains("://") {
+                        u.to_owned()
+                    } else {
+                        format!("{}://{u}", if name == "https" { "https" } else { "http" })
+                    };
+                    self.url_op(&u, content);
+                }
+                Feed::default()
+            }
+            _ => {
+                // Tools that name hosts: the first operand (telnet, ping, ftp, whois…), or
+                // every name that looks like one (dig, host, nslookup, nmap).
+                let valued: &[&str] = match name {
+                    "ping" | "ping6" => &[
+                        "-c", "-i", "-W", "-w", "-s", "-t", "-I", "-l", "-p", "-Q", "-S", "-M",
+                    ],
+                    "dig" => &["-b", "-c", "-f", "-k", "-p", "-q", "-t", "-x", "-y"],
+                    "traceroute" | "tracepath" | "mtr" => &[
+                        "-f", "-g", "-i", "-m", "-N", "-p", "-t", "-w", "-q", "-z", "-s", "-c",
+                    ],
+                    "nmap" => &[
+                        "-p", "-iL", "-oN", "-oX", "-oG", "-oA", "--script", "-e", "-S",
+                    ],
+                    "openvpn" => &[
+                        "--config",
+                        "--remote",
+                        "--port",
+                        "--auth-user-pass",
+                        "--ca",
+                        "--cert",
+                        "--key",
+                    ],
+                    "telnet" | "ftp" | "lftp" | "tftp" => {
+                        &["-l", "-n", "-u", "-p", "-e", "-c", "-f"]
+                    }
+                    "websocat" | "grpcurl" => &[
+                        "-H",
+                        "-d",
+                        "-import-path",
+                        "-proto",
+                        "--header",
+                        "-protoset",
+                    ],
+                    _ => &[],
+                };
+                let o = args::parse(args, valued, false);
+                for f in o.values(&[
+                    "--config",
+                    "--ca",
+                    "--cert",
+                    "--key",
+                    "--auth-user-pass",
+                    "-f",
+                    "-iL",
+                    "-proto",
+                    "-protoset",
+                ]) {
+                    self.path_op(Action::Read, f, ctx, None);
+                }
+                for r in o.values(&["--remote"]) {
+                    self.url_op(r, None);
+                }
+                let all = matches!(name, "dig" | "host" | "nslookup" | "nmap" | "whois");
+                let mut ops = o.operands.iter();
+                while let Some(op) = ops.next() {
+                    let op = op.strip_prefix('@').unwrap_or(op);
+                    if all && !(op.contains(['.', ':']) || normalize::ip(op).is_some()) {
+                        continue;
+                    }
+                    if matches!(name, "telnet" | "ftp" | "tftp") {
+                        let port = ops.next().and_then(|p| p.parse().ok());
+                        self.host_op(op, port, piped.clone());
+                        break;
+                    }
+                    if op.contains("://") {
+                        self.url_op(op, piped.clone());
+                    } else {
+                        let host = op.rsplit('@').next().unwrap_or(op);
+                        self.host_op(host, None, piped.clone());
+                    }
+                    if !all {
+                        break;
+                    }
+                }
+                Feed::default()
+            }
+        }
+    }
+
+    fn ssh_destination(&mut self, dest: &str, port: Option<u16>, content: Option<String>) {
+        if dest.starts_with("ssh://") || dest.starts_with("sftp://") {
+            if let Some((host, p)) = normalize::url(dest) {
+                self.host_op(&host, p.or(port), content);
+            }
+            return;
+        }
+        let hostpart = dest.rsplit('@').next().unwrap_or(dest);
+        let host = match remote_host(hostpart) {
+            Some(h) => h,
+            None => hostpart.to_owned(),
+        };
+        self.host_op(&host, port, content);
+    }
+
+    /// One socat address: `TCP:host:port`, `EXEC:cmd`, `FILE:path`, `/path`, …
+    fn socat_address(
+        &mut self,
+        addr: &str,
+        ctx: &mut Context,
+        depth: usize,
+        piped: Option<&String>,
+    ) {
+        let (kind, rest) = addr.split_once([':', ',']).unwrap_or((addr, ""));
+        let target = rest.split(',').next().unwrap_or(rest);
+        match kind.to_ascii_uppercase().as_str() {
+            "TCP" | "TCP4" | "TCP6" | "TCP-CONNECT" | "OPENSSL" | "SSL" | "UDP" | "UDP4"
+            | "UDP6" | "UDP-SENDTO" | "UDP-CONNECT" | "SCTP" | "SCTP-CONNECT" | "SOCKS4"
+            | "SOCKS4A" | "SOCKS5" | "PROXY" | "OPENSSL-CONNECT" | "DTLS" => {
+                let (host, port) = target.rsplit_once(':').unwrap_or((target, ""));
+                self.host_op(host, port.parse().ok(), piped.cloned());
+            }
+            "TCP-LISTEN" | "TCP-L" | "TCP4-LISTEN" | "TCP6-LISTEN" | "UDP-LISTEN" | "UDP-RECV"
+            | "OPENSSL-LISTEN" | "SSL-L" => self.port_op(target.parse().ok()),
+            "EXEC" => {
+                self.run(
+                    &target
+                        .split_whitespace()
+                        .map(str::to_owned)
+                        .collect::<Vec<_>>(),
+                    &mut ctx.clone(),
+                    depth + 1,
+                    Feed::default(),
+                );
+            }
+            "SYSTEM" => {
+                self.script(rest, &mut ctx.clone(), depth + 1);
+            }
+            "FILE" | "OPEN" | "GOPEN" | "CREATE" | "CREAT" | "PIPE" | "UNIX" | "UNIX-CONNECT" => {
+                self.path_op(Action::Read, target, ctx, None);
+                if kind != "OPEN" {
+                    self.path_op(Action::Write, target, ctx, None);
+                }
+            }
+            _ if addr.starts_with(['/', '.', '~']) => {
+                let path = addr.split(',').next().unwrap_or(addr);
+                self.path_op(Action::Read, path, ctx, None);
+                self.path_op(Action::Write, path, ctx, None);
+            }
+            _ => {}
+        }
+    }
+}

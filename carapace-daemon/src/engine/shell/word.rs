@@ -1,0 +1,568 @@
+//! Word expansion as the shell would do it, as far as it can be done without running
+//! anything: brace expansion, quote removal (`'…'`, `"…"`, `$'…'`, backslashes), parameter
+//! expansion from the context, command substitution through a callback (the walker extracts
+//! the inner command and reports what it would print, when that is known) and field
+//! splitting of unquoted expansions. Tildes and glob characters are left in place: paths are
+//! resolved by `normalize::path`, and rules match glob characters as written.
+use super::super::operation::Context;
+
+/// Brace expansion stops here; `{a,b}{c,d}…` grows exponentially.
+const MAX_ALTERNATIVES: usize = 64;
+
+/// Runs a command substitution's inner text and returns its output, when known.
+pub(super) type Subst<'a> = dyn FnMut(&str) -> String + 'a;
+
+/// The fields a word expands to (several with braces or unquoted expansions with spaces).
+pub(super) fn expand(raw: &str, ctx: &Context, subst: &mut Subst<'_>) -> Vec<String> {
+    let mut fields = Vec::new();
+    for alt in braces(raw) {
+        let mut e = Expansion::default();
+        e.word(&alt, ctx, subst);
+        fields.extend(e.finish());
+    }
+    fields
+}
+
+/// One string, as an assignment value or a here-string is expanded: no braces, no splitting.
+pub(super) fn expand_one(raw: &str, ctx: &Context, subst: &mut Subst<'_>) -> String {
+    let mut e = Expansion {
+        no_split: true,
+        ..Expansion::default()
+    };
+    e.word(raw, ctx, subst);
+    e.finish().join(" ")
+}
+
+/// A here-document body with an unquoted delimiter: `$…` and backticks expand, quotes are
+/// literal.
+pub(super) fn expand_heredoc(raw: &str, ctx: &Context, subst: &mut Subst<'_>) -> String {
+    let mut e = Expansion {
+        no_split: true,
+        ..Expansion::default()
+    };
+    let chars: Vec<char> = raw.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            '\\' if matches!(chars.get(i + 1), Some('$' | '`' | '\\')) => {
+                e.push(chars[i + 1]);
+                i += 2;
+            }
+            '$' => i = e.dollar(&chars, i, ctx, subst, true),
+            '`' => i = e.backtick(&chars, i, subst, true),
+            c => {
+                e.push(c);
+                i += 1;
+            }
+        }
+    }
+    e.finish().join(" ")
+}
+
+#[derive(Default)]
+struct Expansion {
+    fields: Vec<String>,
+    current: String,
+    /// Whether `current` holds anything, even an empty quoted string (`""` is a field).
+    started: bool,
+    no_split: bool,
+}
+
+impl Expansion {
+    fn push(&mut self, c: char) {
+        self.current.push(c);
+        self.started = true;
+    }
+
+    fn push_str(&mut self, s: &str) {
+        self.current.push_str(s);
+        self.started = true;
+    }
+
+    /// The result of an expansion; unquoted, it splits on whitespace like `$IFS` does.
+    fn expanded(&mut self, value: &str, quoted: bool) {
+        if quoted || self.no_split {
+            self.push_str(value);
+            return;
+        }
+        let mut pieces = value.split(char::is_whitespace).peekable();
+        let mut first = true;
+        while let Some(piece) = pieces.next() {
+            if !first {
+                if self.started && !self.current.is_empty() {
+                    self.fields.push(std::mem::take(&mut self.current));
+                }
+                self.started = false;
+            }
+            first = false;
+            if !piece.is_empty() || (pieces.peek().is_none() && self.started) {
+                self.push_str(piece);
+            }
+        }
+    }
+
+    fn finish(mut self) -> Vec<String> {
+        if self.started {
+            self.fields.push(self.current);
+        }
+        self.fields
+    }
+
+    fn word(&mut self, raw: &str, ctx: &Context, subst: &mut Subst<'_>) {
+        let chars: Vec<char> = raw.chars().collect();
+        let mut i = 0;
+        while i < chars.len() {
+            match chars[i] {
+                '\\' => {
+                    // Backslash-newline is a line continuation; otherwise the next character
+                    // is literal.
+                    if let Some(&c) = chars.get(i + 1) {
+                        if c != '\n' {
+                            self.push(c);
+                        }
+                    }
+                    i += 2;
+                }
+                '\'' => {
+                    self.started = true;
+                    let end = find(&chars, i + 1, '\'');
+                    self.push_str(&collect(&chars[i + 1..end]));
+                    i = end + 1;
+                }
+                '"' => i = self.double_quoted(&chars, i + 1, ctx, subst),
+                '$' if chars.get(i + 1) == Some(&'\'') => {
+                    let (text, next) = ansi_c(&chars, i + 2);
+                    self.push_str(&text);
+                    i = next;
+                }
+                '$' if chars.get(i + 1) == Some(&'"') => {
+                    i = self.double_quoted(&chars, i + 2, ctx, subst);
+                }
+                '$' => i = self.dollar(&chars, i, ctx, subst, false),
+                '`' => i = self.backtick(&chars, i, subst, false),
+                c => {
+                    self.push(c);
+                    i += 1;
+                }
+            }
+        }
+    }
+
+    /// From just after an opening `"`; returns the index after the closing one.
+    fn double_quoted(
+        &mut self,
+        chars: &[char],
+        mut i: usize,
+        ctx: &Context,
+        subst: &mut Subst<'_>,
+    ) -> usize {
+        self.started = true;
+        while i < chars.len() {
+            match chars[i] {
+                '"' => return i + 1,
+                '\\' => match chars.get(i + 1) {
+                    Some('\n') => i += 2,
+                    Some(&c @ ('$' | '`' | '"' | '\\')) => {
+                        self.push(c);
+                        i += 2;
+                    }
+                    _ => {
+                        self.push('\\');
+                        i += 1;
+                    }
+                },
+                '$' => i = self.dollar(chars, i, ctx, subst, true),
+                '`' => i = self.backtick(chars, i, subst, true),
+                c => {
+                    self.push(c);
+                    i += 1;
+                }
+            }
+        }
+        i
+    }
+
+    /// From a `$`; returns the index after the expansion.
+    fn dollar(
+        &mut self,
+        chars: &[char],
+        i: usize,
+        ctx: &Context,
+        subst: &mut Subst<'_>,
+        quoted: bool,
+    ) -> usize {
+        match chars.get(i + 1) {
+            Some('(') if chars.get(i + 2) == Some(&'(') => {
+                // Arithmetic: its value is a number; substitutions inside it still run.
+                let end = matching(chars, i + 2, '(', ')');
+                let inner = collect(&chars[(i + 3).min(end)..end]);
+                let _ = expand_one(&inner, ctx, subst);
+                self.expanded("0", quoted);
+                (end + 2).min(chars.len())
+            }
+            Some('(') => {
+                let end = matching(chars, i + 1, '(', ')');
+                let inner = collect(&chars[i + 2..end.max(i + 2)]);
+                let value = subst(&inner);
+                self.expanded(value.trim_end_matches('\n'), quoted);
+                end + 1
+            }
+            Some('{') => {
+                let end = matching(chars, i + 1, '{', '}');
+                let inner = collect(&chars[i + 2..end.max(i + 2)]);
+                let value = parameter(&inner, ctx, subst);
+                self.expanded(&value, quoted);
+                end + 1
+            }
+            Some(&c) if c == '_' || c.is_ascii_alphabetic() => {
+                let len = chars[i + 1..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_alphanumeric() || **c == '_')
+                    .count();
+                let name = collect(&chars[i + 1..i + 1 + len]);
+                let value = ctx.var(&name).unwrap_or("").to_owned();
+                self.expanded(&value, quoted);
+                i + 1 + len
+            }
+            Some(&c) if c.is_ascii_digit() || "@*#?$!-".contains(c) => {
+                // Positional and special parameters: unknown here, empty in a fresh shell.
+                self.started = true;
+                i + 2
+            }
+            _ => {
+                self.push('$');
+                i + 1
+            }
+        }
+    }
+
+    fn backtick(&mut self, chars: &[char], i: usize, subst: &mut Subst<'_>, quoted: bool) -> usize {
+        let mut inner = String::new();
+        let mut j = i + 1;
+        while j < chars.len() && chars[j] != '`' {
+            if chars[j] == '\\' && matches!(chars.get(j + 1), Some('`' | '\\' | '$')) {
+                j += 1;
+            }
+            if let Some(&c) = chars.get(j) {
+                inner.push(c);
+            }
+            j += 1;
+        }
+        let value = subst(&inner);
+        self.expanded(value.trim_end_matches('\n'), quoted);
+        j + 1
+    }
+}
+
+fn collect(chars: &[char]) -> String {
+    chars.iter().collect()
+}
+
+/// Index of the next `c` at or after `from`, or the end.
+fn find(chars: &[char], from: usize, c: char) -> usize {
+    chars
+        .get(from..)
+        .and_then(|rest| rest.iter().position(|&x| x == c))
+        .map_or(chars.len(), |p| from + p)
+}
+
+/// Index of the bracket closing the one at `open`, skipping quoted text; the end when
+/// unbalanced.
+fn matching(chars: &[char], open: usize, left: char, right: char) -> usize {
+    let mut depth = 0usize;
+    let mut i = open;
+    while i < chars.len() {
+        match chars[i] {
+            '\\' => i += 1,
+            '\'' if left == '(' => i = find(chars, i + 1, '\''),
+            '"' => {
+                i += 1;
+                while i < chars.len() && chars[i] != '"' {
+                    if chars[i] == '\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            c if c == left => depth += 1,
+            c if c == right => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return i;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    chars.len()
+}
+
+/// `$'…'` from just after the opening quote: the text with ANSI-C escapes decoded, and the
+/// index after the closing quote.
+fn ansi_c(chars: &[char], mut i: usize) -> (String, usize) {
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 4];
+    while i < chars.len() && chars[i] != '\'' {
+        if chars[i] != '\\' {
+            bytes.extend_from_slice(chars[i].encode_utf8(&mut buf).as_bytes());
+            i += 1;
+            continue;
+        }
+        let Some(&esc) = chars.get(i + 1) else {
+            i += 1;
+            break;
+        };
+        i += 2;
+        match esc {
+            'n' => bytes.push(b'\n'),
+            't' => bytes.push(b'\t'),
+            'r' => bytes.push(b'\r'),
+            'a' => bytes.push(7),
+            'b' => bytes.push(8),
+            'e' | 'E' => bytes.push(0x1b),
+            'f' => bytes.push(0x0c),
+            'v' => bytes.push(0x0b),
+            'x' => {
+                let (v, n) = radix_prefix(&chars[i..], 16, 2);
+                if n == 0 {
+                    bytes.extend_from_slice(b"\\x");
+                } else {
+                    bytes.push(v as u8);
+                }
+                i += n;
+            }
+            'u' | 'U' => {
+                let (v, n) = radix_prefix(&chars[i..], 16, if esc == 'u' { 4 } else { 8 });
+                if let Some(c) = char::from_u32(v).filter(|_| n > 0) {
+                    bytes.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                }
+                i += n;
+            }
+            '0'..='7' => {
+                let (v, n) = radix_prefix(&chars[i - 1..], 8, 3);
+                bytes.push(v as u8);
+                i += n - 1;
+            }
+            'c' => {
+                if let Some(&c) = chars.get(i) {
+                    bytes.push((c as u32 & 0x1f) as u8);
+                    i += 1;
+                }
+            }
+            other => bytes.extend_from_slice(other.encode_utf8(&mut buf).as_bytes()),
+        }
+    }
+    (String::from_utf8_lossy(&bytes).into_owned(), i + 1)
+}
+
+/// The value of up to `max` leading digits in `radix`, and how many there were.
+pub(super) fn radix_prefix(chars: &[char], radix: u32, max: usize) -> (u32, usize) {
+    let mut v = 0u32;
+    let mut n = 0;
+    for c in chars.iter().take(max) {
+        let Some(d) = c.to_digit(radix) else { break };
+        v = v.wrapping_mul(radix).wrapping_add(d);
+        n += 1;
+    }
+    (v, n)
+}
+
+/// `${…}` without the braces.
+fn parameter(inner: &str, ctx: &Context, subst: &mut Subst<'_>) -> String {
+    if inner.starts_with('!') || inner.len() > 1 && inner.starts_with('#') {
+        // Indirection and lengths: nothing a path could be made of.
+        return String::new();
+    }
+    let name_len = inner
+        .char_indices()
+        .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map_or(inner.len(), |(i, _)| i);
+    let (name, op) = inner.split_at(name_len);
+    let value = ctx.var(name).unwrap_or("").to_owned();
+    // Array subscripts: arrays are not tracked; the scalar stands in.
+    let op = if op.starts_with('[') {
+        op.find(']').map_or("", |e| &op[e + 1..])
+    } else {
+        op
+    };
+    let set = ctx.var(name).is_some();
+    let (colon, rest) = match op.strip_prefix(':') {
+        Some(r) if r.starts_with(['-', '=', '+', '?']) => (true, r),
+        _ => (false, op),
+    };
+    let present = if colon { !value.is_empty() } else { set };
+    let mut it = rest.chars();
+    match it.next() {
+        Some('-' | '=') => {
+            if present {
+                value
+            } else {
+                expand_one(it.as_str(), ctx, subst)
+            }
+        }
+        Some('+') => {
+            if present {
+                expand_one(it.as_str(), ctx, subst)
+            } else {
+                String::new()
+            }
+        }
+        Some('#') => {
+            let pat = expand_one(rest.trim_start_matches('#'), ctx, subst);
+            value
+                .strip_prefix(pat.as_str())
+                .unwrap_or(&value)
+                .to_owned()
+        }
+        Some('%') => {
+            let pat = expand_one(rest.trim_start_matches('%'), ctx, subst);
+            value
+                .strip_suffix(pat.as_str())
+                .unwrap_or(&value)
+                .to_owned()
+        }
+        Some('/') => {
+            let body = rest.trim_start_matches('/');
+            let all = rest.starts_with("//");
+            let (pat, rep) = body.split_once('/').unwrap_or((body, ""));
+            let pat = expand_one(pat, ctx, subst);
+            let rep = expand_one(rep, ctx, subst);
+            if pat.is_empty() {
+                value
+            } else if all {
+                value.replace(&pat, &rep)
+            } else {
+                value.replacen(&pat, &rep, 1)
+            }
+        }
+        Some(':') => {
+            let (off, len) = rest[1..].split_once(':').unwrap_or((&rest[1..], ""));
+            let chars: Vec<char> = value.chars().collect();
+            let off = off.trim().parse::<usize>().unwrap_or(0).min(chars.len());
+            let len = len
+                .trim()
+                .parse::<usize>()
+                .unwrap_or(chars.len())
+                .min(chars.len() - off);
+            collect(&chars[off..off + len])
+        }
+        // No operator, case changes and the rest: the value is close enough for paths.
+        _ => value,
+    }
+}
+
+/// Brace expansion of a raw word (quotes are honoured: `'{a,b}'` stays as it is).
+pub(super) fn braces(raw: &str) -> Vec<String> {
+    let mut out = vec![raw.to_owned()];
+    let mut done = Vec::new();
+    let mut rounds = 0;
+    while let Some(w) = out.pop() {
+        rounds += 1;
+        if rounds > MAX_ALTERNATIVES * 4 || done.len() + out.len() >= MAX_ALTERNATIVES {
+            done.push(w);
+            continue;
+        }
+        match brace_once(&w) {
+            Some(alts) => out.extend(alts.into_iter().rev()),
+            None => done.push(w),
+        }
+    }
+    done.truncate(MAX_ALTERNATIVES);
+    done
+}
+
+/// Expands the first brace expression in `w`, or `None` when there is none.
+fn brace_once(w: &str) -> Option<Vec<String>> {
+    let chars: Vec<char> = w.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            '\\' => i += 1,
+            '\'' => i = find(&chars, i + 1, '\''),
+            '"' => {
+                i += 1;
+                while i < chars.len() && chars[i] != '"' {
+                    if chars[i] == '\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            '$' if chars.get(i + 1) == Some(&'{') => i = matching(&chars, i + 1, '{', '}'),
+            '{' => {
+                let end = matching(&chars, i, '{', '}');
+                if end < chars.len() {
+                    if let Some(alts) = brace_members(&chars[i + 1..end]) {
+                        let pre = collect(&chars[..i]);
+                        let post = collect(&chars[end + 1..]);
+                        return Some(alts.iter().map(|a| format!("{pre}{a}{post}")).collect());
+                    }
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The members of `{…}`: comma-separated at the top level, or a `a..b` sequence.
+fn brace_members(body: &[char]) -> Option<Vec<String>> {
+    let mut parts = Vec::new();
+    let mut depth = 0usize;
+    let mut start = 0;
+    let mut i = 0;
+    while i < body.len() {
+        match body[i] {
+            '\\' => i += 1,
+            '{' => depth += 1,
+            '}' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                parts.push(collect(&body[start..i]));
+                start = i + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if !parts.is_empty() {
+        parts.push(collect(&body[start.min(body.len())..]));
+        return Some(parts);
+    }
+    sequence(&collect(body))
+}
+
+/// `{1..5}`, `{a..e}`, `{0..10..2}`.
+fn sequence(body: &str) -> Option<Vec<String>> {
+    let mut it = body.split("..");
+    let (a, b) = (it.next()?, it.next()?);
+    let step: i64 = it.next().map_or(Ok(1), str::parse).ok()?;
+    let step = step.unsigned_abs().max(1) as usize;
+    if let (Ok(a), Ok(b)) = (a.parse::<i64>(), b.parse::<i64>()) {
+        let (lo, hi) = (a.min(b), a.max(b));
+        let mut v: Vec<String> = (lo..=hi)
+            .step_by(step)
+            .take(MAX_ALTERNATIVES)
+            .map(|n| n.to_string())
+            .collect();
+        if a > b {
+            v.reverse();
+        }
+        return Some(v);
+    }
+    let (mut ca, mut cb) = (a.chars(), b.chars());
+    match (ca.next(), ca.next(), cb.next(), cb.next()) {
+        (Some(a), None, Some(b), None) if a.is_ascii_alphabetic() && b.is_ascii_alphabetic() => {
+            let (lo, hi) = (a.min(b), a.max(b));
+            Some(
+                (lo..=hi)
+                    .step_by(step)
+                    .take(MAX_ALTERNATIVES)
+                    .map(String::from)
+                    .collect(),
+            )
+        }
+        _ => None,
+    }
+}
