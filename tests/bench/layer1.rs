@@ -83,7 +83,11 @@ fn layer1(rules: &RuleSet) -> anyhow::Result<()> {
     );
     for (c, mut d) in calls.iter().zip(per_tool) {
         d.sort_unstable();
-        let what = c.input.get("command").or_else(|| c.input.get("file_path")).or_else(|| c.input.get("url"));
+        let what = c
+            .input
+            .get("command")
+            .or_else(|| c.input.get("file_path"))
+            .or_else(|| c.input.get("url"));
         println!(
             "  {:<28} p50 {:>7.2} µs  p99 {:>7.2} µs  {}",
             c.tool,
@@ -114,7 +118,10 @@ fn batch(carapace: &Path) -> anyhow::Result<()> {
         .status()
         .context("cannot run carapace check --batch")?;
     let secs = t.elapsed().as_secs_f64();
-    anyhow::ensure!(status.code() == Some(2), "carapace check --batch exited with {status}");
+    anyhow::ensure!(
+        status.code() == Some(2),
+        "carapace check --batch exited with {status}"
+    );
     println!(
         "carapace check --batch: {n} calls in {secs:.2} s = {:.0} calls/s (one process, start-up included)",
         n as f64 / secs
@@ -138,7 +145,11 @@ fn hook(carapace: &Path) -> anyhow::Result<()> {
             .stdout(Stdio::piped())
             .spawn()
             .context("cannot run carapace hook claude-code")?;
-        child.stdin.take().context("no stdin")?.write_all(input.as_bytes())?;
+        child
+            .stdin
+            .take()
+            .context("no stdin")?
+            .write_all(input.as_bytes())?;
         let out = child.wait_with_output()?;
         times.push(t.elapsed());
         anyhow::ensure!(out.status.success(), "the hook failed: {}", out.status);

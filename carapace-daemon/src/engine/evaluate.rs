@@ -78,13 +78,18 @@ pub fn evaluate(
 pub fn rule_matches(rule: &Rule, ext: &Extracted) -> Option<String> {
     let m = Matcher {
         ops: rule.ops(),
+        scoped: !rule.actions.is_empty(),
         except: &rule.except,
         ext,
     };
     match &rule.effect {
         Some(Effect::Actions { actions, cond }) => {
             let mask = crate::rules::model::ops_of(actions);
-            let m = Matcher { ops: mask, ..m };
+            let m = Matcher {
+                ops: mask,
+                scoped: !actions.is_empty(),
+                ..m
+            };
             let witness = match cond {
                 Some(c) => m.cond(c)?,
                 None => m.any_op()?,
@@ -104,6 +109,9 @@ pub fn rule_matches(rule: &Rule, ext: &Extracted) -> Option<String> {
 struct Matcher<'a> {
     /// `op::*` bits the rule covers (0 = every action).
     ops: u32,
+    /// The rule names its actions (content rules then look only at what those write or
+    /// send).
+    scoped: bool,
     except: &'a [PathPattern],
     ext: &'a Extracted,
 }
@@ -173,7 +181,7 @@ impl Matcher<'_> {
                 ));
             }
         }
-        if self.ops != 0 {
+        if self.scoped {
             return None;
         }
         self.ext

@@ -590,7 +590,10 @@ fn structural_errors() {
         ("version: 1\nbuiltin: 3\n", "`builtin` must be"),
         ("version: 1\nrules: {}\n", "`rules` must be a list"),
         ("version: 1\nrules: [3]\n", "a rule must be a mapping"),
-        ("version: 1\nrules:\n  - id: x\n", "the rule matches nothing"),
+        (
+            "version: 1\nrules:\n  - id: x\n",
+            "the rule matches nothing",
+        ),
         (
             "version: 1\nrules:\n  - id: x\n    mode: block\n",
             "the rule matches nothing",

@@ -167,6 +167,11 @@ impl Walker<'_> {
                     }
                 }
                 sent.extend(o.values(&["--form-string"]).into_iter().map(str::to_owned));
+                // The connection goes to a local socket (e.g. the docker daemon's), which
+                // the kernel sees as a connect to that path.
+                for sock in o.values(&["--unix-socket"]) {
+                    self.path_op(Action::Network, sock, ctx, None);
+                }
                 for f in o.values(&["-T", "--upload-file"]) {
                     if f == "-" || f == "." {
                         sent.extend(piped.clone());
