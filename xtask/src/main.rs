@@ -35,11 +35,15 @@ enum Cmd {
         #[arg(long, value_enum, default_value = "6.12")]
         kernel: kernel::Kernel,
     },
-    /// Measure the kernel floor's open+close overhead in the VM against the budgets.
+    /// Measure against the budgets: Layer 1 latency, `check --batch` throughput and hook
+    /// latency on the host, then the kernel floor's open+close overhead in the VM.
     Bench {
         /// Kernel to boot.
         #[arg(long, value_enum, default_value = "6.12")]
         kernel: kernel::Kernel,
+        /// Only the host benchmarks (no VM).
+        #[arg(long)]
+        host_only: bool,
     },
 }
 
@@ -50,7 +54,7 @@ fn main() -> ExitCode {
         Cmd::Vm(args) => vm::vm(&args),
         Cmd::Test(args) => test::test(&args).map(|()| 0),
         Cmd::Demo { kernel } => demo(kernel),
-        Cmd::Bench { kernel } => bench(kernel),
+        Cmd::Bench { kernel, host_only } => bench(kernel, host_only),
     };
     match result {
         Ok(0) => ExitCode::SUCCESS,
@@ -79,7 +83,7 @@ pub fn build_release_binaries() -> Result<PathBuf> {
     Ok(target_dir()?.join("release"))
 }
 
-fn bench(kernel: kernel::Kernel) -> Result<i32> {
+fn bench(kernel: kernel::Kernel, host_only: bool) -> Result<i32> {
     setup::setup()?;
     let root = workspace_root();
     let bins = build_release_binaries()?;
@@ -90,7 +94,15 @@ fn bench(kernel: kernel::Kernel) -> Result<i32> {
         "carapace-tests",
         "--bin",
         "openclose",
+        "--bin",
+        "layer1",
     ]))?;
+    println!("== Layer 1 on the host (tests/bench/layer1.rs) ==");
+    run(std::process::Command::new(target_dir()?.join("release/layer1")).arg(bins.join("carapace")))?;
+    if host_only {
+        return Ok(0);
+    }
+    println!("== kernel floor in the VM (tests/vm-init/bench.sh) ==");
     let openclose = target_dir()?.join("release/openclose");
     vm::run_vm(
         &vm::VmArgs {
