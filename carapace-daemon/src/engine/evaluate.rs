@@ -6,6 +6,7 @@ use std::net::IpAddr;
 use super::decision::{Decision, Layer, Match, UNPARSABLE_RULE};
 use super::normalize;
 use super::operation::{Extracted, Operation};
+use crate::rules::index::top_level_paths;
 use crate::rules::model::{Host, NetMatch, TextPattern};
 use crate::rules::{Action, Cond, Effect, Enforcement, Mode, PathPattern, Rule, RuleSet, Trigger};
 
@@ -54,11 +55,17 @@ pub fn evaluate(
             kernel: false,
         });
     }
-    for rule in rules.rules() {
+    let hits = PathHits::new(rules, ext);
+    for (i, rule) in rules.rules().iter().enumerate() {
         if !activation.applies(rule) {
             continue;
         }
-        if let Some(matched) = rule_matches(rule, ext) {
+        let found = if rules.path_index().indexed(i) {
+            hits.rule_matches(rules, i, ext)
+        } else {
+            rule_matches(rule, ext)
+        };
+        if let Some(matched) = found {
             matches.push(Match {
                 id: rule.id.clone(),
                 mode: rule.mode,
@@ -71,6 +78,46 @@ pub fn evaluate(
         }
     }
     Decision::from_matches(&ext.tool, matches, ext.ops.clone())
+}
+
+/// For each operation with a path, the rules whose indexed path patterns it meets.
+struct PathHits {
+    rules: usize,
+    /// `hit[op * rules + rule]`.
+    hit: Vec<bool>,
+}
+
+impl PathHits {
+    fn new(rules: &RuleSet, ext: &Extracted) -> Self {
+        let n = rules.rules().len();
+        let mut hit = vec![false; n * ext.ops.len()];
+        for (o, op) in ext.ops.iter().enumerate() {
+            if let Some(path) = op.path.as_deref() {
+                rules.path_index().mark(path, &mut hit[o * n..(o + 1) * n]);
+            }
+        }
+        Self { rules: n, hit }
+    }
+
+    /// [`rule_matches`] for a rule whose top-level condition is an indexed path match.
+    fn rule_matches(&self, rules: &RuleSet, i: usize, ext: &Extracted) -> Option<String> {
+        let rule = &rules.rules()[i];
+        let patterns = top_level_paths(rule)?;
+        let slow = rules.path_index().slow(i);
+        let m = Matcher {
+            ops: rule.ops(),
+            scoped: !rule.actions.is_empty(),
+            except: &rule.except,
+            ext,
+        };
+        ext.ops.iter().enumerate().find_map(|(o, op)| {
+            let path = op.path.as_deref()?;
+            let hit = self.hit[o * self.rules + i]
+                || (slow && patterns.iter().any(|p| p.matches(path)));
+            (hit && m.covers(op) && !rule.except.iter().any(|p| p.matches(path)))
+                .then(|| describe(op))
+        })
+    }
 }
 
 /// What in `ext` the rule matches, if anything.
@@ -255,4 +302,57 @@ fn shorten(s: &str) -> String {
         end -= 1;
     }
     format!("{}…", &s[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::rules::{Homes, Options};
+
+    fn builtin_all() -> &'static RuleSet {
+        static RULES: std::sync::OnceLock<RuleSet> = std::sync::OnceLock::new();
+        RULES.get_or_init(compile_all)
+    }
+
+    fn compile_all() -> RuleSet {
+        let opts = Options {
+            homes: Homes::fixed(["/home/alice", "/root", "/srv/bob"]),
+            resolver: |_| None,
+        };
+        RuleSet::parse_with("t", "version: 1\nbuiltin: all\nrules:\n  - block: \"/opt/**/secret-*\"\n  - block: \"re:/proc/[0-9]+/environ\"\n", &opts)
+            .expect("the packs compile")
+    }
+
+    proptest! {
+        /// The index answers exactly what testing every pattern one by one answers.
+        #[test]
+        fn the_path_index_agrees_with_every_pattern(
+            segs in proptest::collection::vec(prop_oneof![
+                Just("home"), Just("alice"), Just("root"), Just(".ssh"), Just("id_rsa"),
+                Just(".aws"), Just("credentials"), Just("etc"), Just("passwd"), Just(".env"),
+                Just("project"), Just("src"), Just(".git"), Just("hooks"), Just("opt"),
+                Just("secret-x"), Just("proc"), Just("12"), Just("environ"), Just("srv"),
+                Just("bob"), Just("var"), Just("lib"), Just("carapace"), Just("x.pem"),
+            ], 0..7),
+            action in 0usize..5,
+        ) {
+            let rules = builtin_all();
+            let path = format!("/{}", segs.join("/"));
+            let action = [Action::Read, Action::Write, Action::Delete, Action::Execute, Action::Network][action];
+            let mut ext = Extracted::new("t");
+            ext.op(Operation::path(action, path.clone()));
+            let hits = PathHits::new(rules, &ext);
+            for (i, rule) in rules.rules().iter().enumerate() {
+                if rules.path_index().indexed(i) {
+                    prop_assert_eq!(
+                        hits.rule_matches(rules, i, &ext).is_some(),
+                        rule_matches(rule, &ext).is_some(),
+                        "rule {} on {}", rule.id, path
+                    );
+                }
+            }
+        }
+    }
 }

@@ -10,6 +10,7 @@ use crate::kernel::image::KernelImage;
 pub mod builtin;
 pub mod compile;
 pub mod diag;
+pub mod index;
 pub mod model;
 pub mod pattern;
 pub mod validate;
@@ -122,6 +123,7 @@ pub fn resolve_dns(host: &str) -> Option<Vec<IpAddr>> {
 #[derive(Clone, Debug, Default)]
 pub struct RuleSet {
     rules: Vec<Rule>,
+    paths: index::PathIndex,
     image: KernelImage,
     warnings: Diagnostics,
 }
@@ -208,6 +210,7 @@ impl RuleSet {
             return Err(diags);
         }
         Ok(Self {
+            paths: index::PathIndex::build(&rules),
             rules,
             image,
             warnings: diags,
@@ -217,6 +220,12 @@ impl RuleSet {
     #[must_use]
     pub fn rules(&self) -> &[Rule] {
         &self.rules
+    }
+
+    /// The index of the rules' path patterns (Layer 1's fast path).
+    #[must_use]
+    pub fn path_index(&self) -> &index::PathIndex {
+        &self.paths
     }
 
     #[must_use]

@@ -1,0 +1,112 @@
+//! Which rules' path patterns a path meets, in a few hash lookups per path (its full text,
+//! each directory prefix, its basename) instead of one comparison per pattern and per home
+//! directory that `~` expanded to. Layer 1 checks every rule on every call, so this is what
+//! keeps a decision within its microsecond budget as packs and accounts grow.
+use std::collections::HashMap;
+
+use super::model::Cond;
+use super::pattern::{GlobMatch, KernelForm, PathPattern};
+use super::Rule;
+
+#[derive(Clone, Debug, Default)]
+pub struct PathIndex {
+    exact: HashMap<String, Vec<u32>>,
+    /// Keys end with `/`.
+    prefix: HashMap<String, Vec<u32>>,
+    name: HashMap<String, Vec<u32>>,
+    /// Per rule: its top-level condition is a path match held (at least partly) here.
+    indexed: Vec<bool>,
+    /// Per rule: it also has patterns the forms cannot hold (globs, regexes), to test one
+    /// by one.
+    slow: Vec<bool>,
+}
+
+/// The patterns of a rule's top-level path condition, if that is what it matches on.
+#[must_use]
+pub fn top_level_paths(rule: &Rule) -> Option<&[PathPattern]> {
+    match (&rule.cond, &rule.effect) {
+        (Some(Cond::Path(patterns)), None) => Some(patterns),
+        _ => None,
+    }
+}
+
+fn forms(p: &PathPattern) -> Option<&[KernelForm]> {
+    match p {
+        PathPattern::Glob {
+            matcher: GlobMatch::Forms(forms),
+            ..
+        } => Some(forms),
+        _ => None,
+    }
+}
+
+impl PathIndex {
+    #[must_use]
+    pub fn build(rules: &[Rule]) -> Self {
+        let mut index = Self {
+            indexed: vec![false; rules.len()],
+            slow: vec![false; rules.len()],
+            ..Self::default()
+        };
+        for (i, rule) in rules.iter().enumerate() {
+            let Some(patterns) = top_level_paths(rule) else {
+                continue;
+            };
+            index.indexed[i] = true;
+            let id = i as u32;
+            for p in patterns {
+                let Some(forms) = forms(p) else {
+                    index.slow[i] = true;
+                    continue;
+                };
+                for f in forms {
+                    let (map, key) = match f {
+                        KernelForm::Exact(k) => (&mut index.exact, k),
+                        KernelForm::Prefix(k) => (&mut index.prefix, k),
+                        KernelForm::Name(k) => (&mut index.name, k),
+                    };
+                    let ids = map.entry(key.clone()).or_default();
+                    if ids.last() != Some(&id) {
+                        ids.push(id);
+                    }
+                }
+            }
+        }
+        index
+    }
+
+    /// Whether rule `i` is matched through this index (its top-level condition is a path).
+    #[must_use]
+    pub fn indexed(&self, i: usize) -> bool {
+        self.indexed.get(i).copied().unwrap_or(false)
+    }
+
+    /// Whether rule `i` has patterns to test one by one besides its indexed ones.
+    #[must_use]
+    pub fn slow(&self, i: usize) -> bool {
+        self.slow.get(i).copied().unwrap_or(false)
+    }
+
+    /// Sets `hits[i]` for every rule `i` with an indexed pattern matching `path`.
+    pub fn mark(&self, path: &str, hits: &mut [bool]) {
+        let mut set = |ids: Option<&Vec<u32>>| {
+            for &id in ids.into_iter().flatten() {
+                if let Some(h) = hits.get_mut(id as usize) {
+                    *h = true;
+                }
+            }
+        };
+        set(self.exact.get(path));
+        if !self.prefix.is_empty() {
+            for (at, _) in path.match_indices('/') {
+                set(self.prefix.get(&path[..=at]));
+            }
+        }
+        let base = path.rsplit('/').next().unwrap_or(path);
+        set(self.name.get(base));
+        if base != path {
+            // A name form also matches a path that is the bare name (see KernelForm::matches).
+            set(self.name.get(path));
+        }
+    }
+}
