@@ -1091,10 +1091,15 @@ impl Walker<'_> {
         }
         let rest = args.get(i..).unwrap_or(&[]);
         if command_mode {
-            let Some(src) = rest.first() else {
+            let Some((src, params)) = rest.split_first() else {
                 return Feed::default();
             };
+            // `sh -c 'cat "$1"' NAME FILE`: $0 is NAME, $1… the rest.
             let mut sub = ctx.clone();
+            for (i, p) in params.iter().enumerate() {
+                set_var(&mut sub, &i.to_string(), p);
+            }
+            set_var(&mut sub, "@", &params.get(1..).unwrap_or(&[]).join(" "));
             return self.script(src, &mut sub, depth + 1);
         }
         match rest.first() {

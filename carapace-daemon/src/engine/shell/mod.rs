@@ -27,7 +27,7 @@ use super::operation::{Context, Extracted};
 const MAX_DEPTH: usize = 8;
 /// Simple commands and words walked in one call, so that brace expansion and substitution
 /// fan-out cannot make one call expensive.
-const MAX_WORK: usize = 20_000;
+const MAX_WORK: usize = 10_000;
 /// The walk's own stack; the nesting limit keeps real use far below it.
 const STACK_SIZE: usize = 64 << 20;
 

@@ -656,3 +656,55 @@ proptest! {
         extract(&s, &ctx(), &mut out);
     }
 }
+
+#[test]
+fn less_common_constructs() {
+    op("alias c=cat; c ~/.ssh/id_rsa", Read, "/home/u/.ssh/id_rsa");
+    op("sudo -s <<EOF\nrm -rf /etc/z\nEOF", Delete, "/etc/z");
+    op("env -S 'cat /etc/shadow'", Read, "/etc/shadow");
+    op("source <(echo 'cat /etc/shadow')", Read, "/etc/shadow");
+    op(
+        "git -c core.sshCommand='cat /etc/shadow' fetch",
+        Read,
+        "/etc/shadow",
+    );
+    op("rg --pre /tmp/evil.sh foo", Execute, "/tmp/evil.sh");
+    // "cat /etc/shadow" in UTF-16LE, base64.
+    op(
+        "pwsh -EncodedCommand YwBhAHQAIAAvAGUAdABjAC8AcwBoAGEAZABvAHcA",
+        Read,
+        "/etc/shadow",
+    );
+    op("printf '%s %s' cat /etc/shadow | sh", Read, "/etc/shadow");
+    op(
+        "bash -c 'cat \"$0\" $1 \"$@\"' /etc/shadow /etc/a /etc/b",
+        Read,
+        "/etc/shadow",
+    );
+    op("bash -c 'cat $1' x /etc/a", Read, "/etc/a");
+    op("sh -c 'rm \"$@\"' sh /etc/b", Delete, "/etc/b");
+    op("(( x = $(cat /etc/shadow | wc -l) ))", Read, "/etc/shadow");
+    op("coproc cat /etc/shadow", Read, "/etc/shadow");
+    op("exec 3> /etc/x", Write, "/etc/x");
+    op("{ echo a; } > /etc/y", Write, "/etc/y");
+    op("X=$'\\x2fetc\\x2fshadow'; cat $X", Read, "/etc/shadow");
+    op("cat /e\"t\"c/sha'd'ow", Read, "/etc/shadow");
+    op("cat /etc/{pass,sha}{wd,dow}", Read, "/etc/shadow");
+    let x = ex("nc -lvnp 4444");
+    assert!(
+        x.ops
+            .iter()
+            .any(|o| o.action == Some(Network) && o.port == Some(4444)),
+        "{:?}",
+        x.ops
+    );
+    let x = ex("socat TCP-LISTEN:9001,fork EXEC:/bin/sh");
+    assert!(
+        x.ops
+            .iter()
+            .any(|o| o.action == Some(Network) && o.port == Some(9001)),
+        "{:?}",
+        x.ops
+    );
+    assert!(has(&x, Execute, "/bin/sh"));
+}

@@ -107,7 +107,7 @@ impl<'o> Walker<'o> {
     }
 
     /// Operations from a whitespace split, for text the parser refused.
-    fn rough(&mut self, src: &str, ctx: &mut Context, depth: usize) {
+    pub fn rough(&mut self, src: &str, ctx: &mut Context, depth: usize) {
         let spaced = src.replace('>', " > ").replace('<', " < ");
         for words in parse::rough_commands(&spaced) {
             let mut args = Vec::new();

@@ -225,8 +225,16 @@ impl Expansion {
                 i + 1 + len
             }
             Some(&c) if c.is_ascii_digit() || "@*#?$!-".contains(c) => {
-                // Positional and special parameters: unknown here, empty in a fresh shell.
+                // Positional parameters are known inside `sh -c '…' ARGS`; the special ones
+                // are not, and are empty in a fresh shell.
+                let name = if c == '*' {
+                    "@".to_owned()
+                } else {
+                    c.to_string()
+                };
+                let value = ctx.var(&name).unwrap_or("").to_owned();
                 self.started = true;
+                self.expanded(&value, quoted);
                 i + 2
             }
             _ => {
