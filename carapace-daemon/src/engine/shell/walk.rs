@@ -612,6 +612,15 @@ impl<'o> Walker<'o> {
         if pseudo_file(&path) {
             return;
         }
+        // Bash opens /dev/tcp/HOST/PORT and /dev/udp/HOST/PORT as sockets.
+        if let Some(rest) = path
+            .strip_prefix("/dev/tcp/")
+            .or_else(|| path.strip_prefix("/dev/udp/"))
+        {
+            let (host, port) = rest.split_once('/').unwrap_or((rest, ""));
+            self.host_op(host, port.parse().ok(), content);
+            return;
+        }
         let mut op = Operation::path(action, path);
         op.content = content;
         self.out.op(op);
