@@ -1,5 +1,6 @@
 //! Arbitrary text as a Bash tool call's command: the extractor must neither panic, hang nor
-//! overflow its stack, and must never report a copy or move (they are split into parts).
+//! overflow its stack (it would fail closed on the first two; here they are findings), and
+//! must never report a copy or move (they are split into parts).
 #![no_main]
 
 use carapace::engine::{shell, Context, Extracted};
@@ -22,4 +23,12 @@ fuzz_target!(|data: &[u8]| {
         .ops
         .iter()
         .all(|op| !matches!(op.action, Some(Action::Copy | Action::Move))));
+    // The extractor fails closed on a parser hang or panic; here either is a finding.
+    assert!(
+        !out.unparsable.iter().any(|u| u.contains("took longer")
+            || u.contains("still stuck")
+            || u.contains("analyser fault")),
+        "{:?}",
+        out.unparsable
+    );
 });

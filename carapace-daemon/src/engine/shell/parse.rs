@@ -20,6 +20,13 @@ pub(super) fn program(src: &str) -> Result<Program, String> {
             "it is nested {depth} levels deep; the limit is {MAX_NESTING}"
         ));
     }
+    // brush-parser 0.4's tokenizer spins forever on some inputs that end inside a here-doc
+    // tag (`a<<$(  `); a shell line ends with a newline anyway, and with one it reports them.
+    let src = if src.ends_with('\n') {
+        src.to_owned()
+    } else {
+        format!("{src}\n")
+    };
     let options = brush_parser::ParserOptions::default();
     let mut reader = std::io::BufReader::new(src.as_bytes());
     let mut parser = brush_parser::Parser::new(&mut reader, &options);

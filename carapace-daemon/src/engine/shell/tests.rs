@@ -260,6 +260,10 @@ fn nesting_is_bounded() {
         "{:?}",
         x.unparsable
     );
+    // Inputs that made brush-parser 0.4's tokenizer spin (found by fuzzing).
+    for spin in ["a<<$(  ", "\u{5}8<<$(   TTT49 ", "a<<$((  "] {
+        assert!(!ex(spin).unparsable.is_empty());
+    }
     let deep = format!("{}echo{}", "$(".repeat(2000), ")".repeat(2000));
     assert!(!ex(&deep).unparsable.is_empty());
     let deep = format!("{}echo;{}", "{ ".repeat(2000), "} ".repeat(2000));
