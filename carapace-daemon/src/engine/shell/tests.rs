@@ -264,6 +264,25 @@ fn nesting_is_bounded() {
     for spin in ["a<<$(  ", "\u{5}8<<$(   TTT49 ", "a<<$((  "] {
         assert!(!ex(spin).unparsable.is_empty());
     }
+    // Inputs that made it backtrack exponentially (found by fuzzing).
+    for spin in [
+        "f;((((((((((((((((((((((((((((ag".to_owned(),
+        format!("f;{}ag", "case x in x) ".repeat(14)),
+    ] {
+        let x = ex(&spin);
+        assert!(
+            x.unparsable.iter().any(|u| u.contains("without closing")),
+            "{:?}",
+            x.unparsable
+        );
+    }
+    for ok in [
+        "echo $(( ((1+2)) * ((3+4)) ))",
+        "(cd a && (cd b && (ls; (pwd))))",
+        "case $a in x) case $b in y) echo;; esac;; esac",
+    ] {
+        assert!(ex(ok).unparsable.is_empty(), "{ok}");
+    }
     let deep = format!("{}echo{}", "$(".repeat(2000), ")".repeat(2000));
     assert!(!ex(&deep).unparsable.is_empty());
     let deep = format!("{}echo;{}", "{ ".repeat(2000), "} ".repeat(2000));
