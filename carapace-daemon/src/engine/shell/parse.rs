@@ -32,6 +32,10 @@ pub(super) fn program(src: &str) -> Result<Program, String> {
             n.ambiguous
         ));
     }
+    if huge_fd(src) {
+        // brush-parser 0.4 unwraps the number into a u32 and panics.
+        return Err("a redirection names a file descriptor number too large".into());
+    }
     // brush-parser 0.4's tokenizer spins forever on some inputs that end inside a here-doc
     // tag (`a<<$(  `); a shell line ends with a newline anyway, and with one it reports them.
     let src = if src.ends_with('\n') {
@@ -108,6 +112,22 @@ pub(super) fn nesting(src: &str) -> Nesting {
         n.cases = n.cases.max(cases);
     }
     n
+}
+
+/// `99999999999>x`: a run of ten or more digits right before a redirection operator.
+fn huge_fd(src: &str) -> bool {
+    let mut digits = 0usize;
+    for b in src.bytes() {
+        if b.is_ascii_digit() {
+            digits += 1;
+        } else {
+            if digits >= 10 && (b == b'<' || b == b'>') {
+                return true;
+            }
+            digits = 0;
+        }
+    }
+    false
 }
 
 /// Best-effort words of a command line that does not parse: split on whitespace and control

@@ -276,6 +276,14 @@ fn nesting_is_bounded() {
             x.unparsable
         );
     }
+    // A file descriptor number the parser would panic on (found by fuzzing).
+    let x = ex("cfix\n777777777777777>>x");
+    assert!(
+        x.unparsable.iter().any(|u| u.contains("file descriptor")),
+        "{:?}",
+        x.unparsable
+    );
+    assert!(ex("echo 7 > f; echo 123456789012").unparsable.is_empty());
     for ok in [
         "echo $(( ((1+2)) * ((3+4)) ))",
         "(cd a && (cd b && (ls; (pwd))))",
