@@ -133,27 +133,6 @@ impl Walker<'_> {
                 &["-f", "-F"],
             ),
             "lua" | "luajit" => (&["-e", "-l"], &["-e"], &[]),
-            "pwsh" | "powershell" => (
-                &[
-                    "-Command",
-                    "-command",
-                    "-c",
-                    "-File",
-                    "-file",
-                    "-f",
-                    "-EncodedCommand",
-                    "-encodedcommand",
-                    "-enc",
-                    "-e",
-                    "-ec",
-                    "-ExecutionPolicy",
-                    "-ep",
-                    "-WorkingDirectory",
-                    "-wd",
-                ],
-                &["-Command", "-command", "-c"],
-                &["-File", "-file", "-f"],
-            ),
             "Rscript" | "osascript" | "tclsh" | "julia" => (&["-e", "-E"], &["-e", "-E"], &[]),
             "deno" | "bun" => (
                 &[
@@ -169,18 +148,15 @@ impl Walker<'_> {
             ),
             _ => (&[], &[], &[]),
         };
+        if matches!(name, "pwsh" | "powershell") {
+            self.powershell(args, ctx, depth);
+            return Feed::default();
+        }
         let o = args::parse(args, valued, true);
         for f in o.values(file_flags) {
             self.path_op(Action::Read, f, ctx, None);
-            if matches!(name, "php" | "pwsh" | "powershell") {
+            if name == "php" {
                 self.path_op(Action::Execute, f, ctx, None);
-            }
-        }
-        for enc in o.values(&["-EncodedCommand", "-encodedcommand", "-enc", "-e", "-ec"]) {
-            if matches!(name, "pwsh" | "powershell") {
-                if let Some(text) = utf16_base64(enc) {
-                    self.code(&text, ctx, depth);
-                }
             }
         }
         let codes = o.values(code_flags);
@@ -208,9 +184,7 @@ impl Walker<'_> {
             for c in codes {
                 self.code(c, ctx, depth);
             }
-        } else if module.is_some()
-            || !o.values(file_flags).is_empty() && matches!(name, "php" | "pwsh" | "powershell")
-        {
+        } else if module.is_some() || (!o.values(file_flags).is_empty() && name == "php") {
             // python -m MODULE ARGS…: the arguments follow.
         } else if let Some((script, after)) = rest.split_first().filter(|(s, _)| *s != "-") {
             self.path_op(Action::Read, script, ctx, None);
@@ -237,6 +211,51 @@ impl Walker<'_> {
             }
         }
         Feed::default()
+    }
+
+    /// PowerShell takes single-dash long options in any case; `-Command` takes the rest of
+    /// the line. Its aliases (cat, rm, curl, …) read like shell commands but its syntax does
+    /// not parse as one, so the code's words are taken as they come.
+    fn powershell(&mut self, args: &[String], ctx: &mut Context, depth: usize) {
+        let mut i = 0;
+        while let Some(a) = args.get(i) {
+            i += 1;
+            let next = args.get(i).map(String::as_str);
+            let code = match a.to_ascii_lowercase().as_str() {
+                "-command" | "-c" => {
+                    let code = args[i..].join(" ");
+                    i = args.len();
+                    Some(code)
+                }
+                "-encodedcommand" | "-enc" | "-e" | "-ec" => {
+                    i += 1;
+                    next.and_then(utf16_base64)
+                }
+                "-file" | "-f" => {
+                    i += 1;
+                    if let Some(f) = next {
+                        self.path_op(Action::Read, f, ctx, None);
+                        self.path_op(Action::Execute, f, ctx, None);
+                    }
+                    None
+                }
+                "-executionpolicy" | "-ep" | "-workingdirectory" | "-wd" | "-configurationname"
+                | "-outputformat" | "-of" | "-inputformat" | "-if" | "-settingsfile" => {
+                    i += 1;
+                    None
+                }
+                f if f.starts_with('-') => None,
+                _ => {
+                    self.path_op(Action::Read, a, ctx, None);
+                    self.path_op(Action::Execute, a, ctx, None);
+                    break;
+                }
+            };
+            if let Some(code) = code {
+                self.code(&code, ctx, depth);
+                self.rough(&code, ctx, depth);
+            }
+        }
     }
 
     /// Inline code of any language: text for content rules, and the literals it carries.

@@ -459,6 +459,35 @@ impl Walker<'_> {
                 }
                 Feed::default()
             }
+            "read" => {
+                // read NAME… <<< "a b": the line's words, the last name takes the rest.
+                let o = args::parse(
+                    args,
+                    &["-a", "-d", "-n", "-N", "-p", "-t", "-u", "-i"],
+                    false,
+                );
+                let line = stdin.joined();
+                let line = line.lines().next().unwrap_or("");
+                let mut words = line.split_whitespace();
+                let names: Vec<&str> = o
+                    .operands
+                    .iter()
+                    .copied()
+                    .filter(|n| valid_name(n))
+                    .collect();
+                for (i, n) in names.iter().enumerate() {
+                    let value = if i + 1 == names.len() {
+                        words.clone().collect::<Vec<_>>().join(" ")
+                    } else {
+                        words.next().unwrap_or("").to_owned()
+                    };
+                    set_var(ctx, n, &value);
+                }
+                if names.is_empty() {
+                    set_var(ctx, "REPLY", line);
+                }
+                Feed::default()
+            }
             "unset" => {
                 for a in args.iter().filter(|a| !a.starts_with('-')) {
                     unset_var(ctx, a);
@@ -1091,10 +1120,15 @@ impl Walker<'_> {
         }
         let rest = args.get(i..).unwrap_or(&[]);
         if command_mode {
-            let Some(src) = rest.first() else {
+            let Some((src, params)) = rest.split_first() else {
                 return Feed::default();
             };
+            // `sh -c 'cat "$1"' NAME FILE`: $0 is NAME, $1… the rest.
             let mut sub = ctx.clone();
+            for (i, p) in params.iter().enumerate() {
+                set_var(&mut sub, &i.to_string(), p);
+            }
+            set_var(&mut sub, "@", &params.get(1..).unwrap_or(&[]).join(" "));
             return self.script(src, &mut sub, depth + 1);
         }
         match rest.first() {

@@ -8,7 +8,10 @@
 //! The parser recurses once per nesting level and would overflow the stack (an abort, not a
 //! panic) on `$($($(…)))` a thousand deep, so nesting is measured before parsing and the
 //! whole walk runs on a thread with a generous stack, which also turns a parser panic into
-//! an error instead of a dead daemon.
+//! an error instead of a dead daemon. The parser has also been seen to loop forever (see
+//! `parse::program`), so the caller waits for that thread only so long; a thread that never
+//! comes back is counted, and once a few are stuck every call fails closed at once rather
+//! than piling up more.
 mod args;
 mod code;
 mod commands;
@@ -20,6 +23,10 @@ mod word;
 #[cfg(test)]
 mod tests;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::time::Duration;
+
 use super::normalize;
 use super::operation::{Context, Extracted};
 
@@ -27,9 +34,15 @@ use super::operation::{Context, Extracted};
 const MAX_DEPTH: usize = 8;
 /// Simple commands and words walked in one call, so that brace expansion and substitution
 /// fan-out cannot make one call expensive.
-const MAX_WORK: usize = 20_000;
+const MAX_WORK: usize = 10_000;
 /// The walk's own stack; the nesting limit keeps real use far below it.
 const STACK_SIZE: usize = 64 << 20;
+/// How long one command line may take to analyse (real ones take milliseconds).
+const DEADLINE: Duration = Duration::from_secs(5);
+/// Analyses that overran their deadline and are still running; past this many, refuse.
+const MAX_STUCK: usize = 4;
+
+static STUCK: AtomicUsize = AtomicUsize::new(0);
 
 /// Extracts what the shell command line `command` does, with paths relative to `ctx`.
 pub fn extract(command: &str, ctx: &Context, out: &mut Extracted) {
@@ -40,21 +53,72 @@ pub fn extract(command: &str, ctx: &Context, out: &mut Extracted) {
     for decoded in normalize::decode_payloads(&command) {
         out.text(decoded);
     }
-    let finished = std::thread::scope(|scope| {
-        std::thread::Builder::new()
-            .name("shell-extract".into())
-            .stack_size(STACK_SIZE)
-            .spawn_scoped(scope, || {
-                let mut ctx = ctx.clone();
-                walk::Walker::new(out).script(&command, &mut ctx, 0);
-            })
-            .map(|handle| handle.join().is_ok())
-    });
-    match finished {
-        Ok(true) => {}
-        Ok(false) => out.unparsable("the shell command could not be analysed (analyser fault)"),
-        Err(e) => out.unparsable(format!(
+    if STUCK.load(Ordering::Relaxed) >= MAX_STUCK {
+        out.unparsable("the shell command was not analysed: earlier analyses are still stuck");
+        return;
+    }
+    let (tx, rx) = mpsc::channel();
+    // Set, under its lock, when the caller stops waiting: the worker then uncounts itself
+    // instead of sending. The lock orders "finished" against "abandoned".
+    let abandoned = Arc::new(Mutex::new(false));
+    let worker_abandoned = Arc::clone(&abandoned);
+    let mut ctx = ctx.clone();
+    let spawned = std::thread::Builder::new()
+        .name("shell-extract".into())
+        .stack_size(STACK_SIZE)
+        .spawn(move || {
+            let mut found = Extracted::default();
+            walk::Walker::new(&mut found).script(&command, &mut ctx, 0);
+            let abandoned = worker_abandoned
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if *abandoned {
+                STUCK.fetch_sub(1, Ordering::Relaxed);
+            } else {
+                // The receiver is alive while `abandoned` is false and we hold the lock.
+                let _ = tx.send(found);
+            }
+        });
+    if let Err(e) = spawned {
+        out.unparsable(format!(
             "the shell command could not be analysed (no thread: {e})"
-        )),
+        ));
+        return;
+    }
+    match rx.recv_timeout(DEADLINE) {
+        Ok(found) => merge(out, found),
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            let mut gave_up = abandoned.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Ok(found) = rx.try_recv() {
+                // It finished just now.
+                merge(out, found);
+                return;
+            }
+            *gave_up = true;
+            STUCK.fetch_add(1, Ordering::Relaxed);
+            out.unparsable(format!(
+                "the shell command took longer than {}s to analyse",
+                DEADLINE.as_secs()
+            ));
+        }
+        // The thread panicked (the parser unwraps in places): fail closed.
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            out.unparsable("the shell command could not be analysed (analyser fault)");
+        }
+    }
+}
+
+fn merge(out: &mut Extracted, found: Extracted) {
+    for op in found.ops {
+        out.op(op);
+    }
+    for c in found.commands {
+        out.command(c);
+    }
+    for t in found.texts {
+        out.text(t);
+    }
+    for u in found.unparsable {
+        out.unparsable(u);
     }
 }

@@ -6,6 +6,11 @@ use brush_parser::ast::Program;
 pub(super) const MAX_LEN: usize = 256 * 1024;
 /// Deepest nesting handed to the parser (it recurses per level; see the module docs).
 pub(super) const MAX_NESTING: usize = 48;
+/// The parser backtracks exponentially over unclosed `(` (subshell or arithmetic?) and
+/// nested `case` (is `x)` a pattern?): 20 unclosed parentheses parse in ~50 ms, 28 in 10 s.
+/// Real commands stay far below these.
+pub(super) const MAX_AMBIGUOUS: usize = 20;
+pub(super) const MAX_CASES: usize = 12;
 
 pub(super) fn program(src: &str) -> Result<Program, String> {
     if src.len() > MAX_LEN {
@@ -14,47 +19,115 @@ pub(super) fn program(src: &str) -> Result<Program, String> {
             src.len()
         ));
     }
-    let depth = nesting(src);
-    if depth > MAX_NESTING {
+    let n = nesting(src);
+    if n.depth > MAX_NESTING {
         return Err(format!(
-            "it is nested {depth} levels deep; the limit is {MAX_NESTING}"
+            "it is nested {} levels deep; the limit is {MAX_NESTING}",
+            n.depth
         ));
     }
+    if n.ambiguous > MAX_AMBIGUOUS || n.cases > MAX_CASES {
+        return Err(format!(
+            "it nests {} parentheses and case statements without closing them; the limit is {MAX_AMBIGUOUS} ({MAX_CASES} for case)",
+            n.ambiguous
+        ));
+    }
+    if huge_fd(src) {
+        // brush-parser 0.4 unwraps the number into a u32 and panics.
+        return Err("a redirection names a file descriptor number too large".into());
+    }
+    // brush-parser 0.4's tokenizer spins forever on some inputs that end inside a here-doc
+    // tag (`a<<$(  `); a shell line ends with a newline anyway, and with one it reports them.
+    let src = if src.ends_with('\n') {
+        src.to_owned()
+    } else {
+        format!("{src}\n")
+    };
     let options = brush_parser::ParserOptions::default();
     let mut reader = std::io::BufReader::new(src.as_bytes());
     let mut parser = brush_parser::Parser::new(&mut reader, &options);
     parser.parse_program().map_err(|e| e.to_string())
 }
 
-/// An upper bound on how deep the parser will recurse: brackets of every kind, backticks
-/// (nested ones are escaped once more per level) and compound-command keywords. Quotes are
-/// ignored on purpose, which can only overestimate.
-pub(super) fn nesting(src: &str) -> usize {
+pub(super) struct Nesting {
+    /// Brackets of every kind, backticks and compound-command keywords.
+    pub depth: usize,
+    /// Unclosed `(` plus unclosed `case`.
+    pub ambiguous: usize,
+    pub cases: usize,
+}
+
+/// Upper bounds on how deep the parser will recurse and how much it may backtrack:
+/// brackets of every kind, backticks (nested ones are escaped once more per level) and
+/// compound-command keywords. Quotes are ignored on purpose, which can only overestimate.
+pub(super) fn nesting(src: &str) -> Nesting {
     let mut depth = 0usize;
-    let mut max = 0usize;
+    let mut parens = 0usize;
+    let mut cases = 0usize;
+    let mut n = Nesting {
+        depth: 0,
+        ambiguous: 0,
+        cases: 0,
+    };
     let mut backslashes = 0usize;
     let mut word = String::new();
     for c in src.chars().chain(std::iter::once(' ')) {
         if c.is_ascii_alphabetic() {
-            word.push(c);
+            if word.len() < 16 {
+                word.push(c);
+            }
         } else {
             match word.as_str() {
-                "if" | "while" | "until" | "for" | "case" | "select" | "function" => depth += 1,
-                "fi" | "done" | "esac" => depth = depth.saturating_sub(1),
+                "case" => {
+                    depth += 1;
+                    cases += 1;
+                }
+                "esac" => {
+                    depth = depth.saturating_sub(1);
+                    cases = cases.saturating_sub(1);
+                }
+                "if" | "while" | "until" | "for" | "select" | "function" => depth += 1,
+                "fi" | "done" => depth = depth.saturating_sub(1),
                 _ => {}
             }
             word.clear();
         }
         match c {
-            '(' | '{' | '[' => depth += 1,
-            ')' | '}' | ']' => depth = depth.saturating_sub(1),
-            '`' => max = max.max(depth + backslashes + 1),
+            '(' => {
+                depth += 1;
+                parens += 1;
+            }
+            ')' => {
+                depth = depth.saturating_sub(1);
+                parens = parens.saturating_sub(1);
+            }
+            '{' | '[' => depth += 1,
+            '}' | ']' => depth = depth.saturating_sub(1),
+            '`' => n.depth = n.depth.max(depth + backslashes + 1),
             _ => {}
         }
         backslashes = if c == '\\' { backslashes + 1 } else { 0 };
-        max = max.max(depth);
+        n.depth = n.depth.max(depth);
+        n.ambiguous = n.ambiguous.max(parens + cases);
+        n.cases = n.cases.max(cases);
     }
-    max
+    n
+}
+
+/// `99999999999>x`: a run of ten or more digits right before a redirection operator.
+fn huge_fd(src: &str) -> bool {
+    let mut digits = 0usize;
+    for b in src.bytes() {
+        if b.is_ascii_digit() {
+            digits += 1;
+        } else {
+            if digits >= 10 && (b == b'<' || b == b'>') {
+                return true;
+            }
+            digits = 0;
+        }
+    }
+    false
 }
 
 /// Best-effort words of a command line that does not parse: split on whitespace and control

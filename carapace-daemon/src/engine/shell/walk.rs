@@ -107,7 +107,7 @@ impl<'o> Walker<'o> {
     }
 
     /// Operations from a whitespace split, for text the parser refused.
-    fn rough(&mut self, src: &str, ctx: &mut Context, depth: usize) {
+    pub fn rough(&mut self, src: &str, ctx: &mut Context, depth: usize) {
         let spaced = src.replace('>', " > ").replace('<', " < ");
         for words in parse::rough_commands(&spaced) {
             let mut args = Vec::new();
@@ -610,6 +610,15 @@ impl<'o> Walker<'o> {
             return;
         };
         if pseudo_file(&path) {
+            return;
+        }
+        // Bash opens /dev/tcp/HOST/PORT and /dev/udp/HOST/PORT as sockets.
+        if let Some(rest) = path
+            .strip_prefix("/dev/tcp/")
+            .or_else(|| path.strip_prefix("/dev/udp/"))
+        {
+            let (host, port) = rest.split_once('/').unwrap_or((rest, ""));
+            self.host_op(host, port.parse().ok(), content);
             return;
         }
         let mut op = Operation::path(action, path);

@@ -16,7 +16,7 @@ pub(super) type Subst<'a> = dyn FnMut(&str) -> String + 'a;
 pub(super) fn expand(raw: &str, ctx: &Context, subst: &mut Subst<'_>) -> Vec<String> {
     let mut fields = Vec::new();
     for alt in braces(raw) {
-        let mut e = Expansion::default();
+        let mut e = Expansion::new(ctx);
         e.word(&alt, ctx, subst);
         fields.extend(e.finish());
     }
@@ -27,7 +27,7 @@ pub(super) fn expand(raw: &str, ctx: &Context, subst: &mut Subst<'_>) -> Vec<Str
 pub(super) fn expand_one(raw: &str, ctx: &Context, subst: &mut Subst<'_>) -> String {
     let mut e = Expansion {
         no_split: true,
-        ..Expansion::default()
+        ..Expansion::new(ctx)
     };
     e.word(raw, ctx, subst);
     e.finish().join(" ")
@@ -38,7 +38,7 @@ pub(super) fn expand_one(raw: &str, ctx: &Context, subst: &mut Subst<'_>) -> Str
 pub(super) fn expand_heredoc(raw: &str, ctx: &Context, subst: &mut Subst<'_>) -> String {
     let mut e = Expansion {
         no_split: true,
-        ..Expansion::default()
+        ..Expansion::new(ctx)
     };
     let chars: Vec<char> = raw.chars().collect();
     let mut i = 0;
@@ -66,9 +66,18 @@ struct Expansion {
     /// Whether `current` holds anything, even an empty quoted string (`""` is a field).
     started: bool,
     no_split: bool,
+    /// Field separators (`$IFS`).
+    ifs: String,
 }
 
 impl Expansion {
+    fn new(ctx: &Context) -> Self {
+        Self {
+            ifs: var(ctx, "IFS"),
+            ..Self::default()
+        }
+    }
+
     fn push(&mut self, c: char) {
         self.current.push(c);
         self.started = true;
@@ -85,7 +94,8 @@ impl Expansion {
             self.push_str(value);
             return;
         }
-        let mut pieces = value.split(char::is_whitespace).peekable();
+        let ifs = self.ifs.clone();
+        let mut pieces = value.split(|c: char| ifs.contains(c)).peekable();
         let mut first = true;
         while let Some(piece) = pieces.next() {
             if !first {
@@ -196,8 +206,10 @@ impl Expansion {
                 // Arithmetic: its value is a number; substitutions inside it still run.
                 let end = matching(chars, i + 2, '(', ')');
                 let inner = collect(&chars[(i + 3).min(end)..end]);
-                let _ = expand_one(&inner, ctx, subst);
-                self.expanded("0", quoted);
+                let value = expand_one(&inner, ctx, subst);
+                // Only literal numbers are evaluated; anything else stands in as 0.
+                let value = value.trim().parse::<i64>().unwrap_or(0).to_string();
+                self.expanded(&value, quoted);
                 (end + 2).min(chars.len())
             }
             Some('(') => {
@@ -220,13 +232,21 @@ impl Expansion {
                     .take_while(|c| c.is_ascii_alphanumeric() || **c == '_')
                     .count();
                 let name = collect(&chars[i + 1..i + 1 + len]);
-                let value = ctx.var(&name).unwrap_or("").to_owned();
+                let value = var(ctx, &name);
                 self.expanded(&value, quoted);
                 i + 1 + len
             }
             Some(&c) if c.is_ascii_digit() || "@*#?$!-".contains(c) => {
-                // Positional and special parameters: unknown here, empty in a fresh shell.
+                // Positional parameters are known inside `sh -c '…' ARGS`; the special ones
+                // are not, and are empty in a fresh shell.
+                let name = if c == '*' {
+                    "@".to_owned()
+                } else {
+                    c.to_string()
+                };
+                let value = var(ctx, &name);
                 self.started = true;
+                self.expanded(&value, quoted);
                 i + 2
             }
             _ => {
@@ -252,6 +272,19 @@ impl Expansion {
         self.expanded(value.trim_end_matches('\n'), quoted);
         j + 1
     }
+}
+
+/// A variable's value; `IFS` has its default when unset (`cat${IFS}/etc/shadow` is a classic).
+fn var(ctx: &Context, name: &str) -> String {
+    match ctx.var(name) {
+        Some(v) => v.to_owned(),
+        None if name == "IFS" => " \t\n".to_owned(),
+        None => String::new(),
+    }
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 fn collect(chars: &[char]) -> String {
@@ -370,8 +403,16 @@ pub(super) fn radix_prefix(chars: &[char], radix: u32, max: usize) -> (u32, usiz
 
 /// `${…}` without the braces.
 fn parameter(inner: &str, ctx: &Context, subst: &mut Subst<'_>) -> String {
-    if inner.starts_with('!') || inner.len() > 1 && inner.starts_with('#') {
-        // Indirection and lengths: nothing a path could be made of.
+    if let Some(target) = inner.strip_prefix('!') {
+        // ${!name}: the variable named by name's value.
+        return if valid_name(target) {
+            var(ctx, &var(ctx, target))
+        } else {
+            String::new()
+        };
+    }
+    if inner.len() > 1 && inner.starts_with('#') {
+        // Lengths: nothing a path could be made of.
         return String::new();
     }
     let name_len = inner
@@ -379,14 +420,14 @@ fn parameter(inner: &str, ctx: &Context, subst: &mut Subst<'_>) -> String {
         .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_'))
         .map_or(inner.len(), |(i, _)| i);
     let (name, op) = inner.split_at(name_len);
-    let value = ctx.var(name).unwrap_or("").to_owned();
+    let value = var(ctx, name);
     // Array subscripts: arrays are not tracked; the scalar stands in.
     let op = if op.starts_with('[') {
         op.find(']').map_or("", |e| &op[e + 1..])
     } else {
         op
     };
-    let set = ctx.var(name).is_some();
+    let set = ctx.var(name).is_some() || name == "IFS";
     let (colon, rest) = match op.strip_prefix(':') {
         Some(r) if r.starts_with(['-', '=', '+', '?']) => (true, r),
         _ => (false, op),
