@@ -173,9 +173,11 @@ fn url_op(raw: &str, out: &mut Extracted, content: Option<String>) {
         let mut op = Operation::network(host, port);
         op.content = Some(content.unwrap_or(raw_n));
         out.op(op);
-    } else if let Some(path) = raw_n.strip_prefix("file://") {
+    } else if normalize::file_url_path(&raw_n).is_some() {
         // file:// URLs fetch local files.
-        out.op(Operation::path(Action::Read, path));
+        if let Some(path) = normalize::path(&raw_n, &Context::default()) {
+            out.op(Operation::path(Action::Read, path));
+        }
     }
 }
 
@@ -232,6 +234,13 @@ fn known_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) -> 
         "ls" | "list_dir" | "glob" | "grep" => {
             let base = field(input, &["path", "directory", "dir"]).unwrap_or(".");
             path_op(Action::Read, base, ctx, out, None);
+            // Grep searches every file below its path.
+            if lower == "grep" {
+                if let Some(p) = normalize::path(base, ctx) {
+                    let tree = format!("{}/**", p.trim_end_matches('/'));
+                    out.op(Operation::path(Action::Read, tree));
+                }
+            }
             if let Some(pattern) = field(input, &["pattern"])
                 .filter(|p| lower == "glob" && (p.starts_with('/') || p.starts_with('~')))
             {

@@ -177,8 +177,10 @@ impl Matcher<'_> {
             Cond::Path(patterns) => self.ext.ops.iter().find_map(|o| {
                 let path = o.path.as_deref()?;
                 (self.covers(o)
-                    && patterns.iter().any(|p| p.matches(path))
-                    && !self.except.iter().any(|p| p.matches(path)))
+                    && patterns
+                        .iter()
+                        .any(|p| p.covers(path, o.action != Some(Action::Read)))
+                    && !self.except.iter().any(|p| p.exempts(path)))
                 .then(|| describe(o))
             }),
             Cond::Net(net) => self

@@ -95,12 +95,22 @@ fn hex_val(b: u8) -> Option<u8> {
     (b as char).to_digit(16).map(|d| d as u8)
 }
 
+/// What follows the scheme of a `file://` URL (the scheme in any case: `FILE://`).
+#[must_use]
+pub fn file_url_path(raw: &str) -> Option<&str> {
+    let scheme = raw.get(..7)?;
+    scheme
+        .eq_ignore_ascii_case("file://")
+        .then(|| raw.get(7..))
+        .flatten()
+}
+
 /// The absolute, normalised form of a path as an agent wrote it, relative to `ctx`.
 /// Returns `None` for an empty path.
 #[must_use]
 pub fn path(raw: &str, ctx: &Context) -> Option<String> {
     let raw = text(raw.trim());
-    let raw = match raw.strip_prefix("file://") {
+    let raw = match file_url_path(&raw) {
         // file://host/path: only the local host makes sense; keep the path part.
         Some(rest) => {
             let rest = rest.strip_prefix("localhost").unwrap_or(rest);

@@ -215,6 +215,43 @@ impl PathPattern {
         }
     }
 
+    /// Layer 1's reading of a rule pattern against an operation's path: `path` matches;
+    /// or (`whole_dir`, for writes and deletes) `path` is a directory whose every entry the
+    /// pattern matches (`~/.ssh` for `~/.ssh/**`: deleting or moving it changes them all);
+    /// or `path` is written as a glob (`~/.aws/cred*`, left unexpanded because Layer 1
+    /// does not list directories; `dir/**` for a recursive read) that could name a path the
+    /// pattern names.
+    #[must_use]
+    pub fn covers(&self, path: &str, whole_dir: bool) -> bool {
+        if self.matches(path) || (whole_dir && self.matches_every_entry(path)) {
+            return true;
+        }
+        let Self::Glob { expanded, .. } = self else {
+            return false;
+        };
+        if !path.contains(['*', '?', '[']) {
+            return false;
+        }
+        let Ok(glob) = build_glob(path) else {
+            return false;
+        };
+        let written = glob.compile_matcher();
+        expanded.iter().any(|e| written.is_match(e))
+    }
+
+    /// An exception's reading: `path` matches, or every entry of directory `path` does. A
+    /// glob path is exempt only when the exception matches it as written.
+    #[must_use]
+    pub fn exempts(&self, path: &str) -> bool {
+        self.matches(path) || self.matches_every_entry(path)
+    }
+
+    fn matches_every_entry(&self, dir: &str) -> bool {
+        // NUL never occurs in a path: a pattern that matches this made-up entry matches
+        // every entry of the directory.
+        self.matches(&format!("{}/\0", dir.trim_end_matches('/')))
+    }
+
     /// The kernel forms of this pattern, or why the kernel cannot match it exactly.
     pub fn kernel_forms(&self) -> Result<Vec<KernelForm>, String> {
         match self {
@@ -362,6 +399,18 @@ mod tests {
         assert!(pat("/a/?").matches("/a/b"));
         assert!(!pat("/a/?").matches("/a//"));
         assert!(pat("/a/[bc]").matches("/a/c"));
+    }
+
+    #[test]
+    fn covers_directories_and_written_globs() {
+        let p = pat("/home/a/.ssh/**");
+        assert!(!p.covers("/home/a/.ssh", false));
+        assert!(p.covers("/home/a/.ssh", true));
+        assert!(p.covers("/home/a/**", false));
+        assert!(!pat("/home/a/.ssh/**").covers("/home/a/project/**", false));
+        assert!(pat("/home/a/.aws/credentials").covers("/home/a/.aws/cred*", false));
+        assert!(!pat("/home/a/.aws/credentials").exempts("/home/a/.aws/cred*"));
+        assert!(!pat("**/.env").covers("/home/a/project/**", true));
     }
 
     #[test]

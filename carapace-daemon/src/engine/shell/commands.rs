@@ -346,6 +346,12 @@ impl Walker<'_> {
                     .value(&["-I", "--replace"])
                     .or_else(|| o.has(&["-i"]).then_some("{}"));
                 if let Some(r) = replace {
+                    // A listed name may stand anywhere in a word (`cat DIR/{}`): there it
+                    // is just the entry's name (what `ls DIR` prints), any of them.
+                    let mut input = input;
+                    if !stdin.names.is_empty() {
+                        input.push("*".to_owned());
+                    }
                     for item in &input {
                         let c: Vec<String> = cmd.iter().map(|w| w.replace(r, item)).collect();
                         self.wrapped(&c, ctx, depth, Feed::default());
@@ -434,6 +440,13 @@ impl Walker<'_> {
                 let Some(file) = args.first() else {
                     return Feed::default();
                 };
+                // `source /dev/stdin <<< '…'` runs what comes in on stdin.
+                if matches!(
+                    file.as_str(),
+                    "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0" | "-"
+                ) {
+                    return self.shell_stdin(&stdin, ctx, depth);
+                }
                 self.script_file(file, ctx, depth, true)
             }
 
@@ -920,7 +933,7 @@ impl Walker<'_> {
                     self.path_op(Action::Write, archive, ctx, None);
                 }
                 for f in ops {
-                    self.path_op(Action::Read, f, ctx, None);
+                    self.tree_read(f, ctx);
                 }
                 Feed::default()
             }
@@ -1493,10 +1506,14 @@ impl Walker<'_> {
         let recursive = matches!(name, "rg" | "ag" | "ack" | "ugrep")
             || o.has(&["-r", "-R", "--recursive", "--dereference-recursive"]);
         if files.is_empty() && recursive {
-            self.path_op(Action::Read, ".", ctx, None);
+            self.tree_read(".", ctx);
         }
         for f in files {
-            self.path_op(Action::Read, f, ctx, None);
+            if recursive {
+                self.tree_read(f, ctx);
+            } else {
+                self.path_op(Action::Read, f, ctx, None);
+            }
         }
         Feed::default()
     }
@@ -1678,7 +1695,7 @@ impl Walker<'_> {
             if name == "mv" {
                 self.path_op(Action::Delete, s, ctx, None);
             } else {
-                self.path_op(Action::Read, s, ctx, None);
+                self.tree_read(s, ctx);
             }
         }
         let Some(dest) = dest else {
@@ -1772,7 +1789,7 @@ impl Walker<'_> {
                 self.path_op(Action::Write, a, ctx, None);
             }
             for f in &o.operands {
-                self.path_op(Action::Read, f, &sub, None);
+                self.tree_read(f, &sub);
             }
         } else {
             if let Some(a) = archive {

@@ -12,6 +12,11 @@ impl Walker<'_> {
     pub fn url_op(&mut self, raw: &str, content: Option<String>) {
         if let Some((host, port)) = normalize::url(raw) {
             self.host_op(&host, port, content);
+        } else if normalize::file_url_path(raw.trim()).is_some() {
+            // `curl file:///…` reads a local file.
+            if let Some(path) = normalize::path(raw, &Context::default()) {
+                self.out.op(Operation::path(Action::Read, path));
+            }
         }
     }
 

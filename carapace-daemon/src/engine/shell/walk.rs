@@ -604,6 +604,18 @@ impl<'o> Walker<'o> {
             .map(|(_, f)| f.clone())
     }
 
+    /// A recursive read (archivers, copies, `grep -r`): the path itself and `PATH/**`, so
+    /// rules on files below a directory see the directory being read whole.
+    pub fn tree_read(&mut self, raw: &str, ctx: &Context) {
+        self.path_op(Action::Read, raw, ctx, None);
+        if let Some(path) = normalize::path(raw, ctx) {
+            if !pseudo_file(&path) {
+                let tree = format!("{}/**", path.trim_end_matches('/'));
+                self.out.op(Operation::path(Action::Read, tree));
+            }
+        }
+    }
+
     /// An operation on a path as the command wrote it (pseudo-files are skipped).
     pub fn path_op(&mut self, action: Action, raw: &str, ctx: &Context, content: Option<String>) {
         let Some(path) = normalize::path(raw, ctx) else {
