@@ -85,18 +85,40 @@ struct PathHits {
     rules: usize,
     /// `hit[op * rules + rule]`.
     hit: Vec<bool>,
+    /// Per operation: its path is a glob, tested pattern by pattern.
+    glob: Vec<bool>,
 }
 
 impl PathHits {
     fn new(rules: &RuleSet, ext: &Extracted) -> Self {
         let n = rules.rules().len();
         let mut hit = vec![false; n * ext.ops.len()];
+        let mut glob = vec![false; ext.ops.len()];
         for (o, op) in ext.ops.iter().enumerate() {
-            if let Some(path) = op.path.as_deref() {
-                rules.path_index().mark(path, &mut hit[o * n..(o + 1) * n]);
+            let Some(path) = op.path.as_deref() else {
+                continue;
+            };
+            // A path written as a glob may name protected files; only pattern-by-pattern
+            // testing can tell (`PathPattern::covers`).
+            if path.contains(['*', '?', '[']) {
+                glob[o] = true;
+                continue;
+            }
+            let row = &mut hit[o * n..(o + 1) * n];
+            rules.path_index().mark(path, row);
+            if op.action != Some(Action::Read) {
+                // Writing or deleting a directory touches every entry: a pattern that
+                // matches any entry (the made-up NUL name stands for all) covers it.
+                rules
+                    .path_index()
+                    .mark(&format!("{}/\0", path.trim_end_matches('/')), row);
             }
         }
-        Self { rules: n, hit }
+        Self {
+            rules: n,
+            hit,
+            glob,
+        }
     }
 
     /// [`rule_matches`] for a rule whose top-level condition is an indexed path match.
@@ -112,10 +134,16 @@ impl PathHits {
         };
         ext.ops.iter().enumerate().find_map(|(o, op)| {
             let path = op.path.as_deref()?;
-            let hit = self.hit[o * self.rules + i]
-                || (slow && patterns.iter().any(|p| p.matches(path)));
-            (hit && m.covers(op) && !rule.except.iter().any(|p| p.matches(path)))
-                .then(|| describe(op))
+            if !m.covers(op) {
+                return None;
+            }
+            let hit = if slow || self.glob[o] {
+                let whole_dir = op.action != Some(Action::Read);
+                patterns.iter().any(|p| p.covers(path, whole_dir))
+            } else {
+                self.hit[o * self.rules + i]
+            };
+            (hit && !rule.except.iter().any(|p| p.exempts(path))).then(|| describe(op))
         })
     }
 }
@@ -337,6 +365,7 @@ mod tests {
                 Just("project"), Just("src"), Just(".git"), Just("hooks"), Just("opt"),
                 Just("secret-x"), Just("proc"), Just("12"), Just("environ"), Just("srv"),
                 Just("bob"), Just("var"), Just("lib"), Just("carapace"), Just("x.pem"),
+                Just("*"), Just("cred*"), Just("id_?sa"),
             ], 0..7),
             action in 0usize..5,
         ) {
