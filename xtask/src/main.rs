@@ -98,7 +98,9 @@ fn bench(kernel: kernel::Kernel, host_only: bool) -> Result<i32> {
         "layer1",
     ]))?;
     println!("== Layer 1 on the host (tests/bench/layer1.rs) ==");
-    run(std::process::Command::new(target_dir()?.join("release/layer1")).arg(bins.join("carapace")))?;
+    run(
+        std::process::Command::new(target_dir()?.join("release/layer1")).arg(bins.join("carapace")),
+    )?;
     if host_only {
         return Ok(0);
     }

@@ -38,6 +38,7 @@ pub fn setup() -> Result<()> {
     claude_code()?;
     bpf_linker()?;
     nightly()?;
+    cargo_fuzz()?;
     for k in kernel::Kernel::ALL {
         let vmlinuz = kernel::ensure(k)?;
         println!("setup: kernel {} ok ({})", k.name(), vmlinuz.display());
@@ -183,6 +184,26 @@ fn bpf_linker() -> Result<()> {
         ])
         .env("LLVM_PREFIX", "/usr/lib/llvm-22"))
     .context("installing bpf-linker (needs llvm-22-dev)")
+}
+
+/// The fuzzing front end `cargo xtask test` runs the parsers' fuzz targets with.
+const CARGO_FUZZ_VERSION: &str = "0.13.2";
+
+fn cargo_fuzz() -> Result<()> {
+    let current = try_output("cargo", ["fuzz", "--version"]).unwrap_or_default();
+    if current.split_whitespace().nth(1) == Some(CARGO_FUZZ_VERSION) {
+        println!("setup: cargo-fuzz ok ({})", current.trim());
+        return Ok(());
+    }
+    println!("setup: cargo-fuzz installing… (version {CARGO_FUZZ_VERSION})");
+    run(Command::new("cargo").args([
+        "install",
+        "cargo-fuzz",
+        "--locked",
+        "--version",
+        CARGO_FUZZ_VERSION,
+    ]))
+    .context("installing cargo-fuzz")
 }
 
 fn nightly() -> Result<()> {

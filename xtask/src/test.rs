@@ -4,7 +4,7 @@
 use std::{
     io::{BufRead as _, BufReader},
     path::PathBuf,
-    process::Stdio,
+    process::{Command, Stdio},
     time::Instant,
 };
 
@@ -29,6 +29,9 @@ pub struct TestArgs {
     /// Skip `cargo xtask setup`.
     #[arg(long)]
     no_setup: bool,
+    /// Skip the bounded fuzzing of the parsers.
+    #[arg(long)]
+    no_fuzz: bool,
 }
 
 struct Steps {
@@ -62,6 +65,29 @@ impl Steps {
     }
 }
 
+/// The parsers of untrusted input, each fuzzed for a bounded time on every run.
+const FUZZ_TARGETS: &[&str] = &["shell_extract", "transcript"];
+const FUZZ_SECONDS: u32 = 45;
+
+/// Runs one cargo-fuzz target (fuzz/) for `FUZZ_SECONDS`; a crash, hang or failed assertion
+/// fails the step and leaves the input under fuzz/artifacts/.
+fn fuzz(target: &str) -> Result<()> {
+    let root = workspace_root();
+    run(Command::new("cargo")
+        .current_dir(root.join("fuzz"))
+        .args(["+nightly", "fuzz", "run", target, "--fuzz-dir", "."])
+        .arg("--")
+        .arg(format!("-max_total_time={FUZZ_SECONDS}"))
+        // A single input taking this long is a hang.
+        .arg("-timeout=10")
+        .arg("-rss_limit_mb=4096")
+        // The fuzz workspace needs no eBPF object (userspace parsers only).
+        .env("AYA_BUILD_SKIP", "1"))
+    .with_context(|| {
+        format!("fuzz target {target} failed; the input is under fuzz/artifacts/{target}/")
+    })
+}
+
 pub fn test(args: &TestArgs) -> Result<()> {
     let mut s = Steps { done: Vec::new() };
     if !args.no_setup {
@@ -88,6 +114,13 @@ pub fn test(args: &TestArgs) -> Result<()> {
             .args(["test", "--workspace"])
             .env("CARAPACE_CLAUDE_BIN", claude))
     })?;
+    if !args.no_fuzz {
+        for target in FUZZ_TARGETS {
+            s.step(&format!("fuzz {target} ({FUZZ_SECONDS} s)"), || {
+                fuzz(target)
+            })?;
+        }
+    }
     if args.no_vm {
         s.summary();
         println!("all steps passed (VM tests skipped: --no-vm)");
