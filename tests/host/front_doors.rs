@@ -61,7 +61,13 @@ fn check_prints_the_decision_and_exits_by_it() {
     assert_eq!(blocked.status.code(), Some(2), "{}", text(&blocked.stderr));
     let v = json(&blocked);
     assert_eq!(v["decision"], "block");
-    assert_eq!(v["matches"][0]["id"], "ssh-private-keys");
+    let ids: Vec<&str> = v["matches"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["ssh-directory", "ssh-private-keys"], "{v}");
     assert_eq!(v["matches"][0]["layer"], "tool-call");
     assert!(
         v["message"]
