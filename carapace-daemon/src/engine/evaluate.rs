@@ -6,8 +6,11 @@ use std::net::IpAddr;
 use super::decision::{Decision, Layer, Match, UNPARSABLE_RULE};
 use super::normalize;
 use super::operation::{Extracted, Operation};
+use globset::GlobMatcher;
+
 use crate::rules::index::top_level_paths;
 use crate::rules::model::{Host, NetMatch, TextPattern};
+use crate::rules::pattern::written_glob;
 use crate::rules::{Action, Cond, Effect, Enforcement, Mode, PathPattern, Rule, RuleSet, Trigger};
 
 /// A session's rule state: session rules switched on by their trigger, and rules the user
@@ -85,23 +88,23 @@ struct PathHits {
     rules: usize,
     /// `hit[op * rules + rule]`.
     hit: Vec<bool>,
-    /// Per operation: its path is a glob, tested pattern by pattern.
-    glob: Vec<bool>,
+    /// Per operation: its path is a glob (compiled once), tested pattern by pattern.
+    glob: Vec<Option<GlobMatcher>>,
 }
 
 impl PathHits {
     fn new(rules: &RuleSet, ext: &Extracted) -> Self {
         let n = rules.rules().len();
         let mut hit = vec![false; n * ext.ops.len()];
-        let mut glob = vec![false; ext.ops.len()];
+        let mut glob = vec![None; ext.ops.len()];
         for (o, op) in ext.ops.iter().enumerate() {
             let Some(path) = op.path.as_deref() else {
                 continue;
             };
             // A path written as a glob may name protected files; only pattern-by-pattern
             // testing can tell (`PathPattern::covers`).
-            if path.contains(['*', '?', '[']) {
-                glob[o] = true;
+            if let Some(written) = written_glob(path) {
+                glob[o] = Some(written);
                 continue;
             }
             let row = &mut hit[o * n..(o + 1) * n];
@@ -137,9 +140,12 @@ impl PathHits {
             if !m.covers(op) {
                 return None;
             }
-            let hit = if slow || self.glob[o] {
+            let written = self.glob[o].as_ref();
+            let hit = if slow || written.is_some() {
                 let whole_dir = op.action != Some(Action::Read);
-                patterns.iter().any(|p| p.covers(path, whole_dir))
+                patterns
+                    .iter()
+                    .any(|p| p.covers_with(path, whole_dir, written))
             } else {
                 self.hit[o * self.rules + i]
             };

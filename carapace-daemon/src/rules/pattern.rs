@@ -5,7 +5,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 use regex::Regex;
 
 /// Home directories `~` and `$HOME` expand to.
@@ -223,19 +223,20 @@ impl PathPattern {
     /// pattern names.
     #[must_use]
     pub fn covers(&self, path: &str, whole_dir: bool) -> bool {
+        self.covers_with(path, whole_dir, written_glob(path).as_ref())
+    }
+
+    /// [`PathPattern::covers`] with the written glob of `path` compiled by the caller
+    /// ([`written_glob`]), so that one operation tested against many patterns compiles it
+    /// once.
+    #[must_use]
+    pub fn covers_with(&self, path: &str, whole_dir: bool, written: Option<&GlobMatcher>) -> bool {
         if self.matches(path) || (whole_dir && self.matches_every_entry(path)) {
             return true;
         }
-        let Self::Glob { expanded, .. } = self else {
+        let (Self::Glob { expanded, .. }, Some(written)) = (self, written) else {
             return false;
         };
-        if !path.contains(['*', '?', '[']) {
-            return false;
-        }
-        let Ok(glob) = build_glob(path) else {
-            return false;
-        };
-        let written = glob.compile_matcher();
         expanded.iter().any(|e| written.is_match(e))
     }
 
@@ -271,6 +272,16 @@ impl fmt::Display for PathPattern {
 
 fn first_line(s: &str) -> &str {
     s.lines().last().unwrap_or(s).trim()
+}
+
+/// A path written with glob characters, compiled to match the patterns it could name;
+/// `None` for a plain path.
+#[must_use]
+pub fn written_glob(path: &str) -> Option<GlobMatcher> {
+    if !path.contains(['*', '?', '[']) {
+        return None;
+    }
+    build_glob(path).ok().map(|g| g.compile_matcher())
 }
 
 fn build_glob(glob: &str) -> Result<Glob, globset::Error> {

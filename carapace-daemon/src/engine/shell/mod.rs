@@ -57,43 +57,34 @@ pub fn extract(command: &str, ctx: &Context, out: &mut Extracted) {
         out.unparsable("the shell command was not analysed: earlier analyses are still stuck");
         return;
     }
-    let (tx, rx) = mpsc::channel();
-    // Set, under its lock, when the caller stops waiting: the worker then uncounts itself
-    // instead of sending. The lock orders "finished" against "abandoned".
+    let Some(worker) = Worker::take() else {
+        out.unparsable("the shell command could not be analysed (no analysis thread)");
+        return;
+    };
     let abandoned = Arc::new(Mutex::new(false));
-    let worker_abandoned = Arc::clone(&abandoned);
-    let mut ctx = ctx.clone();
-    let spawned = std::thread::Builder::new()
-        .name("shell-extract".into())
-        .stack_size(STACK_SIZE)
-        .spawn(move || {
-            let mut found = Extracted::default();
-            walk::Walker::new(&mut found).script(&command, &mut ctx, 0);
-            let abandoned = worker_abandoned
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if *abandoned {
-                STUCK.fetch_sub(1, Ordering::Relaxed);
-            } else {
-                // The receiver is alive while `abandoned` is false and we hold the lock.
-                let _ = tx.send(found);
-            }
-        });
-    if let Err(e) = spawned {
-        out.unparsable(format!(
-            "the shell command could not be analysed (no thread: {e})"
-        ));
+    if worker
+        .jobs
+        .send((command, ctx.clone(), Arc::clone(&abandoned)))
+        .is_err()
+    {
+        out.unparsable("the shell command could not be analysed (analyser fault)");
         return;
     }
-    match rx.recv_timeout(DEADLINE) {
-        Ok(found) => merge(out, found),
+    match worker.results.recv_timeout(DEADLINE) {
+        Ok(found) => {
+            merge(out, found);
+            worker.put_back();
+        }
         Err(mpsc::RecvTimeoutError::Timeout) => {
             let mut gave_up = abandoned.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Ok(found) = rx.try_recv() {
+            if let Ok(found) = worker.results.try_recv() {
                 // It finished just now.
+                drop(gave_up);
                 merge(out, found);
+                worker.put_back();
                 return;
             }
+            // The worker is never reused: it uncounts itself and exits if it ever ends.
             *gave_up = true;
             STUCK.fetch_add(1, Ordering::Relaxed);
             out.unparsable(format!(
@@ -101,10 +92,58 @@ pub fn extract(command: &str, ctx: &Context, out: &mut Extracted) {
                 DEADLINE.as_secs()
             ));
         }
-        // The thread panicked (the parser unwraps in places): fail closed.
+        // The worker panicked (the parser unwraps in places): fail closed; it is gone.
         Err(mpsc::RecvTimeoutError::Disconnected) => {
             out.unparsable("the shell command could not be analysed (analyser fault)");
         }
+    }
+}
+
+type Job = (String, Context, Arc<Mutex<bool>>);
+
+/// A long-lived analysis thread with a big stack. Spawning one per command cost more than
+/// the analysis itself (tens of microseconds); idle workers wait in a pool instead.
+struct Worker {
+    jobs: mpsc::Sender<Job>,
+    results: mpsc::Receiver<Extracted>,
+}
+
+static IDLE: Mutex<Vec<Worker>> = Mutex::new(Vec::new());
+
+impl Worker {
+    fn take() -> Option<Self> {
+        if let Some(w) = IDLE.lock().unwrap_or_else(PoisonError::into_inner).pop() {
+            return Some(w);
+        }
+        let (jobs, job_rx) = mpsc::channel::<Job>();
+        let (result_tx, results) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("shell-extract".into())
+            .stack_size(STACK_SIZE)
+            .spawn(move || {
+                while let Ok((command, mut ctx, abandoned)) = job_rx.recv() {
+                    let mut found = Extracted::default();
+                    walk::Walker::new(&mut found).script(&command, &mut ctx, 0);
+                    let abandoned = abandoned.lock().unwrap_or_else(PoisonError::into_inner);
+                    if *abandoned {
+                        STUCK.fetch_sub(1, Ordering::Relaxed);
+                        return;
+                    }
+                    // The caller holds the receiver while `abandoned` is false and we hold
+                    // the lock.
+                    if result_tx.send(found).is_err() {
+                        return;
+                    }
+                }
+            })
+            .ok()?;
+        Some(Self { jobs, results })
+    }
+
+    fn put_back(self) {
+        IDLE.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(self);
     }
 }
 
