@@ -344,23 +344,10 @@ fn bulk(input: &Value, ctx: &Context, out: &mut Extracted) {
     let items = get_ci(input, &["operations", "tasks", "items"]).and_then(Value::as_array);
     for item in items.into_iter().flatten() {
         match ToolCall::from_json(item) {
-            Ok(inner) => merge(out, inner.extract(ctx)),
+            Ok(inner) => out.merge(inner.extract(ctx)),
             Err(e) => out.unparsable(format!("a bulk operation step is not a task: {e}")),
         }
     }
-}
-
-fn merge(out: &mut Extracted, sub: Extracted) {
-    for op in sub.ops {
-        out.op(op);
-    }
-    for c in sub.commands {
-        out.command(c);
-    }
-    for t in sub.texts {
-        out.text(t);
-    }
-    out.unparsable.extend(sub.unparsable);
 }
 
 /// `*** Update File: path` / `+++ b/path` lines of a patch.

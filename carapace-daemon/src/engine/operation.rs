@@ -102,6 +102,21 @@ impl Extracted {
     pub fn unparsable(&mut self, why: impl Into<String>) {
         self.unparsable.push(why.into());
     }
+
+    /// Adds what another extraction found (a nested call, a sub-analysis), without
+    /// repeating what is already here.
+    pub fn merge(&mut self, other: Extracted) {
+        for op in other.ops {
+            self.op(op);
+        }
+        for c in other.commands {
+            self.command(c);
+        }
+        for t in other.texts {
+            self.text(t);
+        }
+        self.unparsable.extend(other.unparsable);
+    }
 }
 
 /// Where relative paths and `~` resolve for one call: the agent's working directory, its

@@ -15,19 +15,9 @@ pub const NAMES: &[&str] = &[
     "internal-network",
 ];
 
-/// Packs on when a rule file has no `builtin:` key. `internal-network` is opt-in: many
-/// agents legitimately reach services on the local network.
-pub const DEFAULT: &[&str] = &[
-    "credentials",
-    "persistence",
-    "system",
-    "network",
-    "agent-config",
-    "container",
-    "destructive",
-    "remote-code",
-    "self-protection",
-];
+/// Packs on when a rule file has no `builtin:` key: all but the last, `internal-network`,
+/// which is opt-in because many agents legitimately reach services on the local network.
+pub const DEFAULT: &[&str] = NAMES.split_at(NAMES.len() - 1).0;
 
 /// The text of a pack.
 #[must_use]

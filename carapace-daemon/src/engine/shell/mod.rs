@@ -72,7 +72,7 @@ pub fn extract(command: &str, ctx: &Context, out: &mut Extracted) {
     }
     match worker.results.recv_timeout(DEADLINE) {
         Ok(found) => {
-            merge(out, found);
+            out.merge(found);
             worker.put_back();
         }
         Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -80,7 +80,7 @@ pub fn extract(command: &str, ctx: &Context, out: &mut Extracted) {
             if let Ok(found) = worker.results.try_recv() {
                 // It finished just now.
                 drop(gave_up);
-                merge(out, found);
+                out.merge(found);
                 worker.put_back();
                 return;
             }
@@ -144,20 +144,5 @@ impl Worker {
         IDLE.lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(self);
-    }
-}
-
-fn merge(out: &mut Extracted, found: Extracted) {
-    for op in found.ops {
-        out.op(op);
-    }
-    for c in found.commands {
-        out.command(c);
-    }
-    for t in found.texts {
-        out.text(t);
-    }
-    for u in found.unparsable {
-        out.unparsable(u);
     }
 }
