@@ -33,6 +33,7 @@ use self::proto::{
     ScanHistoryRequest, SessionInfo, StatusReply, StatusRequest, WatchSessionRequest,
 };
 use self::reload::{Fingerprint, Loaded, RuleSource};
+use crate::io_error::IoError;
 use crate::kernel::EventStream;
 use crate::rules::RuleSet;
 use crate::session::cgroup;
@@ -132,13 +133,8 @@ impl Daemon {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ApiError {
-    #[error("cannot {action} {path}: {source}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
     #[error("another carapaced already serves {0}")]
     InUse(PathBuf),
     #[error(
@@ -151,22 +147,14 @@ pub enum ApiError {
 /// socket file, binds, and makes the socket connectable by every local user (0666) —
 /// authorization is by peer identity, per request.
 pub fn bind(path: &Path) -> Result<UnixListener, ApiError> {
-    let err = |action, p: &Path| {
-        let p = p.to_path_buf();
-        move |source| ApiError::Io {
-            action,
-            path: p,
-            source,
-        }
-    };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         fs::DirBuilder::new()
             .recursive(true)
             .mode(0o755)
             .create(dir)
-            .map_err(err("create directory", dir))?;
+            .map_err(IoError::at("create directory", dir))?;
         // Someone else who can write the directory could swap the socket for their own.
-        let meta = fs::metadata(dir).map_err(err("stat", dir))?;
+        let meta = fs::metadata(dir).map_err(IoError::at("stat", dir))?;
         // SAFETY: geteuid has no preconditions and cannot fail.
         let owner_ok = meta.uid() == unsafe { libc::geteuid() };
         let mode = meta.permissions().mode();
@@ -179,19 +167,21 @@ pub fn bind(path: &Path) -> Result<UnixListener, ApiError> {
             if std::os::unix::net::UnixStream::connect(path).is_ok() {
                 return Err(ApiError::InUse(path.into()));
             }
-            fs::remove_file(path).map_err(err("remove stale socket", path))?;
+            fs::remove_file(path).map_err(IoError::at("remove stale socket", path))?;
         }
         Ok(_) => {
-            return Err(ApiError::Io {
-                action: "replace (not a socket)",
-                path: path.into(),
-                source: io::ErrorKind::AlreadyExists.into(),
-            })
+            return Err(IoError::new(
+                "replace (not a socket)",
+                path,
+                io::ErrorKind::AlreadyExists.into(),
+            )
+            .into())
         }
         Err(_) => {}
     }
-    let listener = UnixListener::bind(path).map_err(err("bind", path))?;
-    fs::set_permissions(path, fs::Permissions::from_mode(0o666)).map_err(err("chmod", path))?;
+    let listener = UnixListener::bind(path).map_err(IoError::at("bind", path))?;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o666))
+        .map_err(IoError::at("chmod", path))?;
     Ok(listener)
 }
 

@@ -10,6 +10,8 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::io_error::IoError;
+
 /// Name of the directory below the cgroup2 mount that holds every session cgroup.
 pub const ROOT_NAME: &str = "carapace";
 
@@ -18,23 +20,14 @@ pub const ROOT_NAME: &str = "carapace";
 pub enum CgroupError {
     #[error("no cgroup2 file system is mounted (looked in {mountinfo})")]
     NoCgroup2 { mountinfo: PathBuf },
-    #[error("cannot {action} {path}: {source}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
     #[error("cgroup {path} still has processes after being killed")]
     Busy { path: PathBuf },
 }
 
 fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> CgroupError + 'a {
-    move |source| CgroupError::Io {
-        action,
-        path: path.to_path_buf(),
-        source,
-    }
+    move |source| IoError::new(action, path, source).into()
 }
 
 /// Where the cgroup2 hierarchy is mounted.
@@ -170,10 +163,13 @@ pub fn cgroup_id(dir: &Path) -> Result<u64, CgroupError> {
 pub fn process_cgroup(pid: u32) -> Result<String, CgroupError> {
     let path = PathBuf::from(format!("/proc/{pid}/cgroup"));
     let text = fs::read_to_string(&path).map_err(io_err("read", &path))?;
-    parse_proc_cgroup(&text).ok_or(CgroupError::Io {
-        action: "find the cgroup v2 line in",
-        path,
-        source: io::ErrorKind::NotFound.into(),
+    parse_proc_cgroup(&text).ok_or_else(|| {
+        IoError::new(
+            "find the cgroup v2 line in",
+            path,
+            io::ErrorKind::NotFound.into(),
+        )
+        .into()
     })
 }
 

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::io_error::IoError;
+
 /// File name of the session store inside the data directory.
 pub const FILE_NAME: &str = "sessions.json";
 
@@ -38,13 +40,8 @@ struct StoreFile {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    #[error("cannot {action} {path}: {source}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
     #[error("{path} is not a valid session store: {source}")]
     Format {
         path: PathBuf,
@@ -58,13 +55,7 @@ pub fn load(path: &Path) -> Result<Vec<SessionRecord>, StoreError> {
     let text = match fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            return Err(StoreError::Io {
-                action: "read",
-                path: path.into(),
-                source,
-            })
-        }
+        Err(source) => return Err(IoError::new("read", path, source).into()),
     };
     let file: StoreFile = serde_json::from_str(&text).map_err(|source| StoreError::Format {
         path: path.into(),
@@ -88,26 +79,18 @@ pub fn save(path: &Path, sessions: &[SessionRecord]) -> Result<(), StoreError> {
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    let io_err = |action, p: &Path| {
-        let p = p.to_path_buf();
-        move |source| StoreError::Io {
-            action,
-            path: p,
-            source,
-        }
-    };
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
-    let mut f = File::create(&tmp).map_err(io_err("create", &tmp))?;
-    f.write_all(bytes).map_err(io_err("write", &tmp))?;
-    f.sync_all().map_err(io_err("fsync", &tmp))?;
+    let mut f = File::create(&tmp).map_err(IoError::at("create", &tmp))?;
+    f.write_all(bytes).map_err(IoError::at("write", &tmp))?;
+    f.sync_all().map_err(IoError::at("fsync", &tmp))?;
     drop(f);
-    fs::rename(&tmp, path).map_err(io_err("rename into place", path))?;
+    fs::rename(&tmp, path).map_err(IoError::at("rename into place", path))?;
     if let Some(dir) = path.parent() {
         File::open(dir)
             .and_then(|d| d.sync_all())
-            .map_err(io_err("fsync", dir))?;
+            .map_err(IoError::at("fsync", dir))?;
     }
     Ok(())
 }
