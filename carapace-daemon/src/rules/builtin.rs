@@ -1,8 +1,24 @@
 //! The built-in rule packs, compiled into the binary. Each pack is an ordinary rule file in
 //! `rules/builtin/` with must-block / must-allow cases in `rules/fixtures/`.
 
-/// Every pack, in the order their rules are indexed (`builtin: all`).
-pub const NAMES: &[&str] = &[
+/// One list of pack names gives both the names and the embedded texts.
+macro_rules! packs {
+    ($($name:literal),* $(,)?) => {
+        /// Every pack, in the order their rules are indexed (`builtin: all`).
+        pub const NAMES: &[&str] = &[$($name),*];
+
+        /// The text of a pack.
+        #[must_use]
+        pub fn text(name: &str) -> Option<&'static str> {
+            match name {
+                $($name => Some(include_str!(concat!("../../../rules/builtin/", $name, ".yaml"))),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+packs!(
     "credentials",
     "persistence",
     "system",
@@ -13,33 +29,8 @@ pub const NAMES: &[&str] = &[
     "remote-code",
     "self-protection",
     "internal-network",
-];
+);
 
 /// Packs on when a rule file has no `builtin:` key: all but the last, `internal-network`,
 /// which is opt-in because many agents legitimately reach services on the local network.
 pub const DEFAULT: &[&str] = NAMES.split_at(NAMES.len() - 1).0;
-
-/// The text of a pack.
-#[must_use]
-pub fn text(name: &str) -> Option<&'static str> {
-    macro_rules! packs {
-        ($($name:literal),*) => {
-            match name {
-                $($name => Some(include_str!(concat!("../../../rules/builtin/", $name, ".yaml"))),)*
-                _ => None,
-            }
-        };
-    }
-    packs!(
-        "credentials",
-        "persistence",
-        "system",
-        "network",
-        "agent-config",
-        "container",
-        "destructive",
-        "remote-code",
-        "self-protection",
-        "internal-network"
-    )
-}
