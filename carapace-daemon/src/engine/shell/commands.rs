@@ -2112,33 +2112,11 @@ pub(super) fn unescape(s: &str) -> String {
         }
         let esc = chars[i + 1];
         i += 2;
+        if super::word::common_escape(esc, &chars, &mut i, &mut bytes) {
+            continue;
+        }
         match esc {
-            'n' => bytes.push(b'\n'),
-            't' => bytes.push(b'\t'),
-            'r' => bytes.push(b'\r'),
-            'a' => bytes.push(7),
-            'b' => bytes.push(8),
-            'f' => bytes.push(0x0c),
-            'v' => bytes.push(0x0b),
-            'e' => bytes.push(0x1b),
             '\\' => bytes.push(b'\\'),
-            'x' => {
-                let (v, n) = super::word::radix_prefix(&chars[i..], 16, 2);
-                if n == 0 {
-                    bytes.extend_from_slice(b"\\x");
-                } else {
-                    bytes.push(v as u8);
-                }
-                i += n;
-            }
-            'u' | 'U' => {
-                let (v, n) =
-                    super::word::radix_prefix(&chars[i..], 16, if esc == 'u' { 4 } else { 8 });
-                if let Some(c) = char::from_u32(v).filter(|_| n > 0) {
-                    bytes.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-                }
-                i += n;
-            }
             '0' => {
                 let (v, n) = super::word::radix_prefix(&chars[i..], 8, 3);
                 bytes.push(v as u8);

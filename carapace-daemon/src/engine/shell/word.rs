@@ -347,31 +347,11 @@ fn ansi_c(chars: &[char], mut i: usize) -> (String, usize) {
             break;
         };
         i += 2;
+        if common_escape(esc, chars, &mut i, &mut bytes) {
+            continue;
+        }
         match esc {
-            'n' => bytes.push(b'\n'),
-            't' => bytes.push(b'\t'),
-            'r' => bytes.push(b'\r'),
-            'a' => bytes.push(7),
-            'b' => bytes.push(8),
-            'e' | 'E' => bytes.push(0x1b),
-            'f' => bytes.push(0x0c),
-            'v' => bytes.push(0x0b),
-            'x' => {
-                let (v, n) = radix_prefix(&chars[i..], 16, 2);
-                if n == 0 {
-                    bytes.extend_from_slice(b"\\x");
-                } else {
-                    bytes.push(v as u8);
-                }
-                i += n;
-            }
-            'u' | 'U' => {
-                let (v, n) = radix_prefix(&chars[i..], 16, if esc == 'u' { 4 } else { 8 });
-                if let Some(c) = char::from_u32(v).filter(|_| n > 0) {
-                    bytes.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-                }
-                i += n;
-            }
+            'E' => bytes.push(0x1b),
             '0'..='7' => {
                 let (v, n) = radix_prefix(&chars[i - 1..], 8, 3);
                 bytes.push(v as u8);
@@ -387,6 +367,41 @@ fn ansi_c(chars: &[char], mut i: usize) -> (String, usize) {
         }
     }
     (String::from_utf8_lossy(&bytes).into_owned(), i + 1)
+}
+
+/// The escapes `$'…'`, `echo -e` and `printf` agree on (`\n \t \r \a \b \e \f \v`,
+/// `\xHH`, `\uHHHH`, `\UHHHHHHHH`): appends the decoded bytes and advances `i` past the
+/// escape's digits; `false` for any other escape, which each dialect decodes its own way.
+pub(super) fn common_escape(esc: char, chars: &[char], i: &mut usize, bytes: &mut Vec<u8>) -> bool {
+    match esc {
+        'n' => bytes.push(b'\n'),
+        't' => bytes.push(b'\t'),
+        'r' => bytes.push(b'\r'),
+        'a' => bytes.push(7),
+        'b' => bytes.push(8),
+        'e' => bytes.push(0x1b),
+        'f' => bytes.push(0x0c),
+        'v' => bytes.push(0x0b),
+        'x' => {
+            let (v, n) = radix_prefix(&chars[*i..], 16, 2);
+            if n == 0 {
+                bytes.extend_from_slice(b"\\x");
+            } else {
+                bytes.push(v as u8);
+            }
+            *i += n;
+        }
+        'u' | 'U' => {
+            let (v, n) = radix_prefix(&chars[*i..], 16, if esc == 'u' { 4 } else { 8 });
+            if let Some(c) = char::from_u32(v).filter(|_| n > 0) {
+                let mut buf = [0u8; 4];
+                bytes.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            }
+            *i += n;
+        }
+        _ => return false,
+    }
+    true
 }
 
 /// The value of up to `max` leading digits in `radix`, and how many there were.
