@@ -5,6 +5,7 @@ pub mod cli;
 pub mod engine;
 pub mod io_error;
 pub mod kernel;
+pub mod llm;
 pub mod rules;
 pub mod sandbox;
 pub mod session;

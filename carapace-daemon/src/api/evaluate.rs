@@ -5,6 +5,7 @@ use tonic::Status;
 use super::proto::{EvaluateReply, HistoryFinding, RuleMatch, ScanHistoryReply};
 use super::Peer;
 use crate::engine::{self, Activation, Context, Decision, ToolCall};
+use crate::llm::review::Subject;
 use crate::rules::{validate::mode_name, RuleSet};
 
 /// Largest tool call or transcript accepted (a transcript of a long session is a few MiB).
@@ -28,6 +29,19 @@ pub fn evaluate(
     call_json: &str,
     cwd: &str,
 ) -> Result<EvaluateReply, Status> {
+    let (decision, _) = decide(rules, peer, call_json, cwd)?;
+    log_decision(peer, &decision);
+    Ok(reply(&decision))
+}
+
+/// The deterministic decision for a tool call, and the call's canonical form for the LLM
+/// reviewer (which may refine the matches of rules it decides).
+pub fn decide(
+    rules: &RuleSet,
+    peer: &Peer,
+    call_json: &str,
+    cwd: &str,
+) -> Result<(Decision, Subject), Status> {
     if call_json.len() > MAX_INPUT {
         return Err(Status::invalid_argument(
             "the tool call is larger than 32 MiB",
@@ -37,7 +51,13 @@ pub fn evaluate(
         .map_err(|e| Status::invalid_argument(format!("the tool call is not JSON: {e}")))?;
     let call = ToolCall::from_json(&value).map_err(|e| Status::invalid_argument(e.to_string()))?;
     let ctx = peer_context(peer, cwd);
-    let decision = engine::check(rules, &call, &ctx, &Activation::default());
+    let ext = call.extract(&ctx);
+    let decision = engine::evaluate(rules, &ext, &Activation::default(), engine::Layer::ToolCall);
+    Ok((decision, Subject::new(&call, &ext)))
+}
+
+/// Logs decisions that warn, ask or block.
+pub fn log_decision(peer: &Peer, decision: &Decision) {
     if decision.decision >= crate::rules::Mode::Warn {
         tracing::info!(
             pid = peer.pid,
@@ -48,7 +68,6 @@ pub fn evaluate(
             decision.message
         );
     }
-    Ok(reply(&decision))
 }
 
 pub fn scan_history(

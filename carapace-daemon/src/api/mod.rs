@@ -35,6 +35,7 @@ use self::proto::{
 use self::reload::{Fingerprint, Loaded, RuleSource};
 use crate::io_error::IoError;
 use crate::kernel::EventStream;
+use crate::llm::Reviewer;
 use crate::rules::RuleSet;
 use crate::session::cgroup;
 use crate::session::store::SessionRecord;
@@ -69,6 +70,8 @@ pub struct Daemon {
     /// Why the kernel layer is not running, if it is not.
     pub kernel_unavailable: Option<String>,
     pub events: broadcast::Sender<SessionEvent>,
+    /// Decides `llm_review` rules and plain-English effects (see [`Daemon::with_reviewer`]).
+    reviewer: Arc<Reviewer>,
 }
 
 impl Daemon {
@@ -89,7 +92,21 @@ impl Daemon {
             sessions,
             kernel_unavailable,
             events,
+            reviewer: Arc::new(Reviewer::unconfigured()),
         }
+    }
+
+    /// Uses `reviewer` for rules the model decides (by default: none configured, so those
+    /// rules get their `on_llm_error` mode).
+    #[must_use]
+    pub fn with_reviewer(mut self, reviewer: Arc<Reviewer>) -> Self {
+        self.reviewer = reviewer;
+        self
+    }
+
+    #[must_use]
+    pub fn reviewer(&self) -> &Arc<Reviewer> {
+        &self.reviewer
     }
 
     /// The rules in force. Callers keep the `Arc` for the whole of one decision, so a reload
@@ -514,13 +531,35 @@ impl Carapace for Service {
     ) -> Result<Response<EvaluateReply>, Status> {
         let peer = self.peer(&request)?;
         let req = request.into_inner();
+        // One rule set for the whole decision, review included.
         let rules = self.daemon.rules();
-        tokio::task::spawn_blocking(move || {
-            evaluate::evaluate(&rules, &peer, &req.call_json, &req.cwd)
+        let (rules2, peer2, cwd, call_json) =
+            (Arc::clone(&rules), peer.clone(), req.cwd, req.call_json);
+        let (decision, subject) = tokio::task::spawn_blocking(move || {
+            evaluate::decide(&rules2, &peer2, &call_json, &cwd)
         })
         .await
-        .map_err(|e| blocking_failed(&e))?
-        .map(Response::new)
+        .map_err(|e| blocking_failed(&e))??;
+        // Verdicts are per session: the agent's Carapace session (its cgroup) and its own
+        // session id, so two conversations never share an answer.
+        let session = format!(
+            "{}|{}",
+            peer.cgroup.as_deref().unwrap_or(""),
+            req.session_id
+        );
+        let decision = self
+            .daemon
+            .reviewer
+            .review_decision(
+                &session,
+                &rules,
+                &crate::engine::Activation::default(),
+                &subject,
+                decision,
+            )
+            .await;
+        evaluate::log_decision(&peer, &decision);
+        Ok(Response::new(evaluate::reply(&decision)))
     }
 
     async fn scan_history(

@@ -10,6 +10,7 @@ use clap::Parser;
 use crate::api::reload::{self, Loaded, RuleSource};
 use crate::api::{self, Daemon};
 use crate::kernel::{Kernel, KernelSettings};
+use crate::llm::{self, Reviewer};
 use crate::rules::RuleSet;
 use crate::session::cgroup::{CarapaceRoot, Hierarchy};
 use crate::session::SessionManager;
@@ -152,7 +153,10 @@ async fn run(args: Args, source: RuleSource, loaded: Loaded) -> anyhow::Result<(
     let events = kernel.as_mut().and_then(Kernel::take_events);
     let sessions = SessionManager::open(hierarchy, root, &args.data_dir, kernel)
         .context("cannot load the session store")?;
-    let daemon = Arc::new(Daemon::new(loaded, source, Arc::new(sessions), unavailable));
+    let reviewer = Arc::new(llm_reviewer(&args.data_dir, &loaded.rules)?);
+    let daemon = Arc::new(
+        Daemon::new(loaded, source, Arc::new(sessions), unavailable).with_reviewer(reviewer),
+    );
     // Detached: the pump lives as long as the kernel's ring buffer.
     let _pump = events.map(|stream| api::spawn_denial_pump(Arc::clone(&daemon), stream));
     let _reaper = api::spawn_reaper(Arc::clone(&daemon));
@@ -171,6 +175,33 @@ async fn run(args: Args, source: RuleSource, loaded: Loaded) -> anyhow::Result<(
     result.context("the API server failed")?;
     tracing::info!("stopped; live sessions are resumed at next start");
     Ok(())
+}
+
+/// The LLM reviewer from `$CARAPACE_DATA_DIR/config.yaml` (a config with errors stops the
+/// start, like a rule file with errors).
+fn llm_reviewer(data_dir: &Path, rules: &RuleSet) -> anyhow::Result<Reviewer> {
+    let file = data_dir.join(llm::config::FILE_NAME);
+    let config = llm::config::load(data_dir)
+        .map_err(|d| anyhow::anyhow!("{d}the config file has errors; nothing was started"))?;
+    let reviewer = Reviewer::new(config, &file.display().to_string())
+        .context("cannot set up the LLM client")?;
+    let needing: Vec<&str> = rules
+        .rules()
+        .iter()
+        .filter(|r| r.needs_llm())
+        .map(|r| r.id.as_str())
+        .collect();
+    if reviewer.available() {
+        tracing::info!("LLM review: {}", reviewer.describe());
+    } else if !needing.is_empty() {
+        tracing::warn!(
+            "{} rule(s) need LLM review ({}) but {}; their `on_llm_error` mode applies",
+            needing.len(),
+            needing.join(", "),
+            reviewer.describe()
+        );
+    }
+    Ok(reviewer)
 }
 
 /// Resolves on SIGTERM or SIGINT; reloads the rules on SIGHUP.

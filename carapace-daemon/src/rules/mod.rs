@@ -61,6 +61,9 @@ pub struct Rule {
     pub except: Vec<PathPattern>,
     pub llm_review: bool,
     pub prompt: Option<String>,
+    /// The mode that applies when the LLM reviewer cannot answer (not configured, timeout,
+    /// error, malformed answer); `approve` (ask the user) unless the rule says otherwise.
+    pub on_llm_error: Mode,
     pub trigger: Option<Trigger>,
     pub effect: Option<Effect>,
     /// Which layer enforces the rule, and why not the kernel (`carapace rules explain`).
@@ -90,6 +93,15 @@ impl Rule {
     #[must_use]
     pub fn matches_net(&self, addr: IpAddr, port: u16) -> bool {
         matches!(&self.cond, Some(Cond::Net(net)) if net.matches(addr, port))
+    }
+
+    /// Whether deciding the rule needs the LLM reviewer: an `llm_review` prompt, or a
+    /// plain-English trigger or effect.
+    #[must_use]
+    pub fn needs_llm(&self) -> bool {
+        self.llm_review
+            || matches!(self.trigger, Some(Trigger::English(_)))
+            || matches!(self.effect, Some(Effect::English(_)))
     }
 }
 

@@ -61,6 +61,7 @@ const RULE_KEYS: &[&str] = &[
     "not",
     "llm_review",
     "prompt",
+    "on_llm_error",
     "trigger",
     "effect",
 ];
@@ -559,6 +560,55 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
     }
     let trigger = node.get("trigger").and_then(|t| trigger(t, ctx, rid, sink));
     let effect = node.get("effect").and_then(|e| effect(e, ctx, rid, sink));
+    let on_llm_error = node.get("on_llm_error").and_then(|n| {
+        let english = matches!(trigger, Some(Trigger::English(_)))
+            || matches!(effect, Some(Effect::English(_)));
+        if !llm_review && !english {
+            sink.error(
+                n.span,
+                Some(rid),
+                "`on_llm_error` is only used by rules the LLM reviewer decides".into(),
+                "add `llm_review: true` with a `prompt`, or drop `on_llm_error`",
+            );
+        }
+        match n
+            .as_str()
+            .filter(|_| !n.is_null())
+            .map(|s| (s, mode_from_name(s)))
+        {
+            Some((_, Some(m))) => Some(m),
+            Some((name, None)) => {
+                sink.error(
+                    n.span,
+                    Some(rid),
+                    format!("unknown `on_llm_error` mode `{name}`"),
+                    &did_you_mean(name, MODES),
+                );
+                None
+            }
+            None => {
+                if !matches!(n.kind, NodeKind::Alias) {
+                    sink.error(
+                        n.span,
+                        Some(rid),
+                        "`on_llm_error` must be a mode".into(),
+                        "write `on_llm_error: block` (or approve, warn, log, allow)",
+                    );
+                }
+                None
+            }
+        }
+    });
+    if llm_review && prompt.is_none() && sink.error_count() == errors_before {
+        if let Some(n) = node.get("llm_review") {
+            sink.error(
+                n.span,
+                Some(rid),
+                "an LLM review needs a `prompt`".into(),
+                "add `prompt: \"Does this change weaken authentication?\"` (the question the model answers)",
+            );
+        }
+    }
 
     // A pattern that was already reported as invalid leaves no condition: saying that the
     // rule matches nothing as well would only bury the real error under a consequence.
@@ -628,6 +678,7 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
         except,
         llm_review,
         prompt,
+        on_llm_error: on_llm_error.unwrap_or(Mode::Approve),
         trigger,
         effect,
         enforcement: Enforcement::Userspace("not compiled yet".into()),
