@@ -330,7 +330,7 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("did you mean `openai`?"), "{e}");
-        let e = errors("llm:\n  provider: openai\n  model: m\n  timeout: 5\n");
+        let e = errors("llm:\n  provider: openai\n  model: m\n  timout_ms: 5\n");
         assert!(
             e.contains("config.yaml:4:3") && e.contains("did you mean `timeout_ms`?"),
             "{e}"

@@ -46,3 +46,6 @@ pub enum LlmError {
     #[error("rule `{rule}` has no plain-English {part}")]
     NotPlainEnglish { rule: String, part: &'static str },
 }
+
+#[cfg(test)]
+mod tests;
