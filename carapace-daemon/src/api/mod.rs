@@ -109,6 +109,21 @@ impl Daemon {
         &self.reviewer
     }
 
+    /// The reviewer's state and counters, as `Status` reports them.
+    #[must_use]
+    pub fn llm_status(&self) -> proto::LlmStatus {
+        let s = self.reviewer.stats();
+        proto::LlmStatus {
+            available: self.reviewer.available(),
+            description: self.reviewer.describe(),
+            calls: s.calls,
+            failures: s.failures,
+            retries: s.retries,
+            latency_us_total: s.latency_us_total,
+            cache_hits: s.cache_hits,
+        }
+    }
+
     /// The rules in force. Callers keep the `Arc` for the whole of one decision, so a reload
     /// in the middle never mixes two rule sets in one answer.
     #[must_use]
@@ -404,6 +419,7 @@ impl Carapace for Service {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
             rules_reloads: self.daemon.reloads(),
+            llm: Some(self.daemon.llm_status()),
         }))
     }
 

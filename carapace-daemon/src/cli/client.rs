@@ -76,6 +76,8 @@ pub enum Command {
     Hook(super::hook::HookCommand),
     /// Check, list, explain and test rules; make the daemon reload its rule file
     Rules(super::rules::RulesArgs),
+    /// Propose rules from the corrections in a conversation transcript (LLM; never activated)
+    Learn(super::learn::LearnArgs),
 }
 
 /// Entry point of the `carapace` binary.
@@ -101,6 +103,7 @@ pub fn main() -> ExitCode {
             Command::ScanHistory(scan) => super::check::scan_history(&args.socket, scan).await,
             Command::Hook(hook) => super::hook::run(&args.socket, hook).await,
             Command::Rules(rules) => super::rules::run(&args.socket, rules).await,
+            Command::Learn(learn) => super::learn::learn(learn).await,
         }
     });
     match result {
@@ -302,6 +305,9 @@ async fn status(socket: &Path) -> anyhow::Result<()> {
         "rules: {} ({} compiled for the kernel layer) from {from}; reloaded {} times",
         s.rules, s.kernel_rules, s.rules_reloads
     );
+    if let Some(llm) = &s.llm {
+        println!("{}", llm_line(llm));
+    }
     println!("sessions: {}", s.sessions.len());
     for session in &s.sessions {
         println!(
@@ -313,6 +319,25 @@ async fn status(socket: &Path) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// One line about the LLM reviewer: what it uses and what it cost so far.
+#[must_use]
+pub fn llm_line(llm: &crate::api::proto::LlmStatus) -> String {
+    if !llm.available {
+        return format!("LLM review: {}", llm.description);
+    }
+    let answered = llm.calls.saturating_sub(llm.retries).max(1);
+    format!(
+        "LLM review: {}; {} model call(s), {} cache hit(s), {} failure(s), {} retry(ies), \
+         mean latency {} ms",
+        llm.description,
+        llm.calls,
+        llm.cache_hits,
+        llm.failures,
+        llm.retries,
+        llm.latency_us_total / answered / 1000
+    )
 }
 
 #[cfg(test)]
