@@ -24,7 +24,11 @@ pub const PIN_DIR: &str = "/sys/fs/bpf/carapace";
 
 const AFTER_HELP: &str = "\
 Rules come from --rules FILE, else $CARAPACE_DATA_DIR/rules.yaml if it exists, else the
-built-in packs. A rule file with errors is reported (file:line:column) and nothing starts.
+built-in packs. The model that reviews `llm_review` rules and plain-English triggers and
+effects is set in the `llm:` section of $CARAPACE_DATA_DIR/config.yaml:
+  llm: { provider: anthropic, model: claude-haiku-4-5, api_key_env: ANTHROPIC_API_KEY }
+(provider openai covers any chat-completions server: Ollama, llama.cpp, vLLM; also
+base_url, timeout_ms, max_concurrency). Without it, those rules get their `on_llm_error`. A rule file with errors is reported (file:line:column) and nothing starts.
 The rule file is read again on SIGHUP, when it changes on disk (checked every second) and
 on `carapace rules reload`; a file with errors is logged and the running rules stay.
 
@@ -74,6 +78,15 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The LLM settings too: a broken config.yaml is reported (file:line:column) up front.
+    let llm_config = match llm::config::load(&args.data_dir) {
+        Ok(c) => c,
+        Err(d) => {
+            eprint!("{d}");
+            eprintln!("carapaced: the config file has errors; nothing was started");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -84,7 +97,7 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args, source, rules)) {
+    match runtime.block_on(run(args, source, rules, llm_config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -136,7 +149,12 @@ fn create_data_dir(dir: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create the data directory {}", dir.display()))
 }
 
-async fn run(args: Args, source: RuleSource, loaded: Loaded) -> anyhow::Result<()> {
+async fn run(
+    args: Args,
+    source: RuleSource,
+    loaded: Loaded,
+    llm_config: Option<llm::LlmConfig>,
+) -> anyhow::Result<()> {
     create_data_dir(&args.data_dir)?;
     let hierarchy = Hierarchy::discover().context("cannot find the cgroup v2 hierarchy")?;
     let root = CarapaceRoot::create(&hierarchy).context("cannot create the Carapace cgroup")?;
@@ -153,7 +171,7 @@ async fn run(args: Args, source: RuleSource, loaded: Loaded) -> anyhow::Result<(
     let events = kernel.as_mut().and_then(Kernel::take_events);
     let sessions = SessionManager::open(hierarchy, root, &args.data_dir, kernel)
         .context("cannot load the session store")?;
-    let reviewer = Arc::new(llm_reviewer(&args.data_dir, &loaded.rules)?);
+    let reviewer = Arc::new(llm_reviewer(&args.data_dir, llm_config, &loaded.rules)?);
     let daemon = Arc::new(
         Daemon::new(loaded, source, Arc::new(sessions), unavailable).with_reviewer(reviewer),
     );
@@ -177,12 +195,14 @@ async fn run(args: Args, source: RuleSource, loaded: Loaded) -> anyhow::Result<(
     Ok(())
 }
 
-/// The LLM reviewer from `$CARAPACE_DATA_DIR/config.yaml` (a config with errors stops the
-/// start, like a rule file with errors).
-fn llm_reviewer(data_dir: &Path, rules: &RuleSet) -> anyhow::Result<Reviewer> {
+/// The LLM reviewer for the `llm:` section of `$CARAPACE_DATA_DIR/config.yaml`; says in the
+/// log which rules fall back to `on_llm_error` when there is none.
+fn llm_reviewer(
+    data_dir: &Path,
+    config: Option<llm::LlmConfig>,
+    rules: &RuleSet,
+) -> anyhow::Result<Reviewer> {
     let file = data_dir.join(llm::config::FILE_NAME);
-    let config = llm::config::load(data_dir)
-        .map_err(|d| anyhow::anyhow!("{d}the config file has errors; nothing was started"))?;
     let reviewer = Reviewer::new(config, &file.display().to_string())
         .context("cannot set up the LLM client")?;
     let needing: Vec<&str> = rules
