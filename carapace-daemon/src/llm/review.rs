@@ -12,8 +12,11 @@
 //! - Verdicts are cached per (session, rule, operation signature); failures are not.
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
+use std::task::Poll;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -347,24 +350,14 @@ impl Reviewer {
         if english.is_empty() && !decision.matches.iter().any(|m| reviewed(m).is_some()) {
             return decision;
         }
-        let mut matches = Vec::with_capacity(decision.matches.len());
+        // Each rule the model decides: its match as the engine found it (or as it would
+        // read for a plain-English effect), and the question to ask about it.
+        let mut kept = Vec::new();
+        let mut asked: Vec<(Match, &Rule, Ask)> = Vec::new();
         for m in decision.matches {
-            let Some(rule) = reviewed(&m) else {
-                matches.push(m);
-                continue;
-            };
-            match self.review_rule(session, rule, subject).await {
-                Ok(v) if v.applies => matches.push(Match {
-                    matched: format!("{} (LLM review: {})", m.matched, v.reason),
-                    ..m
-                }),
-                Ok(v) => tracing::info!(
-                    session,
-                    rule = %rule.id,
-                    "LLM review: the rule does not apply ({})",
-                    v.reason
-                ),
-                Err(e) => matches.push(failed(m, rule, &e)),
+            match reviewed(&m) {
+                Some(rule) => asked.push((m, rule, Ask::Prompt)),
+                None => kept.push(m),
             }
         }
         for rule in english {
@@ -377,20 +370,71 @@ impl Reviewer {
                 matched: format!("{} call", decision.tool),
                 kernel: false,
             };
-            match self
-                .english_applies(session, rule, Aspect::Effect, &[], subject)
-                .await
-            {
-                Ok(v) if v.applies => matches.push(Match {
+            asked.push((m, rule, Ask::Effect));
+        }
+        // All questions at once (the client's concurrency limit still applies): a call
+        // that meets five rules waits for the slowest answer, not for the sum of them.
+        let answers = join_all(asked.iter().map(|(_, rule, ask)| async move {
+            match ask {
+                Ask::Effect => {
+                    self.english_applies(session, rule, Aspect::Effect, &[], subject)
+                        .await
+                }
+                Ask::Prompt => self.review_rule(session, rule, subject).await,
+            }
+        }))
+        .await;
+        for ((m, rule, _), answer) in asked.into_iter().zip(answers) {
+            match answer {
+                Ok(v) if v.applies => kept.push(Match {
                     matched: format!("{} (LLM review: {})", m.matched, v.reason),
                     ..m
                 }),
-                Ok(_) => {}
-                Err(e) => matches.push(failed(m, rule, &e)),
+                Ok(v) => tracing::info!(
+                    session,
+                    rule = %rule.id,
+                    "LLM review: the rule does not apply ({})",
+                    v.reason
+                ),
+                Err(e) => kept.push(failed(m, rule, &e)),
             }
         }
+        let matches = kept;
         Decision::from_matches(&decision.tool, matches, decision.operations)
     }
+}
+
+/// What a decision asks about a rule.
+#[derive(Clone, Copy)]
+enum Ask {
+    /// An `llm_review` rule's prompt.
+    Prompt,
+    /// A plain-English effect.
+    Effect,
+}
+
+/// Runs `futures` concurrently on the current task; their outputs in order.
+async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    let mut pending: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut done: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut waiting = false;
+        for (f, out) in pending.iter_mut().zip(done.iter_mut()) {
+            if out.is_none() {
+                match f.as_mut().poll(cx) {
+                    Poll::Ready(v) => *out = Some(v),
+                    Poll::Pending => waiting = true,
+                }
+            }
+        }
+        if waiting {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    done.into_iter().flatten().collect()
 }
 
 /// The match of a rule the model could not decide: the rule's `on_llm_error` mode.

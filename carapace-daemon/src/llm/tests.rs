@@ -2,6 +2,7 @@
 //! (OpenAI chat completions, Anthropic Messages; non-streaming).
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -75,6 +76,8 @@ type Responder = Arc<dyn Fn(usize, &Seen) -> Reply + Send + Sync>;
 struct ModelServer {
     addr: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
+    /// Requests being answered now, and the most at any time.
+    load: Arc<Load>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -94,6 +97,8 @@ impl ModelServer {
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
         let responder: Responder = Arc::new(responder);
         let seen2 = Arc::clone(&seen);
+        let load: Arc<Load> = Arc::default();
+        let load2 = Arc::clone(&load);
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
@@ -101,12 +106,18 @@ impl ModelServer {
                 };
                 let seen = Arc::clone(&seen2);
                 let responder = Arc::clone(&responder);
+                let load = Arc::clone(&load2);
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                         let seen = Arc::clone(&seen);
                         let responder = Arc::clone(&responder);
+                        let load = Arc::clone(&load);
                         async move {
-                            Ok::<_, Infallible>(handle(provider, req, &seen, &responder).await)
+                            let now = load.now.fetch_add(1, Ordering::SeqCst) + 1;
+                            load.peak.fetch_max(now, Ordering::SeqCst);
+                            let r = handle(provider, req, &seen, &responder).await;
+                            load.now.fetch_sub(1, Ordering::SeqCst);
+                            Ok::<_, Infallible>(r)
                         }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
@@ -115,7 +126,12 @@ impl ModelServer {
                 });
             }
         });
-        Self { addr, seen, task }
+        Self {
+            addr,
+            seen,
+            load,
+            task,
+        }
     }
 
     fn url(&self) -> String {
@@ -125,6 +141,12 @@ impl ModelServer {
     fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
+}
+
+#[derive(Debug, Default)]
+struct Load {
+    now: AtomicUsize,
+    peak: AtomicUsize,
 }
 
 async fn handle(
@@ -778,4 +800,41 @@ fn on_llm_error_is_validated() {
         "  - id: e\n    trigger: always\n    effect: \"sending email\"\n    on_llm_error: block\n",
     );
     assert_eq!(set.by_id("e").unwrap().on_llm_error, Mode::Block);
+}
+
+#[tokio::test]
+async fn the_questions_of_one_call_run_together_within_the_concurrency_limit() {
+    let slow = |_: usize, _: &Seen| {
+        Reply::Slow(
+            Duration::from_millis(300),
+            json!({"applies": false, "reason": "no"}),
+        )
+    };
+    let set = rules(
+        &(0..5)
+            .map(|i| format!("  - id: e{i}\n    trigger: always\n    effect: \"effect {i}\"\n    mode: approve\n"))
+            .collect::<String>(),
+    );
+    let call = json!({"tool": "Bash", "input": {"command": "true"}});
+    for (limit, peak) in [(2, 2), (8, 5)] {
+        let server = ModelServer::start(Provider::OpenAi, slow).await;
+        let mut cfg = config(Provider::OpenAi, &server, 5_000);
+        cfg.max_concurrency = limit;
+        let r = Reviewer::new(Some(cfg), "config.yaml").unwrap();
+        let start = Instant::now();
+        assert_eq!(review(&r, &set, "s", &call).await.decision, Mode::Allow);
+        assert_eq!(server.seen().len(), 5);
+        assert_eq!(
+            server.load.peak.load(Ordering::SeqCst),
+            peak,
+            "limit {limit}"
+        );
+        if limit == 8 {
+            assert!(
+                start.elapsed() < Duration::from_millis(1200),
+                "{:?}",
+                start.elapsed()
+            );
+        }
+    }
 }
