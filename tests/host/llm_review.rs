@@ -173,8 +173,12 @@ fn the_personal_agent_rules_work_end_to_end_with_a_loopback_model() {
         "{status}"
     );
 
-    // `carapace learn` proposes rules with the same model and never activates them.
-    let transcript = dir.path().join("t.json");
+    learn_proposes_rules(&d, dir.path(), &data, &model);
+}
+
+/// `carapace learn` proposes rules with the same model and never activates them.
+fn learn_proposes_rules(d: &Daemon, dir: &Path, data: &Path, model: &MessagesServer) {
+    let transcript = dir.join("t.json");
     std::fs::write(
         &transcript,
         json!([{"role": "user", "content": "fix the config"},
@@ -198,7 +202,7 @@ fn the_personal_agent_rules_work_end_to_end_with_a_loopback_model() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let yaml = text(&out.stdout);
     assert!(yaml.contains("id: \"keep-out-of-prod\""), "{yaml}");
-    let proposed = dir.path().join("proposed.yaml");
+    let proposed = dir.join("proposed.yaml");
     std::fs::write(&proposed, &yaml).expect("proposed");
     let out = cli(
         Path::new(CARAPACE),

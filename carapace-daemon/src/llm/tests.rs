@@ -1,6 +1,7 @@
 //! The reviewer over real HTTP against loopback servers that speak each provider's API
-//! (OpenAI chat completions, Anthropic Messages; non-streaming).
+//! (`OpenAI` chat completions, Anthropic Messages; non-streaming).
 use std::convert::Infallible;
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -63,7 +64,7 @@ impl Seen {
 #[derive(Clone, Debug)]
 enum Reply {
     Answer(Value),
-    /// Text where the structured answer belongs (OpenAI: the message content; Anthropic:
+    /// Text where the structured answer belongs (`OpenAI`: the message content; Anthropic:
     /// a text block instead of the tool call).
     Text(String),
     Status(u16, String),
@@ -810,11 +811,14 @@ async fn the_questions_of_one_call_run_together_within_the_concurrency_limit() {
             json!({"applies": false, "reason": "no"}),
         )
     };
-    let set = rules(
-        &(0..5)
-            .map(|i| format!("  - id: e{i}\n    trigger: always\n    effect: \"effect {i}\"\n    mode: approve\n"))
-            .collect::<String>(),
-    );
+    let mut text = String::new();
+    for i in 0..5 {
+        let _ = write!(
+            text,
+            "  - id: e{i}\n    trigger: always\n    effect: \"effect {i}\"\n    mode: approve\n"
+        );
+    }
+    let set = rules(&text);
     let call = json!({"tool": "Bash", "input": {"command": "true"}});
     for (limit, peak) in [(2, 2), (8, 5)] {
         let server = ModelServer::start(Provider::OpenAi, slow).await;
