@@ -6,6 +6,7 @@ use super::proto::{EvaluateReply, HistoryFinding, RuleMatch, ScanHistoryReply};
 use super::Peer;
 use crate::engine::{self, Activation, Context, Decision, ToolCall};
 use crate::llm::review::Subject;
+use crate::llm::Reviewer;
 use crate::rules::{validate::mode_name, RuleSet};
 
 /// Largest tool call or transcript accepted (a transcript of a long session is a few MiB).
@@ -35,13 +36,13 @@ pub fn evaluate(
 }
 
 /// The deterministic decision for a tool call, and the call's canonical form for the LLM
-/// reviewer (which may refine the matches of rules it decides).
+/// reviewer (which may refine the matches of rules it decides) when a rule needs one.
 pub fn decide(
     rules: &RuleSet,
     peer: &Peer,
     call_json: &str,
     cwd: &str,
-) -> Result<(Decision, Subject), Status> {
+) -> Result<(Decision, Option<Subject>), Status> {
     if call_json.len() > MAX_INPUT {
         return Err(Status::invalid_argument(
             "the tool call is larger than 32 MiB",
@@ -53,7 +54,8 @@ pub fn decide(
     let ctx = peer_context(peer, cwd);
     let ext = call.extract(&ctx);
     let decision = engine::evaluate(rules, &ext, &Activation::default(), engine::Layer::ToolCall);
-    Ok((decision, Subject::new(&call, &ext)))
+    let subject = Reviewer::needed(rules).then(|| Subject::new(&call, &ext));
+    Ok((decision, subject))
 }
 
 /// Logs decisions that warn, ask or block.

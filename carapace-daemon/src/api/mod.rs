@@ -92,7 +92,7 @@ impl Daemon {
             sessions,
             kernel_unavailable,
             events,
-            reviewer: Arc::new(Reviewer::unconfigured()),
+            reviewer: Arc::new(Reviewer::unavailable("no LLM reviewer was set up")),
         }
     }
 
@@ -563,17 +563,21 @@ impl Carapace for Service {
             peer.cgroup.as_deref().unwrap_or(""),
             req.session_id
         );
-        let decision = self
-            .daemon
-            .reviewer
-            .review_decision(
-                &session,
-                &rules,
-                &crate::engine::Activation::default(),
-                &subject,
-                decision,
-            )
-            .await;
+        let decision = match subject {
+            Some(subject) => {
+                self.daemon
+                    .reviewer
+                    .review_decision(
+                        &session,
+                        &rules,
+                        &crate::engine::Activation::default(),
+                        &subject,
+                        decision,
+                    )
+                    .await
+            }
+            None => decision,
+        };
         evaluate::log_decision(&peer, &decision);
         Ok(Response::new(evaluate::reply(&decision)))
     }

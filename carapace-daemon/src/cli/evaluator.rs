@@ -9,7 +9,9 @@ use super::client::connect;
 use super::daemon::DEFAULT_DATA_DIR;
 use crate::api::proto::carapace_client::CarapaceClient;
 use crate::api::proto::{EvaluateRequest, ScanHistoryRequest};
-use crate::engine::{self, Activation, Context, Decision, HistoryReport, ToolCall};
+use crate::engine::{self, Activation, Context, Decision, HistoryReport, Layer, ToolCall};
+use crate::llm::review::Subject;
+use crate::llm::Reviewer;
 use crate::rules::RuleSet;
 
 /// Which rules to evaluate with.
@@ -111,7 +113,20 @@ impl Evaluator {
                     },
                     _ => ctx.clone(),
                 };
-                Ok(engine::check(rules, &call, &ctx, &Activation::default()))
+                let ext = call.extract(&ctx);
+                let d = engine::evaluate(rules, &ext, &Activation::default(), Layer::ToolCall);
+                if !Reviewer::needed(rules) {
+                    return Ok(d);
+                }
+                // The model and its key stay with the daemon: here, rules it would decide get
+                // their `on_llm_error` mode, as in a daemon without a model.
+                let local = Reviewer::unavailable(
+                    "local evaluation does not ask a model; run carapaced with an `llm:` section",
+                );
+                let subject = Subject::new(&call, &ext);
+                Ok(local
+                    .review_decision("local", rules, &Activation::default(), &subject, d)
+                    .await)
             }
             Self::Daemon {
                 client,

@@ -31,7 +31,8 @@ use std::time::Duration;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LlmError {
-    #[error("LLM review is not configured (add an `llm:` section to {0})")]
+    /// No model to ask; says why (e.g. no `llm:` section in config.yaml).
+    #[error("LLM review is unavailable: {0}")]
     Unavailable(String),
     #[error("the API key variable `{0}` is not set or empty")]
     MissingKey(String),

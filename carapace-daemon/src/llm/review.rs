@@ -104,8 +104,8 @@ struct CacheKey {
 #[derive(Debug)]
 pub struct Reviewer {
     llm: Option<Llm>,
-    /// Where the `llm:` section would be, for "not configured" messages.
-    config_file: String,
+    /// Where the `llm:` section comes from, or why there is no model.
+    origin: String,
     cache: Mutex<HashMap<CacheKey, Value>>,
     cache_hits: AtomicU64,
 }
@@ -114,20 +114,25 @@ impl Reviewer {
     /// A reviewer for `config` (`None`: LLM review unavailable; rules that need it get their
     /// `on_llm_error` mode). `config_file` names the file the section comes from.
     pub fn new(config: Option<LlmConfig>, config_file: &str) -> Result<Self, LlmError> {
+        let origin = match &config {
+            Some(_) => config_file.to_owned(),
+            None => format!("no `llm:` section in {config_file}"),
+        };
         Ok(Self {
             llm: config.map(Llm::new).transpose()?,
-            config_file: config_file.to_owned(),
+            origin,
             cache: Mutex::new(HashMap::new()),
             cache_hits: AtomicU64::new(0),
         })
     }
 
-    /// No model: every rule that needs one gets its `on_llm_error` mode.
+    /// No model, for the reason given: every rule that needs one gets its `on_llm_error`
+    /// mode.
     #[must_use]
-    pub fn unconfigured() -> Self {
+    pub fn unavailable(why: &str) -> Self {
         Self {
             llm: None,
-            config_file: super::config::FILE_NAME.to_owned(),
+            origin: why.to_owned(),
             cache: Mutex::new(HashMap::new()),
             cache_hits: AtomicU64::new(0),
         }
@@ -146,7 +151,7 @@ impl Reviewer {
                 let c = llm.config();
                 format!("{} model {} at {}", c.provider.name(), c.model, c.base_url)
             }
-            None => format!("not configured (no `llm:` section in {})", self.config_file),
+            None => format!("unavailable ({})", self.origin),
         }
     }
 
@@ -166,7 +171,7 @@ impl Reviewer {
         let llm = self
             .llm
             .as_ref()
-            .ok_or_else(|| LlmError::Unavailable(self.config_file.clone()))?;
+            .ok_or_else(|| LlmError::Unavailable(self.origin.clone()))?;
         if let Some(v) = self.lock().get(&key) {
             self.cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(v.clone());
@@ -203,7 +208,7 @@ impl Reviewer {
     pub(crate) fn llm(&self) -> Result<&Llm, LlmError> {
         self.llm
             .as_ref()
-            .ok_or_else(|| LlmError::Unavailable(self.config_file.clone()))
+            .ok_or_else(|| LlmError::Unavailable(self.origin.clone()))
     }
 
     /// Forgets a session's verdicts (the session was reset or ended).
@@ -327,6 +332,13 @@ impl Reviewer {
             })
             .await?;
         verdict(answer)
+    }
+
+    /// Whether any rule of `rules` is decided by the model (else there is nothing to
+    /// review and the operation's canonical form need not even be computed).
+    #[must_use]
+    pub fn needed(rules: &RuleSet) -> bool {
+        rules.rules().iter().any(Rule::needs_llm)
     }
 
     /// Puts the model's verdicts into `decision` (what the engine found for `subject`):
