@@ -85,6 +85,7 @@ pub fn scan_history(
     }
     let ctx = peer_context(peer, cwd);
     let report = engine::scan_history(rules, transcript, &ctx, &Activation::default());
+    let report = crate::llm::review::unreviewed_history(rules, report);
     if !report.clean() {
         tracing::warn!(pid = peer.pid, uid = peer.uid, "{}", report.message);
     }

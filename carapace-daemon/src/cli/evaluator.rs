@@ -152,11 +152,9 @@ impl Evaluator {
     /// Layer 0 over a whole transcript.
     pub async fn scan_history(&mut self, transcript: &str) -> anyhow::Result<HistoryReport> {
         match self {
-            Self::Local { rules, ctx } => Ok(engine::scan_history(
+            Self::Local { rules, ctx } => Ok(crate::llm::review::unreviewed_history(
                 rules,
-                transcript,
-                ctx,
-                &Activation::default(),
+                engine::scan_history(rules, transcript, ctx, &Activation::default()),
             )),
             Self::Daemon { client, cwd } => {
                 let reply = client

@@ -75,33 +75,41 @@ pub fn scan_history(
             evaluate(rules, &ext, activation, Layer::History),
         ));
     }
-    let message = if findings.is_empty() {
-        String::new()
-    } else {
-        let listed: Vec<String> = findings
-            .iter()
-            .map(|(i, d)| {
-                let top = d.matches.first();
-                format!(
-                    "#{} {} ({}) [rule {}]",
-                    i + 1,
-                    d.tool,
-                    top.map_or("", |m| m.matched.as_str()),
-                    top.map_or("", |m| m.id.as_str())
-                )
-            })
-            .collect();
-        format!(
-            "bad agent detected: the conversation already holds {} tool call(s) that Carapace \
-             blocks: {}. Start a new session; do not continue this one.",
-            findings.len(),
-            listed.join("; ")
-        )
-    };
-    HistoryReport {
-        tool_calls: parsed.calls.len(),
-        findings,
-        message,
+    HistoryReport::new(parsed.calls.len(), findings)
+}
+
+impl HistoryReport {
+    /// The report for `findings` among `tool_calls` past calls, with its message.
+    #[must_use]
+    pub fn new(tool_calls: usize, findings: Vec<(usize, Decision)>) -> Self {
+        let message = if findings.is_empty() {
+            String::new()
+        } else {
+            let listed: Vec<String> = findings
+                .iter()
+                .map(|(i, d)| {
+                    let top = d.matches.first();
+                    format!(
+                        "#{} {} ({}) [rule {}]",
+                        i + 1,
+                        d.tool,
+                        top.map_or("", |m| m.matched.as_str()),
+                        top.map_or("", |m| m.id.as_str())
+                    )
+                })
+                .collect();
+            format!(
+                "bad agent detected: the conversation already holds {} tool call(s) that \
+                 Carapace blocks: {}. Start a new session; do not continue this one.",
+                findings.len(),
+                listed.join("; ")
+            )
+        };
+        Self {
+            tool_calls,
+            findings,
+            message,
+        }
     }
 }
 

@@ -26,9 +26,9 @@ use super::client::{Llm, Stats};
 use super::config::LlmConfig;
 use super::provider::Question;
 use super::{prompt, schema, LlmError};
-use crate::engine::{Activation, Decision, Extracted, Layer, Match, ToolCall};
+use crate::engine::{Activation, Decision, Extracted, HistoryReport, Layer, Match, ToolCall};
 use crate::rules::validate::mode_name;
-use crate::rules::{Effect, Rule, RuleSet, Trigger};
+use crate::rules::{Effect, Mode, Rule, RuleSet, Trigger};
 
 /// Verdicts kept before the cache starts over (a long session makes a few thousand calls).
 const CACHE_CAPACITY: usize = 50_000;
@@ -414,6 +414,39 @@ impl Reviewer {
         let matches = kept;
         Decision::from_matches(&decision.tool, matches, decision.operations)
     }
+}
+
+/// Layer 0 does not ask the model about past calls (a transcript holds hundreds): there, a
+/// match of an `llm_review` rule counts with the rule's `on_llm_error` mode, so that a
+/// review gate alone never makes a history "bad agent" unless the rule says so.
+#[must_use]
+pub fn unreviewed_history(rules: &RuleSet, report: HistoryReport) -> HistoryReport {
+    let findings = report
+        .findings
+        .into_iter()
+        .filter_map(|(i, d)| {
+            let matches = d
+                .matches
+                .into_iter()
+                .map(|m| match rules.by_id(&m.id).filter(|r| r.llm_review) {
+                    Some(rule) => Match {
+                        mode: rule.on_llm_error,
+                        message: format!(
+                            "{} (history scans do not ask the model; the rule's on_llm_error \
+                             `{}` applies)",
+                            m.message,
+                            mode_name(rule.on_llm_error)
+                        ),
+                        ..m
+                    },
+                    None => m,
+                })
+                .collect();
+            let d = Decision::from_matches(&d.tool, matches, d.operations);
+            (d.decision == Mode::Block).then_some((i, d))
+        })
+        .collect();
+    HistoryReport::new(report.tool_calls, findings)
 }
 
 /// What a decision asks about a rule.

@@ -881,3 +881,42 @@ async fn local_evaluation_applies_on_llm_error_like_a_daemon_without_a_model() {
     let call = json!({"tool": "Read", "input": {"file_path": "/srv/app/secrets/k"}});
     assert_eq!(eval.check(&call, None).await.unwrap().decision, Mode::Block);
 }
+
+#[test]
+fn history_scans_give_review_rules_their_on_llm_error() {
+    let transcript = json!([{"role": "assistant", "content": [
+        {"type": "tool_use", "id": "1", "name": "Write", "input": {"file_path": "/srv/app/auth/a.py", "content": "x"}},
+        {"type": "tool_use", "id": "2", "name": "Read", "input": {"file_path": "/srv/app/secrets/k"}}
+    ]}])
+    .to_string();
+    let ctx = Context {
+        cwd: "/srv/app".into(),
+        home: "/home/u".into(),
+        env: Vec::new(),
+        follow_symlinks: false,
+    };
+    let scan = |set: &RuleSet| {
+        let report = engine::scan_history(set, &transcript, &ctx, &Activation::default());
+        super::review::unreviewed_history(set, report)
+    };
+    let report = scan(&rules(AUTH_RULES));
+    assert_eq!(report.findings.len(), 1, "{report:?}");
+    assert_eq!(
+        report.findings[0].0, 1,
+        "only the deterministic block: {report:?}"
+    );
+    assert!(
+        report.message.contains("#2 Read") && !report.message.contains("#1"),
+        "{}",
+        report.message
+    );
+    let strict = AUTH_RULES.replace(
+        "    mode: block\n",
+        "    mode: block\n    on_llm_error: block\n",
+    );
+    let report = scan(&rules(&strict));
+    assert_eq!(report.findings.len(), 2, "{report:?}");
+    assert!(report.findings[0].1.matches[0]
+        .message
+        .contains("history scans do not ask the model"));
+}
