@@ -137,9 +137,15 @@ impl Llm {
         self.counters.calls.fetch_add(1, Ordering::Relaxed);
         let reply = self.http.post_json(&url, &headers, &body).await?;
         if !(200..300).contains(&reply.status) {
+            let mut body = String::from_utf8_lossy(&reply.body).into_owned();
+            // Error bodies end up in logs and in the agent's message; a server that echoes
+            // the key (e.g. "invalid key sk-…") must not leak it there.
+            if let Some(k) = key.filter(|k| !k.is_empty()) {
+                body = body.replace(k, "[redacted]");
+            }
             return Err(LlmError::Http {
                 status: reply.status,
-                body: provider::excerpt(&String::from_utf8_lossy(&reply.body)),
+                body: provider::excerpt(&body),
             });
         }
         let answer = provider::answer(self.config.provider, &reply.body, &q.schema)?;

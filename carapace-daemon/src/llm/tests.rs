@@ -920,3 +920,47 @@ fn history_scans_give_review_rules_their_on_llm_error() {
         .message
         .contains("history scans do not ask the model"));
 }
+
+#[tokio::test]
+async fn the_api_key_never_reaches_the_agent_even_if_the_server_echoes_it() {
+    let server = ModelServer::start(Provider::Anthropic, |_, s| {
+        let key = s.header("x-api-key").unwrap_or("").to_owned();
+        Reply::Status(401, format!("invalid x-api-key {key}"))
+    })
+    .await;
+    let r = reviewer(Provider::Anthropic, &server);
+    let d = review(&r, &rules(AUTH_RULES), "s", &auth_write("x")).await;
+    assert_eq!(d.decision, Mode::Approve, "{d:?}");
+    let shown = serde_json::to_string(&d).unwrap();
+    assert!(
+        shown.contains("HTTP 401") && shown.contains("[redacted]"),
+        "{shown}"
+    );
+    assert!(!shown.contains("test-key-123"), "{shown}");
+}
+
+#[tokio::test]
+async fn https_is_set_up_and_unreachable_servers_are_transport_errors() {
+    let http = super::http::Http::new().unwrap();
+    // A port nothing listens on, over TLS and in clear.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    for scheme in ["https", "http"] {
+        let e = http
+            .post_json(
+                &format!("{scheme}://127.0.0.1:{port}/v1/messages"),
+                &[],
+                &json!({}),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(e, super::LlmError::Transport(_)), "{e:?}");
+    }
+    let e = http
+        .post_json("not a url", &[], &json!({}))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("bad URL"), "{e}");
+}
