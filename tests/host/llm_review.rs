@@ -12,7 +12,7 @@ use super::{setup, CARAPACE, CARAPACED};
 
 const PERSONAL_AGENT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../rules/examples/personal-agent.yaml"
+    "/../rules/examples/personal-agent-english.yaml"
 );
 
 /// The untrusted operation inside a question: the JSON between the delimiters.
