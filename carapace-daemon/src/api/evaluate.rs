@@ -1,11 +1,15 @@
 //! `Evaluate` and `ScanHistory`: Layers 1 and 0 over gRPC, in the caller's context (its
 //! uid's home, its working directory), never in the daemon's.
+use std::fmt::Write as _;
 use tonic::Status;
 
-use super::proto::{EvaluateReply, HistoryFinding, RuleMatch, ScanHistoryReply};
-use super::Peer;
-use crate::engine::{self, Activation, Context, Decision, ToolCall};
-use crate::rules::{validate::mode_name, RuleSet};
+use super::proto::{EvaluateReply, EvaluateRequest, HistoryFinding, RuleMatch, ScanHistoryReply};
+use super::{Daemon, Peer};
+use crate::engine::{self, Activation, Context, Decision, Extracted, ToolCall};
+use crate::rules::{validate::mode_name, Mode, RuleSet};
+use crate::session::approvals::{Approval, GateRule, Request};
+use crate::session::db::ApprovalStatus;
+use crate::session::state::{self, Caller, Checked, SessionRef};
 
 /// Largest tool call or transcript accepted (a transcript of a long session is a few MiB).
 pub const MAX_INPUT: usize = 32 << 20;
@@ -22,12 +26,21 @@ pub fn peer_context(peer: &Peer, cwd: &str) -> Context {
     Context::for_user(peer.uid, &cwd)
 }
 
-pub fn evaluate(
-    rules: &RuleSet,
-    peer: &Peer,
-    call_json: &str,
-    cwd: &str,
-) -> Result<EvaluateReply, Status> {
+/// A Layer-1 decision in its session, possibly waiting for the user.
+pub struct Evaluated {
+    pub checked: Checked,
+    pub ext: Extracted,
+    pub session: Option<SessionRef>,
+    pub approval: Option<Approval>,
+    pub activated: Vec<String>,
+}
+
+fn internal(e: impl std::fmt::Display) -> Status {
+    Status::internal(e.to_string())
+}
+
+/// Parses a tool call the way every front door does.
+pub fn parse_call(call_json: &str) -> Result<ToolCall, Status> {
     if call_json.len() > MAX_INPUT {
         return Err(Status::invalid_argument(
             "the tool call is larger than 32 MiB",
@@ -35,20 +48,155 @@ pub fn evaluate(
     }
     let value: serde_json::Value = serde_json::from_str(call_json)
         .map_err(|e| Status::invalid_argument(format!("the tool call is not JSON: {e}")))?;
-    let call = ToolCall::from_json(&value).map_err(|e| Status::invalid_argument(e.to_string()))?;
-    let ctx = peer_context(peer, cwd);
-    let decision = engine::check(rules, &call, &ctx, &Activation::default());
-    if decision.decision >= crate::rules::Mode::Warn {
+    ToolCall::from_json(&value).map_err(|e| Status::invalid_argument(e.to_string()))
+}
+
+/// The session of a request (see [`state::resolve`]).
+pub fn session_of(
+    daemon: &Daemon,
+    peer: &Peer,
+    agent: &str,
+    external: &str,
+) -> Result<Option<SessionRef>, Status> {
+    let caller = Caller {
+        uid: peer.uid,
+        cgroup: peer.cgroup.as_deref(),
+    };
+    state::resolve(&daemon.sessions, caller, agent, external).map_err(internal)
+}
+
+/// Checks one call in its session. An `approve` decision parks an approval request (when
+/// the call has a session, or the caller will wait); anything else is recorded in the
+/// session, switching on the rules it triggers.
+pub fn evaluate(
+    daemon: &Daemon,
+    rules: &RuleSet,
+    peer: &Peer,
+    req: &EvaluateRequest,
+) -> Result<Evaluated, Status> {
+    let call = parse_call(&req.call_json)?;
+    let ctx = peer_context(peer, &req.cwd);
+    let ext = call.extract(&ctx);
+    let session = session_of(daemon, peer, &req.agent, &req.session_id)?;
+    let checked =
+        state::check(&daemon.sessions, rules, session.as_ref(), &ext).map_err(internal)?;
+    let mut ev = Evaluated {
+        checked,
+        ext,
+        session,
+        approval: None,
+        activated: Vec::new(),
+    };
+    if let Some(s) = &ev.session {
+        ev.activated =
+            state::record(&daemon.sessions, rules, s, &ev.ext, &ev.checked).map_err(internal)?;
+    }
+    let d = &ev.checked.decision;
+    if d.decision == Mode::Approve && (ev.session.is_some() || req.wait_seconds > 0) {
+        let request = Request {
+            requester_uid: ev.session.as_ref().map_or(peer.uid, |s| s.owner_uid),
+            summary: ev.ext.summary(),
+            signature: ev.checked.signature.clone(),
+            rules: gate_rules(d),
+            steps: Vec::new(),
+        };
+        let session_id = ev.session.as_ref().map(|s| s.id.as_str());
+        ev.approval = Some(
+            daemon
+                .approvals
+                .request(session_id, "call", &request)
+                .map_err(internal)?,
+        );
+    }
+    if d.decision >= Mode::Warn {
         tracing::info!(
             pid = peer.pid,
             uid = peer.uid,
-            tool = %decision.tool,
-            decision = mode_name(decision.decision),
+            session = ev.session.as_ref().map_or("", |s| s.id.as_str()),
+            tool = %d.tool,
+            decision = mode_name(d.decision),
             "{}",
-            decision.message
+            d.message
         );
     }
-    Ok(reply(&decision))
+    Ok(ev)
+}
+
+/// The user answered (or nobody did): an approved call runs — and is recorded, switching
+/// on what it triggers; a denied or expired one is refused.
+pub fn answered(
+    daemon: &Daemon,
+    rules: &RuleSet,
+    ev: &mut Evaluated,
+    approval: Approval,
+) -> Result<(), Status> {
+    let id = approval.row.id.clone();
+    match approval.row.status {
+        ApprovalStatus::Approved => {
+            let d = ev.checked.decision.clone();
+            ev.checked.decision = d.approved(&format!("approval {id}"));
+            if let Some(s) = &ev.session {
+                ev.activated = state::record(&daemon.sessions, rules, s, &ev.ext, &ev.checked)
+                    .map_err(internal)?;
+            }
+        }
+        ApprovalStatus::Pending => {}
+        status @ (ApprovalStatus::Denied | ApprovalStatus::Expired) => {
+            let d = &mut ev.checked.decision;
+            let why = if status == ApprovalStatus::Denied {
+                "the user denied it"
+            } else {
+                "nobody approved it in time"
+            };
+            d.decision = Mode::Block;
+            d.message = format!(
+                "Carapace blocked this {} call: {why} (approval {id}). Do not retry it; ask the \
+                 user how to go on.",
+                d.tool
+            );
+        }
+    }
+    ev.approval = Some(approval);
+    Ok(())
+}
+
+/// The approve-mode rules of a decision, for the approval prompt.
+#[must_use]
+pub fn gate_rules(d: &Decision) -> Vec<GateRule> {
+    d.matches
+        .iter()
+        .filter(|m| m.mode == Mode::Approve)
+        .map(|m| GateRule {
+            id: m.id.clone(),
+            mode: mode_name(m.mode).to_owned(),
+            message: m.message.clone(),
+        })
+        .collect()
+}
+
+/// The reply of an evaluation in a session.
+#[must_use]
+pub fn evaluated_reply(ev: &Evaluated) -> EvaluateReply {
+    let mut r = reply(&ev.checked.decision);
+    if let Some(a) = &ev.approval {
+        r.approval_id.clone_from(&a.row.id);
+        a.row.status.name().clone_into(&mut r.approval_status);
+        if a.row.status == ApprovalStatus::Pending {
+            let _ = write!(
+                r.message,
+                " (approval request {}: the user answers with `carapace approve {}` or \
+                 `carapace deny {}`)",
+                a.row.id, a.row.id, a.row.id
+            );
+        }
+    }
+    r.session_id = ev
+        .session
+        .as_ref()
+        .map(|s| s.id.clone())
+        .unwrap_or_default();
+    r.activated.clone_from(&ev.activated);
+    r
 }
 
 pub fn scan_history(
@@ -104,5 +252,6 @@ pub fn reply(d: &Decision) -> EvaluateReply {
             })
             .collect(),
         decision_json: serde_json::to_string(d).unwrap_or_default(),
+        ..EvaluateReply::default()
     }
 }

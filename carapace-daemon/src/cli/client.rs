@@ -30,7 +30,8 @@ Examples:
   carapace run -- claude                      run an agent under guard
   sudo carapace run -- sh -c 'cat ~/.ssh/id_ed25519'
                                               root is dropped back to the sudo user first
-  carapace status                             kernel layer state, rules, live sessions";
+  carapace status                             kernel layer state, rules, live sessions
+  carapace approvals --watch                  answer what agents ask: carapace approve ID";
 
 /// Run AI agents under Carapace's guard and inspect the daemon.
 #[derive(Debug, Parser)]
@@ -76,6 +77,17 @@ pub enum Command {
     Hook(super::hook::HookCommand),
     /// Check, list, explain and test rules; make the daemon reload its rule file
     Rules(super::rules::RulesArgs),
+    /// Sessions: their activated and disabled rules, approvals and history
+    #[command(subcommand)]
+    Session(super::session::SessionCommand),
+    /// Pending approval requests (--watch: as they come and are answered)
+    Approvals(super::session::ApprovalsArgs),
+    /// Approve a pending request (a call, or all or some steps of a plan)
+    Approve(super::session::AnswerArgs),
+    /// Deny a pending request
+    Deny(super::session::AnswerArgs),
+    /// Submit a plan of tool calls for approval in one go
+    Plan(super::session::PlanArgs),
 }
 
 /// Entry point of the `carapace` binary.
@@ -101,6 +113,11 @@ pub fn main() -> ExitCode {
             Command::ScanHistory(scan) => super::check::scan_history(&args.socket, scan).await,
             Command::Hook(hook) => super::hook::run(&args.socket, hook).await,
             Command::Rules(rules) => super::rules::run(&args.socket, rules).await,
+            Command::Session(cmd) => super::session::session(&args.socket, cmd).await,
+            Command::Approvals(a) => super::session::approvals(&args.socket, a).await,
+            Command::Approve(a) => super::session::answer(&args.socket, a, true).await,
+            Command::Deny(a) => super::session::answer(&args.socket, a, false).await,
+            Command::Plan(p) => super::session::plan(&args.socket, p).await,
         }
     });
     match result {

@@ -36,6 +36,45 @@ pub enum Fallback {
     Fail,
 }
 
+/// The agent session a call belongs to, as the harness names it, and how long to wait
+/// for an approval.
+#[derive(Clone, Debug, Default)]
+pub struct InSession {
+    /// e.g. `claude-code`.
+    pub agent: String,
+    /// The harness's session id ("" for none).
+    pub external_id: String,
+    pub wait_seconds: u32,
+}
+
+/// A decision with what the daemon's session machinery added to it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Verdict {
+    #[serde(flatten)]
+    pub decision: Decision,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub approval_id: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub approval_status: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub session_id: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub activated: Vec<String>,
+}
+
+impl Verdict {
+    #[must_use]
+    pub fn plain(decision: Decision) -> Self {
+        Self {
+            decision,
+            approval_id: String::new(),
+            approval_status: String::new(),
+            session_id: String::new(),
+            activated: Vec::new(),
+        }
+    }
+}
+
 pub enum Evaluator {
     Local {
         rules: Box<RuleSet>,
@@ -101,6 +140,19 @@ impl Evaluator {
         call: &serde_json::Value,
         cwd: Option<&str>,
     ) -> anyhow::Result<Decision> {
+        self.check_in(call, cwd, &InSession::default())
+            .await
+            .map(|v| v.decision)
+    }
+
+    /// Like [`Evaluator::check`], in the agent's session, possibly waiting for the user's
+    /// answer to an approval request. Local evaluation has no sessions.
+    pub async fn check_in(
+        &mut self,
+        call: &serde_json::Value,
+        cwd: Option<&str>,
+        session: &InSession,
+    ) -> anyhow::Result<Verdict> {
         match self {
             Self::Local { rules, ctx } => {
                 let call = ToolCall::from_json(call)?;
@@ -111,7 +163,12 @@ impl Evaluator {
                     },
                     _ => ctx.clone(),
                 };
-                Ok(engine::check(rules, &call, &ctx, &Activation::default()))
+                Ok(Verdict::plain(engine::check(
+                    rules,
+                    &call,
+                    &ctx,
+                    &Activation::default(),
+                )))
             }
             Self::Daemon {
                 client,
@@ -121,15 +178,24 @@ impl Evaluator {
                     .evaluate(EvaluateRequest {
                         call_json: call.to_string(),
                         cwd: cwd.unwrap_or(default_cwd).to_owned(),
-                        session_id: String::new(),
+                        session_id: session.external_id.clone(),
+                        agent: session.agent.clone(),
+                        wait_seconds: session.wait_seconds,
                     })
                     .await
                     .map_err(|s| {
                         anyhow::anyhow!("the daemon could not evaluate the call: {}", s.message())
                     })?
                     .into_inner();
-                serde_json::from_str(&reply.decision_json)
-                    .context("the daemon's decision is not the JSON this carapace understands")
+                let decision = serde_json::from_str(&reply.decision_json)
+                    .context("the daemon's decision is not the JSON this carapace understands")?;
+                Ok(Verdict {
+                    decision,
+                    approval_id: reply.approval_id,
+                    approval_status: reply.approval_status,
+                    session_id: reply.session_id,
+                    activated: reply.activated,
+                })
             }
         }
     }

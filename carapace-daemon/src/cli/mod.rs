@@ -6,3 +6,5 @@ pub mod daemon;
 pub mod evaluator;
 pub mod hook;
 pub mod rules;
+pub mod session;
+pub mod slash;
