@@ -15,9 +15,10 @@ use tonic::transport::{Channel, Endpoint, Uri};
 use super::daemon::DEFAULT_SOCKET;
 use crate::api::proto::carapace_client::CarapaceClient;
 use crate::api::proto::{
-    CreateSessionRequest, Denial, EndSessionRequest, StatusRequest, WatchSessionRequest,
+    CreateSessionReply, CreateSessionRequest, Denial, EndSessionRequest, StatusRequest,
+    WatchSessionRequest,
 };
-use crate::sandbox::PrivDrop;
+use crate::sandbox::{landlock, PrivDrop};
 
 /// How long `run` keeps printing denials after the command exits (events can trail it).
 const GRACE: Duration = Duration::from_millis(200);
@@ -52,6 +53,10 @@ pub enum Command {
     /// When run as root through sudo, the command runs as the sudo user. It never keeps
     /// capabilities and cannot gain privileges (`no_new_privs`). Denials are printed as they
     /// happen; carapace exits with the command's status (128+N if killed by signal N).
+    ///
+    /// Where the daemon's kernel layer (BPF LSM) is unavailable but the kernel has Landlock,
+    /// the command runs under a Landlock ruleset built from the daemon's block rules instead;
+    /// carapace first prints which rules Landlock enforces, partly enforces, or cannot.
     #[command(
         after_help = "Examples:\n  carapace run -- claude\n  carapace run -- sh -c 'cat /etc/shadow'"
     )]
@@ -163,13 +168,12 @@ async fn run(socket: &Path, command: Vec<OsString>) -> anyhow::Result<u8> {
         .await
         .map_err(|s| anyhow::anyhow!("the daemon refused a session: {}", s.message()))?
         .into_inner();
-    if !session.kernel_enforcing {
-        eprintln!(
-            "carapace: warning: kernel layer unavailable ({}); running with Layers 0/1 only",
-            session.kernel_status
-        );
-    }
-    let code = run_in_session(&mut client, &session.session_id, &command, privs).await;
+    let code = match fallback_layer(&session) {
+        Ok(landlock) => {
+            run_in_session(&mut client, &session.session_id, &command, privs, landlock).await
+        }
+        Err(e) => Err(e),
+    };
     if let Err(e) = client
         .end_session(EndSessionRequest {
             session_id: session.session_id.clone(),
@@ -185,11 +189,45 @@ async fn run(socket: &Path, command: Vec<OsString>) -> anyhow::Result<u8> {
     code
 }
 
+/// Without the daemon's kernel layer, the Landlock ruleset that stands in for it (reported on
+/// stderr), or `None` (with a warning) where the kernel has no Landlock either. A ruleset
+/// that cannot be built stops the run: the agent never runs with less than it was told.
+fn fallback_layer(session: &CreateSessionReply) -> anyhow::Result<Option<landlock::Prepared>> {
+    if session.kernel_enforcing {
+        return Ok(None);
+    }
+    let roots: Vec<PathBuf> = [
+        std::env::current_dir().ok(),
+        std::env::var_os("HOME").map(PathBuf::from),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let prepared = landlock::prepare(&session.kernel_rules, &roots)
+        .context("cannot build the Landlock ruleset that stands in for the kernel layer")?;
+    match &prepared {
+        Some(p) => {
+            eprintln!(
+                "carapace: warning: kernel layer unavailable ({}); Landlock enforces the file \
+                 rules it can express instead",
+                session.kernel_status
+            );
+            eprint!("{}", landlock::render(&p.report));
+        }
+        None => eprintln!(
+            "carapace: warning: kernel layer unavailable ({}); running with Layers 0/1 only",
+            session.kernel_status
+        ),
+    }
+    Ok(prepared)
+}
+
 async fn run_in_session(
     client: &mut CarapaceClient<Channel>,
     session_id: &str,
     command: &[OsString],
     privs: PrivDrop,
+    landlock: Option<landlock::Prepared>,
 ) -> anyhow::Result<u8> {
     let mut denials = client
         .watch_session(WatchSessionRequest {
@@ -201,10 +239,17 @@ async fn run_in_session(
     let (program, rest) = command.split_first().context("no command given")?;
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(rest);
-    // SAFETY: PrivDrop::apply only makes async-signal-safe system calls and does not
-    // allocate, as required between fork and exec.
+    // SAFETY: PrivDrop::apply and Prepared::restrict_self only make async-signal-safe
+    // system calls and do not allocate, as required between fork and exec. Landlock comes
+    // after the drop, which sets the `no_new_privs` it needs.
     unsafe {
-        cmd.pre_exec(move || privs.apply());
+        cmd.pre_exec(move || {
+            privs.apply()?;
+            match &landlock {
+                Some(l) => l.restrict_self(),
+                None => Ok(()),
+            }
+        });
     }
     // Ctrl-C goes to the whole foreground process group: let the command decide, and report
     // its status instead of dying first.
