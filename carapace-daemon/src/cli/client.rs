@@ -18,7 +18,7 @@ use crate::api::proto::{
     CreateSessionReply, CreateSessionRequest, Denial, EndSessionRequest, StatusRequest,
     WatchSessionRequest,
 };
-use crate::sandbox::{landlock, PrivDrop};
+use crate::sandbox::{landlock, limits, PrivDrop};
 
 /// How long `run` keeps printing denials after the command exits (events can trail it).
 const GRACE: Duration = Duration::from_millis(200);
@@ -58,9 +58,17 @@ pub enum Command {
     /// the command runs under a Landlock ruleset built from the daemon's block rules instead;
     /// carapace first prints which rules Landlock enforces, partly enforces, or cannot.
     #[command(
-        after_help = "Examples:\n  carapace run -- claude\n  carapace run -- sh -c 'cat /etc/shadow'"
+        after_help = "Examples:\n  carapace run -- claude\n  carapace run -- sh -c 'cat /etc/shadow'\n  \
+                      sudo carapace run --timeout 30m --network loopback -- ./agent.sh"
     )]
     Run {
+        /// Kill every process of the session after this long (e.g. 90, 30s, 5m, 1h); exits 124
+        #[arg(long, value_name = "DURATION", value_parser = limits::parse_duration)]
+        timeout: Option<Duration>,
+        /// Network for the command: `none` (a new network namespace without interfaces),
+        /// `loopback` (the same with `lo` up) or `host`. none/loopback need root (sudo)
+        #[arg(long, value_name = "MODE", default_value = "host")]
+        network: limits::Network,
         /// The command and its arguments (put them after --)
         #[arg(
             required = true,
@@ -100,7 +108,11 @@ pub fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match args.command {
-            Command::Run { command } => run(&args.socket, command).await,
+            Command::Run {
+                timeout,
+                network,
+                command,
+            } => run(&args.socket, command, Limits { timeout, network }).await,
             Command::Status => status(&args.socket).await.map(|()| 0),
             Command::Check(check) => super::check::check(&args.socket, check).await,
             Command::ScanHistory(scan) => super::check::scan_history(&args.socket, scan).await,
@@ -155,8 +167,25 @@ fn print_denial(d: &Denial) {
     eprintln!("{}", denial_line(d));
 }
 
-async fn run(socket: &Path, command: Vec<OsString>) -> anyhow::Result<u8> {
+/// What `run` bounds the session by.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    timeout: Option<Duration>,
+    network: limits::Network,
+}
+
+/// Exit status of a run whose time limit expired (as timeout(1)).
+const TIMED_OUT: u8 = 124;
+
+async fn run(socket: &Path, command: Vec<OsString>, limits: Limits) -> anyhow::Result<u8> {
     let privs = PrivDrop::prepare().context("cannot work out whom to run the command as")?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if limits.network != limits::Network::Host && unsafe { libc::geteuid() } != 0 {
+        anyhow::bail!(
+            "--network none/loopback creates a network namespace, which needs root: run \
+             `sudo carapace run --network …` (the command still runs as you)"
+        );
+    }
     let mut client = connect(socket).await?;
     let shown: Vec<String> = command
         .iter()
@@ -170,7 +199,13 @@ async fn run(socket: &Path, command: Vec<OsString>) -> anyhow::Result<u8> {
         .into_inner();
     let code = match fallback_layer(&session) {
         Ok(landlock) => {
-            run_in_session(&mut client, &session.session_id, &command, privs, landlock).await
+            let confine = Confinement {
+                privs,
+                landlock,
+                limits,
+                cgroup: PathBuf::from(&session.cgroup),
+            };
+            run_in_session(&mut client, &session.session_id, &command, confine).await
         }
         Err(e) => Err(e),
     };
@@ -222,13 +257,27 @@ fn fallback_layer(session: &CreateSessionReply) -> anyhow::Result<Option<landloc
     Ok(prepared)
 }
 
+/// Everything that bounds the command besides the daemon.
+struct Confinement {
+    privs: PrivDrop,
+    landlock: Option<landlock::Prepared>,
+    limits: Limits,
+    /// The session's cgroup directory, whose processes a timeout kills.
+    cgroup: PathBuf,
+}
+
 async fn run_in_session(
     client: &mut CarapaceClient<Channel>,
     session_id: &str,
     command: &[OsString],
-    privs: PrivDrop,
-    landlock: Option<landlock::Prepared>,
+    confine: Confinement,
 ) -> anyhow::Result<u8> {
+    let Confinement {
+        privs,
+        landlock,
+        limits,
+        cgroup,
+    } = confine;
     let mut denials = client
         .watch_session(WatchSessionRequest {
             session_id: session_id.to_owned(),
@@ -244,6 +293,8 @@ async fn run_in_session(
     // after the drop, which sets the `no_new_privs` it needs.
     unsafe {
         cmd.pre_exec(move || {
+            // A network namespace needs the capabilities the drop takes away.
+            limits::isolate_network(limits.network)?;
             privs.apply()?;
             match &landlock {
                 Some(l) => l.restrict_self(),
@@ -286,9 +337,21 @@ async fn run_in_session(
             }
         }
     };
+    let timer = async {
+        match limits.timeout {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(timer);
+    let mut timed_out = false;
     let status = loop {
         tokio::select! {
             status = child.wait() => break status.context("cannot wait for the command")?,
+            () = &mut timer, if !timed_out => {
+                timed_out = true;
+                kill_session(&cgroup, limits.timeout.unwrap_or_default()).await?;
+            }
             _ = term.recv() => forward(libc::SIGTERM, child.id()),
             _ = hup.recv() => forward(libc::SIGHUP, child.id()),
             message = denials.message() => match message {
@@ -309,8 +372,31 @@ async fn run_in_session(
             },
         }
     }
-    Ok(exit_code(status))
+    Ok(if timed_out {
+        TIMED_OUT
+    } else {
+        exit_code(status)
+    })
 }
+
+/// Kills every process of the session but this one, after its time limit ran out.
+async fn kill_session(cgroup: &Path, limit: Duration) -> anyhow::Result<()> {
+    let dir = cgroup.to_path_buf();
+    let killed = tokio::task::spawn_blocking(move || {
+        limits::kill_cgroup_except(&dir, std::process::id(), KILL_WAIT)
+    })
+    .await
+    .context("the kill task failed")?
+    .with_context(|| format!("cannot kill the processes of {}", cgroup.display()))?;
+    eprintln!(
+        "carapace: the session hit its time limit ({}s); killed its {killed} process(es)",
+        limit.as_secs()
+    );
+    Ok(())
+}
+
+/// How long a timeout keeps killing the session's processes (they may fork meanwhile).
+const KILL_WAIT: Duration = Duration::from_secs(5);
 
 /// The command's exit code, or 128+N when signal N killed it.
 fn exit_code(status: std::process::ExitStatus) -> u8 {
@@ -394,12 +480,12 @@ mod tests {
     #[test]
     fn run_takes_everything_after_dashes() {
         let args = Args::try_parse_from(["carapace", "run", "--", "sh", "-c", "exit 7"]).unwrap();
-        let Command::Run { command } = args.command else {
+        let Command::Run { command, .. } = args.command else {
             panic!("not run")
         };
         assert_eq!(command, ["sh", "-c", "exit 7"]);
         let args = Args::try_parse_from(["carapace", "run", "ls", "-la"]).unwrap();
-        let Command::Run { command } = args.command else {
+        let Command::Run { command, .. } = args.command else {
             panic!("not run")
         };
         assert_eq!(command, ["ls", "-la"]);

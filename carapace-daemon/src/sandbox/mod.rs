@@ -5,6 +5,7 @@
 //! [`PrivDrop::apply`] runs in the child between fork and exec (`pre_exec`) and only makes
 //! async-signal-safe system calls.
 pub mod landlock;
+pub mod limits;
 
 use std::io;
 
