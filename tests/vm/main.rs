@@ -430,3 +430,31 @@ fn a_session_rule_switched_on_in_layer_1_reaches_the_kernel() {
     let out = agent(&write);
     assert_eq!(stdout(&out).trim(), "0", "{}", stderr(&out));
 }
+
+#[test]
+fn an_agent_cannot_loosen_its_own_session() {
+    let _g = guard();
+    let read = r#"{"tool":"Read","input":{"file_path":"/tmp/x"}}"#;
+    let out = agent(&format!(
+        "sid=$(carapace check --json '{read}' | sed -n 's/.*\"session_id\": \"\\([^\"]*\\)\".*/\\1/p'); \
+         echo sid=$sid; \
+         carapace session disable \"$sid\" no-write-after-web; echo disable=$?; \
+         carapace session reset \"$sid\"; echo reset=$?; \
+         carapace rules reload; echo reload=$?"
+    ));
+    let text = stdout(&out);
+    assert!(text.contains("sid=s-"), "the agent sees its session:\n{text}");
+    for name in ["disable", "reset", "reload"] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("{name}=")) && l != format!("{name}=0")),
+            "{name} must fail from inside:\n{text}\n{}",
+            stderr(&out)
+        );
+    }
+    assert!(
+        stderr(&out).contains("processes inside a Carapace session cannot"),
+        "{}",
+        stderr(&out)
+    );
+}

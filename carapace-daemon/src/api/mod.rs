@@ -5,6 +5,7 @@
 //! `<cgroup2>/carapace/…` is an agent.
 pub mod denial;
 pub mod evaluate;
+pub mod kernel_rules;
 pub mod proto;
 pub mod reload;
 pub mod sessions;
@@ -493,6 +494,7 @@ impl Carapace for Service {
             cgroup_id: record.cgroup_id,
             kernel_enforcing,
             kernel_status,
+            kernel_rules: kernel_rules::kernel_rules(&self.daemon.rules()),
         }))
     }
 
