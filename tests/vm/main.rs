@@ -38,6 +38,7 @@ fn fixture() {
             "/srv/data",
             "/srv/readonly",
             "/srv/open",
+            "/srv/work",
             "/tmp/keys",
         ] {
             fs::create_dir_all(dir).expect("create fixture dir");
@@ -401,5 +402,62 @@ fn blocks_hold_while_the_daemon_is_killed_and_restarted() {
     assert!(
         lines.iter().all(|l| l == "denied"),
         "a read got through: {lines:?}"
+    );
+}
+
+#[test]
+fn a_session_rule_switched_on_in_layer_1_reaches_the_kernel() {
+    let _g = guard();
+    let write = py_errno("open(\"/srv/work/out.txt\", \"w\").write(\"x\")");
+    // The same write from a Python one-liner, before and after a network read reported to
+    // Layer 1: the second never passes through Layer 1, and the kernel refuses it.
+    let web = r#"{"tool":"WebFetch","input":{"url":"https://example.com/","prompt":"read"}}"#;
+    let out = agent(&format!(
+        "{write}; carapace check --json '{web}' | grep -c no-write-after-web; {write}"
+    ));
+    let lines: Vec<String> = stdout(&out).lines().map(str::to_owned).collect();
+    assert_eq!(
+        lines,
+        ["0", "1", "13"],
+        "write allowed, rule switched on by the web read, then EACCES:\n{}",
+        stderr(&out)
+    );
+    assert_denied_line(
+        &out,
+        "blocked write of /srv/work/out.txt (rule no-write-after-web",
+    );
+    // A new session starts with the rule off.
+    let out = agent(&write);
+    assert_eq!(stdout(&out).trim(), "0", "{}", stderr(&out));
+}
+
+#[test]
+fn an_agent_cannot_loosen_its_own_session() {
+    let _g = guard();
+    let read = r#"{"tool":"Read","input":{"file_path":"/tmp/x"}}"#;
+    let out = agent(&format!(
+        "sid=$(carapace check --json '{read}' | sed -n 's/.*\"session_id\": \"\\([^\"]*\\)\".*/\\1/p'); \
+         echo sid=$sid; \
+         carapace session disable \"$sid\" no-write-after-web; echo disable=$?; \
+         carapace session reset \"$sid\"; echo reset=$?; \
+         carapace rules reload; echo reload=$?"
+    ));
+    let text = stdout(&out);
+    assert!(
+        text.contains("sid=s-"),
+        "the agent sees its session:\n{text}"
+    );
+    for name in ["disable", "reset", "reload"] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("{name}=")) && l != format!("{name}=0")),
+            "{name} must fail from inside:\n{text}\n{}",
+            stderr(&out)
+        );
+    }
+    assert!(
+        stderr(&out).contains("processes inside a Carapace session cannot"),
+        "{}",
+        stderr(&out)
     );
 }

@@ -1,13 +1,18 @@
 //! `Evaluate` and `ScanHistory`: Layers 1 and 0 over gRPC, in the caller's context (its
 //! uid's home, its working directory), never in the daemon's.
+use std::fmt::Write as _;
 use tonic::Status;
 
-use super::proto::{EvaluateReply, HistoryFinding, RuleMatch, ScanHistoryReply};
-use super::Peer;
-use crate::engine::{self, Activation, Context, Decision, ToolCall};
-use crate::llm::review::Subject;
+use super::proto::{EvaluateReply, EvaluateRequest, HistoryFinding, RuleMatch, ScanHistoryReply};
+use super::{Daemon, Peer};
+use crate::engine::{self, Activation, Context, Decision, Extracted, ToolCall};
+use crate::llm::review::{Aspect, Subject, MAX_HISTORY};
 use crate::llm::Reviewer;
-use crate::rules::{validate::mode_name, RuleSet};
+use crate::rules::Trigger;
+use crate::rules::{validate::mode_name, Mode, RuleSet};
+use crate::session::approvals::{Approval, GateRule, Request};
+use crate::session::db::{ApprovalStatus, RuleState};
+use crate::session::state::{self, Caller, Checked, SessionRef};
 
 /// Largest tool call or transcript accepted (a transcript of a long session is a few MiB).
 pub const MAX_INPUT: usize = 32 << 20;
@@ -24,25 +29,21 @@ pub fn peer_context(peer: &Peer, cwd: &str) -> Context {
     Context::for_user(peer.uid, &cwd)
 }
 
-pub fn evaluate(
-    rules: &RuleSet,
-    peer: &Peer,
-    call_json: &str,
-    cwd: &str,
-) -> Result<EvaluateReply, Status> {
-    let (decision, _) = decide(rules, peer, call_json, cwd)?;
-    log_decision(peer, &decision);
-    Ok(reply(&decision))
+/// A Layer-1 decision in its session, possibly waiting for the user.
+pub struct Evaluated {
+    pub checked: Checked,
+    pub ext: Extracted,
+    pub session: Option<SessionRef>,
+    pub approval: Option<Approval>,
+    pub activated: Vec<String>,
 }
 
-/// The deterministic decision for a tool call, and the call's canonical form for the LLM
-/// reviewer (which may refine the matches of rules it decides) when a rule needs one.
-pub fn decide(
-    rules: &RuleSet,
-    peer: &Peer,
-    call_json: &str,
-    cwd: &str,
-) -> Result<(Decision, Option<Subject>), Status> {
+fn internal(e: impl std::fmt::Display) -> Status {
+    Status::internal(e.to_string())
+}
+
+/// Parses a tool call the way every front door does.
+pub fn parse_call(call_json: &str) -> Result<ToolCall, Status> {
     if call_json.len() > MAX_INPUT {
         return Err(Status::invalid_argument(
             "the tool call is larger than 32 MiB",
@@ -50,26 +51,282 @@ pub fn decide(
     }
     let value: serde_json::Value = serde_json::from_str(call_json)
         .map_err(|e| Status::invalid_argument(format!("the tool call is not JSON: {e}")))?;
-    let call = ToolCall::from_json(&value).map_err(|e| Status::invalid_argument(e.to_string()))?;
-    let ctx = peer_context(peer, cwd);
-    let ext = call.extract(&ctx);
-    let decision = engine::evaluate(rules, &ext, &Activation::default(), engine::Layer::ToolCall);
-    let subject = Reviewer::needed(rules).then(|| Subject::new(&call, &ext));
-    Ok((decision, subject))
+    ToolCall::from_json(&value).map_err(|e| Status::invalid_argument(e.to_string()))
 }
 
-/// Logs decisions that warn, ask or block.
-pub fn log_decision(peer: &Peer, decision: &Decision) {
-    if decision.decision >= crate::rules::Mode::Warn {
+/// The session of a request (see [`state::resolve`]).
+pub fn session_of(
+    daemon: &Daemon,
+    peer: &Peer,
+    agent: &str,
+    external: &str,
+) -> Result<Option<SessionRef>, Status> {
+    let caller = Caller {
+        uid: peer.uid,
+        cgroup: peer.cgroup.as_deref(),
+    };
+    state::resolve(&daemon.sessions, caller, agent, external).map_err(internal)
+}
+
+/// What the LLM reviewer needs to refine a decision: the call's canonical form, the key its
+/// verdicts are cached under, and the session's recent operations (for plain-English
+/// triggers).
+pub struct ForReview {
+    pub subject: Subject,
+    pub cache_key: String,
+    pub history: Vec<String>,
+}
+
+/// Phase 1 (blocking): the deterministic decision for one call in its session; with what the
+/// LLM reviewer needs when a rule is decided by the model.
+pub fn check(
+    daemon: &Daemon,
+    rules: &RuleSet,
+    peer: &Peer,
+    req: &EvaluateRequest,
+) -> Result<(Evaluated, Option<ForReview>), Status> {
+    let call = parse_call(&req.call_json)?;
+    let ctx = peer_context(peer, &req.cwd);
+    let ext = call.extract(&ctx);
+    let session = session_of(daemon, peer, &req.agent, &req.session_id)?;
+    let checked =
+        state::check(&daemon.sessions, rules, session.as_ref(), &ext).map_err(internal)?;
+    let review = if Reviewer::needed(rules) {
+        let history = match &session {
+            Some(s) => daemon
+                .sessions
+                .db()
+                .history(&s.id, MAX_HISTORY as u32)
+                .map_err(internal)?
+                .into_iter()
+                .map(|h| format!("{} {} ({})", h.tool, h.summary, h.decision))
+                .collect(),
+            None => Vec::new(),
+        };
+        // Verdicts are per session: the resolved session, else the caller's cgroup
+        // and the harness's id, so two conversations never share an answer.
+        let cache_key = session.as_ref().map_or_else(
+            || {
+                format!(
+                    "{}|{}",
+                    peer.cgroup.as_deref().unwrap_or(""),
+                    req.session_id
+                )
+            },
+            |s| s.id.clone(),
+        );
+        Some(ForReview {
+            subject: Subject::new(&call, &ext),
+            cache_key,
+            history,
+        })
+    } else {
+        None
+    };
+    let ev = Evaluated {
+        checked,
+        ext,
+        session,
+        approval: None,
+        activated: Vec::new(),
+    };
+    Ok((ev, review))
+}
+
+/// Phase 2 (async): the model decides the rules that ask for it (see
+/// [`Reviewer::review_decision`]); when the call is going to run in a session, it also
+/// judges the plain-English triggers not yet switched on. Returns those that fired, with
+/// the model's reason.
+pub async fn review(
+    reviewer: &Reviewer,
+    rules: &RuleSet,
+    ev: &mut Evaluated,
+    r: &ForReview,
+) -> Vec<(String, String)> {
+    let activation = ev.checked.activation.clone();
+    let decision = std::mem::replace(
+        &mut ev.checked.decision,
+        Decision::from_matches("", Vec::new(), Vec::new()),
+    );
+    ev.checked.decision = reviewer
+        .review_decision(&r.cache_key, rules, &activation, &r.subject, decision)
+        .await;
+    let runs = !matches!(ev.checked.decision.decision, Mode::Block | Mode::Approve);
+    if ev.session.is_none() || !runs {
+        return Vec::new();
+    }
+    let mut fired = Vec::new();
+    for rule in rules.rules().iter().filter(|r| {
+        matches!(r.trigger, Some(Trigger::English(_)))
+            && !activation.activated.contains(&r.id)
+            && !activation.disabled.contains(&r.id)
+    }) {
+        match reviewer
+            .english_applies(&r.cache_key, rule, Aspect::Trigger, &r.history, &r.subject)
+            .await
+        {
+            Ok(v) if v.applies => fired.push((rule.id.clone(), v.reason)),
+            Ok(_) => {}
+            // A trigger the model could not judge stays off; its on_llm_error is for the
+            // rule's effect on an operation, and switching rules on from a failure would
+            // turn every outage into session-wide approvals.
+            Err(e) => tracing::warn!(rule = %rule.id, "cannot judge the trigger: {e}"),
+        }
+    }
+    fired
+}
+
+/// Phase 3 (blocking): an `approve` decision parks an approval request (when the call has a
+/// session, or the caller will wait); anything else is recorded in the session, switching
+/// on the rules it triggers (structured triggers, and `fired` from the model).
+pub fn settle(
+    daemon: &Daemon,
+    rules: &RuleSet,
+    peer: &Peer,
+    req: &EvaluateRequest,
+    mut ev: Evaluated,
+    fired: &[(String, String)],
+) -> Result<Evaluated, Status> {
+    if let Some(s) = &ev.session {
+        // The model may have added approve matches: an operation the user approved earlier
+        // in this session still passes.
+        if ev.checked.decision.decision == Mode::Approve
+            && daemon
+                .sessions
+                .db()
+                .is_approved(&s.id, &ev.checked.signature)
+                .map_err(internal)?
+        {
+            let d = ev.checked.decision.clone();
+            ev.checked.decision = d.approved("approved earlier in this session");
+        }
+        ev.activated =
+            state::record(&daemon.sessions, rules, s, &ev.ext, &ev.checked).map_err(internal)?;
+        let runs = !matches!(ev.checked.decision.decision, Mode::Block | Mode::Approve);
+        let mut switched = false;
+        for (rule, why) in fired.iter().filter(|_| runs) {
+            let reason = format!("{} (LLM review: {why})", ev.ext.tool);
+            if daemon
+                .sessions
+                .db()
+                .set_rule_state(&s.id, rule, RuleState::Activated, true, &reason)
+                .map_err(internal)?
+            {
+                tracing::info!(session = %s.id, rule = %rule, "session rule switched on after {reason}");
+                ev.activated.push(rule.clone());
+                switched = true;
+            }
+        }
+        if switched {
+            state::sync_kernel(&daemon.sessions, rules, &s.id).map_err(internal)?;
+        }
+    }
+    let d = &ev.checked.decision;
+    if d.decision == Mode::Approve && (ev.session.is_some() || req.wait_seconds > 0) {
+        let request = Request {
+            requester_uid: ev.session.as_ref().map_or(peer.uid, |s| s.owner_uid),
+            summary: ev.ext.summary(),
+            signature: ev.checked.signature.clone(),
+            rules: gate_rules(d),
+            steps: Vec::new(),
+        };
+        let session_id = ev.session.as_ref().map(|s| s.id.as_str());
+        ev.approval = Some(
+            daemon
+                .approvals
+                .request(session_id, "call", &request)
+                .map_err(internal)?,
+        );
+    }
+    if d.decision >= Mode::Warn {
         tracing::info!(
             pid = peer.pid,
             uid = peer.uid,
-            tool = %decision.tool,
-            decision = mode_name(decision.decision),
+            session = ev.session.as_ref().map_or("", |s| s.id.as_str()),
+            tool = %d.tool,
+            decision = mode_name(d.decision),
             "{}",
-            decision.message
+            d.message
         );
     }
+    Ok(ev)
+}
+
+/// The user answered (or nobody did): an approved call runs — and is recorded, switching
+/// on what it triggers; a denied or expired one is refused.
+pub fn answered(
+    daemon: &Daemon,
+    rules: &RuleSet,
+    ev: &mut Evaluated,
+    approval: Approval,
+) -> Result<(), Status> {
+    let id = approval.row.id.clone();
+    match approval.row.status {
+        ApprovalStatus::Approved => {
+            let d = ev.checked.decision.clone();
+            ev.checked.decision = d.approved(&format!("approval {id}"));
+            if let Some(s) = &ev.session {
+                ev.activated = state::record(&daemon.sessions, rules, s, &ev.ext, &ev.checked)
+                    .map_err(internal)?;
+            }
+        }
+        ApprovalStatus::Pending => {}
+        status @ (ApprovalStatus::Denied | ApprovalStatus::Expired) => {
+            let d = &mut ev.checked.decision;
+            let why = if status == ApprovalStatus::Denied {
+                "the user denied it"
+            } else {
+                "nobody approved it in time"
+            };
+            d.decision = Mode::Block;
+            d.message = format!(
+                "Carapace blocked this {} call: {why} (approval {id}). Do not retry it; ask the \
+                 user how to go on.",
+                d.tool
+            );
+        }
+    }
+    ev.approval = Some(approval);
+    Ok(())
+}
+
+/// The approve-mode rules of a decision, for the approval prompt.
+#[must_use]
+pub fn gate_rules(d: &Decision) -> Vec<GateRule> {
+    d.matches
+        .iter()
+        .filter(|m| m.mode == Mode::Approve)
+        .map(|m| GateRule {
+            id: m.id.clone(),
+            mode: mode_name(m.mode).to_owned(),
+            message: m.message.clone(),
+        })
+        .collect()
+}
+
+/// The reply of an evaluation in a session.
+#[must_use]
+pub fn evaluated_reply(ev: &Evaluated) -> EvaluateReply {
+    let mut r = reply(&ev.checked.decision);
+    if let Some(a) = &ev.approval {
+        r.approval_id.clone_from(&a.row.id);
+        a.row.status.name().clone_into(&mut r.approval_status);
+        if a.row.status == ApprovalStatus::Pending {
+            let _ = write!(
+                r.message,
+                " (approval request {}: the user answers with `carapace approve {}` or \
+                 `carapace deny {}`)",
+                a.row.id, a.row.id, a.row.id
+            );
+        }
+    }
+    r.session_id = ev
+        .session
+        .as_ref()
+        .map(|s| s.id.clone())
+        .unwrap_or_default();
+    r.activated.clone_from(&ev.activated);
+    r
 }
 
 pub fn scan_history(
@@ -126,5 +383,6 @@ pub fn reply(d: &Decision) -> EvaluateReply {
             })
             .collect(),
         decision_json: serde_json::to_string(d).unwrap_or_default(),
+        ..EvaluateReply::default()
     }
 }

@@ -5,8 +5,10 @@
 //! `<cgroup2>/carapace/…` is an agent.
 pub mod denial;
 pub mod evaluate;
+pub mod kernel_rules;
 pub mod proto;
 pub mod reload;
+pub mod sessions;
 
 use std::fs;
 use std::future::Future;
@@ -28,18 +30,22 @@ use tonic::{Request, Response, Status};
 
 use self::proto::carapace_server::{Carapace, CarapaceServer};
 use self::proto::{
-    CreateSessionReply, CreateSessionRequest, Denial, EndSessionReply, EndSessionRequest,
-    EvaluateReply, EvaluateRequest, ReloadRulesReply, ReloadRulesRequest, ScanHistoryReply,
-    ScanHistoryRequest, SessionInfo, StatusReply, StatusRequest, WatchSessionRequest,
+    AnswerApprovalRequest, Approval as ApprovalMsg, CreateSessionReply, CreateSessionRequest,
+    Denial, EndSessionReply, EndSessionRequest, EvaluateReply, EvaluateRequest, GetSessionRequest,
+    ListApprovalsReply, ListApprovalsRequest, ListSessionsReply, ListSessionsRequest, PlanReply,
+    PlanRequest, ReloadRulesReply, ReloadRulesRequest, ResetSessionRequest, ScanHistoryReply,
+    ScanHistoryRequest, SessionDetail, SessionInfo, SetSessionRuleRequest, StatusReply,
+    StatusRequest, WatchApprovalsRequest, WatchSessionRequest,
 };
 use self::reload::{Fingerprint, Loaded, RuleSource};
 use crate::io_error::IoError;
 use crate::kernel::EventStream;
 use crate::llm::Reviewer;
 use crate::rules::RuleSet;
+use crate::session::approvals::Approvals;
 use crate::session::cgroup;
-use crate::session::store::SessionRecord;
-use crate::session::{NewSession, SessionError, SessionManager};
+use crate::session::state as session_state;
+use crate::session::{NewSession, SessionError, SessionManager, SessionRecord};
 
 /// Denials buffered per watcher before the slowest one starts losing some.
 const EVENT_BUFFER: usize = 1024;
@@ -70,9 +76,17 @@ pub struct Daemon {
     /// Why the kernel layer is not running, if it is not.
     pub kernel_unavailable: Option<String>,
     pub events: broadcast::Sender<SessionEvent>,
-    /// Decides `llm_review` rules and plain-English effects (see [`Daemon::with_reviewer`]).
+    /// Pending approval requests and their waiters.
+    pub approvals: Arc<Approvals>,
+    /// Longest a caller waits for the user's answer; unanswered requests then expire.
+    pub approval_timeout: std::time::Duration,
+    /// Decides `llm_review` rules and plain-English triggers and effects (see
+    /// [`Daemon::with_reviewer`]).
     reviewer: Arc<Reviewer>,
 }
+
+/// Default of `carapaced --approval-timeout`.
+pub const DEFAULT_APPROVAL_TIMEOUT: std::time::Duration = std::time::Duration::from_mins(5);
 
 impl Daemon {
     #[must_use]
@@ -83,6 +97,7 @@ impl Daemon {
         kernel_unavailable: Option<String>,
     ) -> Self {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let approvals = Arc::new(Approvals::new(Arc::clone(sessions.db())));
         Self {
             rules: RwLock::new(Arc::new(loaded.rules)),
             source,
@@ -92,12 +107,14 @@ impl Daemon {
             sessions,
             kernel_unavailable,
             events,
+            approvals,
+            approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
             reviewer: Arc::new(Reviewer::unavailable("no LLM reviewer was set up")),
         }
     }
 
-    /// Uses `reviewer` for rules the model decides (by default: none configured, so those
-    /// rules get their `on_llm_error` mode).
+    /// Uses `reviewer` for rules the model decides (by default: none, so those rules get
+    /// their `on_llm_error` mode).
     #[must_use]
     pub fn with_reviewer(mut self, reviewer: Arc<Reviewer>) -> Self {
         self.reviewer = reviewer;
@@ -122,6 +139,13 @@ impl Daemon {
             latency_us_total: s.latency_us_total,
             cache_hits: s.cache_hits,
         }
+    }
+
+    /// Sets how long callers wait for approvals (see [`Daemon::approval_timeout`]).
+    #[must_use]
+    pub fn with_approval_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.approval_timeout = timeout;
+        self
     }
 
     /// The rules in force. Callers keep the `Arc` for the whole of one decision, so a reload
@@ -286,6 +310,13 @@ pub fn spawn_reaper(daemon: Arc<Daemon>) -> tokio::task::JoinHandle<()> {
                 tracing::info!(session = %id, "ended a session whose processes are all gone");
                 let _ = daemon.events.send(SessionEvent::Ended(id));
             }
+            // Requests whose caller stopped waiting long ago: expired means denied.
+            let (approvals, max_age) = (Arc::clone(&daemon.approvals), daemon.approval_timeout);
+            let expired =
+                tokio::task::spawn_blocking(move || approvals.expire_older_than(max_age * 2)).await;
+            if let Ok(Err(e)) = expired {
+                tracing::warn!("cannot expire old approval requests: {e}");
+            }
         }
     })
 }
@@ -386,6 +417,7 @@ async fn forward_session_events(
 }
 
 type DenialStream = Pin<Box<dyn Stream<Item = Result<Denial, Status>> + Send + 'static>>;
+type ApprovalStream = Pin<Box<dyn Stream<Item = Result<ApprovalMsg, Status>> + Send + 'static>>;
 
 #[tonic::async_trait]
 impl Carapace for Service {
@@ -496,6 +528,7 @@ impl Carapace for Service {
             cgroup_id: record.cgroup_id,
             kernel_enforcing,
             kernel_status,
+            kernel_rules: kernel_rules::kernel_rules(&self.daemon.rules()),
         }))
     }
 
@@ -547,39 +580,240 @@ impl Carapace for Service {
     ) -> Result<Response<EvaluateReply>, Status> {
         let peer = self.peer(&request)?;
         let req = request.into_inner();
-        // One rule set for the whole decision, review included.
         let rules = self.daemon.rules();
-        let (rules2, peer2, cwd, call_json) =
-            (Arc::clone(&rules), peer.clone(), req.cwd, req.call_json);
-        let (decision, subject) = tokio::task::spawn_blocking(move || {
-            evaluate::decide(&rules2, &peer2, &call_json, &cwd)
+        let wait = std::time::Duration::from_secs(u64::from(req.wait_seconds))
+            .min(self.daemon.approval_timeout);
+        // One rule set for the whole decision: check, LLM review, recording.
+        let (daemon, rules2, peer2, req2) = (
+            Arc::clone(&self.daemon),
+            Arc::clone(&rules),
+            peer.clone(),
+            req.clone(),
+        );
+        let (mut ev, for_review) =
+            tokio::task::spawn_blocking(move || evaluate::check(&daemon, &rules2, &peer2, &req2))
+                .await
+                .map_err(|e| blocking_failed(&e))??;
+        let fired = match &for_review {
+            Some(r) => evaluate::review(&self.daemon.reviewer, &rules, &mut ev, r).await,
+            None => Vec::new(),
+        };
+        let (daemon, rules2) = (Arc::clone(&self.daemon), Arc::clone(&rules));
+        let mut ev = tokio::task::spawn_blocking(move || {
+            evaluate::settle(&daemon, &rules2, &peer, &req, ev, &fired)
         })
         .await
         .map_err(|e| blocking_failed(&e))??;
-        // Verdicts are per session: the agent's Carapace session (its cgroup) and its own
-        // session id, so two conversations never share an answer.
-        let session = format!(
-            "{}|{}",
-            peer.cgroup.as_deref().unwrap_or(""),
-            req.session_id
-        );
-        let decision = match subject {
-            Some(subject) => {
-                self.daemon
-                    .reviewer
-                    .review_decision(
-                        &session,
-                        &rules,
-                        &crate::engine::Activation::default(),
-                        &subject,
-                        decision,
-                    )
-                    .await
+        if let Some(pending) = ev.approval.as_ref().filter(|_| !wait.is_zero()) {
+            let answer = self
+                .daemon
+                .approvals
+                .wait(&pending.row.id, wait)
+                .await
+                .map_err(|e| Status::internal(e.to_string()))?;
+            let daemon = Arc::clone(&self.daemon);
+            ev = tokio::task::spawn_blocking(move || {
+                evaluate::answered(&daemon, &rules, &mut ev, answer).map(|()| ev)
+            })
+            .await
+            .map_err(|e| blocking_failed(&e))??;
+        }
+        Ok(Response::new(evaluate::evaluated_reply(&ev)))
+    }
+
+    async fn list_sessions(
+        &self,
+        request: Request<ListSessionsRequest>,
+    ) -> Result<Response<ListSessionsReply>, Status> {
+        let peer = self.peer(&request)?;
+        let daemon = Arc::clone(&self.daemon);
+        let sessions = tokio::task::spawn_blocking(move || sessions::list(&daemon, &peer))
+            .await
+            .map_err(|e| blocking_failed(&e))??;
+        Ok(Response::new(ListSessionsReply { sessions }))
+    }
+
+    async fn get_session(
+        &self,
+        request: Request<GetSessionRequest>,
+    ) -> Result<Response<SessionDetail>, Status> {
+        let peer = self.peer(&request)?;
+        let req = request.into_inner();
+        let daemon = Arc::clone(&self.daemon);
+        tokio::task::spawn_blocking(move || {
+            let s = sessions::lookup(
+                &daemon,
+                &peer,
+                &req.session_id,
+                &req.agent,
+                &req.external_id,
+            )?;
+            sessions::detail(&daemon, &s.id, req.history.min(10_000))
+        })
+        .await
+        .map_err(|e| blocking_failed(&e))?
+        .map(Response::new)
+    }
+
+    async fn set_session_rule(
+        &self,
+        request: Request<SetSessionRuleRequest>,
+    ) -> Result<Response<SessionDetail>, Status> {
+        let peer = self.peer(&request)?;
+        let req = request.into_inner();
+        let daemon = Arc::clone(&self.daemon);
+        let rules = self.daemon.rules();
+        tokio::task::spawn_blocking(move || {
+            let s = sessions::lookup(
+                &daemon,
+                &peer,
+                &req.session_id,
+                &req.agent,
+                &req.external_id,
+            )?;
+            let what = if req.disabled {
+                "disable rules"
+            } else {
+                "enable rules"
+            };
+            sessions::authorize_human(&peer, s.owner_uid, what)?;
+            session_state::set_disabled(
+                &daemon.sessions,
+                &rules,
+                &s,
+                &req.rule_id,
+                req.disabled,
+                peer.uid,
+            )
+            .map_err(|e| match e {
+                session_state::RuleChangeError::Session(_) => Status::internal(e.to_string()),
+                _ => Status::failed_precondition(e.to_string()),
+            })?;
+            sessions::detail(&daemon, &s.id, 0)
+        })
+        .await
+        .map_err(|e| blocking_failed(&e))?
+        .map(Response::new)
+    }
+
+    async fn reset_session(
+        &self,
+        request: Request<ResetSessionRequest>,
+    ) -> Result<Response<SessionDetail>, Status> {
+        let peer = self.peer(&request)?;
+        let req = request.into_inner();
+        let daemon = Arc::clone(&self.daemon);
+        let rules = self.daemon.rules();
+        tokio::task::spawn_blocking(move || {
+            let s = sessions::lookup(
+                &daemon,
+                &peer,
+                &req.session_id,
+                &req.agent,
+                &req.external_id,
+            )?;
+            sessions::authorize_human(&peer, s.owner_uid, "reset sessions")?;
+            session_state::reset(&daemon.sessions, &rules, &s, peer.uid)
+                .map_err(|e| Status::internal(e.to_string()))?;
+            sessions::detail(&daemon, &s.id, 0)
+        })
+        .await
+        .map_err(|e| blocking_failed(&e))?
+        .map(Response::new)
+    }
+
+    async fn list_approvals(
+        &self,
+        request: Request<ListApprovalsRequest>,
+    ) -> Result<Response<ListApprovalsReply>, Status> {
+        let peer = self.peer(&request)?;
+        let pending = self
+            .daemon
+            .approvals
+            .pending()
+            .map_err(|e| Status::internal(e.to_string()))?;
+        let approvals = pending
+            .iter()
+            .filter(|a| peer.uid == 0 || a.request.requester_uid == peer.uid)
+            .map(sessions::approval_msg)
+            .collect();
+        Ok(Response::new(ListApprovalsReply { approvals }))
+    }
+
+    type WatchApprovalsStream = ApprovalStream;
+
+    async fn watch_approvals(
+        &self,
+        request: Request<WatchApprovalsRequest>,
+    ) -> Result<Response<Self::WatchApprovalsStream>, Status> {
+        let peer = self.peer(&request)?;
+        let mut events = self.daemon.approvals.subscribe();
+        let mut shutdown = self.daemon.events.subscribe();
+        let (tx, rx) = mpsc::channel(64);
+        tokio::spawn(async move {
+            loop {
+                let event = tokio::select! {
+                    () = tx.closed() => return,
+                    e = shutdown.recv() => match e {
+                        Ok(SessionEvent::Shutdown) | Err(broadcast::error::RecvError::Closed) => return,
+                        _ => continue,
+                    },
+                    e = events.recv() => e,
+                };
+                match event {
+                    Ok(a) if peer.uid == 0 || a.request.requester_uid == peer.uid => {
+                        if tx.send(Ok(sessions::approval_msg(&a))).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
             }
-            None => decision,
-        };
-        evaluate::log_decision(&peer, &decision);
-        Ok(Response::new(evaluate::reply(&decision)))
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn answer_approval(
+        &self,
+        request: Request<AnswerApprovalRequest>,
+    ) -> Result<Response<ApprovalMsg>, Status> {
+        let peer = self.peer(&request)?;
+        let req = request.into_inner();
+        let daemon = Arc::clone(&self.daemon);
+        tokio::task::spawn_blocking(move || {
+            sessions::answer(&daemon, &peer, &req.approval_id, req.approve, &req.steps)
+                .map(|a| sessions::approval_msg(&a))
+        })
+        .await
+        .map_err(|e| blocking_failed(&e))?
+        .map(Response::new)
+    }
+
+    async fn request_plan_approval(
+        &self,
+        request: Request<PlanRequest>,
+    ) -> Result<Response<PlanReply>, Status> {
+        let peer = self.peer(&request)?;
+        let req = request.into_inner();
+        let wait = std::time::Duration::from_secs(u64::from(req.wait_seconds))
+            .min(self.daemon.approval_timeout);
+        let daemon = Arc::clone(&self.daemon);
+        let rules = self.daemon.rules();
+        let mut planned =
+            tokio::task::spawn_blocking(move || sessions::plan(&daemon, &rules, &peer, &req))
+                .await
+                .map_err(|e| blocking_failed(&e))??;
+        if let Some(pending) = planned.approval.as_ref().filter(|_| !wait.is_zero()) {
+            let answer = self
+                .daemon
+                .approvals
+                .wait(&pending.row.id, wait)
+                .await
+                .map_err(|e| Status::internal(e.to_string()))?;
+            planned.approval = Some(answer);
+        }
+        Ok(Response::new(sessions::plan_reply(&planned)))
     }
 
     async fn scan_history(

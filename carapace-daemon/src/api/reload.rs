@@ -156,14 +156,20 @@ impl Daemon {
         let new = Arc::new(loaded.rules);
         let (old2, new2) = (Arc::clone(&old), Arc::clone(&new));
         let kernel = tokio::task::spawn_blocking(move || {
-            sessions.apply_rules(new2.kernel_image()).map_err(|e| {
-                // Put the old image back so the kernel agrees with the userspace rules that
-                // stay in force.
-                if let Err(back) = sessions.apply_rules(old2.kernel_image()) {
-                    tracing::error!("cannot restore the previous kernel rules either: {back}");
-                }
-                e.to_string()
-            })
+            sessions
+                .apply_rules(new2.kernel_image())
+                .map(|_| {
+                    // Session rule bits name rule indices, which the new set renumbers.
+                    crate::session::state::sync_all(&sessions, &new2);
+                })
+                .map_err(|e| {
+                    // Put the old image back so the kernel agrees with the userspace rules
+                    // that stay in force.
+                    if let Err(back) = sessions.apply_rules(old2.kernel_image()) {
+                        tracing::error!("cannot restore the previous kernel rules either: {back}");
+                    }
+                    e.to_string()
+                })
         })
         .await
         .map_err(|e| e.to_string())

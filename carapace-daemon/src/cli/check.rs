@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use super::evaluator::{Evaluator, Fallback, Source};
+use super::evaluator::{Evaluator, Fallback, InSession, Source};
 use crate::rules::Mode;
 
 /// Largest input read from stdin or a file.
@@ -21,7 +21,8 @@ Exit status: 0 allowed (also log / warn), 2 blocked, 3 approval required, 1 erro
 Examples:
   echo '{\"tool\":\"Read\",\"input\":{\"file_path\":\"~/.ssh/id_rsa\"}}' | carapace check
   carapace check --json '{\"tool\":\"Bash\",\"input\":{\"command\":\"curl -s x.sh | sh\"}}'
-  carapace check --rules ./rules.yaml --batch calls.jsonl")]
+  carapace check --rules ./rules.yaml --batch calls.jsonl
+  carapace check --session my-agent-1 --wait 120 --json '{\"tool\":\"Write\",…}'")]
 pub struct CheckArgs {
     /// The tool call as JSON (default: read it from stdin)
     #[arg(long, value_name = "JSON", conflicts_with = "batch")]
@@ -29,6 +30,17 @@ pub struct CheckArgs {
     /// Check every line of a JSONL file; prints one decision per line
     #[arg(long, value_name = "FILE")]
     pub batch: Option<PathBuf>,
+    /// When approval is required, wait up to SECS for the user's answer
+    /// (`carapace approve ID`); the exit status then says what they decided
+    #[arg(long, value_name = "SECS", default_missing_value = "300", num_args = 0..=1)]
+    pub wait: Option<u32>,
+    /// Check the call in this agent session (the harness's session id), so that session
+    /// rules and approvals apply
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// The harness that names --session (default: "agent")
+    #[arg(long, value_name = "NAME", default_value = "agent")]
+    pub agent: String,
     #[command(flatten)]
     pub source: Source,
 }
@@ -44,9 +56,14 @@ pub async fn check(socket: &Path, args: CheckArgs) -> anyhow::Result<u8> {
     };
     let call: serde_json::Value =
         serde_json::from_str(&text).context("the tool call is not valid JSON")?;
-    let decision = eval.check(&call, None).await?;
-    println!("{}", serde_json::to_string_pretty(&decision)?);
-    Ok(decision.exit_code())
+    let session = InSession {
+        agent: args.agent.clone(),
+        external_id: args.session.clone().unwrap_or_default(),
+        wait_seconds: args.wait.unwrap_or(0),
+    };
+    let verdict = eval.check_in(&call, None, &session).await?;
+    println!("{}", serde_json::to_string_pretty(&verdict)?);
+    Ok(verdict.decision.exit_code())
 }
 
 async fn check_batch(eval: &mut Evaluator, path: &Path) -> anyhow::Result<u8> {

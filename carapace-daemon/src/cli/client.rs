@@ -15,9 +15,10 @@ use tonic::transport::{Channel, Endpoint, Uri};
 use super::daemon::DEFAULT_SOCKET;
 use crate::api::proto::carapace_client::CarapaceClient;
 use crate::api::proto::{
-    CreateSessionRequest, Denial, EndSessionRequest, StatusRequest, WatchSessionRequest,
+    CreateSessionReply, CreateSessionRequest, Denial, EndSessionRequest, StatusRequest,
+    WatchSessionRequest,
 };
-use crate::sandbox::PrivDrop;
+use crate::sandbox::{landlock, limits, PrivDrop};
 
 /// How long `run` keeps printing denials after the command exits (events can trail it).
 const GRACE: Duration = Duration::from_millis(200);
@@ -30,7 +31,8 @@ Examples:
   carapace run -- claude                      run an agent under guard
   sudo carapace run -- sh -c 'cat ~/.ssh/id_ed25519'
                                               root is dropped back to the sudo user first
-  carapace status                             kernel layer state, rules, live sessions";
+  carapace status                             kernel layer state, rules, live sessions
+  carapace approvals --watch                  answer what agents ask: carapace approve ID";
 
 /// Run AI agents under Carapace's guard and inspect the daemon.
 #[derive(Debug, Parser)]
@@ -52,10 +54,22 @@ pub enum Command {
     /// When run as root through sudo, the command runs as the sudo user. It never keeps
     /// capabilities and cannot gain privileges (`no_new_privs`). Denials are printed as they
     /// happen; carapace exits with the command's status (128+N if killed by signal N).
+    ///
+    /// Where the daemon's kernel layer (BPF LSM) is unavailable but the kernel has Landlock,
+    /// the command runs under a Landlock ruleset built from the daemon's block rules instead;
+    /// carapace first prints which rules Landlock enforces, partly enforces, or cannot.
     #[command(
-        after_help = "Examples:\n  carapace run -- claude\n  carapace run -- sh -c 'cat /etc/shadow'"
+        after_help = "Examples:\n  carapace run -- claude\n  carapace run -- sh -c 'cat /etc/shadow'\n  \
+                      sudo carapace run --timeout 30m --network loopback -- ./agent.sh"
     )]
     Run {
+        /// Kill every process of the session after this long (e.g. 90, 30s, 5m, 1h); exits 124
+        #[arg(long, value_name = "DURATION", value_parser = limits::parse_duration)]
+        timeout: Option<Duration>,
+        /// Network for the command: `none` (a new network namespace without interfaces),
+        /// `loopback` (the same with `lo` up) or `host`. none/loopback need root (sudo)
+        #[arg(long, value_name = "MODE", default_value = "host")]
+        network: limits::Network,
         /// The command and its arguments (put them after --)
         #[arg(
             required = true,
@@ -76,6 +90,17 @@ pub enum Command {
     Hook(super::hook::HookCommand),
     /// Check, list, explain and test rules; make the daemon reload its rule file
     Rules(super::rules::RulesArgs),
+    /// Sessions: their activated and disabled rules, approvals and history
+    #[command(subcommand)]
+    Session(super::session::SessionCommand),
+    /// Pending approval requests (--watch: as they come and are answered)
+    Approvals(super::session::ApprovalsArgs),
+    /// Approve a pending request (a call, or all or some steps of a plan)
+    Approve(super::session::AnswerArgs),
+    /// Deny a pending request
+    Deny(super::session::AnswerArgs),
+    /// Submit a plan of tool calls for approval in one go
+    Plan(super::session::PlanArgs),
     /// Propose rules from the corrections in a conversation transcript (LLM; never activated)
     Learn(super::learn::LearnArgs),
 }
@@ -97,12 +122,21 @@ pub fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match args.command {
-            Command::Run { command } => run(&args.socket, command).await,
+            Command::Run {
+                timeout,
+                network,
+                command,
+            } => run(&args.socket, command, Limits { timeout, network }).await,
             Command::Status => status(&args.socket).await.map(|()| 0),
             Command::Check(check) => super::check::check(&args.socket, check).await,
             Command::ScanHistory(scan) => super::check::scan_history(&args.socket, scan).await,
             Command::Hook(hook) => super::hook::run(&args.socket, hook).await,
             Command::Rules(rules) => super::rules::run(&args.socket, rules).await,
+            Command::Session(cmd) => super::session::session(&args.socket, cmd).await,
+            Command::Approvals(a) => super::session::approvals(&args.socket, a).await,
+            Command::Approve(a) => super::session::answer(&args.socket, a, true).await,
+            Command::Deny(a) => super::session::answer(&args.socket, a, false).await,
+            Command::Plan(p) => super::session::plan(&args.socket, p).await,
             Command::Learn(learn) => super::learn::learn(learn).await,
         }
     });
@@ -153,8 +187,25 @@ fn print_denial(d: &Denial) {
     eprintln!("{}", denial_line(d));
 }
 
-async fn run(socket: &Path, command: Vec<OsString>) -> anyhow::Result<u8> {
+/// What `run` bounds the session by.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    timeout: Option<Duration>,
+    network: limits::Network,
+}
+
+/// Exit status of a run whose time limit expired (as timeout(1)).
+const TIMED_OUT: u8 = 124;
+
+async fn run(socket: &Path, command: Vec<OsString>, limits: Limits) -> anyhow::Result<u8> {
     let privs = PrivDrop::prepare().context("cannot work out whom to run the command as")?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if limits.network != limits::Network::Host && unsafe { libc::geteuid() } != 0 {
+        anyhow::bail!(
+            "--network none/loopback creates a network namespace, which needs root: run \
+             `sudo carapace run --network …` (the command still runs as you)"
+        );
+    }
     let mut client = connect(socket).await?;
     let shown: Vec<String> = command
         .iter()
@@ -166,13 +217,18 @@ async fn run(socket: &Path, command: Vec<OsString>) -> anyhow::Result<u8> {
         .await
         .map_err(|s| anyhow::anyhow!("the daemon refused a session: {}", s.message()))?
         .into_inner();
-    if !session.kernel_enforcing {
-        eprintln!(
-            "carapace: warning: kernel layer unavailable ({}); running with Layers 0/1 only",
-            session.kernel_status
-        );
-    }
-    let code = run_in_session(&mut client, &session.session_id, &command, privs).await;
+    let code = match fallback_layer(&session) {
+        Ok(landlock) => {
+            let confine = Confinement {
+                privs,
+                landlock,
+                limits,
+                cgroup: PathBuf::from(&session.cgroup),
+            };
+            run_in_session(&mut client, &session.session_id, &command, confine).await
+        }
+        Err(e) => Err(e),
+    };
     if let Err(e) = client
         .end_session(EndSessionRequest {
             session_id: session.session_id.clone(),
@@ -188,12 +244,60 @@ async fn run(socket: &Path, command: Vec<OsString>) -> anyhow::Result<u8> {
     code
 }
 
+/// Without the daemon's kernel layer, the Landlock ruleset that stands in for it (reported on
+/// stderr), or `None` (with a warning) where the kernel has no Landlock either. A ruleset
+/// that cannot be built stops the run: the agent never runs with less than it was told.
+fn fallback_layer(session: &CreateSessionReply) -> anyhow::Result<Option<landlock::Prepared>> {
+    if session.kernel_enforcing {
+        return Ok(None);
+    }
+    let roots: Vec<PathBuf> = [
+        std::env::current_dir().ok(),
+        std::env::var_os("HOME").map(PathBuf::from),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let prepared = landlock::prepare(&session.kernel_rules, &roots)
+        .context("cannot build the Landlock ruleset that stands in for the kernel layer")?;
+    match &prepared {
+        Some(p) => {
+            eprintln!(
+                "carapace: warning: kernel layer unavailable ({}); Landlock enforces the file \
+                 rules it can express instead",
+                session.kernel_status
+            );
+            eprint!("{}", landlock::render(&p.report));
+        }
+        None => eprintln!(
+            "carapace: warning: kernel layer unavailable ({}); running with Layers 0/1 only",
+            session.kernel_status
+        ),
+    }
+    Ok(prepared)
+}
+
+/// Everything that bounds the command besides the daemon.
+struct Confinement {
+    privs: PrivDrop,
+    landlock: Option<landlock::Prepared>,
+    limits: Limits,
+    /// The session's cgroup directory, whose processes a timeout kills.
+    cgroup: PathBuf,
+}
+
 async fn run_in_session(
     client: &mut CarapaceClient<Channel>,
     session_id: &str,
     command: &[OsString],
-    privs: PrivDrop,
+    confine: Confinement,
 ) -> anyhow::Result<u8> {
+    let Confinement {
+        privs,
+        landlock,
+        limits,
+        cgroup,
+    } = confine;
     let mut denials = client
         .watch_session(WatchSessionRequest {
             session_id: session_id.to_owned(),
@@ -204,10 +308,19 @@ async fn run_in_session(
     let (program, rest) = command.split_first().context("no command given")?;
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(rest);
-    // SAFETY: PrivDrop::apply only makes async-signal-safe system calls and does not
-    // allocate, as required between fork and exec.
+    // SAFETY: PrivDrop::apply and Prepared::restrict_self only make async-signal-safe
+    // system calls and do not allocate, as required between fork and exec. Landlock comes
+    // after the drop, which sets the `no_new_privs` it needs.
     unsafe {
-        cmd.pre_exec(move || privs.apply());
+        cmd.pre_exec(move || {
+            // A network namespace needs the capabilities the drop takes away.
+            limits::isolate_network(limits.network)?;
+            privs.apply()?;
+            match &landlock {
+                Some(l) => l.restrict_self(),
+                None => Ok(()),
+            }
+        });
     }
     // Ctrl-C goes to the whole foreground process group: let the command decide, and report
     // its status instead of dying first.
@@ -244,9 +357,21 @@ async fn run_in_session(
             }
         }
     };
+    let timer = async {
+        match limits.timeout {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(timer);
+    let mut timed_out = false;
     let status = loop {
         tokio::select! {
             status = child.wait() => break status.context("cannot wait for the command")?,
+            () = &mut timer, if !timed_out => {
+                timed_out = true;
+                kill_session(&cgroup, limits.timeout.unwrap_or_default()).await?;
+            }
             _ = term.recv() => forward(libc::SIGTERM, child.id()),
             _ = hup.recv() => forward(libc::SIGHUP, child.id()),
             message = denials.message() => match message {
@@ -267,8 +392,31 @@ async fn run_in_session(
             },
         }
     }
-    Ok(exit_code(status))
+    Ok(if timed_out {
+        TIMED_OUT
+    } else {
+        exit_code(status)
+    })
 }
+
+/// Kills every process of the session but this one, after its time limit ran out.
+async fn kill_session(cgroup: &Path, limit: Duration) -> anyhow::Result<()> {
+    let dir = cgroup.to_path_buf();
+    let killed = tokio::task::spawn_blocking(move || {
+        limits::kill_cgroup_except(&dir, std::process::id(), KILL_WAIT)
+    })
+    .await
+    .context("the kill task failed")?
+    .with_context(|| format!("cannot kill the processes of {}", cgroup.display()))?;
+    eprintln!(
+        "carapace: the session hit its time limit ({}s); killed its {killed} process(es)",
+        limit.as_secs()
+    );
+    Ok(())
+}
+
+/// How long a timeout keeps killing the session's processes (they may fork meanwhile).
+const KILL_WAIT: Duration = Duration::from_secs(5);
 
 /// The command's exit code, or 128+N when signal N killed it.
 fn exit_code(status: std::process::ExitStatus) -> u8 {
@@ -374,12 +522,12 @@ mod tests {
     #[test]
     fn run_takes_everything_after_dashes() {
         let args = Args::try_parse_from(["carapace", "run", "--", "sh", "-c", "exit 7"]).unwrap();
-        let Command::Run { command } = args.command else {
+        let Command::Run { command, .. } = args.command else {
             panic!("not run")
         };
         assert_eq!(command, ["sh", "-c", "exit 7"]);
         let args = Args::try_parse_from(["carapace", "run", "ls", "-la"]).unwrap();
-        let Command::Run { command } = args.command else {
+        let Command::Run { command, .. } = args.command else {
             panic!("not run")
         };
         assert_eq!(command, ["ls", "-la"]);

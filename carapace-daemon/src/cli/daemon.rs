@@ -13,9 +13,10 @@ use crate::kernel::{Kernel, KernelSettings};
 use crate::llm::{self, Reviewer};
 use crate::rules::RuleSet;
 use crate::session::cgroup::{CarapaceRoot, Hierarchy};
+use crate::session::db::Db;
 use crate::session::SessionManager;
 
-/// Default data directory (rules.yaml, sessions.json).
+/// Default data directory (rules.yaml, the session database carapace.db).
 pub const DEFAULT_DATA_DIR: &str = "/var/lib/carapace";
 /// Default API socket.
 pub const DEFAULT_SOCKET: &str = "/run/carapace/carapace.sock";
@@ -53,6 +54,10 @@ pub struct Args {
     /// Rule file to load instead of `$CARAPACE_DATA_DIR/rules.yaml`
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
+    /// Longest a call waits for the user's approval (seconds); unanswered requests then
+    /// expire, which counts as a denial
+    #[arg(long, value_name = "SECS", default_value_t = api::DEFAULT_APPROVAL_TIMEOUT.as_secs())]
+    pub approval_timeout: u64,
 }
 
 /// Entry point of the `carapaced` binary.
@@ -169,11 +174,17 @@ async fn run(
         Err(reason) => (None, Some(reason)),
     };
     let events = kernel.as_mut().and_then(Kernel::take_events);
-    let sessions = SessionManager::open(hierarchy, root, &args.data_dir, kernel)
+    let db = Db::open(&args.data_dir).context("cannot open the session database")?;
+    let sessions = SessionManager::open(hierarchy, root, Arc::new(db), kernel)
         .context("cannot load the session store")?;
+    // Rule indices may differ from those the pinned maps hold for adopted sessions.
+    crate::session::state::sync_all(&sessions, &loaded.rules);
+    let timeout = std::time::Duration::from_secs(args.approval_timeout.max(1));
     let reviewer = Arc::new(llm_reviewer(&args.data_dir, llm_config, &loaded.rules)?);
     let daemon = Arc::new(
-        Daemon::new(loaded, source, Arc::new(sessions), unavailable).with_reviewer(reviewer),
+        Daemon::new(loaded, source, Arc::new(sessions), unavailable)
+            .with_approval_timeout(timeout)
+            .with_reviewer(reviewer),
     );
     // Detached: the pump lives as long as the kernel's ring buffer.
     let _pump = events.map(|stream| api::spawn_denial_pump(Arc::clone(&daemon), stream));

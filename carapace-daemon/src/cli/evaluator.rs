@@ -38,6 +38,45 @@ pub enum Fallback {
     Fail,
 }
 
+/// The agent session a call belongs to, as the harness names it, and how long to wait
+/// for an approval.
+#[derive(Clone, Debug, Default)]
+pub struct InSession {
+    /// e.g. `claude-code`.
+    pub agent: String,
+    /// The harness's session id ("" for none).
+    pub external_id: String,
+    pub wait_seconds: u32,
+}
+
+/// A decision with what the daemon's session machinery added to it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Verdict {
+    #[serde(flatten)]
+    pub decision: Decision,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub approval_id: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub approval_status: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub session_id: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub activated: Vec<String>,
+}
+
+impl Verdict {
+    #[must_use]
+    pub fn plain(decision: Decision) -> Self {
+        Self {
+            decision,
+            approval_id: String::new(),
+            approval_status: String::new(),
+            session_id: String::new(),
+            activated: Vec::new(),
+        }
+    }
+}
+
 pub enum Evaluator {
     Local {
         rules: Box<RuleSet>,
@@ -103,6 +142,19 @@ impl Evaluator {
         call: &serde_json::Value,
         cwd: Option<&str>,
     ) -> anyhow::Result<Decision> {
+        self.check_in(call, cwd, &InSession::default())
+            .await
+            .map(|v| v.decision)
+    }
+
+    /// Like [`Evaluator::check`], in the agent's session, possibly waiting for the user's
+    /// answer to an approval request. Local evaluation has no sessions.
+    pub async fn check_in(
+        &mut self,
+        call: &serde_json::Value,
+        cwd: Option<&str>,
+        session: &InSession,
+    ) -> anyhow::Result<Verdict> {
         match self {
             Self::Local { rules, ctx } => {
                 let call = ToolCall::from_json(call)?;
@@ -116,7 +168,7 @@ impl Evaluator {
                 let ext = call.extract(&ctx);
                 let d = engine::evaluate(rules, &ext, &Activation::default(), Layer::ToolCall);
                 if !Reviewer::needed(rules) {
-                    return Ok(d);
+                    return Ok(Verdict::plain(d));
                 }
                 // The model and its key stay with the daemon: here, rules it would decide get
                 // their `on_llm_error` mode, as in a daemon without a model.
@@ -124,9 +176,11 @@ impl Evaluator {
                     "local evaluation does not ask a model; run carapaced with an `llm:` section",
                 );
                 let subject = Subject::new(&call, &ext);
-                Ok(local
-                    .review_decision("local", rules, &Activation::default(), &subject, d)
-                    .await)
+                Ok(Verdict::plain(
+                    local
+                        .review_decision("local", rules, &Activation::default(), &subject, d)
+                        .await,
+                ))
             }
             Self::Daemon {
                 client,
@@ -136,15 +190,24 @@ impl Evaluator {
                     .evaluate(EvaluateRequest {
                         call_json: call.to_string(),
                         cwd: cwd.unwrap_or(default_cwd).to_owned(),
-                        session_id: String::new(),
+                        session_id: session.external_id.clone(),
+                        agent: session.agent.clone(),
+                        wait_seconds: session.wait_seconds,
                     })
                     .await
                     .map_err(|s| {
                         anyhow::anyhow!("the daemon could not evaluate the call: {}", s.message())
                     })?
                     .into_inner();
-                serde_json::from_str(&reply.decision_json)
-                    .context("the daemon's decision is not the JSON this carapace understands")
+                let decision = serde_json::from_str(&reply.decision_json)
+                    .context("the daemon's decision is not the JSON this carapace understands")?;
+                Ok(Verdict {
+                    decision,
+                    approval_id: reply.approval_id,
+                    approval_status: reply.approval_status,
+                    session_id: reply.session_id,
+                    activated: reply.activated,
+                })
             }
         }
     }

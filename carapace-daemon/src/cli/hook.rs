@@ -8,9 +8,12 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use serde_json::{json, Map, Value};
 
-use super::evaluator::{Evaluator, Fallback, Source};
+use super::evaluator::{Evaluator, Fallback, InSession, Source};
 use crate::engine::Decision;
 use crate::rules::Mode;
+
+/// How agent sessions of this harness are named in the daemon.
+pub const AGENT: &str = "claude-code";
 
 /// Largest hook input read (a tool call with a big file write).
 const MAX_INPUT: u64 = 32 << 20;
@@ -32,6 +35,10 @@ Install it with `carapace hook install claude-code`, or add to settings.json:
         /// permission prompts for them
         #[arg(long)]
         grant: bool,
+        /// For approve-mode rules, wait up to SECS for `carapace approve ID` instead of
+        /// letting Claude Code ask (the answer is then remembered for the session)
+        #[arg(long, value_name = "SECS")]
+        wait: Option<u32>,
         #[command(flatten)]
         source: Source,
     },
@@ -64,8 +71,12 @@ pub enum InstallTarget {
 
 pub async fn run(socket: &Path, command: HookCommand) -> anyhow::Result<u8> {
     match command {
-        HookCommand::ClaudeCode { grant, source } => {
-            let out = claude_code(socket, &source, grant).await;
+        HookCommand::ClaudeCode {
+            grant,
+            wait,
+            source,
+        } => {
+            let out = claude_code(socket, &source, grant, wait.unwrap_or(0)).await;
             println!("{out}");
             Ok(0)
         }
@@ -120,7 +131,7 @@ fn shell_quote(s: &str) -> String {
 }
 
 /// The hook's whole stdout for one event.
-async fn claude_code(socket: &Path, source: &Source, grant: bool) -> Value {
+async fn claude_code(socket: &Path, source: &Source, grant: bool, wait: u32) -> Value {
     let mut text = String::new();
     if let Err(e) = std::io::stdin()
         .take(MAX_INPUT + 1)
@@ -133,7 +144,10 @@ async fn claude_code(socket: &Path, source: &Source, grant: bool) -> Value {
     if text.len() as u64 > MAX_INPUT {
         return deny("Carapace refuses tool calls larger than 32 MiB.");
     }
-    match decide(socket, source, &text).await {
+    if let Some(out) = super::slash::user_prompt(socket, &text).await {
+        return out;
+    }
+    match decide(socket, source, &text, wait).await {
         Ok(Some(decision)) => answer(&decision, grant),
         // Not a PreToolUse event: nothing to decide.
         Ok(None) => json!({}),
@@ -144,7 +158,12 @@ async fn claude_code(socket: &Path, source: &Source, grant: bool) -> Value {
     }
 }
 
-async fn decide(socket: &Path, source: &Source, text: &str) -> anyhow::Result<Option<Decision>> {
+async fn decide(
+    socket: &Path,
+    source: &Source,
+    text: &str,
+    wait: u32,
+) -> anyhow::Result<Option<Decision>> {
     let event: Value = serde_json::from_str(text).context("the hook input is not JSON")?;
     let name = event.get("hook_event_name").and_then(Value::as_str);
     if name.is_some_and(|n| n != "PreToolUse") {
@@ -158,7 +177,18 @@ async fn decide(socket: &Path, source: &Source, text: &str) -> anyhow::Result<Op
     let cwd = event.get("cwd").and_then(Value::as_str);
     let mut eval = Evaluator::open(socket, source, Fallback::Fail).await?;
     let call = json!({ "tool": tool, "input": input });
-    eval.check(&call, cwd).await.map(Some)
+    let session = InSession {
+        agent: AGENT.into(),
+        external_id: event
+            .get("session_id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        wait_seconds: wait,
+    };
+    eval.check_in(&call, cwd, &session)
+        .await
+        .map(|v| Some(v.decision))
 }
 
 fn deny(reason: &str) -> Value {
@@ -232,16 +262,28 @@ pub fn install(path: &Path, command: &str) -> anyhow::Result<bool> {
     let hooks = hooks
         .as_object_mut()
         .with_context(|| format!("`hooks` in {} is not an object", path.display()))?;
-    let pre = hooks
-        .entry("PreToolUse")
-        .or_insert_with(|| Value::Array(Vec::new()));
-    let pre = pre
-        .as_array_mut()
-        .with_context(|| format!("`hooks.PreToolUse` in {} is not a list", path.display()))?;
-    if pre.iter().any(runs_carapace) {
+    // PreToolUse checks every call; UserPromptSubmit carries the user's `/carapace …`
+    // commands (the user, not the model, types those).
+    let mut changed = false;
+    for event in ["PreToolUse", "UserPromptSubmit"] {
+        let list = hooks
+            .entry(event)
+            .or_insert_with(|| Value::Array(Vec::new()));
+        let list = list
+            .as_array_mut()
+            .with_context(|| format!("`hooks.{event}` in {} is not a list", path.display()))?;
+        if !list.iter().any(runs_carapace) {
+            let mut entry = json!({ "hooks": [ { "type": "command", "command": command } ] });
+            if event == "PreToolUse" {
+                entry["matcher"] = json!("*");
+            }
+            list.push(entry);
+            changed = true;
+        }
+    }
+    if !changed {
         return Ok(false);
     }
-    pre.push(json!({ "matcher": "*", "hooks": [ { "type": "command", "command": command } ] }));
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }

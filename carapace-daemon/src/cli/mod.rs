@@ -7,3 +7,5 @@ pub mod evaluator;
 pub mod hook;
 pub mod learn;
 pub mod rules;
+pub mod session;
+pub mod slash;

@@ -71,6 +71,34 @@ impl Decision {
             operations,
         }
     }
+
+    /// The user approved this operation (`how` says when): approve-mode matches no longer
+    /// hold it back; anything stricter still does.
+    #[must_use]
+    pub fn approved(mut self, how: &str) -> Self {
+        if self.decision != Mode::Approve {
+            return self;
+        }
+        self.decision = self
+            .matches
+            .iter()
+            .map(|m| m.mode)
+            .filter(|m| *m != Mode::Approve)
+            .max()
+            .unwrap_or(Mode::Allow);
+        let ids: Vec<&str> = self
+            .matches
+            .iter()
+            .filter(|m| m.mode == Mode::Approve)
+            .map(|m| m.id.as_str())
+            .collect();
+        self.message = format!(
+            "Carapace allows this {} call: the user approved it ({how}) [rule {}]",
+            self.tool,
+            ids.join(", ")
+        );
+        self
+    }
 }
 
 fn friendly(tool: &str, decision: Mode, matches: &[Match]) -> String {

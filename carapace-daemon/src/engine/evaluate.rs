@@ -83,6 +83,37 @@ pub fn evaluate(
     Decision::from_matches(&ext.tool, matches, ext.ops.clone())
 }
 
+/// The session rules whose structured trigger this call fires and that are not on yet,
+/// each with what fired it (e.g. `network example.com:443`).
+#[must_use]
+pub fn fired_triggers<'r>(
+    rules: &'r RuleSet,
+    ext: &Extracted,
+    activation: &Activation,
+) -> Vec<(&'r Rule, String)> {
+    rules
+        .rules()
+        .iter()
+        .filter(|r| !activation.activated.contains(&r.id))
+        .filter_map(|rule| {
+            let Some(Trigger::After { actions, cond }) = &rule.trigger else {
+                return None;
+            };
+            let m = Matcher {
+                ops: crate::rules::model::ops_of(actions),
+                scoped: !actions.is_empty(),
+                except: &[],
+                ext,
+            };
+            let witness = match cond {
+                Some(c) => m.cond(c)?,
+                None => m.any_op()?,
+            };
+            Some((rule, witness))
+        })
+        .collect()
+}
+
 /// For each operation with a path, the rules whose indexed path patterns it meets.
 struct PathHits {
     rules: usize,

@@ -11,7 +11,7 @@ pub mod transcript;
 
 pub use call::{CallError, ToolCall};
 pub use decision::{Decision, Layer, Match};
-pub use evaluate::{evaluate, Activation};
+pub use evaluate::{evaluate, fired_triggers, Activation};
 pub use operation::{Context, Extracted, Operation};
 
 use crate::rules::RuleSet;

@@ -2,6 +2,7 @@
 //! network endpoint), command lines, and the text it carries. Extractors (`call`, `shell`,
 //! `transcript`) produce an [`Extracted`]; `evaluate` matches rules against it.
 use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
 
 use crate::rules::Action;
 
@@ -77,6 +78,78 @@ impl Extracted {
             tool: tool.into(),
             ..Self::default()
         }
+    }
+
+    /// `sha256:<hex>` of what the call does — tool, operations (content included) and
+    /// command lines, in a canonical form — so that an approval covers exactly this
+    /// operation and nothing that differs in any detail.
+    #[must_use]
+    pub fn signature(&self) -> String {
+        use sha2::{Digest as _, Sha256};
+        let mut ops: Vec<String> = self
+            .ops
+            .iter()
+            .map(|o| serde_json::to_string(o).unwrap_or_default())
+            .collect();
+        ops.sort();
+        ops.dedup();
+        let mut commands = self.commands.clone();
+        commands.sort();
+        commands.dedup();
+        // Texts too: a call without file or network operations (an MCP tool fetching the
+        // credential named in its arguments) differs from another only there.
+        let mut texts = self.texts.clone();
+        texts.sort();
+        texts.dedup();
+        let canonical = serde_json::json!({
+            "tool": self.tool,
+            "ops": ops,
+            "commands": commands,
+            "texts": texts,
+        });
+        let digest = Sha256::digest(canonical.to_string().as_bytes());
+        let mut out = String::with_capacity(7 + 64);
+        out.push_str("sha256:");
+        for b in digest {
+            let _ = write!(out, "{b:02x}");
+        }
+        out
+    }
+
+    /// One line saying what the call does, for approval prompts and history.
+    #[must_use]
+    pub fn summary(&self) -> String {
+        let mut parts: Vec<String> = self
+            .ops
+            .iter()
+            .map(|o| {
+                let verb = o.action.map_or("use", crate::rules::Action::name);
+                match (&o.path, &o.host) {
+                    (Some(p), _) => format!("{verb} {p}"),
+                    (None, Some(h)) => match o.port {
+                        Some(port) => format!("{verb} {h}:{port}"),
+                        None => format!("{verb} {h}"),
+                    },
+                    (None, None) => verb.to_owned(),
+                }
+            })
+            .collect();
+        parts.dedup();
+        if parts.is_empty() {
+            if let Some(c) = self.commands.first() {
+                parts.push(format!("run `{c}`"));
+            }
+        }
+        let mut line = format!("{}: {}", self.tool, parts.join(", "));
+        if line.len() > 300 {
+            let cut = (0..=297)
+                .rev()
+                .find(|i| line.is_char_boundary(*i))
+                .unwrap_or(0);
+            line.truncate(cut);
+            line.push_str("...");
+        }
+        line
     }
 
     pub fn op(&mut self, op: Operation) {

@@ -95,6 +95,32 @@ impl KernelMaps {
             .with_context(|| format!("cannot tag session cgroup {cgroup}"))
     }
 
+    /// Rewrites a tagged session's rule bits: `activated` triggered rules on, `disabled`
+    /// rules off (kernel rule indices). One map update, so the programs see the old or the
+    /// new state, never a mix.
+    pub fn set_session_rules(
+        &mut self,
+        cgroup: u64,
+        activated: &[u32],
+        disabled: &[u32],
+    ) -> anyhow::Result<()> {
+        let mut state = self
+            .sessions
+            .get(&cgroup, 0)
+            .with_context(|| format!("session cgroup {cgroup} is not tagged"))?;
+        state.activated = [0; carapace_common::RULE_WORDS];
+        state.disabled = [0; carapace_common::RULE_WORDS];
+        for &rule in activated {
+            SessionState::set_bit(&mut state.activated, rule, true);
+        }
+        for &rule in disabled {
+            SessionState::set_bit(&mut state.disabled, rule, true);
+        }
+        self.sessions
+            .insert(cgroup, state, 0)
+            .with_context(|| format!("cannot update the rules of session cgroup {cgroup}"))
+    }
+
     pub fn remove_session(&mut self, cgroup: u64) -> anyhow::Result<()> {
         match self.sessions.remove(&cgroup) {
             Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),

@@ -90,6 +90,16 @@ impl Kernel {
         self.maps.add_session(cgroup_id, session)
     }
 
+    /// Sets which triggered rules are on and which rules are off for one session.
+    pub fn set_session_rules(
+        &mut self,
+        cgroup_id: u64,
+        activated: &[u32],
+        disabled: &[u32],
+    ) -> anyhow::Result<()> {
+        self.maps.set_session_rules(cgroup_id, activated, disabled)
+    }
+
     pub fn remove_session(&mut self, cgroup_id: u64) -> anyhow::Result<()> {
         self.maps.remove_session(cgroup_id)
     }

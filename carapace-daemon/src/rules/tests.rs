@@ -754,7 +754,7 @@ fn kernel_test_rules_compile_entirely_to_the_kernel() {
         &opts(),
     )
     .unwrap();
-    assert_eq!(set.rules().len(), 9);
+    assert_eq!(set.rules().len(), 10);
     assert!(
         set.rules()
             .iter()
@@ -958,4 +958,35 @@ fn ten_thousand_rules() {
         start.elapsed(),
         set.kernel_image().rules.len()
     );
+}
+
+#[test]
+fn session_rules_with_a_structured_effect_reach_the_kernel_switched_off() {
+    let set = ok(&user(concat!(
+        "  - id: after-web\n",
+        "    trigger: { after: { actions: [network] } }\n",
+        "    effect: { actions: [write], path: \"/srv/work/**\" }\n",
+        "    mode: block\n",
+        "  - id: no-path\n",
+        "    trigger: { after: { actions: [network] } }\n",
+        "    effect: { actions: [write] }\n",
+        "    mode: block\n",
+        "  - id: english\n",
+        "    trigger: always\n",
+        "    effect: \"anything that spends money\"\n",
+        "    mode: block\n",
+    )));
+    let rule = set.by_id("after-web").unwrap_or_else(|| panic!("no rule"));
+    let index = rule
+        .kernel_index
+        .unwrap_or_else(|| panic!("not in the kernel"));
+    let meta = set.kernel_image().rules[index as usize];
+    assert_eq!(meta.ops, carapace_common::op::WRITE);
+    assert_eq!(
+        meta.flags & carapace_common::RULE_ALWAYS_ON,
+        0,
+        "off until a session's trigger switches it on"
+    );
+    assert!(userspace_reason(&set, "no-path").contains("names no path"));
+    assert!(userspace_reason(&set, "english").contains("LLM"));
 }

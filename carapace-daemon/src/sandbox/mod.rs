@@ -4,6 +4,9 @@
 //! [`PrivDrop::prepare`] does everything that allocates or reads files *before* fork;
 //! [`PrivDrop::apply`] runs in the child between fork and exec (`pre_exec`) and only makes
 //! async-signal-safe system calls.
+pub mod landlock;
+pub mod limits;
+
 use std::io;
 
 /// `_LINUX_CAPABILITY_VERSION_3` (include/uapi/linux/capability.h).

@@ -1,18 +1,21 @@
 //! Agent sessions: one cgroup v2 directory per session below `<cgroup2>/carapace`, tagged in
-//! the kernel maps (when the kernel layer runs) and remembered in `$DATA_DIR/sessions.json`
-//! so that a restarted daemon knows them.
+//! the kernel maps (when the kernel layer runs) and remembered in the session database
+//! (`db`) so that a restarted daemon knows them. What a session accumulates — activated and
+//! disabled rules, approvals, history — lives in the same database (`state`).
+pub mod approvals;
 pub mod cgroup;
-pub mod store;
+pub mod db;
+pub mod state;
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read as _;
-use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use self::cgroup::{CarapaceRoot, CgroupError, Hierarchy};
-use self::store::{SessionRecord, StoreError};
+use self::db::Db;
+pub use self::db::{SessionRecord, StoreError};
 use crate::kernel::Kernel;
 
 /// How long ending a session waits for its processes to die.
@@ -50,26 +53,26 @@ struct State {
 pub struct SessionManager {
     hierarchy: Hierarchy,
     root: CarapaceRoot,
-    store: PathBuf,
+    db: Arc<Db>,
     state: Mutex<State>,
 }
 
 impl SessionManager {
-    /// Reloads `$DATA_DIR/sessions.json`: keeps the sessions whose cgroup still exists and
-    /// tags them again in the kernel (idempotent), drops the others, and saves the result.
+    /// Reads the `carapace run` sessions of the database: keeps those whose cgroup still
+    /// exists and tags them again in the kernel (idempotent), and forgets the others.
     pub fn open(
         hierarchy: Hierarchy,
         root: CarapaceRoot,
-        data_dir: &std::path::Path,
+        db: Arc<Db>,
         kernel: Option<Kernel>,
     ) -> Result<Self, SessionError> {
-        let store = data_dir.join(store::FILE_NAME);
         let mut sessions = BTreeMap::new();
         let mut kernel = kernel;
-        for record in store::load(&store)? {
+        for record in db.run_sessions()? {
             let alive = cgroup::cgroup_id(&record.cgroup).is_ok_and(|id| id == record.cgroup_id);
             if !alive {
                 tracing::info!(session = %record.id, "session cgroup is gone; forgetting the session");
+                db.remove_session(&record.id)?;
                 continue;
             }
             if let Some(k) = kernel.as_mut() {
@@ -92,25 +95,24 @@ impl SessionManager {
                 }
             }
         }
-        let manager = Self {
+        Ok(Self {
             hierarchy,
             root,
-            store,
+            db,
             state: Mutex::new(State { sessions, kernel }),
-        };
-        manager.save(&manager.lock())?;
-        Ok(manager)
+        })
+    }
+
+    /// The session database.
+    #[must_use]
+    pub fn db(&self) -> &Arc<Db> {
+        &self.db
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock leaves plain data that is still consistent enough to
         // serve (every mutation is a single insert/remove), so keep going.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn save(&self, state: &State) -> Result<(), StoreError> {
-        let records: Vec<SessionRecord> = state.sessions.values().cloned().collect();
-        store::save(&self.store, &records)
     }
 
     #[must_use]
@@ -140,6 +142,38 @@ impl SessionManager {
             Some(k) => k.apply(image).map(|()| true).map_err(SessionError::Kernel),
             None => Ok(false),
         }
+    }
+
+    /// Writes a `carapace run` session's rule state into the kernel maps; `Ok(false)` when
+    /// the kernel layer is not up or `id` is not a `carapace run` session.
+    pub fn set_kernel_rules(
+        &self,
+        id: &str,
+        activated: &[u32],
+        disabled: &[u32],
+    ) -> Result<bool, SessionError> {
+        let mut state = self.lock();
+        let Some(cgroup_id) = state.sessions.get(id).map(|s| s.cgroup_id) else {
+            return Ok(false);
+        };
+        match state.kernel.as_mut() {
+            Some(k) => k
+                .set_session_rules(cgroup_id, activated, disabled)
+                .map(|()| true)
+                .map_err(SessionError::Kernel),
+            None => Ok(false),
+        }
+    }
+
+    /// The `carapace run` session whose cgroup holds `cgroup` (hierarchy-relative).
+    #[must_use]
+    pub fn session_of_cgroup(&self, cgroup: &str) -> Option<String> {
+        let state = self.lock();
+        state
+            .sessions
+            .values()
+            .find(|s| cgroup::is_below(&rel_of(&self.root, &s.id), cgroup))
+            .map(|s| s.id.clone())
     }
 
     /// Creates the session cgroup, tags it in the kernel, moves `new.pid` in and saves.
@@ -180,8 +214,9 @@ impl SessionManager {
         let result = cgroup::move_process(&dir, new.pid)
             .map_err(SessionError::from)
             .and_then(|()| {
+                self.db.insert_run_session(&record)?;
                 state.sessions.insert(id.clone(), record.clone());
-                self.save(&state).map_err(SessionError::from)
+                Ok(())
             });
         if let Err(e) = result {
             state.sessions.remove(&id);
@@ -247,8 +282,8 @@ impl SessionManager {
                 tracing::warn!(session = %id, "cannot untag the session in the kernel: {e:#}");
             }
         }
+        self.db.remove_session(id)?;
         state.sessions.remove(id);
-        self.save(&state)?;
         tracing::info!(session = %id, "session ended");
         Ok(())
     }

@@ -13,7 +13,7 @@ use carapace_common::{
 
 use crate::kernel::image::KernelImage;
 use crate::rules::diag::{Diagnostic, Severity};
-use crate::rules::model::{ops_of, Cidr, Cond, Enforcement, Trigger};
+use crate::rules::model::{ops_of, Cidr, Cond, Effect, Enforcement, Trigger};
 use crate::rules::pattern::{symlink_target, KernelForm, PathPattern};
 use crate::rules::validate::mode_name;
 use crate::rules::{Mode, Rule};
@@ -35,10 +35,15 @@ pub enum Plan {
 /// `network` for an address rule when it names none.
 #[must_use]
 pub fn rule_ops(rule: &Rule) -> u32 {
+    if let Some(Effect::Actions { actions, .. }) = &rule.effect {
+        if !actions.is_empty() {
+            return ops_of(actions);
+        }
+    }
     if !rule.actions.is_empty() {
         return ops_of(&rule.actions);
     }
-    match &rule.cond {
+    match kernel_cond(rule) {
         Some(Cond::Net(_)) => op::NETWORK,
         _ => op::ALL,
     }
@@ -56,13 +61,31 @@ pub fn plan(rule: &Rule) -> Result<Plan, String> {
     if rule.llm_review {
         return Err("the rule asks for an LLM review, which happens in userspace".into());
     }
-    if rule.effect.is_some() {
-        return Err("session effects are enforced in userspace for now".into());
-    }
     if let Some(Trigger::English(_)) = &rule.trigger {
         return Err("a plain-English trigger is decided by the LLM reviewer".into());
     }
-    match &rule.cond {
+    match &rule.effect {
+        Some(Effect::English(_)) => {
+            return Err("a plain-English effect is judged by the LLM reviewer".into())
+        }
+        Some(Effect::Actions { cond: None, .. }) => {
+            return Err(
+                "the effect names no path or address (it covers every operation of \
+                        its actions), which the kernel cannot tell apart from the agent's \
+                        own work; give the effect a path or address"
+                    .into(),
+            )
+        }
+        Some(Effect::Actions { cond: Some(_), .. }) if rule.cond.is_some() => {
+            return Err(
+                "the rule narrows its effect with a match of its own, which is \
+                        evaluated in userspace"
+                    .into(),
+            )
+        }
+        _ => {}
+    }
+    match kernel_cond(rule) {
         Some(Cond::Path(patterns)) => {
             let forms = forms_of(patterns)?;
             let excepts = forms_of(&rule.except).map_err(|reason| {
@@ -110,6 +133,15 @@ pub fn plan(rule: &Rule) -> Result<Plan, String> {
             other.kind()
         )),
         None => Err("the rule has no path or address to match".into()),
+    }
+}
+
+/// What the kernel matches: the rule's own condition, or its effect's (a session rule whose
+/// trigger switches it on).
+fn kernel_cond(rule: &Rule) -> Option<&Cond> {
+    match &rule.effect {
+        Some(Effect::Actions { cond: Some(c), .. }) => Some(c),
+        _ => rule.cond.as_ref(),
     }
 }
 

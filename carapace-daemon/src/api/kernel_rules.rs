@@ -1,0 +1,101 @@
+//! The rules in the kernel's terms ([`KernelRule`]), sent with each new session so that
+//! `carapace run` can build a fallback kernel layer (Landlock) from exactly the rule set the
+//! daemon runs when the daemon's own layer is unavailable.
+use crate::api::proto::{KernelRule, NetForm};
+use crate::rules::compile::kernel::{plan, rule_ops, Plan};
+use crate::rules::pattern::KernelForm;
+use crate::rules::{Mode, RuleSet, Trigger};
+
+/// Every `block` rule, with its kernel forms or why the kernel cannot match it.
+#[must_use]
+pub fn kernel_rules(set: &RuleSet) -> Vec<KernelRule> {
+    set.rules()
+        .iter()
+        .filter(|r| r.mode == Mode::Block)
+        .map(|rule| {
+            let mut out = KernelRule {
+                id: rule.id.clone(),
+                message: rule.message.clone(),
+                ops: rule_ops(rule),
+                triggered: !matches!(rule.trigger, None | Some(Trigger::Always)),
+                ..KernelRule::default()
+            };
+            match plan(rule) {
+                Ok(Plan::Path { forms, excepts }) => {
+                    for form in forms {
+                        match form {
+                            KernelForm::Exact(p) => out.exact.push(p),
+                            KernelForm::Prefix(p) => out.prefixes.push(p),
+                            KernelForm::Name(n) => out.names.push(n),
+                        }
+                    }
+                    for form in excepts {
+                        match form {
+                            KernelForm::Exact(p) => out.except_exact.push(p),
+                            KernelForm::Prefix(p) => out.except_prefixes.push(p),
+                            KernelForm::Name(n) => out.except_names.push(n),
+                        }
+                    }
+                }
+                Ok(Plan::Net { entries }) => {
+                    out.net = entries
+                        .into_iter()
+                        .map(|(cidr, port)| NetForm {
+                            cidr: format!(
+                                "{}/{}",
+                                std::net::Ipv6Addr::from(cidr.addr),
+                                cidr.prefix_len
+                            ),
+                            port: u32::from(port),
+                        })
+                        .collect();
+                }
+                Err(reason) => out.userspace_reason = reason,
+            }
+            out
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::{Homes, Options};
+
+    #[test]
+    fn block_rules_carry_their_kernel_forms() {
+        let text = r#"
+version: 1
+builtin: none
+rules:
+  - block: "~/.ssh/**"
+  - block: "**/.env"
+    except: "/srv/app/.env"
+  - block: "/etc/**"
+    actions: [write]
+  - warn: "/tmp/x"
+  - block: "re:^/proc/\\d+/environ$"
+  - block: { port: 25 }
+"#;
+        let opts = Options {
+            homes: Homes::fixed(["/home/a"]),
+            resolver: |_| None,
+        };
+        let set = RuleSet::parse_with("t.yaml", text, &opts).unwrap();
+        let rules = kernel_rules(&set);
+        assert_eq!(rules.len(), 5, "the warn rule is not a kernel rule");
+        assert_eq!(rules[0].prefixes, ["/home/a/.ssh/"]);
+        assert_eq!(rules[0].ops, carapace_common::op::ALL);
+        assert_eq!(rules[1].names, [".env"]);
+        assert_eq!(rules[1].except_exact, ["/srv/app/.env"]);
+        assert_eq!(rules[2].ops, carapace_common::op::WRITE);
+        assert!(
+            rules[3].userspace_reason.contains("regex"),
+            "{:?}",
+            rules[3]
+        );
+        assert_eq!(rules[4].net.len(), 1);
+        assert_eq!(rules[4].net[0].cidr, "::/0");
+        assert_eq!(rules[4].net[0].port, 25);
+    }
+}

@@ -1,0 +1,453 @@
+//! Approval requests: an approve-mode call (or a plan with gated steps) waits for the user.
+//!
+//! Requests live in the session database, so they survive a daemon restart; callers that
+//! wait are woken through a broadcast channel, which also feeds `carapace approvals --watch`
+//! and UIs. A request nobody answers in time expires, and expiry counts as a denial.
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+
+use super::db::{self, ApprovalRow, ApprovalStatus, Db, StoreError};
+
+/// Events kept for slow watchers.
+const EVENT_BUFFER: usize = 256;
+
+/// A rule that gates an operation, as shown to the user.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateRule {
+    pub id: String,
+    pub mode: String,
+    pub message: String,
+}
+
+/// One step of a plan, pre-evaluated.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanStep {
+    /// 1-based.
+    pub n: u32,
+    pub summary: String,
+    pub signature: String,
+    /// block | approve | warn | log | allow
+    pub decision: String,
+    pub rules: Vec<GateRule>,
+}
+
+impl PlanStep {
+    #[must_use]
+    pub fn gated(&self) -> bool {
+        self.decision == "approve"
+    }
+}
+
+/// What the user is asked, as stored in the `request` column.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    /// The uid that asked (the session owner, or the caller for sessionless checks).
+    pub requester_uid: u32,
+    pub summary: String,
+    #[serde(default)]
+    pub signature: String,
+    #[serde(default)]
+    pub rules: Vec<GateRule>,
+    #[serde(default)]
+    pub steps: Vec<PlanStep>,
+}
+
+/// The user's answer, as stored in the `answer` column.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answer {
+    /// Plan steps approved (empty for a call, or a denied plan).
+    #[serde(default)]
+    pub approved_steps: Vec<u32>,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// An approval request with its parsed request and answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Approval {
+    pub row: ApprovalRow,
+    pub request: Request,
+    pub answer: Answer,
+}
+
+impl Approval {
+    fn from_row(row: ApprovalRow) -> Self {
+        let request = serde_json::from_str(&row.request).unwrap_or_default();
+        let answer = serde_json::from_str(&row.answer).unwrap_or_default();
+        Self {
+            row,
+            request,
+            answer,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AnswerError {
+    #[error("no approval request {0}")]
+    NotFound(String),
+    #[error("approval request {id} is already {status}")]
+    NotPending { id: String, status: &'static str },
+    #[error("bad step list {0:?}: {1}")]
+    BadSteps(String, String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Pending approvals and their waiters.
+pub struct Approvals {
+    db: Arc<Db>,
+    events: broadcast::Sender<Approval>,
+}
+
+impl Approvals {
+    #[must_use]
+    pub fn new(db: Arc<Db>) -> Self {
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        Self { db, events }
+    }
+
+    /// Every new request and every answer, as they happen.
+    #[must_use]
+    pub fn subscribe(&self) -> broadcast::Receiver<Approval> {
+        self.events.subscribe()
+    }
+
+    /// Parks a request; `kind` is `call` or `plan`.
+    pub fn request(
+        &self,
+        session: Option<&str>,
+        kind: &str,
+        request: &Request,
+    ) -> Result<Approval, StoreError> {
+        let row = ApprovalRow {
+            id: new_id(),
+            session_id: session.map(str::to_owned),
+            kind: kind.to_owned(),
+            created: db::now(),
+            status: ApprovalStatus::Pending,
+            request: serde_json::to_string(request).unwrap_or_default(),
+            answer: String::new(),
+            decided_at: None,
+            decided_by: None,
+        };
+        self.db.insert_approval(&row)?;
+        let approval = Approval::from_row(row);
+        tracing::info!(approval = %approval.row.id, session = ?session, kind, "approval requested: {}", request.summary);
+        let _ = self.events.send(approval.clone());
+        Ok(approval)
+    }
+
+    pub fn get(&self, id: &str) -> Result<Option<Approval>, StoreError> {
+        Ok(self.db.approval(id)?.map(Approval::from_row))
+    }
+
+    pub fn pending(&self) -> Result<Vec<Approval>, StoreError> {
+        Ok(self
+            .db
+            .pending_approvals()?
+            .into_iter()
+            .map(Approval::from_row)
+            .collect())
+    }
+
+    /// Answers a pending request. Approving a call remembers its signature for the session;
+    /// approving a plan (all of it, or the steps `steps` names, e.g. `1-3,5`) remembers the
+    /// signatures of the approved gated steps. Authorization is the caller's business.
+    pub fn answer(
+        &self,
+        id: &str,
+        approve: bool,
+        steps: &str,
+        by_uid: u32,
+    ) -> Result<Approval, AnswerError> {
+        let current = self
+            .get(id)?
+            .ok_or_else(|| AnswerError::NotFound(id.into()))?;
+        if current.row.status != ApprovalStatus::Pending {
+            return Err(AnswerError::NotPending {
+                id: id.into(),
+                status: current.row.status.name(),
+            });
+        }
+        let request = &current.request;
+        let mut answer = Answer::default();
+        let mut remember = Vec::new();
+        if approve {
+            if current.row.kind == "plan" {
+                let n = u32::try_from(request.steps.len()).unwrap_or(u32::MAX);
+                let chosen = if steps.trim().is_empty() || steps.trim() == "all" {
+                    (1..=n).collect()
+                } else {
+                    parse_steps(steps, n).map_err(|e| AnswerError::BadSteps(steps.into(), e))?
+                };
+                answer.approved_steps = chosen.iter().copied().collect();
+                if let Some(session) = &current.row.session_id {
+                    remember.extend(
+                        request
+                            .steps
+                            .iter()
+                            .filter(|s| s.gated() && chosen.contains(&s.n))
+                            .map(|s| (session.clone(), s.signature.clone())),
+                    );
+                }
+            } else if let Some(session) = &current.row.session_id {
+                remember.push((session.clone(), request.signature.clone()));
+            }
+        } else {
+            answer.reason = format!("denied by uid {by_uid}");
+        }
+        let status = if approve {
+            ApprovalStatus::Approved
+        } else {
+            ApprovalStatus::Denied
+        };
+        let text = serde_json::to_string(&answer).unwrap_or_default();
+        if !self
+            .db
+            .answer_approval(id, status, &text, by_uid, &remember)?
+        {
+            // Answered (or expired) in between.
+            let now = self
+                .get(id)?
+                .map_or(ApprovalStatus::Denied, |a| a.row.status);
+            return Err(AnswerError::NotPending {
+                id: id.into(),
+                status: now.name(),
+            });
+        }
+        let answered = self
+            .get(id)?
+            .ok_or_else(|| AnswerError::NotFound(id.into()))?;
+        tracing::info!(
+            approval = id,
+            uid = by_uid,
+            "approval request {}",
+            status.name()
+        );
+        let _ = self.events.send(answered.clone());
+        Ok(answered)
+    }
+
+    /// Waits until request `id` is answered, or `timeout` passes — then it expires, which
+    /// counts as a denial. Returns the final state.
+    pub async fn wait(&self, id: &str, timeout: Duration) -> Result<Approval, AnswerError> {
+        // Subscribe before reading, so an answer in between is not missed.
+        let mut events = self.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let current = self
+                .get(id)?
+                .ok_or_else(|| AnswerError::NotFound(id.into()))?;
+            if current.row.status != ApprovalStatus::Pending {
+                return Ok(current);
+            }
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                Ok(Ok(_) | Err(broadcast::error::RecvError::Lagged(_))) => {}
+                Ok(Err(broadcast::error::RecvError::Closed)) | Err(_) => {
+                    self.expire(id)?;
+                    return self
+                        .get(id)?
+                        .ok_or_else(|| AnswerError::NotFound(id.into()));
+                }
+            }
+        }
+    }
+
+    fn expire(&self, id: &str) -> Result<(), StoreError> {
+        let answer = serde_json::to_string(&Answer {
+            reason: "nobody answered in time".into(),
+            ..Answer::default()
+        })
+        .unwrap_or_default();
+        if self
+            .db
+            .answer_approval(id, ApprovalStatus::Expired, &answer, 0, &[])?
+        {
+            tracing::info!(approval = id, "approval request expired");
+            if let Some(a) = self.get(id)? {
+                let _ = self.events.send(a);
+            }
+        }
+        Ok(())
+    }
+
+    /// Expires pending requests older than `max_age` (their callers gave up long ago).
+    pub fn expire_older_than(&self, max_age: Duration) -> Result<usize, StoreError> {
+        let cutoff = db::now().saturating_sub(max_age.as_secs());
+        let mut n = 0;
+        for a in self.db.pending_approvals()? {
+            if a.created < cutoff {
+                self.expire(&a.id)?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// Parses a step list such as `1-3,5` against a plan of `n` steps.
+pub fn parse_steps(text: &str, n: u32) -> Result<BTreeSet<u32>, String> {
+    let mut out = BTreeSet::new();
+    for part in text.split(',').map(str::trim) {
+        if part.is_empty() {
+            return Err("empty item; write e.g. `1-3,5`".into());
+        }
+        let (lo, hi) = if let Some((a, b)) = part.split_once('-') {
+            (step_number(a)?, step_number(b)?)
+        } else {
+            let v = step_number(part)?;
+            (v, v)
+        };
+        if lo == 0 || lo > hi || hi > n {
+            return Err(format!("`{part}` is not a range of steps within 1-{n}"));
+        }
+        out.extend(lo..=hi);
+    }
+    Ok(out)
+}
+
+fn step_number(s: &str) -> Result<u32, String> {
+    s.trim()
+        .parse::<u32>()
+        .map_err(|_| format!("`{}` is not a step number", s.trim()))
+}
+
+/// `ap-<8 random hex digits>`: short enough to type in `carapace approve`.
+fn new_id() -> String {
+    use std::io::Read as _;
+    let mut bytes = [0u8; 4];
+    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    let n = if random.is_ok() {
+        u32::from_ne_bytes(bytes)
+    } else {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos())
+            ^ std::process::id()
+    };
+    format!("ap-{n:08x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn step_lists() {
+        assert_eq!(
+            parse_steps("1-3,5", 6)
+                .unwrap()
+                .into_iter()
+                .collect::<Vec<_>>(),
+            [1, 2, 3, 5]
+        );
+        assert_eq!(parse_steps(" 2 ", 2).unwrap().len(), 1);
+        for bad in ["", "0", "7", "3-1", "1-", "a", "1,,2", "-2"] {
+            assert!(parse_steps(bad, 6).is_err(), "{bad:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn step_lists_never_panic_and_stay_in_range(text in ".{0,40}", n in 0u32..50) {
+            if let Ok(steps) = parse_steps(&text, n) {
+                prop_assert!(steps.iter().all(|s| (1..=n).contains(s)));
+            }
+        }
+    }
+
+    fn store() -> (tempfile::TempDir, Arc<Db>) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Db::open(dir.path()).unwrap());
+        db.agent_session("a-1", 1000, "claude-code", "x").unwrap();
+        (dir, db)
+    }
+
+    fn plan() -> Request {
+        let step = |n: u32, decision: &str| PlanStep {
+            n,
+            summary: format!("step {n}"),
+            signature: format!("sig-{n}"),
+            decision: decision.into(),
+            rules: Vec::new(),
+        };
+        Request {
+            requester_uid: 1000,
+            summary: "plan".into(),
+            steps: vec![step(1, "allow"), step(2, "approve"), step(3, "approve")],
+            ..Request::default()
+        }
+    }
+
+    #[test]
+    fn approving_part_of_a_plan_remembers_only_those_gated_steps() {
+        let (_dir, db) = store();
+        let approvals = Approvals::new(Arc::clone(&db));
+        let a = approvals.request(Some("a-1"), "plan", &plan()).unwrap();
+        let done = approvals.answer(&a.row.id, true, "1-2", 1000).unwrap();
+        assert_eq!(done.row.status, ApprovalStatus::Approved);
+        assert_eq!(done.answer.approved_steps, [1, 2]);
+        assert!(db.is_approved("a-1", "sig-2").unwrap());
+        assert!(!db.is_approved("a-1", "sig-3").unwrap());
+        assert!(!db.is_approved("a-1", "sig-1").unwrap(), "not gated");
+        // A second answer is refused.
+        assert!(matches!(
+            approvals.answer(&a.row.id, false, "", 1000),
+            Err(AnswerError::NotPending { .. })
+        ));
+    }
+
+    #[test]
+    fn a_bad_step_list_answers_nothing() {
+        let (_dir, db) = store();
+        let approvals = Approvals::new(Arc::clone(&db));
+        let a = approvals.request(Some("a-1"), "plan", &plan()).unwrap();
+        assert!(matches!(
+            approvals.answer(&a.row.id, true, "2-9", 1000),
+            Err(AnswerError::BadSteps(..))
+        ));
+        assert_eq!(
+            approvals.get(&a.row.id).unwrap().unwrap().row.status,
+            ApprovalStatus::Pending
+        );
+    }
+
+    #[tokio::test]
+    async fn a_waiter_gets_the_answer_or_expires() {
+        let (_dir, db) = store();
+        let approvals = Arc::new(Approvals::new(Arc::clone(&db)));
+        let call = Request {
+            requester_uid: 1000,
+            summary: "write /x".into(),
+            signature: "sig-w".into(),
+            ..Request::default()
+        };
+        let a = approvals.request(Some("a-1"), "call", &call).unwrap();
+        let waiter = {
+            let approvals = Arc::clone(&approvals);
+            let id = a.row.id.clone();
+            tokio::spawn(async move { approvals.wait(&id, Duration::from_secs(30)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        approvals.answer(&a.row.id, true, "", 1000).unwrap();
+        let got = waiter.await.unwrap().unwrap();
+        assert_eq!(got.row.status, ApprovalStatus::Approved);
+        assert!(db.is_approved("a-1", "sig-w").unwrap());
+
+        let b = approvals.request(Some("a-1"), "call", &call).unwrap();
+        let got = approvals
+            .wait(&b.row.id, Duration::from_millis(100))
+            .await
+            .unwrap();
+        assert_eq!(got.row.status, ApprovalStatus::Expired);
+        // Too late now.
+        assert!(approvals.answer(&b.row.id, true, "", 1000).is_err());
+    }
+}
