@@ -254,3 +254,87 @@ fn a_broken_llm_config_stops_the_daemon_with_file_line_column() {
         "{err}"
     );
 }
+
+/// A model for the session test: the trigger holds once web content was read; the effect
+/// covers file writes.
+fn session_judge(request: &Value) -> Vec<Block> {
+    let user = request["messages"][0]["content"].as_str().unwrap_or("");
+    let applies = if user.contains("trigger: the agent has taken in content from the internet") {
+        user.contains("WebFetch")
+    } else {
+        operation(user)["tool"] == "Write"
+    };
+    vec![Block::tool_use(
+        "toolu_1",
+        "rule_verdict",
+        json!({"applies": applies, "reason": "judged"}),
+    )]
+}
+
+#[test]
+fn a_plain_english_trigger_switches_its_rule_on_in_the_session() {
+    let Some(dir) = setup("a_plain_english_trigger_switches_its_rule_on_in_the_session") else {
+        return;
+    };
+    let model = MessagesServer::start(session_judge);
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).expect("data dir");
+    std::fs::write(
+        data.join("config.yaml"),
+        format!(
+            "llm:\n  provider: anthropic\n  base_url: {}\n  model: judge-1\n",
+            model.base_url()
+        ),
+    )
+    .expect("config");
+    let rules = dir.path().join("rules.yaml");
+    std::fs::write(
+        &rules,
+        "version: 1\nbuiltin: none\nrules:\n  - id: approve-writes-after-web\n    trigger: \"the agent has taken in content from the internet\"\n    effect: \"writes to files\"\n    mode: approve\n",
+    )
+    .expect("rules");
+    let d = Daemon::start(
+        Path::new(CARAPACED),
+        dir.path(),
+        &["--rules", rules.to_str().expect("utf-8")],
+    );
+    let check_in = |session: &str, call: &Value| {
+        let out = cli(
+            Path::new(CARAPACE),
+            &d.socket,
+            ["check", "--session", session, "--json", &call.to_string()],
+            &[],
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("no JSON ({e}): {}{}", text(&out.stdout), text(&out.stderr))
+        });
+        (out.status.code().unwrap_or(-1), v)
+    };
+    let write = |p: &str| json!({"tool": "Write", "input": {"file_path": p, "content": "x"}});
+    let (code, v) = check_in("s1", &write("/tmp/before"));
+    assert_eq!(code, 0, "the rule is not on yet: {v}");
+    let (code, v) = check_in(
+        "s1",
+        &json!({"tool": "WebFetch", "input": {"url": "https://news.example/today", "prompt": "read"}}),
+    );
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["activated"], json!(["approve-writes-after-web"]), "{v}");
+    let (code, v) = check_in("s1", &write("/tmp/after"));
+    assert_eq!(code, 3, "after the web read, writes need approval: {v}");
+    assert_eq!(v["matches"][0]["id"], "approve-writes-after-web", "{v}");
+    let (code, v) = check_in("s2", &write("/tmp/after"));
+    assert_eq!(code, 0, "another session has not read the web: {v}");
+    // The second trigger question saw the first call in the session's history.
+    let trigger_questions: Vec<String> = model
+        .message_requests()
+        .iter()
+        .filter_map(|r| r["messages"][0]["content"].as_str().map(str::to_owned))
+        .filter(|u| u.contains("recent operations"))
+        .collect();
+    assert!(
+        trigger_questions
+            .iter()
+            .any(|u| u.contains("WebFetch") && u.contains("/tmp/before")),
+        "{trigger_questions:#?}"
+    );
+}
