@@ -715,6 +715,8 @@ impl Carapace for Service {
             sessions::authorize_human(&peer, s.owner_uid, "reset sessions")?;
             session_state::reset(&daemon.sessions, &rules, &s, peer.uid)
                 .map_err(|e| Status::internal(e.to_string()))?;
+            // A reset session starts over with the model too.
+            daemon.reviewer.forget_session(&s.id);
             sessions::detail(&daemon, &s.id, 0)
         })
         .await
