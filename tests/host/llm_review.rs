@@ -322,6 +322,14 @@ fn a_plain_english_trigger_switches_its_rule_on_in_the_session() {
     let (code, v) = check_in("s1", &write("/tmp/after"));
     assert_eq!(code, 3, "after the web read, writes need approval: {v}");
     assert_eq!(v["matches"][0]["id"], "approve-writes-after-web", "{v}");
+    let id = v["approval_id"]
+        .as_str()
+        .expect("an approval request")
+        .to_owned();
+    let out = cli(Path::new(CARAPACE), &d.socket, ["approve", &id], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let (code, v) = check_in("s1", &write("/tmp/after"));
+    assert_eq!(code, 0, "the user approved this write in the session: {v}");
     let (code, v) = check_in("s2", &write("/tmp/after"));
     assert_eq!(code, 0, "another session has not read the web: {v}");
     // The second trigger question saw the first call in the session's history.

@@ -75,6 +75,8 @@ pub struct ForReview {
     pub subject: Subject,
     pub cache_key: String,
     pub history: Vec<String>,
+    /// The user approved this operation earlier in the session.
+    pub approved_before: bool,
 }
 
 /// Phase 1 (blocking): the deterministic decision for one call in its session; with what the
@@ -115,10 +117,19 @@ pub fn check(
             },
             |s| s.id.clone(),
         );
+        let approved_before = match &session {
+            Some(s) => daemon
+                .sessions
+                .db()
+                .is_approved(&s.id, &checked.signature)
+                .map_err(internal)?,
+            None => false,
+        };
         Some(ForReview {
             subject: Subject::new(&call, &ext),
             cache_key,
             history,
+            approved_before,
         })
     } else {
         None
@@ -148,9 +159,16 @@ pub async fn review(
         &mut ev.checked.decision,
         Decision::from_matches("", Vec::new(), Vec::new()),
     );
-    ev.checked.decision = reviewer
+    let after_review = reviewer
         .review_decision(&r.cache_key, rules, &activation, &r.subject, decision)
         .await;
+    // The model may have added approve matches: an operation the user approved earlier in
+    // this session still passes.
+    ev.checked.decision = if r.approved_before {
+        after_review.approved("approved earlier in this session")
+    } else {
+        after_review
+    };
     let runs = !matches!(ev.checked.decision.decision, Mode::Block | Mode::Approve);
     if ev.session.is_none() || !runs {
         return Vec::new();
@@ -188,18 +206,6 @@ pub fn settle(
     fired: &[(String, String)],
 ) -> Result<Evaluated, Status> {
     if let Some(s) = &ev.session {
-        // The model may have added approve matches: an operation the user approved earlier
-        // in this session still passes.
-        if ev.checked.decision.decision == Mode::Approve
-            && daemon
-                .sessions
-                .db()
-                .is_approved(&s.id, &ev.checked.signature)
-                .map_err(internal)?
-        {
-            let d = ev.checked.decision.clone();
-            ev.checked.decision = d.approved("approved earlier in this session");
-        }
         ev.activated =
             state::record(&daemon.sessions, rules, s, &ev.ext, &ev.checked).map_err(internal)?;
         let runs = !matches!(ev.checked.decision.decision, Mode::Block | Mode::Approve);
