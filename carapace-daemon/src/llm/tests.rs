@@ -964,3 +964,15 @@ async fn https_is_set_up_and_unreachable_servers_are_transport_errors() {
         .unwrap_err();
     assert!(e.to_string().contains("bad URL"), "{e}");
 }
+
+#[test]
+fn the_plain_english_personal_agent_example_validates() {
+    let text = include_str!("../../../rules/examples/personal-agent-english.yaml");
+    let set = RuleSet::parse("personal-agent-english.yaml", text).unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(set.rules().len(), 8);
+    assert!(set.rules().iter().all(crate::rules::Rule::needs_llm));
+    assert!(set
+        .rules()
+        .iter()
+        .all(|r| r.mode == Mode::Approve && r.on_llm_error == Mode::Approve));
+}
