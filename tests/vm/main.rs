@@ -443,7 +443,10 @@ fn an_agent_cannot_loosen_its_own_session() {
          carapace rules reload; echo reload=$?"
     ));
     let text = stdout(&out);
-    assert!(text.contains("sid=s-"), "the agent sees its session:\n{text}");
+    assert!(
+        text.contains("sid=s-"),
+        "the agent sees its session:\n{text}"
+    );
     for name in ["disable", "reset", "reload"] {
         assert!(
             text.lines()

@@ -977,7 +977,9 @@ fn session_rules_with_a_structured_effect_reach_the_kernel_switched_off() {
         "    mode: block\n",
     )));
     let rule = set.by_id("after-web").unwrap_or_else(|| panic!("no rule"));
-    let index = rule.kernel_index.unwrap_or_else(|| panic!("not in the kernel"));
+    let index = rule
+        .kernel_index
+        .unwrap_or_else(|| panic!("not in the kernel"));
     let meta = set.kernel_image().rules[index as usize];
     assert_eq!(meta.ops, carapace_common::op::WRITE);
     assert_eq!(

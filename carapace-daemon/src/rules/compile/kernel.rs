@@ -69,15 +69,19 @@ pub fn plan(rule: &Rule) -> Result<Plan, String> {
             return Err("a plain-English effect is judged by the LLM reviewer".into())
         }
         Some(Effect::Actions { cond: None, .. }) => {
-            return Err("the effect names no path or address (it covers every operation of \
+            return Err(
+                "the effect names no path or address (it covers every operation of \
                         its actions), which the kernel cannot tell apart from the agent's \
                         own work; give the effect a path or address"
-                .into())
+                    .into(),
+            )
         }
         Some(Effect::Actions { cond: Some(_), .. }) if rule.cond.is_some() => {
-            return Err("the rule narrows its effect with a match of its own, which is \
+            return Err(
+                "the rule narrows its effect with a match of its own, which is \
                         evaluated in userspace"
-                .into())
+                    .into(),
+            )
         }
         _ => {}
     }
