@@ -320,18 +320,7 @@ fn step_number(s: &str) -> Result<u32, String> {
 
 /// `ap-<8 random hex digits>`: short enough to type in `carapace approve`.
 fn new_id() -> String {
-    use std::io::Read as _;
-    let mut bytes = [0u8; 4];
-    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
-    let n = if random.is_ok() {
-        u32::from_ne_bytes(bytes)
-    } else {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos())
-            ^ std::process::id()
-    };
-    format!("ap-{n:08x}")
+    format!("ap-{:08x}", super::random_u32())
 }
 
 #[cfg(test)]

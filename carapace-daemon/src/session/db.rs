@@ -398,15 +398,7 @@ impl Db {
             "SELECT id, owner_uid, agent, external_id, created FROM sessions
              WHERE kind = 'agent' AND owner_uid = ?1 AND agent = ?2 AND external_id = ?3",
             params![owner_uid, agent, external_id],
-            |row| {
-                Ok(AgentSession {
-                    id: row.get(0)?,
-                    owner_uid: row.get(1)?,
-                    agent: row.get(2)?,
-                    external_id: row.get(3)?,
-                    created: row.get(4)?,
-                })
-            },
+            agent_row,
         ))
     }
 
@@ -416,15 +408,7 @@ impl Db {
             "SELECT id, owner_uid, agent, external_id, created FROM sessions
              WHERE kind = 'agent' ORDER BY created, id",
         ))?;
-        let rows = self.sql(stmt.query_map([], |row| {
-            Ok(AgentSession {
-                id: row.get(0)?,
-                owner_uid: row.get(1)?,
-                agent: row.get(2)?,
-                external_id: row.get(3)?,
-                created: row.get(4)?,
-            })
-        }))?;
+        let rows = self.sql(stmt.query_map([], agent_row))?;
         self.sql(rows.collect())
     }
 
@@ -663,6 +647,17 @@ impl Db {
         }))?;
         self.sql(rows.collect())
     }
+}
+
+/// An `agent` session from `SELECT id, owner_uid, agent, external_id, created`.
+fn agent_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<AgentSession> {
+    Ok(AgentSession {
+        id: row.get(0)?,
+        owner_uid: row.get(1)?,
+        agent: row.get(2)?,
+        external_id: row.get(3)?,
+        created: row.get(4)?,
+    })
 }
 
 #[cfg(test)]

@@ -322,18 +322,23 @@ fn new_id() -> String {
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
+    format!("s-{secs}-{:08x}", random_u32())
+}
+
+/// 32 random bits for ids. Uniqueness, not secrecy, is what matters (the cgroup mkdir and
+/// the database's primary keys refuse a clash), so without /dev/urandom the clock will do.
+#[must_use]
+pub fn random_u32() -> u32 {
     let mut bytes = [0u8; 4];
     let random = fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
-    let n = if random.is_ok() {
+    if random.is_ok() {
         u32::from_ne_bytes(bytes)
     } else {
-        // Uniqueness, not secrecy, is what matters here; the cgroup mkdir refuses a clash.
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos())
             ^ std::process::id()
-    };
-    format!("s-{secs}-{n:08x}")
+    }
 }
 
 #[cfg(test)]
