@@ -1,6 +1,7 @@
 //! Carapace: a guardrail for AI agents. See DESIGN.md at the repository's shared root for the
 //! architecture; each module's doc says which part it is.
 pub mod api;
+pub mod audit;
 pub mod cli;
 pub mod engine;
 pub mod io_error;
