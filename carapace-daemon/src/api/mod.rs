@@ -3,6 +3,7 @@
 //! Peer identity comes from the socket — `SO_PEERCRED` as tonic's [`UdsConnectInfo`], and the
 //! peer's cgroup from `/proc/PID/cgroup` — never from request fields. A peer inside
 //! `<cgroup2>/carapace/…` is an agent.
+pub mod audit;
 pub mod denial;
 pub mod evaluate;
 pub mod proto;
@@ -69,6 +70,9 @@ pub struct Daemon {
     /// Why the kernel layer is not running, if it is not.
     pub kernel_unavailable: Option<String>,
     pub events: broadcast::Sender<SessionEvent>,
+    /// The audit ledger (attached at start; without it decisions are refused).
+    pub audit: audit::AuditLog,
+    pub metrics: crate::metrics::Metrics,
 }
 
 impl Daemon {
@@ -89,6 +93,8 @@ impl Daemon {
             sessions,
             kernel_unavailable,
             events,
+            audit: audit::AuditLog::default(),
+            metrics: crate::metrics::Metrics::default(),
         }
     }
 
@@ -119,6 +125,44 @@ impl Daemon {
     #[must_use]
     pub fn reloads(&self) -> u64 {
         self.reloads.load(Ordering::Relaxed)
+    }
+
+    /// The metrics page: the counters plus the ledger's and the sessions' gauges.
+    #[must_use]
+    pub fn render_metrics(&self) -> String {
+        let (records, failures) = self.ledger_counts();
+        self.metrics.render(&[
+            (
+                "carapace_ledger_records",
+                "Records in the audit ledger.",
+                records as f64,
+            ),
+            (
+                "carapace_ledger_write_failures",
+                "Audit ledger writes that failed since start (each refused a decision).",
+                failures as f64,
+            ),
+            (
+                "carapace_sessions",
+                "Live agent sessions.",
+                self.sessions.list().len() as f64,
+            ),
+            (
+                "carapace_rules",
+                "Rules in force.",
+                self.rules().rules().len() as f64,
+            ),
+        ])
+    }
+
+    fn ledger_counts(&self) -> (u64, u64) {
+        self.audit.ledger().map_or((0, 0), |l| {
+            let stats = l.stats();
+            (
+                stats.last_seq.load(Ordering::Relaxed),
+                stats.failures.load(Ordering::Relaxed),
+            )
+        })
     }
 
     fn kernel_state(&self) -> (bool, String) {
@@ -226,8 +270,10 @@ pub fn spawn_denial_pump(
                 rule = %d.rule_id,
                 "blocked {} of {}",
                 d.operation,
-                d.subject
+                crate::audit::redact::redact(&d.subject)
             );
+            daemon.metrics.kernel_denial(&d.rule_id);
+            daemon.audit.note(audit::denied(&d)).await;
             // No receiver is fine: nobody watches that session right now.
             let _ = daemon.events.send(SessionEvent::Denial(d));
         }
@@ -252,6 +298,14 @@ pub fn spawn_reaper(daemon: Arc<Daemon>) -> tokio::task::JoinHandle<()> {
             };
             for id in ended {
                 tracing::info!(session = %id, "ended a session whose processes are all gone");
+                let event = audit::session_changed(
+                    crate::audit::Kind::SessionEnded,
+                    &id,
+                    None,
+                    &[],
+                    "its processes are all gone",
+                );
+                daemon.audit.note(event).await;
                 let _ = daemon.events.send(SessionEvent::Ended(id));
             }
         }
@@ -374,12 +428,39 @@ impl Carapace for Service {
                 command: s.command,
             })
             .collect();
+        let kernel_rules = rules.iter().filter(|r| r.kernel_index.is_some()).count() as u32;
+        // Layers 0 and 1 apply every rule; the kernel those it could compile.
+        let rules_per_layer = [
+            ("tool-call", rules.len() as u32),
+            ("history", rules.len() as u32),
+            ("kernel", if kernel_enforcing { kernel_rules } else { 0 }),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let (ledger_records, ledger_failures) = self.daemon.ledger_counts();
         Ok(Response::new(StatusReply {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             kernel_enforcing,
             kernel_status,
             rules: rules.len() as u32,
-            kernel_rules: rules.iter().filter(|r| r.kernel_index.is_some()).count() as u32,
+            kernel_rules,
+            landlock_abi: crate::host::landlock_abi().unwrap_or(0),
+            rules_per_layer,
+            denials_per_layer: self
+                .daemon
+                .metrics
+                .denials_per_layer()
+                .into_iter()
+                .collect(),
+            ledger_records,
+            ledger_dir: self
+                .daemon
+                .audit
+                .ledger()
+                .map(|l| l.dir().display().to_string())
+                .unwrap_or_default(),
+            ledger_failures,
             sessions,
             rules_file: self
                 .daemon
@@ -442,11 +523,12 @@ impl Carapace for Service {
             ));
         }
         let origin = peer.cgroup.clone().unwrap_or_default();
+        let command = request.into_inner().command;
         let new = NewSession {
             owner_uid: peer.uid,
             pid: peer.pid,
             origin,
-            command: request.into_inner().command,
+            command: command.clone(),
         };
         let sessions = Arc::clone(&self.daemon.sessions);
         let record = tokio::task::spawn_blocking(move || sessions.create(new))
@@ -456,6 +538,19 @@ impl Carapace for Service {
                 tracing::error!("cannot create a session: {e}");
                 session_status(&e)
             })?;
+        let event = audit::session_changed(
+            crate::audit::Kind::SessionCreated,
+            &record.id,
+            Some(&peer),
+            &command,
+            "CreateSession",
+        );
+        if let Err(status) = self.daemon.audit.record(event).await {
+            // A session the ledger does not know of must not run.
+            let (sessions, id) = (Arc::clone(&self.daemon.sessions), record.id.clone());
+            let _ = tokio::task::spawn_blocking(move || sessions.end(&id, true)).await;
+            return Err(status);
+        }
         let (kernel_enforcing, kernel_status) = self.daemon.kernel_state();
         Ok(Response::new(CreateSessionReply {
             session_id: record.id,
@@ -504,6 +599,14 @@ impl Carapace for Service {
                 tracing::error!(session = %id, "cannot end the session: {e}");
                 session_status(&e)
             })?;
+        let event = audit::session_changed(
+            crate::audit::Kind::SessionEnded,
+            &id,
+            Some(&peer),
+            &[],
+            "EndSession",
+        );
+        self.daemon.audit.note(event).await;
         let _ = self.daemon.events.send(SessionEvent::Ended(id));
         Ok(Response::new(EndSessionReply {}))
     }
@@ -513,14 +616,9 @@ impl Carapace for Service {
         request: Request<EvaluateRequest>,
     ) -> Result<Response<EvaluateReply>, Status> {
         let peer = self.peer(&request)?;
-        let req = request.into_inner();
-        let rules = self.daemon.rules();
-        tokio::task::spawn_blocking(move || {
-            evaluate::evaluate(&rules, &peer, &req.call_json, &req.cwd)
-        })
-        .await
-        .map_err(|e| blocking_failed(&e))?
-        .map(Response::new)
+        evaluate::handle_evaluate(&self.daemon, peer, request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn scan_history(
@@ -528,14 +626,9 @@ impl Carapace for Service {
         request: Request<ScanHistoryRequest>,
     ) -> Result<Response<ScanHistoryReply>, Status> {
         let peer = self.peer(&request)?;
-        let req = request.into_inner();
-        let rules = self.daemon.rules();
-        tokio::task::spawn_blocking(move || {
-            evaluate::scan_history(&rules, &peer, &req.transcript, &req.cwd)
-        })
-        .await
-        .map_err(|e| blocking_failed(&e))?
-        .map(Response::new)
+        evaluate::handle_scan_history(&self.daemon, peer, request.into_inner())
+            .await
+            .map(Response::new)
     }
 }
 

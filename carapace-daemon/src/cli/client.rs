@@ -30,7 +30,9 @@ Examples:
   carapace run -- claude                      run an agent under guard
   sudo carapace run -- sh -c 'cat ~/.ssh/id_ed25519'
                                               root is dropped back to the sudo user first
-  carapace status                             kernel layer state, rules, live sessions";
+  carapace status                             kernel layer state, rules, live sessions
+  sudo carapace doctor                        what this machine can enforce, with fixes
+  sudo carapace audit verify                  check the audit ledger for tampering";
 
 /// Run AI agents under Carapace's guard and inspect the daemon.
 #[derive(Debug, Parser)]
@@ -76,6 +78,10 @@ pub enum Command {
     Hook(super::hook::HookCommand),
     /// Check, list, explain and test rules; make the daemon reload its rule file
     Rules(super::rules::RulesArgs),
+    /// Verify and read the audit ledger (every decision, denial, session and reload)
+    Audit(super::audit::AuditArgs),
+    /// Check what this machine can enforce, and how to fix what is missing
+    Doctor(super::doctor::DoctorArgs),
 }
 
 /// Entry point of the `carapace` binary.
@@ -101,6 +107,8 @@ pub fn main() -> ExitCode {
             Command::ScanHistory(scan) => super::check::scan_history(&args.socket, scan).await,
             Command::Hook(hook) => super::hook::run(&args.socket, hook).await,
             Command::Rules(rules) => super::rules::run(&args.socket, rules).await,
+            Command::Audit(audit) => super::audit::run(audit).await,
+            Command::Doctor(doctor) => super::doctor::run(&args.socket, doctor).await,
         }
     });
     match result {
@@ -302,6 +310,9 @@ async fn status(socket: &Path) -> anyhow::Result<()> {
         "rules: {} ({} compiled for the kernel layer) from {from}; reloaded {} times",
         s.rules, s.kernel_rules, s.rules_reloads
     );
+    for line in super::audit::status_lines(&s) {
+        println!("{line}");
+    }
     println!("sessions: {}", s.sessions.len());
     for session in &s.sessions {
         println!(

@@ -9,6 +9,7 @@ use clap::Parser;
 
 use crate::api::reload::{self, Loaded, RuleSource};
 use crate::api::{self, Daemon};
+use crate::audit::{self, Ledger};
 use crate::kernel::{Kernel, KernelSettings};
 use crate::rules::RuleSet;
 use crate::session::cgroup::{CarapaceRoot, Hierarchy};
@@ -27,12 +28,17 @@ built-in packs. A rule file with errors is reported (file:line:column) and nothi
 The rule file is read again on SIGHUP, when it changes on disk (checked every second) and
 on `carapace rules reload`; a file with errors is logged and the running rules stay.
 
+Every decision, kernel denial, session change and rule reload is appended to the audit
+ledger in $CARAPACE_DATA_DIR/audit/ (hash-chained, synced before the answer is given;
+`carapace audit verify` checks it). A ledger that cannot be written refuses decisions.
+
 The kernel layer (eBPF LSM) needs a kernel with `bpf` in its LSM list; without it carapaced
 says so in one line and keeps serving Layers 0/1.
 
 Examples:
   sudo carapaced
   sudo carapaced --rules ./rules.yaml --data-dir /tmp/carapace --socket /tmp/carapace.sock
+  sudo carapaced --metrics 127.0.0.1:9464   # Prometheus metrics at http://127.0.0.1:9464/metrics
   carapace run -- claude        # in another terminal: run an agent under guard";
 
 /// The Carapace daemon: guards AI agents with cgroup-scoped eBPF LSM rules.
@@ -48,6 +54,10 @@ pub struct Args {
     /// Rule file to load instead of `$CARAPACE_DATA_DIR/rules.yaml`
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (off by default; use a loopback
+    /// address such as 127.0.0.1:9464 — rule ids and counts say what agents tried)
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// Entry point of the `carapaced` binary.
@@ -135,8 +145,27 @@ fn create_data_dir(dir: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create the data directory {}", dir.display()))
 }
 
+/// Opens the audit ledger; a ledger that cannot be opened or whose end is damaged stops the
+/// start (see `audit` for why).
+async fn open_ledger(data_dir: &Path) -> anyhow::Result<Arc<Ledger>> {
+    let (ledger, recovery) = Ledger::open(data_dir, audit::Options::default())
+        .context("cannot open the audit ledger")?;
+    let ledger = Arc::new(ledger);
+    let seq = ledger
+        .append(audit::ledger::opened_event(&recovery))
+        .await
+        .context("cannot write the audit ledger")?;
+    tracing::info!(
+        dir = %ledger.dir().display(),
+        records = seq,
+        "audit ledger open"
+    );
+    Ok(ledger)
+}
+
 async fn run(args: Args, source: RuleSource, loaded: Loaded) -> anyhow::Result<()> {
     create_data_dir(&args.data_dir)?;
+    let ledger = open_ledger(&args.data_dir).await?;
     let hierarchy = Hierarchy::discover().context("cannot find the cgroup v2 hierarchy")?;
     let root = CarapaceRoot::create(&hierarchy).context("cannot create the Carapace cgroup")?;
     tracing::info!(
@@ -153,6 +182,11 @@ async fn run(args: Args, source: RuleSource, loaded: Loaded) -> anyhow::Result<(
     let sessions = SessionManager::open(hierarchy, root, &args.data_dir, kernel)
         .context("cannot load the session store")?;
     let daemon = Arc::new(Daemon::new(loaded, source, Arc::new(sessions), unavailable));
+    daemon.audit.attach(Arc::clone(&ledger));
+    let _metrics = match args.metrics {
+        Some(addr) => Some(serve_metrics(Arc::clone(&daemon), addr).await?),
+        None => None,
+    };
     // Detached: the pump lives as long as the kernel's ring buffer.
     let _pump = events.map(|stream| api::spawn_denial_pump(Arc::clone(&daemon), stream));
     let _reaper = api::spawn_reaper(Arc::clone(&daemon));
@@ -168,9 +202,27 @@ async fn run(args: Args, source: RuleSource, loaded: Loaded) -> anyhow::Result<(
     if let Err(e) = std::fs::remove_file(&args.socket) {
         tracing::warn!("cannot remove {}: {e}", args.socket.display());
     }
+    ledger.close();
     result.context("the API server failed")?;
     tracing::info!("stopped; live sessions are resumed at next start");
     Ok(())
+}
+
+/// Binds `addr` and serves `/metrics` there.
+async fn serve_metrics(
+    daemon: Arc<Daemon>,
+    addr: std::net::SocketAddr,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} for metrics"))?;
+    let bound = listener.local_addr().unwrap_or(addr);
+    if !bound.ip().is_loopback() {
+        tracing::warn!("the metrics endpoint {bound} is reachable from other machines");
+    }
+    tracing::info!("metrics endpoint listening on http://{bound}/metrics");
+    let render = Arc::new(move || daemon.render_metrics());
+    Ok(crate::metrics::http::spawn(listener, render))
 }
 
 /// Resolves on SIGTERM or SIGINT; reloads the rules on SIGHUP.
