@@ -142,7 +142,7 @@ fn risk_of(d: &Decision, args_secret: bool) -> Vec<String> {
         flags.push("secret-in-arguments".to_owned());
     }
     if d.matches.iter().any(|m| m.kernel) {
-        flags.push("kernel-enforced".to_owned());
+        flags.push("kernel-rule".to_owned());
     }
     flags
 }

@@ -105,7 +105,10 @@ impl Metrics {
     /// Blocked decisions per layer since start (`tool-call`, `history`, `kernel`).
     #[must_use]
     pub fn denials_per_layer(&self) -> BTreeMap<String, u64> {
-        let mut out = BTreeMap::new();
+        let mut out: BTreeMap<String, u64> = ["history", "tool-call"]
+            .into_iter()
+            .map(|l| (l.to_owned(), 0))
+            .collect();
         for ((layer, mode), n) in lock(&self.decisions).iter() {
             if mode == "block" {
                 *out.entry(layer.clone()).or_default() += n;
