@@ -18,6 +18,9 @@ const AWS_KEY: &str = "AKIAQWERTYUIOPASDFGH";
 const GITHUB_TOKEN: &str = "ghp_Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa";
 const PASSWORD: &str = "correct-horse-battery-staple-42";
 
+/// Checks answered before the daemon is killed.
+const ACKNOWLEDGED: usize = 25;
+
 fn check(d: &Daemon, call: &str) -> std::process::Output {
     carapace(d, &["check", "--json", call], &[])
 }
@@ -136,8 +139,7 @@ fn kill_9_loses_no_acknowledged_decision() {
         return;
     };
     let mut d = daemon(dir.path());
-    const N: usize = 25;
-    for i in 0..N {
+    for i in 0..ACKNOWLEDGED {
         let call = format!(r#"{{"tool":"Bash","input":{{"command":"echo {i}"}}}}"#);
         assert_eq!(check(&d, &call).status.code(), Some(0));
     }
@@ -148,7 +150,7 @@ fn kill_9_loses_no_acknowledged_decision() {
     }
     d.stop();
     let all = records(&d.data_dir);
-    assert_eq!(of_kind(&all, "evaluate").len(), N, "{all:#?}");
+    assert_eq!(of_kind(&all, "evaluate").len(), ACKNOWLEDGED, "{all:#?}");
     let out = cli(
         Path::new(CARAPACE),
         &d.socket,
@@ -167,7 +169,7 @@ fn kill_9_loses_no_acknowledged_decision() {
     assert_eq!(check(&d2, BLOCKED).status.code(), Some(2));
     let all = records(&d2.data_dir);
     assert_eq!(of_kind(&all, "ledger-opened").len(), 2);
-    assert_eq!(of_kind(&all, "evaluate").len(), N + 1);
+    assert_eq!(of_kind(&all, "evaluate").len(), ACKNOWLEDGED + 1);
     assert_eq!(audit(&d2, &["verify"]).status.code(), Some(0));
 }
 

@@ -211,13 +211,12 @@ pub fn scanned(base: Evaluated<'_>, outcome: Result<&HistoryReport, &Status>) ->
                 .iter()
                 .map(|(_, d)| d)
                 .max_by_key(|d| d.decision);
-            match worst {
-                Some(d) => with_decision(&mut e, d, secret),
-                None => {
-                    e.decision = Some("allow".to_owned());
-                    if secret {
-                        e.risk.push("secret-in-arguments".to_owned());
-                    }
+            if let Some(d) = worst {
+                with_decision(&mut e, d, secret);
+            } else {
+                e.decision = Some("allow".to_owned());
+                if secret {
+                    e.risk.push("secret-in-arguments".to_owned());
                 }
             }
             e.tool = None;

@@ -129,6 +129,10 @@ impl Daemon {
 
     /// The metrics page: the counters plus the ledger's and the sessions' gauges.
     #[must_use]
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "gauge values are counts far below 2^52"
+    )]
     pub fn render_metrics(&self) -> String {
         let (records, failures) = self.ledger_counts();
         self.metrics.render(&[

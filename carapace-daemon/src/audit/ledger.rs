@@ -273,33 +273,7 @@ impl Writer {
             }
             None => (None, Head::empty()),
         };
-        match files::read_head(dir)? {
-            Some(Ok(anchor)) if anchor.seq > head.seq => {
-                return Err(AuditError::Truncated {
-                    dir: dir.to_owned(),
-                    last: head.seq,
-                    head: anchor.seq,
-                })
-            }
-            Some(Ok(anchor)) => recovery.beyond_head = head.seq - anchor.seq,
-            Some(Err(_)) => {
-                return Err(AuditError::Damaged {
-                    dir: dir.to_owned(),
-                    file: files::head_path(dir),
-                    line: 1,
-                    what: "the head file is not a ledger head".into(),
-                })
-            }
-            None if head.seq > 0 => {
-                return Err(AuditError::Damaged {
-                    dir: dir.to_owned(),
-                    file: files::head_path(dir),
-                    line: 1,
-                    what: "the head file is missing".into(),
-                })
-            }
-            None => {}
-        }
+        recovery.beyond_head = check_anchor(dir, &head)?;
         let head_path = files::head_path(dir);
         let head_file = OpenOptions::new()
             .create(true)
@@ -361,14 +335,13 @@ impl Writer {
                     e.to_string()
                 })
             };
-            match &result {
-                Ok(_) => stats.last_seq.store(self.head.seq, Ordering::Relaxed),
-                Err(_) => {
-                    stats
-                        .failures
-                        .fetch_add(batch.len() as u64, Ordering::Relaxed);
-                    stats.broken.store(self.broken, Ordering::Relaxed);
-                }
+            if result.is_ok() {
+                stats.last_seq.store(self.head.seq, Ordering::Relaxed);
+            } else {
+                stats
+                    .failures
+                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                stats.broken.store(self.broken, Ordering::Relaxed);
             }
             for (i, job) in batch.into_iter().enumerate() {
                 let _ = job.done.send(
@@ -487,22 +460,47 @@ impl Writer {
     }
 }
 
+/// Compares the head file with the last record found: how many records lie beyond the
+/// head, or why the ledger must not be appended to.
+fn check_anchor(dir: &Path, head: &Head) -> Result<u64, AuditError> {
+    let damaged = |what: &str| AuditError::Damaged {
+        dir: dir.to_owned(),
+        file: files::head_path(dir),
+        line: 1,
+        what: what.to_owned(),
+    };
+    match files::read_head(dir)? {
+        Some(Ok(anchor)) if anchor.seq > head.seq => Err(AuditError::Truncated {
+            dir: dir.to_owned(),
+            last: head.seq,
+            head: anchor.seq,
+        }),
+        Some(Ok(anchor)) => Ok(head.seq - anchor.seq),
+        Some(Err(_)) => Err(damaged("the head file is not a ledger head")),
+        None if head.seq > 0 => Err(damaged("the head file is missing")),
+        None => Ok(0),
+    }
+}
+
 /// The event written when the daemon opens the ledger.
 #[must_use]
 pub fn opened_event(recovery: &Recovery) -> Event {
+    use std::fmt::Write as _;
     let mut event = Event::new(Kind::LedgerOpened);
     let mut detail = format!("carapaced {}", env!("CARGO_PKG_VERSION"));
     if recovery.torn_bytes > 0 {
-        detail.push_str(&format!(
+        let _ = write!(
+            detail,
             "; cut off an unfinished last line of {} bytes (a crash during a write, never acknowledged)",
             recovery.torn_bytes
-        ));
+        );
     }
     if recovery.beyond_head > 0 {
-        detail.push_str(&format!(
+        let _ = write!(
+            detail,
             "; {} records were on disk after the head (written just before a crash)",
             recovery.beyond_head
-        ));
+        );
     }
     event.detail = Some(detail);
     event

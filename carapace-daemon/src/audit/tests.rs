@@ -11,7 +11,14 @@ use super::{Event, Kind, Ledger, Options};
 fn event(n: u64) -> Event {
     let mut e = Event::new(Kind::Evaluate);
     e.tool = Some("Bash".into());
-    e.decision = Some(if n % 2 == 0 { "allow" } else { "block" }.into());
+    e.decision = Some(
+        if n.is_multiple_of(2) {
+            "allow"
+        } else {
+            "block"
+        }
+        .into(),
+    );
     e.detail = Some(format!("call {n}"));
     e
 }

@@ -63,27 +63,7 @@ pub fn verify(dir: &Path) -> Result<Report, Problem> {
         None => None,
     };
     if segments.is_empty() {
-        return match head {
-            Some(h) if h.seq > 0 => Err(problem(
-                dir,
-                None,
-                Some(1),
-                format!(
-                    "every segment is gone, but the head says {} records were written",
-                    h.seq
-                ),
-            )),
-            _ if !dir.exists() => Err(problem(
-                dir,
-                None,
-                None,
-                "no audit ledger here (is this the daemon's data directory?)",
-            )),
-            _ => Ok(Report {
-                last_hash: GENESIS.into(),
-                ..Report::default()
-            }),
-        };
+        return empty_ledger(dir, head.as_ref());
     }
     let mut report = Report::default();
     let mut prev = GENESIS.to_owned();
@@ -159,13 +139,43 @@ pub fn verify(dir: &Path) -> Result<Report, Problem> {
     }
     report.records = seq;
     report.last_hash = prev;
-    check_head(head.as_ref(), head_match, &head_path, &mut report)?;
+    check_head(
+        head.as_ref(),
+        head_match.as_deref(),
+        &head_path,
+        &mut report,
+    )?;
     Ok(report)
+}
+
+/// A ledger without segments: fine when nothing was ever written.
+fn empty_ledger(dir: &Path, head: Option<&Head>) -> Result<Report, Problem> {
+    match head {
+        Some(h) if h.seq > 0 => Err(problem(
+            dir,
+            None,
+            Some(1),
+            format!(
+                "every segment is gone, but the head says {} records were written",
+                h.seq
+            ),
+        )),
+        _ if !dir.exists() => Err(problem(
+            dir,
+            None,
+            None,
+            "no audit ledger here (is this the daemon's data directory?)",
+        )),
+        _ => Ok(Report {
+            last_hash: GENESIS.into(),
+            ..Report::default()
+        }),
+    }
 }
 
 fn check_head(
     head: Option<&Head>,
-    matched: Option<String>,
+    matched: Option<&str>,
     path: &Path,
     report: &mut Report,
 ) -> Result<(), Problem> {
@@ -197,7 +207,7 @@ fn check_head(
         ));
         return Ok(());
     }
-    if head.seq > 0 && matched.as_deref() != Some(head.hash.as_str()) {
+    if head.seq > 0 && matched != Some(head.hash.as_str()) {
         return Err(problem(
             path,
             Some(1),

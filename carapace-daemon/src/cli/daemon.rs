@@ -54,7 +54,7 @@ pub struct Args {
     /// Rule file to load instead of `$CARAPACE_DATA_DIR/rules.yaml`
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
-    /// Serve Prometheus metrics at http://ADDR/metrics (off by default; use a loopback
+    /// Serve Prometheus metrics at `http://ADDR/metrics` (off by default; use a loopback
     /// address such as 127.0.0.1:9464 — rule ids and counts say what agents tried)
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
