@@ -409,3 +409,19 @@ fn metrics_are_scraped_over_http() {
     assert!(records >= 4, "{response}");
     assert!(http_get(&addr, "/other").starts_with("HTTP/1.1 404"));
 }
+
+#[test]
+fn the_installed_starter_rule_file_validates() {
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../contrib/rules.yaml");
+    let out = std::process::Command::new(CARAPACE)
+        .args(["rules", "check", file])
+        .output()
+        .expect("run carapace rules check");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
