@@ -425,3 +425,30 @@ fn the_installed_starter_rule_file_validates() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn json_logs_are_one_object_per_line() {
+    let Some(dir) = setup("json_logs_are_one_object_per_line") else {
+        return;
+    };
+    let d = Daemon::start(Path::new(CARAPACED), dir.path(), &["--log-format", "json"]);
+    assert_eq!(check(&d, BLOCKED).status.code(), Some(2));
+    let log = d.log_text();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["fields"]["message"] == "audit ledger open"
+                && l["fields"]["previous_head_hash"].as_str().map(str::len) == Some(64)),
+        "{log}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["level"] == "INFO" && l["fields"]["message"] == "serving"),
+        "{log}"
+    );
+}

@@ -50,6 +50,23 @@ impl AuditLog {
         })
     }
 
+    /// Queues an event whose effect already happened without waiting for it (kernel
+    /// denials can come in floods: they are then written in batches, in order); a failure
+    /// is logged.
+    pub fn note_detached(&self, event: Event) {
+        let kind = event.kind;
+        let Some(ledger) = self.ledger.get() else {
+            tracing::error!("cannot record {kind:?}: carapaced has no audit ledger");
+            return;
+        };
+        let done = ledger.append_queued(event);
+        tokio::spawn(async move {
+            if let Err(e) = done.await {
+                tracing::error!("cannot record {kind:?} in the audit ledger: {e}");
+            }
+        });
+    }
+
     /// Records an event whose effect already happened: failures are logged, not returned.
     pub async fn note(&self, event: Event) {
         let kind = event.kind;
@@ -293,6 +310,29 @@ mod tests {
             cgroup: cgroup.map(str::to_owned),
             agent: true,
         }
+    }
+
+    #[tokio::test]
+    async fn a_decision_that_cannot_be_recorded_is_refused() {
+        let log = AuditLog::default();
+        let status = log.record(Event::new(Kind::Evaluate)).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+
+        let dir = tempfile::tempdir().unwrap();
+        let options = crate::audit::Options { segment_bytes: 1 };
+        let (ledger, _) = Ledger::open(dir.path(), options).unwrap();
+        let log = AuditLog::default();
+        log.attach(Arc::new(ledger));
+        assert_eq!(log.record(Event::new(Kind::Evaluate)).await.unwrap(), 1);
+        // The next record starts a segment on a device that is always full.
+        let next = crate::audit::files::audit_dir(dir.path()).join("ledger-000002.jsonl");
+        std::os::unix::fs::symlink("/dev/full", next).unwrap();
+        let status = log.record(Event::new(Kind::Evaluate)).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        assert!(
+            status.message().contains("could not be recorded"),
+            "{status:?}"
+        );
     }
 
     #[test]

@@ -277,7 +277,7 @@ pub fn spawn_denial_pump(
                 crate::audit::redact::redact(&d.subject)
             );
             daemon.metrics.kernel_denial(&d.rule_id);
-            daemon.audit.note(audit::denied(&d)).await;
+            daemon.audit.note_detached(audit::denied(&d));
             // No receiver is fine: nobody watches that session right now.
             let _ = daemon.events.send(SessionEvent::Denial(d));
         }

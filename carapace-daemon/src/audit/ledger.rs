@@ -86,13 +86,15 @@ pub struct Ledger {
 }
 
 /// What [`Ledger::open`] found.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Recovery {
     /// Bytes of an unfinished last line (a write cut short by a crash, never acknowledged)
     /// that were cut off.
     pub torn_bytes: u64,
     /// Records found on disk after the head (written, maybe not acknowledged, before a crash).
     pub beyond_head: u64,
+    /// The last record on disk when the ledger was opened.
+    pub head: Head,
 }
 
 impl Ledger {
@@ -105,7 +107,8 @@ impl Ledger {
             .mode(0o700)
             .create(&dir)
             .map_err(IoError::at("create directory", &dir))?;
-        let (writer, recovery) = Writer::recover(&dir, options)?;
+        let (writer, mut recovery) = Writer::recover(&dir, options)?;
+        recovery.head = writer.head.clone();
         let stats = Arc::new(Stats::default());
         stats.last_seq.store(writer.head.seq, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
@@ -144,6 +147,20 @@ impl Ledger {
             .send(Job { event, done })
             .map_err(|_| AuditError::Closed)?;
         Ok(rx)
+    }
+
+    /// Queues `event` now (so records keep the order of the calls) and returns a future
+    /// that resolves like [`Ledger::append`].
+    pub fn append_queued(
+        &self,
+        event: Event,
+    ) -> impl std::future::Future<Output = Result<u64, AuditError>> + Send + 'static {
+        let rx = self.submit(event);
+        async move {
+            rx?.await
+                .map_err(|_| AuditError::Closed)?
+                .map_err(AuditError::Write)
+        }
     }
 
     /// Appends `event` and returns its seq once it is on disk (written and synced).
@@ -217,7 +234,11 @@ fn open_append(path: &Path) -> Result<File, IoError> {
 impl Writer {
     /// Finds the last record, cuts off a torn last line, checks the head.
     fn recover(dir: &Path, options: Options) -> Result<(Self, Recovery), AuditError> {
-        let mut recovery = Recovery::default();
+        let mut recovery = Recovery {
+            torn_bytes: 0,
+            beyond_head: 0,
+            head: Head::empty(),
+        };
         let segments = files::segments(dir)?;
         let mut last: Option<(u32, Head, u64)> = None;
         // The newest non-empty segment holds the last record; an empty one after it is a

@@ -58,21 +58,37 @@ pub struct Args {
     /// address such as 127.0.0.1:9464 — rule ids and counts say what agents tried)
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Log lines for people (`human`) or one JSON object per line for log collectors
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "human")]
+    pub log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        // Colour codes only for a terminal, not for log files and journals.
+        LogFormat::Human => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+    }
 }
 
 /// Entry point of the `carapaced` binary.
 #[must_use]
 pub fn main() -> ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        // Colour codes only for a terminal, not for log files and journals.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    init_logging(args.log_format);
     // Rules first: a broken rule file stops everything before anything is touched.
     let source = RuleSource::new(&args.data_dir, args.rules.clone());
     let rules = match load_rules(&source) {
@@ -155,9 +171,13 @@ async fn open_ledger(data_dir: &Path) -> anyhow::Result<Arc<Ledger>> {
         .append(audit::ledger::opened_event(&recovery))
         .await
         .context("cannot write the audit ledger")?;
+    // The head before this start, in the log too: a copy outside the ledger's directory
+    // shows a later rewrite of the chain.
     tracing::info!(
         dir = %ledger.dir().display(),
         records = seq,
+        previous_head_seq = recovery.head.seq,
+        previous_head_hash = %recovery.head.hash,
         "audit ledger open"
     );
     Ok(ledger)
