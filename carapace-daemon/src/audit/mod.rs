@@ -17,12 +17,13 @@
 //! what a rule matched, paths) goes through [`redact::redact`] first.
 //!
 //! # Durability (fsync policy)
-//! A record is acknowledged only after it is written and `fdatasync`ed, then the head is
-//! rewritten and synced. Callers wait for that acknowledgement before they answer (group
-//! commit: records arriving while a batch is being synced go out together in the next one).
-//! So a crash — `kill -9` of the daemon included — loses no acknowledged record; at worst
-//! it leaves an unfinished last line, never acknowledged, which the next start cuts off and
-//! mentions in its `ledger-opened` record.
+//! A record is acknowledged only after it is written and `fdatasync`ed; then the head is
+//! rewritten in place (not synced per commit: it can only lag behind synced records after a
+//! power loss, never point past them). Callers wait for the acknowledgement before they
+//! answer (group commit: records arriving while a batch is being synced go out together in
+//! the next one). So a crash — `kill -9` of the daemon included — loses no acknowledged
+//! record; at worst it leaves an unfinished last line, never acknowledged, which the next
+//! start cuts off and mentions in its `ledger-opened` record.
 //!
 //! # Failure policy (fail closed)
 //! The daemon does not start when the ledger cannot be opened, or when its end is damaged or
@@ -38,8 +39,8 @@
 //! segment; a segment deleted or renamed; records deleted from the end (the head points
 //! past them) — including the whole newest segment; a head that was edited.
 //! Not detectable from the files alone: someone with write access to the directory (root)
-//! who recomputes the chain and the head from some record on, or deletes the whole
-//! directory. The hashes are not keyed because any key would sit on the same machine
+//! who recomputes the chain and the head from some record on, who deletes records from the
+//! end and sets the head back to the new last record, or who deletes the whole directory. The hashes are not keyed because any key would sit on the same machine
 //! for the same root to read. Against that, keep the head elsewhere: the daemon logs the
 //! head (seq and hash) when it opens and closes the ledger, and `verify` prints it.
 pub mod files;
