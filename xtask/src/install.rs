@@ -46,7 +46,7 @@ struct Layout {
     bin_dir: PathBuf,
     unit: PathBuf,
     data_dir: PathBuf,
-    /// The binaries' directory as the running system sees it (for the unit's ExecStart).
+    /// The binaries' directory as the running system sees it (for the unit's `ExecStart`).
     exec_dir: PathBuf,
     /// Installing into the running system (not staged in a destdir).
     live: bool,
