@@ -452,3 +452,53 @@ fn json_logs_are_one_object_per_line() {
         "{log}"
     );
 }
+
+#[test]
+fn sessions_and_reloads_are_recorded() {
+    let Some(dir) = setup("sessions_and_reloads_are_recorded") else {
+        return;
+    };
+    let d = daemon(dir.path());
+    let out = carapace(&d, &["run", "--", "sh", "-c", "exit 3"], &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let out = carapace(&d, &["rules", "reload"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    let all = records(&d.data_dir);
+    let created = of_kind(&all, "session-created");
+    assert_eq!(created.len(), 1, "{all:#?}");
+    let id = created[0]["session"].as_str().expect("a session id");
+    assert_eq!(created[0]["agent"]["command"], "sh -c exit 3");
+    let ended = of_kind(&all, "session-ended");
+    assert_eq!(ended.len(), 1, "{all:#?}");
+    assert_eq!(ended[0]["session"], id);
+    let reload = of_kind(&all, "rules-reload");
+    assert_eq!(reload.len(), 1, "{all:#?}");
+    assert_eq!(reload[0]["decision"], "applied");
+    assert!(
+        reload[0]["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("ReloadRules from pid ")),
+        "{}",
+        reload[0]
+    );
+    let out = audit(&d, &["tail", "--session", id, "--json"]);
+    let lines = text(&out.stdout);
+    assert_eq!(lines.lines().count(), 2, "{lines}");
+
+    // A check made from inside a session is recorded with that session.
+    let socket = d.socket.to_str().expect("utf-8 socket");
+    let out = carapace(
+        &d,
+        &[
+            "run", "--", CARAPACE, "--socket", socket, "check", "--json", BLOCKED,
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let all = records(&d.data_dir);
+    let inner = of_kind(&all, "session-created")[1]["session"].clone();
+    let evals = of_kind(&all, "evaluate");
+    assert_eq!(evals.len(), 1, "{all:#?}");
+    assert_eq!(evals[0]["session"], inner, "{all:#?}");
+}
