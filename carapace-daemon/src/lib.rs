@@ -1,11 +1,14 @@
 //! Carapace: a guardrail for AI agents. See DESIGN.md at the repository's shared root for the
 //! architecture; each module's doc says which part it is.
 pub mod api;
+pub mod audit;
 pub mod cli;
 pub mod engine;
+pub mod host;
 pub mod io_error;
 pub mod kernel;
 pub mod llm;
+pub mod metrics;
 pub mod rules;
 pub mod sandbox;
 pub mod session;

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use carapace_tests::{cli, cli_command, has_file_line_column, is_root, text, Daemon};
 
+mod audit;
 mod front_doors;
 mod landlock;
 mod limits;

@@ -1,6 +1,7 @@
-//! Carapace's developer tasks: `cargo xtask setup | vm | test | demo | bench`.
+//! Carapace's developer tasks: `cargo xtask setup | vm | test | demo | bench | install`.
 
 mod initramfs;
+mod install;
 mod kernel;
 mod setup;
 mod test;
@@ -45,6 +46,8 @@ enum Cmd {
         #[arg(long)]
         host_only: bool,
     },
+    /// Install (or --uninstall) the binaries, the systemd unit and a starter rule file.
+    Install(install::InstallArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         Cmd::Test(args) => test::test(&args).map(|()| 0),
         Cmd::Demo { kernel } => demo(kernel),
         Cmd::Bench { kernel, host_only } => bench(kernel, host_only),
+        Cmd::Install(args) => install::install(&args).map(|()| 0),
     };
     match result {
         Ok(0) => ExitCode::SUCCESS,

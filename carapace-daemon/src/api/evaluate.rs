@@ -1,11 +1,18 @@
 //! `Evaluate` and `ScanHistory`: Layers 1 and 0 over gRPC, in the caller's context (its
-//! uid's home, its working directory), never in the daemon's.
+//! uid's home, its working directory), never in the daemon's. Each answer is given only
+//! after its audit record is on disk (see [`super::audit`]).
 use std::fmt::Write as _;
+use std::time::Instant;
+
 use tonic::Status;
 
-use super::proto::{EvaluateReply, EvaluateRequest, HistoryFinding, RuleMatch, ScanHistoryReply};
+use super::audit::{self as record, Evaluated as Recorded};
+use super::proto::{
+    EvaluateReply, EvaluateRequest, HistoryFinding, RuleMatch, ScanHistoryReply, ScanHistoryRequest,
+};
 use super::{Daemon, Peer};
-use crate::engine::{self, Activation, Context, Decision, Extracted, ToolCall};
+use crate::audit::{record::sha256_hex, redact};
+use crate::engine::{self, Activation, Context, Decision, Extracted, HistoryReport, ToolCall};
 use crate::llm::review::{Aspect, Subject, MAX_HISTORY};
 use crate::llm::Reviewer;
 use crate::rules::Trigger;
@@ -13,6 +20,116 @@ use crate::rules::{validate::mode_name, Mode, RuleSet};
 use crate::session::approvals::{Approval, GateRule, Request};
 use crate::session::db::{ApprovalStatus, RuleState};
 use crate::session::state::{self, Caller, Checked, SessionRef};
+
+/// Records an evaluation in the audit ledger (the answer waits for it: a decision that
+/// cannot be recorded is refused) and counts it in the metrics.
+pub async fn record_evaluation(
+    daemon: &Daemon,
+    peer: &Peer,
+    agent_session: &str,
+    args: Args,
+    elapsed: std::time::Duration,
+    outcome: Result<&Decision, &Status>,
+) -> Result<(), Status> {
+    let event = args
+        .record(daemon, peer, agent_session, elapsed)
+        .event(outcome);
+    daemon.audit.record(event).await?;
+    match outcome {
+        Ok(decision) => count(daemon, "tool-call", decision, elapsed),
+        Err(_) => daemon.metrics.rejected(),
+    }
+    Ok(())
+}
+
+/// The `ScanHistory` RPC: scan, record, then answer.
+pub async fn handle_scan_history(
+    daemon: &Daemon,
+    peer: Peer,
+    req: ScanHistoryRequest,
+) -> Result<ScanHistoryReply, Status> {
+    let rules = daemon.rules();
+    let started = Instant::now();
+    let peer2 = peer.clone();
+    let (outcome, args) = tokio::task::spawn_blocking(move || {
+        let outcome = scan_history(&rules, &peer2, &req.transcript, &req.cwd);
+        (outcome, Args::of(&req.transcript))
+    })
+    .await
+    .map_err(|e| Status::internal(format!("history scan task failed: {e}")))?;
+    let elapsed = started.elapsed();
+    let event = record::scanned(args.record(daemon, &peer, "", elapsed), outcome.as_ref());
+    daemon.audit.record(event).await?;
+    match outcome {
+        Ok(report) => {
+            let worst = report.findings.iter().map(|(_, d)| d.decision).max();
+            let mode = mode_name(worst.unwrap_or(crate::rules::Mode::Allow));
+            daemon.metrics.decision(
+                "history",
+                mode,
+                report
+                    .findings
+                    .iter()
+                    .flat_map(|(_, d)| d.matches.iter())
+                    .map(|m| (m.id.as_str(), mode_name(m.mode))),
+                elapsed,
+            );
+            Ok(history_reply(report))
+        }
+        Err(status) => {
+            daemon.metrics.rejected();
+            Err(status)
+        }
+    }
+}
+
+fn count(daemon: &Daemon, layer: &str, d: &Decision, elapsed: std::time::Duration) {
+    daemon.metrics.decision(
+        layer,
+        mode_name(d.decision),
+        d.matches.iter().map(|m| (m.id.as_str(), mode_name(m.mode))),
+        elapsed,
+    );
+}
+
+/// What the ledger keeps of a request's input: its hash, whether it holds a secret, and
+/// its (redacted) purpose — never the input itself.
+pub struct Args {
+    sha256: String,
+    secret: bool,
+    purpose: Option<String>,
+}
+
+impl Args {
+    #[must_use]
+    pub fn of(input: &str) -> Self {
+        Self {
+            sha256: sha256_hex(input.as_bytes()),
+            secret: redact::has_secret(input),
+            purpose: serde_json::from_str(input)
+                .ok()
+                .and_then(|v| record::purpose(&v)),
+        }
+    }
+
+    fn record<'a>(
+        self,
+        daemon: &Daemon,
+        peer: &'a Peer,
+        agent_session: &'a str,
+        elapsed: std::time::Duration,
+    ) -> Recorded<'a> {
+        Recorded {
+            peer,
+            session: record::session_of(&daemon.sessions.root().rel, peer),
+            agent_session,
+            args_sha256: self.sha256,
+            args_secret: self.secret,
+            purpose: self.purpose,
+            elapsed,
+        }
+    }
+}
 
 /// Largest tool call or transcript accepted (a transcript of a long session is a few MiB).
 pub const MAX_INPUT: usize = 32 << 20;
@@ -252,7 +369,7 @@ pub fn settle(
             tool = %d.tool,
             decision = mode_name(d.decision),
             "{}",
-            d.message
+            redact::redact(&d.message)
         );
     }
     Ok(ev)
@@ -340,7 +457,7 @@ pub fn scan_history(
     peer: &Peer,
     transcript: &str,
     cwd: &str,
-) -> Result<ScanHistoryReply, Status> {
+) -> Result<HistoryReport, Status> {
     if transcript.len() > MAX_INPUT {
         return Err(Status::invalid_argument(
             "the transcript is larger than 32 MiB",
@@ -350,9 +467,19 @@ pub fn scan_history(
     let report = engine::scan_history(rules, transcript, &ctx, &Activation::default());
     let report = crate::llm::review::unreviewed_history(rules, report);
     if !report.clean() {
-        tracing::warn!(pid = peer.pid, uid = peer.uid, "{}", report.message);
+        tracing::warn!(
+            pid = peer.pid,
+            uid = peer.uid,
+            "{}",
+            redact::redact(&report.message)
+        );
     }
-    Ok(ScanHistoryReply {
+    Ok(report)
+}
+
+#[must_use]
+pub fn history_reply(report: HistoryReport) -> ScanHistoryReply {
+    ScanHistoryReply {
         tool_calls: report.tool_calls as u32,
         findings: report
             .findings
@@ -363,7 +490,7 @@ pub fn scan_history(
             })
             .collect(),
         message: report.message,
-    })
+    }
 }
 
 #[must_use]

@@ -3,6 +3,7 @@
 //! Peer identity comes from the socket — `SO_PEERCRED` as tonic's [`UdsConnectInfo`], and the
 //! peer's cgroup from `/proc/PID/cgroup` — never from request fields. A peer inside
 //! `<cgroup2>/carapace/…` is an agent.
+pub mod audit;
 pub mod denial;
 pub mod evaluate;
 pub mod kernel_rules;
@@ -83,6 +84,9 @@ pub struct Daemon {
     /// Decides `llm_review` rules and plain-English triggers and effects (see
     /// [`Daemon::with_reviewer`]).
     reviewer: Arc<Reviewer>,
+    /// The audit ledger (attached at start; without it decisions are refused).
+    pub audit: audit::AuditLog,
+    pub metrics: crate::metrics::Metrics,
 }
 
 /// Default of `carapaced --approval-timeout`.
@@ -110,6 +114,8 @@ impl Daemon {
             approvals,
             approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
             reviewer: Arc::new(Reviewer::unavailable("no LLM reviewer was set up")),
+            audit: audit::AuditLog::default(),
+            metrics: crate::metrics::Metrics::default(),
         }
     }
 
@@ -175,6 +181,48 @@ impl Daemon {
     #[must_use]
     pub fn reloads(&self) -> u64 {
         self.reloads.load(Ordering::Relaxed)
+    }
+
+    /// The metrics page: the counters plus the ledger's and the sessions' gauges.
+    #[must_use]
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "gauge values are counts far below 2^52"
+    )]
+    pub fn render_metrics(&self) -> String {
+        let (records, failures) = self.ledger_counts();
+        self.metrics.render(&[
+            (
+                "carapace_ledger_records",
+                "Records in the audit ledger.",
+                records as f64,
+            ),
+            (
+                "carapace_ledger_write_failures",
+                "Audit ledger writes that failed since start (each refused a decision).",
+                failures as f64,
+            ),
+            (
+                "carapace_sessions",
+                "Live agent sessions.",
+                self.sessions.list().len() as f64,
+            ),
+            (
+                "carapace_rules",
+                "Rules in force.",
+                self.rules().rules().len() as f64,
+            ),
+        ])
+    }
+
+    fn ledger_counts(&self) -> (u64, u64) {
+        self.audit.ledger().map_or((0, 0), |l| {
+            let stats = l.stats();
+            (
+                stats.last_seq.load(Ordering::Relaxed),
+                stats.failures.load(Ordering::Relaxed),
+            )
+        })
     }
 
     fn kernel_state(&self) -> (bool, String) {
@@ -282,8 +330,10 @@ pub fn spawn_denial_pump(
                 rule = %d.rule_id,
                 "blocked {} of {}",
                 d.operation,
-                d.subject
+                crate::audit::redact::redact(&d.subject)
             );
+            daemon.metrics.kernel_denial(&d.rule_id);
+            daemon.audit.note_detached(audit::denied(&d));
             // No receiver is fine: nobody watches that session right now.
             let _ = daemon.events.send(SessionEvent::Denial(d));
         }
@@ -308,6 +358,14 @@ pub fn spawn_reaper(daemon: Arc<Daemon>) -> tokio::task::JoinHandle<()> {
             };
             for id in ended {
                 tracing::info!(session = %id, "ended a session whose processes are all gone");
+                let event = audit::session_changed(
+                    crate::audit::Kind::SessionEnded,
+                    &id,
+                    None,
+                    &[],
+                    "its processes are all gone",
+                );
+                daemon.audit.note(event).await;
                 let _ = daemon.events.send(SessionEvent::Ended(id));
             }
             // Requests whose caller stopped waiting long ago: expired means denied.
@@ -438,12 +496,39 @@ impl Carapace for Service {
                 command: s.command,
             })
             .collect();
+        let kernel_rules = rules.iter().filter(|r| r.kernel_index.is_some()).count() as u32;
+        // Layers 0 and 1 apply every rule; the kernel those it could compile.
+        let rules_per_layer = [
+            ("tool-call", rules.len() as u32),
+            ("history", rules.len() as u32),
+            ("kernel", if kernel_enforcing { kernel_rules } else { 0 }),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let (ledger_records, ledger_failures) = self.daemon.ledger_counts();
         Ok(Response::new(StatusReply {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             kernel_enforcing,
             kernel_status,
             rules: rules.len() as u32,
-            kernel_rules: rules.iter().filter(|r| r.kernel_index.is_some()).count() as u32,
+            kernel_rules,
+            landlock_abi: crate::host::landlock_abi().unwrap_or(0),
+            rules_per_layer,
+            denials_per_layer: self
+                .daemon
+                .metrics
+                .denials_per_layer()
+                .into_iter()
+                .collect(),
+            ledger_records,
+            ledger_dir: self
+                .daemon
+                .audit
+                .ledger()
+                .map(|l| l.dir().display().to_string())
+                .unwrap_or_default(),
+            ledger_failures,
             sessions,
             rules_file: self
                 .daemon
@@ -507,11 +592,12 @@ impl Carapace for Service {
             ));
         }
         let origin = peer.cgroup.clone().unwrap_or_default();
+        let command = request.into_inner().command;
         let new = NewSession {
             owner_uid: peer.uid,
             pid: peer.pid,
             origin,
-            command: request.into_inner().command,
+            command: command.clone(),
         };
         let sessions = Arc::clone(&self.daemon.sessions);
         let record = tokio::task::spawn_blocking(move || sessions.create(new))
@@ -521,6 +607,19 @@ impl Carapace for Service {
                 tracing::error!("cannot create a session: {e}");
                 session_status(&e)
             })?;
+        let event = audit::session_changed(
+            crate::audit::Kind::SessionCreated,
+            &record.id,
+            Some(&peer),
+            &command,
+            "CreateSession",
+        );
+        if let Err(status) = self.daemon.audit.record(event).await {
+            // A session the ledger does not know of must not run.
+            let (sessions, id) = (Arc::clone(&self.daemon.sessions), record.id.clone());
+            let _ = tokio::task::spawn_blocking(move || sessions.end(&id, true)).await;
+            return Err(status);
+        }
         let (kernel_enforcing, kernel_status) = self.daemon.kernel_state();
         Ok(Response::new(CreateSessionReply {
             session_id: record.id,
@@ -570,6 +669,14 @@ impl Carapace for Service {
                 tracing::error!(session = %id, "cannot end the session: {e}");
                 session_status(&e)
             })?;
+        let event = audit::session_changed(
+            crate::audit::Kind::SessionEnded,
+            &id,
+            Some(&peer),
+            &[],
+            "EndSession",
+        );
+        self.daemon.audit.note(event).await;
         let _ = self.daemon.events.send(SessionEvent::Ended(id));
         Ok(Response::new(EndSessionReply {}))
     }
@@ -580,45 +687,21 @@ impl Carapace for Service {
     ) -> Result<Response<EvaluateReply>, Status> {
         let peer = self.peer(&request)?;
         let req = request.into_inner();
-        let rules = self.daemon.rules();
-        let wait = std::time::Duration::from_secs(u64::from(req.wait_seconds))
-            .min(self.daemon.approval_timeout);
-        // One rule set for the whole decision: check, LLM review, recording.
-        let (daemon, rules2, peer2, req2) = (
-            Arc::clone(&self.daemon),
-            Arc::clone(&rules),
-            peer.clone(),
-            req.clone(),
-        );
-        let (mut ev, for_review) =
-            tokio::task::spawn_blocking(move || evaluate::check(&daemon, &rules2, &peer2, &req2))
-                .await
-                .map_err(|e| blocking_failed(&e))??;
-        let fired = match &for_review {
-            Some(r) => evaluate::review(&self.daemon.reviewer, &rules, &mut ev, r).await,
-            None => Vec::new(),
-        };
-        let (daemon, rules2) = (Arc::clone(&self.daemon), Arc::clone(&rules));
-        let mut ev = tokio::task::spawn_blocking(move || {
-            evaluate::settle(&daemon, &rules2, &peer, &req, ev, &fired)
-        })
-        .await
-        .map_err(|e| blocking_failed(&e))??;
-        if let Some(pending) = ev.approval.as_ref().filter(|_| !wait.is_zero()) {
-            let answer = self
-                .daemon
-                .approvals
-                .wait(&pending.row.id, wait)
-                .await
-                .map_err(|e| Status::internal(e.to_string()))?;
-            let daemon = Arc::clone(&self.daemon);
-            ev = tokio::task::spawn_blocking(move || {
-                evaluate::answered(&daemon, &rules, &mut ev, answer).map(|()| ev)
-            })
-            .await
-            .map_err(|e| blocking_failed(&e))??;
-        }
-        Ok(Response::new(evaluate::evaluated_reply(&ev)))
+        let started = std::time::Instant::now();
+        let args = evaluate::Args::of(&req.call_json);
+        let agent_session = req.session_id.clone();
+        let audit_peer = peer.clone();
+        let outcome = self.evaluate_in_session(peer, req).await;
+        evaluate::record_evaluation(
+            &self.daemon,
+            &audit_peer,
+            &agent_session,
+            args,
+            started.elapsed(),
+            outcome.as_ref().map(|ev| &ev.checked.decision),
+        )
+        .await?;
+        outcome.map(|ev| Response::new(evaluate::evaluated_reply(&ev)))
     }
 
     async fn list_sessions(
@@ -823,14 +906,59 @@ impl Carapace for Service {
         request: Request<ScanHistoryRequest>,
     ) -> Result<Response<ScanHistoryReply>, Status> {
         let peer = self.peer(&request)?;
-        let req = request.into_inner();
+        evaluate::handle_scan_history(&self.daemon, peer, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+}
+
+impl Service {
+    /// Layer 1 in the caller's session: check, LLM review, recording and triggers, and the
+    /// wait for the user's answer when the call needs approval and the caller waits.
+    async fn evaluate_in_session(
+        &self,
+        peer: Peer,
+        req: EvaluateRequest,
+    ) -> Result<evaluate::Evaluated, Status> {
         let rules = self.daemon.rules();
-        tokio::task::spawn_blocking(move || {
-            evaluate::scan_history(&rules, &peer, &req.transcript, &req.cwd)
+        let wait = std::time::Duration::from_secs(u64::from(req.wait_seconds))
+            .min(self.daemon.approval_timeout);
+        // One rule set for the whole decision: check, LLM review, recording.
+        let (daemon, rules2, peer2, req2) = (
+            Arc::clone(&self.daemon),
+            Arc::clone(&rules),
+            peer.clone(),
+            req.clone(),
+        );
+        let (mut ev, for_review) =
+            tokio::task::spawn_blocking(move || evaluate::check(&daemon, &rules2, &peer2, &req2))
+                .await
+                .map_err(|e| blocking_failed(&e))??;
+        let fired = match &for_review {
+            Some(r) => evaluate::review(&self.daemon.reviewer, &rules, &mut ev, r).await,
+            None => Vec::new(),
+        };
+        let (daemon, rules2) = (Arc::clone(&self.daemon), Arc::clone(&rules));
+        let mut ev = tokio::task::spawn_blocking(move || {
+            evaluate::settle(&daemon, &rules2, &peer, &req, ev, &fired)
         })
         .await
-        .map_err(|e| blocking_failed(&e))?
-        .map(Response::new)
+        .map_err(|e| blocking_failed(&e))??;
+        if let Some(pending) = ev.approval.as_ref().filter(|_| !wait.is_zero()) {
+            let answer = self
+                .daemon
+                .approvals
+                .wait(&pending.row.id, wait)
+                .await
+                .map_err(|e| Status::internal(e.to_string()))?;
+            let daemon = Arc::clone(&self.daemon);
+            ev = tokio::task::spawn_blocking(move || {
+                evaluate::answered(&daemon, &rules, &mut ev, answer).map(|()| ev)
+            })
+            .await
+            .map_err(|e| blocking_failed(&e))??;
+        }
+        Ok(ev)
     }
 }
 

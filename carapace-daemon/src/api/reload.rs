@@ -128,8 +128,28 @@ fn one_error(origin: &str, message: String) -> Diagnostics {
 
 impl Daemon {
     /// Reads the rule file again and swaps it in if it validates. `why` names the trigger
-    /// in the log (SIGHUP, file change, RPC).
+    /// in the log (SIGHUP, file change, RPC). The outcome is recorded in the audit ledger.
     pub async fn reload(&self, why: &str) -> Outcome {
+        let outcome = self.swap_rules(why).await;
+        let mut event = crate::audit::Event::new(crate::audit::Kind::RulesReload);
+        event.decision = Some(if outcome.ok { "applied" } else { "refused" }.to_owned());
+        let file = if outcome.file.is_empty() {
+            "the built-in packs"
+        } else {
+            &outcome.file
+        };
+        event.detail = crate::audit::redact::field(&format!(
+            "{why}: {file}; {} rules ({} in the kernel layer) in force",
+            outcome.rules, outcome.kernel_rules
+        ));
+        if !outcome.ok {
+            event.error = Some("invalid-rules".to_owned());
+        }
+        self.audit.note(event).await;
+        outcome
+    }
+
+    async fn swap_rules(&self, why: &str) -> Outcome {
         // One reload at a time; the guard also holds the fingerprint of the last file read.
         let mut last = self.reload_state.lock().await;
         // Taken before reading: a write during the read then shows up as a later change.

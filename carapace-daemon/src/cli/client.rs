@@ -32,7 +32,9 @@ Examples:
   sudo carapace run -- sh -c 'cat ~/.ssh/id_ed25519'
                                               root is dropped back to the sudo user first
   carapace status                             kernel layer state, rules, live sessions
-  carapace approvals --watch                  answer what agents ask: carapace approve ID";
+  carapace approvals --watch                  answer what agents ask: carapace approve ID
+  sudo carapace doctor                        what this machine can enforce, with fixes
+  sudo carapace audit verify                  check the audit ledger for tampering";
 
 /// Run AI agents under Carapace's guard and inspect the daemon.
 #[derive(Debug, Parser)]
@@ -103,6 +105,10 @@ pub enum Command {
     Plan(super::session::PlanArgs),
     /// Propose rules from the corrections in a conversation transcript (LLM; never activated)
     Learn(super::learn::LearnArgs),
+    /// Verify and read the audit ledger (every decision, denial, session and reload)
+    Audit(super::audit::AuditArgs),
+    /// Check what this machine can enforce, and how to fix what is missing
+    Doctor(super::doctor::DoctorArgs),
 }
 
 /// Entry point of the `carapace` binary.
@@ -138,6 +144,8 @@ pub fn main() -> ExitCode {
             Command::Deny(a) => super::session::answer(&args.socket, a, false).await,
             Command::Plan(p) => super::session::plan(&args.socket, p).await,
             Command::Learn(learn) => super::learn::learn(learn).await,
+            Command::Audit(audit) => super::audit::run(audit).await,
+            Command::Doctor(doctor) => super::doctor::run(&args.socket, doctor).await,
         }
     });
     match result {
@@ -455,6 +463,9 @@ async fn status(socket: &Path) -> anyhow::Result<()> {
     );
     if let Some(llm) = &s.llm {
         println!("{}", llm_line(llm));
+    }
+    for line in super::audit::status_lines(&s) {
+        println!("{line}");
     }
     println!("sessions: {}", s.sessions.len());
     for session in &s.sessions {

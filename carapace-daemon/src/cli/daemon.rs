@@ -9,6 +9,7 @@ use clap::Parser;
 
 use crate::api::reload::{self, Loaded, RuleSource};
 use crate::api::{self, Daemon};
+use crate::audit::{self, Ledger};
 use crate::kernel::{Kernel, KernelSettings};
 use crate::llm::{self, Reviewer};
 use crate::rules::RuleSet;
@@ -33,12 +34,17 @@ base_url, timeout_ms, max_concurrency). Without it, those rules get their `on_ll
 The rule file is read again on SIGHUP, when it changes on disk (checked every second) and
 on `carapace rules reload`; a file with errors is logged and the running rules stay.
 
+Every decision, kernel denial, session change and rule reload is appended to the audit
+ledger in $CARAPACE_DATA_DIR/audit/ (hash-chained, synced before the answer is given;
+`carapace audit verify` checks it). A ledger that cannot be written refuses decisions.
+
 The kernel layer (eBPF LSM) needs a kernel with `bpf` in its LSM list; without it carapaced
 says so in one line and keeps serving Layers 0/1.
 
 Examples:
   sudo carapaced
   sudo carapaced --rules ./rules.yaml --data-dir /tmp/carapace --socket /tmp/carapace.sock
+  sudo carapaced --metrics 127.0.0.1:9464   # Prometheus metrics at http://127.0.0.1:9464/metrics
   carapace run -- claude        # in another terminal: run an agent under guard";
 
 /// The Carapace daemon: guards AI agents with cgroup-scoped eBPF LSM rules.
@@ -58,21 +64,41 @@ pub struct Args {
     /// expire, which counts as a denial
     #[arg(long, value_name = "SECS", default_value_t = api::DEFAULT_APPROVAL_TIMEOUT.as_secs())]
     pub approval_timeout: u64,
+    /// Serve Prometheus metrics at `http://ADDR/metrics` (off by default; use a loopback
+    /// address such as 127.0.0.1:9464 — rule ids and counts say what agents tried)
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Log lines for people (`human`) or one JSON object per line for log collectors
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "human")]
+    pub log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        // Colour codes only for a terminal, not for log files and journals.
+        LogFormat::Human => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+    }
 }
 
 /// Entry point of the `carapaced` binary.
 #[must_use]
 pub fn main() -> ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        // Colour codes only for a terminal, not for log files and journals.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    init_logging(args.log_format);
     // Rules first: a broken rule file stops everything before anything is touched.
     let source = RuleSource::new(&args.data_dir, args.rules.clone());
     let rules = match load_rules(&source) {
@@ -154,6 +180,28 @@ fn create_data_dir(dir: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create the data directory {}", dir.display()))
 }
 
+/// Opens the audit ledger; a ledger that cannot be opened or whose end is damaged stops the
+/// start (see `audit` for why).
+async fn open_ledger(data_dir: &Path) -> anyhow::Result<Arc<Ledger>> {
+    let (ledger, recovery) = Ledger::open(data_dir, audit::Options::default())
+        .context("cannot open the audit ledger")?;
+    let ledger = Arc::new(ledger);
+    let seq = ledger
+        .append(audit::ledger::opened_event(&recovery))
+        .await
+        .context("cannot write the audit ledger")?;
+    // The head before this start, in the log too: a copy outside the ledger's directory
+    // shows a later rewrite of the chain.
+    tracing::info!(
+        dir = %ledger.dir().display(),
+        records = seq,
+        previous_head_seq = recovery.head.seq,
+        previous_head_hash = %recovery.head.hash,
+        "audit ledger open"
+    );
+    Ok(ledger)
+}
+
 async fn run(
     args: Args,
     source: RuleSource,
@@ -161,6 +209,7 @@ async fn run(
     llm_config: Option<llm::LlmConfig>,
 ) -> anyhow::Result<()> {
     create_data_dir(&args.data_dir)?;
+    let ledger = open_ledger(&args.data_dir).await?;
     let hierarchy = Hierarchy::discover().context("cannot find the cgroup v2 hierarchy")?;
     let root = CarapaceRoot::create(&hierarchy).context("cannot create the Carapace cgroup")?;
     tracing::info!(
@@ -186,6 +235,11 @@ async fn run(
             .with_approval_timeout(timeout)
             .with_reviewer(reviewer),
     );
+    daemon.audit.attach(Arc::clone(&ledger));
+    let _metrics = match args.metrics {
+        Some(addr) => Some(serve_metrics(Arc::clone(&daemon), addr).await?),
+        None => None,
+    };
     // Detached: the pump lives as long as the kernel's ring buffer.
     let _pump = events.map(|stream| api::spawn_denial_pump(Arc::clone(&daemon), stream));
     let _reaper = api::spawn_reaper(Arc::clone(&daemon));
@@ -201,6 +255,7 @@ async fn run(
     if let Err(e) = std::fs::remove_file(&args.socket) {
         tracing::warn!("cannot remove {}: {e}", args.socket.display());
     }
+    ledger.close();
     result.context("the API server failed")?;
     tracing::info!("stopped; live sessions are resumed at next start");
     Ok(())
@@ -233,6 +288,23 @@ fn llm_reviewer(
         );
     }
     Ok(reviewer)
+}
+
+/// Binds `addr` and serves `/metrics` there.
+async fn serve_metrics(
+    daemon: Arc<Daemon>,
+    addr: std::net::SocketAddr,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} for metrics"))?;
+    let bound = listener.local_addr().unwrap_or(addr);
+    if !bound.ip().is_loopback() {
+        tracing::warn!("the metrics endpoint {bound} is reachable from other machines");
+    }
+    tracing::info!("metrics endpoint listening on http://{bound}/metrics");
+    let render = Arc::new(move || daemon.render_metrics());
+    Ok(crate::metrics::http::spawn(listener, render))
 }
 
 /// Resolves on SIGTERM or SIGINT; reloads the rules on SIGHUP.

@@ -1,8 +1,10 @@
 //! The two binaries' logic, kept in the library so that tests can run the real entry points:
 //! [`daemon`] is `carapaced`, [`client`] is `carapace`. Binaries report errors with `anyhow`.
+pub mod audit;
 pub mod check;
 pub mod client;
 pub mod daemon;
+pub mod doctor;
 pub mod evaluator;
 pub mod hook;
 pub mod learn;

@@ -186,6 +186,50 @@ pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> 
         .collect()
 }
 
+/// The type id of the function `name` (`BTF_KIND_FUNC`) in a BTF blob, e.g. the
+/// `bpf_lsm_file_open` an LSM program attaches to; `Ok(None)` when there is none.
+pub fn func_id(data: &[u8], name: &[u8]) -> Result<Option<u32>, BtfError> {
+    const KIND_FUNC: u32 = 12;
+    let magic = data.get(0..2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    if magic != Some(MAGIC) {
+        return Err(BtfError::Malformed("bad magic"));
+    }
+    let hdr_len = u32_at(data, 4)? as usize;
+    let (type_off, type_len) = (u32_at(data, 8)? as usize, u32_at(data, 12)? as usize);
+    let (str_off, str_len) = (u32_at(data, 16)? as usize, u32_at(data, 20)? as usize);
+    let section = |off: usize, len: usize| {
+        let start = hdr_len.checked_add(off)?;
+        data.get(start..start.checked_add(len)?)
+    };
+    let types =
+        section(type_off, type_len).ok_or(BtfError::Malformed("type section out of bounds"))?;
+    let strings =
+        section(str_off, str_len).ok_or(BtfError::Malformed("string section out of bounds"))?;
+    let (mut at, mut id) = (0usize, 1u32);
+    while at < types.len() {
+        let name_off = u32_at(types, at)? as usize;
+        let info = u32_at(types, at + 4)?;
+        let vlen = (info & 0xffff) as usize;
+        let kind = (info >> 24) & 0x1f;
+        if kind == KIND_FUNC {
+            let here = strings.get(name_off..).unwrap_or_default();
+            if here.starts_with(name) && here.get(name.len()) == Some(&0) {
+                return Ok(Some(id));
+            }
+        }
+        at += 12
+            + match kind {
+                KIND_INT | KIND_VAR | KIND_DECL_TAG => 4,
+                KIND_ARRAY => 12,
+                KIND_STRUCT | KIND_UNION | KIND_DATASEC | KIND_ENUM64 => 12 * vlen,
+                KIND_ENUM | KIND_FUNC_PROTO => 8 * vlen,
+                _ => 0,
+            };
+        id += 1;
+    }
+    Ok(None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
