@@ -97,6 +97,28 @@ fn no_write_after_web_gates_writes_once_the_agent_read_the_web() {
 
     let (code, v) = check(&d, s, &write("/tmp/carapace-test/a.txt"), &[]);
     assert_eq!(code, 0, "approved once, the same write passes: {v}");
+    // The ledger says who answered, and verifies.
+    let data_dir = d.data_dir.display().to_string();
+    let tail = run(
+        &d,
+        &[
+            "audit",
+            "--data-dir",
+            &data_dir,
+            "tail",
+            "--json",
+            "-n",
+            "50",
+        ],
+    );
+    let answered = text(&tail.stdout);
+    assert!(
+        answered.contains("\"approval-answered\"") && answered.contains(&approval),
+        "{answered}{}",
+        text(&tail.stderr)
+    );
+    let verify = run(&d, &["audit", "--data-dir", &data_dir, "verify"]);
+    assert!(verify.status.success(), "{}", text(&verify.stdout));
     let (code, _) = check(&d, s, &write("/tmp/carapace-test/b.txt"), &[]);
     assert_eq!(code, 3, "another write needs its own approval");
     // Another session has read nothing from the web.

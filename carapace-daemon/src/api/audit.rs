@@ -298,6 +298,36 @@ pub fn session_changed(
     e
 }
 
+/// The record of an approval answered: by whom (`peer`), what, and which rules gated it.
+#[must_use]
+pub fn approval_answered(peer: &Peer, a: &crate::session::approvals::Approval) -> Event {
+    let mut e = Event::new(Kind::ApprovalAnswered);
+    e.session.clone_from(&a.row.session_id);
+    e.agent = Some(agent(peer));
+    e.decision = Some(a.row.status.name().to_owned());
+    e.rules = a
+        .request
+        .rules
+        .iter()
+        .chain(a.request.steps.iter().flat_map(|s| s.rules.iter()))
+        .map(|r| RuleRef {
+            id: r.id.clone(),
+            mode: r.mode.clone(),
+            matched: String::new(),
+        })
+        .collect();
+    let steps = if a.answer.approved_steps.is_empty() {
+        String::new()
+    } else {
+        format!(" steps {:?}", a.answer.approved_steps)
+    };
+    e.detail = redact::field(&format!(
+        "{} {}{steps}: {}",
+        a.row.kind, a.row.id, a.request.summary
+    ));
+    e
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

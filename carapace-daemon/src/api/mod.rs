@@ -746,7 +746,13 @@ impl Carapace for Service {
         let req = request.into_inner();
         let daemon = Arc::clone(&self.daemon);
         let rules = self.daemon.rules();
-        tokio::task::spawn_blocking(move || {
+        let who = peer.clone();
+        let change = format!(
+            "{} {}",
+            if req.disabled { "disable" } else { "enable" },
+            req.rule_id
+        );
+        let detail = tokio::task::spawn_blocking(move || {
             let s = sessions::lookup(
                 &daemon,
                 &peer,
@@ -775,8 +781,16 @@ impl Carapace for Service {
             sessions::detail(&daemon, &s.id, 0)
         })
         .await
-        .map_err(|e| blocking_failed(&e))?
-        .map(Response::new)
+        .map_err(|e| blocking_failed(&e))??;
+        let event = audit::session_changed(
+            crate::audit::Kind::SessionRulesChanged,
+            &detail.id,
+            Some(&who),
+            &[],
+            &change,
+        );
+        self.daemon.audit.note(event).await;
+        Ok(Response::new(detail))
     }
 
     async fn reset_session(
@@ -787,7 +801,8 @@ impl Carapace for Service {
         let req = request.into_inner();
         let daemon = Arc::clone(&self.daemon);
         let rules = self.daemon.rules();
-        tokio::task::spawn_blocking(move || {
+        let who = peer.clone();
+        let detail = tokio::task::spawn_blocking(move || {
             let s = sessions::lookup(
                 &daemon,
                 &peer,
@@ -803,8 +818,16 @@ impl Carapace for Service {
             sessions::detail(&daemon, &s.id, 0)
         })
         .await
-        .map_err(|e| blocking_failed(&e))?
-        .map(Response::new)
+        .map_err(|e| blocking_failed(&e))??;
+        let event = audit::session_changed(
+            crate::audit::Kind::SessionRulesChanged,
+            &detail.id,
+            Some(&who),
+            &[],
+            "reset",
+        );
+        self.daemon.audit.note(event).await;
+        Ok(Response::new(detail))
     }
 
     async fn list_approvals(
@@ -865,14 +888,18 @@ impl Carapace for Service {
     ) -> Result<Response<ApprovalMsg>, Status> {
         let peer = self.peer(&request)?;
         let req = request.into_inner();
-        let daemon = Arc::clone(&self.daemon);
-        tokio::task::spawn_blocking(move || {
-            sessions::answer(&daemon, &peer, &req.approval_id, req.approve, &req.steps)
-                .map(|a| sessions::approval_msg(&a))
+        let (daemon, who) = (Arc::clone(&self.daemon), peer.clone());
+        let answered = tokio::task::spawn_blocking(move || {
+            sessions::answer(&daemon, &who, &req.approval_id, req.approve, &req.steps)
         })
         .await
-        .map_err(|e| blocking_failed(&e))?
-        .map(Response::new)
+        .map_err(|e| blocking_failed(&e))??;
+        // Answered already: a ledger failure is logged and counted, not undone.
+        self.daemon
+            .audit
+            .note(audit::approval_answered(&peer, &answered))
+            .await;
+        Ok(Response::new(sessions::approval_msg(&answered)))
     }
 
     async fn request_plan_approval(

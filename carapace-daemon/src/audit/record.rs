@@ -28,6 +28,10 @@ pub enum Kind {
     RulesReload,
     SessionCreated,
     SessionEnded,
+    /// The user answered an approval request (or it expired); `agent` is who answered.
+    ApprovalAnswered,
+    /// The user switched a rule off or on for a session, or reset it.
+    SessionRulesChanged,
     /// The daemon opened the ledger (start) and what it found (e.g. a torn last line).
     LedgerOpened,
 }
