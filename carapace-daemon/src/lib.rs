@@ -12,3 +12,4 @@ pub mod metrics;
 pub mod rules;
 pub mod sandbox;
 pub mod session;
+pub mod settings;

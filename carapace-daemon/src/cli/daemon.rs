@@ -61,9 +61,10 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
     /// Longest a call waits for the user's approval (seconds); unanswered requests then
-    /// expire, which counts as a denial
-    #[arg(long, value_name = "SECS", default_value_t = api::DEFAULT_APPROVAL_TIMEOUT.as_secs())]
-    pub approval_timeout: u64,
+    /// expire, which counts as a denial [default: `approvals.timeout_seconds` of config.yaml,
+    /// else 300]
+    #[arg(long, value_name = "SECS")]
+    pub approval_timeout: Option<u64>,
     /// Serve Prometheus metrics at `http://ADDR/metrics` (off by default; use a loopback
     /// address such as 127.0.0.1:9464 — rule ids and counts say what agents tried)
     #[arg(long, value_name = "ADDR")]
@@ -110,6 +111,14 @@ pub fn main() -> ExitCode {
         }
     };
     // The LLM settings too: a broken config.yaml is reported (file:line:column) up front.
+    let settings = match crate::settings::load(&args.data_dir) {
+        Ok(s) => s,
+        Err(d) => {
+            eprint!("{d}");
+            eprintln!("carapaced: the config file has errors; nothing was started");
+            return ExitCode::from(2);
+        }
+    };
     let llm_config = match llm::config::load(&args.data_dir) {
         Ok(c) => c,
         Err(d) => {
@@ -128,7 +137,7 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args, source, rules, llm_config)) {
+    match runtime.block_on(run(args, source, rules, llm_config, settings)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -207,6 +216,7 @@ async fn run(
     source: RuleSource,
     loaded: Loaded,
     llm_config: Option<llm::LlmConfig>,
+    settings: crate::settings::Settings,
 ) -> anyhow::Result<()> {
     create_data_dir(&args.data_dir)?;
     let ledger = open_ledger(&args.data_dir).await?;
@@ -228,7 +238,11 @@ async fn run(
         .context("cannot load the session store")?;
     // Rule indices may differ from those the pinned maps hold for adopted sessions.
     crate::session::state::sync_all(&sessions, &loaded.rules);
-    let timeout = std::time::Duration::from_secs(args.approval_timeout.max(1));
+    let timeout = args
+        .approval_timeout
+        .map(|s| std::time::Duration::from_secs(s.max(1)))
+        .or(settings.approval_timeout)
+        .unwrap_or(api::DEFAULT_APPROVAL_TIMEOUT);
     let reviewer = Arc::new(llm_reviewer(&args.data_dir, llm_config, &loaded.rules)?);
     let daemon = Arc::new(
         Daemon::new(loaded, source, Arc::new(sessions), unavailable)

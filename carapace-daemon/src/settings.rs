@@ -1,0 +1,158 @@
+//! `$CARAPACE_DATA_DIR/config.yaml` beyond the rules: which sections exist (a misspelt one is
+//! an error, not a silently ignored setting) and the `approvals:` section. The `llm:` section
+//! is read by [`crate::llm::config`].
+//!
+//! ```yaml
+//! approvals:
+//!   timeout_seconds: 300   # longest a call waits for the user's answer; then it expires (= deny)
+//! llm: { … }
+//! ```
+use std::path::Path;
+use std::time::Duration;
+
+use crate::llm::config::FILE_NAME;
+use crate::rules::diag::{did_you_mean, Sink};
+use crate::rules::yaml::{self, Node, NodeKind, Span};
+use crate::rules::Diagnostics;
+
+const SECTIONS: &[&str] = &["llm", "approvals"];
+const APPROVAL_KEYS: &[&str] = &["timeout_seconds"];
+/// A day: longer waits would park agents (and their sessions) indefinitely.
+const MAX_APPROVAL_TIMEOUT: u64 = 86_400;
+
+/// The settings of `config.yaml` that are not the LLM's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Settings {
+    pub approval_timeout: Option<Duration>,
+}
+
+/// Reads `dir/config.yaml`; a missing file means defaults.
+pub fn load(data_dir: &Path) -> Result<Settings, Diagnostics> {
+    let path = data_dir.join(FILE_NAME);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => parse(&path.display().to_string(), &text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Settings::default()),
+        Err(e) => {
+            let mut sink = Sink::new(&path.display().to_string());
+            sink.error(
+                Span { line: 1, col: 1 },
+                None,
+                format!("cannot read the config file: {e}"),
+                "check the file's permissions",
+            );
+            Err(Diagnostics(sink.items))
+        }
+    }
+}
+
+/// Validates the sections of config text; `origin` names it in diagnostics.
+pub fn parse(origin: &str, text: &str) -> Result<Settings, Diagnostics> {
+    let mut sink = Sink::new(origin);
+    let root = match yaml::parse(text) {
+        Ok(Some(root)) => root,
+        Ok(None) => return Ok(Settings::default()),
+        // The LLM section's reader reports syntax errors with the same position.
+        Err(e) => {
+            sink.error(
+                e.span,
+                None,
+                format!("YAML syntax: {}", e.message),
+                "fix the YAML syntax at this position",
+            );
+            return Err(Diagnostics(sink.items));
+        }
+    };
+    let NodeKind::Map(entries) = &root.kind else {
+        return Ok(Settings::default());
+    };
+    for (k, _) in entries {
+        let name = k.as_str().unwrap_or("");
+        if !SECTIONS.contains(&name) {
+            sink.error(
+                k.span,
+                None,
+                format!("unknown section `{name}`"),
+                &did_you_mean(name, SECTIONS),
+            );
+        }
+    }
+    let mut settings = Settings::default();
+    if let Some(node) = root.get("approvals") {
+        settings.approval_timeout = approvals(node, &mut sink);
+    }
+    if sink.error_count() > 0 {
+        return Err(Diagnostics(sink.items));
+    }
+    Ok(settings)
+}
+
+fn approvals(node: &Node, sink: &mut Sink) -> Option<Duration> {
+    let NodeKind::Map(entries) = &node.kind else {
+        if !node.is_null() {
+            sink.error(
+                node.span,
+                None,
+                format!("`approvals` must be a mapping, found {}", node.describe()),
+                "write `approvals:` and indent `timeout_seconds: 300` below it",
+            );
+        }
+        return None;
+    };
+    for (k, _) in entries {
+        let name = k.as_str().unwrap_or("");
+        if !APPROVAL_KEYS.contains(&name) {
+            sink.error(
+                k.span,
+                None,
+                format!("unknown `approvals` setting `{name}`"),
+                &did_you_mean(name, APPROVAL_KEYS),
+            );
+        }
+    }
+    let value = node.get("timeout_seconds")?;
+    let secs = value
+        .as_str()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .filter(|s| (1..=MAX_APPROVAL_TIMEOUT).contains(s));
+    if secs.is_none() {
+        sink.error(
+            value.span,
+            None,
+            format!("`timeout_seconds` must be a whole number of seconds from 1 to {MAX_APPROVAL_TIMEOUT}"),
+            "e.g. `timeout_seconds: 300`",
+        );
+    }
+    secs.map(Duration::from_secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn sections_and_the_approval_timeout() {
+        assert_eq!(parse("c", "").unwrap(), Settings::default());
+        let s = parse("c", "approvals:\n  timeout_seconds: 90\nllm: ~\n").unwrap();
+        assert_eq!(s.approval_timeout, Some(Duration::from_secs(90)));
+        let e = parse("c", "aprovals:\n  timeout_seconds: 90\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("c:1:1") && e.contains("approvals"), "{e}");
+        let e = parse("c", "approvals:\n  timeout_seconds: 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("c:2:") && e.contains("from 1 to"), "{e}");
+        let e = parse("c", "approvals:\n  timeout: 5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("timeout_seconds"), "{e}");
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics(text in ".{0,200}") {
+            let _ = parse("c", &text);
+        }
+    }
+}
