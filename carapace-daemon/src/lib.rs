@@ -3,6 +3,7 @@
 pub mod api;
 pub mod cli;
 pub mod engine;
+pub mod gateway;
 pub mod io_error;
 pub mod kernel;
 pub mod rules;

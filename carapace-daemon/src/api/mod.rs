@@ -69,6 +69,8 @@ pub struct Daemon {
     /// Why the kernel layer is not running, if it is not.
     pub kernel_unavailable: Option<String>,
     pub events: broadcast::Sender<SessionEvent>,
+    /// The model-API gateway's base URL (`http://127.0.0.1:PORT`), once it listens.
+    gateway: std::sync::OnceLock<String>,
 }
 
 impl Daemon {
@@ -89,6 +91,7 @@ impl Daemon {
             sessions,
             kernel_unavailable,
             events,
+            gateway: std::sync::OnceLock::new(),
         }
     }
 
@@ -113,6 +116,17 @@ impl Daemon {
             .rules_file
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = file;
+    }
+
+    /// The model-API gateway's base URL, empty when it is off.
+    #[must_use]
+    pub fn gateway(&self) -> &str {
+        self.gateway.get().map_or("", String::as_str)
+    }
+
+    /// Records where the gateway listens (once, at start).
+    pub fn set_gateway(&self, url: String) {
+        let _ = self.gateway.set(url);
     }
 
     /// Successful reloads since start.
@@ -387,6 +401,7 @@ impl Carapace for Service {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
             rules_reloads: self.daemon.reloads(),
+            gateway: self.daemon.gateway().to_owned(),
         }))
     }
 
@@ -463,6 +478,7 @@ impl Carapace for Service {
             cgroup_id: record.cgroup_id,
             kernel_enforcing,
             kernel_status,
+            gateway: self.daemon.gateway().to_owned(),
         }))
     }
 

@@ -169,7 +169,14 @@ async fn run(socket: &Path, command: Vec<OsString>) -> anyhow::Result<u8> {
             session.kernel_status
         );
     }
-    let code = run_in_session(&mut client, &session.session_id, &command, privs).await;
+    let code = run_in_session(
+        &mut client,
+        &session.session_id,
+        &command,
+        &session.gateway,
+        privs,
+    )
+    .await;
     if let Err(e) = client
         .end_session(EndSessionRequest {
             session_id: session.session_id.clone(),
@@ -189,6 +196,7 @@ async fn run_in_session(
     client: &mut CarapaceClient<Channel>,
     session_id: &str,
     command: &[OsString],
+    gateway: &str,
     privs: PrivDrop,
 ) -> anyhow::Result<u8> {
     let mut denials = client
@@ -201,6 +209,7 @@ async fn run_in_session(
     let (program, rest) = command.split_first().context("no command given")?;
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(rest);
+    cmd.envs(gateway_env(gateway));
     // SAFETY: PrivDrop::apply only makes async-signal-safe system calls and does not
     // allocate, as required between fork and exec.
     unsafe {
@@ -267,6 +276,20 @@ async fn run_in_session(
     Ok(exit_code(status))
 }
 
+/// The variables that send an agent's model-API traffic through the daemon's gateway (none
+/// when it is off). Anthropic's SDKs append `/v1/messages` to their base URL; `OpenAI`'s
+/// expect the `/v1` in it.
+#[must_use]
+pub fn gateway_env(gateway: &str) -> Vec<(&'static str, String)> {
+    if gateway.is_empty() {
+        return Vec::new();
+    }
+    vec![
+        ("ANTHROPIC_BASE_URL", gateway.to_owned()),
+        ("OPENAI_BASE_URL", format!("{gateway}/v1")),
+    ]
+}
+
 /// The command's exit code, or 128+N when signal N killed it.
 fn exit_code(status: std::process::ExitStatus) -> u8 {
     use std::os::unix::process::ExitStatusExt as _;
@@ -302,6 +325,11 @@ async fn status(socket: &Path) -> anyhow::Result<()> {
         "rules: {} ({} compiled for the kernel layer) from {from}; reloaded {} times",
         s.rules, s.kernel_rules, s.rules_reloads
     );
+    if s.gateway.is_empty() {
+        println!("model-API gateway: off (start carapaced with --gateway 127.0.0.1:PORT)");
+    } else {
+        println!("model-API gateway: {}", s.gateway);
+    }
     println!("sessions: {}", s.sessions.len());
     for session in &s.sessions {
         println!(
@@ -334,6 +362,18 @@ mod tests {
             denial_line(&d),
             "carapace: blocked read of /home/u/.ssh/id_ed25519 \
              (rule protect-ssh-keys: SSH keys are off limits)"
+        );
+    }
+
+    #[test]
+    fn gateway_variables() {
+        assert!(gateway_env("").is_empty());
+        assert_eq!(
+            gateway_env("http://127.0.0.1:8788"),
+            [
+                ("ANTHROPIC_BASE_URL", "http://127.0.0.1:8788".to_owned()),
+                ("OPENAI_BASE_URL", "http://127.0.0.1:8788/v1".to_owned())
+            ]
         );
     }
 
