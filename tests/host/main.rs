@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use carapace_tests::{cli, cli_command, has_file_line_column, is_root, text, Daemon};
 
 mod front_doors;
+mod gateway;
 
 const CARAPACED: &str = env!("CARGO_BIN_EXE_carapaced-under-test");
 const CARAPACE: &str = env!("CARGO_BIN_EXE_carapace-under-test");
