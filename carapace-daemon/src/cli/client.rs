@@ -76,6 +76,9 @@ pub enum Command {
     Hook(super::hook::HookCommand),
     /// Check, list, explain and test rules; make the daemon reload its rule file
     Rules(super::rules::RulesArgs),
+    /// MCP servers: run one behind the tool-call check (`carapace mcp wrap -- SERVER_CMD…`)
+    #[command(subcommand)]
+    Mcp(super::mcp::McpCommand),
 }
 
 /// Entry point of the `carapace` binary.
@@ -101,6 +104,7 @@ pub fn main() -> ExitCode {
             Command::ScanHistory(scan) => super::check::scan_history(&args.socket, scan).await,
             Command::Hook(hook) => super::hook::run(&args.socket, hook).await,
             Command::Rules(rules) => super::rules::run(&args.socket, rules).await,
+            Command::Mcp(mcp) => super::mcp::run(&args.socket, mcp).await,
         }
     });
     match result {
@@ -291,7 +295,7 @@ pub fn gateway_env(gateway: &str) -> Vec<(&'static str, String)> {
 }
 
 /// The command's exit code, or 128+N when signal N killed it.
-fn exit_code(status: std::process::ExitStatus) -> u8 {
+pub(crate) fn exit_code(status: std::process::ExitStatus) -> u8 {
     use std::os::unix::process::ExitStatusExt as _;
     match (status.code(), status.signal()) {
         (Some(code), _) => code as u8,

@@ -5,4 +5,5 @@ pub mod client;
 pub mod daemon;
 pub mod evaluator;
 pub mod hook;
+pub mod mcp;
 pub mod rules;
