@@ -13,16 +13,14 @@ use super::{setup, CARAPACED};
 const API_KEY: &str = "sk-ant-test-5e3f1a9b0c7d4e2f8a6b-secret";
 
 fn gateway_daemon(dir: &Path, upstream: &MessagesServer) -> (Daemon, String) {
-    let d = Daemon::start(
-        Path::new(CARAPACED),
-        dir,
-        &[
-            "--gateway",
-            "127.0.0.1:0",
-            "--anthropic-upstream",
-            &upstream.base_url(),
-        ],
-    );
+    start_gateway(dir, &["--anthropic-upstream", &upstream.base_url()])
+}
+
+/// A daemon with its gateway on a free loopback port; returns it and the gateway's URL.
+pub(super) fn start_gateway(dir: &Path, upstreams: &[&str]) -> (Daemon, String) {
+    let mut args = vec!["--gateway", "127.0.0.1:0"];
+    args.extend_from_slice(upstreams);
+    let d = Daemon::start(Path::new(CARAPACED), dir, &args);
     let log = d.log_text();
     let url = log
         .lines()

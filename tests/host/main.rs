@@ -14,6 +14,7 @@ use carapace_tests::{cli, cli_command, has_file_line_column, is_root, text, Daem
 
 mod front_doors;
 mod gateway;
+mod gateway_openai;
 mod mcp;
 
 const CARAPACED: &str = env!("CARGO_BIN_EXE_carapaced-under-test");

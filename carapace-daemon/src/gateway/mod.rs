@@ -11,6 +11,7 @@
 //! readable to be checked). Nothing logged holds a header or a body: method, path, status
 //! and decision only.
 pub mod anthropic;
+pub mod openai;
 pub mod peer;
 pub mod refusal;
 pub mod sse;
@@ -103,6 +104,8 @@ struct State {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Api {
     AnthropicMessages,
+    ChatCompletions,
+    Responses,
 }
 
 impl Api {
@@ -112,6 +115,8 @@ impl Api {
         }
         match path.trim_end_matches('/') {
             "/v1/messages" => Some(Self::AnthropicMessages),
+            "/v1/chat/completions" => Some(Self::ChatCompletions),
+            "/v1/responses" => Some(Self::Responses),
             _ => None,
         }
     }
@@ -119,6 +124,7 @@ impl Api {
     fn error(self, status: StatusCode, kind: &str, message: &str) -> Response<Body> {
         let body = match self {
             Self::AnthropicMessages => anthropic::error_body(kind, message),
+            Self::ChatCompletions | Self::Responses => openai::error_body(kind, message),
         };
         json_response(status, &body)
     }
@@ -126,24 +132,32 @@ impl Api {
     fn history(self, request: &Value) -> Option<String> {
         match self {
             Self::AnthropicMessages => anthropic::history(request),
+            Self::ChatCompletions => openai::chat_history(request),
+            Self::Responses => openai::responses_history(request),
         }
     }
 
     fn message_calls(self, message: &Value) -> Vec<PendingCall> {
         match self {
             Self::AnthropicMessages => anthropic::message_calls(message),
+            Self::ChatCompletions => openai::chat_calls(message),
+            Self::Responses => openai::response_calls(message),
         }
     }
 
     fn rewrite_message(self, message: &mut Value, verdicts: &[(PendingCall, Verdict)]) -> bool {
         match self {
             Self::AnthropicMessages => anthropic::rewrite_message(message, verdicts),
+            Self::ChatCompletions => openai::rewrite_chat(message, verdicts),
+            Self::Responses => openai::rewrite_response(message, verdicts),
         }
     }
 
     fn stream_filter(self) -> Box<dyn StreamFilter> {
         match self {
             Self::AnthropicMessages => Box::<anthropic::Stream>::default(),
+            Self::ChatCompletions => Box::<openai::ChatStream>::default(),
+            Self::Responses => Box::<openai::ResponsesStream>::default(),
         }
     }
 }
@@ -288,7 +302,8 @@ async fn proxy(
     };
     let error = |status: StatusCode, kind: &str, message: &str| match api {
         Some(api) => api.error(status, kind, message),
-        None => json_response(status, &anthropic::error_body(kind, message)),
+        None if anthropic_like => json_response(status, &anthropic::error_body(kind, message)),
+        None => json_response(status, &openai::error_body(kind, message)),
     };
     let (parts, body) = req.into_parts();
     let body = match Limited::new(body, MAX_BODY).collect().await {
