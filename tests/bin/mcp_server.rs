@@ -8,7 +8,10 @@ use serde_json::{json, Value};
 
 fn append(path: Option<&str>, bytes: &[u8]) {
     if let Some(path) = path {
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(path);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path);
         if let Ok(mut file) = file {
             let _ = file.write_all(bytes);
         }
@@ -30,10 +33,14 @@ fn answer(request: &Value) -> Option<Value> {
             "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
         }]}),
         "tools/call" if request["params"]["name"] == "read_file" => {
-            let path = request["params"]["arguments"]["path"].as_str().unwrap_or_default();
+            let path = request["params"]["arguments"]["path"]
+                .as_str()
+                .unwrap_or_default();
             match std::fs::read_to_string(path) {
                 Ok(text) => json!({"content": [{"type": "text", "text": text}], "isError": false}),
-                Err(e) => json!({"content": [{"type": "text", "text": e.to_string()}], "isError": true}),
+                Err(e) => {
+                    json!({"content": [{"type": "text", "text": e.to_string()}], "isError": true})
+                }
             }
         }
         _ => {
@@ -68,7 +75,11 @@ fn main() {
             let mut bytes = reply.to_string().into_bytes();
             bytes.push(b'\n');
             append(log_out.as_deref(), &bytes);
-            if stdout.write_all(&bytes).and_then(|()| stdout.flush()).is_err() {
+            if stdout
+                .write_all(&bytes)
+                .and_then(|()| stdout.flush())
+                .is_err()
+            {
                 return;
             }
         }

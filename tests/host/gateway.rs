@@ -25,7 +25,12 @@ pub(super) fn start_gateway(dir: &Path, upstreams: &[&str]) -> (Daemon, String) 
     let url = log
         .lines()
         .find_map(|l| l.split("gateway listening on ").nth(1))
-        .map(|rest| rest.split_whitespace().next().unwrap_or_default().to_owned())
+        .map(|rest| {
+            rest.split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
         .unwrap_or_else(|| panic!("the daemon did not say where the gateway listens:\n{log}"));
     (d, url)
 }
@@ -61,7 +66,11 @@ fn events(answer: &Answer) -> Vec<Value> {
 fn allowed_turn() -> Vec<Block> {
     vec![
         Block::text("Let me list the files, then read the readme of this project."),
-        Block::tool_use("toolu_ok", "Bash", json!({"command": "ls -la && head README.md"})),
+        Block::tool_use(
+            "toolu_ok",
+            "Bash",
+            json!({"command": "ls -la && head README.md"}),
+        ),
     ]
 }
 
@@ -132,7 +141,11 @@ fn gateway_replaces_blocked_tool_calls_streamed_and_not() {
 
     let streamed = messages(&gateway, &request(true, &hello()));
     assert_eq!(streamed.status, 200, "{}", streamed.text());
-    assert!(!streamed.text().contains("toolu_bad"), "{}", streamed.text());
+    assert!(
+        !streamed.text().contains("toolu_bad"),
+        "{}",
+        streamed.text()
+    );
     let ev = events(&streamed);
     let kinds: Vec<&str> = ev.iter().filter_map(|e| e["type"].as_str()).collect();
     assert_eq!(kinds.first(), Some(&"message_start"));
@@ -156,7 +169,10 @@ fn gateway_replaces_blocked_tool_calls_streamed_and_not() {
         .expect("message_delta");
     assert_eq!(stop["delta"]["stop_reason"], "end_turn");
     let log = d.log_text();
-    assert!(log.contains("decision=\"block\"") || log.contains("decision=block"), "{log}");
+    assert!(
+        log.contains("decision=\"block\"") || log.contains("decision=block"),
+        "{log}"
+    );
 }
 
 #[test]
@@ -182,7 +198,10 @@ fn gateway_refuses_conversations_holding_blocked_calls() {
         let message = body["error"]["message"].as_str().unwrap_or_default();
         assert!(message.starts_with("bad agent detected: "), "{message}");
     }
-    assert!(upstream.requests().is_empty(), "a refused conversation reached the upstream");
+    assert!(
+        upstream.requests().is_empty(),
+        "a refused conversation reached the upstream"
+    );
     // A clean history goes through.
     let ok = messages(&gateway, &request(false, &hello()));
     assert_eq!(ok.status, 200, "{}", ok.text());
@@ -200,14 +219,23 @@ fn gateway_never_writes_the_api_key_to_its_log_or_data_dir() {
     let _ = messages(&gateway, &request(false, &hello()));
     let _ = post(&gateway, "/v1/models", &[("x-api-key", API_KEY)], "");
     d.stop();
-    assert!(upstream
-        .requests()
+    assert!(upstream.requests().iter().all(|r| r
+        .headers
         .iter()
-        .all(|r| r.headers.iter().any(|(k, v)| k == "x-api-key" && v == API_KEY)));
+        .any(|(k, v)| k == "x-api-key" && v == API_KEY)));
     let log = d.log_text();
-    assert!(log.contains("gateway"), "the gateway logged nothing:\n{log}");
-    assert!(!log.contains(API_KEY), "the key is in the daemon's log:\n{log}");
-    assert!(!log.contains("cat ~/.ssh/id_rsa"), "a request body is in the log:\n{log}");
+    assert!(
+        log.contains("gateway"),
+        "the gateway logged nothing:\n{log}"
+    );
+    assert!(
+        !log.contains(API_KEY),
+        "the key is in the daemon's log:\n{log}"
+    );
+    assert!(
+        !log.contains("cat ~/.ssh/id_rsa"),
+        "a request body is in the log:\n{log}"
+    );
     let mut stack = vec![d.data_dir.clone()];
     while let Some(path) = stack.pop() {
         if path.is_dir() {
@@ -233,11 +261,25 @@ fn run_points_the_agent_at_the_gateway_and_status_shows_it() {
     let (d, gateway) = gateway_daemon(dir.path(), &upstream);
     let out = super::carapace(
         &d,
-        &["run", "--", "sh", "-c", "echo \"$ANTHROPIC_BASE_URL $OPENAI_BASE_URL\""],
+        &[
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$ANTHROPIC_BASE_URL $OPENAI_BASE_URL\"",
+        ],
         &[],
     );
     let stdout = carapace_tests::text(&out.stdout);
-    assert_eq!(stdout.trim(), format!("{gateway} {gateway}/v1"), "{}", carapace_tests::text(&out.stderr));
+    assert_eq!(
+        stdout.trim(),
+        format!("{gateway} {gateway}/v1"),
+        "{}",
+        carapace_tests::text(&out.stderr)
+    );
     let status = carapace_tests::text(&super::carapace(&d, &["status"], &[]).stdout);
-    assert!(status.contains(&format!("model-API gateway: {gateway}")), "{status}");
+    assert!(
+        status.contains(&format!("model-API gateway: {gateway}")),
+        "{status}"
+    );
 }

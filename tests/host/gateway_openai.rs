@@ -12,8 +12,11 @@ const CHAT: &str = "/v1/chat/completions";
 const RESPONSES: &str = "/v1/responses";
 
 fn allowed() -> Turn {
-    Turn::new("Listing the project files for you now.")
-        .call("call_ok", "shell", json!({"command": ["ls", "-la"]}))
+    Turn::new("Listing the project files for you now.").call(
+        "call_ok",
+        "shell",
+        json!({"command": ["ls", "-la"]}),
+    )
 }
 
 fn forbidden() -> Turn {
@@ -33,7 +36,12 @@ fn body(path: &str, stream: bool) -> String {
 }
 
 fn ask(base: &str, path: &str, body: &str) -> Answer {
-    post(base, path, &[("authorization", &format!("Bearer {API_KEY}"))], body)
+    post(
+        base,
+        path,
+        &[("authorization", &format!("Bearer {API_KEY}"))],
+        body,
+    )
 }
 
 fn data_events(answer: &Answer) -> Vec<Value> {
@@ -91,7 +99,11 @@ fn openai_gateway_refuses_blocked_calls_and_keeps_allowed_ones() {
 
     // Chat, streamed: reassemble the calls as a client does.
     let streamed = ask(&gateway, CHAT, &body(CHAT, true));
-    assert!(streamed.text().ends_with("data: [DONE]\n\n"), "{}", streamed.text());
+    assert!(
+        streamed.text().ends_with("data: [DONE]\n\n"),
+        "{}",
+        streamed.text()
+    );
     assert!(!streamed.text().contains("call_bad"), "{}", streamed.text());
     let mut names: Vec<(String, String)> = Vec::new();
     let mut text = String::new();
@@ -103,13 +115,22 @@ fn openai_gateway_refuses_blocked_calls_and_keeps_allowed_ones() {
             if names.len() <= i {
                 names.resize(i + 1, (String::new(), String::new()));
             }
-            names[i].0.push_str(fragment["id"].as_str().unwrap_or_default());
-            names[i].1.push_str(fragment["function"]["arguments"].as_str().unwrap_or_default());
+            names[i]
+                .0
+                .push_str(fragment["id"].as_str().unwrap_or_default());
+            names[i].1.push_str(
+                fragment["function"]["arguments"]
+                    .as_str()
+                    .unwrap_or_default(),
+            );
         }
     }
     assert_eq!(names.len(), 1, "{}", streamed.text());
     assert_eq!(names[0].0, "call_ok");
-    assert_eq!(serde_json::from_str::<Value>(&names[0].1).ok(), Some(json!({"command": ["ls"]})));
+    assert_eq!(
+        serde_json::from_str::<Value>(&names[0].1).ok(),
+        Some(json!({"command": ["ls"]}))
+    );
     assert!(text.contains("shell call was not run"), "{text}");
 
     // Responses, not streamed: the bad item became a message.
@@ -158,7 +179,10 @@ fn openai_gateway_refuses_conversations_holding_blocked_calls() {
     for (path, request) in [(CHAT, chat), (RESPONSES, responses)] {
         let answer = ask(&gateway, path, &request.to_string());
         assert_eq!(answer.status, 403, "{}", answer.text());
-        let message = answer.json()["error"]["message"].as_str().unwrap_or_default().to_owned();
+        let message = answer.json()["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         assert!(message.starts_with("bad agent detected: "), "{message}");
     }
     assert!(upstream.requests().is_empty());

@@ -81,9 +81,8 @@ impl Session {
     fn finish(mut self) -> (String, String, std::process::ExitStatus) {
         drop(self.stdin.take());
         let status = self.child.wait().expect("wait for the wrapper");
-        let read = |ext: &str| {
-            std::fs::read_to_string(self.log.with_extension(ext)).unwrap_or_default()
-        };
+        let read =
+            |ext: &str| std::fs::read_to_string(self.log.with_extension(ext)).unwrap_or_default();
         (read("in"), read("out"), status)
     }
 }

@@ -159,7 +159,12 @@ async fn handle(state: &State, req: Request<Incoming>) -> Response<Body> {
     let headers = req
         .headers()
         .iter()
-        .map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
         .collect();
     let body = match req.into_body().collect().await {
         Ok(c) => String::from_utf8_lossy(&c.to_bytes()).into_owned(),
@@ -176,7 +181,10 @@ async fn handle(state: &State, req: Request<Incoming>) -> Response<Body> {
         });
     let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     let stream = request["stream"] == true;
-    let model = request["model"].as_str().unwrap_or("gpt-loopback").to_owned();
+    let model = request["model"]
+        .as_str()
+        .unwrap_or("gpt-loopback")
+        .to_owned();
     let turn = &state.turn;
     match path.split('?').next().unwrap_or_default() {
         "/v1/chat/completions" if stream => events(chat_chunks(turn, &model)),
@@ -207,7 +215,11 @@ fn chat_completion(turn: &Turn, model: &str) -> Value {
     if !calls.is_empty() {
         message["tool_calls"] = Value::Array(calls);
     }
-    let finish = if turn.calls.is_empty() { "stop" } else { "tool_calls" };
+    let finish = if turn.calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
     json!({"id": "chatcmpl-loopback", "object": "chat.completion", "created": CREATED,
            "model": model,
            "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": finish}],
@@ -222,7 +234,11 @@ fn chunk(model: &str, delta: &Value, finish: &Value) -> String {
 }
 
 fn chat_chunks(turn: &Turn, model: &str) -> Vec<String> {
-    let mut out = vec![chunk(model, &json!({"role": "assistant", "content": ""}), &Value::Null)];
+    let mut out = vec![chunk(
+        model,
+        &json!({"role": "assistant", "content": ""}),
+        &Value::Null,
+    )];
     for piece in pieces(&turn.text) {
         out.push(chunk(model, &json!({"content": piece}), &Value::Null));
     }
@@ -241,19 +257,27 @@ fn chat_chunks(turn: &Turn, model: &str) -> Vec<String> {
             ));
         }
     }
-    let finish = if turn.calls.is_empty() { "stop" } else { "tool_calls" };
+    let finish = if turn.calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
     out.push(chunk(model, &json!({}), &json!(finish)));
     out.push("data: [DONE]\n\n".to_owned());
     out
 }
 
 fn output_items(turn: &Turn) -> Vec<Value> {
-    let mut items = vec![json!({"type": "message", "id": "msg_loopback", "status": "completed",
+    let mut items = vec![
+        json!({"type": "message", "id": "msg_loopback", "status": "completed",
         "role": "assistant",
-        "content": [{"type": "output_text", "text": turn.text, "annotations": []}]})];
+        "content": [{"type": "output_text", "text": turn.text, "annotations": []}]}),
+    ];
     for (id, name, args) in &turn.calls {
-        items.push(json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id,
-                          "name": name, "arguments": args.to_string(), "status": "completed"}));
+        items.push(
+            json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id,
+                          "name": name, "arguments": args.to_string(), "status": "completed"}),
+        );
     }
     items
 }
@@ -284,14 +308,20 @@ fn response_events(turn: &Turn, model: &str) -> Vec<String> {
         opening["status"] = json!("in_progress");
         if item["type"] == "message" {
             opening["content"] = json!([]);
-            push(json!({"type": "response.output_item.added", "output_index": index, "item": opening}));
+            push(
+                json!({"type": "response.output_item.added", "output_index": index, "item": opening}),
+            );
             for piece in pieces(&turn.text) {
-                push(json!({"type": "response.output_text.delta", "item_id": item["id"],
-                            "output_index": index, "content_index": 0, "delta": piece}));
+                push(
+                    json!({"type": "response.output_text.delta", "item_id": item["id"],
+                            "output_index": index, "content_index": 0, "delta": piece}),
+                );
             }
         } else {
             opening["arguments"] = json!("");
-            push(json!({"type": "response.output_item.added", "output_index": index, "item": opening}));
+            push(
+                json!({"type": "response.output_item.added", "output_index": index, "item": opening}),
+            );
             let args = item["arguments"].as_str().unwrap_or_default().to_owned();
             for piece in pieces(&args) {
                 push(json!({"type": "response.function_call_arguments.delta",

@@ -222,7 +222,8 @@ async fn start_gateway(
     }
     daemon.set_gateway(format!("http://{bound}"));
     tracing::info!(address = %bound, "gateway listening on http://{bound}");
-    let gate = gateway::refusal::Gate::new(Arc::clone(daemon) as Arc<dyn gateway::refusal::RuleSource>);
+    let gate =
+        gateway::refusal::Gate::new(Arc::clone(daemon) as Arc<dyn gateway::refusal::RuleSource>);
     Ok(Some(tokio::spawn(gateway::serve(
         listener,
         config,

@@ -63,7 +63,10 @@ pub async fn run(socket: &Path, command: McpCommand) -> anyhow::Result<u8> {
 }
 
 async fn wrap(socket: &Path, args: WrapArgs) -> anyhow::Result<u8> {
-    let (program, rest) = args.command.split_first().context("no server command given")?;
+    let (program, rest) = args
+        .command
+        .split_first()
+        .context("no server command given")?;
     let name = args.name.clone().unwrap_or_else(|| {
         Path::new(program)
             .file_name()
@@ -149,7 +152,10 @@ impl<W: AsyncWrite + Unpin> Filter<W> {
             }
             match self.screen(&line).await {
                 Screened::Forward => {
-                    self.server.write_all(&line).await.context("write to the server")?;
+                    self.server
+                        .write_all(&line)
+                        .await
+                        .context("write to the server")?;
                     self.server.flush().await.context("write to the server")?;
                 }
                 Screened::Answer(reply) => {
@@ -160,7 +166,10 @@ impl<W: AsyncWrite + Unpin> Filter<W> {
                 Screened::Split { forward, reply } => {
                     let mut bytes = forward.to_string().into_bytes();
                     bytes.push(b'\n');
-                    self.server.write_all(&bytes).await.context("write to the server")?;
+                    self.server
+                        .write_all(&bytes)
+                        .await
+                        .context("write to the server")?;
                     self.server.flush().await.context("write to the server")?;
                     let mut bytes = reply.to_string().into_bytes();
                     bytes.push(b'\n');
@@ -266,7 +275,10 @@ enum Screened {
     Forward,
     Answer(Value),
     /// A batch with refused calls: the rest goes on, the refusals come back.
-    Split { forward: Value, reply: Value },
+    Split {
+        forward: Value,
+        reply: Value,
+    },
 }
 
 fn error(id: &Value, code: i64, message: &str, data: Option<Value>) -> Value {

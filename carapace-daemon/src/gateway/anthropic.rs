@@ -110,7 +110,9 @@ impl StreamFilter for Stream {
         };
         let index = index_of(&data);
         match (data["type"].as_str(), index) {
-            (Some("content_block_start"), Some(i)) if data["content_block"]["type"] == "tool_use" => {
+            (Some("content_block_start"), Some(i))
+                if data["content_block"]["type"] == "tool_use" =>
+            {
                 let block = &data["content_block"];
                 self.held.insert(
                     i,

@@ -184,7 +184,9 @@ fn client() -> HttpsClient {
     let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_native_roots()
         .unwrap_or_else(|e| {
-            tracing::warn!("gateway: no trusted root certificates ({e}); https upstreams will fail");
+            tracing::warn!(
+                "gateway: no trusted root certificates ({e}); https upstreams will fail"
+            );
             let config = rustls::ClientConfig::builder()
                 .with_root_certificates(rustls::RootCertStore::empty())
                 .with_no_client_auth();
@@ -401,7 +403,8 @@ async fn proxy(
         .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
     if streaming {
         copy_headers(&parts.headers, response.headers_mut(), &["content-length"]);
-        *response.body_mut() = filter_stream(body, api.stream_filter(), state.gate.clone(), ctx.clone());
+        *response.body_mut() =
+            filter_stream(body, api.stream_filter(), state.gate.clone(), ctx.clone());
         return (response, "checked-stream");
     }
     let bytes = match Limited::new(body, MAX_BODY).collect().await {
@@ -428,7 +431,12 @@ async fn proxy(
 }
 
 /// Layer 1 over a whole (non-streamed) answer: the original bytes when every call passes.
-async fn check_message(state: &State, ctx: &Context, api: Api, bytes: Bytes) -> (Bytes, &'static str) {
+async fn check_message(
+    state: &State,
+    ctx: &Context,
+    api: Api,
+    bytes: Bytes,
+) -> (Bytes, &'static str) {
     let Ok(mut message) = serde_json::from_slice::<Value>(&bytes) else {
         // Not JSON: no call a client could read either.
         return (bytes, "checked");
@@ -518,9 +526,10 @@ fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
         hyper::header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    response
-        .headers_mut()
-        .insert(HeaderName::from_static("x-carapace"), HeaderValue::from_static("refused"));
+    response.headers_mut().insert(
+        HeaderName::from_static("x-carapace"),
+        HeaderValue::from_static("refused"),
+    );
     response
 }
 

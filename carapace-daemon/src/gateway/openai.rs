@@ -66,6 +66,12 @@ pub fn chat_calls(completion: &Value) -> Vec<PendingCall> {
     out
 }
 
+/// `v[key]` for writing, only when `v` is an object and has it (indexing anything else for
+/// writing panics, and the upstream's JSON can be anything).
+fn field<'a>(v: &'a mut Value, key: &str) -> Option<&'a mut Value> {
+    v.as_object_mut()?.get_mut(key)
+}
+
 /// Appends `text` to a chat message's content (a string or null).
 fn add_content(message: &mut Value, text: &str) {
     let joined = match message["content"].as_str() {
@@ -88,11 +94,16 @@ pub fn rewrite_chat(completion: &mut Value, verdicts: &[(PendingCall, Verdict)])
     if refused.is_empty() {
         return false;
     }
+    let Some(choices) = field(completion, "choices").and_then(Value::as_array_mut) else {
+        return false;
+    };
     let mut key = 0;
-    for choice in completion["choices"].as_array_mut().into_iter().flatten() {
+    for choice in choices {
         let mut texts = Vec::new();
-        let message = &mut choice["message"];
-        if let Some(calls) = message["tool_calls"].as_array_mut() {
+        let Some(message) = field(choice, "message").filter(|m| m.is_object()) else {
+            continue;
+        };
+        if let Some(calls) = field(message, "tool_calls").and_then(Value::as_array_mut) {
             calls.retain(|_| {
                 let keep = refused.get(&key).is_none_or(|t| {
                     texts.push((*t).to_owned());
@@ -121,8 +132,10 @@ pub fn rewrite_chat(completion: &mut Value, verdicts: &[(PendingCall, Verdict)])
             if let Some(m) = message.as_object_mut() {
                 m.remove("tool_calls");
             }
-            if matches!(choice["finish_reason"].as_str(), Some("tool_calls" | "function_call")) {
-                choice["finish_reason"] = json!("stop");
+            if let Some(reason) = field(choice, "finish_reason") {
+                if matches!(reason.as_str(), Some("tool_calls" | "function_call")) {
+                    *reason = json!("stop");
+                }
             }
         }
     }
@@ -184,14 +197,15 @@ impl ChatStream {
         }
         let mut out = Vec::new();
         for event in held {
-            let Some(mut chunk) = event.json() else {
+            let Some(mut chunk) = event.json().filter(Value::is_object) else {
                 out.extend_from_slice(&event.raw);
                 continue;
             };
             let mut inserts = Vec::new();
-            for choice in chunk["choices"].as_array_mut().into_iter().flatten() {
+            let choices = field(&mut chunk, "choices").and_then(Value::as_array_mut);
+            for choice in choices.into_iter().flatten().filter(|c| c.is_object()) {
                 let c = choice["index"].as_u64().unwrap_or(0);
-                if let Some(delta) = choice["delta"].as_object_mut() {
+                if let Some(delta) = field(choice, "delta").and_then(Value::as_object_mut) {
                     delta.remove("tool_calls");
                 }
                 let had_calls = kept.contains_key(&c) || texts.contains_key(&c);
@@ -237,10 +251,8 @@ impl StreamFilter for ChatStream {
         for choice in chunk["choices"].as_array().into_iter().flatten() {
             let c = choice["index"].as_u64().unwrap_or(0);
             let delta = &choice["delta"];
-            let mut fragments: Vec<Value> = delta["tool_calls"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
+            let mut fragments: Vec<Value> =
+                delta["tool_calls"].as_array().cloned().unwrap_or_default();
             if delta["function_call"].is_object() {
                 let mut legacy = json!({"index": 0, "function": delta["function_call"]});
                 legacy["id"] = Value::Null;
@@ -340,7 +352,7 @@ fn message_item(key: usize, text: &str) -> Value {
 
 /// Responses: replaces each refused call item by a message item saying why.
 pub fn rewrite_response(response: &mut Value, verdicts: &[(PendingCall, Verdict)]) -> bool {
-    let Some(output) = response["output"].as_array_mut() else {
+    let Some(output) = field(response, "output").and_then(Value::as_array_mut) else {
         return false;
     };
     let mut changed = false;
@@ -455,8 +467,12 @@ impl StreamFilter for ResponsesStream {
                     .collect();
                 // Items whose events never finished are dropped from the final output too.
                 let unfinished: Vec<usize> = std::mem::take(&mut self.held).into_keys().collect();
-                rewrite_response(&mut data["response"], &verdicts);
-                if let Some(output) = data["response"]["output"].as_array_mut() {
+                let response = field(&mut data, "response");
+                let output = response.and_then(|r| {
+                    rewrite_response(r, &verdicts);
+                    field(r, "output").and_then(Value::as_array_mut)
+                });
+                if let Some(output) = output {
                     for i in unfinished.into_iter().rev() {
                         if i < output.len() {
                             output.remove(i);
@@ -482,9 +498,7 @@ impl StreamFilter for ResponsesStream {
                     }
                 }
                 Verdict::Refuse(text) => {
-                    let named = held
-                        .first()
-                        .is_some_and(|raw| raw.starts_with(b"event:"));
+                    let named = held.first().is_some_and(|raw| raw.starts_with(b"event:"));
                     out.extend(Self::refusal_events(
                         if named { "named" } else { "" },
                         call.key,

@@ -75,7 +75,12 @@ impl Gate {
             tool: call.tool.clone(),
             input,
         };
-        let d = engine::check(&self.source.rules(), &tool_call, ctx, &Activation::default());
+        let d = engine::check(
+            &self.source.rules(),
+            &tool_call,
+            ctx,
+            &Activation::default(),
+        );
         let rules: Vec<&str> = d.matches.iter().map(|m| m.id.as_str()).collect();
         if d.decision >= Mode::Warn {
             tracing::info!(

@@ -181,10 +181,7 @@ mod tests {
             .iter()
             .map(|e| (e.name.as_str(), e.data.as_str()))
             .collect();
-        assert_eq!(
-            fields,
-            [("a", "{\"x\":1}"), ("", "one\ntwo"), ("c", "3")]
-        );
+        assert_eq!(fields, [("a", "{\"x\":1}"), ("", "one\ntwo"), ("c", "3")]);
         assert_eq!(&events[0].raw[..], b"event: a\ndata: {\"x\":1}\n\n");
     }
 

@@ -87,7 +87,10 @@ fn anthropic_stream(blocks: &[Value], stop_reason: &str) -> Vec<u8> {
         "message_delta",
         &json!({"type": "message_delta", "delta": {"stop_reason": stop_reason}, "usage": {"output_tokens": 5}}),
     ));
-    out.extend(sse::format("message_stop", &json!({"type": "message_stop"})));
+    out.extend(sse::format(
+        "message_stop",
+        &json!({"type": "message_stop"}),
+    ));
     out
 }
 
@@ -95,7 +98,10 @@ fn events(bytes: &[u8]) -> Vec<Value> {
     let mut s = Splitter::default();
     let mut all = s.push(bytes).unwrap();
     all.extend(s.finish());
-    all.iter().map(|e| e.json().expect("JSON data")).collect()
+    all.iter()
+        .filter(|e| e.data != "[DONE]")
+        .map(|e| e.json().expect("JSON data"))
+        .collect()
 }
 
 #[tokio::test]
@@ -163,7 +169,10 @@ async fn one_allowed_call_keeps_the_tool_use_stop_reason() {
     let ev = events(&run(Box::<anthropic::Stream>::default(), &input, 5).await);
     assert_eq!(ev[1]["content_block"]["type"], "text");
     assert_eq!(ev[4]["content_block"]["name"], "Read");
-    assert_eq!(ev.iter().rev().nth(1).unwrap()["delta"]["stop_reason"], "tool_use");
+    assert_eq!(
+        ev.iter().rev().nth(1).unwrap()["delta"]["stop_reason"],
+        "tool_use"
+    );
 }
 
 #[tokio::test]
@@ -186,7 +195,10 @@ async fn unclosed_or_unreadable_tool_blocks_never_pass() {
     ));
     let ev = events(&run(Box::<anthropic::Stream>::default(), &input, 3).await);
     assert_eq!(ev[0]["content_block"]["type"], "text");
-    assert!(ev[1]["delta"]["text"].as_str().unwrap().contains("could not be read"));
+    assert!(ev[1]["delta"]["text"]
+        .as_str()
+        .unwrap()
+        .contains("could not be read"));
 }
 
 #[tokio::test]
@@ -219,4 +231,167 @@ fn upstream_urls_join_paths() {
     );
     assert!(Upstream::parse("ftp://x").is_err());
     assert!(Upstream::parse("not a url").is_err());
+}
+
+fn chat_chunk(delta: &Value, finish: &Value) -> Vec<u8> {
+    sse::format(
+        "",
+        &json!({"id": "c", "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
+    )
+}
+
+fn chat_stream(calls: &[(&str, &str)]) -> Vec<u8> {
+    let mut out = chat_chunk(
+        &json!({"role": "assistant", "content": "Working."}),
+        &Value::Null,
+    );
+    for (i, (id, args)) in calls.iter().enumerate() {
+        out.extend(chat_chunk(
+            &json!({"tool_calls": [{"index": i, "id": id, "type": "function",
+                                    "function": {"name": "shell", "arguments": ""}}]}),
+            &Value::Null,
+        ));
+        let (a, b) = args.split_at(args.len() / 2);
+        for piece in [a, b] {
+            out.extend(chat_chunk(
+                &json!({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}),
+                &Value::Null,
+            ));
+        }
+    }
+    out.extend(chat_chunk(&json!({}), &json!("tool_calls")));
+    out.extend(b"data: [DONE]\n\n");
+    out
+}
+
+#[tokio::test]
+async fn chat_streams_pass_byte_exact_or_lose_only_the_refused_call() {
+    let fine = chat_stream(&[("a", r#"{"command":"ls"}"#)]);
+    for chunk in [1, 9, fine.len()] {
+        assert_eq!(
+            run(Box::<openai::ChatStream>::default(), &fine, chunk).await,
+            fine
+        );
+    }
+    let mixed = chat_stream(&[
+        ("a", r#"{"command":"ls"}"#),
+        ("b", r#"{"command":"cat ~/.ssh/id_rsa"}"#),
+    ]);
+    let out = run(Box::<openai::ChatStream>::default(), &mixed, 11).await;
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    assert!(!text.contains("\"b\""), "{text}");
+    let ev: Vec<Value> = events(&out);
+    let finish: Vec<&Value> = ev
+        .iter()
+        .filter(|e| e["choices"][0]["finish_reason"].is_string())
+        .collect();
+    assert_eq!(finish.len(), 1);
+    assert_eq!(finish[0]["choices"][0]["finish_reason"], "tool_calls");
+    let only_bad = chat_stream(&[("b", r#"{"command":"cat ~/.ssh/id_rsa"}"#)]);
+    let ev = events(&run(Box::<openai::ChatStream>::default(), &only_bad, 4).await);
+    let last = ev
+        .iter()
+        .rev()
+        .find(|e| e["choices"][0]["finish_reason"].is_string());
+    assert_eq!(
+        last.map(|e| &e["choices"][0]["finish_reason"]),
+        Some(&json!("stop"))
+    );
+}
+
+/// Drives a filter synchronously; every call is refused (the worst case for rewriting).
+fn run_refusing(mut filter: Box<dyn StreamFilter>, input: &[u8], cuts: &[usize]) -> Vec<u8> {
+    let mut splitter = Splitter::default();
+    let mut out = Vec::new();
+    let mut events = Vec::new();
+    let mut at = 0;
+    for &cut in cuts {
+        let cut = cut.clamp(at, input.len());
+        events.extend(splitter.push(&input[at..cut]).unwrap_or_default());
+        at = cut;
+    }
+    events.extend(splitter.push(&input[at..]).unwrap_or_default());
+    events.extend(splitter.finish());
+    for event in events {
+        match filter.on_event(event) {
+            Step::Emit(b) => out.extend_from_slice(&b),
+            Step::Judge(calls) => {
+                let verdicts = calls
+                    .into_iter()
+                    .map(|c| (c, refusal::Verdict::Refuse("no".into())))
+                    .collect();
+                out.extend_from_slice(&filter.settle(verdicts));
+            }
+        }
+    }
+    out.extend_from_slice(&filter.finish());
+    out
+}
+
+fn event_soup() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+    use proptest::prelude::*;
+    let data = prop_oneof![
+        Just(
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "name": "Bash", "input": {}}})
+        ),
+        Just(
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"command\":"}})
+        ),
+        Just(json!({"type": "content_block_stop", "index": 0})),
+        Just(json!({"type": "content_block_stop", "index": 7})),
+        Just(json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}})),
+        Just(
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "x", "function": {"name": "shell", "arguments": "{"}}]}, "finish_reason": null}]})
+        ),
+        Just(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})),
+        Just(json!({"choices": "nonsense"})),
+        Just(
+            json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "function_call", "name": "shell", "arguments": ""}})
+        ),
+        Just(
+            json!({"type": "response.output_item.done", "output_index": 0, "item": {"type": "function_call", "name": "shell", "arguments": "{}"}})
+        ),
+        Just(json!({"type": "response.output_item.done", "output_index": 0, "item": 3})),
+        Just(json!({"type": "response.completed", "response": {"output": [1, 2]}})),
+        Just(json!({"index": -1, "output_index": 18_446_744_073_709_551_615_u64})),
+        any::<String>().prop_map(Value::String),
+    ];
+    let event = prop_oneof![
+        data.prop_map(|d| sse::format("e", &d)),
+        proptest::collection::vec(any::<u8>(), 0..12),
+    ];
+    proptest::collection::vec(event, 0..24).prop_map(|v| v.concat())
+}
+
+proptest::proptest! {
+    /// Whatever the upstream sends, however it is cut: no filter panics, and with every
+    /// call refused, no tool call name the soup holds ever leaves in a call shape.
+    #[test]
+    fn filters_never_panic_on_any_stream(
+        input in event_soup(),
+        cuts in proptest::collection::vec(0usize..2000, 0..6),
+    ) {
+        let mut cuts = cuts;
+        cuts.sort_unstable();
+        let filters: [fn() -> Box<dyn StreamFilter>; 3] = [
+            || Box::<anthropic::Stream>::default(),
+            || Box::<openai::ChatStream>::default(),
+            || Box::<openai::ResponsesStream>::default(),
+        ];
+        for make in filters {
+            let _ = run_refusing(make(), &input, &cuts);
+        }
+        let out = run_refusing(Box::<anthropic::Stream>::default(), &input, &cuts);
+        let mut s = Splitter::default();
+        let mut all = s.push(&out).unwrap_or_default();
+        all.extend(s.finish());
+        for e in all.iter().filter_map(sse::Event::json) {
+            proptest::prop_assert!(
+                !(e["type"] == "content_block_start" && e["content_block"]["type"] == "tool_use"),
+                "a tool_use block left the filter: {}", e
+            );
+        }
+    }
 }
