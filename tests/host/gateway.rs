@@ -25,13 +25,9 @@ pub(super) fn start_gateway(dir: &Path, upstreams: &[&str]) -> (Daemon, String) 
     let url = log
         .lines()
         .find_map(|l| l.split("gateway listening on ").nth(1))
-        .map(|rest| {
-            rest.split_whitespace()
-                .next()
-                .unwrap_or_default()
-                .to_owned()
-        })
-        .unwrap_or_else(|| panic!("the daemon did not say where the gateway listens:\n{log}"));
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("the daemon did not say where the gateway listens:\n{log}"))
+        .to_owned();
     (d, url)
 }
 

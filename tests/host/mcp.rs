@@ -70,7 +70,7 @@ impl Session {
         (line, value)
     }
 
-    fn call(&mut self, id: u64, method: &str, params: Value) -> (String, Value) {
+    fn call(&mut self, id: u64, method: &str, params: &Value) -> (String, Value) {
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         let (line, reply) = self.receive();
         assert_eq!(reply["id"], id, "{line}");
@@ -96,19 +96,19 @@ fn converse(session: &mut Session, dir: &Path, refused_path: &str) -> (Vec<Strin
     let (line, init) = session.call(
         1,
         "initialize",
-        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+        &json!({"protocolVersion": "2025-06-18", "capabilities": {},
                "clientInfo": {"name": "test-client", "version": "1"}}),
     );
     assert_eq!(init["result"]["serverInfo"]["name"], "test-files", "{line}");
     received.push(line);
     session.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    let (line, list) = session.call(2, "tools/list", json!({}));
+    let (line, list) = session.call(2, "tools/list", &json!({}));
     assert_eq!(list["result"]["tools"][0]["name"], "read_file", "{line}");
     received.push(line);
     let (line, ok) = session.call(
         3,
         "tools/call",
-        json!({"name": "read_file", "arguments": {"path": readme}}),
+        &json!({"name": "read_file", "arguments": {"path": readme}}),
     );
     assert_eq!(
         ok["result"]["content"][0]["text"], "hello from the project\n",
@@ -118,7 +118,7 @@ fn converse(session: &mut Session, dir: &Path, refused_path: &str) -> (Vec<Strin
     let (line, refused) = session.call(
         4,
         "tools/call",
-        json!({"name": "read_file", "arguments": {"path": refused_path}}),
+        &json!({"name": "read_file", "arguments": {"path": refused_path}}),
     );
     assert!(refused.get("result").is_none(), "{line}");
     (received, refused["error"].clone())

@@ -62,7 +62,7 @@ pub struct Args {
     /// Where the gateway sends Anthropic Messages API requests (/v1/messages…)
     #[arg(long, value_name = "URL", default_value = gateway::ANTHROPIC_UPSTREAM)]
     pub anthropic_upstream: String,
-    /// Where the gateway sends OpenAI API requests (/v1/chat/completions, /v1/responses, …)
+    /// Where the gateway sends `OpenAI` API requests (/v1/chat/completions, /v1/responses, …)
     #[arg(long, value_name = "URL", default_value = gateway::OPENAI_UPSTREAM)]
     pub openai_upstream: String,
 }

@@ -375,6 +375,16 @@ async fn proxy(
             );
         }
     };
+    check_answer(state, ctx, api, answer).await
+}
+
+/// Layer 1 over the upstream's answer to a checked route; anything else passes as it is.
+async fn check_answer(
+    state: &State,
+    ctx: &Context,
+    api: Option<Api>,
+    answer: Response<Incoming>,
+) -> (Response<Body>, &'static str) {
     let (parts, body) = answer.into_parts();
     let mut response = Response::new(Body::default());
     *response.status_mut() = parts.status;
@@ -389,7 +399,7 @@ async fn proxy(
         .is_some_and(|v| v.as_bytes() != b"identity");
     if encoded {
         return (
-            error(
+            api.error(
                 StatusCode::BAD_GATEWAY,
                 "api_error",
                 "the upstream sent a compressed answer, which Carapace cannot check",
@@ -411,7 +421,7 @@ async fn proxy(
         Ok(b) => b.to_bytes(),
         Err(e) => {
             return (
-                error(
+                api.error(
                     StatusCode::BAD_GATEWAY,
                     "api_error",
                     &format!("Carapace could not read the upstream's answer ({e})"),

@@ -1,6 +1,7 @@
 //! Who is on the other end of a loopback TCP connection: the kernel's socket tables
 //! (`/proc/net/tcp`, `/proc/net/tcp6`) list each socket's two addresses and its owner's uid,
 //! so the client's uid (whose home `~` means) is read there, never from the request.
+use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
 use crate::engine::Context;
@@ -49,10 +50,10 @@ fn encode(addr: SocketAddr) -> String {
         IpAddr::V4(ip) => ip.octets().to_vec(),
         IpAddr::V6(ip) => ip.octets().to_vec(),
     };
-    let words: String = octets
-        .chunks(4)
-        .map(|w| format!("{:08X}", u32::from_ne_bytes([w[0], w[1], w[2], w[3]])))
-        .collect();
+    let words = octets.chunks(4).fold(String::new(), |mut out, w| {
+        let _ = write!(out, "{:08X}", u32::from_ne_bytes([w[0], w[1], w[2], w[3]]));
+        out
+    });
     format!("{words}:{:04X}", addr.port())
 }
 
