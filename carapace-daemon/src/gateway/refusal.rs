@@ -10,6 +10,9 @@ use crate::engine::{self, Activation, Context, ToolCall};
 use crate::rules::validate::mode_name;
 use crate::rules::{Mode, RuleSet};
 
+/// Histories up to this size are scanned on the request's own task.
+const INLINE_HISTORY: usize = 64 << 10;
+
 /// Where the gateway gets the rules in force at the moment of each decision.
 pub trait RuleSource: Send + Sync {
     fn rules(&self) -> Arc<RuleSet>;
@@ -112,13 +115,19 @@ impl Gate {
     /// Layer 0 over a conversation's past calls: the "bad agent detected: …" message when
     /// the history holds blocked calls.
     pub async fn history(&self, ctx: &Context, transcript: String) -> Option<String> {
+        let small = transcript.len() <= INLINE_HISTORY;
         let rules = self.source.rules();
-        let ctx = ctx.clone();
-        // Long conversations take a while to scan; keep the async workers free meanwhile.
-        let report = tokio::task::spawn_blocking(move || {
+        let scan = move |ctx: Context| {
             engine::scan_history(&rules, &transcript, &ctx, &Activation::default())
-        })
-        .await;
+        };
+        // A long conversation takes a while to scan: off the async workers then. A short one
+        // costs less than the hand-over to a blocking thread and back.
+        let report = if small {
+            Ok(scan(ctx.clone()))
+        } else {
+            let ctx = ctx.clone();
+            tokio::task::spawn_blocking(move || scan(ctx)).await
+        };
         match report {
             Ok(r) if r.clean() => None,
             Ok(r) => {
