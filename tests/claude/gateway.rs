@@ -87,8 +87,8 @@ fn gateway_keeps_a_forbidden_streamed_call_from_the_cli_and_lets_an_allowed_one_
         .flatten()
         .filter_map(|b| b["text"].as_str())
         .find(|t| t.contains("[Carapace]"))
-        .map(str::to_owned)
-        .unwrap_or_else(|| panic!("no refusal in the conversation; {}", context()));
+        .unwrap_or_else(|| panic!("no refusal in the conversation; {}", context()))
+        .to_owned();
     assert!(refusal.contains("Bash call was not run"), "{refusal}");
     assert!(refusal.contains("[rule ssh-"), "{refusal}");
     let no_forbidden_call = requests
