@@ -480,12 +480,16 @@ async fn judge(gate: &Gate, ctx: &Context, calls: Vec<PendingCall>) -> Vec<(Pend
 }
 
 /// Runs `filter` over the upstream's event stream as it arrives.
-fn filter_stream(
-    mut upstream: Incoming,
+fn filter_stream<B>(
+    mut upstream: B,
     mut filter: Box<dyn StreamFilter>,
     gate: Gate,
     ctx: Context,
-) -> Body {
+) -> Body
+where
+    B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<BoxError> + Send,
+{
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, BoxError>>(32);
     tokio::spawn(async move {
         let mut splitter = sse::Splitter::default();

@@ -395,3 +395,57 @@ proptest::proptest! {
         }
     }
 }
+
+/// Text reaches the agent while the upstream is still generating: the filter holds tool
+/// calls only, never what comes before them.
+#[tokio::test]
+async fn text_streams_through_before_the_upstream_finishes() {
+    use std::time::Duration;
+
+    use http_body_util::{BodyExt as _, StreamBody};
+    use hyper::body::Frame;
+
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::convert::Infallible>>(8);
+    let upstream = StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(rx));
+    let mut body = filter_stream(upstream, Box::<anthropic::Stream>::default(), gate(), ctx());
+    let first = sse::format(
+        "content_block_delta",
+        &json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": "thinking…"}}),
+    );
+    tx.send(Ok(Frame::data(Bytes::from(first.clone()))))
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), body.frame())
+        .await
+        .expect("the text event waited for the rest of the stream")
+        .expect("a frame")
+        .expect("no error");
+    assert_eq!(got.into_data().ok(), Some(Bytes::from(first)));
+    // A tool call, by contrast, is held until it is complete.
+    let start = sse::format(
+        "content_block_start",
+        &json!({"type": "content_block_start", "index": 1,
+                "content_block": {"type": "tool_use", "id": "t", "name": "Read",
+                                  "input": {"file_path": "README.md"}}}),
+    );
+    tx.send(Ok(Frame::data(Bytes::from(start.clone()))))
+        .await
+        .unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), body.frame())
+            .await
+            .is_err(),
+        "an incomplete tool call was let through"
+    );
+    let stop = sse::format(
+        "content_block_stop",
+        &json!({"type": "content_block_stop", "index": 1}),
+    );
+    tx.send(Ok(Frame::data(Bytes::from(stop.clone()))))
+        .await
+        .unwrap();
+    drop(tx);
+    let rest = body.collect().await.expect("the rest").to_bytes();
+    assert_eq!(rest, Bytes::from([start, stop].concat()));
+}
