@@ -449,3 +449,31 @@ async fn text_streams_through_before_the_upstream_finishes() {
     let rest = body.collect().await.expect("the rest").to_bytes();
     assert_eq!(rest, Bytes::from([start, stop].concat()));
 }
+
+/// Approve-mode calls are withheld (until approvals reach the gateway) with a message that
+/// says approval is needed; warn-mode calls pass.
+#[tokio::test]
+async fn approve_mode_calls_are_withheld_and_warn_mode_calls_pass() {
+    let rules = RuleSet::parse(
+        "rules.yaml",
+        "version: 1\nbuiltin: none\nrules:\n  - approve: \"/srv/prod/**\"\n  - warn: \"/srv/staging/**\"\n",
+    )
+    .expect("valid rules");
+    let gate = Gate::new(Arc::new(Arc::new(rules)) as Arc<dyn RuleSource>);
+    let call = |path: &str| refusal::PendingCall {
+        key: 0,
+        tool: "Read".into(),
+        input: Ok(json!({"file_path": path})),
+    };
+    match gate.tool_call(&ctx(), &call("/srv/prod/db.conf")).await {
+        refusal::Verdict::Refuse(text) => {
+            assert!(text.contains("needs your user's approval"), "{text}");
+            assert!(text.contains("not available yet"), "{text}");
+        }
+        refusal::Verdict::Pass => panic!("an approve-mode call passed"),
+    }
+    assert_eq!(
+        gate.tool_call(&ctx(), &call("/srv/staging/app.conf")).await,
+        refusal::Verdict::Pass
+    );
+}
