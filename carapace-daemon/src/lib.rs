@@ -4,6 +4,7 @@ pub mod api;
 pub mod audit;
 pub mod cli;
 pub mod engine;
+pub mod gateway;
 pub mod host;
 pub mod io_error;
 pub mod kernel;

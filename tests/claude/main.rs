@@ -23,6 +23,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod gateway;
+
 use carapace_tests::anthropic::{tool_result_text, Block, MessagesServer};
 use carapace_tests::{is_root, Daemon};
 use serde_json::{json, Value};

@@ -14,9 +14,12 @@ use carapace_tests::{cli, cli_command, has_file_line_column, is_root, text, Daem
 
 mod audit;
 mod front_doors;
+mod gateway;
+mod gateway_openai;
 mod landlock;
 mod limits;
 mod llm_review;
+mod mcp;
 mod sessions;
 
 const CARAPACED: &str = env!("CARGO_BIN_EXE_carapaced-under-test");

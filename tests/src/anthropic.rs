@@ -241,6 +241,9 @@ fn serve(
                 _ = &mut stop => break,
                 accepted = listener.accept() => {
                     let Ok((stream, _)) = accepted else { continue };
+                    // One write per event: without TCP_NODELAY a write can wait out the
+                    // client's delayed ACK (40 ms), which no real API server does.
+                    let _ = stream.set_nodelay(true);
                     let state = Arc::clone(&state);
                     tokio::spawn(async move {
                         let service = hyper::service::service_fn(move |req| {

@@ -4,6 +4,8 @@
 //! Helpers panic with a message that says what went wrong, so a failing test keeps its
 //! context.
 pub mod anthropic;
+pub mod http;
+pub mod openai;
 
 use std::ffi::OsStr;
 use std::fs;

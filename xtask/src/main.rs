@@ -100,11 +100,17 @@ fn bench(kernel: kernel::Kernel, host_only: bool) -> Result<i32> {
         "openclose",
         "--bin",
         "layer1",
+        "--bin",
+        "gateway-latency",
     ]))?;
     println!("== Layer 1 on the host (tests/bench/layer1.rs) ==");
     run(
         std::process::Command::new(target_dir()?.join("release/layer1")).arg(bins.join("carapace")),
     )?;
+    println!("== model-API gateway on the host (tests/bench/gateway.rs) ==");
+    run(&mut std::process::Command::new(
+        target_dir()?.join("release/gateway-latency"),
+    ))?;
     if host_only {
         return Ok(0);
     }

@@ -87,6 +87,8 @@ pub struct Daemon {
     /// The audit ledger (attached at start; without it decisions are refused).
     pub audit: audit::AuditLog,
     pub metrics: crate::metrics::Metrics,
+    /// The model-API gateway's base URL (`http://127.0.0.1:PORT`), once it listens.
+    gateway: std::sync::OnceLock<String>,
 }
 
 /// Default of `carapaced --approval-timeout`.
@@ -116,6 +118,7 @@ impl Daemon {
             reviewer: Arc::new(Reviewer::unavailable("no LLM reviewer was set up")),
             audit: audit::AuditLog::default(),
             metrics: crate::metrics::Metrics::default(),
+            gateway: std::sync::OnceLock::new(),
         }
     }
 
@@ -175,6 +178,17 @@ impl Daemon {
             .rules_file
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = file;
+    }
+
+    /// The model-API gateway's base URL, empty when it is off.
+    #[must_use]
+    pub fn gateway(&self) -> &str {
+        self.gateway.get().map_or("", String::as_str)
+    }
+
+    /// Records where the gateway listens (once, at start).
+    pub fn set_gateway(&self, url: String) {
+        let _ = self.gateway.set(url);
     }
 
     /// Successful reloads since start.
@@ -537,6 +551,7 @@ impl Carapace for Service {
                 .unwrap_or_default(),
             rules_reloads: self.daemon.reloads(),
             llm: Some(self.daemon.llm_status()),
+            gateway: self.daemon.gateway().to_owned(),
         }))
     }
 
@@ -628,6 +643,7 @@ impl Carapace for Service {
             kernel_enforcing,
             kernel_status,
             kernel_rules: kernel_rules::kernel_rules(&self.daemon.rules()),
+            gateway: self.daemon.gateway().to_owned(),
         }))
     }
 

@@ -109,6 +109,9 @@ pub enum Command {
     Audit(super::audit::AuditArgs),
     /// Check what this machine can enforce, and how to fix what is missing
     Doctor(super::doctor::DoctorArgs),
+    /// MCP servers: run one behind the tool-call check (`carapace mcp wrap -- SERVER_CMD…`)
+    #[command(subcommand)]
+    Mcp(super::mcp::McpCommand),
 }
 
 /// Entry point of the `carapace` binary.
@@ -146,6 +149,7 @@ pub fn main() -> ExitCode {
             Command::Learn(learn) => super::learn::learn(learn).await,
             Command::Audit(audit) => super::audit::run(audit).await,
             Command::Doctor(doctor) => super::doctor::run(&args.socket, doctor).await,
+            Command::Mcp(mcp) => super::mcp::run(&args.socket, mcp).await,
         }
     });
     match result {
@@ -232,6 +236,7 @@ async fn run(socket: &Path, command: Vec<OsString>, limits: Limits) -> anyhow::R
                 landlock,
                 limits,
                 cgroup: PathBuf::from(&session.cgroup),
+                gateway: session.gateway.clone(),
             };
             run_in_session(&mut client, &session.session_id, &command, confine).await
         }
@@ -292,6 +297,8 @@ struct Confinement {
     limits: Limits,
     /// The session's cgroup directory, whose processes a timeout kills.
     cgroup: PathBuf,
+    /// The daemon's model-API gateway ("" when off), for the agent's base URLs.
+    gateway: String,
 }
 
 async fn run_in_session(
@@ -305,6 +312,7 @@ async fn run_in_session(
         landlock,
         limits,
         cgroup,
+        gateway,
     } = confine;
     let mut denials = client
         .watch_session(WatchSessionRequest {
@@ -316,6 +324,7 @@ async fn run_in_session(
     let (program, rest) = command.split_first().context("no command given")?;
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(rest);
+    cmd.envs(gateway_env(&gateway));
     // SAFETY: PrivDrop::apply and Prepared::restrict_self only make async-signal-safe
     // system calls and do not allocate, as required between fork and exec. Landlock comes
     // after the drop, which sets the `no_new_privs` it needs.
@@ -426,8 +435,22 @@ async fn kill_session(cgroup: &Path, limit: Duration) -> anyhow::Result<()> {
 /// How long a timeout keeps killing the session's processes (they may fork meanwhile).
 const KILL_WAIT: Duration = Duration::from_secs(5);
 
+/// The variables that send an agent's model-API traffic through the daemon's gateway (none
+/// when it is off). Anthropic's SDKs append `/v1/messages` to their base URL; `OpenAI`'s
+/// expect the `/v1` in it.
+#[must_use]
+pub fn gateway_env(gateway: &str) -> Vec<(&'static str, String)> {
+    if gateway.is_empty() {
+        return Vec::new();
+    }
+    vec![
+        ("ANTHROPIC_BASE_URL", gateway.to_owned()),
+        ("OPENAI_BASE_URL", format!("{gateway}/v1")),
+    ]
+}
+
 /// The command's exit code, or 128+N when signal N killed it.
-fn exit_code(status: std::process::ExitStatus) -> u8 {
+pub(crate) fn exit_code(status: std::process::ExitStatus) -> u8 {
     use std::os::unix::process::ExitStatusExt as _;
     match (status.code(), status.signal()) {
         (Some(code), _) => code as u8,
@@ -466,6 +489,11 @@ async fn status(socket: &Path) -> anyhow::Result<()> {
     }
     for line in super::audit::status_lines(&s) {
         println!("{line}");
+    }
+    if s.gateway.is_empty() {
+        println!("model-API gateway: off (start carapaced with --gateway 127.0.0.1:PORT)");
+    } else {
+        println!("model-API gateway: {}", s.gateway);
     }
     println!("sessions: {}", s.sessions.len());
     for session in &s.sessions {
@@ -518,6 +546,18 @@ mod tests {
             denial_line(&d),
             "carapace: blocked read of /home/u/.ssh/id_ed25519 \
              (rule protect-ssh-keys: SSH keys are off limits)"
+        );
+    }
+
+    #[test]
+    fn gateway_variables() {
+        assert!(gateway_env("").is_empty());
+        assert_eq!(
+            gateway_env("http://127.0.0.1:8788"),
+            [
+                ("ANTHROPIC_BASE_URL", "http://127.0.0.1:8788".to_owned()),
+                ("OPENAI_BASE_URL", "http://127.0.0.1:8788/v1".to_owned())
+            ]
         );
     }
 

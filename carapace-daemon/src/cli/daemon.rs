@@ -10,6 +10,7 @@ use clap::Parser;
 use crate::api::reload::{self, Loaded, RuleSource};
 use crate::api::{self, Daemon};
 use crate::audit::{self, Ledger};
+use crate::gateway;
 use crate::kernel::{Kernel, KernelSettings};
 use crate::llm::{self, Reviewer};
 use crate::rules::RuleSet;
@@ -41,8 +42,15 @@ ledger in $CARAPACE_DATA_DIR/audit/ (hash-chained, synced before the answer is g
 The kernel layer (eBPF LSM) needs a kernel with `bpf` in its LSM list; without it carapaced
 says so in one line and keeps serving Layers 0/1.
 
+With --gateway, carapaced also serves the model-API gateway: point an agent's
+ANTHROPIC_BASE_URL (or OPENAI_BASE_URL, with /v1) at it and every tool call the model asks
+for is checked before the agent sees it, and conversations holding blocked calls are
+refused. `carapace run` does that for its agent. The agent's own API key passes through
+untouched and is never logged. Keep it on loopback.
+
 Examples:
   sudo carapaced
+  sudo carapaced --gateway 127.0.0.1:8788
   sudo carapaced --rules ./rules.yaml --data-dir /tmp/carapace --socket /tmp/carapace.sock
   sudo carapaced --metrics 127.0.0.1:9464   # Prometheus metrics at http://127.0.0.1:9464/metrics
   carapace run -- claude        # in another terminal: run an agent under guard";
@@ -72,6 +80,15 @@ pub struct Args {
     /// Log lines for people (`human`) or one JSON object per line for log collectors
     #[arg(long, value_enum, value_name = "FORMAT", default_value = "human")]
     pub log_format: LogFormat,
+    /// Serve the model-API gateway on this address (off by default), e.g. 127.0.0.1:8788
+    #[arg(long, value_name = "ADDR")]
+    pub gateway: Option<std::net::SocketAddr>,
+    /// Where the gateway sends Anthropic Messages API requests (/v1/messages…)
+    #[arg(long, value_name = "URL", default_value = gateway::ANTHROPIC_UPSTREAM)]
+    pub anthropic_upstream: String,
+    /// Where the gateway sends `OpenAI` API requests (/v1/chat/completions, /v1/responses, …)
+    #[arg(long, value_name = "URL", default_value = gateway::OPENAI_UPSTREAM)]
+    pub openai_upstream: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -258,6 +275,7 @@ async fn run(
     let _pump = events.map(|stream| api::spawn_denial_pump(Arc::clone(&daemon), stream));
     let _reaper = api::spawn_reaper(Arc::clone(&daemon));
     let _watcher = reload::spawn_watcher(Arc::clone(&daemon), reload::WATCH_INTERVAL);
+    let gateway = start_gateway(&args, &daemon).await?;
     let listener = api::bind(&args.socket)?;
     tracing::info!(socket = %args.socket.display(), "serving");
     let result = api::serve(
@@ -270,6 +288,9 @@ async fn run(
         tracing::warn!("cannot remove {}: {e}", args.socket.display());
     }
     ledger.close();
+    if let Some(gateway) = gateway {
+        gateway.abort();
+    }
     result.context("the API server failed")?;
     tracing::info!("stopped; live sessions are resumed at next start");
     Ok(())
@@ -319,6 +340,44 @@ async fn serve_metrics(
     tracing::info!("metrics endpoint listening on http://{bound}/metrics");
     let render = Arc::new(move || daemon.render_metrics());
     Ok(crate::metrics::http::spawn(listener, render))
+}
+
+/// Binds and starts the model-API gateway when `--gateway` asks for it.
+async fn start_gateway(
+    args: &Args,
+    daemon: &Arc<Daemon>,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    let Some(addr) = args.gateway else {
+        return Ok(None);
+    };
+    let upstream = |url: &str, flag: &str| {
+        gateway::Upstream::parse(url).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+    };
+    let config = gateway::Config {
+        anthropic: upstream(&args.anthropic_upstream, "anthropic-upstream")?,
+        openai: upstream(&args.openai_upstream, "openai-upstream")?,
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot bind the gateway to {addr}"))?;
+    let bound = listener
+        .local_addr()
+        .context("cannot read the gateway's address")?;
+    if !bound.ip().is_loopback() {
+        tracing::warn!(
+            "the gateway listens on {bound}, beyond loopback: other machines can use it"
+        );
+    }
+    daemon.set_gateway(format!("http://{bound}"));
+    tracing::info!(address = %bound, "gateway listening on http://{bound}");
+    let gate =
+        gateway::refusal::Gate::new(Arc::clone(daemon) as Arc<dyn gateway::refusal::RuleSource>);
+    Ok(Some(tokio::spawn(gateway::serve(
+        listener,
+        config,
+        gate,
+        std::future::pending(),
+    ))))
 }
 
 /// Resolves on SIGTERM or SIGINT; reloads the rules on SIGHUP.

@@ -8,6 +8,7 @@ pub mod doctor;
 pub mod evaluator;
 pub mod hook;
 pub mod learn;
+pub mod mcp;
 pub mod rules;
 pub mod session;
 pub mod slash;

@@ -1,0 +1,479 @@
+//! The stream filters and message rewriting, without HTTP (the host tests drive the gateway
+//! over real sockets).
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::refusal::{Gate, RuleSource};
+use super::sse::{self, Splitter};
+use super::*;
+use crate::rules::RuleSet;
+
+fn gate() -> Gate {
+    let rules: Arc<RuleSet> = Arc::new(RuleSet::builtin());
+    Gate::new(Arc::new(rules) as Arc<dyn RuleSource>)
+}
+
+fn ctx() -> Context {
+    Context {
+        cwd: "/home/u/project".into(),
+        home: "/home/u".into(),
+        env: Vec::new(),
+        follow_symlinks: false,
+    }
+}
+
+/// Runs `filter` over `input` cut into `chunk`-byte pieces, as the gateway does.
+async fn run(mut filter: Box<dyn StreamFilter>, input: &[u8], chunk: usize) -> Vec<u8> {
+    let (gate, ctx) = (gate(), ctx());
+    let mut splitter = Splitter::default();
+    let mut out = Vec::new();
+    let mut events = Vec::new();
+    for piece in input.chunks(chunk.max(1)) {
+        events.extend(splitter.push(piece).unwrap());
+    }
+    events.extend(splitter.finish());
+    for event in events {
+        match filter.on_event(event) {
+            Step::Emit(b) => out.extend_from_slice(&b),
+            Step::Judge(calls) => {
+                let verdicts = judge(&gate, &ctx, calls).await;
+                out.extend_from_slice(&filter.settle(verdicts));
+            }
+        }
+    }
+    out.extend_from_slice(&filter.finish());
+    out
+}
+
+fn anthropic_stream(blocks: &[Value], stop_reason: &str) -> Vec<u8> {
+    let mut out = sse::format(
+        "message_start",
+        &json!({"type": "message_start", "message": {"id": "m", "content": [], "stop_reason": null}}),
+    );
+    for (i, block) in blocks.iter().enumerate() {
+        let (start, deltas): (Value, Vec<Value>) = if block["type"] == "tool_use" {
+            let input = block["input"].to_string();
+            let (a, b) = input.split_at(input.len() / 2);
+            (
+                json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
+                vec![
+                    json!({"type": "input_json_delta", "partial_json": a}),
+                    json!({"type": "input_json_delta", "partial_json": b}),
+                ],
+            )
+        } else {
+            (
+                json!({"type": "text", "text": ""}),
+                vec![json!({"type": "text_delta", "text": block["text"]})],
+            )
+        };
+        out.extend(sse::format(
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": i, "content_block": start}),
+        ));
+        for d in deltas {
+            out.extend(sse::format(
+                "content_block_delta",
+                &json!({"type": "content_block_delta", "index": i, "delta": d}),
+            ));
+        }
+        out.extend(sse::format(
+            "content_block_stop",
+            &json!({"type": "content_block_stop", "index": i}),
+        ));
+    }
+    out.extend(sse::format(
+        "message_delta",
+        &json!({"type": "message_delta", "delta": {"stop_reason": stop_reason}, "usage": {"output_tokens": 5}}),
+    ));
+    out.extend(sse::format(
+        "message_stop",
+        &json!({"type": "message_stop"}),
+    ));
+    out
+}
+
+fn events(bytes: &[u8]) -> Vec<Value> {
+    let mut s = Splitter::default();
+    let mut all = s.push(bytes).unwrap();
+    all.extend(s.finish());
+    all.iter()
+        .filter(|e| e.data != "[DONE]")
+        .map(|e| e.json().expect("JSON data"))
+        .collect()
+}
+
+#[tokio::test]
+async fn allowed_tool_use_streams_through_byte_exact() {
+    let input = anthropic_stream(
+        &[
+            json!({"type": "text", "text": "Listing."}),
+            json!({"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls -la"}}),
+        ],
+        "tool_use",
+    );
+    for chunk in [1, 7, 64, input.len()] {
+        let out = run(Box::<anthropic::Stream>::default(), &input, chunk).await;
+        assert_eq!(out, input, "chunk size {chunk}");
+    }
+}
+
+#[tokio::test]
+async fn blocked_tool_use_becomes_a_text_block_and_the_turn_ends() {
+    let input = anthropic_stream(
+        &[
+            json!({"type": "text", "text": "Reading the key."}),
+            json!({"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "cat ~/.ssh/id_rsa"}}),
+        ],
+        "tool_use",
+    );
+    for chunk in [1, 13, input.len()] {
+        let out = run(Box::<anthropic::Stream>::default(), &input, chunk).await;
+        let ev = events(&out);
+        let kinds: Vec<&str> = ev.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "message_start",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop"
+            ]
+        );
+        assert_eq!(ev[4]["index"], 1);
+        assert_eq!(ev[4]["content_block"]["type"], "text");
+        let text = ev[5]["delta"]["text"].as_str().unwrap();
+        assert!(text.contains("Bash call was not run"), "{text}");
+        assert!(text.contains("[rule ssh-"), "{text}");
+        assert_eq!(ev[7]["delta"]["stop_reason"], "end_turn");
+        assert_eq!(ev[7]["usage"]["output_tokens"], 5);
+        assert!(!String::from_utf8_lossy(&out).contains("tool_use"));
+    }
+}
+
+#[tokio::test]
+async fn one_allowed_call_keeps_the_tool_use_stop_reason() {
+    let input = anthropic_stream(
+        &[
+            json!({"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/home/u/.ssh/id_ed25519"}}),
+            json!({"type": "tool_use", "id": "t2", "name": "Read", "input": {"file_path": "README.md"}}),
+        ],
+        "tool_use",
+    );
+    let ev = events(&run(Box::<anthropic::Stream>::default(), &input, 5).await);
+    assert_eq!(ev[1]["content_block"]["type"], "text");
+    assert_eq!(ev[4]["content_block"]["name"], "Read");
+    assert_eq!(
+        ev.iter().rev().nth(1).unwrap()["delta"]["stop_reason"],
+        "tool_use"
+    );
+}
+
+#[tokio::test]
+async fn unclosed_or_unreadable_tool_blocks_never_pass() {
+    let mut input = sse::format(
+        "content_block_start",
+        &json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "tool_use", "id": "t", "name": "Bash", "input": {}}}),
+    );
+    input.extend(sse::format(
+        "content_block_delta",
+        &json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": "{\"command\": \"ls"}}),
+    ));
+    let out = run(Box::<anthropic::Stream>::default(), &input, 3).await;
+    assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
+    input.extend(sse::format(
+        "content_block_stop",
+        &json!({"type": "content_block_stop", "index": 0}),
+    ));
+    let ev = events(&run(Box::<anthropic::Stream>::default(), &input, 3).await);
+    assert_eq!(ev[0]["content_block"]["type"], "text");
+    assert!(ev[1]["delta"]["text"]
+        .as_str()
+        .unwrap()
+        .contains("could not be read"));
+}
+
+#[tokio::test]
+async fn non_streamed_messages_are_rewritten_only_when_refused() {
+    let gate = gate();
+    let mut message = json!({"content": [
+        {"type": "text", "text": "ok"},
+        {"type": "tool_use", "id": "a", "name": "Read", "input": {"file_path": ".env"}},
+    ], "stop_reason": "tool_use"});
+    let calls = anthropic::message_calls(&message);
+    assert_eq!(calls.len(), 1);
+    let verdicts = judge(&gate, &ctx(), calls).await;
+    assert!(anthropic::rewrite_message(&mut message, &verdicts));
+    assert_eq!(message["content"][1]["type"], "text");
+    assert_eq!(message["stop_reason"], "end_turn");
+
+    let mut fine = json!({"content": [
+        {"type": "tool_use", "id": "a", "name": "Read", "input": {"file_path": "src/main.rs"}},
+    ], "stop_reason": "tool_use"});
+    let verdicts = judge(&gate, &ctx(), anthropic::message_calls(&fine)).await;
+    assert!(!anthropic::rewrite_message(&mut fine, &verdicts));
+}
+
+#[test]
+fn upstream_urls_join_paths() {
+    let u = Upstream::parse("http://127.0.0.1:9/prefix/").unwrap();
+    assert_eq!(
+        u.join("/v1/messages?beta=true").unwrap().to_string(),
+        "http://127.0.0.1:9/prefix/v1/messages?beta=true"
+    );
+    assert!(Upstream::parse("ftp://x").is_err());
+    assert!(Upstream::parse("not a url").is_err());
+}
+
+fn chat_chunk(delta: &Value, finish: &Value) -> Vec<u8> {
+    sse::format(
+        "",
+        &json!({"id": "c", "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
+    )
+}
+
+fn chat_stream(calls: &[(&str, &str)]) -> Vec<u8> {
+    let mut out = chat_chunk(
+        &json!({"role": "assistant", "content": "Working."}),
+        &Value::Null,
+    );
+    for (i, (id, args)) in calls.iter().enumerate() {
+        out.extend(chat_chunk(
+            &json!({"tool_calls": [{"index": i, "id": id, "type": "function",
+                                    "function": {"name": "shell", "arguments": ""}}]}),
+            &Value::Null,
+        ));
+        let (a, b) = args.split_at(args.len() / 2);
+        for piece in [a, b] {
+            out.extend(chat_chunk(
+                &json!({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}),
+                &Value::Null,
+            ));
+        }
+    }
+    out.extend(chat_chunk(&json!({}), &json!("tool_calls")));
+    out.extend(b"data: [DONE]\n\n");
+    out
+}
+
+#[tokio::test]
+async fn chat_streams_pass_byte_exact_or_lose_only_the_refused_call() {
+    let fine = chat_stream(&[("a", r#"{"command":"ls"}"#)]);
+    for chunk in [1, 9, fine.len()] {
+        assert_eq!(
+            run(Box::<openai::ChatStream>::default(), &fine, chunk).await,
+            fine
+        );
+    }
+    let mixed = chat_stream(&[
+        ("a", r#"{"command":"ls"}"#),
+        ("b", r#"{"command":"cat ~/.ssh/id_rsa"}"#),
+    ]);
+    let out = run(Box::<openai::ChatStream>::default(), &mixed, 11).await;
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    assert!(!text.contains("\"b\""), "{text}");
+    let ev: Vec<Value> = events(&out);
+    let finish: Vec<&Value> = ev
+        .iter()
+        .filter(|e| e["choices"][0]["finish_reason"].is_string())
+        .collect();
+    assert_eq!(finish.len(), 1);
+    assert_eq!(finish[0]["choices"][0]["finish_reason"], "tool_calls");
+    let only_bad = chat_stream(&[("b", r#"{"command":"cat ~/.ssh/id_rsa"}"#)]);
+    let ev = events(&run(Box::<openai::ChatStream>::default(), &only_bad, 4).await);
+    let last = ev
+        .iter()
+        .rev()
+        .find(|e| e["choices"][0]["finish_reason"].is_string());
+    assert_eq!(
+        last.map(|e| &e["choices"][0]["finish_reason"]),
+        Some(&json!("stop"))
+    );
+}
+
+/// Drives a filter synchronously; every call is refused (the worst case for rewriting).
+fn run_refusing(mut filter: Box<dyn StreamFilter>, input: &[u8], cuts: &[usize]) -> Vec<u8> {
+    let mut splitter = Splitter::default();
+    let mut out = Vec::new();
+    let mut events = Vec::new();
+    let mut at = 0;
+    for &cut in cuts {
+        let cut = cut.clamp(at, input.len());
+        events.extend(splitter.push(&input[at..cut]).unwrap_or_default());
+        at = cut;
+    }
+    events.extend(splitter.push(&input[at..]).unwrap_or_default());
+    events.extend(splitter.finish());
+    for event in events {
+        match filter.on_event(event) {
+            Step::Emit(b) => out.extend_from_slice(&b),
+            Step::Judge(calls) => {
+                let verdicts = calls
+                    .into_iter()
+                    .map(|c| (c, refusal::Verdict::Refuse("no".into())))
+                    .collect();
+                out.extend_from_slice(&filter.settle(verdicts));
+            }
+        }
+    }
+    out.extend_from_slice(&filter.finish());
+    out
+}
+
+fn event_soup() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+    use proptest::prelude::*;
+    let data = prop_oneof![
+        Just(
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "name": "Bash", "input": {}}})
+        ),
+        Just(
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"command\":"}})
+        ),
+        Just(json!({"type": "content_block_stop", "index": 0})),
+        Just(json!({"type": "content_block_stop", "index": 7})),
+        Just(json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}})),
+        Just(
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "x", "function": {"name": "shell", "arguments": "{"}}]}, "finish_reason": null}]})
+        ),
+        Just(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})),
+        Just(json!({"choices": "nonsense"})),
+        Just(
+            json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "function_call", "name": "shell", "arguments": ""}})
+        ),
+        Just(
+            json!({"type": "response.output_item.done", "output_index": 0, "item": {"type": "function_call", "name": "shell", "arguments": "{}"}})
+        ),
+        Just(json!({"type": "response.output_item.done", "output_index": 0, "item": 3})),
+        Just(json!({"type": "response.completed", "response": {"output": [1, 2]}})),
+        Just(json!({"index": -1, "output_index": 18_446_744_073_709_551_615_u64})),
+        any::<String>().prop_map(Value::String),
+    ];
+    let event = prop_oneof![
+        data.prop_map(|d| sse::format("e", &d)),
+        proptest::collection::vec(any::<u8>(), 0..12),
+    ];
+    proptest::collection::vec(event, 0..24).prop_map(|v| v.concat())
+}
+
+proptest::proptest! {
+    /// Whatever the upstream sends, however it is cut: no filter panics, and with every
+    /// call refused, no tool call name the soup holds ever leaves in a call shape.
+    #[test]
+    fn filters_never_panic_on_any_stream(
+        input in event_soup(),
+        cuts in proptest::collection::vec(0usize..2000, 0..6),
+    ) {
+        let mut cuts = cuts;
+        cuts.sort_unstable();
+        let filters: [fn() -> Box<dyn StreamFilter>; 3] = [
+            || Box::<anthropic::Stream>::default(),
+            || Box::<openai::ChatStream>::default(),
+            || Box::<openai::ResponsesStream>::default(),
+        ];
+        for make in filters {
+            let _ = run_refusing(make(), &input, &cuts);
+        }
+        let out = run_refusing(Box::<anthropic::Stream>::default(), &input, &cuts);
+        let mut s = Splitter::default();
+        let mut all = s.push(&out).unwrap_or_default();
+        all.extend(s.finish());
+        for e in all.iter().filter_map(sse::Event::json) {
+            proptest::prop_assert!(
+                !(e["type"] == "content_block_start" && e["content_block"]["type"] == "tool_use"),
+                "a tool_use block left the filter: {}", e
+            );
+        }
+    }
+}
+
+/// Text reaches the agent while the upstream is still generating: the filter holds tool
+/// calls only, never what comes before them.
+#[tokio::test]
+async fn text_streams_through_before_the_upstream_finishes() {
+    use std::time::Duration;
+
+    use http_body_util::{BodyExt as _, StreamBody};
+    use hyper::body::Frame;
+
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::convert::Infallible>>(8);
+    let upstream = StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(rx));
+    let mut body = filter_stream(upstream, Box::<anthropic::Stream>::default(), gate(), ctx());
+    let first = sse::format(
+        "content_block_delta",
+        &json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": "thinking…"}}),
+    );
+    tx.send(Ok(Frame::data(Bytes::from(first.clone()))))
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), body.frame())
+        .await
+        .expect("the text event waited for the rest of the stream")
+        .expect("a frame")
+        .expect("no error");
+    assert_eq!(got.into_data().ok(), Some(Bytes::from(first)));
+    // A tool call, by contrast, is held until it is complete.
+    let start = sse::format(
+        "content_block_start",
+        &json!({"type": "content_block_start", "index": 1,
+                "content_block": {"type": "tool_use", "id": "t", "name": "Read",
+                                  "input": {"file_path": "README.md"}}}),
+    );
+    tx.send(Ok(Frame::data(Bytes::from(start.clone()))))
+        .await
+        .unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), body.frame())
+            .await
+            .is_err(),
+        "an incomplete tool call was let through"
+    );
+    let stop = sse::format(
+        "content_block_stop",
+        &json!({"type": "content_block_stop", "index": 1}),
+    );
+    tx.send(Ok(Frame::data(Bytes::from(stop.clone()))))
+        .await
+        .unwrap();
+    drop(tx);
+    let rest = body.collect().await.expect("the rest").to_bytes();
+    assert_eq!(rest, Bytes::from([start, stop].concat()));
+}
+
+/// Approve-mode calls are withheld (until approvals reach the gateway) with a message that
+/// says approval is needed; warn-mode calls pass.
+#[tokio::test]
+async fn approve_mode_calls_are_withheld_and_warn_mode_calls_pass() {
+    let rules = RuleSet::parse(
+        "rules.yaml",
+        "version: 1\nbuiltin: none\nrules:\n  - approve: \"/srv/prod/**\"\n  - warn: \"/srv/staging/**\"\n",
+    )
+    .expect("valid rules");
+    let gate = Gate::new(Arc::new(Arc::new(rules)) as Arc<dyn RuleSource>);
+    let call = |path: &str| refusal::PendingCall {
+        key: 0,
+        tool: "Read".into(),
+        input: Ok(json!({"file_path": path})),
+    };
+    match gate.tool_call(&ctx(), &call("/srv/prod/db.conf")).await {
+        refusal::Verdict::Refuse(text) => {
+            assert!(text.contains("needs your user's approval"), "{text}");
+            assert!(text.contains("not available yet"), "{text}");
+        }
+        refusal::Verdict::Pass => panic!("an approve-mode call passed"),
+    }
+    assert_eq!(
+        gate.tool_call(&ctx(), &call("/srv/staging/app.conf")).await,
+        refusal::Verdict::Pass
+    );
+}

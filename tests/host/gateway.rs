@@ -1,0 +1,281 @@
+//! The model-API gateway (`carapaced --gateway`), driven over real HTTP by a real client,
+//! forwarding to a loopback server that speaks the Anthropic Messages API.
+use std::path::Path;
+
+use carapace_tests::anthropic::{Block, MessagesServer};
+use carapace_tests::http::{post, Answer};
+use carapace_tests::Daemon;
+use serde_json::{json, Value};
+
+use super::{setup, CARAPACED};
+
+/// A key that must reach the upstream and nothing else.
+const API_KEY: &str = "sk-ant-test-5e3f1a9b0c7d4e2f8a6b-secret";
+
+fn gateway_daemon(dir: &Path, upstream: &MessagesServer) -> (Daemon, String) {
+    start_gateway(dir, &["--anthropic-upstream", &upstream.base_url()])
+}
+
+/// A daemon with its gateway on a free loopback port; returns it and the gateway's URL.
+pub(super) fn start_gateway(dir: &Path, upstreams: &[&str]) -> (Daemon, String) {
+    let mut args = vec!["--gateway", "127.0.0.1:0"];
+    args.extend_from_slice(upstreams);
+    let d = Daemon::start(Path::new(CARAPACED), dir, &args);
+    let log = d.log_text();
+    let url = log
+        .lines()
+        .find_map(|l| l.split("gateway listening on ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("the daemon did not say where the gateway listens:\n{log}"))
+        .to_owned();
+    (d, url)
+}
+
+fn request(stream: bool, messages: &Value) -> String {
+    json!({"model": "claude-test", "max_tokens": 100, "stream": stream, "messages": messages})
+        .to_string()
+}
+
+fn hello() -> Value {
+    json!([{"role": "user", "content": "hello"}])
+}
+
+fn messages(base: &str, body: &str) -> Answer {
+    post(
+        base,
+        "/v1/messages?beta=true",
+        &[("x-api-key", API_KEY), ("anthropic-version", "2023-06-01")],
+        body,
+    )
+}
+
+/// The SSE events of a streamed answer, as JSON.
+fn events(answer: &Answer) -> Vec<Value> {
+    answer
+        .text()
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("bad event data {d}: {e}")))
+        .collect()
+}
+
+fn allowed_turn() -> Vec<Block> {
+    vec![
+        Block::text("Let me list the files, then read the readme of this project."),
+        Block::tool_use(
+            "toolu_ok",
+            "Bash",
+            json!({"command": "ls -la && head README.md"}),
+        ),
+    ]
+}
+
+fn forbidden_turn() -> Vec<Block> {
+    vec![
+        Block::text("I will read the SSH key."),
+        Block::tool_use("toolu_bad", "Bash", json!({"command": "cat ~/.ssh/id_rsa"})),
+    ]
+}
+
+#[test]
+fn gateway_passes_allowed_answers_byte_identical() {
+    let Some(dir) = setup("gateway_passes_allowed_answers_byte_identical") else {
+        return;
+    };
+    // Two upstreams with the same script: one behind the gateway, one asked directly. Each
+    // numbers its messages from 1, so the same request gets the same bytes from both.
+    for stream in [true, false] {
+        let behind = MessagesServer::scripted(vec![allowed_turn()]);
+        let direct = MessagesServer::scripted(vec![allowed_turn()]);
+        let sub = dir.path().join(format!("stream-{stream}"));
+        let (_d, gateway) = gateway_daemon(&sub, &behind);
+        let body = request(stream, &hello());
+        let via = messages(&gateway, &body);
+        let straight = messages(&direct.base_url(), &body);
+        assert_eq!(via.status, 200, "{}", via.text());
+        assert_eq!(via.body, straight.body, "stream={stream}: {}", via.text());
+        assert!(via.text().contains("toolu_ok"));
+        assert_eq!(
+            via.header("content-type"),
+            straight.header("content-type"),
+            "stream={stream}"
+        );
+        // The request reached the upstream unchanged, credentials included.
+        let got = behind.requests();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].body, body);
+        assert_eq!(got[0].path, "/v1/messages?beta=true");
+        let header = |name: &str| {
+            got[0]
+                .headers
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(header("x-api-key").as_deref(), Some(API_KEY));
+        assert_eq!(header("anthropic-version").as_deref(), Some("2023-06-01"));
+    }
+}
+
+#[test]
+fn gateway_replaces_blocked_tool_calls_streamed_and_not() {
+    let Some(dir) = setup("gateway_replaces_blocked_tool_calls_streamed_and_not") else {
+        return;
+    };
+    let upstream = MessagesServer::scripted(vec![forbidden_turn()]);
+    let (d, gateway) = gateway_daemon(dir.path(), &upstream);
+
+    let plain = messages(&gateway, &request(false, &hello()));
+    assert_eq!(plain.status, 200, "{}", plain.text());
+    let message = plain.json();
+    assert_eq!(message["stop_reason"], "end_turn", "{message}");
+    let content = message["content"].as_array().expect("content");
+    assert!(content.iter().all(|b| b["type"] == "text"), "{message}");
+    let refusal = content[1]["text"].as_str().unwrap_or_default();
+    assert!(refusal.contains("Bash call was not run"), "{refusal}");
+    assert!(refusal.contains("[rule ssh-"), "{refusal}");
+
+    let streamed = messages(&gateway, &request(true, &hello()));
+    assert_eq!(streamed.status, 200, "{}", streamed.text());
+    assert!(
+        !streamed.text().contains("toolu_bad"),
+        "{}",
+        streamed.text()
+    );
+    let ev = events(&streamed);
+    let kinds: Vec<&str> = ev.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(kinds.first(), Some(&"message_start"));
+    assert_eq!(kinds.last(), Some(&"message_stop"));
+    let starts: Vec<&Value> = ev
+        .iter()
+        .filter(|e| e["type"] == "content_block_start")
+        .collect();
+    assert_eq!(starts.len(), 2);
+    assert_eq!(starts[1]["index"], 1);
+    assert_eq!(starts[1]["content_block"]["type"], "text");
+    let text: String = ev
+        .iter()
+        .filter(|e| e["index"] == 1 && e["delta"]["type"] == "text_delta")
+        .filter_map(|e| e["delta"]["text"].as_str())
+        .collect();
+    assert!(text.contains("Bash call was not run"), "{text}");
+    let stop = ev
+        .iter()
+        .find(|e| e["type"] == "message_delta")
+        .expect("message_delta");
+    assert_eq!(stop["delta"]["stop_reason"], "end_turn");
+    let log = d.log_text();
+    assert!(
+        log.contains("decision=\"block\"") || log.contains("decision=block"),
+        "{log}"
+    );
+}
+
+#[test]
+fn gateway_refuses_conversations_holding_blocked_calls() {
+    let Some(dir) = setup("gateway_refuses_conversations_holding_blocked_calls") else {
+        return;
+    };
+    let upstream = MessagesServer::scripted(vec![vec![Block::text("fine")]]);
+    let (_d, gateway) = gateway_daemon(dir.path(), &upstream);
+    let history = json!([
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "cat ~/.ssh/id_rsa"}}
+        ]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "..."}]},
+    ]);
+    for stream in [true, false] {
+        let answer = messages(&gateway, &request(stream, &history));
+        assert_eq!(answer.status, 403, "{}", answer.text());
+        let body = answer.json();
+        assert_eq!(body["type"], "error");
+        assert_eq!(body["error"]["type"], "permission_error");
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.starts_with("bad agent detected: "), "{message}");
+    }
+    assert!(
+        upstream.requests().is_empty(),
+        "a refused conversation reached the upstream"
+    );
+    // A clean history goes through.
+    let ok = messages(&gateway, &request(false, &hello()));
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    assert_eq!(upstream.requests().len(), 1);
+}
+
+#[test]
+fn gateway_never_writes_the_api_key_to_its_log_or_data_dir() {
+    let Some(dir) = setup("gateway_never_writes_the_api_key_to_its_log_or_data_dir") else {
+        return;
+    };
+    let upstream = MessagesServer::scripted(vec![forbidden_turn(), allowed_turn()]);
+    let (mut d, gateway) = gateway_daemon(dir.path(), &upstream);
+    let _ = messages(&gateway, &request(true, &hello()));
+    let _ = messages(&gateway, &request(false, &hello()));
+    let _ = post(&gateway, "/v1/models", &[("x-api-key", API_KEY)], "");
+    d.stop();
+    assert!(upstream.requests().iter().all(|r| r
+        .headers
+        .iter()
+        .any(|(k, v)| k == "x-api-key" && v == API_KEY)));
+    let log = d.log_text();
+    assert!(
+        log.contains("gateway"),
+        "the gateway logged nothing:\n{log}"
+    );
+    assert!(
+        !log.contains(API_KEY),
+        "the key is in the daemon's log:\n{log}"
+    );
+    assert!(
+        !log.contains("cat ~/.ssh/id_rsa"),
+        "a request body is in the log:\n{log}"
+    );
+    let mut stack = vec![d.data_dir.clone()];
+    while let Some(path) = stack.pop() {
+        if path.is_dir() {
+            for entry in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                stack.push(entry.path());
+            }
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(API_KEY),
+                "the key is in {}",
+                path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn run_points_the_agent_at_the_gateway_and_status_shows_it() {
+    let Some(dir) = setup("run_points_the_agent_at_the_gateway_and_status_shows_it") else {
+        return;
+    };
+    let upstream = MessagesServer::scripted(vec![vec![Block::text("fine")]]);
+    let (d, gateway) = gateway_daemon(dir.path(), &upstream);
+    let out = super::carapace(
+        &d,
+        &[
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$ANTHROPIC_BASE_URL $OPENAI_BASE_URL\"",
+        ],
+        &[],
+    );
+    let stdout = carapace_tests::text(&out.stdout);
+    assert_eq!(
+        stdout.trim(),
+        format!("{gateway} {gateway}/v1"),
+        "{}",
+        carapace_tests::text(&out.stderr)
+    );
+    let status = carapace_tests::text(&super::carapace(&d, &["status"], &[]).stdout);
+    assert!(
+        status.contains(&format!("model-API gateway: {gateway}")),
+        "{status}"
+    );
+}

@@ -1,0 +1,377 @@
+//! A loopback server that speaks the `OpenAI` Chat Completions and Responses APIs (streaming
+//! and not), so that the model-API gateway can be tested offline over real HTTP.
+//!
+//! Every reply is one assistant turn: some text, then function calls. Streams are sent the
+//! way the API sends them: chat chunks as unnamed `data:` events with argument fragments per
+//! tool call index and a final `data: [DONE]`; Responses as named `response.*` events. The
+//! server records every request and stops when dropped.
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use http_body_util::{combinators::BoxBody, BodyExt as _, Full, StreamBody};
+use hyper::body::{Bytes, Frame, Incoming};
+use hyper::{Request, Response, StatusCode};
+use serde_json::{json, Value};
+
+/// One assistant turn: text, then function calls `(call id, name, arguments)`.
+#[derive(Clone, Debug, Default)]
+pub struct Turn {
+    pub text: String,
+    pub calls: Vec<(String, String, Value)>,
+}
+
+impl Turn {
+    #[must_use]
+    pub fn new(text: &str) -> Self {
+        Self {
+            text: text.to_owned(),
+            calls: Vec::new(),
+        }
+    }
+
+    #[must_use]
+    pub fn call(mut self, id: &str, name: &str, arguments: Value) -> Self {
+        self.calls.push((id.to_owned(), name.to_owned(), arguments));
+        self
+    }
+}
+
+/// A request the server received: path and query, headers, body.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+struct State {
+    turn: Turn,
+    recorded: Mutex<Vec<Recorded>>,
+}
+
+/// The running server; stops when dropped.
+pub struct OpenAiServer {
+    addr: SocketAddr,
+    state: Arc<State>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl OpenAiServer {
+    /// Starts a server that answers every request with `turn`.
+    #[must_use]
+    pub fn start(turn: Turn) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap_or_else(|e| panic!("cannot bind a loopback port: {e}"));
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|e| panic!("cannot read the bound address: {e}"));
+        listener
+            .set_nonblocking(true)
+            .unwrap_or_else(|e| panic!("cannot make the listener non-blocking: {e}"));
+        let state = Arc::new(State {
+            turn,
+            recorded: Mutex::new(Vec::new()),
+        });
+        let (shutdown, stop) = tokio::sync::oneshot::channel();
+        let serving = Arc::clone(&state);
+        let thread = std::thread::Builder::new()
+            .name("openai-loopback".into())
+            .spawn(move || serve(listener, serving, stop))
+            .unwrap_or_else(|e| panic!("cannot start the server thread: {e}"));
+        Self {
+            addr,
+            state,
+            shutdown: Some(shutdown),
+            thread: Some(thread),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT` (the gateway's `--openai-upstream`).
+    #[must_use]
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    #[must_use]
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.state
+            .recorded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl Drop for OpenAiServer {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+fn serve(
+    listener: std::net::TcpListener,
+    state: Arc<State>,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("cannot build the server's runtime: {e}"));
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::from_std(listener)
+            .unwrap_or_else(|e| panic!("cannot register the listener: {e}"));
+        loop {
+            tokio::select! {
+                _ = &mut stop => break,
+                accepted = listener.accept() => {
+                    let Ok((stream, _)) = accepted else { continue };
+                    // One write per event: without TCP_NODELAY a write can wait out the
+                    // client's delayed ACK (40 ms), which no real API server does.
+                    let _ = stream.set_nodelay(true);
+                    let state = Arc::clone(&state);
+                    tokio::spawn(async move {
+                        let service = hyper::service::service_fn(move |req| {
+                            let state = Arc::clone(&state);
+                            async move { Ok::<_, Infallible>(handle(&state, req).await) }
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
+            }
+        }
+    });
+}
+
+async fn handle(state: &State, req: Request<Incoming>) -> Response<Body> {
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or_else(|| req.uri().path().to_owned(), ToString::to_string);
+    let headers = req
+        .headers()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let body = match req.into_body().collect().await {
+        Ok(c) => String::from_utf8_lossy(&c.to_bytes()).into_owned(),
+        Err(e) => format!("<body unreadable: {e}>"),
+    };
+    state
+        .recorded
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(Recorded {
+            path: path.clone(),
+            headers,
+            body: body.clone(),
+        });
+    let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let stream = request["stream"] == true;
+    let model = request["model"]
+        .as_str()
+        .unwrap_or("gpt-loopback")
+        .to_owned();
+    let turn = &state.turn;
+    match path.split('?').next().unwrap_or_default() {
+        "/v1/chat/completions" if stream => events(chat_chunks(turn, &model)),
+        "/v1/chat/completions" => json_body(&chat_completion(turn, &model)),
+        "/v1/responses" if stream => events(response_events(turn, &model)),
+        "/v1/responses" => json_body(&response(turn, &model, "completed")),
+        other => {
+            let mut r = json_body(&json!({"error": {"message": format!("{other} not served"),
+                "type": "invalid_request_error", "param": null, "code": "unknown_url"}}));
+            *r.status_mut() = StatusCode::NOT_FOUND;
+            r
+        }
+    }
+}
+
+const CREATED: u64 = 1_760_000_000;
+
+fn chat_completion(turn: &Turn, model: &str) -> Value {
+    let calls: Vec<Value> = turn
+        .calls
+        .iter()
+        .map(|(id, name, args)| {
+            json!({"id": id, "type": "function",
+                   "function": {"name": name, "arguments": args.to_string()}})
+        })
+        .collect();
+    let mut message = json!({"role": "assistant", "content": turn.text, "refusal": null});
+    if !calls.is_empty() {
+        message["tool_calls"] = Value::Array(calls);
+    }
+    let finish = if turn.calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    json!({"id": "chatcmpl-loopback", "object": "chat.completion", "created": CREATED,
+           "model": model,
+           "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": finish}],
+           "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+}
+
+fn chunk(model: &str, delta: &Value, finish: &Value) -> String {
+    let c = json!({"id": "chatcmpl-loopback", "object": "chat.completion.chunk",
+                   "created": CREATED, "model": model,
+                   "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]});
+    format!("data: {c}\n\n")
+}
+
+fn chat_chunks(turn: &Turn, model: &str) -> Vec<String> {
+    let mut out = vec![chunk(
+        model,
+        &json!({"role": "assistant", "content": ""}),
+        &Value::Null,
+    )];
+    for piece in pieces(&turn.text) {
+        out.push(chunk(model, &json!({"content": piece}), &Value::Null));
+    }
+    for (i, (id, name, args)) in turn.calls.iter().enumerate() {
+        out.push(chunk(
+            model,
+            &json!({"tool_calls": [{"index": i, "id": id, "type": "function",
+                                    "function": {"name": name, "arguments": ""}}]}),
+            &Value::Null,
+        ));
+        for piece in pieces(&args.to_string()) {
+            out.push(chunk(
+                model,
+                &json!({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}),
+                &Value::Null,
+            ));
+        }
+    }
+    let finish = if turn.calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    out.push(chunk(model, &json!({}), &json!(finish)));
+    out.push("data: [DONE]\n\n".to_owned());
+    out
+}
+
+fn output_items(turn: &Turn) -> Vec<Value> {
+    let mut items = vec![
+        json!({"type": "message", "id": "msg_loopback", "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": turn.text, "annotations": []}]}),
+    ];
+    for (id, name, args) in &turn.calls {
+        items.push(
+            json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id,
+                          "name": name, "arguments": args.to_string(), "status": "completed"}),
+        );
+    }
+    items
+}
+
+fn response(turn: &Turn, model: &str, status: &str) -> Value {
+    let output = if status == "completed" {
+        output_items(turn)
+    } else {
+        Vec::new()
+    };
+    json!({"id": "resp_loopback", "object": "response", "created_at": CREATED,
+           "status": status, "model": model, "output": output,
+           "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}})
+}
+
+fn response_events(turn: &Turn, model: &str) -> Vec<String> {
+    let mut seq = 0u64;
+    let mut out = Vec::new();
+    let mut push = |mut data: Value| {
+        data["sequence_number"] = json!(seq);
+        seq += 1;
+        let name = data["type"].as_str().unwrap_or_default().to_owned();
+        out.push(format!("event: {name}\ndata: {data}\n\n"));
+    };
+    push(json!({"type": "response.created", "response": response(turn, model, "in_progress")}));
+    for (index, item) in output_items(turn).into_iter().enumerate() {
+        let mut opening = item.clone();
+        opening["status"] = json!("in_progress");
+        if item["type"] == "message" {
+            opening["content"] = json!([]);
+            push(
+                json!({"type": "response.output_item.added", "output_index": index, "item": opening}),
+            );
+            for piece in pieces(&turn.text) {
+                push(
+                    json!({"type": "response.output_text.delta", "item_id": item["id"],
+                            "output_index": index, "content_index": 0, "delta": piece}),
+                );
+            }
+        } else {
+            opening["arguments"] = json!("");
+            push(
+                json!({"type": "response.output_item.added", "output_index": index, "item": opening}),
+            );
+            let args = item["arguments"].as_str().unwrap_or_default().to_owned();
+            for piece in pieces(&args) {
+                push(json!({"type": "response.function_call_arguments.delta",
+                            "item_id": item["id"], "output_index": index, "delta": piece}));
+            }
+            push(json!({"type": "response.function_call_arguments.done",
+                        "item_id": item["id"], "output_index": index, "arguments": args}));
+        }
+        push(json!({"type": "response.output_item.done", "output_index": index, "item": item}));
+    }
+    push(json!({"type": "response.completed", "response": response(turn, model, "completed")}));
+    out
+}
+
+/// Pieces of at most 16 bytes on character boundaries, as the API streams fragments.
+fn pieces(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for c in s.chars() {
+        if current.len() + c.len_utf8() > 16 {
+            out.push(std::mem::take(&mut current));
+        }
+        current.push(c);
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+fn json_body(value: &Value) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(value.to_string())).boxed());
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn events(events: Vec<String>) -> Response<Body> {
+    let frames = events
+        .into_iter()
+        .map(|e| Ok::<_, Infallible>(Frame::data(Bytes::from(e))));
+    let mut r = Response::new(StreamBody::new(tokio_stream::iter(frames)).boxed());
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/event-stream; charset=utf-8"),
+    );
+    r
+}
