@@ -461,3 +461,29 @@ fn an_agent_cannot_loosen_its_own_session() {
         stderr(&out)
     );
 }
+
+#[test]
+fn doctor_reports_a_kernel_that_enforces() {
+    let _g = guard();
+    let out = Command::new("carapace")
+        .args(["doctor", "--json"])
+        .output()
+        .expect("run carapace doctor");
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("doctor prints JSON");
+    let checks = report["checks"].as_array().cloned().unwrap_or_default();
+    let failed: Vec<&serde_json::Value> = checks
+        .iter()
+        .filter(|c| c["required"] == true && c["status"] != "ok")
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "required checks failed in the VM: {failed:#?}"
+    );
+    let bpf = checks
+        .iter()
+        .find(|c| c["name"] == "bpf-lsm")
+        .expect("a bpf-lsm check");
+    assert_eq!(bpf["status"], "ok", "{bpf}");
+    assert!(out.status.success(), "{}", stderr(&out));
+}

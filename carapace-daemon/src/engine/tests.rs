@@ -53,6 +53,36 @@ fn builtin_pack_fixtures() {
     );
 }
 
+/// The reference systems written in Carapace's rule language (`rules/examples/X.yaml`) behave
+/// as their case files (`rules/examples/cases/X.yaml`) say.
+#[test]
+fn reference_examples() {
+    let dir = workspace("rules/examples/cases");
+    let files: BTreeSet<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    assert!(files.len() >= 3, "{files:?}");
+    let mut failures = Vec::new();
+    for path in files {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let rel = format!("rules/examples/cases/{name}");
+        let file = cases::parse(&read(&path)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        let rules = file
+            .rule_set(&read(&workspace(&format!("rules/examples/{name}"))))
+            .unwrap_or_else(|e| panic!("rules/examples/{name}: {e}"));
+        assert!(!file.cases.is_empty(), "{rel} has no cases");
+        failures.extend(cases::run(&file, &rules, &rel));
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
 #[test]
 fn corpus() {
     let dir = workspace("tests/corpus");
