@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use carapace_tests::anthropic::{Block, MessagesServer};
 use carapace_tests::http::{post, Answer};
-use carapace_tests::{cli, text, Daemon};
+use carapace_tests::{cli, cli_command, text, Daemon};
 use serde_json::{json, Value};
 
 use super::{setup, CARAPACE, CARAPACED};
@@ -414,4 +414,80 @@ fn audit_tail(d: &Daemon) -> Vec<Value> {
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
+}
+
+/// An agent inside `carapace run` that talks to the gateway gets its session: the gateway's
+/// decision on its call is in the session's history and in the ledger under the session.
+#[test]
+fn gateway_clients_inside_carapace_run_get_their_session() {
+    let Some(dir) = setup("gateway_clients_inside_carapace_run_get_their_session") else {
+        return;
+    };
+    let upstream = MessagesServer::scripted(vec![allowed_turn()]);
+    let (d, _gateway) = gateway_daemon(dir.path(), &upstream);
+    let body = request(false, &hello());
+    let (answer, done) = (dir.path().join("answer.json"), dir.path().join("done"));
+    // `carapace run` points the agent at the gateway; curl is the agent. The session stays
+    // until the test has looked at it.
+    let script = format!(
+        "curl -sS --max-time 30 -H 'content-type: application/json' \
+         -H 'anthropic-version: 2023-06-01' -H 'x-api-key: {API_KEY}' \
+         -d '{body}' -o {answer} \"$ANTHROPIC_BASE_URL/v1/messages\"; \
+         for _ in $(seq 600); do [ -e {done} ] && break; sleep 0.05; done",
+        answer = answer.display(),
+        done = done.display()
+    );
+    let mut agent = cli_command(
+        Path::new(CARAPACE),
+        &d.socket,
+        ["run", "--", "sh", "-c", &script],
+        &[],
+    )
+    .spawn()
+    .expect("start carapace run");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = String::new();
+    let (session, shown) = loop {
+        assert!(
+            Instant::now() < deadline,
+            "no session history from the gateway: {seen}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        let list = cli(
+            Path::new(CARAPACE),
+            &d.socket,
+            ["session", "list", "--json"],
+            &[],
+        );
+        seen = text(&list.stdout);
+        let listed: Value = serde_json::from_slice(&list.stdout).unwrap_or(Value::Null);
+        let Some(id) = listed[0]["id"].as_str().map(str::to_owned) else {
+            continue;
+        };
+        let show = cli(
+            Path::new(CARAPACE),
+            &d.socket,
+            ["session", "show", &id, "--json"],
+            &[],
+        );
+        let shown: Value = serde_json::from_slice(&show.stdout).unwrap_or(Value::Null);
+        seen = format!("{seen}\n{shown}{}", text(&show.stderr));
+        let history = shown["history"].as_array().cloned().unwrap_or_default();
+        if history.iter().any(|h| h["tool"] == "Bash") {
+            break (id, shown);
+        }
+    };
+    std::fs::write(&done, "").expect("let the agent finish");
+    let status = agent.wait().expect("carapace run");
+    assert!(status.success());
+    let answer = std::fs::read_to_string(&answer).unwrap_or_default();
+    assert!(answer.contains("toolu_ok"), "{answer}");
+    assert_eq!(shown["history"][0]["decision"], "allow", "{shown}");
+    let ledger = audit_tail(&d);
+    let call = ledger
+        .iter()
+        .find(|e| e["kind"] == "evaluate" && e["tool"] == "Bash")
+        .unwrap_or_else(|| panic!("the call is not in the ledger: {ledger:?}"));
+    assert_eq!(call["session"], session.as_str(), "{call}");
+    assert_eq!(call["agent"]["command"], "curl", "{call}");
 }
