@@ -178,7 +178,7 @@ fn gateway_refuses_conversations_holding_blocked_calls() {
         return;
     };
     let upstream = MessagesServer::scripted(vec![vec![Block::text("fine")]]);
-    let (_d, gateway) = gateway_daemon(dir.path(), &upstream);
+    let (d, gateway) = gateway_daemon(dir.path(), &upstream);
     let history = json!([
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": [
@@ -203,6 +203,16 @@ fn gateway_refuses_conversations_holding_blocked_calls() {
     let ok = messages(&gateway, &request(false, &hello()));
     assert_eq!(ok.status, 200, "{}", ok.text());
     assert_eq!(upstream.requests().len(), 1);
+    // Each refusal is in the audit ledger, with the rule that found it.
+    let refusals: Vec<Value> = audit_tail(&d)
+        .into_iter()
+        .filter(|e| e["kind"] == "scan-history")
+        .collect();
+    assert_eq!(refusals.len(), 2, "{refusals:?}");
+    for r in &refusals {
+        assert_eq!(r["decision"], "block", "{r}");
+        assert!(r["rules"].to_string().contains("ssh-"), "{r}");
+    }
 }
 
 #[test]
