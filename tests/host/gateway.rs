@@ -1,13 +1,14 @@
 //! The model-API gateway (`carapaced --gateway`), driven over real HTTP by a real client,
 //! forwarding to a loopback server that speaks the Anthropic Messages API.
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use carapace_tests::anthropic::{Block, MessagesServer};
 use carapace_tests::http::{post, Answer};
-use carapace_tests::Daemon;
+use carapace_tests::{cli, cli_command, text, Daemon};
 use serde_json::{json, Value};
 
-use super::{setup, CARAPACED};
+use super::{setup, CARAPACE, CARAPACED};
 
 /// A key that must reach the upstream and nothing else.
 const API_KEY: &str = "sk-ant-test-5e3f1a9b0c7d4e2f8a6b-secret";
@@ -177,7 +178,7 @@ fn gateway_refuses_conversations_holding_blocked_calls() {
         return;
     };
     let upstream = MessagesServer::scripted(vec![vec![Block::text("fine")]]);
-    let (_d, gateway) = gateway_daemon(dir.path(), &upstream);
+    let (d, gateway) = gateway_daemon(dir.path(), &upstream);
     let history = json!([
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": [
@@ -202,6 +203,16 @@ fn gateway_refuses_conversations_holding_blocked_calls() {
     let ok = messages(&gateway, &request(false, &hello()));
     assert_eq!(ok.status, 200, "{}", ok.text());
     assert_eq!(upstream.requests().len(), 1);
+    // Each refusal is in the audit ledger, with the rule that found it.
+    let refusals: Vec<Value> = audit_tail(&d)
+        .into_iter()
+        .filter(|e| e["kind"] == "scan-history")
+        .collect();
+    assert_eq!(refusals.len(), 2, "{refusals:?}");
+    for r in &refusals {
+        assert_eq!(r["decision"], "block", "{r}");
+        assert!(r["rules"].to_string().contains("ssh-"), "{r}");
+    }
 }
 
 #[test]
@@ -278,4 +289,215 @@ fn run_points_the_agent_at_the_gateway_and_status_shows_it() {
         status.contains(&format!("model-API gateway: {gateway}")),
         "{status}"
     );
+}
+
+/// Rules with one approve-mode path, for the approval tests.
+fn approve_rules(dir: &Path) -> String {
+    let rules = dir.join("approve.yaml");
+    std::fs::create_dir_all(dir).expect("test dir");
+    std::fs::write(
+        &rules,
+        "version: 1\nbuiltin: none\nrules:\n  - approve: \"/srv/prod/**\"\n",
+    )
+    .expect("write rules");
+    rules.to_str().expect("utf-8").to_owned()
+}
+
+fn prod_read_turn() -> Vec<Block> {
+    vec![
+        Block::text("Let me read the production configuration."),
+        Block::tool_use(
+            "toolu_prod",
+            "Read",
+            json!({"file_path": "/srv/prod/db.conf"}),
+        ),
+    ]
+}
+
+/// The user answers the first pending approval request from another terminal: `carapace
+/// approve ID` (or `deny`), once the request shows in `carapace approvals --json`.
+fn answer_when_pending(
+    socket: &Path,
+    approve_it: bool,
+) -> std::thread::JoinHandle<std::process::Output> {
+    let socket = socket.to_owned();
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let out = cli(Path::new(CARAPACE), &socket, ["approvals", "--json"], &[]);
+            if let Some(id) = text(&out.stdout)
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .find_map(|a| a["id"].as_str().map(str::to_owned))
+            {
+                let verb = if approve_it { "approve" } else { "deny" };
+                return cli(Path::new(CARAPACE), &socket, [verb, id.as_str()], &[]);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no approval request appeared: {}",
+                text(&out.stderr)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    })
+}
+
+#[test]
+fn gateway_waits_for_the_users_approval() {
+    let Some(dir) = setup("gateway_waits_for_the_users_approval") else {
+        return;
+    };
+    let upstream = MessagesServer::scripted(vec![prod_read_turn()]);
+    let rules = approve_rules(dir.path());
+    let (d, gateway) = start_gateway(
+        dir.path(),
+        &[
+            "--anthropic-upstream",
+            &upstream.base_url(),
+            "--rules",
+            &rules,
+        ],
+    );
+    for stream in [false, true] {
+        // Approved: the call reaches the agent as the model sent it.
+        let user = answer_when_pending(&d.socket, true);
+        let answer = messages(&gateway, &request(stream, &hello()));
+        let out = user.join().expect("the user's thread");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert_eq!(answer.status, 200, "{}", answer.text());
+        assert!(
+            answer.text().contains("toolu_prod") && answer.text().contains("/srv/prod/db.conf"),
+            "stream={stream}: {}",
+            answer.text()
+        );
+        assert!(!answer.text().contains("[Carapace]"), "{}", answer.text());
+
+        // Denied: the call becomes a text saying so.
+        let user = answer_when_pending(&d.socket, false);
+        let answer = messages(&gateway, &request(stream, &hello()));
+        let out = user.join().expect("the user's thread");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert_eq!(answer.status, 200, "{}", answer.text());
+        let body = answer.text();
+        assert!(!body.contains("toolu_prod"), "stream={stream}: {body}");
+        assert!(body.contains("Read call was not run"), "{body}");
+        assert!(body.contains("the user denied it"), "{body}");
+    }
+    // Every decision is in the audit ledger, and no key is.
+    let ledger = audit_tail(&d);
+    let decisions: Vec<&str> = ledger
+        .iter()
+        .filter(|e| e["kind"] == "evaluate" && e["tool"] == "Read")
+        .filter_map(|e| e["decision"].as_str())
+        .collect();
+    assert_eq!(
+        decisions,
+        ["allow", "block", "allow", "block"],
+        "{ledger:?}"
+    );
+    assert!(
+        !ledger.iter().any(|e| e.to_string().contains(API_KEY)),
+        "a key reached the ledger"
+    );
+}
+
+/// The last records of the daemon's audit ledger (`carapace audit tail --json`).
+fn audit_tail(d: &Daemon) -> Vec<Value> {
+    let data_dir = d.data_dir.to_str().expect("utf-8");
+    let out = cli(
+        Path::new(CARAPACE),
+        &d.socket,
+        [
+            "audit",
+            "--data-dir",
+            data_dir,
+            "tail",
+            "--json",
+            "-n",
+            "100",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// An agent inside `carapace run` that talks to the gateway gets its session: the gateway's
+/// decision on its call is in the session's history and in the ledger under the session.
+#[test]
+fn gateway_clients_inside_carapace_run_get_their_session() {
+    let Some(dir) = setup("gateway_clients_inside_carapace_run_get_their_session") else {
+        return;
+    };
+    let upstream = MessagesServer::scripted(vec![allowed_turn()]);
+    let (d, _gateway) = gateway_daemon(dir.path(), &upstream);
+    let body = request(false, &hello());
+    let (answer, done) = (dir.path().join("answer.json"), dir.path().join("done"));
+    // `carapace run` points the agent at the gateway; curl is the agent. The session stays
+    // until the test has looked at it.
+    let script = format!(
+        "curl -sS --max-time 30 -H 'content-type: application/json' \
+         -H 'anthropic-version: 2023-06-01' -H 'x-api-key: {API_KEY}' \
+         -d '{body}' -o {answer} \"$ANTHROPIC_BASE_URL/v1/messages\"; \
+         for _ in $(seq 600); do [ -e {done} ] && break; sleep 0.05; done",
+        answer = answer.display(),
+        done = done.display()
+    );
+    let mut agent = cli_command(
+        Path::new(CARAPACE),
+        &d.socket,
+        ["run", "--", "sh", "-c", &script],
+        &[],
+    )
+    .spawn()
+    .expect("start carapace run");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = String::new();
+    let (session, shown) = loop {
+        assert!(
+            Instant::now() < deadline,
+            "no session history from the gateway: {seen}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        let list = cli(
+            Path::new(CARAPACE),
+            &d.socket,
+            ["session", "list", "--json"],
+            &[],
+        );
+        seen = text(&list.stdout);
+        let listed: Value = serde_json::from_slice(&list.stdout).unwrap_or(Value::Null);
+        let Some(id) = listed[0]["id"].as_str().map(str::to_owned) else {
+            continue;
+        };
+        let show = cli(
+            Path::new(CARAPACE),
+            &d.socket,
+            ["session", "show", &id, "--json"],
+            &[],
+        );
+        let shown: Value = serde_json::from_slice(&show.stdout).unwrap_or(Value::Null);
+        seen = format!("{seen}\n{shown}{}", text(&show.stderr));
+        let history = shown["history"].as_array().cloned().unwrap_or_default();
+        if history.iter().any(|h| h["tool"] == "Bash") {
+            break (id, shown);
+        }
+    };
+    std::fs::write(&done, "").expect("let the agent finish");
+    let status = agent.wait().expect("carapace run");
+    assert!(status.success());
+    let answer = std::fs::read_to_string(&answer).unwrap_or_default();
+    assert!(answer.contains("toolu_ok"), "{answer}");
+    assert_eq!(shown["history"][0]["decision"], "allow", "{shown}");
+    let ledger = audit_tail(&d);
+    let call = ledger
+        .iter()
+        .find(|e| e["kind"] == "evaluate" && e["tool"] == "Bash")
+        .unwrap_or_else(|| panic!("the call is not in the ledger: {ledger:?}"));
+    assert_eq!(call["session"], session.as_str(), "{call}");
+    assert_eq!(call["agent"]["command"], "curl", "{call}");
 }

@@ -96,14 +96,18 @@ pub fn session_of(root_rel: &str, peer: &Peer) -> Option<String> {
 /// The peer as the ledger shows it (its command from `/proc/PID/comm`).
 #[must_use]
 pub fn agent(peer: &Peer) -> Agent {
-    let command = std::fs::read_to_string(format!("/proc/{}/comm", peer.pid))
+    agent_of(peer.pid, Some(peer.uid))
+}
+
+/// Process `pid` of user `uid` as the ledger shows it (pid 0: unknown, no command).
+#[must_use]
+pub fn agent_of(pid: u32, uid: Option<u32>) -> Agent {
+    let command = (pid != 0)
+        .then(|| std::fs::read_to_string(format!("/proc/{pid}/comm")).ok())
+        .flatten()
         .map(|c| redact(c.trim_end()).into_owned())
         .unwrap_or_default();
-    Agent {
-        pid: peer.pid,
-        uid: Some(peer.uid),
-        command,
-    }
+    Agent { pid, uid, command }
 }
 
 /// The error class of a refused request (its gRPC code, in words).
@@ -166,7 +170,8 @@ fn risk_of(d: &Decision, args_secret: bool) -> Vec<String> {
 
 /// What one `Evaluate` request is recorded as.
 pub struct Evaluated<'a> {
-    pub peer: &'a Peer,
+    /// The caller (see [`agent`]).
+    pub agent: Agent,
     pub session: Option<String>,
     pub agent_session: &'a str,
     pub args_sha256: String,
@@ -181,7 +186,7 @@ impl Evaluated<'_> {
         let mut e = Event::new(kind);
         e.session = self.session;
         e.agent_session = redact::field(self.agent_session);
-        e.agent = Some(agent(self.peer));
+        e.agent = Some(self.agent);
         e.purpose = self.purpose;
         e.args_sha256 = Some(self.args_sha256);
         e.layer = Some(layer.to_owned());

@@ -112,6 +112,26 @@ impl Args {
         }
     }
 
+    /// The ledger's record of a call, by a caller other than a gRPC peer (the gateway's
+    /// clients).
+    #[must_use]
+    pub fn recorded(
+        self,
+        agent: crate::audit::Agent,
+        session: Option<String>,
+        elapsed: std::time::Duration,
+    ) -> Recorded<'static> {
+        Recorded {
+            agent,
+            session,
+            agent_session: "",
+            args_sha256: self.sha256,
+            args_secret: self.secret,
+            purpose: self.purpose,
+            elapsed,
+        }
+    }
+
     fn record<'a>(
         self,
         daemon: &Daemon,
@@ -120,7 +140,7 @@ impl Args {
         elapsed: std::time::Duration,
     ) -> Recorded<'a> {
         Recorded {
-            peer,
+            agent: record::agent(peer),
             session: record::session_of(&daemon.sessions.root().rel, peer),
             agent_session,
             args_sha256: self.sha256,

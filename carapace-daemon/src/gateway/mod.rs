@@ -31,8 +31,7 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::engine::Context;
-use refusal::{Gate, PendingCall, Verdict};
+use refusal::{Client as GatewayClient, Gate, PendingCall, Verdict};
 
 /// The providers' public endpoints, the default upstreams.
 pub const ANTHROPIC_UPSTREAM: &str = "https://api.anthropic.com";
@@ -232,8 +231,10 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let state = Arc::clone(&state);
         tokio::spawn(async move {
-            // Read once a connection: the client's socket, and so its owner, never changes.
-            let ctx = Arc::new(peer::context(client_addr, server_addr));
+            // Found once a connection: the client's socket, and so its owner and session,
+            // never changes.
+            let peer = peer::Client::find(client_addr, server_addr);
+            let ctx = Arc::new(state.gate.client(peer).await);
             let service = hyper::service::service_fn(move |req| {
                 let state = Arc::clone(&state);
                 let ctx = Arc::clone(&ctx);
@@ -275,7 +276,7 @@ fn path_only(path_and_query: &str) -> &str {
         .map_or(path_and_query, |(p, _)| p)
 }
 
-async fn handle(state: &State, ctx: &Context, req: Request<Incoming>) -> Response<Body> {
+async fn handle(state: &State, ctx: &GatewayClient, req: Request<Incoming>) -> Response<Body> {
     let method = req.method().clone();
     let pq = req
         .uri()
@@ -298,7 +299,7 @@ async fn handle(state: &State, ctx: &Context, req: Request<Incoming>) -> Respons
 /// Forwards one request; returns the answer and the decision to log.
 async fn proxy(
     state: &State,
-    ctx: &Context,
+    ctx: &GatewayClient,
     req: Request<Incoming>,
     api: Option<Api>,
 ) -> (Response<Body>, &'static str) {
@@ -388,7 +389,7 @@ async fn proxy(
 /// Layer 1 over the upstream's answer to a checked route; anything else passes as it is.
 async fn check_answer(
     state: &State,
-    ctx: &Context,
+    ctx: &GatewayClient,
     api: Option<Api>,
     answer: Response<Incoming>,
 ) -> (Response<Body>, &'static str) {
@@ -450,7 +451,7 @@ async fn check_answer(
 /// Layer 1 over a whole (non-streamed) answer: the original bytes when every call passes.
 async fn check_message(
     state: &State,
-    ctx: &Context,
+    ctx: &GatewayClient,
     api: Api,
     bytes: Bytes,
 ) -> (Bytes, &'static str) {
@@ -470,7 +471,11 @@ async fn check_message(
     }
 }
 
-async fn judge(gate: &Gate, ctx: &Context, calls: Vec<PendingCall>) -> Vec<(PendingCall, Verdict)> {
+async fn judge(
+    gate: &Gate,
+    ctx: &GatewayClient,
+    calls: Vec<PendingCall>,
+) -> Vec<(PendingCall, Verdict)> {
     let mut verdicts = Vec::with_capacity(calls.len());
     for call in calls {
         let verdict = gate.tool_call(ctx, &call).await;
@@ -484,7 +489,7 @@ fn filter_stream<B>(
     mut upstream: B,
     mut filter: Box<dyn StreamFilter>,
     gate: Gate,
-    ctx: Context,
+    ctx: GatewayClient,
 ) -> Body
 where
     B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,

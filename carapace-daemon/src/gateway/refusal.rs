@@ -1,14 +1,26 @@
 //! The gateway's one decision point: what happens to a tool call the model asks for, and
 //! to a conversation whose history holds blocked calls. Everything else in the gateway only
 //! finds calls in a provider's format and rewrites the answer.
+//!
+//! Behind a daemon, a call is decided in the client's session (the `carapace run` session
+//! whose cgroup holds it): its switched-on rules apply, a call that runs is recorded there
+//! (switching on what it triggers), an approve-mode call waits for the user's answer, and
+//! every decision is in the audit ledger before the agent sees it (one that cannot be
+//! recorded is refused). With a bare rule set (benchmarks) the rules alone decide.
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::Value;
 
+use super::peer;
+use crate::api::audit::{self as ledger, agent_of};
+use crate::api::evaluate::{self, Args, Evaluated};
 use crate::api::Daemon;
-use crate::engine::{self, Activation, Context, ToolCall};
+use crate::engine::{self, Activation, Context, Decision, Extracted, HistoryReport, ToolCall};
 use crate::rules::validate::mode_name;
 use crate::rules::{Mode, RuleSet};
+use crate::session::approvals::Request;
+use crate::session::state::{self, Caller, SessionRef};
 
 /// Histories up to this size are scanned on the request's own task.
 const INLINE_HISTORY: usize = 64 << 10;
@@ -16,11 +28,21 @@ const INLINE_HISTORY: usize = 64 << 10;
 /// Where the gateway gets the rules in force at the moment of each decision.
 pub trait RuleSource: Send + Sync {
     fn rules(&self) -> Arc<RuleSet>;
+
+    /// The daemon behind the rules, for sessions, approvals and the audit ledger; none for
+    /// a bare rule set (then approve-mode calls are withheld and nothing is recorded).
+    fn daemon(self: Arc<Self>) -> Option<Arc<Daemon>> {
+        None
+    }
 }
 
 impl RuleSource for Daemon {
     fn rules(&self) -> Arc<RuleSet> {
         Daemon::rules(self)
+    }
+
+    fn daemon(self: Arc<Self>) -> Option<Arc<Daemon>> {
+        Some(self)
     }
 }
 
@@ -28,6 +50,40 @@ impl RuleSource for Daemon {
 impl RuleSource for Arc<RuleSet> {
     fn rules(&self) -> Arc<RuleSet> {
         Arc::clone(self)
+    }
+}
+
+/// The client of one connection, found once: who it is, the context its calls are checked
+/// in, and its session.
+#[derive(Clone, Debug)]
+pub struct Client {
+    pub peer: peer::Client,
+    pub ctx: Context,
+    /// `Err` when the session store could not be read: the client's calls are refused.
+    pub session: Result<Option<SessionRef>, String>,
+}
+
+impl Client {
+    /// A client of no session (tests, and clients of a gateway without a daemon).
+    #[must_use]
+    pub fn sessionless(peer: peer::Client) -> Self {
+        Self {
+            ctx: peer.context(),
+            peer,
+            session: Ok(None),
+        }
+    }
+
+    fn session_id(&self) -> Option<String> {
+        self.session
+            .as_ref()
+            .ok()
+            .and_then(Option::as_ref)
+            .map(|s| s.id.clone())
+    }
+
+    fn agent(&self) -> crate::audit::Agent {
+        agent_of(self.peer.pid.unwrap_or(0), self.peer.uid)
     }
 }
 
@@ -60,61 +116,110 @@ impl Gate {
         Self { source }
     }
 
-    /// Layer 1 for one call. Approve-mode calls are refused for now with a message saying
-    /// approval is required; this is the place to wait for the user's answer instead.
-    #[expect(
-        clippy::unused_async,
-        reason = "waiting for the user's approval (issue 6) will await here"
-    )]
-    pub async fn tool_call(&self, ctx: &Context, call: &PendingCall) -> Verdict {
+    fn daemon(&self) -> Option<Arc<Daemon>> {
+        Arc::clone(&self.source).daemon()
+    }
+
+    /// Finds the client's session: the `carapace run` session whose cgroup holds it.
+    pub async fn client(&self, peer: peer::Client) -> Client {
+        let Some(daemon) = self.daemon() else {
+            return Client::sessionless(peer);
+        };
+        let ctx = peer.context();
+        let (uid, cgroup) = (peer.uid.unwrap_or(u32::MAX), peer.cgroup.clone());
+        let session = tokio::task::spawn_blocking(move || {
+            let caller = Caller {
+                uid,
+                cgroup: cgroup.as_deref(),
+            };
+            state::resolve(&daemon.sessions, caller, "gateway", "").map_err(|e| e.to_string())
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("the session lookup failed: {e}")));
+        if let Err(e) = &session {
+            tracing::error!("gateway: cannot find the client's session: {e}");
+        }
+        Client { peer, ctx, session }
+    }
+
+    /// Layer 1 for one call, in the client's session; an approve-mode call waits for the
+    /// user's answer (without a daemon it is withheld).
+    pub async fn tool_call(&self, client: &Client, call: &PendingCall) -> Verdict {
+        let started = Instant::now();
+        let daemon = self.daemon();
         let input = match &call.input {
             Ok(input) => input.clone(),
             Err(why) => {
                 tracing::warn!(tool = %call.tool, decision = "block", "gateway: unreadable tool input");
-                return Verdict::Refuse(format!(
+                let text = format!(
                     "[Carapace] The {} call was not run: its input could not be read ({why}), \
                      and Carapace does not pass on what it cannot check.",
                     call.tool
-                ));
+                );
+                if let Some(daemon) = &daemon {
+                    let status = tonic::Status::invalid_argument(why.clone());
+                    let event = Args::of("")
+                        .recorded(client.agent(), client.session_id(), started.elapsed())
+                        .event(Err(&status));
+                    if let Err(e) = daemon.audit.record(event).await {
+                        return Verdict::Refuse(format!("{text} ({})", e.message()));
+                    }
+                }
+                return Verdict::Refuse(text);
             }
         };
         let tool_call = ToolCall {
             tool: call.tool.clone(),
             input,
         };
-        let d = engine::check(
-            &self.source.rules(),
-            &tool_call,
-            ctx,
-            &Activation::default(),
-        );
-        let rules: Vec<&str> = d.matches.iter().map(|m| m.id.as_str()).collect();
-        if d.decision >= Mode::Warn {
-            tracing::info!(
-                tool = %d.tool,
-                decision = mode_name(d.decision),
-                rules = %rules.join(","),
-                "gateway: tool call"
+        let Some(daemon) = daemon else {
+            let d = engine::check(
+                &self.source.rules(),
+                &tool_call,
+                &client.ctx,
+                &Activation::default(),
             );
+            log(&d);
+            return verdict(&d, "Approval through a gateway without a daemon is not available, so the call was withheld: ask the user to run it themselves or to change the rules.");
+        };
+        let args = Args::of(
+            &serde_json::json!({"tool": tool_call.tool, "input": tool_call.input}).to_string(),
+        );
+        let ext = tool_call.extract(&client.ctx);
+        let outcome = decide(&daemon, self.source.rules(), client, ext).await;
+        let event = args
+            .recorded(client.agent(), client.session_id(), started.elapsed())
+            .event(outcome.as_ref().map(|ev| &ev.checked.decision));
+        // Fail closed: the agent sees no decision the ledger does not hold.
+        if let Err(e) = daemon.audit.record(event).await {
+            return Verdict::Refuse(format!(
+                "[Carapace] The {} call was not run: {}",
+                call.tool,
+                e.message()
+            ));
         }
-        match d.decision {
-            Mode::Block => Verdict::Refuse(format!(
-                "[Carapace] The {} call was not run. {}",
-                d.tool, d.message
-            )),
-            Mode::Approve => Verdict::Refuse(format!(
-                "[Carapace] The {} call was not run. {} Approval through the model-API \
-                 gateway is not available yet, so the call was withheld: ask the user to run \
-                 it themselves or to change the rules.",
-                d.tool, d.message
-            )),
-            Mode::Warn | Mode::Log | Mode::Allow => Verdict::Pass,
+        match outcome {
+            Ok(ev) => {
+                log(&ev.checked.decision);
+                verdict(&ev.checked.decision, "")
+            }
+            Err(e) => {
+                tracing::error!(tool = %call.tool, "gateway: cannot decide: {}", e.message());
+                Verdict::Refuse(format!(
+                    "[Carapace] The {} call was not run: Carapace could not decide on it ({}).",
+                    call.tool,
+                    e.message()
+                ))
+            }
         }
     }
 
     /// Layer 0 over a conversation's past calls: the "bad agent detected: …" message when
-    /// the history holds blocked calls.
-    pub async fn history(&self, ctx: &Context, transcript: String) -> Option<String> {
+    /// the history holds blocked calls (recorded in the audit ledger).
+    pub async fn history(&self, client: &Client, transcript: String) -> Option<String> {
+        let started = Instant::now();
+        let daemon = self.daemon();
+        let args = daemon.as_ref().map(|_| Args::of(&transcript));
         let small = transcript.len() <= INLINE_HISTORY;
         let rules = self.source.rules();
         let scan = move |ctx: Context| {
@@ -123,13 +228,13 @@ impl Gate {
         // A long conversation takes a while to scan: off the async workers then. A short one
         // costs less than the hand-over to a blocking thread and back.
         let report = if small {
-            Ok(scan(ctx.clone()))
+            Ok(scan(client.ctx.clone()))
         } else {
-            let ctx = ctx.clone();
+            let ctx = client.ctx.clone();
             tokio::task::spawn_blocking(move || scan(ctx)).await
         };
-        match report {
-            Ok(r) if r.clean() => None,
+        let message = match &report {
+            Ok(r) if r.clean() => return None,
             Ok(r) => {
                 let rules: Vec<&str> = r
                     .findings
@@ -141,11 +246,129 @@ impl Gate {
                     rules = %rules.join(","),
                     "gateway: the conversation's history holds blocked tool calls"
                 );
-                Some(r.message)
+                r.message.clone()
             }
-            Err(e) => Some(format!(
-                "bad agent detected: Carapace could not scan the conversation ({e})"
-            )),
+            Err(e) => format!("bad agent detected: Carapace could not scan the conversation ({e})"),
+        };
+        if let (Some(daemon), Some(args)) = (daemon, args) {
+            let status;
+            let outcome: Result<&HistoryReport, &tonic::Status> = match &report {
+                Ok(r) => Ok(r),
+                Err(e) => {
+                    status = tonic::Status::internal(e.to_string());
+                    Err(&status)
+                }
+            };
+            let base = args.recorded(client.agent(), client.session_id(), started.elapsed());
+            if let Err(e) = daemon.audit.record(ledger::scanned(base, outcome)).await {
+                tracing::error!("gateway: refusal not recorded: {}", e.message());
+            }
         }
+        Some(message)
+    }
+}
+
+/// The decision on one call in the client's session: checked with the session's rules,
+/// recorded there, and — for approve mode — the user's answer awaited.
+async fn decide(
+    daemon: &Arc<Daemon>,
+    rules: Arc<RuleSet>,
+    client: &Client,
+    ext: Extracted,
+) -> Result<Evaluated, tonic::Status> {
+    let session = client
+        .session
+        .clone()
+        .map_err(|e| tonic::Status::unavailable(format!("the client's session is unknown: {e}")))?;
+    let requester_uid = session
+        .as_ref()
+        .map(|s| s.owner_uid)
+        .or(client.peer.uid)
+        // Nobody known asked: only root may answer.
+        .unwrap_or(0);
+    let (d, r) = (Arc::clone(daemon), Arc::clone(&rules));
+    let mut ev = blocking(move || {
+        let internal = |e: &dyn std::fmt::Display| tonic::Status::internal(e.to_string());
+        let checked =
+            state::check(&d.sessions, &r, session.as_ref(), &ext).map_err(|e| internal(&e))?;
+        let mut ev = Evaluated {
+            checked,
+            ext,
+            session,
+            approval: None,
+            activated: Vec::new(),
+        };
+        if let Some(s) = &ev.session {
+            ev.activated = state::record(&d.sessions, &r, s, &ev.ext, &ev.checked)
+                .map_err(|e| internal(&e))?;
+        }
+        if ev.checked.decision.decision == Mode::Approve {
+            let request = Request {
+                requester_uid,
+                summary: ev.ext.summary(),
+                signature: ev.checked.signature.clone(),
+                rules: evaluate::gate_rules(&ev.checked.decision),
+                steps: Vec::new(),
+            };
+            let session_id = ev.session.as_ref().map(|s| s.id.as_str());
+            ev.approval = Some(
+                d.approvals
+                    .request(session_id, "call", &request)
+                    .map_err(|e| internal(&e))?,
+            );
+        }
+        Ok(ev)
+    })
+    .await?;
+    let Some(pending) = ev.approval.clone() else {
+        return Ok(ev);
+    };
+    tracing::info!(approval = %pending.row.id, tool = %ev.ext.tool, "gateway: waiting for the user's approval");
+    let answer = daemon
+        .approvals
+        .wait(&pending.row.id, daemon.approval_timeout)
+        .await
+        .map_err(|e| tonic::Status::internal(e.to_string()))?;
+    let d = Arc::clone(daemon);
+    blocking(move || evaluate::answered(&d, &rules, &mut ev, answer).map(|()| ev)).await
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, tonic::Status> + Send + 'static,
+) -> Result<T, tonic::Status> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| tonic::Status::internal(format!("the decision task failed: {e}")))?
+}
+
+fn log(d: &Decision) {
+    if d.decision >= Mode::Warn {
+        let rules: Vec<&str> = d.matches.iter().map(|m| m.id.as_str()).collect();
+        tracing::info!(
+            tool = %d.tool,
+            decision = mode_name(d.decision),
+            rules = %rules.join(","),
+            "gateway: tool call"
+        );
+    }
+}
+
+/// What the agent gets for a decision; `pending` ends the text of an approve decision
+/// nobody answered.
+fn verdict(d: &Decision, pending: &str) -> Verdict {
+    match d.decision {
+        Mode::Block => Verdict::Refuse(format!(
+            "[Carapace] The {} call was not run. {}",
+            d.tool, d.message
+        )),
+        Mode::Approve => Verdict::Refuse(
+            format!(
+                "[Carapace] The {} call was not run. {} {pending}",
+                d.tool, d.message
+            )
+            .trim_end()
+            .to_owned(),
+        ),
+        Mode::Warn | Mode::Log | Mode::Allow => Verdict::Pass,
     }
 }

@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use super::refusal::{Gate, RuleSource};
 use super::sse::{self, Splitter};
 use super::*;
+use crate::engine::Context;
 use crate::rules::RuleSet;
 
 fn gate() -> Gate {
@@ -14,12 +15,16 @@ fn gate() -> Gate {
     Gate::new(Arc::new(rules) as Arc<dyn RuleSource>)
 }
 
-fn ctx() -> Context {
-    Context {
-        cwd: "/home/u/project".into(),
-        home: "/home/u".into(),
-        env: Vec::new(),
-        follow_symlinks: false,
+fn ctx() -> refusal::Client {
+    refusal::Client {
+        peer: peer::Client::default(),
+        ctx: Context {
+            cwd: "/home/u/project".into(),
+            home: "/home/u".into(),
+            env: Vec::new(),
+            follow_symlinks: false,
+        },
+        session: Ok(None),
     }
 }
 
@@ -450,7 +455,7 @@ async fn text_streams_through_before_the_upstream_finishes() {
     assert_eq!(rest, Bytes::from([start, stop].concat()));
 }
 
-/// Approve-mode calls are withheld (until approvals reach the gateway) with a message that
+/// Without a daemon to ask the user, approve-mode calls are withheld with a message that
 /// says approval is needed; warn-mode calls pass.
 #[tokio::test]
 async fn approve_mode_calls_are_withheld_and_warn_mode_calls_pass() {
@@ -468,7 +473,7 @@ async fn approve_mode_calls_are_withheld_and_warn_mode_calls_pass() {
     match gate.tool_call(&ctx(), &call("/srv/prod/db.conf")).await {
         refusal::Verdict::Refuse(text) => {
             assert!(text.contains("needs your user's approval"), "{text}");
-            assert!(text.contains("not available yet"), "{text}");
+            assert!(text.contains("without a daemon"), "{text}");
         }
         refusal::Verdict::Pass => panic!("an approve-mode call passed"),
     }
