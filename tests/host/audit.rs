@@ -398,6 +398,10 @@ fn metrics_are_scraped_over_http() {
         "carapace_evaluation_seconds_bucket{layer=\"tool-call\",le=\"+Inf\"} 3",
         "# TYPE carapace_kernel_denials_total counter",
         "carapace_ledger_write_failures 0",
+        "carapace_approvals_pending 0",
+        "# TYPE carapace_llm_calls_total counter",
+        "carapace_llm_calls_total 0",
+        "carapace_llm_cache_hits_total 0",
     ] {
         assert!(response.contains(want), "missing {want}:\n{response}");
     }

@@ -92,6 +92,8 @@ fn no_write_after_web_gates_writes_once_the_agent_read_the_web() {
 
     let pending = json(&run(&d, &["approvals", "--json"]));
     assert_eq!(pending["id"], approval.as_str(), "{pending}");
+    let status = text(&run(&d, &["status"]).stdout);
+    assert!(status.contains("approvals: 1 pending"), "{status}");
     let out = approve(&d, &approval, &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
 

@@ -205,6 +205,7 @@ impl Daemon {
     )]
     pub fn render_metrics(&self) -> String {
         let (records, failures) = self.ledger_counts();
+        let llm = self.reviewer.stats();
         self.metrics.render(&[
             (
                 "carapace_ledger_records",
@@ -225,6 +226,31 @@ impl Daemon {
                 "carapace_rules",
                 "Rules in force.",
                 self.rules().rules().len() as f64,
+            ),
+            (
+                "carapace_approvals_pending",
+                "Approval requests waiting for the user.",
+                self.approvals.pending().map_or(0, |p| p.len()) as f64,
+            ),
+            (
+                "carapace_llm_calls_total",
+                "Requests sent to the LLM reviewer's model (retries included).",
+                llm.calls as f64,
+            ),
+            (
+                "carapace_llm_failures_total",
+                "LLM reviews without a usable answer (the rule's on_llm_error applied).",
+                llm.failures as f64,
+            ),
+            (
+                "carapace_llm_cache_hits_total",
+                "LLM verdicts answered from the per-session cache.",
+                llm.cache_hits as f64,
+            ),
+            (
+                "carapace_llm_seconds_total",
+                "Time spent waiting for the model.",
+                llm.latency_us_total as f64 / 1e6,
             ),
         ])
     }
@@ -551,6 +577,11 @@ impl Carapace for Service {
                 .unwrap_or_default(),
             rules_reloads: self.daemon.reloads(),
             llm: Some(self.daemon.llm_status()),
+            approvals_pending: self
+                .daemon
+                .approvals
+                .pending()
+                .map_or(0, |p| p.len() as u32),
             gateway: self.daemon.gateway().to_owned(),
         }))
     }

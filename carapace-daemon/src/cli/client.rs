@@ -495,6 +495,15 @@ async fn status(socket: &Path) -> anyhow::Result<()> {
     } else {
         println!("model-API gateway: {}", s.gateway);
     }
+    println!(
+        "approvals: {} pending{}",
+        s.approvals_pending,
+        if s.approvals_pending > 0 {
+            " (answer with `carapace approvals`, then `carapace approve ID` or `carapace deny ID`)"
+        } else {
+            ""
+        }
+    );
     println!("sessions: {}", s.sessions.len());
     for session in &s.sessions {
         println!(

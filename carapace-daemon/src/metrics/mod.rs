@@ -119,7 +119,8 @@ impl Metrics {
         out
     }
 
-    /// The Prometheus text exposition; `extra` adds gauges known elsewhere (name, help, value).
+    /// The Prometheus text exposition; `extra` adds values known elsewhere (name, help, value):
+    /// counters when the name ends in `_total`, gauges otherwise.
     #[must_use]
     pub fn render(&self, extra: &[(&str, &str, f64)]) -> String {
         let mut out = String::new();
@@ -189,9 +190,15 @@ impl Metrics {
             );
         }
         for (name, help, value) in extra {
+            // Totals kept elsewhere (the LLM client's) are counters; the rest are gauges.
+            let kind = if name.ends_with("_total") {
+                "counter"
+            } else {
+                "gauge"
+            };
             let _ = writeln!(
                 out,
-                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
             );
         }
         out
