@@ -104,9 +104,13 @@ fn bench(kernel: kernel::Kernel, host_only: bool) -> Result<i32> {
         "gateway-latency",
     ]))?;
     println!("== Layer 1 on the host (tests/bench/layer1.rs) ==");
-    run(
-        std::process::Command::new(target_dir()?.join("release/layer1")).arg(bins.join("carapace")),
-    )?;
+    let mut layer1 = std::process::Command::new(target_dir()?.join("release/layer1"));
+    layer1.arg(bins.join("carapace"));
+    // The hook through a daemon needs one running, which needs root (cgroups).
+    if util::is_root() {
+        layer1.arg(bins.join("carapaced"));
+    }
+    run(&mut layer1)?;
     println!("== model-API gateway on the host (tests/bench/gateway.rs) ==");
     run(&mut std::process::Command::new(
         target_dir()?.join("release/gateway-latency"),
