@@ -26,14 +26,15 @@ pub struct Settings {
     pub approval_timeout: Option<Duration>,
 }
 
-/// Reads `dir/config.yaml`; a missing file means defaults.
-pub fn load(data_dir: &Path) -> Result<Settings, Diagnostics> {
+/// The text of `dir/config.yaml` and its name for diagnostics; `None` when there is none.
+pub fn read(data_dir: &Path) -> Result<Option<(String, String)>, Diagnostics> {
     let path = data_dir.join(FILE_NAME);
+    let origin = path.display().to_string();
     match std::fs::read_to_string(&path) {
-        Ok(text) => parse(&path.display().to_string(), &text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Settings::default()),
+        Ok(text) => Ok(Some((origin, text))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => {
-            let mut sink = Sink::new(&path.display().to_string());
+            let mut sink = Sink::new(&origin);
             sink.error(
                 Span { line: 1, col: 1 },
                 None,
@@ -42,6 +43,14 @@ pub fn load(data_dir: &Path) -> Result<Settings, Diagnostics> {
             );
             Err(Diagnostics(sink.items))
         }
+    }
+}
+
+/// Reads `dir/config.yaml`; a missing file means defaults.
+pub fn load(data_dir: &Path) -> Result<Settings, Diagnostics> {
+    match read(data_dir)? {
+        Some((origin, text)) => parse(&origin, &text),
+        None => Ok(Settings::default()),
     }
 }
 

@@ -258,7 +258,7 @@ pub fn check(
             Some(s) => daemon
                 .sessions
                 .db()
-                .is_approved(&s.id, &checked.signature)
+                .is_approved(&s.id, checked.signature(&ext))
                 .map_err(internal)?,
             None => false,
         };
@@ -369,7 +369,7 @@ pub fn settle(
         let request = Request {
             requester_uid: ev.session.as_ref().map_or(peer.uid, |s| s.owner_uid),
             summary: ev.ext.summary(),
-            signature: ev.checked.signature.clone(),
+            signature: ev.checked.signature(&ev.ext).to_owned(),
             rules: gate_rules(d),
             steps: Vec::new(),
         };

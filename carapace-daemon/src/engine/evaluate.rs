@@ -359,16 +359,11 @@ fn describe(op: &Operation) -> String {
     }
 }
 
+/// How much of a command or pattern a match description quotes.
+const QUOTED: usize = 120;
+
 fn shorten(s: &str) -> String {
-    const MAX: usize = 120;
-    if s.len() <= MAX {
-        return s.to_owned();
-    }
-    let mut end = MAX;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
+    super::shorten(s, QUOTED)
 }
 
 #[cfg(test)]

@@ -16,6 +16,20 @@ pub use operation::{Context, Extracted, Operation};
 
 use crate::rules::RuleSet;
 
+/// `s` cut to at most `max` bytes (on a character boundary), with `…` when cut: for messages
+/// that quote what a call or a server said.
+#[must_use]
+pub fn shorten(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
 /// Checks one tool call (Layer 1).
 #[must_use]
 pub fn check(rules: &RuleSet, call: &ToolCall, ctx: &Context, activation: &Activation) -> Decision {

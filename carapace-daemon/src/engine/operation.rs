@@ -140,16 +140,7 @@ impl Extracted {
                 parts.push(format!("run `{c}`"));
             }
         }
-        let mut line = format!("{}: {}", self.tool, parts.join(", "));
-        if line.len() > 300 {
-            let cut = (0..=297)
-                .rev()
-                .find(|i| line.is_char_boundary(*i))
-                .unwrap_or(0);
-            line.truncate(cut);
-            line.push_str("...");
-        }
-        line
+        super::shorten(&format!("{}: {}", self.tool, parts.join(", ")), 300)
     }
 
     pub fn op(&mut self, op: Operation) {

@@ -306,7 +306,7 @@ async fn decide(
             let request = Request {
                 requester_uid,
                 summary: ev.ext.summary(),
-                signature: ev.checked.signature.clone(),
+                signature: ev.checked.signature(&ev.ext).to_owned(),
                 rules: evaluate::gate_rules(&ev.checked.decision),
                 steps: Vec::new(),
             };

@@ -93,21 +93,9 @@ impl LlmConfig {
 
 /// Reads `dir/config.yaml`. `Ok(None)`: no file, or no `llm:` section.
 pub fn load(data_dir: &Path) -> Result<Option<LlmConfig>, Diagnostics> {
-    let path = data_dir.join(FILE_NAME);
-    let origin = path.display().to_string();
-    match std::fs::read_to_string(&path) {
-        Ok(text) => parse(&origin, &text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => {
-            let mut sink = Sink::new(&origin);
-            sink.error(
-                Span { line: 1, col: 1 },
-                None,
-                format!("cannot read the config file: {e}"),
-                "check the file's permissions",
-            );
-            Err(Diagnostics(sink.items))
-        }
+    match crate::settings::read(data_dir)? {
+        Some((origin, text)) => parse(&origin, &text),
+        None => Ok(None),
     }
 }
 

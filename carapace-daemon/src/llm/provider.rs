@@ -136,16 +136,7 @@ fn strip_fence(s: &str) -> &str {
 /// The start of a body, for error messages (never the request, which may hold secrets).
 #[must_use]
 pub fn excerpt(s: &str) -> String {
-    const MAX: usize = 200;
-    let s = s.trim();
-    if s.len() <= MAX {
-        return s.to_owned();
-    }
-    let mut end = MAX;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
+    crate::engine::shorten(s.trim(), 200)
 }
 
 #[cfg(test)]

@@ -77,8 +77,16 @@ pub fn activation(sessions: &SessionManager, id: &str) -> Result<Activation, Sto
 #[derive(Clone, Debug)]
 pub struct Checked {
     pub decision: Decision,
-    pub signature: String,
     pub activation: Activation,
+    /// Computed on first use: most calls (no session, nothing to approve) never need it.
+    signature: std::sync::OnceLock<String>,
+}
+
+impl Checked {
+    /// The operation's signature (see [`Extracted::signature`]); `ext` is the call checked.
+    pub fn signature(&self, ext: &Extracted) -> &str {
+        self.signature.get_or_init(|| ext.signature())
+    }
 }
 
 /// Checks `ext` with the session's rule state; an approve decision for an operation the
@@ -94,18 +102,21 @@ pub fn check(
         None => Activation::default(),
     };
     let mut decision = engine::evaluate(rules, ext, &activation, Layer::ToolCall);
-    let signature = ext.signature();
+    let signature = std::sync::OnceLock::new();
     if decision.decision == Mode::Approve {
         if let Some(s) = session {
-            if sessions.db().is_approved(&s.id, &signature)? {
+            if sessions
+                .db()
+                .is_approved(&s.id, signature.get_or_init(|| ext.signature()))?
+            {
                 decision = decision.approved("approved earlier in this session");
             }
         }
     }
     Ok(Checked {
         decision,
-        signature,
         activation,
+        signature,
     })
 }
 
@@ -129,7 +140,7 @@ pub fn record(
             tool: ext.tool.clone(),
             summary: ext.summary(),
             decision: mode_name(d.decision).to_owned(),
-            signature: checked.signature.clone(),
+            signature: checked.signature(ext).to_owned(),
         },
     )?;
     if matches!(d.decision, Mode::Block | Mode::Approve) {
