@@ -6,11 +6,10 @@ use std::net::IpAddr;
 use super::decision::{Decision, Layer, Match, UNPARSABLE_RULE};
 use super::normalize;
 use super::operation::{Extracted, Operation};
-use globset::GlobMatcher;
 
 use crate::rules::index::top_level_paths;
 use crate::rules::model::{Host, NetMatch, TextPattern};
-use crate::rules::pattern::written_glob;
+use crate::rules::pattern::{any_entry, written_glob, WrittenGlob};
 use crate::rules::{Action, Cond, Effect, Enforcement, Mode, PathPattern, Rule, RuleSet, Trigger};
 
 /// A session's rule state: session rules switched on by their trigger, and rules the user
@@ -120,7 +119,10 @@ struct PathHits {
     /// `hit[op * rules + rule]`.
     hit: Vec<bool>,
     /// Per operation: its path is a glob (compiled once), tested pattern by pattern.
-    glob: Vec<Option<GlobMatcher>>,
+    glob: Vec<Option<WrittenGlob>>,
+    /// Per operation that writes or deletes: its path's stand-in for every entry
+    /// ([`any_entry`]).
+    entry: Vec<Option<String>>,
 }
 
 impl PathHits {
@@ -128,10 +130,14 @@ impl PathHits {
         let n = rules.rules().len();
         let mut hit = vec![false; n * ext.ops.len()];
         let mut glob = vec![None; ext.ops.len()];
+        let mut entry = vec![None; ext.ops.len()];
         for (o, op) in ext.ops.iter().enumerate() {
             let Some(path) = op.path.as_deref() else {
                 continue;
             };
+            if op.action != Some(Action::Read) {
+                entry[o] = Some(any_entry(path));
+            }
             // A path written as a glob may name protected files; only pattern-by-pattern
             // testing can tell (`PathPattern::covers`).
             if let Some(written) = written_glob(path) {
@@ -140,18 +146,17 @@ impl PathHits {
             }
             let row = &mut hit[o * n..(o + 1) * n];
             rules.path_index().mark(path, row);
-            if op.action != Some(Action::Read) {
-                // Writing or deleting a directory touches every entry: a pattern that
-                // matches any entry (the made-up NUL name stands for all) covers it.
-                rules
-                    .path_index()
-                    .mark(&format!("{}/\0", path.trim_end_matches('/')), row);
+            // Writing or deleting a directory touches every entry: a pattern that matches
+            // any entry (the made-up NUL name stands for all) covers it.
+            if let Some(e) = &entry[o] {
+                rules.path_index().mark(e, row);
             }
         }
         Self {
             rules: n,
             hit,
             glob,
+            entry,
         }
     }
 
@@ -173,10 +178,8 @@ impl PathHits {
             }
             let written = self.glob[o].as_ref();
             let hit = if slow || written.is_some() {
-                let whole_dir = op.action != Some(Action::Read);
-                patterns
-                    .iter()
-                    .any(|p| p.covers_with(path, whole_dir, written))
+                let entry = self.entry[o].as_deref();
+                patterns.iter().any(|p| p.covers_with(path, entry, written))
             } else {
                 self.hit[o * self.rules + i]
             };

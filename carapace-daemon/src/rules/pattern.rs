@@ -223,15 +223,22 @@ impl PathPattern {
     /// pattern names.
     #[must_use]
     pub fn covers(&self, path: &str, whole_dir: bool) -> bool {
-        self.covers_with(path, whole_dir, written_glob(path).as_ref())
+        let entry = whole_dir.then(|| any_entry(path));
+        self.covers_with(path, entry.as_deref(), written_glob(path).as_ref())
     }
 
-    /// [`PathPattern::covers`] with the written glob of `path` compiled by the caller
-    /// ([`written_glob`]), so that one operation tested against many patterns compiles it
-    /// once.
+    /// [`PathPattern::covers`] with what depends only on `path` prepared by the caller, so
+    /// that one operation tested against many patterns prepares it once: `entry`
+    /// ([`any_entry`], when the whole directory counts) and the written glob
+    /// ([`written_glob`]).
     #[must_use]
-    pub fn covers_with(&self, path: &str, whole_dir: bool, written: Option<&GlobMatcher>) -> bool {
-        if self.matches(path) || (whole_dir && self.matches_every_entry(path)) {
+    pub fn covers_with(
+        &self,
+        path: &str,
+        entry: Option<&str>,
+        written: Option<&WrittenGlob>,
+    ) -> bool {
+        if self.matches(path) || entry.is_some_and(|e| self.matches(e)) {
             return true;
         }
         let (Self::Glob { expanded, .. }, Some(written)) = (self, written) else {
@@ -244,13 +251,7 @@ impl PathPattern {
     /// glob path is exempt only when the exception matches it as written.
     #[must_use]
     pub fn exempts(&self, path: &str) -> bool {
-        self.matches(path) || self.matches_every_entry(path)
-    }
-
-    fn matches_every_entry(&self, dir: &str) -> bool {
-        // NUL never occurs in a path: a pattern that matches this made-up entry matches
-        // every entry of the directory.
-        self.matches(&format!("{}/\0", dir.trim_end_matches('/')))
+        self.matches(path) || self.matches(&any_entry(path))
     }
 
     /// The kernel forms of this pattern, or why the kernel cannot match it exactly.
@@ -274,14 +275,51 @@ fn first_line(s: &str) -> &str {
     s.lines().last().unwrap_or(s).trim()
 }
 
-/// A path written with glob characters, compiled to match the patterns it could name;
-/// `None` for a plain path.
+/// A made-up entry of directory `dir` standing for all of them: NUL never occurs in a
+/// path, so a pattern that matches it matches every entry.
 #[must_use]
-pub fn written_glob(path: &str) -> Option<GlobMatcher> {
-    if !path.contains(['*', '?', '[']) {
+pub fn any_entry(dir: &str) -> String {
+    format!("{}/\0", dir.trim_end_matches('/'))
+}
+
+/// A path written with glob characters (`src/**`, `~/.aws/cred*`), compiled to test
+/// which rule patterns it could name.
+#[derive(Clone)]
+pub struct WrittenGlob {
+    glob: String,
+    /// The text before the first glob character: a pattern that does not start with it
+    /// cannot match, which spares the glob test for nearly every pattern (the homes of
+    /// other accounts, other trees) and usually its compilation too.
+    literal: usize,
+    matcher: std::cell::OnceCell<Option<GlobMatcher>>,
+}
+
+impl WrittenGlob {
+    #[must_use]
+    pub fn is_match(&self, pattern: &str) -> bool {
+        if !pattern.starts_with(&self.glob[..self.literal]) {
+            return false;
+        }
+        self.matcher
+            .get_or_init(|| build_glob(&self.glob).ok().map(|g| g.compile_matcher()))
+            .as_ref()
+            .is_some_and(|m| m.is_match(pattern))
+    }
+}
+
+/// A path written with glob characters, compiled to match the patterns it could name;
+/// `None` for a plain path or one that is not a valid glob.
+#[must_use]
+pub fn written_glob(path: &str) -> Option<WrittenGlob> {
+    if !path.contains(['*', '?', '[']) || build_glob(path).is_err() {
         return None;
     }
-    build_glob(path).ok().map(|g| g.compile_matcher())
+    let literal = path.find(['*', '?', '[', '{', '\\']).unwrap_or(path.len());
+    Some(WrittenGlob {
+        glob: path.to_owned(),
+        literal,
+        matcher: std::cell::OnceCell::new(),
+    })
 }
 
 fn build_glob(glob: &str) -> Result<Glob, globset::Error> {
@@ -410,6 +448,21 @@ mod tests {
         assert!(pat("/a/?").matches("/a/b"));
         assert!(!pat("/a/?").matches("/a//"));
         assert!(pat("/a/[bc]").matches("/a/c"));
+    }
+
+    proptest::proptest! {
+        /// The literal-prefix shortcut of a written glob never changes its answer.
+        #[test]
+        fn written_glob_prefix_filter_is_exact(
+            written in "(/[a-c.]{0,3}){1,4}(/\\*\\*|/\\*|\\*|/[ab]\\?|/\\{a,b\\}\\*)",
+            pattern in "(/([a-c.]{0,3}|\\*\\*|\\*)){1,5}",
+        ) {
+            if let Some(w) = written_glob(&written) {
+                let full = build_glob(&written).unwrap().compile_matcher();
+                proptest::prop_assert_eq!(w.is_match(&written), full.is_match(&written));
+                proptest::prop_assert_eq!(w.is_match(&pattern), full.is_match(&pattern));
+            }
+        }
     }
 
     #[test]

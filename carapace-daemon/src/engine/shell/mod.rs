@@ -6,12 +6,13 @@
 //! cannot be understood fails closed through [`Extracted::unparsable`].
 //!
 //! The parser recurses once per nesting level and would overflow the stack (an abort, not a
-//! panic) on `$($($(…)))` a thousand deep, so nesting is measured before parsing and the
-//! whole walk runs on a thread with a generous stack, which also turns a parser panic into
-//! an error instead of a dead daemon. The parser has also been seen to loop forever (see
+//! panic) on `$($($(…)))` a thousand deep, so nesting is measured before parsing and any
+//! command line that is not light (`parse::light`: short, shallow, no here-doc) is walked on
+//! a thread with a generous stack. The parser has also been seen to loop forever (see
 //! `parse::program`), so the caller waits for that thread only so long; a thread that never
 //! comes back is counted, and once a few are stuck every call fails closed at once rather
-//! than piling up more.
+//! than piling up more. Light command lines, the everyday ones, are walked on the caller's
+//! thread; a parser panic becomes an error either way.
 mod args;
 mod code;
 mod commands;
@@ -52,6 +53,29 @@ pub fn extract(command: &str, ctx: &Context, out: &mut Extracted) {
     out.text(command.as_str());
     for decoded in normalize::decode_payloads(&command) {
         out.text(decoded);
+    }
+    // Most command lines are short and flat: analysed right here, they cost no hand-off
+    // between threads (which was most of a decision's time). The walk escalates to an
+    // analysis thread at the first text that is not light, including text it finds inside
+    // (`sh -c`, decoded payloads).
+    let mut found = Extracted::default();
+    let mut ctx_inline = ctx.clone();
+    let inline = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut walker = walk::Walker::inline(&mut found);
+        walker.script(&command, &mut ctx_inline, 0);
+        walker.escalate
+    }));
+    match inline {
+        Ok(false) => {
+            out.merge(found);
+            return;
+        }
+        Ok(true) => {}
+        // The parser unwraps in places: fail closed.
+        Err(_) => {
+            out.unparsable("the shell command could not be analysed (analyser fault)");
+            return;
+        }
     }
     if STUCK.load(Ordering::Relaxed) >= MAX_STUCK {
         out.unparsable("the shell command was not analysed: earlier analyses are still stuck");

@@ -49,6 +49,19 @@ pub(super) fn program(src: &str) -> Result<Program, String> {
     parser.parse_program().map_err(|e| e.to_string())
 }
 
+/// Text short and shallow enough to parse and walk on the caller's thread: a small stack
+/// suffices (`tests::light_commands_fit_a_small_stack` checks the worst case in a debug
+/// build), and it stays clear of every input seen to make the parser backtrack for long
+/// or spin (unclosed parentheses and `case`, here-doc tags).
+pub(super) fn light(src: &str) -> bool {
+    const MAX_LIGHT_LEN: usize = 2048;
+    if src.len() > MAX_LIGHT_LEN || src.contains("<<") {
+        return false;
+    }
+    let n = nesting(src);
+    n.depth <= 6 && n.ambiguous <= 4 && n.cases <= 2
+}
+
 pub(super) struct Nesting {
     /// Brackets of every kind, backticks and compound-command keywords.
     pub depth: usize,

@@ -762,3 +762,68 @@ fn shell_tricks() {
     assert!(has(&x, Read, "/home/u/.ssh/id_rsa"));
     net("exec 3<>/dev/tcp/10.0.0.1/80", "10.0.0.1", Some(80));
 }
+
+/// The heaviest command lines still walked on the caller's thread (`parse::light`) must fit a
+/// stack far smaller than any thread Carapace checks on (tokio's 2 MiB), even unoptimised.
+#[test]
+fn light_commands_fit_a_small_stack() {
+    let evals = format!("{}cat /etc/shadow", "eval ".repeat(7));
+    let heaviest = [
+        // Six levels of brackets and keywords, three or four of them parentheses.
+        "if a; then while b; do { x=$(c $(d $(cat /etc/shadow))); }; done; fi".to_owned(),
+        "for i in 1; do case $i in 1) [ -f \"$(a $(b $(cat ~/.ssh/id_rsa)))\" ];; esac; done"
+            .to_owned(),
+        // Eight re-parses (`eval`), each light.
+        evals,
+        "echo Y2F0IC9ldGMvc2hhZG93 | base64 -d | sh".to_owned(),
+    ];
+    for cmd in heaviest {
+        assert!(parse::light(&cmd), "{cmd} is not light");
+        let found = std::thread::Builder::new()
+            .stack_size(512 << 10)
+            .spawn(move || {
+                let mut found = Extracted::default();
+                let mut walker = walk::Walker::inline(&mut found);
+                walker.script(&cmd, &mut ctx(), 0);
+                assert!(!walker.escalate, "{cmd} escalated");
+                found
+            })
+            .expect("spawn")
+            .join()
+            .expect("walked inline");
+        assert!(
+            found.ops.iter().any(|o| o
+                .path
+                .as_deref()
+                .is_some_and(|p| p.contains("shadow") || p.contains("id_rsa"))),
+            "{:?}",
+            found.ops
+        );
+    }
+}
+
+#[test]
+fn heavy_command_lines_escalate_to_an_analysis_thread_with_the_same_result() {
+    let heavy = [
+        // A here-doc, and nesting deeper than light.
+        "cat <<EOF > ~/.bashrc\nhi\nEOF".to_owned(),
+        format!("{}cat /etc/shadow{}", "$(".repeat(7), ")".repeat(7)),
+        format!("echo {} ; cat /etc/shadow", "x".repeat(3000)),
+    ];
+    for cmd in heavy {
+        assert!(!parse::light(&cmd));
+        let mut found = Extracted::default();
+        let mut walker = walk::Walker::inline(&mut found);
+        walker.script(&cmd, &mut ctx(), 0);
+        assert!(walker.escalate, "{cmd} walked inline");
+        let x = ex(&cmd);
+        assert!(x.unparsable.is_empty(), "{cmd}: {:?}", x.unparsable);
+        assert!(!x.ops.is_empty(), "{cmd}");
+    }
+    // Light text met inside is walked inline, heavy text inside escalates the whole line.
+    let mut found = Extracted::default();
+    let mut walker = walk::Walker::inline(&mut found);
+    let inner = format!("{}cat /etc/shadow{}", "$(".repeat(7), ")".repeat(7));
+    walker.script(&format!("sh -c {}", shell_quote(&inner)), &mut ctx(), 0);
+    assert!(walker.escalate);
+}

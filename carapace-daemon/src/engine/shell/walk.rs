@@ -47,6 +47,12 @@ pub(super) struct Walker<'o> {
     pub fd_feeds: Vec<(String, Feed)>,
     /// `alias NAME=VALUE` definitions seen so far.
     pub aliases: Vec<(String, String)>,
+    /// Running on the caller's own stack (see `super::extract`): every text parsed must be
+    /// light enough for it.
+    inline: bool,
+    /// Inline, a text that is not light was met: the walk stopped and must be redone on an
+    /// analysis thread.
+    pub escalate: bool,
 }
 
 impl<'o> Walker<'o> {
@@ -57,11 +63,25 @@ impl<'o> Walker<'o> {
             exhausted: false,
             fd_feeds: Vec::new(),
             aliases: Vec::new(),
+            inline: false,
+            escalate: false,
+        }
+    }
+
+    /// A walker for the caller's thread: it stops (setting `escalate`) at the first text
+    /// that is not [`parse::light`].
+    pub fn inline(out: &'o mut Extracted) -> Self {
+        Self {
+            inline: true,
+            ..Self::new(out)
         }
     }
 
     /// Counts work; false (once reported) when the call has become too expensive to follow.
     pub fn spend(&mut self, units: usize) -> bool {
+        if self.escalate {
+            return false;
+        }
         self.work += units;
         if self.work > MAX_WORK && !self.exhausted {
             self.exhausted = true;
@@ -84,6 +104,10 @@ impl<'o> Walker<'o> {
             return Feed::default();
         }
         let src = normalize::text(src);
+        if self.inline && !parse::light(&src) {
+            self.escalate = true;
+            return Feed::default();
+        }
         if depth > 0 {
             self.out.text(src.as_str());
         }
