@@ -1905,18 +1905,36 @@ impl Walker<'_> {
                     self.path_op(Action::Read, ".", &sub, None);
                     return Feed::default();
                 }
-                let target = ro
-                    .operands
-                    .iter()
-                    .find(|w| remote(w))
-                    .or(ro.operands.first());
+                // The repository is the first operand (what follows are refspecs such as
+                // `HEAD:main`, which look like scp addresses).
+                let target = match (verb.as_str(), ro.operands.first()) {
+                    ("remote", Some(&("add" | "set-url"))) => ro.operands.get(2),
+                    ("remote", _) => ro.operands.get(1),
+                    ("submodule", _) => ro.operands.iter().find(|w| remote(w)),
+                    _ => ro.operands.first(),
+                };
+                // A remote by name, or none (the branch's): its URL is in the repository's
+                // config. Submodule URLs live elsewhere (.gitmodules); left hostless.
+                let configured = || {
+                    (sub.follow_symlinks && *verb != "submodule")
+                        .then(|| {
+                            super::gitconfig::remote_url(
+                                &sub.cwd,
+                                target.map(|t| &**t),
+                                *verb == "push",
+                            )
+                        })
+                        .flatten()
+                };
                 match target {
                     Some(t) if remote(t) => self.git_remote(t, &sub),
-                    // A remote by name: the host is in .git/config, unknown here.
-                    _ => self.out.op(Operation {
-                        action: Some(Action::Network),
-                        ..Operation::default()
-                    }),
+                    _ => match configured() {
+                        Some(url) => self.git_remote(&url, &sub),
+                        None => self.out.op(Operation {
+                            action: Some(Action::Network),
+                            ..Operation::default()
+                        }),
+                    },
                 }
                 self.path_op(Action::Read, ".", &sub, None);
                 if matches!(verb.as_str(), "fetch" | "pull" | "submodule") {

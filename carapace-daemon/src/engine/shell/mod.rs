@@ -16,6 +16,7 @@
 mod args;
 mod code;
 mod commands;
+mod gitconfig;
 mod net;
 mod parse;
 mod walk;

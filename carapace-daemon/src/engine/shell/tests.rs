@@ -827,3 +827,46 @@ fn heavy_command_lines_escalate_to_an_analysis_thread_with_the_same_result() {
     walker.script(&format!("sh -c {}", shell_quote(&inner)), &mut ctx(), 0);
     assert!(walker.escalate);
 }
+
+#[test]
+fn git_remotes_by_name_get_their_host_from_the_repository() {
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(repo.path().join(".git")).unwrap();
+    std::fs::write(
+        repo.path().join(".git/config"),
+        "[remote \"origin\"]\n\turl = https://paste.example/me/x.git\n\
+         [remote \"mirror\"]\n\turl = git@mirror.example:me/x.git\n",
+    )
+    .unwrap();
+    std::fs::write(repo.path().join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    let ctx = Context {
+        cwd: repo.path().to_str().unwrap().into(),
+        follow_symlinks: true,
+        ..ctx()
+    };
+    let run = |cmd: &str| {
+        let mut out = Extracted::new("Bash");
+        extract(cmd, &ctx, &mut out);
+        out
+    };
+    let host_of = |x: &Extracted| {
+        x.ops
+            .iter()
+            .filter(|o| o.action == Some(Network))
+            .map(|o| o.host.clone())
+            .collect::<Vec<_>>()
+    };
+    for (cmd, host) in [
+        ("git push origin main", "paste.example"),
+        ("git push", "paste.example"),
+        ("git pull --rebase", "paste.example"),
+        ("git fetch mirror", "mirror.example"),
+        ("git remote show mirror", "mirror.example"),
+        ("git -C . push -f origin HEAD:main", "paste.example"),
+    ] {
+        assert_eq!(host_of(&run(cmd)), vec![Some(host.to_owned())], "{cmd}");
+    }
+    // Unknown remotes, and no repository at all, stay network operations without a host.
+    assert_eq!(host_of(&run("git push nowhere main")), vec![None]);
+    assert_eq!(host_of(&ex("git push origin main")), vec![None]);
+}

@@ -1,0 +1,221 @@
+//! Where `git push origin` goes: the remote's URL from the repository's own config, so that
+//! host rules see the host rather than a network operation to nowhere. Read from the real
+//! filesystem (only when the context allows it), bounded in size, and best effort: a remote
+//! that cannot be found stays a network operation without a host.
+use std::path::{Path, PathBuf};
+
+/// Configs larger than this are not read (a repository's config is a few hundred bytes).
+const MAX_CONFIG: u64 = 256 * 1024;
+/// Directories walked up from the working directory looking for `.git`.
+const MAX_UP: usize = 64;
+
+/// The URL `git push`/`fetch`/`pull` (`push` tells which) would use for `remote` — a name, or
+/// `None` for the current branch's default — in the repository containing `cwd`.
+pub(super) fn remote_url(cwd: &str, remote: Option<&str>, push: bool) -> Option<String> {
+    let git_dir = find_git_dir(Path::new(cwd))?;
+    let common = read_small(&git_dir.join("commondir"))
+        .map_or_else(|| git_dir.clone(), |c| git_dir.join(c.trim()));
+    let config = Config::parse(&read_small(&common.join("config"))?);
+    let name = match remote {
+        Some(r) => r.to_owned(),
+        None => {
+            let head = read_small(&git_dir.join("HEAD")).unwrap_or_default();
+            let branch = head.trim().strip_prefix("ref: refs/heads/").unwrap_or("");
+            let branch_key = |k: &str| config.get(&format!("branch.{branch}.{k}"));
+            (push.then(|| branch_key("pushremote")).flatten())
+                .or_else(|| push.then(|| config.get("remote.pushdefault")).flatten())
+                .or_else(|| branch_key("remote"))
+                .unwrap_or("origin")
+                .to_owned()
+        }
+    };
+    let url = (push
+        .then(|| config.get(&format!("remote.{name}.pushurl")))
+        .flatten())
+    .or_else(|| config.get(&format!("remote.{name}.url")))?;
+    Some(config.rewrite(url, push))
+}
+
+fn find_git_dir(cwd: &Path) -> Option<PathBuf> {
+    let mut dir = Some(cwd);
+    for _ in 0..MAX_UP {
+        let d = dir?;
+        let dot_git = d.join(".git");
+        if dot_git.is_dir() {
+            return Some(dot_git);
+        }
+        // A worktree or submodule: `.git` is a file naming the real git dir.
+        if let Some(text) = read_small(&dot_git) {
+            let target = text.trim().strip_prefix("gitdir:")?.trim().to_owned();
+            return Some(d.join(target));
+        }
+        dir = d.parent();
+    }
+    None
+}
+
+fn read_small(path: &Path) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > MAX_CONFIG {
+        return None;
+    }
+    std::fs::read_to_string(path).ok()
+}
+
+/// Just enough of git's config format: `[section "sub"]` headers, `key = value` lines,
+/// comments, quoted values. Keys are `section.sub.key`, section and key lowercased.
+struct Config {
+    entries: Vec<(String, String)>,
+}
+
+impl Config {
+    fn parse(text: &str) -> Self {
+        let mut entries = Vec::new();
+        let mut section = String::new();
+        for line in text.lines() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with(['#', ';']) {
+                continue;
+            }
+            if let Some(header) = line.strip_prefix('[') {
+                let header = header.split(']').next().unwrap_or("");
+                section = match header.split_once(char::is_whitespace) {
+                    Some((name, sub)) => {
+                        format!(
+                            "{}.{}",
+                            name.to_ascii_lowercase(),
+                            sub.trim().trim_matches('"')
+                        )
+                    }
+                    None => header.to_ascii_lowercase(),
+                };
+                continue;
+            }
+            let (key, value) = line.split_once('=').unwrap_or((line, "true"));
+            entries.push((
+                format!("{section}.{}", key.trim().to_ascii_lowercase()),
+                unquote(value.trim()),
+            ));
+        }
+        Self { entries }
+    }
+
+    /// The last value of `key` (git's rule for single-valued keys).
+    fn get(&self, key: &str) -> Option<&str> {
+        let (section_key, name) = key.rsplit_once('.')?;
+        let key = format!("{section_key}.{}", name.to_ascii_lowercase());
+        self.entries
+            .iter()
+            .rev()
+            .find(|(k, _)| k.eq_ignore_ascii_case(&key))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// `url.BASE.insteadOf` / `pushInsteadOf`: the longest matching prefix is replaced.
+    fn rewrite(&self, url: &str, push: bool) -> String {
+        let mut best: Option<(&str, &str)> = None;
+        for (k, v) in &self.entries {
+            let Some(rest) = k.strip_prefix("url.") else {
+                continue;
+            };
+            let (base, kind) = rest.rsplit_once('.').unwrap_or((rest, ""));
+            let applies = kind == "insteadof" || (push && kind == "pushinsteadof");
+            if applies && url.starts_with(v.as_str()) && best.is_none_or(|(_, b)| v.len() > b.len())
+            {
+                best = Some((base, v));
+            }
+        }
+        match best {
+            Some((base, prefix)) => format!("{base}{}", &url[prefix.len()..]),
+            None => url.to_owned(),
+        }
+    }
+}
+
+fn unquote(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut quoted = false;
+    let mut chars = value.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => quoted = !quoted,
+            '\\' => out.extend(chars.next()),
+            '#' | ';' if !quoted => break,
+            c => out.push(c),
+        }
+    }
+    out.trim_end().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo(config: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+        std::fs::create_dir_all(dir.path().join("src/deep")).unwrap();
+        std::fs::write(dir.path().join(".git/config"), config).unwrap();
+        std::fs::write(dir.path().join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        dir
+    }
+
+    #[test]
+    fn finds_the_remote_url_from_any_subdirectory() {
+        let r = repo(
+            "[core]\n\tbare = false\n[remote \"origin\"]\n\turl = git@github.com:me/x.git\n\
+             [remote \"leak\"]\n\tURL = \"https://paste.example/x\" ; comment\n\
+             \tpushurl = https://push.example/x\n[branch \"main\"]\n\tremote = leak\n",
+        );
+        let cwd = r.path().join("src/deep");
+        let cwd = cwd.to_str().unwrap();
+        assert_eq!(
+            remote_url(cwd, Some("origin"), true).as_deref(),
+            Some("git@github.com:me/x.git")
+        );
+        assert_eq!(
+            remote_url(cwd, Some("leak"), false).as_deref(),
+            Some("https://paste.example/x")
+        );
+        assert_eq!(
+            remote_url(cwd, Some("leak"), true).as_deref(),
+            Some("https://push.example/x")
+        );
+        // No remote named: the branch's.
+        assert_eq!(
+            remote_url(cwd, None, false).as_deref(),
+            Some("https://paste.example/x")
+        );
+        assert_eq!(remote_url(cwd, Some("nope"), true), None);
+    }
+
+    #[test]
+    fn worktrees_and_url_rewrites() {
+        let main = repo(
+            "[remote \"origin\"]\n\turl = gh:me/x\n[url \"https://evil.example/\"]\n\tinsteadOf = gh:\n",
+        );
+        let wt_git = main.path().join(".git/worktrees/wt");
+        std::fs::create_dir_all(&wt_git).unwrap();
+        std::fs::write(wt_git.join("commondir"), "../..\n").unwrap();
+        std::fs::write(wt_git.join("HEAD"), "ref: refs/heads/feature\n").unwrap();
+        let wt = tempfile::tempdir().unwrap();
+        std::fs::write(
+            wt.path().join(".git"),
+            format!("gitdir: {}\n", wt_git.display()),
+        )
+        .unwrap();
+        assert_eq!(
+            remote_url(wt.path().to_str().unwrap(), None, true).as_deref(),
+            Some("https://evil.example/me/x")
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_config_text_parses(text in "\\PC{0,400}") {
+            let c = Config::parse(&text);
+            let _ = c.get("remote.origin.url");
+            let _ = c.rewrite("gh:x", true);
+        }
+    }
+}
