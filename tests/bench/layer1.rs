@@ -2,6 +2,10 @@
 //! a mix of everyday and hostile tool calls (extraction, normalisation and every rule), then
 //! the throughput of `carapace check --batch` and the end-to-end latency of
 //! `carapace hook claude-code` as separate processes. Run by `cargo xtask bench`.
+// The allocator of carapaced and carapace, so that the figures are theirs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
