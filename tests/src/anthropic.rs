@@ -8,16 +8,13 @@
 //!
 //! The server runs on its own thread with its own Tokio runtime, so synchronous tests can use
 //! it next to `std::process`, and it stops when dropped.
-use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
 
-use http_body_util::{combinators::BoxBody, BodyExt as _, Full, StreamBody};
-use hyper::body::{Bytes, Frame, Incoming};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Response, StatusCode};
 use serde_json::{json, Value};
+
+use crate::loopback::{self, event_stream, Body, Loopback};
 
 /// One content block of an assistant reply.
 #[derive(Clone, Debug)]
@@ -56,25 +53,10 @@ impl Block {
 }
 
 /// A request the server received.
-#[derive(Clone, Debug)]
-pub struct Recorded {
-    pub method: String,
-    /// Path and query, e.g. `/v1/messages?beta=true`.
-    pub path: String,
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-}
+pub use crate::loopback::Received as Recorded;
 
-impl Recorded {
-    /// The body as JSON, `None` when it is not JSON.
-    #[must_use]
-    pub fn json(&self) -> Option<Value> {
-        serde_json::from_str(&self.body).ok()
-    }
-
-    fn is_messages(&self) -> bool {
-        self.method == "POST" && path_only(&self.path) == "/v1/messages"
-    }
+fn is_messages(r: &Recorded) -> bool {
+    r.method == "POST" && r.route() == "/v1/messages"
 }
 
 /// Chooses the assistant's reply from the parsed request body.
@@ -88,10 +70,8 @@ struct State {
 
 /// The running server; stops when dropped.
 pub struct MessagesServer {
-    addr: SocketAddr,
+    server: Loopback,
     state: Arc<State>,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
 }
 
 impl MessagesServer {
@@ -113,37 +93,23 @@ impl MessagesServer {
     /// Starts the server with `responder` choosing each reply.
     #[must_use]
     pub fn start(responder: impl Fn(&Value) -> Vec<Block> + Send + Sync + 'static) -> Self {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap_or_else(|e| panic!("cannot bind a loopback port: {e}"));
-        let addr = listener
-            .local_addr()
-            .unwrap_or_else(|e| panic!("cannot read the bound address: {e}"));
-        listener
-            .set_nonblocking(true)
-            .unwrap_or_else(|e| panic!("cannot make the listener non-blocking: {e}"));
         let state = Arc::new(State {
             responder: Box::new(responder),
             recorded: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
         });
-        let (shutdown, stop) = tokio::sync::oneshot::channel();
         let serving = Arc::clone(&state);
-        let thread = std::thread::Builder::new()
-            .name("anthropic-loopback".into())
-            .spawn(move || serve(listener, serving, stop))
-            .unwrap_or_else(|e| panic!("cannot start the server thread: {e}"));
-        Self {
-            addr,
-            state,
-            shutdown: Some(shutdown),
-            thread: Some(thread),
-        }
+        let server = Loopback::start("anthropic-loopback", move |request| {
+            let response = handle(&serving, request);
+            async move { response }
+        });
+        Self { server, state }
     }
 
     /// `http://127.0.0.1:PORT`, the value for `ANTHROPIC_BASE_URL`.
     #[must_use]
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.server.base_url()
     }
 
     /// Every request received so far, in arrival order.
@@ -161,7 +127,7 @@ impl MessagesServer {
     pub fn message_requests(&self) -> Vec<Value> {
         self.requests()
             .iter()
-            .filter(|r| r.is_messages())
+            .filter(|r| is_messages(r))
             .filter_map(Recorded::json)
             .collect()
     }
@@ -171,7 +137,7 @@ impl MessagesServer {
     pub fn unknown_requests(&self) -> Vec<Recorded> {
         self.requests()
             .into_iter()
-            .filter(|r| !r.is_messages() && path_only(&r.path) != COUNT_TOKENS)
+            .filter(|r| !is_messages(r) && r.route() != COUNT_TOKENS)
             .collect()
     }
 
@@ -191,17 +157,6 @@ impl MessagesServer {
     }
 }
 
-impl Drop for MessagesServer {
-    fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
 /// The text of a `tool_result` block: its `content` as a string, or its text blocks joined.
 #[must_use]
 pub fn tool_result_text(block: &Value) -> String {
@@ -218,83 +173,21 @@ pub fn tool_result_text(block: &Value) -> String {
 
 const COUNT_TOKENS: &str = "/v1/messages/count_tokens";
 
-fn path_only(path: &str) -> &str {
-    path.split_once('?').map_or(path, |(p, _)| p)
-}
-
-type Body = BoxBody<Bytes, Infallible>;
-
-fn serve(
-    listener: std::net::TcpListener,
-    state: Arc<State>,
-    mut stop: tokio::sync::oneshot::Receiver<()>,
-) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("cannot build the server's runtime: {e}"));
-    rt.block_on(async move {
-        let listener = tokio::net::TcpListener::from_std(listener)
-            .unwrap_or_else(|e| panic!("cannot register the listener: {e}"));
-        loop {
-            tokio::select! {
-                _ = &mut stop => break,
-                accepted = listener.accept() => {
-                    let Ok((stream, _)) = accepted else { continue };
-                    // One write per event: without TCP_NODELAY a write can wait out the
-                    // client's delayed ACK (40 ms), which no real API server does.
-                    let _ = stream.set_nodelay(true);
-                    let state = Arc::clone(&state);
-                    tokio::spawn(async move {
-                        let service = hyper::service::service_fn(move |req| {
-                            let state = Arc::clone(&state);
-                            async move { Ok::<_, Infallible>(handle(&state, req).await) }
-                        });
-                        // A client that hangs up mid-response is not the server's failure.
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                            .await;
-                    });
-                }
-            }
-        }
-    });
-}
-
-async fn handle(state: &State, req: Request<Incoming>) -> Response<Body> {
-    let method = req.method().clone();
-    let path = req
-        .uri()
-        .path_and_query()
-        .map_or_else(|| req.uri().path().to_owned(), ToString::to_string);
-    let headers = req
-        .headers()
-        .iter()
-        .map(|(k, v)| {
-            (
-                k.to_string(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-            )
-        })
-        .collect();
-    let body = match req.into_body().collect().await {
-        Ok(collected) => String::from_utf8_lossy(&collected.to_bytes()).into_owned(),
-        Err(e) => format!("<body unreadable: {e}>"),
-    };
-    let recorded = Recorded {
-        method: method.to_string(),
-        path,
-        headers,
-        body,
-    };
+/// Records the request, then answers it.
+fn handle(state: &State, recorded: Recorded) -> Response<Body> {
+    let response = respond(state, &recorded);
     state
         .recorded
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .push(recorded.clone());
+        .push(recorded);
+    response
+}
 
-    let route = path_only(&recorded.path);
-    if method != Method::POST || (route != "/v1/messages" && route != COUNT_TOKENS) {
+fn respond(state: &State, recorded: &Recorded) -> Response<Body> {
+    let method = recorded.method.as_str();
+    let route = recorded.route();
+    if method != "POST" || (route != "/v1/messages" && route != COUNT_TOKENS) {
         return error(
             StatusCode::NOT_FOUND,
             "not_found_error",
@@ -484,20 +377,11 @@ fn sse(event: &str, data: &Value) -> String {
 }
 
 fn stream_response(events: Vec<String>) -> Response<Body> {
-    // One body frame an event, so the client sees them arrive as separate chunks.
-    let frames = events
-        .into_iter()
-        .map(|e| Ok::<_, Infallible>(Frame::data(Bytes::from(e))));
-    let body = StreamBody::new(tokio_stream::iter(frames));
-    response(StatusCode::OK, "text/event-stream", body.boxed())
+    with_request_id(event_stream(events))
 }
 
 fn json_response(value: &Value) -> Response<Body> {
-    response(
-        StatusCode::OK,
-        "application/json",
-        Full::new(Bytes::from(value.to_string())).boxed(),
-    )
+    with_request_id(loopback::json_response(value))
 }
 
 fn error(status: StatusCode, kind: &str, message: &str) -> Response<Body> {
@@ -507,13 +391,7 @@ fn error(status: StatusCode, kind: &str, message: &str) -> Response<Body> {
     resp
 }
 
-fn response(status: StatusCode, content_type: &str, body: Body) -> Response<Body> {
-    let mut resp = Response::new(body);
-    *resp.status_mut() = status;
-    if let Ok(value) = hyper::header::HeaderValue::from_str(content_type) {
-        resp.headers_mut()
-            .insert(hyper::header::CONTENT_TYPE, value);
-    }
+fn with_request_id(mut resp: Response<Body>) -> Response<Body> {
     resp.headers_mut().insert(
         "request-id",
         hyper::header::HeaderValue::from_static("req_loopback"),

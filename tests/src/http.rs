@@ -67,16 +67,7 @@ pub fn post(base: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Ans
             .await
             .unwrap_or_else(|e| panic!("POST {path} to {authority} failed: {e}"));
         let status = response.status().as_u16();
-        let headers = response
-            .headers()
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.to_string(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
-            .collect();
+        let headers = crate::loopback::header_pairs(response.headers());
         let body = response
             .into_body()
             .collect()

@@ -5,6 +5,7 @@
 //! context.
 pub mod anthropic;
 pub mod http;
+pub mod loopback;
 pub mod openai;
 
 use std::ffi::OsStr;

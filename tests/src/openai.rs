@@ -5,15 +5,12 @@
 //! way the API sends them: chat chunks as unnamed `data:` events with argument fragments per
 //! tool call index and a final `data: [DONE]`; Responses as named `response.*` events. The
 //! server records every request and stops when dropped.
-use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
 
-use http_body_util::{combinators::BoxBody, BodyExt as _, Full, StreamBody};
-use hyper::body::{Bytes, Frame, Incoming};
-use hyper::{Request, Response, StatusCode};
+use hyper::{Response, StatusCode};
 use serde_json::{json, Value};
+
+use crate::loopback::{event_stream, json_response, Body, Loopback, Received};
 
 /// One assistant turn: text, then function calls `(call id, name, arguments)`.
 #[derive(Clone, Debug, Default)]
@@ -38,13 +35,8 @@ impl Turn {
     }
 }
 
-/// A request the server received: path and query, headers, body.
-#[derive(Clone, Debug)]
-pub struct Recorded {
-    pub path: String,
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-}
+/// A request the server received.
+pub use crate::loopback::Received as Recorded;
 
 struct State {
     turn: Turn,
@@ -53,46 +45,30 @@ struct State {
 
 /// The running server; stops when dropped.
 pub struct OpenAiServer {
-    addr: SocketAddr,
+    server: Loopback,
     state: Arc<State>,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
 }
 
 impl OpenAiServer {
     /// Starts a server that answers every request with `turn`.
     #[must_use]
     pub fn start(turn: Turn) -> Self {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap_or_else(|e| panic!("cannot bind a loopback port: {e}"));
-        let addr = listener
-            .local_addr()
-            .unwrap_or_else(|e| panic!("cannot read the bound address: {e}"));
-        listener
-            .set_nonblocking(true)
-            .unwrap_or_else(|e| panic!("cannot make the listener non-blocking: {e}"));
         let state = Arc::new(State {
             turn,
             recorded: Mutex::new(Vec::new()),
         });
-        let (shutdown, stop) = tokio::sync::oneshot::channel();
         let serving = Arc::clone(&state);
-        let thread = std::thread::Builder::new()
-            .name("openai-loopback".into())
-            .spawn(move || serve(listener, serving, stop))
-            .unwrap_or_else(|e| panic!("cannot start the server thread: {e}"));
-        Self {
-            addr,
-            state,
-            shutdown: Some(shutdown),
-            thread: Some(thread),
-        }
+        let server = Loopback::start("openai-loopback", move |request| {
+            let response = handle(&serving, request);
+            async move { response }
+        });
+        Self { server, state }
     }
 
     /// `http://127.0.0.1:PORT` (the gateway's `--openai-upstream`).
     #[must_use]
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.server.base_url()
     }
 
     #[must_use]
@@ -105,97 +81,32 @@ impl OpenAiServer {
     }
 }
 
-impl Drop for OpenAiServer {
-    fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-type Body = BoxBody<Bytes, Infallible>;
-
-fn serve(
-    listener: std::net::TcpListener,
-    state: Arc<State>,
-    mut stop: tokio::sync::oneshot::Receiver<()>,
-) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("cannot build the server's runtime: {e}"));
-    rt.block_on(async move {
-        let listener = tokio::net::TcpListener::from_std(listener)
-            .unwrap_or_else(|e| panic!("cannot register the listener: {e}"));
-        loop {
-            tokio::select! {
-                _ = &mut stop => break,
-                accepted = listener.accept() => {
-                    let Ok((stream, _)) = accepted else { continue };
-                    // One write per event: without TCP_NODELAY a write can wait out the
-                    // client's delayed ACK (40 ms), which no real API server does.
-                    let _ = stream.set_nodelay(true);
-                    let state = Arc::clone(&state);
-                    tokio::spawn(async move {
-                        let service = hyper::service::service_fn(move |req| {
-                            let state = Arc::clone(&state);
-                            async move { Ok::<_, Infallible>(handle(&state, req).await) }
-                        });
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                            .await;
-                    });
-                }
-            }
-        }
-    });
-}
-
-async fn handle(state: &State, req: Request<Incoming>) -> Response<Body> {
-    let path = req
-        .uri()
-        .path_and_query()
-        .map_or_else(|| req.uri().path().to_owned(), ToString::to_string);
-    let headers = req
-        .headers()
-        .iter()
-        .map(|(k, v)| {
-            (
-                k.to_string(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-            )
-        })
-        .collect();
-    let body = match req.into_body().collect().await {
-        Ok(c) => String::from_utf8_lossy(&c.to_bytes()).into_owned(),
-        Err(e) => format!("<body unreadable: {e}>"),
-    };
+/// Records the request, then answers it.
+fn handle(state: &State, received: Received) -> Response<Body> {
+    let response = respond(state, &received);
     state
         .recorded
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .push(Recorded {
-            path: path.clone(),
-            headers,
-            body: body.clone(),
-        });
-    let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        .push(received);
+    response
+}
+
+fn respond(state: &State, received: &Received) -> Response<Body> {
+    let request = received.json().unwrap_or(Value::Null);
     let stream = request["stream"] == true;
     let model = request["model"]
         .as_str()
         .unwrap_or("gpt-loopback")
         .to_owned();
     let turn = &state.turn;
-    match path.split('?').next().unwrap_or_default() {
-        "/v1/chat/completions" if stream => events(chat_chunks(turn, &model)),
-        "/v1/chat/completions" => json_body(&chat_completion(turn, &model)),
-        "/v1/responses" if stream => events(response_events(turn, &model)),
-        "/v1/responses" => json_body(&response(turn, &model, "completed")),
+    match received.route() {
+        "/v1/chat/completions" if stream => event_stream(chat_chunks(turn, &model)),
+        "/v1/chat/completions" => json_response(&chat_completion(turn, &model)),
+        "/v1/responses" if stream => event_stream(response_events(turn, &model)),
+        "/v1/responses" => json_response(&response(turn, &model, "completed")),
         other => {
-            let mut r = json_body(&json!({"error": {"message": format!("{other} not served"),
+            let mut r = json_response(&json!({"error": {"message": format!("{other} not served"),
                 "type": "invalid_request_error", "param": null, "code": "unknown_url"}}));
             *r.status_mut() = StatusCode::NOT_FOUND;
             r
@@ -353,25 +264,4 @@ fn pieces(s: &str) -> Vec<String> {
         out.push(current);
     }
     out
-}
-
-fn json_body(value: &Value) -> Response<Body> {
-    let mut r = Response::new(Full::new(Bytes::from(value.to_string())).boxed());
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
-    );
-    r
-}
-
-fn events(events: Vec<String>) -> Response<Body> {
-    let frames = events
-        .into_iter()
-        .map(|e| Ok::<_, Infallible>(Frame::data(Bytes::from(e))));
-    let mut r = Response::new(StreamBody::new(tokio_stream::iter(frames)).boxed());
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("text/event-stream; charset=utf-8"),
-    );
-    r
 }

@@ -16,18 +16,17 @@ pub(super) fn remote_url(cwd: &str, remote: Option<&str>, push: bool) -> Option<
     let common = read_small(&git_dir.join("commondir"))
         .map_or_else(|| git_dir.clone(), |c| git_dir.join(c.trim()));
     let config = Config::parse(&read_small(&common.join("config"))?);
-    let name = match remote {
-        Some(r) => r.to_owned(),
-        None => {
-            let head = read_small(&git_dir.join("HEAD")).unwrap_or_default();
-            let branch = head.trim().strip_prefix("ref: refs/heads/").unwrap_or("");
-            let branch_key = |k: &str| config.get(&format!("branch.{branch}.{k}"));
-            (push.then(|| branch_key("pushremote")).flatten())
-                .or_else(|| push.then(|| config.get("remote.pushdefault")).flatten())
-                .or_else(|| branch_key("remote"))
-                .unwrap_or("origin")
-                .to_owned()
-        }
+    let name = if let Some(r) = remote {
+        r.to_owned()
+    } else {
+        let head = read_small(&git_dir.join("HEAD")).unwrap_or_default();
+        let branch = head.trim().strip_prefix("ref: refs/heads/").unwrap_or("");
+        let branch_key = |k: &str| config.get(&format!("branch.{branch}.{k}"));
+        (push.then(|| branch_key("pushremote")).flatten())
+            .or_else(|| push.then(|| config.get("remote.pushdefault")).flatten())
+            .or_else(|| branch_key("remote"))
+            .unwrap_or("origin")
+            .to_owned()
     };
     let url = (push
         .then(|| config.get(&format!("remote.{name}.pushurl")))
