@@ -179,6 +179,21 @@ fn hook(carapace: &Path, socket: Option<&Path>) -> anyhow::Result<()> {
 }
 
 /// Runs `f` with a private carapaced (its own data dir and socket) serving.
+/// `VmRSS` and `VmHWM` (peak) of a process, in KiB.
+fn resident_kib(pid: u32) -> anyhow::Result<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .with_context(|| format!("no {name} in /proc/{pid}/status"))
+    };
+    Ok((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// Runs `f` against a fresh carapaced (built-in packs, private data dir), then reports the
+/// daemon's resident memory after it.
 fn with_daemon(
     carapaced: &Path,
     f: impl FnOnce(&Path) -> anyhow::Result<()>,
@@ -199,7 +214,15 @@ fn with_daemon(
         std::thread::sleep(Duration::from_millis(50));
     }
     let result = if socket.exists() {
-        f(&socket)
+        f(&socket).and_then(|()| {
+            let (rss, peak) = resident_kib(daemon.id())?;
+            println!(
+                "carapaced resident memory, built-in packs, after the hook runs: {} MiB (peak {} MiB)",
+                rss.div_ceil(1024),
+                peak.div_ceil(1024)
+            );
+            Ok(())
+        })
     } else {
         Err(anyhow::anyhow!(
             "carapaced did not open its socket within 60 s"
