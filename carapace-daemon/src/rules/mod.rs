@@ -13,12 +13,14 @@ pub mod diag;
 pub mod index;
 pub mod model;
 pub mod pattern;
+pub mod profile;
 pub mod validate;
 pub mod yaml;
 
 pub use diag::{Diagnostic, Diagnostics, Severity};
 pub use model::{Action, Cond, Effect, Enforcement, Trigger};
 pub use pattern::{Homes, PathPattern};
+pub use profile::Profile;
 pub use validate::Resolver;
 use yaml::Span;
 
@@ -138,6 +140,7 @@ pub struct RuleSet {
     paths: index::PathIndex,
     image: KernelImage,
     warnings: Diagnostics,
+    profile: Option<Profile>,
 }
 
 impl RuleSet {
@@ -211,6 +214,7 @@ impl RuleSet {
                     .filter(|d| d.severity == Severity::Error),
             );
         }
+        let profile = model.profile;
         rules.extend(model.rules);
         assign_ids(&mut rules, &mut diags);
         if diags.iter().any(|d| d.severity == Severity::Error) {
@@ -226,12 +230,19 @@ impl RuleSet {
             rules,
             image,
             warnings: diags,
+            profile,
         })
     }
 
     #[must_use]
     pub fn rules(&self) -> &[Rule] {
         &self.rules
+    }
+
+    /// The contract the rule file declares (`profile:`), if any.
+    #[must_use]
+    pub fn profile(&self) -> Option<Profile> {
+        self.profile
     }
 
     /// The index of the rules' path patterns (Layer 1's fast path).

@@ -696,6 +696,70 @@ fn load_reports_unreadable_files() {
         .starts_with("/nonexistent/rules.yaml:1:1: error: cannot read"));
 }
 
+// ---- guardrail profile ----
+
+#[test]
+fn the_guardrail_profile_holds_every_rule_to_its_contract() {
+    let text = r#"version: 1
+profile: guardrail
+builtin: none
+rules:
+  - block: "/etc/**"
+  - id: R_IO_FILESYSTEM_01
+    block: "/a"
+  - id: R_SAFETY_001
+    category: INTEGRITY
+    match: { content: x }
+  - id: R_SAFETY_002
+    warn: "/b"
+  - id: R_CONFIRMATION_001
+    mode: log
+    match: { tool: [FILE_DELETE] }
+  - id: R_OPERATIONS_001
+    match: { path: "/c" }
+    llm_review: true
+    prompt: p
+  - id: R_INTEGRITY_001
+    trigger: always
+    effect: { actions: [write] }
+"#;
+    let e = errors(text);
+    for want in [
+        "t.yaml:5:5: error: every rule of the guardrail profile needs an `id`",
+        "t.yaml:6:9: error: guardrail rule ids are `R_<CATEGORY>_<NNN>`: `01` is not a zero-padded",
+        "t.yaml:9:15: error: category `INTEGRITY` differs from the id's category `SAFETY`",
+        "t.yaml:12:5: error: guardrail rules pass or fail; mode `warn`",
+        "t.yaml:14:11: error: a CONFIRMATION rule never rejects nor logs; mode `log`",
+        "t.yaml:18:17: error: `llm_review` is not allowed in the guardrail profile",
+        "t.yaml:21:14: error: `trigger` is not allowed in the guardrail profile",
+        "t.yaml:22:15: error: `effect` is not allowed in the guardrail profile",
+    ] {
+        assert!(e.contains(want), "missing `{want}` in:\n{e}");
+    }
+}
+
+#[test]
+fn guardrail_categories_come_from_ids_and_confirmation_rules_ask() {
+    let set = ok("version: 1\nprofile: guardrail\nbuiltin: none\nrules:\n  - id: R_CONFIRMATION_002\n    match: { tool: [DOWNLOAD_FILE] }\n  - id: R_IO_NETWORK_004\n    block: { cidr: 10.0.0.0/8 }\n");
+    assert_eq!(set.profile(), Some(crate::rules::Profile::Guardrail));
+    let c = set.by_id("R_CONFIRMATION_002").unwrap();
+    assert_eq!(
+        (c.mode, c.category.as_deref()),
+        (Mode::Approve, Some("CONFIRMATION"))
+    );
+    let n = set.by_id("R_IO_NETWORK_004").unwrap();
+    assert_eq!(
+        (n.mode, n.category.as_deref()),
+        (Mode::Block, Some("IO_NETWORK"))
+    );
+    // Without the profile, the same ids are plain ids and nothing is implied.
+    let plain = ok(&user(
+        "  - id: R_CONFIRMATION_002\n    match: { tool: [DOWNLOAD_FILE] }\n",
+    ));
+    assert_eq!(plain.profile(), None);
+    assert_eq!(plain.by_id("R_CONFIRMATION_002").unwrap().mode, Mode::Block);
+}
+
 // ---- packs and fixtures ----
 
 fn workspace_file(rel: &str) -> String {

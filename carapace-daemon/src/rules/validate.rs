@@ -9,6 +9,7 @@ use regex::Regex;
 use super::diag::{did_you_mean, Sink};
 use super::model::{Action, Cidr, Cond, Effect, Enforcement, Host, NetMatch, TextPattern, Trigger};
 use super::pattern::{Homes, PathPattern};
+use super::profile::Profile;
 use super::yaml::{Node, NodeKind, Span};
 use super::{Mode, Rule};
 
@@ -35,10 +36,12 @@ pub(crate) enum BuiltinSel {
 
 pub(crate) struct FileModel {
     pub builtin: BuiltinSel,
+    /// The contract the file declares with `profile:` (see `profile`).
+    pub profile: Option<Profile>,
     pub rules: Vec<Rule>,
 }
 
-const TOP_KEYS: &[&str] = &["version", "builtin", "rules"];
+const TOP_KEYS: &[&str] = &["version", "builtin", "profile", "rules"];
 const MODES: &[&str] = &["block", "approve", "warn", "log", "allow"];
 const RULE_KEYS: &[&str] = &[
     "id",
@@ -95,6 +98,7 @@ pub fn mode_name(mode: Mode) -> &'static str {
 pub(crate) fn file(root: Option<&Node>, ctx: &Ctx<'_>, sink: &mut Sink) -> FileModel {
     let mut model = FileModel {
         builtin: BuiltinSel::Default,
+        profile: None,
         rules: Vec::new(),
     };
     let Some(root) = root else {
@@ -138,13 +142,20 @@ pub(crate) fn file(root: Option<&Node>, ctx: &Ctx<'_>, sink: &mut Sink) -> FileM
     if let Some(b) = root.get("builtin") {
         model.builtin = builtin(b, ctx, sink);
     }
+    if let Some(p) = root.get("profile") {
+        model.profile = profile(p, sink);
+    }
     if let Some(rules) = root.get("rules") {
         match &rules.kind {
             NodeKind::Seq(items) => {
                 for item in items {
-                    if let Some(rule) = rule(item, ctx, sink) {
-                        model.rules.push(rule);
+                    let mut rule = rule(item, ctx, sink);
+                    if model.profile == Some(Profile::Guardrail)
+                        && matches!(item.kind, NodeKind::Map(_))
+                    {
+                        super::profile::check_guardrail(item, rule.as_mut(), sink);
                     }
+                    model.rules.extend(rule);
                 }
             }
             _ if rules.is_null() => {}
@@ -210,6 +221,20 @@ fn check_keys(
         }
         seen.push(key);
     }
+}
+
+fn profile(node: &Node, sink: &mut Sink) -> Option<Profile> {
+    let name = node.as_str().filter(|_| !node.is_null());
+    let found = name.and_then(Profile::from_name);
+    if found.is_none() && !matches!(node.kind, NodeKind::Alias) {
+        sink.error(
+            node.span,
+            None,
+            format!("unknown profile `{}`", name.unwrap_or("?")),
+            &did_you_mean(name.unwrap_or(""), Profile::NAMES),
+        );
+    }
+    found
 }
 
 fn builtin(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> BuiltinSel {
