@@ -61,6 +61,9 @@ pub struct Rule {
     /// What the rule matches; `None` for a pure trigger/effect session rule.
     pub cond: Option<Cond>,
     pub except: Vec<PathPattern>,
+    /// Exceptions of a network rule (`except:` on a `host` / `cidr` / `port` match): the
+    /// allow-list of a default-deny rule.
+    pub except_net: Vec<model::NetMatch>,
     pub llm_review: bool,
     pub prompt: Option<String>,
     /// The mode that applies when the LLM reviewer cannot answer (not configured, timeout,
@@ -95,6 +98,7 @@ impl Rule {
     #[must_use]
     pub fn matches_net(&self, addr: IpAddr, port: u16) -> bool {
         matches!(&self.cond, Some(Cond::Net(net)) if net.matches(addr, port))
+            && !self.except_net.iter().any(|e| e.matches(addr, port))
     }
 
     /// Whether deciding the rule needs the LLM reviewer: an `llm_review` prompt, or a

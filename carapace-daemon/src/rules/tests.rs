@@ -526,6 +526,83 @@ fn unix_socket_paths_are_network_path_rules() {
     assert_eq!(set.kernel_image().config.path_rule_ops, op::NETWORK);
 }
 
+#[test]
+fn network_allow_lists_compile_to_a_default_deny_with_allow_entries() {
+    let set = ok(&user(
+        r#"  - id: egress
+    block: { host: "*" }
+    except:
+      - 10.1.2.3
+      - 192.168.0.0/16
+      - { cidr: "::1/128", port: 8080 }
+      - metadata.example.test
+"#,
+    ));
+    let img = set.kernel_image();
+    let r = |port, flags| NetRef {
+        rule: 0,
+        port,
+        pad: 0,
+        flags,
+    };
+    assert_eq!(img.nets.get(&(0, [0; 16])), Some(&vec![r(0, 0)]));
+    assert_eq!(
+        img.nets.get(&(128, mapped([10, 1, 2, 3]))),
+        Some(&vec![r(0, 0), r(0, REF_EXCEPT)])
+    );
+    assert_eq!(
+        img.nets.get(&(112, mapped([192, 168, 0, 0]))),
+        Some(&vec![r(0, 0), r(0, REF_EXCEPT)])
+    );
+    let lo6: [u8; 16] = "::1".parse::<std::net::Ipv6Addr>().unwrap().octets();
+    assert_eq!(
+        img.nets.get(&(128, lo6)),
+        Some(&vec![r(0, 0), r(8080, REF_EXCEPT)])
+    );
+    // The host name is allowed in the kernel by what it resolved to.
+    assert_eq!(
+        img.nets.get(&(128, mapped([192, 0, 2, 7]))),
+        Some(&vec![r(0, 0), r(0, REF_EXCEPT)])
+    );
+    assert_eq!(
+        set.by_id("egress").unwrap().enforcement,
+        Enforcement::Kernel
+    );
+    let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+    assert!(set.matches_net(ip("10.1.2.3"), 443).is_empty());
+    assert!(set.matches_net(ip("192.168.7.7"), 22).is_empty());
+    assert!(set.matches_net(ip("::1"), 8080).is_empty());
+    assert!(set.matches_net(ip("192.0.2.7"), 443).is_empty());
+    for denied in [
+        ("10.1.2.4", 443),
+        ("::1", 8081),
+        ("8.8.8.8", 53),
+        ("::2", 1),
+    ] {
+        assert_eq!(
+            set.matches_net(ip(denied.0), denied.1).len(),
+            1,
+            "{denied:?}"
+        );
+    }
+}
+
+#[test]
+fn network_exceptions_are_validated_at_their_position() {
+    let e = errors(&user(
+        "  - block: { port: 443 }\n    except: [ \"a b\", /srv/x, { path: /x }, \"*\", 3 ]\n",
+    ));
+    for want in [
+        "t.yaml:5:15: error: invalid host `a b`",
+        "t.yaml:5:22: error: `/srv/x` looks like a path",
+        "t.yaml:5:32: error: unknown network exception key `path`",
+        "t.yaml:5:44: error: an exception of every address leaves nothing to block",
+        "t.yaml:5:49: warning: allowed host `3` does not resolve; the kernel will refuse",
+    ] {
+        assert!(e.contains(want), "missing `{want}` in:\n{e}");
+    }
+}
+
 // ---- limits ----
 
 #[test]
@@ -626,7 +703,7 @@ fn structural_errors() {
         ),
         (
             "version: 1\nrules:\n  - block: { cidr: 10.0.0.0/8 }\n    except: /x\n",
-            "`except` takes path patterns",
+            "`/x` looks like a path; the exceptions of a network rule are hosts",
         ),
         (
             "version: 1\nrules:\n  - block: { cidr: 10.0.0.0/8 }\n    actions: [read]\n",

@@ -553,10 +553,12 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
         .get("actions")
         .map(|a| actions(a, rid, sink))
         .unwrap_or_default();
-    let except: Vec<PathPattern> = node
-        .get("except")
-        .map(|e| paths(e, ctx, rid, sink))
-        .unwrap_or_default();
+    // A network rule's exceptions are addresses (its allow-list); any other rule's are paths.
+    let (except, except_net) = match (&cond, node.get("except")) {
+        (Some(Cond::Net(_)), Some(e)) => (Vec::new(), net_exceptions(e, ctx, rid, sink)),
+        (_, Some(e)) => (paths(e, ctx, rid, sink), Vec::new()),
+        (_, None) => (Vec::new(), Vec::new()),
+    };
     let message = node
         .get("message")
         .and_then(|n| text_value(n, "message", rid, sink));
@@ -656,14 +658,6 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
         }
     }
     if let Some(Cond::Net(_)) = &cond {
-        if let Some(e) = node.get("except").filter(|_| !except.is_empty()) {
-            sink.error(
-                e.span,
-                Some(rid),
-                "`except` takes path patterns; this rule matches network addresses".into(),
-                "narrow the `cidr`/`host` instead",
-            );
-        }
         if let Some(bad) = actions.iter().find(|a| **a != Action::Network) {
             if let Some(a) = node.get("actions") {
                 sink.error(
@@ -701,6 +695,7 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
         actions,
         cond,
         except,
+        except_net,
         llm_review,
         prompt,
         on_llm_error: on_llm_error.unwrap_or(Mode::Approve),
@@ -862,7 +857,10 @@ fn match_entries(
             "host" => {
                 has_net = true;
                 for (h, span) in strings(v, "host", rule, sink) {
-                    if let Some(host) = host(h, span, ctx, rule, sink) {
+                    if h == "*" {
+                        // Every address, IPv4 (mapped) and IPv6: the base of an allow-list.
+                        net.cidrs.push(Cidr::new([0; 16], 0));
+                    } else if let Some(host) = host(h, span, ctx, rule, sink, false) {
                         net.hosts.push(host);
                     }
                 }
@@ -925,11 +923,87 @@ fn match_entries(
     }
 }
 
+/// The exceptions of a network rule: host names, addresses and CIDR blocks as strings, or
+/// mappings `{ host, cidr, port }` (an exception on some ports only).
+fn net_exceptions(node: &Node, ctx: &Ctx<'_>, rule: &str, sink: &mut Sink) -> Vec<NetMatch> {
+    let items: Vec<&Node> = match &node.kind {
+        NodeKind::Seq(items) => items.iter().collect(),
+        _ => vec![node],
+    };
+    let mut out = Vec::new();
+    for item in items {
+        match &item.kind {
+            NodeKind::Map(entries) => {
+                check_keys(
+                    entries,
+                    &["host", "cidr", "port"],
+                    "network exception key",
+                    Some(rule),
+                    sink,
+                );
+                match match_entries(item, entries, &[], ctx, rule, sink) {
+                    Some(Cond::Net(net)) => out.push(net),
+                    Some(_) | None => {}
+                }
+            }
+            NodeKind::Scalar { value, .. } if !item.is_null() => {
+                if value == "*" {
+                    sink.error(
+                        item.span,
+                        Some(rule),
+                        "an exception of every address leaves nothing to block".into(),
+                        "list the hosts or blocks that are allowed",
+                    );
+                } else if value.starts_with(['/', '~', '$']) {
+                    sink.error(
+                        item.span,
+                        Some(rule),
+                        format!(
+                            "`{value}` looks like a path; the exceptions of a network rule are \
+                             hosts and address blocks"
+                        ),
+                        "list allowed hosts or blocks, e.g. `except: [github.com, 10.0.0.0/8]`",
+                    );
+                } else if let Some(cidr) = Cidr::parse(value) {
+                    out.push(NetMatch {
+                        cidrs: vec![cidr],
+                        ..NetMatch::default()
+                    });
+                } else if let Some(h) = host(value, item.span, ctx, rule, sink, true) {
+                    out.push(NetMatch {
+                        hosts: vec![h],
+                        ..NetMatch::default()
+                    });
+                }
+            }
+            NodeKind::Alias => {}
+            _ => sink.error(
+                item.span,
+                Some(rule),
+                format!(
+                    "a network exception must be a host, an address block or a mapping, found {}",
+                    item.describe()
+                ),
+                "write e.g. `except: [github.com, 10.0.0.0/8, { host: pypi.org, port: 443 }]`",
+            ),
+        }
+    }
+    out
+}
+
 fn port_values<'n>(node: &'n Node, rule: &str, sink: &mut Sink) -> Vec<(&'n str, Span)> {
     strings(node, "port", rule, sink)
 }
 
-fn host(text: &str, span: Span, ctx: &Ctx<'_>, rule: &str, sink: &mut Sink) -> Option<Host> {
+/// A host of a match, or of a network rule's allow-list when `allowed`.
+fn host(
+    text: &str,
+    span: Span,
+    ctx: &Ctx<'_>,
+    rule: &str,
+    sink: &mut Sink,
+    allowed: bool,
+) -> Option<Host> {
     let bare = text.trim_start_matches('[').trim_end_matches(']');
     if let Ok(ip) = bare.parse::<IpAddr>() {
         return Some(Host::Ip(ip));
@@ -952,7 +1026,17 @@ fn host(text: &str, span: Span, ctx: &Ctx<'_>, rule: &str, sink: &mut Sink) -> O
         return None;
     }
     let resolved = (ctx.resolver)(text).unwrap_or_default();
-    if resolved.is_empty() {
+    if resolved.is_empty() && allowed {
+        sink.warning(
+            span,
+            Some(rule),
+            format!(
+                "allowed host `{text}` does not resolve; the kernel will refuse connects to it \
+                 (tool calls naming it are still allowed)"
+            ),
+            "check the name, or allow its addresses under `cidr`",
+        );
+    } else if resolved.is_empty() {
         sink.warning(
             span,
             Some(rule),
