@@ -24,7 +24,11 @@ fn connects_outside_a_network_allow_list_are_denied_and_listed_ones_work() {
     );
     // IPv4-mapped IPv6 is the same address.
     let out = agent(&py_connect("AF_INET6", "::ffff:127.0.0.4", 8090));
-    assert_eq!(stdout(&out).trim(), "13", "IPv4-mapped IPv6 of an unlisted address");
+    assert_eq!(
+        stdout(&out).trim(),
+        "13",
+        "IPv4-mapped IPv6 of an unlisted address"
+    );
 
     for (family, host) in [
         ("AF_INET", "127.0.0.3"),

@@ -212,7 +212,7 @@ impl NetMatch {
             match h {
                 Host::Ip(ip) => out.push(Cidr::host(*ip)),
                 Host::Name { resolved, .. } => {
-                    out.extend(resolved.iter().map(|ip| Cidr::host(*ip)))
+                    out.extend(resolved.iter().map(|ip| Cidr::host(*ip)));
                 }
             }
         }

@@ -73,8 +73,8 @@ pub(crate) fn check_guardrail(node: &Node, rule: Option<&mut Rule>, sink: &mut S
     let id_node = node.get("id");
     let id = id_node.and_then(Node::as_str);
     let rid = id;
-    let category = match (id_node, id) {
-        (Some(n), Some(id)) => match id_category(id) {
+    let category = if let (Some(n), Some(id)) = (id_node, id) {
+        match id_category(id) {
             Ok(c) => Some(c),
             Err(why) => {
                 sink.error(
@@ -88,16 +88,15 @@ pub(crate) fn check_guardrail(node: &Node, rule: Option<&mut Rule>, sink: &mut S
                 );
                 None
             }
-        },
-        _ => {
-            sink.error(
-                node.span,
-                None,
-                "every rule of the guardrail profile needs an `id`".into(),
-                "add `id: R_<CATEGORY>_<NNN>`, e.g. `id: R_SAFETY_001`",
-            );
-            None
         }
+    } else {
+        sink.error(
+            node.span,
+            None,
+            "every rule of the guardrail profile needs an `id`".into(),
+            "add `id: R_<CATEGORY>_<NNN>`, e.g. `id: R_SAFETY_001`",
+        );
+        None
     };
     if let (Some(c), Some(written)) = (category, node.get("category")) {
         match written.as_str() {

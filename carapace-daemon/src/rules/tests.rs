@@ -889,13 +889,15 @@ fn builtin_packs_compile_without_warnings() {
 
 #[test]
 fn kernel_test_rules_compile_entirely_to_the_kernel() {
-    let set = RuleSet::parse_with(
-        "kernel-rules.yaml",
-        &workspace_file("tests/fixtures/kernel-rules.yaml"),
-        &opts(),
-    )
-    .unwrap();
-    assert_eq!(set.rules().len(), 10);
+    let text = workspace_file("tests/fixtures/kernel-rules.yaml");
+    let set = RuleSet::parse_with("kernel-rules.yaml", &text, &opts()).unwrap();
+    // Every rule of the file (each has an explicit id), none dropped.
+    let written = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("- id:"))
+        .count();
+    assert!(written >= 10, "{written}");
+    assert_eq!(set.rules().len(), written);
     assert!(
         set.rules()
             .iter()
@@ -927,7 +929,16 @@ fn kernel_test_rules_compile_entirely_to_the_kernel() {
         img.exact.get(&key("/run/blocked.sock")),
         Some(&refs(idx("blocked-unix"), 0))
     );
-    assert_eq!(img.nets.len(), 3);
+    // The three blocked-* keys, and the allow-list's every-address key plus two exceptions
+    // (its `::1` shares blocked-v6's key).
+    assert_eq!(img.nets.len(), 6);
+    let allow = idx("egress-allowlist");
+    assert!(img.nets[&(0, [0; 16])]
+        .iter()
+        .any(|r| r.rule == allow && r.port == 8090 && r.flags == 0));
+    assert!(img.nets[&(128, mapped([127, 0, 0, 3]))]
+        .iter()
+        .any(|r| r.rule == allow && r.flags == REF_EXCEPT));
     assert!(set
         .rules()
         .iter()

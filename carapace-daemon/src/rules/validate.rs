@@ -941,9 +941,8 @@ fn net_exceptions(node: &Node, ctx: &Ctx<'_>, rule: &str, sink: &mut Sink) -> Ve
                     Some(rule),
                     sink,
                 );
-                match match_entries(item, entries, &[], ctx, rule, sink) {
-                    Some(Cond::Net(net)) => out.push(net),
-                    Some(_) | None => {}
+                if let Some(Cond::Net(net)) = match_entries(item, entries, &[], ctx, rule, sink) {
+                    out.push(net);
                 }
             }
             NodeKind::Scalar { value, .. } if !item.is_null() => {
