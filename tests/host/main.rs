@@ -16,6 +16,7 @@ mod audit;
 mod front_doors;
 mod gateway;
 mod gateway_openai;
+mod guardrail;
 mod landlock;
 mod limits;
 mod llm_review;

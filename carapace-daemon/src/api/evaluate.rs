@@ -12,6 +12,7 @@ use super::proto::{
 };
 use super::{Daemon, Peer};
 use crate::audit::{record::sha256_hex, redact};
+use crate::engine::guardrail::{self, TaskAnswer};
 use crate::engine::{self, Activation, Context, Decision, Extracted, HistoryReport, ToolCall};
 use crate::llm::review::{Aspect, Subject, MAX_HISTORY};
 use crate::llm::Reviewer;
@@ -224,12 +225,28 @@ pub fn check(
     peer: &Peer,
     req: &EvaluateRequest,
 ) -> Result<(Evaluated, Option<ForReview>), Status> {
-    let call = parse_call(&req.call_json)?;
+    // The guardrail profile rejects an unsupported task type by evaluation, not as an error.
+    let (call, unsupported) = match parse_call(&req.call_json) {
+        Ok(call) => (call, None),
+        Err(status) => match guardrail::unsupported_type(rules, &req.call_json) {
+            Some(task) => (
+                ToolCall {
+                    tool: task.clone(),
+                    input: serde_json::Value::Null,
+                },
+                Some(task),
+            ),
+            None => return Err(status),
+        },
+    };
     let ctx = peer_context(peer, &req.cwd);
     let ext = call.extract(&ctx);
     let session = session_of(daemon, peer, &req.agent, &req.session_id)?;
-    let checked =
+    let mut checked =
         state::check(&daemon.sessions, rules, session.as_ref(), &ext).map_err(internal)?;
+    if let Some(task) = &unsupported {
+        checked.decision = guardrail::unsupported(task);
+    }
     let review = if Reviewer::needed(rules) {
         let history = match &session {
             Some(s) => daemon
@@ -445,6 +462,17 @@ pub fn gate_rules(d: &Decision) -> Vec<GateRule> {
             message: m.message.clone(),
         })
         .collect()
+}
+
+/// The guardrail profile's answer in the reply (see [`guardrail::answers_json`]).
+#[must_use]
+pub fn task_answer(d: &Decision) -> super::proto::TaskAnswer {
+    let a = TaskAnswer::of(d);
+    super::proto::TaskAnswer {
+        approved: a.approved,
+        failed_checks: a.failed_checks,
+        required_confirmation: a.required_confirmation,
+    }
 }
 
 /// The reply of an evaluation in a session.

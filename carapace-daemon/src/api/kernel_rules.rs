@@ -3,6 +3,7 @@
 //! daemon runs when the daemon's own layer is unavailable.
 use crate::api::proto::{KernelRule, NetForm};
 use crate::rules::compile::kernel::{plan, rule_ops, Plan};
+use crate::rules::model::Cidr;
 use crate::rules::pattern::KernelForm;
 use crate::rules::{Mode, RuleSet, Trigger};
 
@@ -37,18 +38,17 @@ pub fn kernel_rules(set: &RuleSet) -> Vec<KernelRule> {
                         }
                     }
                 }
-                Ok(Plan::Net { entries }) => {
-                    out.net = entries
-                        .into_iter()
-                        .map(|(cidr, port)| NetForm {
-                            cidr: format!(
-                                "{}/{}",
-                                std::net::Ipv6Addr::from(cidr.addr),
-                                cidr.prefix_len
-                            ),
-                            port: u32::from(port),
-                        })
-                        .collect();
+                Ok(Plan::Net { entries, excepts }) => {
+                    let form = |(cidr, port): (Cidr, u16)| NetForm {
+                        cidr: format!(
+                            "{}/{}",
+                            std::net::Ipv6Addr::from(cidr.addr),
+                            cidr.prefix_len
+                        ),
+                        port: u32::from(port),
+                    };
+                    out.net = entries.into_iter().map(form).collect();
+                    out.except_net = excepts.into_iter().map(form).collect();
                 }
                 Err(reason) => out.userspace_reason = reason,
             }

@@ -738,6 +738,7 @@ impl Carapace for Service {
         let args = evaluate::Args::of(&req.call_json);
         let agent_session = req.session_id.clone();
         let audit_peer = peer.clone();
+        let task = crate::engine::guardrail::answers_json(&self.daemon.rules(), &req.call_json);
         let outcome = self.evaluate_in_session(peer, req).await;
         evaluate::record_evaluation(
             &self.daemon,
@@ -748,7 +749,13 @@ impl Carapace for Service {
             outcome.as_ref().map(|ev| &ev.checked.decision),
         )
         .await?;
-        outcome.map(|ev| Response::new(evaluate::evaluated_reply(&ev)))
+        outcome.map(|ev| {
+            let mut reply = evaluate::evaluated_reply(&ev);
+            if task {
+                reply.task_answer = Some(evaluate::task_answer(&ev.checked.decision));
+            }
+            Response::new(reply)
+        })
     }
 
     async fn list_sessions(

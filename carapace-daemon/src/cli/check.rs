@@ -16,6 +16,11 @@ Input shapes: {\"tool\":\"Bash\",\"input\":{\"command\":\"…\"}}, Claude Code's
 OpenAI function calls {\"name\",\"arguments\"} or {\"function\":{…}}, guardrail tasks
 {\"task_type\":\"FILE_READ\",\"task_parameters\":{…}}.
 
+When the rule file declares `profile: guardrail`, a task is answered in the guardrail
+engine's shape instead: {\"approved\":…,\"failed_checks\":[rule ids],\"required_confirmation\":…}
+(exit 2 when a check failed, 3 when only confirmation is required); an unsupported
+task_type is rejected by rule `carapace-unsupported-task-type`.
+
 Exit status: 0 allowed (also log / warn), 2 blocked, 3 approval required, 1 error.
 
 Examples:
@@ -62,6 +67,10 @@ pub async fn check(socket: &Path, args: CheckArgs) -> anyhow::Result<u8> {
         wait_seconds: args.wait.unwrap_or(0),
     };
     let verdict = eval.check_in(&call, None, &session).await?;
+    if let Some(answer) = &verdict.task_answer {
+        println!("{}", serde_json::to_string_pretty(answer)?);
+        return Ok(answer.exit_code());
+    }
     println!("{}", serde_json::to_string_pretty(&verdict)?);
     Ok(verdict.decision.exit_code())
 }

@@ -9,7 +9,10 @@ use super::client::connect;
 use super::daemon::DEFAULT_DATA_DIR;
 use crate::api::proto::carapace_client::CarapaceClient;
 use crate::api::proto::{EvaluateRequest, ScanHistoryRequest};
-use crate::engine::{self, Activation, Context, Decision, HistoryReport, Layer, ToolCall};
+use crate::engine::guardrail::{self, TaskAnswer};
+use crate::engine::{
+    self, Activation, CallError, Context, Decision, HistoryReport, Layer, ToolCall,
+};
 use crate::llm::review::Subject;
 use crate::llm::Reviewer;
 use crate::rules::RuleSet;
@@ -62,6 +65,10 @@ pub struct Verdict {
     pub session_id: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub activated: Vec<String>,
+    /// The guardrail profile's answer, when the rules declare it and the call is a task
+    /// (`carapace check` then prints this instead).
+    #[serde(skip)]
+    pub task_answer: Option<TaskAnswer>,
 }
 
 impl Verdict {
@@ -73,6 +80,7 @@ impl Verdict {
             approval_status: String::new(),
             session_id: String::new(),
             activated: Vec::new(),
+            task_answer: None,
         }
     }
 }
@@ -157,7 +165,18 @@ impl Evaluator {
     ) -> anyhow::Result<Verdict> {
         match self {
             Self::Local { rules, ctx } => {
-                let call = ToolCall::from_json(call)?;
+                let answers = guardrail::answers(rules, call);
+                let call = match ToolCall::from_json(call) {
+                    Ok(c) => c,
+                    Err(CallError::UnknownTask(task)) if answers => {
+                        let d = guardrail::unsupported(&task);
+                        return Ok(Verdict {
+                            task_answer: Some(TaskAnswer::of(&d)),
+                            ..Verdict::plain(d)
+                        });
+                    }
+                    Err(e) => return Err(e.into()),
+                };
                 let ctx = match cwd {
                     Some(c) if c.starts_with('/') => Context {
                         cwd: c.to_owned(),
@@ -167,8 +186,12 @@ impl Evaluator {
                 };
                 let ext = call.extract(&ctx);
                 let d = engine::evaluate(rules, &ext, &Activation::default(), Layer::ToolCall);
+                let with_answer = |d: Decision| Verdict {
+                    task_answer: answers.then(|| TaskAnswer::of(&d)),
+                    ..Verdict::plain(d)
+                };
                 if !Reviewer::needed(rules) {
-                    return Ok(Verdict::plain(d));
+                    return Ok(with_answer(d));
                 }
                 // The model and its key stay with the daemon: here, rules it would decide get
                 // their `on_llm_error` mode, as in a daemon without a model.
@@ -176,7 +199,7 @@ impl Evaluator {
                     "local evaluation does not ask a model; run carapaced with an `llm:` section",
                 );
                 let subject = Subject::new(&call, &ext);
-                Ok(Verdict::plain(
+                Ok(with_answer(
                     local
                         .review_decision("local", rules, &Activation::default(), &subject, d)
                         .await,
@@ -207,6 +230,11 @@ impl Evaluator {
                     approval_status: reply.approval_status,
                     session_id: reply.session_id,
                     activated: reply.activated,
+                    task_answer: reply.task_answer.map(|a| TaskAnswer {
+                        approved: a.approved,
+                        failed_checks: a.failed_checks,
+                        required_confirmation: a.required_confirmation,
+                    }),
                 })
             }
         }

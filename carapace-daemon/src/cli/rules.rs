@@ -12,6 +12,7 @@ use super::daemon::DEFAULT_DATA_DIR;
 use crate::api::proto::ReloadRulesRequest;
 use crate::api::reload::{Loaded, RuleSource};
 use crate::rules::compile::kernel::{self as kernel_compile, Plan};
+use crate::rules::model::{Cidr, Host};
 use crate::rules::pattern::KernelForm;
 use crate::rules::validate::mode_name;
 use crate::rules::{resolve_dns, Enforcement, Mode, Rule, RuleSet};
@@ -353,6 +354,9 @@ pub struct KernelInfo {
     pub matches: Vec<FormInfo>,
     /// Checked first: a match here lets the operation through this rule.
     pub exceptions: Vec<FormInfo>,
+    /// What the kernel cannot match as written (host names in a network allow-list).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// What `carapace rules explain` says about one rule.
@@ -405,6 +409,7 @@ fn kernel_info(set: &RuleSet, rule: &Rule, index: u32) -> Result<KernelInfo, Str
     let image = set.kernel_image();
     let mut matches = Vec::new();
     let mut exceptions = Vec::new();
+    let mut notes = Vec::new();
     match plan {
         Plan::Path { forms, excepts } => {
             matches.extend(forms.iter().map(form_info));
@@ -437,18 +442,27 @@ fn kernel_info(set: &RuleSet, rule: &Rule, index: u32) -> Result<KernelInfo, Str
                 }
             }
         }
-        Plan::Net { entries } => {
-            for (cidr, port) in entries {
+        Plan::Net { entries, excepts } => {
+            let info = |(cidr, port): (Cidr, u16)| {
                 let addr = std::net::Ipv6Addr::from(cidr.addr);
                 let value = match addr.to_ipv4_mapped() {
                     Some(v4) if cidr.prefix_len >= 96 => format!("{v4}/{}", cidr.prefix_len - 96),
                     _ => format!("{addr}/{}", cidr.prefix_len),
                 };
-                matches.push(FormInfo {
+                FormInfo {
                     kind: "address block",
                     value,
                     port: (port != 0).then_some(port),
-                });
+                }
+            };
+            matches.extend(entries.into_iter().map(info));
+            exceptions.extend(excepts.into_iter().map(info));
+            for e in &rule.except_net {
+                for h in &e.hosts {
+                    if let Host::Name { name, resolved } = h {
+                        notes.push(name_note(name, resolved));
+                    }
+                }
             }
         }
     }
@@ -459,7 +473,28 @@ fn kernel_info(set: &RuleSet, rule: &Rule, index: u32) -> Result<KernelInfo, Str
         always_on: meta.is_some_and(|m| m.flags & carapace_common::RULE_ALWAYS_ON != 0),
         matches,
         exceptions,
+        notes,
     })
+}
+
+/// Why an allowed host name is only partly the kernel's: the kernel sees the address a
+/// process connects to, never the name it looked up.
+fn name_note(name: &str, resolved: &[std::net::IpAddr]) -> String {
+    if resolved.is_empty() {
+        format!(
+            "allowed host `{name}` did not resolve: it is allowed by name in userspace only \
+             and the kernel refuses connects to it"
+        )
+    } else {
+        let addrs: Vec<String> = resolved.iter().map(ToString::to_string).collect();
+        format!(
+            "allowed host `{name}` is matched by name in userspace only; the kernel sees \
+             addresses, not names, and cannot resolve them safely: it allows only the \
+             addresses the name resolved to when the rules were loaded ({}) and refuses a \
+             connect to any other address of it",
+            addrs.join(", ")
+        )
+    }
 }
 
 #[must_use]
@@ -517,6 +552,9 @@ pub fn render_explanation(e: &Explanation) -> String {
             }
             for f in &k.exceptions {
                 let _ = writeln!(out, "  kernel exception {}", form_text(f));
+            }
+            for n in &k.notes {
+                let _ = writeln!(out, "  note: {n}");
             }
         }
         (None, reason) => {
@@ -728,6 +766,25 @@ rules:
         assert_eq!(
             json[0]["layers"],
             serde_json::json!(["kernel", "userspace"])
+        );
+    }
+
+    #[test]
+    fn explain_says_which_allowed_hosts_the_kernel_cannot_match_by_name() {
+        let s = set("version: 1\nbuiltin: none\nrules:\n  - id: egress\n    block: { host: \"*\" }\n    except: [10.0.0.0/8, { host: pypi.org, port: 443 }]\n");
+        let e = explain(&s, s.by_id("egress").unwrap());
+        let k = e.kernel.as_ref().unwrap();
+        assert_eq!(k.matches[0].value, "::/0");
+        assert_eq!(k.exceptions.len(), 1, "{k:?}");
+        assert_eq!(k.exceptions[0].value, "10.0.0.0/8");
+        let text = render_explanation(&e);
+        assert!(
+            text.contains("kernel exception address block 10.0.0.0/8 (any port)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("note: allowed host `pypi.org` did not resolve: it is allowed by name in userspace only"),
+            "{text}"
         );
     }
 

@@ -15,9 +15,13 @@
 //! approve: [ … ]                   # the decision must be `approve`
 //! allow: [ … ]                     # allow, log or warn; `rule`: that rule must not match
 //! ```
+//!
+//! With rules that declare `profile: guardrail`, every task case also states the answer:
+//! `answer: { approved: false, failed_checks: [R_SAFETY_001], required_confirmation: false }`.
 use serde_json::{Map, Value};
 use yaml_rust2::{Yaml, YamlLoader};
 
+use super::guardrail::{self, TaskAnswer};
 use super::{evaluate, Activation, Context, Extracted, Layer, Operation, ToolCall};
 use crate::rules::{Action, Homes, Mode, Options, RuleSet};
 
@@ -197,14 +201,46 @@ pub fn run(file: &CaseFile, rules: &RuleSet, origin: &str) -> Vec<String> {
     let mut failures = Vec::new();
     for case in &file.cases {
         let at = format!("{origin}:{}", case.line);
-        let ext = match extract(case, &ctx) {
-            Ok(e) => e,
-            Err(e) => {
+        let task = case
+            .what
+            .get("call")
+            .filter(|c| guardrail::answers(rules, c));
+        let unsupported = task
+            .and_then(|c| serde_json::to_string(c).ok())
+            .and_then(|c| guardrail::unsupported_type(rules, &c));
+        let ext = match (extract(case, &ctx), &unsupported) {
+            (Ok(e), _) => e,
+            (Err(_), Some(task)) => Extracted::new(task.clone()),
+            (Err(e), None) => {
                 failures.push(format!("{at}: {e}"));
                 continue;
             }
         };
-        let d = evaluate(rules, &ext, &Activation::default(), Layer::ToolCall);
+        let d = match &unsupported {
+            Some(task) => guardrail::unsupported(task),
+            None => evaluate(rules, &ext, &Activation::default(), Layer::ToolCall),
+        };
+        if task.is_some() {
+            let got = TaskAnswer::of(&d);
+            match case
+                .what
+                .get("answer")
+                .map(|a| serde_json::from_value::<TaskAnswer>(a.clone()))
+            {
+                Some(Ok(want)) if want == got => {}
+                Some(Ok(want)) => failures.push(format!(
+                    "{at}: expected the answer {}, got {}",
+                    serde_json::json!(want),
+                    serde_json::json!(got)
+                )),
+                Some(Err(e)) => failures.push(format!("{at}: bad `answer`: {e}")),
+                None => failures.push(format!(
+                    "{at}: the rules declare `profile: guardrail`; give the task's `answer: \
+                     {{approved, failed_checks, required_confirmation}}` (got {})",
+                    serde_json::json!(got)
+                )),
+            }
+        }
         let got = if d.decision < Mode::Approve {
             Mode::Allow
         } else {

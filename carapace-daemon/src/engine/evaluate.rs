@@ -8,7 +8,7 @@ use super::normalize;
 use super::operation::{Extracted, Operation};
 
 use crate::rules::index::top_level_paths;
-use crate::rules::model::{Host, NetMatch, TextPattern};
+use crate::rules::model::{Cidr, Host, NetMatch, TextPattern};
 use crate::rules::pattern::{any_entry, written_glob, WrittenGlob};
 use crate::rules::{Action, Cond, Effect, Enforcement, Mode, PathPattern, Rule, RuleSet, Trigger};
 
@@ -102,6 +102,7 @@ pub fn fired_triggers<'r>(
                 ops: crate::rules::model::ops_of(actions),
                 scoped: !actions.is_empty(),
                 except: &[],
+                except_net: &[],
                 ext,
             };
             let witness = match cond {
@@ -169,6 +170,7 @@ impl PathHits {
             ops: rule.ops(),
             scoped: !rule.actions.is_empty(),
             except: &rule.except,
+            except_net: &rule.except_net,
             ext,
         };
         ext.ops.iter().enumerate().find_map(|(o, op)| {
@@ -195,6 +197,7 @@ pub fn rule_matches(rule: &Rule, ext: &Extracted) -> Option<String> {
         ops: rule.ops(),
         scoped: !rule.actions.is_empty(),
         except: &rule.except,
+        except_net: &rule.except_net,
         ext,
     };
     match &rule.effect {
@@ -228,6 +231,8 @@ struct Matcher<'a> {
     /// send).
     scoped: bool,
     except: &'a [PathPattern],
+    /// The allow-list of a network rule.
+    except_net: &'a [NetMatch],
     ext: &'a Extracted,
 }
 
@@ -255,7 +260,14 @@ impl Matcher<'_> {
                 .ext
                 .ops
                 .iter()
-                .find(|o| o.action == Some(Action::Network) && net_matches(net, o))
+                .find(|o| {
+                    o.action == Some(Action::Network)
+                        && net_matches(net, o, Port::UnknownMatches)
+                        && !self
+                            .except_net
+                            .iter()
+                            .any(|e| net_matches(e, o, Port::UnknownDiffers))
+                })
                 .map(describe),
             Cond::Command(patterns) => self
                 .ext
@@ -310,9 +322,19 @@ impl Matcher<'_> {
     }
 }
 
-fn net_matches(net: &NetMatch, op: &Operation) -> bool {
-    // An unknown port may be any port (fail closed).
-    let port_ok = net.ports.is_empty() || op.port.is_none_or(|p| net.ports.contains(&p));
+/// How a network match treats an operation whose port is unknown: a rule that blocks may
+/// match it (fail closed), an exception must not.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Port {
+    UnknownMatches,
+    UnknownDiffers,
+}
+
+fn net_matches(net: &NetMatch, op: &Operation, unknown: Port) -> bool {
+    let port_ok = net.ports.is_empty()
+        || op
+            .port
+            .map_or(unknown == Port::UnknownMatches, |p| net.ports.contains(&p));
     if !port_ok {
         return false;
     }
@@ -327,6 +349,10 @@ fn net_matches(net: &NetMatch, op: &Operation) -> bool {
         if net.cidrs.iter().any(|c| c.contains(ip)) {
             return true;
         }
+    } else if unknown == Port::UnknownMatches && net.cidrs.iter().any(Cidr::is_whole_family) {
+        // A name's addresses are unknown here, but a block of every IPv4 or every IPv6
+        // address (the base of an allow-list) holds them whatever they are.
+        return true;
     }
     net.hosts.iter().any(|h| match h {
         Host::Ip(want) => ip == Some(canonical(*want)),

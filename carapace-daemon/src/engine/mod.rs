@@ -4,6 +4,7 @@
 pub mod call;
 pub mod decision;
 pub mod evaluate;
+pub mod guardrail;
 pub mod normalize;
 pub mod operation;
 pub mod shell;

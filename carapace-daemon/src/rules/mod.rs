@@ -13,12 +13,14 @@ pub mod diag;
 pub mod index;
 pub mod model;
 pub mod pattern;
+pub mod profile;
 pub mod validate;
 pub mod yaml;
 
 pub use diag::{Diagnostic, Diagnostics, Severity};
 pub use model::{Action, Cond, Effect, Enforcement, Trigger};
 pub use pattern::{Homes, PathPattern};
+pub use profile::Profile;
 pub use validate::Resolver;
 use yaml::Span;
 
@@ -59,6 +61,9 @@ pub struct Rule {
     /// What the rule matches; `None` for a pure trigger/effect session rule.
     pub cond: Option<Cond>,
     pub except: Vec<PathPattern>,
+    /// Exceptions of a network rule (`except:` on a `host` / `cidr` / `port` match): the
+    /// allow-list of a default-deny rule.
+    pub except_net: Vec<model::NetMatch>,
     pub llm_review: bool,
     pub prompt: Option<String>,
     /// The mode that applies when the LLM reviewer cannot answer (not configured, timeout,
@@ -93,6 +98,7 @@ impl Rule {
     #[must_use]
     pub fn matches_net(&self, addr: IpAddr, port: u16) -> bool {
         matches!(&self.cond, Some(Cond::Net(net)) if net.matches(addr, port))
+            && !self.except_net.iter().any(|e| e.matches(addr, port))
     }
 
     /// Whether deciding the rule needs the LLM reviewer: an `llm_review` prompt, or a
@@ -138,6 +144,7 @@ pub struct RuleSet {
     paths: index::PathIndex,
     image: KernelImage,
     warnings: Diagnostics,
+    profile: Option<Profile>,
 }
 
 impl RuleSet {
@@ -211,6 +218,7 @@ impl RuleSet {
                     .filter(|d| d.severity == Severity::Error),
             );
         }
+        let profile = model.profile;
         rules.extend(model.rules);
         assign_ids(&mut rules, &mut diags);
         if diags.iter().any(|d| d.severity == Severity::Error) {
@@ -226,12 +234,19 @@ impl RuleSet {
             rules,
             image,
             warnings: diags,
+            profile,
         })
     }
 
     #[must_use]
     pub fn rules(&self) -> &[Rule] {
         &self.rules
+    }
+
+    /// The contract the rule file declares (`profile:`), if any.
+    #[must_use]
+    pub fn profile(&self) -> Option<Profile> {
+        self.profile
     }
 
     /// The index of the rules' path patterns (Layer 1's fast path).

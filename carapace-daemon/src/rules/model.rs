@@ -2,7 +2,7 @@
 //! long form. Matchers are compiled here (globs, regexes); the kernel image is built from
 //! this model by `compile::kernel`.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use carapace_common::op;
 use globset::GlobMatcher;
@@ -149,6 +149,13 @@ impl Cidr {
             && Self::new(other.addr, self.prefix_len).addr == self.addr
     }
 
+    /// Every address (`::/0`) or every IPv4 address (`0.0.0.0/0`, stored IPv4-mapped).
+    #[must_use]
+    pub fn is_whole_family(&self) -> bool {
+        self.prefix_len == 0
+            || *self == Self::new(Ipv4Addr::UNSPECIFIED.to_ipv6_mapped().octets(), 96)
+    }
+
     #[must_use]
     pub fn contains(&self, addr: IpAddr) -> bool {
         self.covers(&Self::host(addr))
@@ -193,6 +200,34 @@ impl NetMatch {
             out.push(Cidr::new([0; 16], 0));
         }
         Some(out)
+    }
+
+    /// The blocks of an exception as far as they are known: addresses and CIDR blocks, and
+    /// what host names resolved to (a name that did not resolve adds nothing, so the
+    /// kernel keeps refusing it: fail closed).
+    #[must_use]
+    pub fn resolved_blocks(&self) -> Vec<Cidr> {
+        let mut out = self.cidrs.clone();
+        for h in &self.hosts {
+            match h {
+                Host::Ip(ip) => out.push(Cidr::host(*ip)),
+                Host::Name { resolved, .. } => {
+                    out.extend(resolved.iter().map(|ip| Cidr::host(*ip)));
+                }
+            }
+        }
+        if self.hosts.is_empty() && self.cidrs.is_empty() {
+            out.push(Cidr::new([0; 16], 0));
+        }
+        out
+    }
+
+    /// Host names among the hosts (matched by name in userspace).
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.hosts.iter().filter_map(|h| match h {
+            Host::Name { name, .. } => Some(name.as_str()),
+            Host::Ip(_) => None,
+        })
     }
 
     #[must_use]

@@ -526,6 +526,83 @@ fn unix_socket_paths_are_network_path_rules() {
     assert_eq!(set.kernel_image().config.path_rule_ops, op::NETWORK);
 }
 
+#[test]
+fn network_allow_lists_compile_to_a_default_deny_with_allow_entries() {
+    let set = ok(&user(
+        r#"  - id: egress
+    block: { host: "*" }
+    except:
+      - 10.1.2.3
+      - 192.168.0.0/16
+      - { cidr: "::1/128", port: 8080 }
+      - metadata.example.test
+"#,
+    ));
+    let img = set.kernel_image();
+    let r = |port, flags| NetRef {
+        rule: 0,
+        port,
+        pad: 0,
+        flags,
+    };
+    assert_eq!(img.nets.get(&(0, [0; 16])), Some(&vec![r(0, 0)]));
+    assert_eq!(
+        img.nets.get(&(128, mapped([10, 1, 2, 3]))),
+        Some(&vec![r(0, 0), r(0, REF_EXCEPT)])
+    );
+    assert_eq!(
+        img.nets.get(&(112, mapped([192, 168, 0, 0]))),
+        Some(&vec![r(0, 0), r(0, REF_EXCEPT)])
+    );
+    let lo6: [u8; 16] = "::1".parse::<std::net::Ipv6Addr>().unwrap().octets();
+    assert_eq!(
+        img.nets.get(&(128, lo6)),
+        Some(&vec![r(0, 0), r(8080, REF_EXCEPT)])
+    );
+    // The host name is allowed in the kernel by what it resolved to.
+    assert_eq!(
+        img.nets.get(&(128, mapped([192, 0, 2, 7]))),
+        Some(&vec![r(0, 0), r(0, REF_EXCEPT)])
+    );
+    assert_eq!(
+        set.by_id("egress").unwrap().enforcement,
+        Enforcement::Kernel
+    );
+    let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+    assert!(set.matches_net(ip("10.1.2.3"), 443).is_empty());
+    assert!(set.matches_net(ip("192.168.7.7"), 22).is_empty());
+    assert!(set.matches_net(ip("::1"), 8080).is_empty());
+    assert!(set.matches_net(ip("192.0.2.7"), 443).is_empty());
+    for denied in [
+        ("10.1.2.4", 443),
+        ("::1", 8081),
+        ("8.8.8.8", 53),
+        ("::2", 1),
+    ] {
+        assert_eq!(
+            set.matches_net(ip(denied.0), denied.1).len(),
+            1,
+            "{denied:?}"
+        );
+    }
+}
+
+#[test]
+fn network_exceptions_are_validated_at_their_position() {
+    let e = errors(&user(
+        "  - block: { port: 443 }\n    except: [ \"a b\", /srv/x, { path: /x }, \"*\", 3 ]\n",
+    ));
+    for want in [
+        "t.yaml:5:15: error: invalid host `a b`",
+        "t.yaml:5:22: error: `/srv/x` looks like a path",
+        "t.yaml:5:32: error: unknown network exception key `path`",
+        "t.yaml:5:44: error: an exception of every address leaves nothing to block",
+        "t.yaml:5:49: warning: allowed host `3` does not resolve; the kernel will refuse",
+    ] {
+        assert!(e.contains(want), "missing `{want}` in:\n{e}");
+    }
+}
+
 // ---- limits ----
 
 #[test]
@@ -626,7 +703,7 @@ fn structural_errors() {
         ),
         (
             "version: 1\nrules:\n  - block: { cidr: 10.0.0.0/8 }\n    except: /x\n",
-            "`except` takes path patterns",
+            "`/x` looks like a path; the exceptions of a network rule are hosts",
         ),
         (
             "version: 1\nrules:\n  - block: { cidr: 10.0.0.0/8 }\n    actions: [read]\n",
@@ -696,6 +773,70 @@ fn load_reports_unreadable_files() {
         .starts_with("/nonexistent/rules.yaml:1:1: error: cannot read"));
 }
 
+// ---- guardrail profile ----
+
+#[test]
+fn the_guardrail_profile_holds_every_rule_to_its_contract() {
+    let text = r#"version: 1
+profile: guardrail
+builtin: none
+rules:
+  - block: "/etc/**"
+  - id: R_IO_FILESYSTEM_01
+    block: "/a"
+  - id: R_SAFETY_001
+    category: INTEGRITY
+    match: { content: x }
+  - id: R_SAFETY_002
+    warn: "/b"
+  - id: R_CONFIRMATION_001
+    mode: log
+    match: { tool: [FILE_DELETE] }
+  - id: R_OPERATIONS_001
+    match: { path: "/c" }
+    llm_review: true
+    prompt: p
+  - id: R_INTEGRITY_001
+    trigger: always
+    effect: { actions: [write] }
+"#;
+    let e = errors(text);
+    for want in [
+        "t.yaml:5:5: error: every rule of the guardrail profile needs an `id`",
+        "t.yaml:6:9: error: guardrail rule ids are `R_<CATEGORY>_<NNN>`: `01` is not a zero-padded",
+        "t.yaml:9:15: error: category `INTEGRITY` differs from the id's category `SAFETY`",
+        "t.yaml:12:5: error: guardrail rules pass or fail; mode `warn`",
+        "t.yaml:14:11: error: a CONFIRMATION rule never rejects nor logs; mode `log`",
+        "t.yaml:18:17: error: `llm_review` is not allowed in the guardrail profile",
+        "t.yaml:21:14: error: `trigger` is not allowed in the guardrail profile",
+        "t.yaml:22:15: error: `effect` is not allowed in the guardrail profile",
+    ] {
+        assert!(e.contains(want), "missing `{want}` in:\n{e}");
+    }
+}
+
+#[test]
+fn guardrail_categories_come_from_ids_and_confirmation_rules_ask() {
+    let set = ok("version: 1\nprofile: guardrail\nbuiltin: none\nrules:\n  - id: R_CONFIRMATION_002\n    match: { tool: [DOWNLOAD_FILE] }\n  - id: R_IO_NETWORK_004\n    block: { cidr: 10.0.0.0/8 }\n");
+    assert_eq!(set.profile(), Some(crate::rules::Profile::Guardrail));
+    let c = set.by_id("R_CONFIRMATION_002").unwrap();
+    assert_eq!(
+        (c.mode, c.category.as_deref()),
+        (Mode::Approve, Some("CONFIRMATION"))
+    );
+    let n = set.by_id("R_IO_NETWORK_004").unwrap();
+    assert_eq!(
+        (n.mode, n.category.as_deref()),
+        (Mode::Block, Some("IO_NETWORK"))
+    );
+    // Without the profile, the same ids are plain ids and nothing is implied.
+    let plain = ok(&user(
+        "  - id: R_CONFIRMATION_002\n    match: { tool: [DOWNLOAD_FILE] }\n",
+    ));
+    assert_eq!(plain.profile(), None);
+    assert_eq!(plain.by_id("R_CONFIRMATION_002").unwrap().mode, Mode::Block);
+}
+
 // ---- packs and fixtures ----
 
 fn workspace_file(rel: &str) -> String {
@@ -748,13 +889,15 @@ fn builtin_packs_compile_without_warnings() {
 
 #[test]
 fn kernel_test_rules_compile_entirely_to_the_kernel() {
-    let set = RuleSet::parse_with(
-        "kernel-rules.yaml",
-        &workspace_file("tests/fixtures/kernel-rules.yaml"),
-        &opts(),
-    )
-    .unwrap();
-    assert_eq!(set.rules().len(), 10);
+    let text = workspace_file("tests/fixtures/kernel-rules.yaml");
+    let set = RuleSet::parse_with("kernel-rules.yaml", &text, &opts()).unwrap();
+    // Every rule of the file (each has an explicit id), none dropped.
+    let written = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("- id:"))
+        .count();
+    assert!(written >= 10, "{written}");
+    assert_eq!(set.rules().len(), written);
     assert!(
         set.rules()
             .iter()
@@ -786,7 +929,16 @@ fn kernel_test_rules_compile_entirely_to_the_kernel() {
         img.exact.get(&key("/run/blocked.sock")),
         Some(&refs(idx("blocked-unix"), 0))
     );
-    assert_eq!(img.nets.len(), 3);
+    // The three blocked-* keys, and the allow-list's every-address key plus two exceptions
+    // (its `::1` shares blocked-v6's key).
+    assert_eq!(img.nets.len(), 6);
+    let allow = idx("egress-allowlist");
+    assert!(img.nets[&(0, [0; 16])]
+        .iter()
+        .any(|r| r.rule == allow && r.port == 8090 && r.flags == 0));
+    assert!(img.nets[&(128, mapped([127, 0, 0, 3]))]
+        .iter()
+        .any(|r| r.rule == allow && r.flags == REF_EXCEPT));
     assert!(set
         .rules()
         .iter()

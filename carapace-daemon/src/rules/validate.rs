@@ -9,6 +9,7 @@ use regex::Regex;
 use super::diag::{did_you_mean, Sink};
 use super::model::{Action, Cidr, Cond, Effect, Enforcement, Host, NetMatch, TextPattern, Trigger};
 use super::pattern::{Homes, PathPattern};
+use super::profile::Profile;
 use super::yaml::{Node, NodeKind, Span};
 use super::{Mode, Rule};
 
@@ -35,10 +36,12 @@ pub(crate) enum BuiltinSel {
 
 pub(crate) struct FileModel {
     pub builtin: BuiltinSel,
+    /// The contract the file declares with `profile:` (see `profile`).
+    pub profile: Option<Profile>,
     pub rules: Vec<Rule>,
 }
 
-const TOP_KEYS: &[&str] = &["version", "builtin", "rules"];
+const TOP_KEYS: &[&str] = &["version", "builtin", "profile", "rules"];
 const MODES: &[&str] = &["block", "approve", "warn", "log", "allow"];
 const RULE_KEYS: &[&str] = &[
     "id",
@@ -95,6 +98,7 @@ pub fn mode_name(mode: Mode) -> &'static str {
 pub(crate) fn file(root: Option<&Node>, ctx: &Ctx<'_>, sink: &mut Sink) -> FileModel {
     let mut model = FileModel {
         builtin: BuiltinSel::Default,
+        profile: None,
         rules: Vec::new(),
     };
     let Some(root) = root else {
@@ -138,13 +142,20 @@ pub(crate) fn file(root: Option<&Node>, ctx: &Ctx<'_>, sink: &mut Sink) -> FileM
     if let Some(b) = root.get("builtin") {
         model.builtin = builtin(b, ctx, sink);
     }
+    if let Some(p) = root.get("profile") {
+        model.profile = profile(p, sink);
+    }
     if let Some(rules) = root.get("rules") {
         match &rules.kind {
             NodeKind::Seq(items) => {
                 for item in items {
-                    if let Some(rule) = rule(item, ctx, sink) {
-                        model.rules.push(rule);
+                    let mut rule = rule(item, ctx, sink);
+                    if model.profile == Some(Profile::Guardrail)
+                        && matches!(item.kind, NodeKind::Map(_))
+                    {
+                        super::profile::check_guardrail(item, rule.as_mut(), sink);
                     }
+                    model.rules.extend(rule);
                 }
             }
             _ if rules.is_null() => {}
@@ -210,6 +221,20 @@ fn check_keys(
         }
         seen.push(key);
     }
+}
+
+fn profile(node: &Node, sink: &mut Sink) -> Option<Profile> {
+    let name = node.as_str().filter(|_| !node.is_null());
+    let found = name.and_then(Profile::from_name);
+    if found.is_none() && !matches!(node.kind, NodeKind::Alias) {
+        sink.error(
+            node.span,
+            None,
+            format!("unknown profile `{}`", name.unwrap_or("?")),
+            &did_you_mean(name.unwrap_or(""), Profile::NAMES),
+        );
+    }
+    found
 }
 
 fn builtin(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> BuiltinSel {
@@ -528,10 +553,12 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
         .get("actions")
         .map(|a| actions(a, rid, sink))
         .unwrap_or_default();
-    let except: Vec<PathPattern> = node
-        .get("except")
-        .map(|e| paths(e, ctx, rid, sink))
-        .unwrap_or_default();
+    // A network rule's exceptions are addresses (its allow-list); any other rule's are paths.
+    let (except, except_net) = match (&cond, node.get("except")) {
+        (Some(Cond::Net(_)), Some(e)) => (Vec::new(), net_exceptions(e, ctx, rid, sink)),
+        (_, Some(e)) => (paths(e, ctx, rid, sink), Vec::new()),
+        (_, None) => (Vec::new(), Vec::new()),
+    };
     let message = node
         .get("message")
         .and_then(|n| text_value(n, "message", rid, sink));
@@ -631,14 +658,6 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
         }
     }
     if let Some(Cond::Net(_)) = &cond {
-        if let Some(e) = node.get("except").filter(|_| !except.is_empty()) {
-            sink.error(
-                e.span,
-                Some(rid),
-                "`except` takes path patterns; this rule matches network addresses".into(),
-                "narrow the `cidr`/`host` instead",
-            );
-        }
         if let Some(bad) = actions.iter().find(|a| **a != Action::Network) {
             if let Some(a) = node.get("actions") {
                 sink.error(
@@ -676,6 +695,7 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
         actions,
         cond,
         except,
+        except_net,
         llm_review,
         prompt,
         on_llm_error: on_llm_error.unwrap_or(Mode::Approve),
@@ -837,7 +857,10 @@ fn match_entries(
             "host" => {
                 has_net = true;
                 for (h, span) in strings(v, "host", rule, sink) {
-                    if let Some(host) = host(h, span, ctx, rule, sink) {
+                    if h == "*" {
+                        // Every address, IPv4 (mapped) and IPv6: the base of an allow-list.
+                        net.cidrs.push(Cidr::new([0; 16], 0));
+                    } else if let Some(host) = host(h, span, ctx, rule, sink, false) {
                         net.hosts.push(host);
                     }
                 }
@@ -900,11 +923,86 @@ fn match_entries(
     }
 }
 
+/// The exceptions of a network rule: host names, addresses and CIDR blocks as strings, or
+/// mappings `{ host, cidr, port }` (an exception on some ports only).
+fn net_exceptions(node: &Node, ctx: &Ctx<'_>, rule: &str, sink: &mut Sink) -> Vec<NetMatch> {
+    let items: Vec<&Node> = match &node.kind {
+        NodeKind::Seq(items) => items.iter().collect(),
+        _ => vec![node],
+    };
+    let mut out = Vec::new();
+    for item in items {
+        match &item.kind {
+            NodeKind::Map(entries) => {
+                check_keys(
+                    entries,
+                    &["host", "cidr", "port"],
+                    "network exception key",
+                    Some(rule),
+                    sink,
+                );
+                if let Some(Cond::Net(net)) = match_entries(item, entries, &[], ctx, rule, sink) {
+                    out.push(net);
+                }
+            }
+            NodeKind::Scalar { value, .. } if !item.is_null() => {
+                if value == "*" {
+                    sink.error(
+                        item.span,
+                        Some(rule),
+                        "an exception of every address leaves nothing to block".into(),
+                        "list the hosts or blocks that are allowed",
+                    );
+                } else if value.starts_with(['/', '~', '$']) {
+                    sink.error(
+                        item.span,
+                        Some(rule),
+                        format!(
+                            "`{value}` looks like a path; the exceptions of a network rule are \
+                             hosts and address blocks"
+                        ),
+                        "list allowed hosts or blocks, e.g. `except: [github.com, 10.0.0.0/8]`",
+                    );
+                } else if let Some(cidr) = Cidr::parse(value) {
+                    out.push(NetMatch {
+                        cidrs: vec![cidr],
+                        ..NetMatch::default()
+                    });
+                } else if let Some(h) = host(value, item.span, ctx, rule, sink, true) {
+                    out.push(NetMatch {
+                        hosts: vec![h],
+                        ..NetMatch::default()
+                    });
+                }
+            }
+            NodeKind::Alias => {}
+            _ => sink.error(
+                item.span,
+                Some(rule),
+                format!(
+                    "a network exception must be a host, an address block or a mapping, found {}",
+                    item.describe()
+                ),
+                "write e.g. `except: [github.com, 10.0.0.0/8, { host: pypi.org, port: 443 }]`",
+            ),
+        }
+    }
+    out
+}
+
 fn port_values<'n>(node: &'n Node, rule: &str, sink: &mut Sink) -> Vec<(&'n str, Span)> {
     strings(node, "port", rule, sink)
 }
 
-fn host(text: &str, span: Span, ctx: &Ctx<'_>, rule: &str, sink: &mut Sink) -> Option<Host> {
+/// A host of a match, or of a network rule's allow-list when `allowed`.
+fn host(
+    text: &str,
+    span: Span,
+    ctx: &Ctx<'_>,
+    rule: &str,
+    sink: &mut Sink,
+    allowed: bool,
+) -> Option<Host> {
     let bare = text.trim_start_matches('[').trim_end_matches(']');
     if let Ok(ip) = bare.parse::<IpAddr>() {
         return Some(Host::Ip(ip));
@@ -927,7 +1025,17 @@ fn host(text: &str, span: Span, ctx: &Ctx<'_>, rule: &str, sink: &mut Sink) -> O
         return None;
     }
     let resolved = (ctx.resolver)(text).unwrap_or_default();
-    if resolved.is_empty() {
+    if resolved.is_empty() && allowed {
+        sink.warning(
+            span,
+            Some(rule),
+            format!(
+                "allowed host `{text}` does not resolve; the kernel will refuse connects to it \
+                 (tool calls naming it are still allowed)"
+            ),
+            "check the name, or allow its addresses under `cidr`",
+        );
+    } else if resolved.is_empty() {
         sink.warning(
             span,
             Some(rule),

@@ -28,6 +28,10 @@ pub enum Plan {
     },
     Net {
         entries: Vec<(Cidr, u16)>,
+        /// The allow-list: exceptions written as addresses or blocks, plus the addresses
+        /// host names resolved to when the rules were compiled (names themselves are
+        /// matched in userspace only: the kernel sees addresses, not names).
+        excepts: Vec<(Cidr, u16)>,
     },
 }
 
@@ -109,7 +113,11 @@ pub fn plan(rule: &Rule) -> Result<Plan, String> {
                 .iter()
                 .flat_map(|b| ports.iter().map(move |p| (*b, *p)))
                 .collect();
-            Ok(Plan::Net { entries })
+            let mut excepts = Vec::new();
+            for e in &rule.except_net {
+                excepts.extend(net_entries(&e.resolved_blocks(), &e.ports));
+            }
+            Ok(Plan::Net { entries, excepts })
         }
         Some(Cond::All(parts)) => Err(
             match parts
@@ -134,6 +142,19 @@ pub fn plan(rule: &Rule) -> Result<Plan, String> {
         )),
         None => Err("the rule has no path or address to match".into()),
     }
+}
+
+/// (block, port) pairs of `blocks` on `ports` (none: every port, 0).
+fn net_entries(blocks: &[Cidr], ports: &[u16]) -> Vec<(Cidr, u16)> {
+    let ports: Vec<u16> = if ports.is_empty() {
+        vec![0]
+    } else {
+        ports.to_vec()
+    };
+    blocks
+        .iter()
+        .flat_map(|b| ports.iter().map(move |p| (*b, *p)))
+        .collect()
 }
 
 /// What the kernel matches: the rule's own condition, or its effect's (a session rule whose
@@ -278,15 +299,19 @@ pub(crate) fn compile(rules: &mut [Rule], diags: &mut Vec<Diagnostic>) -> Kernel
                     }
                 }
             }
-            Plan::Net { entries } => {
+            Plan::Net { entries, excepts } => {
                 image.config.net_rule_ops |= ops;
-                for (cidr, port) in entries {
+                let all = entries
+                    .iter()
+                    .map(|e| (e, 0))
+                    .chain(excepts.iter().map(|e| (e, REF_EXCEPT)));
+                for (&(cidr, port), flags) in all {
                     let refs = image.nets.entry((cidr.prefix_len, cidr.addr)).or_default();
                     let r = NetRef {
                         rule: index,
                         port,
                         pad: 0,
-                        flags: 0,
+                        flags,
                     };
                     if !refs.contains(&r) {
                         refs.push(r);

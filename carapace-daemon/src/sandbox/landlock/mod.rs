@@ -274,6 +274,12 @@ impl Plan {
                 "Landlock ABI {abi} has no network rules (TCP port rules need ABI 4)"
             ));
         }
+        if !rule.except_net.is_empty() {
+            // Denying the ports would also deny the allowed addresses.
+            return Status::Not(
+                "it allows some addresses; Landlock restricts TCP ports, not addresses".into(),
+            );
+        }
         let every_address: Vec<u32> = rule
             .net
             .iter()
