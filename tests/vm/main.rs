@@ -19,6 +19,7 @@ use std::{
 };
 
 mod allowlist;
+mod matcher;
 
 const SOCKET: &str = "/run/carapace/carapace.sock";
 const DAEMON_CMD: &str = "/run/carapace/daemon.cmd";
