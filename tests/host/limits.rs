@@ -157,7 +157,10 @@ fn memory_and_pids_limits_are_refused_where_the_controllers_are_missing() {
             "the refusal must say what and why; stderr:\n{stderr}"
         );
         assert!(!marker.exists(), "the command ran despite {flag} {value}");
-        assert!(run_session_ids(&d).is_empty(), "a refused session was left behind");
+        assert!(
+            run_session_ids(&d).is_empty(),
+            "a refused session was left behind"
+        );
     }
     // Without limits the same command runs.
     let out = carapace(&d, &["run", "--", "sh", "-c", &touch], &[]);
@@ -206,11 +209,7 @@ fn an_expired_timeout_is_in_the_ledger() {
         return;
     };
     let d = daemon(dir.path());
-    let out = carapace(
-        &d,
-        &["run", "--timeout", "1s", "--", "sleep", "30"],
-        &[],
-    );
+    let out = carapace(&d, &["run", "--timeout", "1s", "--", "sleep", "30"], &[]);
     assert_eq!(out.status.code(), Some(124), "{}", text(&out.stderr));
     let records = limit_records(&d);
     assert_eq!(records.len(), 1, "{records:#?}");

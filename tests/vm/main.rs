@@ -18,6 +18,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+mod limits;
+
 const SOCKET: &str = "/run/carapace/carapace.sock";
 const DAEMON_CMD: &str = "/run/carapace/daemon.cmd";
 

@@ -94,7 +94,8 @@ mod tests {
     #[test]
     fn only_expired_limits_are_reported_and_each_once() {
         let d = Deadlines::default();
-        d.lock().insert("a".into(), (Instant::now(), Duration::ZERO));
+        d.lock()
+            .insert("a".into(), (Instant::now(), Duration::ZERO));
         d.lock()
             .insert("b".into(), (Instant::now(), Duration::from_secs(3600)));
         assert_eq!(d.take_expired("a"), Some(Duration::ZERO));

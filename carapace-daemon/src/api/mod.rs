@@ -405,7 +405,10 @@ pub fn spawn_reaper(daemon: Arc<Daemon>) -> tokio::task::JoinHandle<()> {
                 tracing::info!(session = %id, "ended a session whose processes are all gone");
                 if let Some(limit) = daemon.deadlines.take_expired(&id) {
                     let message = deadline::expired_message(limit, false);
-                    daemon.audit.note(audit::limit_reached(&id, "time", &message)).await;
+                    daemon
+                        .audit
+                        .note(audit::limit_reached(&id, "time", &message))
+                        .await;
                 }
                 record_limits(&daemon, &id, &hits).await;
                 let event = audit::session_changed(

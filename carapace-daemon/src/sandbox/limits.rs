@@ -118,7 +118,7 @@ pub fn format_size(bytes: u64) -> String {
     for (shift, unit) in UNITS {
         let size = 1u64 << shift;
         if bytes >= size {
-            return if bytes % size == 0 {
+            return if bytes.is_multiple_of(size) {
                 format!("{} {unit}", bytes >> shift)
             } else {
                 #[expect(clippy::cast_precision_loss, reason = "one decimal is shown")]
@@ -228,7 +228,17 @@ mod tests {
         assert_eq!(parse_size("100k"), Ok(100 << 10));
         assert_eq!(parse_size("1048576"), Ok(1 << 20));
         assert_eq!(parse_size("1T"), Ok(1 << 40));
-        for bad in ["", "M", "0", "100", "1.5G", "-1M", "12Q", "99999999999T", "5 M B"] {
+        for bad in [
+            "",
+            "M",
+            "0",
+            "100",
+            "1.5G",
+            "-1M",
+            "12Q",
+            "99999999999T",
+            "5 M B",
+        ] {
             assert!(parse_size(bad).is_err(), "{bad}");
         }
         assert_eq!(format_size(512 << 20), "512 MiB");

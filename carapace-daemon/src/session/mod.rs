@@ -16,8 +16,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use self::cgroup::{CarapaceRoot, CgroupError, Hierarchy};
 use self::db::Db;
-use self::resources::{Controllers, LimitError, LimitHit, Resources};
 pub use self::db::{SessionRecord, StoreError};
+use self::resources::{Controllers, LimitError, LimitHit, Resources};
 use crate::kernel::Kernel;
 
 /// How long ending a session waits for its processes to die.

@@ -64,8 +64,8 @@ impl Controllers {
     #[must_use]
     pub fn enable(hierarchy: &Hierarchy, root: &CarapaceRoot) -> Self {
         let enable = |name: &str| -> Result<(), String> {
-            let offered = fs::read_to_string(hierarchy.mount.join("cgroup.controllers"))
-                .unwrap_or_default();
+            let offered =
+                fs::read_to_string(hierarchy.mount.join("cgroup.controllers")).unwrap_or_default();
             if !offered.split_whitespace().any(|c| c == name) {
                 let listed = if offered.trim().is_empty() {
                     "none"
@@ -86,7 +86,10 @@ impl Controllers {
                     .is_ok_and(|t| t.split_whitespace().any(|c| c == name));
                 if !on {
                     fs::write(&file, format!("+{name}")).map_err(|e| {
-                        format!("cannot enable the {name} controller in {}: {e}", file.display())
+                        format!(
+                            "cannot enable the {name} controller in {}: {e}",
+                            file.display()
+                        )
                     })?;
                 }
             }
@@ -261,7 +264,10 @@ mod tests {
             limit: 512 << 20,
             oom_kill: 1,
         };
-        assert_eq!(m.message(), "killed: memory limit 512 MiB reached (oom_kill 1)");
+        assert_eq!(
+            m.message(),
+            "killed: memory limit 512 MiB reached (oom_kill 1)"
+        );
         let p = LimitHit::Pids {
             limit: 200,
             refused: 7,
