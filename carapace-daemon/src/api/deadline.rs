@@ -97,7 +97,7 @@ mod tests {
         d.lock()
             .insert("a".into(), (Instant::now(), Duration::ZERO));
         d.lock()
-            .insert("b".into(), (Instant::now(), Duration::from_secs(3600)));
+            .insert("b".into(), (Instant::now(), Duration::from_hours(1)));
         assert_eq!(d.take_expired("a"), Some(Duration::ZERO));
         assert_eq!(d.take_expired("a"), None);
         assert_eq!(d.take_expired("b"), None);

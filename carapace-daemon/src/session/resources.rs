@@ -213,15 +213,13 @@ fn pids_refused(dir: &Path) -> u64 {
         .ok()
         .and_then(|t| event(&t, "max"))
         .unwrap_or(0);
-    let nested = fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(Result::ok)
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| pids_refused(&e.path()))
-                .max()
-                .unwrap_or(0)
-        })
-        .unwrap_or(0);
+    let nested = fs::read_dir(dir).map_or(0, |rd| {
+        rd.filter_map(Result::ok)
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| pids_refused(&e.path()))
+            .max()
+            .unwrap_or(0)
+    });
     own.max(nested)
 }
 
