@@ -20,6 +20,7 @@ use std::{
 
 mod allowlist;
 mod matcher;
+mod limits;
 
 const SOCKET: &str = "/run/carapace/carapace.sock";
 const DAEMON_CMD: &str = "/run/carapace/daemon.cmd";

@@ -303,6 +303,17 @@ pub fn session_changed(
     e
 }
 
+/// The record of a session that ran into a limit: `resource` is `memory`, `pids` or `time`.
+#[must_use]
+pub fn limit_reached(id: &str, resource: &str, message: &str) -> Event {
+    let mut e = Event::new(Kind::SessionLimit);
+    e.session = Some(id.to_owned());
+    e.layer = Some("cgroup".to_owned());
+    e.risk = vec![resource.to_owned()];
+    e.detail = redact::field(message);
+    e
+}
+
 /// The record of an approval answered: by whom (`peer`), what, and which rules gated it.
 #[must_use]
 pub fn approval_answered(peer: &Peer, a: &crate::session::approvals::Approval) -> Event {

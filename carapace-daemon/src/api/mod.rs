@@ -4,6 +4,7 @@
 //! peer's cgroup from `/proc/PID/cgroup` — never from request fields. A peer inside
 //! `<cgroup2>/carapace/…` is an agent.
 pub mod audit;
+pub mod deadline;
 pub mod denial;
 pub mod evaluate;
 pub mod kernel_rules;
@@ -45,6 +46,7 @@ use crate::llm::Reviewer;
 use crate::rules::RuleSet;
 use crate::session::approvals::Approvals;
 use crate::session::cgroup;
+use crate::session::resources::LimitHit;
 use crate::session::state as session_state;
 use crate::session::{NewSession, SessionError, SessionManager, SessionRecord};
 
@@ -89,6 +91,8 @@ pub struct Daemon {
     pub metrics: crate::metrics::Metrics,
     /// The model-API gateway's base URL (`http://127.0.0.1:PORT`), once it listens.
     gateway: std::sync::OnceLock<String>,
+    /// Session time limits (`carapace run --timeout`).
+    pub deadlines: deadline::Deadlines,
 }
 
 /// Default of `carapaced --approval-timeout`.
@@ -119,6 +123,7 @@ impl Daemon {
             audit: audit::AuditLog::default(),
             metrics: crate::metrics::Metrics::default(),
             gateway: std::sync::OnceLock::new(),
+            deadlines: deadline::Deadlines::default(),
         }
     }
 
@@ -396,8 +401,16 @@ pub fn spawn_reaper(daemon: Arc<Daemon>) -> tokio::task::JoinHandle<()> {
             let Ok(ended) = tokio::task::spawn_blocking(move || sessions.reap_empty()).await else {
                 continue;
             };
-            for id in ended {
+            for (id, hits) in ended {
                 tracing::info!(session = %id, "ended a session whose processes are all gone");
+                if let Some(limit) = daemon.deadlines.take_expired(&id) {
+                    let message = deadline::expired_message(limit, false);
+                    daemon
+                        .audit
+                        .note(audit::limit_reached(&id, "time", &message))
+                        .await;
+                }
+                record_limits(&daemon, &id, &hits).await;
                 let event = audit::session_changed(
                     crate::audit::Kind::SessionEnded,
                     &id,
@@ -417,6 +430,22 @@ pub fn spawn_reaper(daemon: Arc<Daemon>) -> tokio::task::JoinHandle<()> {
             }
         }
     })
+}
+
+/// Writes the limits a session ran into to the ledger (and the daemon's log).
+pub async fn record_limits(
+    daemon: &Daemon,
+    id: &str,
+    hits: &[crate::session::resources::LimitHit],
+) {
+    for hit in hits {
+        let message = hit.message();
+        tracing::warn!(session = %id, "{message}");
+        daemon
+            .audit
+            .note(audit::limit_reached(id, hit.resource(), &message))
+            .await;
+    }
 }
 
 /// The caller, as the kernel identifies it.
@@ -478,6 +507,9 @@ impl Service {
 fn session_status(e: &SessionError) -> Status {
     match e {
         SessionError::NotFound(_) => Status::not_found(e.to_string()),
+        SessionError::Limits(crate::session::resources::LimitError::Unavailable { .. }) => {
+            Status::failed_precondition(e.to_string())
+        }
         _ => Status::internal(e.to_string()),
     }
 }
@@ -638,12 +670,17 @@ impl Carapace for Service {
             ));
         }
         let origin = peer.cgroup.clone().unwrap_or_default();
-        let command = request.into_inner().command;
+        let req = request.into_inner();
+        let command = req.command;
         let new = NewSession {
             owner_uid: peer.uid,
             pid: peer.pid,
             origin,
             command: command.clone(),
+            resources: crate::session::resources::Resources::from_request(
+                req.memory_max,
+                req.pids_max,
+            ),
         };
         let sessions = Arc::clone(&self.daemon.sessions);
         let record = tokio::task::spawn_blocking(move || sessions.create(new))
@@ -665,6 +702,10 @@ impl Carapace for Service {
             let (sessions, id) = (Arc::clone(&self.daemon.sessions), record.id.clone());
             let _ = tokio::task::spawn_blocking(move || sessions.end(&id, true)).await;
             return Err(status);
+        }
+        if req.timeout_secs > 0 {
+            let limit = std::time::Duration::from_secs(req.timeout_secs);
+            deadline::start(&self.daemon, record.id.clone(), limit);
         }
         let (kernel_enforcing, kernel_status) = self.daemon.kernel_state();
         Ok(Response::new(CreateSessionReply {
@@ -709,13 +750,22 @@ impl Carapace for Service {
         }
         let sessions = Arc::clone(&self.daemon.sessions);
         let id2 = id.clone();
-        tokio::task::spawn_blocking(move || sessions.end(&id2, true))
+        let hits = tokio::task::spawn_blocking(move || sessions.end(&id2, true))
             .await
             .map_err(|e| blocking_failed(&e))?
             .map_err(|e| {
                 tracing::error!(session = %id, "cannot end the session: {e}");
                 session_status(&e)
             })?;
+        let limits: Vec<String> = hits.iter().map(LimitHit::message).collect();
+        if let Some(limit) = self.daemon.deadlines.take_expired(&id) {
+            let message = deadline::expired_message(limit, false);
+            self.daemon
+                .audit
+                .note(audit::limit_reached(&id, "time", &message))
+                .await;
+        }
+        record_limits(&self.daemon, &id, &hits).await;
         let event = audit::session_changed(
             crate::audit::Kind::SessionEnded,
             &id,
@@ -725,7 +775,7 @@ impl Carapace for Service {
         );
         self.daemon.audit.note(event).await;
         let _ = self.daemon.events.send(SessionEvent::Ended(id));
-        Ok(Response::new(EndSessionReply {}))
+        Ok(Response::new(EndSessionReply { limits }))
     }
 
     async fn evaluate(

@@ -34,6 +34,8 @@ pub enum Kind {
     SessionRulesChanged,
     /// The daemon opened the ledger (start) and what it found (e.g. a torn last line).
     LedgerOpened,
+    /// A session ran into one of its limits (memory, pids, time).
+    SessionLimit,
 }
 
 /// A rule that matched, as recorded.

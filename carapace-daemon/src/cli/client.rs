@@ -62,12 +62,22 @@ pub enum Command {
     /// carapace first prints which rules Landlock enforces, partly enforces, or cannot.
     #[command(
         after_help = "Examples:\n  carapace run -- claude\n  carapace run -- sh -c 'cat /etc/shadow'\n  \
-                      sudo carapace run --timeout 30m --network loopback -- ./agent.sh"
+                      sudo carapace run --timeout 30m --network loopback -- ./agent.sh\n  \
+                      carapace run --memory 512M --pids 200 -- ./agent.sh"
     )]
     Run {
         /// Kill every process of the session after this long (e.g. 90, 30s, 5m, 1h); exits 124
         #[arg(long, value_name = "DURATION", value_parser = limits::parse_duration)]
         timeout: Option<Duration>,
+        /// Most memory the session may use (e.g. 512M, 2G); past it the kernel's OOM killer
+        /// kills a process of the session. Needs the cgroup v2 memory controller: refused
+        /// (never ignored) where the daemon cannot set it. Default: no limit
+        #[arg(long, value_name = "SIZE", value_parser = limits::parse_size)]
+        memory: Option<u64>,
+        /// Most processes and threads the session may have at once (e.g. 200); past it fork
+        /// fails with EAGAIN. Needs the cgroup v2 pids controller. Default: no limit
+        #[arg(long, value_name = "N", value_parser = limits::parse_pids)]
+        pids: Option<u64>,
         /// Network for the command: `none` (a new network namespace without interfaces),
         /// `loopback` (the same with `lo` up) or `host`. none/loopback need root (sudo)
         #[arg(long, value_name = "MODE", default_value = "host")]
@@ -133,9 +143,19 @@ pub fn main() -> ExitCode {
         match args.command {
             Command::Run {
                 timeout,
+                memory,
+                pids,
                 network,
                 command,
-            } => run(&args.socket, command, Limits { timeout, network }).await,
+            } => {
+                let limits = Limits {
+                    timeout,
+                    memory,
+                    pids,
+                    network,
+                };
+                run(&args.socket, command, limits).await
+            }
             Command::Status => status(&args.socket).await.map(|()| 0),
             Command::Check(check) => super::check::check(&args.socket, check).await,
             Command::ScanHistory(scan) => super::check::scan_history(&args.socket, scan).await,
@@ -203,6 +223,9 @@ fn print_denial(d: &Denial) {
 #[derive(Clone, Copy, Debug)]
 struct Limits {
     timeout: Option<Duration>,
+    /// Set by the daemon in the session cgroup.
+    memory: Option<u64>,
+    pids: Option<u64>,
     network: limits::Network,
 }
 
@@ -225,7 +248,12 @@ async fn run(socket: &Path, command: Vec<OsString>, limits: Limits) -> anyhow::R
         .collect();
     // From here on this process is inside the session cgroup.
     let session = client
-        .create_session(CreateSessionRequest { command: shown })
+        .create_session(CreateSessionRequest {
+            command: shown,
+            memory_max: limits.memory.unwrap_or(0),
+            pids_max: limits.pids.unwrap_or(0),
+            timeout_secs: limits.timeout.map_or(0, |d| d.as_secs()),
+        })
         .await
         .map_err(|s| anyhow::anyhow!("the daemon refused a session: {}", s.message()))?
         .into_inner();
@@ -242,17 +270,22 @@ async fn run(socket: &Path, command: Vec<OsString>, limits: Limits) -> anyhow::R
         }
         Err(e) => Err(e),
     };
-    if let Err(e) = client
+    match client
         .end_session(EndSessionRequest {
             session_id: session.session_id.clone(),
         })
         .await
     {
-        eprintln!(
+        Ok(reply) => {
+            for limit in &reply.get_ref().limits {
+                eprintln!("carapace: session {}: {limit}", session.session_id);
+            }
+        }
+        Err(e) => eprintln!(
             "carapace: cannot end session {} ({}); carapaced ends it once its processes are gone",
             session.session_id,
             e.message()
-        );
+        ),
     }
     code
 }

@@ -1,7 +1,7 @@
 //! Session limits that `carapace run` applies itself: a wall-clock timeout (every process of
 //! the session cgroup is killed when it expires) and network isolation (a new, empty network
-//! namespace, with or without loopback). Memory and process-count limits need cgroup
-//! controllers written by the daemon and are not here yet.
+//! namespace, with or without loopback). `--memory` and `--pids` are only parsed here: the
+//! daemon writes them into the session cgroup's controllers (see `session::resources`).
 use std::io;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -62,6 +62,72 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         );
     }
     Ok(Duration::from_secs(secs))
+}
+
+/// Parses a memory size: a whole number of bytes with an optional binary unit `K`, `M`, `G`,
+/// `T` (also written `KiB`, `MB`, `m`, …; all mean powers of 1024), e.g. `512M`, `2G`,
+/// `1048576`. At least one page (4 KiB): the kernel rounds smaller limits to nothing useful.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size; write e.g. 512M, 2G or 1048576"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => {
+            return Err(format!(
+                "`{text}` has an unknown unit; use K, M, G or T (e.g. 512M, 2G)"
+            ))
+        }
+    };
+    let bytes = n
+        .checked_mul(1 << shift)
+        .ok_or_else(|| format!("`{text}` is too large"))?;
+    if bytes < MIN_MEMORY {
+        return Err(format!(
+            "a memory limit of `{text}` is below one page (4K); the command could not even start"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Smallest `--memory` accepted.
+const MIN_MEMORY: u64 = 4096;
+
+/// Parses `--pids`: how many processes and threads the session may have at once (at least 1).
+pub fn parse_pids(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(0) => Err("a pids limit of 0 would refuse the command itself; give at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "`{text}` is not a process count; write a whole number, e.g. 200"
+        )),
+    }
+}
+
+/// A byte count for people: `512 MiB`, `1.5 GiB`, `4096 bytes`.
+#[must_use]
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [(u32, &str); 4] = [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")];
+    for (shift, unit) in UNITS {
+        let size = 1u64 << shift;
+        if bytes >= size {
+            return if bytes.is_multiple_of(size) {
+                format!("{} {unit}", bytes >> shift)
+            } else {
+                #[expect(clippy::cast_precision_loss, reason = "one decimal is shown")]
+                let value = bytes as f64 / size as f64;
+                format!("{value:.1} {unit}")
+            };
+        }
+    }
+    format!("{bytes} bytes")
 }
 
 /// Moves the calling process into a new network namespace and, for `Loopback`, brings `lo`
@@ -154,6 +220,41 @@ mod tests {
     }
 
     #[test]
+    fn sizes() {
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("64m"), Ok(64 << 20));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("100k"), Ok(100 << 10));
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        assert_eq!(parse_size("1T"), Ok(1 << 40));
+        for bad in [
+            "",
+            "M",
+            "0",
+            "100",
+            "1.5G",
+            "-1M",
+            "12Q",
+            "99999999999T",
+            "5 M B",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+        assert_eq!(format_size(512 << 20), "512 MiB");
+        assert_eq!(format_size(3 << 29), "1.5 GiB");
+        assert_eq!(format_size(100), "100 bytes");
+    }
+
+    #[test]
+    fn pids() {
+        assert_eq!(parse_pids("200"), Ok(200));
+        for bad in ["0", "", "-3", "2k", "1e3"] {
+            assert!(parse_pids(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn network_modes() {
         assert_eq!("none".parse(), Ok(Network::None));
         assert_eq!("loopback".parse(), Ok(Network::Loopback));
@@ -164,6 +265,20 @@ mod tests {
         #[test]
         fn durations_never_panic(text in "\\PC{0,24}") {
             let _ = parse_duration(&text);
+        }
+
+        #[test]
+        fn sizes_never_panic(text in "\\PC{0,24}") {
+            let _ = parse_size(&text);
+            let _ = parse_pids(&text);
+        }
+
+        #[test]
+        fn sizes_round_trip(n in 1u64..1 << 20, unit in 0usize..4) {
+            let (suffix, shift) = [("K", 10), ("M", 20), ("G", 30), ("T", 40)][unit];
+            let bytes = parse_size(&format!("{n}{suffix}")).map_err(proptest::test_runner::TestCaseError::fail)?;
+            proptest::prop_assert_eq!(bytes, n << shift);
+            proptest::prop_assert!(!format_size(bytes).is_empty());
         }
     }
 }

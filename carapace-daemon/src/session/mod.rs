@@ -5,6 +5,7 @@
 pub mod approvals;
 pub mod cgroup;
 pub mod db;
+pub mod resources;
 pub mod state;
 
 use std::collections::BTreeMap;
@@ -16,6 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use self::cgroup::{CarapaceRoot, CgroupError, Hierarchy};
 use self::db::Db;
 pub use self::db::{SessionRecord, StoreError};
+use self::resources::{Controllers, LimitError, LimitHit, Resources};
 use crate::kernel::Kernel;
 
 /// How long ending a session waits for its processes to die.
@@ -32,6 +34,8 @@ pub enum SessionError {
     Kernel(anyhow::Error),
     #[error("no session {0}")]
     NotFound(String),
+    #[error(transparent)]
+    Limits(#[from] LimitError),
 }
 
 /// Who asks for a session, as the socket (`SO_PEERCRED`) and `/proc/PID/cgroup` tell.
@@ -42,6 +46,8 @@ pub struct NewSession {
     /// The process's cgroup before it joins the session (hierarchy-relative).
     pub origin: String,
     pub command: Vec<String>,
+    /// Memory and process-count limits (refused when the controllers are unavailable).
+    pub resources: Resources,
 }
 
 struct State {
@@ -54,6 +60,8 @@ pub struct SessionManager {
     hierarchy: Hierarchy,
     root: CarapaceRoot,
     db: Arc<Db>,
+    /// Which resource controllers the session cgroups have.
+    controllers: Controllers,
     state: Mutex<State>,
 }
 
@@ -95,10 +103,12 @@ impl SessionManager {
                 }
             }
         }
+        let controllers = Controllers::enable(&hierarchy, &root);
         Ok(Self {
             hierarchy,
             root,
             db,
+            controllers,
             state: Mutex::new(State { sessions, kernel }),
         })
     }
@@ -179,6 +189,7 @@ impl SessionManager {
     /// Creates the session cgroup, tags it in the kernel, moves `new.pid` in and saves.
     /// On failure nothing is left behind.
     pub fn create(&self, new: NewSession) -> Result<SessionRecord, SessionError> {
+        self.controllers.check(&new.resources)?;
         let mut state = self.lock();
         let number = (1..=u32::MAX)
             .find(|n| state.sessions.values().all(|s| s.number != *n))
@@ -191,7 +202,12 @@ impl SessionManager {
                 tracing::warn!("cannot remove {}: {e}", dir.display());
             }
         };
-        // Tag first, then move: the process must never run untagged inside the session.
+        // Limit and tag first, then move: the process must never run unlimited or untagged
+        // inside the session.
+        if let Err(e) = resources::apply(&dir, &new.resources) {
+            undo(&dir);
+            return Err(e.into());
+        }
         if let Some(k) = state.kernel.as_mut() {
             if let Err(e) = k.add_session(cgroup_id, number) {
                 undo(&dir);
@@ -254,8 +270,9 @@ impl SessionManager {
 
     /// Ends a session: moves its leader back to where it came from (if `release_leader` and it
     /// is still inside), kills what remains, removes the cgroup, untags it and saves.
-    /// Blocks for up to a couple of seconds; call it from a blocking task.
-    pub fn end(&self, id: &str, release_leader: bool) -> Result<(), SessionError> {
+    /// Blocks for up to a couple of seconds; call it from a blocking task. Returns the limits
+    /// the session ran into.
+    pub fn end(&self, id: &str, release_leader: bool) -> Result<Vec<LimitHit>, SessionError> {
         let record = self
             .get(id)
             .ok_or_else(|| SessionError::NotFound(id.into()))?;
@@ -275,6 +292,7 @@ impl SessionManager {
                 }
             }
         }
+        let hits = resources::hits(&record.cgroup);
         cgroup::kill_and_remove(&record.cgroup, KILL_WAIT)?;
         let mut state = self.lock();
         if let Some(k) = state.kernel.as_mut() {
@@ -285,14 +303,15 @@ impl SessionManager {
         self.db.remove_session(id)?;
         state.sessions.remove(id);
         tracing::info!(session = %id, "session ended");
-        Ok(())
+        Ok(hits)
     }
 }
 
 impl SessionManager {
     /// Ends every session whose cgroup has no process left (its `carapace run` died without
-    /// ending it, or it ended while the daemon was down). Returns the ids it ended.
-    pub fn reap_empty(&self) -> Vec<String> {
+    /// ending it, or it ended while the daemon was down). Returns the ids it ended and the
+    /// limits each ran into.
+    pub fn reap_empty(&self) -> Vec<(String, Vec<LimitHit>)> {
         let empty: Vec<String> = self
             .list()
             .into_iter()
@@ -301,11 +320,11 @@ impl SessionManager {
             .collect();
         empty
             .into_iter()
-            .filter(|id| match self.end(id, false) {
-                Ok(()) => true,
+            .filter_map(|id| match self.end(&id, false) {
+                Ok(hits) => Some((id, hits)),
                 Err(e) => {
                     tracing::warn!(session = %id, "cannot reap the empty session: {e}");
-                    false
+                    None
                 }
             })
             .collect()
