@@ -6,7 +6,12 @@
 use aya_ebpf::{bindings::path, helpers::generated::bpf_d_path};
 use carapace_common::{errsite, op, subject, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC, PATH_MAX};
 
-use crate::{event::Subject, gate::Session, globals, guard, kread, maps::{count_error, SCRATCH}};
+use crate::{
+    event::Subject,
+    gate::Session,
+    globals, guard, kread,
+    maps::{count_error, SCRATCH},
+};
 
 /// cgroup levels walked up from a `cgroup.procs` file looking for the session's cgroup;
 /// deeper trees are denied (fail closed).

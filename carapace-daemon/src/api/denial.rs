@@ -3,8 +3,7 @@
 use std::net::Ipv6Addr;
 
 use carapace_common::{
-    mount_kind, op, subject, DenyEvent, AF_INET, PATH_MAX, RULE_PATH_TOO_LONG,
-    RULE_SELF_PROTECTION,
+    mount_kind, op, subject, DenyEvent, AF_INET, PATH_MAX, RULE_PATH_TOO_LONG, RULE_SELF_PROTECTION,
 };
 
 use super::proto::Denial;
@@ -322,16 +321,36 @@ mod tests {
             "blocked kill of carapaced (pid 812) (agents may not signal, trace or read the \
              memory of the Carapace daemon)"
         );
-        assert!(guard_line(op::PTRACE, subject::TASK, 812, b"").starts_with("blocked ptrace of carapaced (pid 812)"));
-        assert!(guard_line(op::BPF, subject::BPF_CMD, 5, b"").starts_with("blocked use of bpf(BPF_PROG_LOAD) (agents may not use bpf()"));
-        assert!(guard_line(op::BPF, subject::BPF_CMD, 999, b"").starts_with("blocked use of bpf(command 999)"));
-        assert!(guard_line(op::MOUNT, subject::MOUNT, mount_kind::MOUNT, b"tmpfs").starts_with("blocked mount of tmpfs (agents may not mount"));
-        assert!(guard_line(op::MOUNT, subject::MOUNT, mount_kind::MOUNT, b"").starts_with("blocked mount of a file system"));
-        assert!(guard_line(op::UNMOUNT, subject::MOUNT, mount_kind::UNMOUNT, b"").starts_with("blocked unmount of a mounted file system"));
-        assert!(guard_line(op::MOUNT, subject::MOUNT, mount_kind::MOVE_MOUNT, b"").contains("(move_mount)"));
-        assert!(guard_line(op::MOUNT, subject::MOUNT, mount_kind::PIVOT_ROOT, b"").contains("(pivot_root)"));
-        assert!(guard_line(op::MODULE, subject::NONE, 0, b"").starts_with("blocked load of a kernel module (agents may not load kernel modules)"));
-        assert!(guard_line(op::CLONE_INTO_CGROUP, subject::NONE, 0, b"").starts_with("blocked clone of a process into another cgroup"));
+        assert!(guard_line(op::PTRACE, subject::TASK, 812, b"")
+            .starts_with("blocked ptrace of carapaced (pid 812)"));
+        assert!(guard_line(op::BPF, subject::BPF_CMD, 5, b"")
+            .starts_with("blocked use of bpf(BPF_PROG_LOAD) (agents may not use bpf()"));
+        assert!(guard_line(op::BPF, subject::BPF_CMD, 999, b"")
+            .starts_with("blocked use of bpf(command 999)"));
+        assert!(
+            guard_line(op::MOUNT, subject::MOUNT, mount_kind::MOUNT, b"tmpfs")
+                .starts_with("blocked mount of tmpfs (agents may not mount")
+        );
+        assert!(
+            guard_line(op::MOUNT, subject::MOUNT, mount_kind::MOUNT, b"")
+                .starts_with("blocked mount of a file system")
+        );
+        assert!(
+            guard_line(op::UNMOUNT, subject::MOUNT, mount_kind::UNMOUNT, b"")
+                .starts_with("blocked unmount of a mounted file system")
+        );
+        assert!(
+            guard_line(op::MOUNT, subject::MOUNT, mount_kind::MOVE_MOUNT, b"")
+                .contains("(move_mount)")
+        );
+        assert!(
+            guard_line(op::MOUNT, subject::MOUNT, mount_kind::PIVOT_ROOT, b"")
+                .contains("(pivot_root)")
+        );
+        assert!(guard_line(op::MODULE, subject::NONE, 0, b"")
+            .starts_with("blocked load of a kernel module (agents may not load kernel modules)"));
+        assert!(guard_line(op::CLONE_INTO_CGROUP, subject::NONE, 0, b"")
+            .starts_with("blocked clone of a process into another cgroup"));
         assert_eq!(
             guard_line(op::WRITE, subject::PATH, 0, b"/sys/fs/cgroup/cgroup.procs"),
             "blocked write of /sys/fs/cgroup/cgroup.procs (agents may not move processes out \

@@ -67,8 +67,9 @@ pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
             ))
         })?
         .map_err(|e| KernelUnavailable::new(format!("cannot read kernel BTF: {e}")))?;
-    let lacks =
-        |e: btf::BtfError| KernelUnavailable::new(format!("kernel BTF lacks what the programs need: {e}"));
+    let lacks = |e: btf::BtfError| {
+        KernelUnavailable::new(format!("kernel BTF lacks what the programs need: {e}"))
+    };
     let offsets = btf::program_offsets(&kernel_btf).map_err(lacks)?;
     let enums = btf::program_enums(&kernel_btf).map_err(lacks)?;
     let guards = guard_plan(&kernel_btf);

@@ -1017,7 +1017,11 @@ fn a_rule_file_cannot_switch_the_locked_self_protection_pack_off() {
         assert!(rule.locked, "{id} is locked");
         assert!(rule.kernel_index.is_some(), "{id} reaches the kernel");
     }
-    assert_eq!(set.rules().len(), locked.len() + 1, "the file's rule and the pack");
+    assert_eq!(
+        set.rules().len(),
+        locked.len() + 1,
+        "the file's rule and the pack"
+    );
     // Only the locked pack: `builtin: none` still leaves the other packs out.
     assert!(set
         .rules()
