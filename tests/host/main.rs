@@ -531,13 +531,25 @@ fn rules_list_and_explain_json_on_the_demo() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("cannot create a temp dir: {e}"));
     let out = rules_cli(dir.path(), &["list", "--rules", DEMO_RULES, "--json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let list = json(&out);
-    let ids: Vec<&str> = list
+    let all = json(&out);
+    let all = all
         .as_array()
-        .unwrap_or_else(|| panic!("not a list: {list}"))
+        .unwrap_or_else(|| panic!("not a list: {all}"));
+    // The locked self-protection pack is in force despite the demo's `builtin: none`.
+    let locked: Vec<&serde_json::Value> = all
         .iter()
-        .filter_map(|r| r["id"].as_str())
+        .filter(|r| r["source"] == "builtin:self-protection")
         .collect();
+    assert!(
+        !locked.is_empty() && locked.iter().all(|r| r["locked"] == true),
+        "{all:?}"
+    );
+    let list: Vec<serde_json::Value> = all
+        .iter()
+        .filter(|r| r["source"] != "builtin:self-protection")
+        .cloned()
+        .collect();
+    let ids: Vec<&str> = list.iter().filter_map(|r| r["id"].as_str()).collect();
     assert_eq!(
         ids,
         [
@@ -556,12 +568,19 @@ fn rules_list_and_explain_json_on_the_demo() {
         list[0]["source"]
             .as_str()
             .is_some_and(|s| s.ends_with("demo.yaml")),
-        "{list}"
+        "{list:?}"
     );
 
     let out = rules_cli(dir.path(), &["explain", "--rules", DEMO_RULES, "--json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let explained = json(&out);
+    let explained: Vec<serde_json::Value> = json(&out)
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["source"] != "builtin:self-protection")
+        .cloned()
+        .collect();
+    let explained = serde_json::Value::Array(explained);
     let ssh = &explained[0]["kernel"];
     assert_eq!(ssh["matches"][0]["kind"], "directory prefix", "{explained}");
     assert_eq!(ssh["matches"][0]["value"], "/home/agent/.ssh/");
