@@ -35,10 +35,29 @@ pub mod op {
     pub const DELETE: u32 = 1 << 3;
     pub const NETWORK: u32 = 1 << 4;
     pub const ALL: u32 = READ | WRITE | EXEC | DELETE | NETWORK;
+
+    // Operations only the self-protection guards deny (never in a rule's `actions:`).
+    /// A signal to the daemon (`task_kill`).
+    pub const SIGNAL: u32 = 1 << 5;
+    /// ptrace, `/proc/PID/mem` and `process_vm_*` on the daemon (`ptrace_access_check`).
+    pub const PTRACE: u32 = 1 << 6;
+    /// Any `bpf()` command.
+    pub const BPF: u32 = 1 << 7;
+    /// `mount`, `move_mount`, `pivot_root`.
+    pub const MOUNT: u32 = 1 << 8;
+    pub const UNMOUNT: u32 = 1 << 9;
+    /// `init_module` / `finit_module`.
+    pub const MODULE: u32 = 1 << 10;
+    /// `clone3(CLONE_INTO_CGROUP)`.
+    pub const CLONE_INTO_CGROUP: u32 = 1 << 11;
 }
 
 /// Rule index used in events when a path was too long to match (see [`PATH_MAX`]).
 pub const RULE_PATH_TOO_LONG: u32 = u32::MAX;
+/// Rule index used in events of the self-protection guards: denials no rule file can switch
+/// off (signals and ptrace to the daemon, `bpf()`, mounts, module loading, leaving the
+/// session's cgroup).
+pub const RULE_SELF_PROTECTION: u32 = u32::MAX - 1;
 
 /// `RuleRef::flags` / `NetRef::flags`: the entry is an exception (`except:`) of its rule.
 pub const REF_EXCEPT: u32 = 1;
@@ -276,6 +295,23 @@ pub mod subject {
     pub const PATH: u32 = 1;
     pub const INET: u32 = 2;
     pub const UNIX: u32 = 3;
+    /// A process; `DenyEvent::detail` is its tgid.
+    pub const TASK: u32 = 4;
+    /// A `bpf()` command; `DenyEvent::detail` is its number.
+    pub const BPF_CMD: u32 = 5;
+    /// A mount operation; `DenyEvent::detail` is a `mount_kind::*`, `path` the source
+    /// (`mount`'s device name) when there is one.
+    pub const MOUNT: u32 = 6;
+    /// Nothing more to say (module loading, `clone3(CLONE_INTO_CGROUP)`).
+    pub const NONE: u32 = 7;
+}
+
+/// `DenyEvent::detail` of a `subject::MOUNT` event.
+pub mod mount_kind {
+    pub const MOUNT: u32 = 1;
+    pub const UNMOUNT: u32 = 2;
+    pub const MOVE_MOUNT: u32 = 3;
+    pub const PIVOT_ROOT: u32 = 4;
 }
 
 /// A kernel denial, pushed to the `EVENTS` ring buffer.
@@ -295,7 +331,8 @@ pub struct DenyEvent {
     /// Host byte order.
     pub port: u16,
     pub family: u16,
-    pub pad: u32,
+    /// Subject-specific number (see `subject::*`), 0 otherwise.
+    pub detail: u32,
     /// IPv4-mapped for IPv4.
     pub addr: [u8; 16],
     pub comm: [u8; 16],
@@ -309,7 +346,8 @@ pub mod errsite {
     pub const RINGBUF_FULL: u32 = 1;
     pub const READ_SOCKADDR: u32 = 2;
     pub const READ_INODE: u32 = 3;
-    pub const COUNT: u32 = 4;
+    pub const READ_TASK: u32 = 4;
+    pub const COUNT: u32 = 5;
 }
 
 /// Names of the load-time globals the daemon fills from the running kernel's BTF.
@@ -328,6 +366,16 @@ pub mod globals {
     pub const OFF_PATH_DENTRY: &str = "OFF_PATH_DENTRY";
     pub const OFF_DENTRY_D_NAME: &str = "OFF_DENTRY_D_NAME";
     pub const OFF_QSTR_NAME: &str = "OFF_QSTR_NAME";
+    /// tgid of the running `carapaced`, which sessions may not signal or trace.
+    pub const DAEMON_TGID: &str = "DAEMON_TGID";
+    pub const OFF_TASK_TGID: &str = "OFF_TASK_TGID";
+    pub const OFF_SB_S_MAGIC: &str = "OFF_SB_S_MAGIC";
+    pub const OFF_DENTRY_D_PARENT: &str = "OFF_DENTRY_D_PARENT";
+    pub const OFF_DENTRY_D_INODE: &str = "OFF_DENTRY_D_INODE";
+    /// `READING_MODULE` of `enum kernel_read_file_id`.
+    pub const READING_MODULE: &str = "READING_MODULE";
+    /// `LOADING_MODULE` of `enum kernel_load_data_id`.
+    pub const LOADING_MODULE: &str = "LOADING_MODULE";
 }
 
 /// Names of the maps (also their pin names under bpffs).
@@ -353,6 +401,12 @@ pub mod maps {
 pub const FMODE_READ: u32 = 0x1;
 pub const FMODE_WRITE: u32 = 0x2;
 pub const FMODE_EXEC: u32 = 0x20;
+
+// Superblock magics of cgroup filesystems (include/uapi/linux/magic.h).
+pub const CGROUP_SUPER_MAGIC: u64 = 0x0027_e0eb;
+pub const CGROUP2_SUPER_MAGIC: u64 = 0x6367_7270;
+/// `clone3` flag (include/uapi/linux/sched.h).
+pub const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
 pub const AF_UNIX: u16 = 1;
 pub const AF_INET: u16 = 2;

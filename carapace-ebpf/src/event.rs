@@ -17,6 +17,21 @@ pub struct Subject<'a> {
     pub family: u16,
     pub port: u16,
     pub addr: [u8; 16],
+    pub detail: u32,
+}
+
+impl Subject<'_> {
+    /// A subject with no path or address, only a `detail` number.
+    pub const fn bare(kind: u32, detail: u32) -> Self {
+        Self {
+            kind,
+            path: None,
+            family: 0,
+            port: 0,
+            addr: [0; 16],
+            detail,
+        }
+    }
 }
 
 #[inline(always)]
@@ -38,7 +53,7 @@ pub fn emit(session: &Session, verdict: Verdict, subject: &Subject<'_>) {
         (*ev).subject = subject.kind;
         (*ev).port = subject.port;
         (*ev).family = subject.family;
-        (*ev).pad = 0;
+        (*ev).detail = subject.detail;
         (*ev).addr = subject.addr;
         (*ev).comm = bpf_get_current_comm().unwrap_or([0; 16]);
         match subject.path {

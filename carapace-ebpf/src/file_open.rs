@@ -8,6 +8,7 @@ use carapace_common::{
 };
 
 use crate::{
+    cgroup_escape,
     event::{self, Subject},
     gate::{self, Session},
     globals, kread,
@@ -38,6 +39,11 @@ fn try_file_open(ctx: &LsmContext) -> Option<i32> {
     }
     if f_mode & FMODE_EXEC != 0 {
         ops |= op::EXEC;
+    }
+    if ops & op::WRITE != 0 {
+        if let Some(denied) = cgroup_escape::check(&session, file) {
+            return Some(denied);
+        }
     }
     check_file(&session, file, ops)
 }
@@ -101,6 +107,7 @@ fn deny(session: &Session, verdict: Verdict, path: &[u8; PATH_MAX]) {
         family: 0,
         port: 0,
         addr: [0; 16],
+        detail: 0,
     };
     event::emit(session, verdict, &subject);
 }

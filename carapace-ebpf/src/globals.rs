@@ -22,6 +22,13 @@ global!(OFF_BPRM_FILE: u64);
 global!(OFF_PATH_DENTRY: u64);
 global!(OFF_DENTRY_D_NAME: u64);
 global!(OFF_QSTR_NAME: u64);
+global!(DAEMON_TGID: u32);
+global!(OFF_TASK_TGID: u64);
+global!(OFF_SB_S_MAGIC: u64);
+global!(OFF_DENTRY_D_PARENT: u64);
+global!(OFF_DENTRY_D_INODE: u64);
+global!(READING_MODULE: u32);
+global!(LOADING_MODULE: u32);
 
 /// Reads a global without letting the compiler fold it to its placeholder value.
 macro_rules! get {
@@ -66,4 +73,25 @@ pub fn dentry_d_name() -> usize {
 }
 pub fn qstr_name() -> usize {
     get!(OFF_QSTR_NAME) as usize
+}
+pub fn daemon_tgid() -> u32 {
+    get!(DAEMON_TGID)
+}
+pub fn task_tgid() -> usize {
+    get!(OFF_TASK_TGID) as usize
+}
+pub fn sb_s_magic() -> usize {
+    get!(OFF_SB_S_MAGIC) as usize
+}
+pub fn dentry_d_parent() -> usize {
+    get!(OFF_DENTRY_D_PARENT) as usize
+}
+pub fn dentry_d_inode() -> usize {
+    get!(OFF_DENTRY_D_INODE) as usize
+}
+pub fn reading_module() -> u32 {
+    get!(READING_MODULE)
+}
+pub fn loading_module() -> u32 {
+    get!(LOADING_MODULE)
 }

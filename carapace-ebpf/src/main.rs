@@ -2,13 +2,19 @@
 //! sessions (a cgroup below the Carapace cgroup root, and everything nested in it).
 //!
 //! One file per hook; `maps` documents every map; `gate` decides whether a task belongs to a
-//! session; `matcher` looks a path or address up in the rule maps.
+//! session; `matcher` looks a path or address up in the rule maps. The self-protection
+//! guards (`task_kill`, `ptrace_access_check`, `bpf`, `mount`, `kernel_module`, `task_alloc`,
+//! and `cgroup_escape` inside `file_open`) deny through `guard` in every session.
 #![cfg_attr(target_arch = "bpf", no_std)]
 #![cfg_attr(target_arch = "bpf", no_main)]
 #![cfg_attr(not(target_arch = "bpf"), allow(dead_code, unused_imports))]
 
 #[cfg(target_arch = "bpf")]
+mod bpf;
+#[cfg(target_arch = "bpf")]
 mod bprm_check_security;
+#[cfg(target_arch = "bpf")]
+mod cgroup_escape;
 #[cfg(target_arch = "bpf")]
 mod event;
 #[cfg(target_arch = "bpf")]
@@ -18,13 +24,25 @@ mod gate;
 #[cfg(target_arch = "bpf")]
 mod globals;
 #[cfg(target_arch = "bpf")]
+mod guard;
+#[cfg(target_arch = "bpf")]
+mod kernel_module;
+#[cfg(target_arch = "bpf")]
 mod kread;
 #[cfg(target_arch = "bpf")]
 mod maps;
 #[cfg(target_arch = "bpf")]
 mod matcher;
 #[cfg(target_arch = "bpf")]
+mod mount;
+#[cfg(target_arch = "bpf")]
+mod ptrace_access_check;
+#[cfg(target_arch = "bpf")]
 mod socket_connect;
+#[cfg(target_arch = "bpf")]
+mod task_alloc;
+#[cfg(target_arch = "bpf")]
+mod task_kill;
 
 /// The hook's verdict for a denied operation.
 #[cfg(target_arch = "bpf")]

@@ -58,6 +58,7 @@ fn inet(session: &Session, sockaddr: *const u8, family: u16) -> Option<i32> {
         family,
         port,
         addr,
+        detail: 0,
     };
     event::emit(session, verdict, &subject);
     Some(-EACCES)
@@ -93,6 +94,7 @@ fn unix(session: &Session, sockaddr: *const u8) -> Option<i32> {
         family: AF_UNIX,
         port: 0,
         addr: [0; 16],
+        detail: 0,
     };
     event::emit(session, verdict, &ev);
     Some(-EACCES)

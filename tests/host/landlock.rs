@@ -95,7 +95,13 @@ echo fresh > src/new.txt && cat src/new.txt
         .lines()
         .find_map(|l| l.strip_prefix("carapace: landlock: enforced: "))
         .unwrap_or_else(|| panic!("no enforced list; {context}"));
-    assert_eq!(enforced, "test-ssh-keys", "{context}");
+    // The locked self-protection pack is in force despite `builtin: none`, and Landlock
+    // enforces what of it the paths allow.
+    assert_eq!(
+        enforced,
+        "carapace-data, carapace-runtime, carapace-binaries, carapace-kernel-state, test-ssh-keys",
+        "{context}"
+    );
     assert!(
         stderr.contains("carapace: landlock: not enforced: test-regex-rule: userspace only"),
         "{context}"
@@ -108,5 +114,5 @@ echo fresh > src/new.txt && cat src/new.txt
         stderr.contains("carapace: landlock: partly enforced: test-names: `**/.env` covers only the 1 such path(s) found at start"),
         "{context}"
     );
-    assert!(stderr.contains("enforces 2 of 4 block rules"), "{context}");
+    assert!(stderr.contains("enforces 6 of 9 block rules"), "{context}");
 }

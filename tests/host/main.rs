@@ -502,12 +502,18 @@ fn rules_check_reports_each_broken_file_at_its_line_and_column() {
 
 #[test]
 fn rules_check_accepts_valid_files_and_defaults_to_the_builtin_packs() {
+    let locked = locked_pack();
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("cannot create a temp dir: {e}"));
     let out = rules_cli(dir.path(), &["check", DEMO_RULES]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
     assert!(
-        stdout.contains("ok, 3 rules (0 from built-in packs), 3 enforced in the kernel"),
+        stdout.contains(&format!(
+            "ok, {} rules ({} from built-in packs), {} enforced in the kernel",
+            3 + locked.rules,
+            locked.rules,
+            3 + locked.kernel
+        )),
         "{stdout}"
     );
     // No FILE and no $CARAPACE_DATA_DIR/rules.yaml: the built-in packs, as the daemon does.
@@ -532,13 +538,25 @@ fn rules_list_and_explain_json_on_the_demo() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("cannot create a temp dir: {e}"));
     let out = rules_cli(dir.path(), &["list", "--rules", DEMO_RULES, "--json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let list = json(&out);
-    let ids: Vec<&str> = list
+    let all = json(&out);
+    let all = all
         .as_array()
-        .unwrap_or_else(|| panic!("not a list: {list}"))
+        .unwrap_or_else(|| panic!("not a list: {all}"));
+    // The locked self-protection pack is in force despite the demo's `builtin: none`.
+    let locked: Vec<&serde_json::Value> = all
         .iter()
-        .filter_map(|r| r["id"].as_str())
+        .filter(|r| r["source"] == "builtin:self-protection")
         .collect();
+    assert!(
+        !locked.is_empty() && locked.iter().all(|r| r["locked"] == true),
+        "{all:?}"
+    );
+    let list: Vec<serde_json::Value> = all
+        .iter()
+        .filter(|r| r["source"] != "builtin:self-protection")
+        .cloned()
+        .collect();
+    let ids: Vec<&str> = list.iter().filter_map(|r| r["id"].as_str()).collect();
     assert_eq!(
         ids,
         [
@@ -557,12 +575,19 @@ fn rules_list_and_explain_json_on_the_demo() {
         list[0]["source"]
             .as_str()
             .is_some_and(|s| s.ends_with("demo.yaml")),
-        "{list}"
+        "{list:?}"
     );
 
     let out = rules_cli(dir.path(), &["explain", "--rules", DEMO_RULES, "--json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let explained = json(&out);
+    let explained: Vec<serde_json::Value> = json(&out)
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["source"] != "builtin:self-protection")
+        .cloned()
+        .collect();
+    let explained = serde_json::Value::Array(explained);
     let ssh = &explained[0]["kernel"];
     assert_eq!(ssh["matches"][0]["kind"], "directory prefix", "{explained}");
     assert_eq!(ssh["matches"][0]["value"], "/home/agent/.ssh/");
@@ -664,7 +689,31 @@ fn replace_unnoticed(path: &Path, content: &str) {
         .unwrap_or_else(|e| panic!("cannot restore the mtime of {}: {e}", path.display()));
 }
 
-/// A valid rule file with `n` path rules and no built-in packs.
+/// The locked self-protection pack, in force in every rule file (even `builtin: none`).
+struct Locked {
+    rules: usize,
+    /// Of them, enforced in the kernel.
+    kernel: usize,
+}
+
+fn locked_pack() -> Locked {
+    // The pack on its own: its text, without the default packs a file gets.
+    let text = carapace::rules::builtin::text("self-protection")
+        .unwrap_or_default()
+        .replacen("version: 1\n", "version: 1\nbuiltin: none\n", 1);
+    let set = carapace::rules::RuleSet::parse("builtin:self-protection", &text)
+        .unwrap_or_else(|e| panic!("the self-protection pack compiles: {e}"));
+    Locked {
+        rules: set.rules().len(),
+        kernel: set
+            .rules()
+            .iter()
+            .filter(|r| r.kernel_index.is_some())
+            .count(),
+    }
+}
+
+/// A valid rule file with `n` path rules and, of the built-in packs, only the locked one.
 fn rule_file(n: usize) -> String {
     let mut s = String::from("version: 1\nbuiltin: none\nrules:\n");
     for i in 0..n {
@@ -699,6 +748,7 @@ fn daemon_with_rules(dir: &Path, rules: &Path) -> Daemon {
 
 #[test]
 fn the_daemon_reloads_a_changed_rule_file_and_keeps_its_rules_when_broken() {
+    let locked = locked_pack();
     let Some(dir) = setup("the_daemon_reloads_a_changed_rule_file_and_keeps_its_rules_when_broken")
     else {
         return;
@@ -706,11 +756,16 @@ fn the_daemon_reloads_a_changed_rule_file_and_keeps_its_rules_when_broken() {
     let rules = dir.path().join("rules.yaml");
     replace_file(&rules, &rule_file(2));
     let d = daemon_with_rules(dir.path(), &rules);
-    assert_eq!(status_rules(&d), Some(2), "log:\n{}", d.log_text());
+    assert_eq!(
+        status_rules(&d),
+        Some(2 + locked.rules),
+        "log:\n{}",
+        d.log_text()
+    );
 
     replace_file(&rules, &rule_file(5));
     wait_for(&d, "the changed file was not picked up", || {
-        status_rules(&d) == Some(5)
+        status_rules(&d) == Some(5 + locked.rules)
     });
     assert!(d
         .log_text()
@@ -727,7 +782,7 @@ fn the_daemon_reloads_a_changed_rule_file_and_keeps_its_rules_when_broken() {
     assert!(has_file_line_column(&log, "rules.yaml"), "log:\n{log}");
     assert_eq!(
         status_rules(&d),
-        Some(5),
+        Some(5 + locked.rules),
         "the old rules must stay; log:\n{log}"
     );
     // Reported once, not every second.
@@ -744,17 +799,28 @@ fn the_daemon_reloads_a_changed_rule_file_and_keeps_its_rules_when_broken() {
 
 #[test]
 fn sighup_reloads_the_rules() {
+    let locked = locked_pack();
     let Some(dir) = setup("sighup_reloads_the_rules") else {
         return;
     };
     let rules = dir.path().join("rules.yaml");
     replace_file(&rules, &rule_file(4));
     let d = daemon_with_rules(dir.path(), &rules);
-    assert_eq!(status_rules(&d), Some(4), "log:\n{}", d.log_text());
+    assert_eq!(
+        status_rules(&d),
+        Some(4 + locked.rules),
+        "log:\n{}",
+        d.log_text()
+    );
     replace_unnoticed(&rules, &rule_file(1));
     // The watcher must not have noticed: the change is SIGHUP's to make.
     std::thread::sleep(Duration::from_millis(2500));
-    assert_eq!(status_rules(&d), Some(4), "log:\n{}", d.log_text());
+    assert_eq!(
+        status_rules(&d),
+        Some(4 + locked.rules),
+        "log:\n{}",
+        d.log_text()
+    );
     let pid = d
         .pid()
         .and_then(|p| i32::try_from(p).ok())
@@ -763,7 +829,9 @@ fn sighup_reloads_the_rules() {
     unsafe {
         libc::kill(pid, libc::SIGHUP);
     }
-    wait_for(&d, "SIGHUP did not reload", || status_rules(&d) == Some(1));
+    wait_for(&d, "SIGHUP did not reload", || {
+        status_rules(&d) == Some(1 + locked.rules)
+    });
     assert!(d.log_text().contains("SIGHUP: rules reloaded"));
     assert!(
         text(&carapace(&d, &["status"], &[]).stdout).contains("reloaded 1 times"),
@@ -774,6 +842,7 @@ fn sighup_reloads_the_rules() {
 
 #[test]
 fn rules_reload_swaps_valid_rules_and_returns_the_errors_of_broken_ones() {
+    let locked = locked_pack();
     let Some(dir) = setup("rules_reload_swaps_valid_rules_and_returns_the_errors_of_broken_ones")
     else {
         return;
@@ -787,12 +856,17 @@ fn rules_reload_swaps_valid_rules_and_returns_the_errors_of_broken_ones() {
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
     assert!(
         stdout.contains(&format!(
-            "rules reloaded from {}: 3 rules, 0 enforced in the kernel",
-            rules.display()
-        )) || stdout.contains(": 3 rules, 3 enforced in the kernel"),
+            "rules reloaded from {}: {} rules, 0 enforced in the kernel",
+            rules.display(),
+            3 + locked.rules
+        )) || stdout.contains(&format!(
+            ": {} rules, {} enforced in the kernel",
+            3 + locked.rules,
+            3 + locked.kernel
+        )),
         "{stdout}"
     );
-    assert_eq!(status_rules(&d), Some(3));
+    assert_eq!(status_rules(&d), Some(3 + locked.rules));
 
     replace_file(
         &rules,
@@ -809,10 +883,13 @@ fn rules_reload_swaps_valid_rules_and_returns_the_errors_of_broken_ones() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("keeps its previous rules (3 rules"),
+        stderr.contains(&format!(
+            "keeps its previous rules ({} rules",
+            3 + locked.rules
+        )),
         "{stderr}"
     );
-    assert_eq!(status_rules(&d), Some(3));
+    assert_eq!(status_rules(&d), Some(3 + locked.rules));
 }
 
 #[test]

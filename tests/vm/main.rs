@@ -21,6 +21,7 @@ use std::{
 mod allowlist;
 mod matcher;
 mod limits;
+mod self_protection;
 
 const SOCKET: &str = "/run/carapace/carapace.sock";
 const DAEMON_CMD: &str = "/run/carapace/daemon.cmd";
@@ -360,13 +361,46 @@ fn connect_to_blocked_unix_socket_is_denied() {
 #[test]
 fn grandchild_in_nested_cgroup_is_still_blocked() {
     let _g = guard();
-    // As root without capabilities (no SUDO_UID): the session's cgroup is root-owned, so the
-    // agent can make a nested cgroup and move itself there.
-    let script = "cg=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup); \
-                  mkdir -p $cg/nested && echo $$ > $cg/nested/cgroup.procs && \
-                  grep -q nested /proc/self/cgroup && echo moved; \
-                  bash -c 'bash -c \"cat /srv/secret/a.txt\"'";
-    let out = agent_as(script, None);
+    // The agent itself may not move (self-protection, see self_protection.rs), so root moves
+    // it from outside into a cgroup nested in its session, as a delegated setup could.
+    let _ = fs::remove_file("/tmp/nested-agent.pid");
+    let child = Command::new("carapace")
+        .args([
+            "run",
+            "--",
+            "bash",
+            "-c",
+            "echo $$ > /tmp/nested-agent.pid; \
+             for _ in $(seq 200); do grep -q nested /proc/self/cgroup && break; sleep 0.05; done; \
+             grep -q nested /proc/self/cgroup && echo moved; \
+             bash -c 'bash -c \"cat /srv/secret/a.txt\"'",
+        ])
+        .env("SUDO_UID", "1000")
+        .env("SUDO_GID", "1000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start agent");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let pid = loop {
+        if let Some(pid) = fs::read_to_string("/tmp/nested-agent.pid")
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok())
+        {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the agent never started");
+        thread::sleep(Duration::from_millis(50));
+    };
+    let cgroup = fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("agent cgroup");
+    let rel = cgroup
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .expect("cgroup v2 line");
+    let nested = format!("/sys/fs/cgroup{rel}/nested");
+    fs::create_dir_all(&nested).expect("create nested cgroup");
+    fs::write(format!("{nested}/cgroup.procs"), pid.to_string()).expect("move the agent");
+    let out = child.wait_with_output().expect("agent exits");
     assert!(
         stdout(&out).contains("moved"),
         "the shell must have moved into the nested cgroup"

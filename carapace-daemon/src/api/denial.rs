@@ -2,12 +2,16 @@
 //! operation by name, the subject as a path or `address:port`, the rule's id and message.
 use std::net::Ipv6Addr;
 
-use carapace_common::{op, subject, DenyEvent, AF_INET, PATH_MAX, RULE_PATH_TOO_LONG};
+use carapace_common::{
+    mount_kind, op, subject, DenyEvent, AF_INET, PATH_MAX, RULE_PATH_TOO_LONG, RULE_SELF_PROTECTION,
+};
 
 use super::proto::Denial;
 
 /// Rule id reported when the kernel denied a path too long to match.
 pub const PATH_TOO_LONG_ID: &str = "path-too-long";
+/// Rule id reported for the kernel's self-protection guards, which no rule file switches off.
+pub const SELF_PROTECTION_ID: &str = "self-protection";
 
 /// Name of one `op::*` bit.
 #[must_use]
@@ -18,6 +22,13 @@ pub fn operation_name(bit: u32) -> String {
         op::EXEC => "execute".into(),
         op::DELETE => "delete".into(),
         op::NETWORK => "network".into(),
+        op::SIGNAL => "kill".into(),
+        op::PTRACE => "ptrace".into(),
+        op::BPF => "use".into(),
+        op::MOUNT => "mount".into(),
+        op::UNMOUNT => "unmount".into(),
+        op::MODULE => "load".into(),
+        op::CLONE_INTO_CGROUP => "clone".into(),
         other => format!("operation {other:#x}"),
     }
 }
@@ -57,7 +68,84 @@ pub fn format_subject(event: &DenyEvent) -> String {
                 _ => String::from_utf8_lossy(until_nul(&event.path)).into_owned(),
             }
         }
+        subject::TASK => format!("carapaced (pid {})", event.detail),
+        subject::BPF_CMD => format!("bpf({})", bpf_command(event.detail)),
+        subject::MOUNT => match event.detail {
+            mount_kind::UNMOUNT => "a mounted file system".to_owned(),
+            mount_kind::MOVE_MOUNT => "a mount tree (move_mount)".to_owned(),
+            mount_kind::PIVOT_ROOT => "a new root file system (pivot_root)".to_owned(),
+            _ => match until_nul(&event.path) {
+                [] => "a file system".to_owned(),
+                source => String::from_utf8_lossy(source).into_owned(),
+            },
+        },
+        subject::NONE => match event.op {
+            op::MODULE => "a kernel module".to_owned(),
+            op::CLONE_INTO_CGROUP => "a process into another cgroup (CLONE_INTO_CGROUP)".to_owned(),
+            _ => "a protected object".to_owned(),
+        },
         _ => String::from_utf8_lossy(until_nul(&event.path)).into_owned(),
+    }
+}
+
+/// The name of a `bpf()` command (include/uapi/linux/bpf.h), or its number.
+fn bpf_command(cmd: u32) -> String {
+    const NAMES: [&str; 37] = [
+        "BPF_MAP_CREATE",
+        "BPF_MAP_LOOKUP_ELEM",
+        "BPF_MAP_UPDATE_ELEM",
+        "BPF_MAP_DELETE_ELEM",
+        "BPF_MAP_GET_NEXT_KEY",
+        "BPF_PROG_LOAD",
+        "BPF_OBJ_PIN",
+        "BPF_OBJ_GET",
+        "BPF_PROG_ATTACH",
+        "BPF_PROG_DETACH",
+        "BPF_PROG_TEST_RUN",
+        "BPF_PROG_GET_NEXT_ID",
+        "BPF_MAP_GET_NEXT_ID",
+        "BPF_PROG_GET_FD_BY_ID",
+        "BPF_MAP_GET_FD_BY_ID",
+        "BPF_OBJ_GET_INFO_BY_FD",
+        "BPF_PROG_QUERY",
+        "BPF_RAW_TRACEPOINT_OPEN",
+        "BPF_BTF_LOAD",
+        "BPF_BTF_GET_FD_BY_ID",
+        "BPF_TASK_FD_QUERY",
+        "BPF_MAP_LOOKUP_AND_DELETE_ELEM",
+        "BPF_MAP_FREEZE",
+        "BPF_BTF_GET_NEXT_ID",
+        "BPF_MAP_LOOKUP_BATCH",
+        "BPF_MAP_LOOKUP_AND_DELETE_BATCH",
+        "BPF_MAP_UPDATE_BATCH",
+        "BPF_MAP_DELETE_BATCH",
+        "BPF_LINK_CREATE",
+        "BPF_LINK_UPDATE",
+        "BPF_LINK_GET_FD_BY_ID",
+        "BPF_LINK_GET_NEXT_ID",
+        "BPF_ENABLE_STATS",
+        "BPF_ITER_CREATE",
+        "BPF_LINK_DETACH",
+        "BPF_PROG_BIND_MAP",
+        "BPF_TOKEN_CREATE",
+    ];
+    NAMES
+        .get(cmd as usize)
+        .map_or_else(|| format!("command {cmd}"), |n| (*n).to_owned())
+}
+
+/// The message of a self-protection denial, by what was refused.
+fn self_protection_message(event: &DenyEvent) -> &'static str {
+    match event.op {
+        op::SIGNAL | op::PTRACE => {
+            "agents may not signal, trace or read the memory of the Carapace daemon"
+        }
+        op::BPF => "agents may not use bpf(); it could switch Carapace's kernel layer off",
+        op::MOUNT | op::UNMOUNT => {
+            "agents may not mount or unmount file systems; they could hide or uncover protected files"
+        }
+        op::MODULE => "agents may not load kernel modules",
+        _ => "agents may not move processes out of their Carapace session's cgroup",
     }
 }
 
@@ -79,6 +167,11 @@ pub fn denial_from_event(
                  denied for operations that a path rule covers; use a shorter path",
                 PATH_MAX - 1
             ),
+        )
+    } else if event.rule == RULE_SELF_PROTECTION {
+        (
+            SELF_PROTECTION_ID.to_owned(),
+            self_protection_message(event).to_owned(),
         )
     } else if let Some((id, message)) = rule {
         (id.to_owned(), message.to_owned())
@@ -117,7 +210,7 @@ mod tests {
             subject: subject::PATH,
             port: 0,
             family: 0,
-            pad: 0,
+            detail: 0,
             addr: [0; 16],
             comm: [0; 16],
             path: [0; PATH_MAX],
@@ -156,7 +249,7 @@ mod tests {
             op::EXEC,
             op::DELETE,
             op::NETWORK,
-            1 << 9,
+            1 << 20,
         ]
         .into_iter()
         .map(operation_name)
@@ -169,7 +262,7 @@ mod tests {
                 "execute",
                 "delete",
                 "network",
-                "operation 0x200"
+                "operation 0x100000"
             ]
         );
     }
@@ -211,6 +304,58 @@ mod tests {
         let mut e = with_path(event(), b"\0abstract-name");
         e.subject = subject::UNIX;
         assert_eq!(format_subject(&e), "@abstract-name");
+    }
+
+    fn guard_line(op: u32, subject: u32, detail: u32, path: &[u8]) -> String {
+        let mut e = with_path(event(), path);
+        (e.rule, e.op, e.subject, e.detail) = (RULE_SELF_PROTECTION, op, subject, detail);
+        let d = denial_from_event(&e, "s-1", None);
+        assert_eq!(d.rule_id, SELF_PROTECTION_ID);
+        format!("blocked {} of {} ({})", d.operation, d.subject, d.message)
+    }
+
+    #[test]
+    fn self_protection_denials() {
+        assert_eq!(
+            guard_line(op::SIGNAL, subject::TASK, 812, b""),
+            "blocked kill of carapaced (pid 812) (agents may not signal, trace or read the \
+             memory of the Carapace daemon)"
+        );
+        assert!(guard_line(op::PTRACE, subject::TASK, 812, b"")
+            .starts_with("blocked ptrace of carapaced (pid 812)"));
+        assert!(guard_line(op::BPF, subject::BPF_CMD, 5, b"")
+            .starts_with("blocked use of bpf(BPF_PROG_LOAD) (agents may not use bpf()"));
+        assert!(guard_line(op::BPF, subject::BPF_CMD, 999, b"")
+            .starts_with("blocked use of bpf(command 999)"));
+        assert!(
+            guard_line(op::MOUNT, subject::MOUNT, mount_kind::MOUNT, b"tmpfs")
+                .starts_with("blocked mount of tmpfs (agents may not mount")
+        );
+        assert!(
+            guard_line(op::MOUNT, subject::MOUNT, mount_kind::MOUNT, b"")
+                .starts_with("blocked mount of a file system")
+        );
+        assert!(
+            guard_line(op::UNMOUNT, subject::MOUNT, mount_kind::UNMOUNT, b"")
+                .starts_with("blocked unmount of a mounted file system")
+        );
+        assert!(
+            guard_line(op::MOUNT, subject::MOUNT, mount_kind::MOVE_MOUNT, b"")
+                .contains("(move_mount)")
+        );
+        assert!(
+            guard_line(op::MOUNT, subject::MOUNT, mount_kind::PIVOT_ROOT, b"")
+                .contains("(pivot_root)")
+        );
+        assert!(guard_line(op::MODULE, subject::NONE, 0, b"")
+            .starts_with("blocked load of a kernel module (agents may not load kernel modules)"));
+        assert!(guard_line(op::CLONE_INTO_CGROUP, subject::NONE, 0, b"")
+            .starts_with("blocked clone of a process into another cgroup"));
+        assert_eq!(
+            guard_line(op::WRITE, subject::PATH, 0, b"/sys/fs/cgroup/cgroup.procs"),
+            "blocked write of /sys/fs/cgroup/cgroup.procs (agents may not move processes out \
+             of their Carapace session's cgroup)"
+        );
     }
 
     #[test]

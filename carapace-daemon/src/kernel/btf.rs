@@ -14,6 +14,8 @@ pub enum BtfError {
     NoStruct(String),
     #[error("kernel BTF struct `{0}` has no member `{1}`")]
     NoMember(String, String),
+    #[error("kernel BTF has no enumerator `{1}` in enum `{0}`")]
+    NoEnumerator(String, String),
 }
 
 const MAGIC: u16 = 0xeb9f;
@@ -23,6 +25,7 @@ const KIND_ARRAY: u32 = 3;
 const KIND_STRUCT: u32 = 4;
 const KIND_UNION: u32 = 5;
 const KIND_ENUM: u32 = 6;
+const KIND_FUNC: u32 = 12;
 const KIND_FUNC_PROTO: u32 = 13;
 const KIND_VAR: u32 = 14;
 const KIND_DATASEC: u32 = 15;
@@ -39,11 +42,16 @@ struct Composite {
     members: Vec<Member>,
 }
 
-/// The structs and unions of a BTF blob, by type id, with their names.
+/// The structs and unions of a BTF blob, by type id, with their names; its named enums;
+/// and the parameter counts of the LSM hooks' BPF attach points (`bpf_lsm_*`).
 pub struct Btf {
     strings: Vec<u8>,
     composites: HashMap<u32, Composite>,
     by_name: HashMap<String, u32>,
+    /// Enum name → (enumerator name offset, value).
+    enums: HashMap<String, Vec<(u32, i64)>>,
+    /// Hook name (without `bpf_lsm_`) → number of parameters.
+    lsm_params: HashMap<String, u32>,
 }
 
 fn u32_at(data: &[u8], at: usize) -> Result<u32, BtfError> {
@@ -82,7 +90,13 @@ impl Btf {
             strings,
             composites: HashMap::new(),
             by_name: HashMap::new(),
+            enums: HashMap::new(),
+            lsm_params: HashMap::new(),
         };
+        // FUNC_PROTO type id → parameter count, and the hooks' FUNC → FUNC_PROTO links,
+        // resolved after the pass (a prototype may come after its function).
+        let mut proto_params: HashMap<u32, u32> = HashMap::new();
+        let mut hook_protos: Vec<(String, u32)> = Vec::new();
         let mut at = 0;
         let mut id = 1u32;
         while at < types.len() {
@@ -99,6 +113,26 @@ impl Btf {
                 KIND_ENUM | KIND_FUNC_PROTO => 8 * vlen,
                 _ => 0,
             };
+            if kind == KIND_FUNC_PROTO {
+                proto_params.insert(id, vlen as u32);
+            }
+            if kind == KIND_FUNC {
+                if let Some(hook) = btf.string(name_off).strip_prefix("bpf_lsm_") {
+                    let hook = hook.to_owned();
+                    hook_protos.push((hook, u32_at(types, at - 4)?));
+                }
+            }
+            if kind == KIND_ENUM && name_off != 0 {
+                let mut values = Vec::with_capacity(vlen);
+                for v in 0..vlen {
+                    let base = at + 8 * v;
+                    let raw = u32_at(types, base + 4)?;
+                    // Signed or not, the enumerators the programs need are small.
+                    values.push((u32_at(types, base)?, i64::from(raw.cast_signed())));
+                }
+                let name = btf.string(name_off).to_owned();
+                btf.enums.entry(name).or_insert(values);
+            }
             if kind == KIND_STRUCT || kind == KIND_UNION {
                 let mut members = Vec::with_capacity(vlen);
                 for m in 0..vlen {
@@ -124,7 +158,31 @@ impl Btf {
             at += extra;
             id += 1;
         }
+        for (hook, proto) in hook_protos {
+            if let Some(&n) = proto_params.get(&proto) {
+                btf.lsm_params.insert(hook, n);
+            }
+        }
         Ok(btf)
+    }
+
+    /// The value of enumerator `member` of `enum name`.
+    pub fn enum_value(&self, name: &str, member: &str) -> Result<i64, BtfError> {
+        self.enums
+            .get(name)
+            .and_then(|values| {
+                values
+                    .iter()
+                    .find(|(off, _)| self.string(*off) == member)
+                    .map(|(_, v)| *v)
+            })
+            .ok_or_else(|| BtfError::NoEnumerator(name.to_owned(), member.to_owned()))
+    }
+
+    /// How many parameters LSM hook `hook` takes on this kernel (`None`: no such hook).
+    #[must_use]
+    pub fn lsm_hook_params(&self, hook: &str) -> Option<u32> {
+        self.lsm_params.get(hook).copied()
     }
 
     fn string(&self, off: u32) -> &str {
@@ -168,7 +226,7 @@ impl Btf {
 /// Every offset the programs take, by global name (see `carapace_common::globals`).
 pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> {
     use carapace_common::globals as g;
-    let wanted: [(&str, &str, &str); 10] = [
+    let wanted: [(&str, &str, &str); 14] = [
         (g::OFF_FILE_F_PATH, "file", "f_path"),
         (g::OFF_FILE_F_MODE, "file", "f_mode"),
         (g::OFF_FILE_F_INODE, "file", "f_inode"),
@@ -179,6 +237,10 @@ pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> 
         (g::OFF_PATH_DENTRY, "path", "dentry"),
         (g::OFF_DENTRY_D_NAME, "dentry", "d_name"),
         (g::OFF_QSTR_NAME, "qstr", "name"),
+        (g::OFF_TASK_TGID, "task_struct", "tgid"),
+        (g::OFF_SB_S_MAGIC, "super_block", "s_magic"),
+        (g::OFF_DENTRY_D_PARENT, "dentry", "d_parent"),
+        (g::OFF_DENTRY_D_INODE, "dentry", "d_inode"),
     ];
     wanted
         .iter()
@@ -186,10 +248,27 @@ pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> 
         .collect()
 }
 
+/// Enumerator values the programs compare with, by global name (u32 globals).
+pub fn program_enums(btf: &Btf) -> Result<Vec<(&'static str, u32)>, BtfError> {
+    use carapace_common::globals as g;
+    let wanted: [(&str, &str, &str); 2] = [
+        (g::READING_MODULE, "kernel_read_file_id", "READING_MODULE"),
+        (g::LOADING_MODULE, "kernel_load_data_id", "LOADING_MODULE"),
+    ];
+    wanted
+        .iter()
+        .map(|&(global, name, member)| {
+            let value = btf.enum_value(name, member)?;
+            let value = u32::try_from(value)
+                .map_err(|_| BtfError::NoEnumerator(name.to_owned(), member.to_owned()))?;
+            Ok((global, value))
+        })
+        .collect()
+}
+
 /// The type id of the function `name` (`BTF_KIND_FUNC`) in a BTF blob, e.g. the
 /// `bpf_lsm_file_open` an LSM program attaches to; `Ok(None)` when there is none.
 pub fn func_id(data: &[u8], name: &[u8]) -> Result<Option<u32>, BtfError> {
-    const KIND_FUNC: u32 = 12;
     let magic = data.get(0..2).map(|b| u16::from_le_bytes([b[0], b[1]]));
     if magic != Some(MAGIC) {
         return Err(BtfError::Malformed("bad magic"));
@@ -247,6 +326,14 @@ mod tests {
         assert_eq!(get(carapace_common::globals::OFF_QSTR_NAME), Some(8));
         let f_path = get(carapace_common::globals::OFF_FILE_F_PATH).expect("f_path");
         assert!(f_path > 0 && f_path < 256, "f_path at {f_path}");
+        let enums = program_enums(&btf).expect("module enumerators");
+        assert!(
+            enums.iter().all(|(_, v)| *v == 2),
+            "READING_MODULE and LOADING_MODULE are 2 on every kernel since 5.10: {enums:?}"
+        );
+        assert_eq!(btf.lsm_hook_params("file_open"), Some(1));
+        assert_eq!(btf.lsm_hook_params("task_kill"), Some(4));
+        assert_eq!(btf.lsm_hook_params("no_such_hook"), None);
     }
 
     #[test]

@@ -19,8 +19,25 @@ use super::{btf, KernelSettings, KernelUnavailable};
 /// The programs, built by build.rs (empty when built with `AYA_BUILD_SKIP=1`).
 static PROGRAMS: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/carapace"));
 
-/// Every LSM hook the programs attach to.
+/// The LSM hooks the rules need: the kernel layer does not start without them.
 pub const HOOKS: [&str; 3] = ["file_open", "bprm_check_security", "socket_connect"];
+
+/// The self-protection guards, each with the number of parameters its program was written
+/// for (it reads the previous program's verdict right after them). A guard whose hook this
+/// kernel lacks, or declares differently, is skipped with the reason logged: a program that
+/// read the wrong argument as the verdict would refuse or allow at random.
+pub const GUARDS: [(&str, u32); 10] = [
+    ("task_kill", 4),
+    ("ptrace_access_check", 2),
+    ("bpf", 3),
+    ("sb_mount", 5),
+    ("sb_umount", 2),
+    ("move_mount", 2),
+    ("sb_pivotroot", 2),
+    ("kernel_read_file", 3),
+    ("kernel_load_data", 2),
+    ("task_alloc", 2),
+];
 
 const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
 
@@ -29,6 +46,8 @@ pub struct Loaded {
     pub maps: Vec<(String, Map)>,
     pub events: Map,
     pub hooks: Vec<&'static str>,
+    /// Guards not attached, with the reason.
+    pub skipped: Vec<String>,
     /// A previous daemon's links were found and replaced.
     pub adopted_links: bool,
 }
@@ -48,9 +67,12 @@ pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
             ))
         })?
         .map_err(|e| KernelUnavailable::new(format!("cannot read kernel BTF: {e}")))?;
-    let offsets = btf::program_offsets(&kernel_btf).map_err(|e| {
+    let lacks = |e: btf::BtfError| {
         KernelUnavailable::new(format!("kernel BTF lacks what the programs need: {e}"))
-    })?;
+    };
+    let offsets = btf::program_offsets(&kernel_btf).map_err(lacks)?;
+    let enums = btf::program_enums(&kernel_btf).map_err(lacks)?;
+    let guards = guard_plan(&kernel_btf);
     let aya_btf = AyaBtf::from_sys_fs()
         .map_err(|e| KernelUnavailable::new(format!("cannot read kernel BTF: {e}")))?;
 
@@ -63,29 +85,66 @@ pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
             .map_err(|e| KernelUnavailable::new(format!("cannot create {}: {e}", dir.display())))?;
     }
 
-    let result = load_and_attach(settings, &offsets, &aya_btf, &maps_dir, &links_dir);
+    let inputs = Inputs {
+        offsets: &offsets,
+        enums: &enums,
+        guards: &guards,
+    };
+    let result = load_and_attach(settings, &inputs, &aya_btf, &maps_dir, &links_dir);
     if result.is_err() && fresh {
         // Leave nothing behind on a kernel that refused the programs.
         let _ = fs::remove_dir_all(&settings.pin_dir);
     }
-    let (maps, events, adopted_links) = result?;
+    let attached = result?;
     Ok(Loaded {
-        maps,
-        events,
-        hooks: HOOKS.to_vec(),
-        adopted_links,
+        maps: attached.maps,
+        events: attached.events,
+        hooks: attached.hooks,
+        skipped: attached.skipped,
+        adopted_links: attached.adopted_links,
     })
 }
 
-type Attached = (Vec<(String, Map)>, Map, bool);
+/// Each guard with why it cannot be attached here (`None`: attach it).
+fn guard_plan(kernel_btf: &btf::Btf) -> Vec<(&'static str, Option<String>)> {
+    GUARDS
+        .iter()
+        .map(|&(hook, params)| {
+            let why_not = match kernel_btf.lsm_hook_params(hook) {
+                Some(n) if n == params => None,
+                Some(n) => Some(format!(
+                    "{hook}: this kernel's hook takes {n} arguments, the program expects {params}"
+                )),
+                None => Some(format!("{hook}: this kernel has no such LSM hook")),
+            };
+            (hook, why_not)
+        })
+        .collect()
+}
+
+/// What the loader feeds the programs, all read from the running kernel's BTF.
+struct Inputs<'a> {
+    offsets: &'a [(&'static str, u64)],
+    enums: &'a [(&'static str, u32)],
+    guards: &'a [(&'static str, Option<String>)],
+}
+
+struct Attached {
+    maps: Vec<(String, Map)>,
+    events: Map,
+    hooks: Vec<&'static str>,
+    skipped: Vec<String>,
+    adopted_links: bool,
+}
 
 fn load_and_attach(
     settings: &KernelSettings,
-    offsets: &[(&'static str, u64)],
+    inputs: &Inputs<'_>,
     aya_btf: &AyaBtf,
     maps_dir: &Path,
     links_dir: &Path,
 ) -> Result<Attached, KernelUnavailable> {
+    let daemon_tgid = std::process::id();
     let mut loader = EbpfLoader::new();
     loader
         .btf(Some(aya_btf))
@@ -95,31 +154,42 @@ fn load_and_attach(
             &settings.cgroup_root_level,
             true,
         )
-        .override_global(globals::CGROUP_ROOT_ID, &settings.cgroup_root_id, true);
-    for (name, offset) in offsets {
+        .override_global(globals::CGROUP_ROOT_ID, &settings.cgroup_root_id, true)
+        .override_global(globals::DAEMON_TGID, &daemon_tgid, true);
+    for (name, offset) in inputs.offsets {
         loader.override_global(name, offset, true);
+    }
+    for (name, value) in inputs.enums {
+        loader.override_global(name, value, true);
     }
     let mut ebpf = loader.load(PROGRAMS).map_err(|e| {
         KernelUnavailable::new(format!("cannot load the eBPF object: {}", chain(&e)))
     })?;
 
     let mut adopted_links = false;
+    let mut hooks = Vec::new();
     for hook in HOOKS {
-        let program: &mut Lsm = ebpf
-            .program_mut(hook)
-            .ok_or_else(|| {
-                KernelUnavailable::new(format!("program {hook} missing from the object"))
-            })?
-            .try_into()
-            .map_err(|e: ProgramError| KernelUnavailable::new(format!("{hook}: {e}")))?;
-        program.load(hook, aya_btf).map_err(|e| refused(hook, &e))?;
-        let id = program.attach().map_err(|e| refused(hook, &e))?;
-        let link: FdLink = program
-            .take_link(id)
-            .map_err(|e| KernelUnavailable::new(format!("{hook}: {e}")))?
-            .into();
-        adopted_links |= pin_replacing(link, &links_dir.join(hook))
-            .map_err(|e| KernelUnavailable::new(format!("cannot pin the {hook} link: {e}")))?;
+        adopted_links |= attach(&mut ebpf, hook, aya_btf, links_dir)?;
+        hooks.push(hook);
+    }
+    let mut skipped = Vec::new();
+    for (hook, why_not) in inputs.guards {
+        let attached = match why_not {
+            None => attach(&mut ebpf, hook, aya_btf, links_dir).map_err(|e| e.reason),
+            Some(why) => Err(why.clone()),
+        };
+        match attached {
+            Ok(adopted) => {
+                adopted_links |= adopted;
+                hooks.push(*hook);
+            }
+            Err(why) => {
+                tracing::warn!("self-protection guard not attached: {why}");
+                // A previous daemon's program would protect a stale daemon pid.
+                let _ = fs::remove_file(links_dir.join(hook));
+                skipped.push(why);
+            }
+        }
     }
 
     let mut maps = Vec::new();
@@ -150,7 +220,36 @@ fn load_and_attach(
         }
     }
     let events = events.ok_or_else(|| KernelUnavailable::new("no EVENTS map"))?;
-    Ok((maps, events, adopted_links))
+    Ok(Attached {
+        maps,
+        events,
+        hooks,
+        skipped,
+        adopted_links,
+    })
+}
+
+/// Loads, attaches and pins the program of `hook`; returns whether it replaced a previous
+/// daemon's link.
+fn attach(
+    ebpf: &mut aya::Ebpf,
+    hook: &'static str,
+    aya_btf: &AyaBtf,
+    links_dir: &Path,
+) -> Result<bool, KernelUnavailable> {
+    let program: &mut Lsm = ebpf
+        .program_mut(hook)
+        .ok_or_else(|| KernelUnavailable::new(format!("program {hook} missing from the object")))?
+        .try_into()
+        .map_err(|e: ProgramError| KernelUnavailable::new(format!("{hook}: {e}")))?;
+    program.load(hook, aya_btf).map_err(|e| refused(hook, &e))?;
+    let id = program.attach().map_err(|e| refused(hook, &e))?;
+    let link: FdLink = program
+        .take_link(id)
+        .map_err(|e| KernelUnavailable::new(format!("{hook}: {e}")))?
+        .into();
+    pin_replacing(link, &links_dir.join(hook))
+        .map_err(|e| KernelUnavailable::new(format!("cannot pin the {hook} link: {e}")))
 }
 
 /// Pins `link` at `path`; an older link pinned there is removed only after the new one is

@@ -46,6 +46,8 @@ pub struct Kernel {
     maps: KernelMaps,
     events: Option<EventStream>,
     hooks: Vec<&'static str>,
+    /// Self-protection guards not attached on this kernel, with the reason.
+    skipped: Vec<String>,
     adopted: Vec<(u64, u32)>,
     adopted_links: bool,
 }
@@ -73,6 +75,7 @@ impl Kernel {
             maps,
             events: Some(events),
             hooks: loaded.hooks,
+            skipped: loaded.skipped,
             adopted,
             adopted_links: loaded.adopted_links,
         })
@@ -123,8 +126,13 @@ impl Kernel {
         } else {
             "loaded"
         };
+        let skipped = if self.skipped.is_empty() {
+            String::new()
+        } else {
+            format!("; guards not attached: {}", self.skipped.join("; "))
+        };
         format!(
-            "enforcing ({origin}): hooks {}; {}",
+            "enforcing ({origin}): hooks {}; {}{skipped}",
             self.hooks.join(", "),
             self.maps.fill_levels()
         )

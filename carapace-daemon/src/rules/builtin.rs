@@ -34,3 +34,8 @@ packs!(
 /// Packs on when a rule file has no `builtin:` key: all but the last, `internal-network`,
 /// which is opt-in because many agents legitimately reach services on the local network.
 pub const DEFAULT: &[&str] = NAMES.split_at(NAMES.len() - 1).0;
+
+/// Packs in force whatever the rule file's `builtin:` says (`none` included): their rules are
+/// `locked`, and an agent that could write Carapace's rules, binaries or pins would switch
+/// every other rule off.
+pub const ALWAYS: &[&str] = &["self-protection"];

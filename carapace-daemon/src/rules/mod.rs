@@ -161,11 +161,12 @@ impl RuleSet {
         }
     }
 
-    /// Reads, validates and compiles a rule file.
+    /// Reads, validates and compiles a rule file. The locked packs (`builtin::ALWAYS`, the
+    /// self-protection rules) are in force whatever the file's `builtin:` says.
     pub fn load(path: &Path) -> Result<Self, Diagnostics> {
         let origin = path.display().to_string();
         match std::fs::read_to_string(path) {
-            Ok(text) => Self::parse(&origin, &text),
+            Ok(text) => Self::compile_text(&origin, &text, &Options::default(), builtin::ALWAYS),
             Err(e) => Err(Diagnostics(vec![Diagnostic {
                 severity: Severity::Error,
                 origin,
@@ -182,8 +183,19 @@ impl RuleSet {
         Self::parse_with(origin, text, &Options::default())
     }
 
-    /// [`RuleSet::parse`] with explicit machine facts (homes, resolver).
+    /// [`RuleSet::parse`] with explicit machine facts (homes, resolver). Takes the text as
+    /// it is: `builtin: none` means no pack (see [`RuleSet::load`] for rule files).
     pub fn parse_with(origin: &str, text: &str, opts: &Options) -> Result<Self, Diagnostics> {
+        Self::compile_text(origin, text, opts, &[])
+    }
+
+    /// Compiles rule text with the packs it selects plus `locked_packs`.
+    fn compile_text(
+        origin: &str,
+        text: &str,
+        opts: &Options,
+        locked_packs: &[&str],
+    ) -> Result<Self, Diagnostics> {
         let mut diags = Vec::new();
         let Some(model) = parse_file(origin, origin, text, opts, &mut diags) else {
             return Err(Diagnostics(diags));
@@ -194,7 +206,7 @@ impl RuleSet {
             validate::BuiltinSel::List(list) => builtin::NAMES
                 .iter()
                 .copied()
-                .filter(|n| list.iter().any(|l| l == n))
+                .filter(|n| list.iter().any(|l| l == n) || locked_packs.contains(n))
                 .collect(),
         };
         let mut rules = Vec::new();

@@ -1202,3 +1202,43 @@ fn session_rules_with_a_structured_effect_reach_the_kernel_switched_off() {
     assert!(userspace_reason(&set, "no-path").contains("names no path"));
     assert!(userspace_reason(&set, "english").contains("LLM"));
 }
+
+#[test]
+fn a_rule_file_cannot_switch_the_locked_self_protection_pack_off() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("rules.yaml");
+    std::fs::write(&file, user("  - block: \"/srv/x\"\n")).expect("write rule file");
+    let set = RuleSet::load(&file).expect("rule file compiles");
+    let pack = builtin::text("self-protection").expect("pack text");
+    let locked: Vec<&Rule> = set
+        .rules()
+        .iter()
+        .filter(|r| r.source == "builtin:self-protection")
+        .collect();
+    for id in [
+        "carapace-data",
+        "carapace-runtime",
+        "carapace-binaries",
+        "carapace-kernel-state",
+    ] {
+        assert!(pack.contains(id), "{id} is in the pack");
+        let rule = locked
+            .iter()
+            .find(|r| r.id == id)
+            .unwrap_or_else(|| panic!("{id} is in force despite `builtin: none`"));
+        assert!(rule.locked, "{id} is locked");
+        assert!(rule.kernel_index.is_some(), "{id} reaches the kernel");
+    }
+    assert_eq!(
+        set.rules().len(),
+        locked.len() + 1,
+        "the file's rule and the pack"
+    );
+    // Only the locked pack: `builtin: none` still leaves the other packs out.
+    assert!(set
+        .rules()
+        .iter()
+        .all(|r| r.source == "builtin:self-protection" || !r.source.starts_with("builtin:")));
+    // Text compiled as it is (tests, learned rules) is not widened.
+    assert!(ok(&user("  - block: \"/srv/x\"\n")).rules().len() == 1);
+}

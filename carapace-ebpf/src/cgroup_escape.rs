@@ -1,0 +1,109 @@
+//! Leaving the session's cgroup through a cgroup file system: opening `cgroup.procs`,
+//! `cgroup.threads` or (cgroup v1) `tasks` for writing anywhere but inside the session's own
+//! cgroup tree. Checked on write opens only, and the name is compared only on a cgroup file
+//! system, so ordinary writes pay two reads.
+
+use aya_ebpf::{bindings::path, helpers::generated::bpf_d_path};
+use carapace_common::{errsite, op, subject, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC, PATH_MAX};
+
+use crate::{
+    event::Subject,
+    gate::Session,
+    globals, guard, kread,
+    maps::{count_error, SCRATCH},
+};
+
+/// cgroup levels walked up from a `cgroup.procs` file looking for the session's cgroup;
+/// deeper trees are denied (fail closed).
+const MAX_DEPTH: usize = 32;
+
+/// `Some(-EACCES)` when opening `file` for writing would let the caller move a process out
+/// of its session.
+///
+/// Not inlined: on 6.1 the verifier explored `file_open`'s path matching once per exit of
+/// the ancestor walk and gave up (E2BIG); as a subprogram its exits merge at the return.
+#[inline(never)]
+pub fn check(session: &Session, file: *const u8) -> Option<i32> {
+    let inode = kread::read::<*const u8>(file, globals::file_f_inode(), errsite::READ_INODE)?;
+    let sb = kread::read::<*const u8>(inode, globals::inode_i_sb(), errsite::READ_INODE)?;
+    let magic = kread::read::<u64>(sb, globals::sb_s_magic(), errsite::READ_INODE)?;
+    if magic != CGROUP2_SUPER_MAGIC && magic != CGROUP_SUPER_MAGIC {
+        return None;
+    }
+    let f_path = file.wrapping_add(globals::file_f_path());
+    let dentry = kread::read::<*const u8>(f_path, globals::path_dentry(), errsite::READ_INODE)?;
+    if !is_migration_file(dentry) {
+        return None;
+    }
+    // On cgroup2 a directory's inode number is its cgroup id: a file below the session's
+    // own cgroup moves processes within the session, which is allowed here (rules on the
+    // cgroup tree may still refuse it). cgroup v1 hierarchies never hold the session.
+    if magic == CGROUP2_SUPER_MAGIC && under_cgroup(dentry, session.cgroup) {
+        return None;
+    }
+    let mut ev = Subject::bare(subject::PATH, 0);
+    if let Some(ptr) = SCRATCH.get_ptr_mut(0) {
+        // SAFETY: per-CPU scratch; programs do not nest on one CPU for these hooks.
+        let scratch = unsafe { &mut *ptr };
+        // SAFETY: f_path is `&file->f_path` of the hook's trusted file; the buffer holds
+        // PATH_MAX bytes.
+        let n = unsafe {
+            bpf_d_path(
+                f_path as *mut path,
+                scratch.key.data.as_mut_ptr().cast(),
+                PATH_MAX as u32,
+            )
+        };
+        if n > 0 && n as usize <= PATH_MAX {
+            kread::zero_tail(&mut scratch.key.data, (n as usize - 1) & (PATH_MAX - 1));
+            ev.path = Some(&scratch.key.data);
+        } else {
+            count_error(errsite::D_PATH);
+        }
+    }
+    Some(guard::deny(session, op::WRITE, &ev))
+}
+
+/// Whether the dentry's name is `cgroup.procs`, `cgroup.threads` or `tasks`.
+#[inline(always)]
+fn is_migration_file(dentry: *const u8) -> bool {
+    let d_name = dentry.wrapping_add(globals::dentry_d_name());
+    let Some(ptr) = kread::read::<*const u8>(d_name, globals::qstr_name(), errsite::READ_INODE)
+    else {
+        // Unreadable: treat it as one, fail closed.
+        return true;
+    };
+    let mut name = [0u8; 16];
+    if kread::read_str(ptr, &mut name, errsite::READ_INODE).is_none() {
+        return true;
+    }
+    name == *b"cgroup.procs\0\0\0\0"
+        || name == *b"cgroup.threads\0\0"
+        || name == *b"tasks\0\0\0\0\0\0\0\0\0\0\0"
+}
+
+/// Whether one of `dentry`'s ancestors is the directory of cgroup `cgroup`.
+#[inline(always)]
+fn under_cgroup(dentry: *const u8, cgroup: u64) -> bool {
+    let mut d = dentry;
+    for _ in 0..MAX_DEPTH {
+        let Some(parent) =
+            kread::read::<*const u8>(d, globals::dentry_d_parent(), errsite::READ_INODE)
+        else {
+            return false;
+        };
+        if parent.is_null() || parent == d {
+            return false;
+        }
+        d = parent;
+        let Some(inode) =
+            kread::read::<*const u8>(d, globals::dentry_d_inode(), errsite::READ_INODE)
+        else {
+            return false;
+        };
+        if kread::read::<u64>(inode, globals::inode_i_ino(), errsite::READ_INODE) == Some(cgroup) {
+            return true;
+        }
+    }
+    false
+}
