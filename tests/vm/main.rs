@@ -6,6 +6,8 @@
 //! operation outside a session works.
 #![cfg(target_os = "linux")]
 
+mod bypass;
+
 use std::{
     fs,
     io::{BufRead as _, BufReader},
@@ -60,6 +62,7 @@ fn fixture() {
             fs::Permissions::from_mode(0o755),
         )
         .expect("chmod blocked-tool");
+        bypass::before_rules();
         restart_daemon(false);
     });
 }
