@@ -271,6 +271,11 @@ pub mod globals {
     pub const OFF_PATH_DENTRY: &str = "OFF_PATH_DENTRY";
     pub const OFF_DENTRY_D_NAME: &str = "OFF_DENTRY_D_NAME";
     pub const OFF_QSTR_NAME: &str = "OFF_QSTR_NAME";
+    pub const OFF_DENTRY_D_PARENT: &str = "OFF_DENTRY_D_PARENT";
+    pub const OFF_DENTRY_D_INODE: &str = "OFF_DENTRY_D_INODE";
+    pub const OFF_MSGHDR_MSG_NAME: &str = "OFF_MSGHDR_MSG_NAME";
+    pub const OFF_UNIX_SOCK_PATH: &str = "OFF_UNIX_SOCK_PATH";
+    pub const OFF_SOCKET_SK: &str = "OFF_SOCKET_SK";
 }
 
 /// Names of the maps (also their pin names under bpffs).

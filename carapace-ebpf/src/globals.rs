@@ -22,6 +22,11 @@ global!(OFF_BPRM_FILE: u64);
 global!(OFF_PATH_DENTRY: u64);
 global!(OFF_DENTRY_D_NAME: u64);
 global!(OFF_QSTR_NAME: u64);
+global!(OFF_DENTRY_D_PARENT: u64);
+global!(OFF_DENTRY_D_INODE: u64);
+global!(OFF_MSGHDR_MSG_NAME: u64);
+global!(OFF_UNIX_SOCK_PATH: u64);
+global!(OFF_SOCKET_SK: u64);
 
 /// Reads a global without letting the compiler fold it to its placeholder value.
 macro_rules! get {
@@ -66,4 +71,19 @@ pub fn dentry_d_name() -> usize {
 }
 pub fn qstr_name() -> usize {
     get!(OFF_QSTR_NAME) as usize
+}
+pub fn dentry_d_parent() -> usize {
+    get!(OFF_DENTRY_D_PARENT) as usize
+}
+pub fn dentry_d_inode() -> usize {
+    get!(OFF_DENTRY_D_INODE) as usize
+}
+pub fn msghdr_msg_name() -> usize {
+    get!(OFF_MSGHDR_MSG_NAME) as usize
+}
+pub fn unix_sock_path() -> usize {
+    get!(OFF_UNIX_SOCK_PATH) as usize
+}
+pub fn socket_sk() -> usize {
+    get!(OFF_SOCKET_SK) as usize
 }

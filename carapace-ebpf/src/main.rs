@@ -18,13 +18,21 @@ mod gate;
 #[cfg(target_arch = "bpf")]
 mod globals;
 #[cfg(target_arch = "bpf")]
+mod inode;
+#[cfg(target_arch = "bpf")]
 mod kread;
+#[cfg(target_arch = "bpf")]
+mod link_rename;
 #[cfg(target_arch = "bpf")]
 mod maps;
 #[cfg(target_arch = "bpf")]
 mod matcher;
 #[cfg(target_arch = "bpf")]
 mod socket_connect;
+#[cfg(target_arch = "bpf")]
+mod socket_sendmsg;
+#[cfg(target_arch = "bpf")]
+mod unix_peer;
 
 /// The hook's verdict for a denied operation.
 #[cfg(target_arch = "bpf")]

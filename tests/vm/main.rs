@@ -271,9 +271,13 @@ fn exec_of_blocked_binary_is_denied() {
         "os.execv(\"/usr/local/bin/blocked-tool\", [\"x\"])",
     ));
     assert_eq!(stdout(&out).trim(), "13");
-    // Reading the binary is not what the rule covers.
-    let out = agent("cat /usr/local/bin/blocked-tool > /dev/null && echo read-ok");
-    assert!(stdout(&out).contains("read-ok"));
+    // Reading it is denied too: a copy, a memfd or `ld.so FILE` would run its bytes.
+    let out = agent("cat /usr/local/bin/blocked-tool > /dev/null || echo read-denied");
+    assert!(stdout(&out).contains("read-denied"));
+    assert_denied_line(
+        &out,
+        "blocked read of /usr/local/bin/blocked-tool (rule blocked-tool",
+    );
     assert!(Command::new("/usr/local/bin/blocked-tool")
         .status()
         .expect("exec outside")

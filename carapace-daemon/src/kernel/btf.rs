@@ -168,7 +168,7 @@ impl Btf {
 /// Every offset the programs take, by global name (see `carapace_common::globals`).
 pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> {
     use carapace_common::globals as g;
-    let wanted: [(&str, &str, &str); 10] = [
+    let wanted: [(&str, &str, &str); 15] = [
         (g::OFF_FILE_F_PATH, "file", "f_path"),
         (g::OFF_FILE_F_MODE, "file", "f_mode"),
         (g::OFF_FILE_F_INODE, "file", "f_inode"),
@@ -179,6 +179,11 @@ pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> 
         (g::OFF_PATH_DENTRY, "path", "dentry"),
         (g::OFF_DENTRY_D_NAME, "dentry", "d_name"),
         (g::OFF_QSTR_NAME, "qstr", "name"),
+        (g::OFF_DENTRY_D_PARENT, "dentry", "d_parent"),
+        (g::OFF_DENTRY_D_INODE, "dentry", "d_inode"),
+        (g::OFF_MSGHDR_MSG_NAME, "msghdr", "msg_name"),
+        (g::OFF_UNIX_SOCK_PATH, "unix_sock", "path"),
+        (g::OFF_SOCKET_SK, "socket", "sk"),
     ];
     wanted
         .iter()

@@ -20,7 +20,16 @@ use super::{btf, KernelSettings, KernelUnavailable};
 static PROGRAMS: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/carapace"));
 
 /// Every LSM hook the programs attach to.
-pub const HOOKS: [&str; 3] = ["file_open", "bprm_check_security", "socket_connect"];
+pub const HOOKS: [&str; 8] = [
+    "file_open",
+    "bprm_check_security",
+    "socket_connect",
+    "socket_sendmsg",
+    "inode_link",
+    "inode_rename",
+    "unix_stream_connect",
+    "unix_may_send",
+];
 
 const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
 
