@@ -27,7 +27,7 @@ pub fn inode_link(ctx: LsmContext) -> i32 {
         return previous;
     }
     // inode_link(old_dentry, dir, new_dentry)
-    check_rename(ctx.arg(0)).unwrap_or(0)
+    verdict(check_rename(ctx.arg(0)))
 }
 
 #[lsm(hook = "inode_rename")]
@@ -37,7 +37,17 @@ pub fn inode_rename(ctx: LsmContext) -> i32 {
         return previous;
     }
     // inode_rename(old_dir, old_dentry, new_dir, new_dentry); an exchange calls it both ways.
-    check_rename(ctx.arg(1)).unwrap_or(0)
+    verdict(check_rename(ctx.arg(1)))
+}
+
+/// A constant verdict: the verifier bounds the program exit value.
+#[inline(always)]
+pub fn verdict(denied: Option<i32>) -> i32 {
+    if denied.is_some() {
+        -EACCES
+    } else {
+        0
+    }
 }
 
 fn check_rename(dentry: *const u8) -> Option<i32> {

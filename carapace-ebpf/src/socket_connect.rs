@@ -36,6 +36,9 @@ fn try_connect(ctx: &LsmContext) -> Option<i32> {
     }
 }
 
+/// Inlined: a BPF subprogram's return value reaches the program exit unbounded, and the
+/// verifier wants an LSM verdict in [-4095, 0].
+#[inline(always)]
 pub fn inet(session: &Session, sockaddr: *const u8, family: u16) -> Option<i32> {
     let port = u16::from_be(kread::read::<u16>(sockaddr, 2, errsite::READ_SOCKADDR)?);
     let addr = if family == AF_INET {
@@ -63,6 +66,7 @@ pub fn inet(session: &Session, sockaddr: *const u8, family: u16) -> Option<i32> 
     Some(-EACCES)
 }
 
+#[inline(always)]
 pub fn unix(session: &Session, sockaddr: *const u8) -> Option<i32> {
     // SAFETY: per-CPU scratch; programs do not nest on one CPU for these hooks.
     let scratch = unsafe { &mut *SCRATCH.get_ptr_mut(0)? };

@@ -15,7 +15,7 @@ pub fn unix_stream_connect(ctx: LsmContext) -> i32 {
         return previous;
     }
     // unix_stream_connect(sock, other, newsk): `other` is the listening socket.
-    check_peer(ctx.arg(1)).unwrap_or(0)
+    link_rename::verdict(check_peer(ctx.arg(1)))
 }
 
 #[lsm(hook = "unix_may_send")]
@@ -30,7 +30,7 @@ pub fn unix_may_send(ctx: LsmContext) -> i32 {
     else {
         return 0;
     };
-    check_peer(sk).unwrap_or(0)
+    link_rename::verdict(check_peer(sk))
 }
 
 fn check_peer(sk: *const u8) -> Option<i32> {

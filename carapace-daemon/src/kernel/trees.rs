@@ -129,7 +129,7 @@ fn excepted(image: &KernelImage, path: &str, rule: u32) -> bool {
     let dir = format!("{path}/");
     dir.char_indices()
         .filter(|&(_, c)| c == '/')
-        .any(|(i, _)| is_except(image.prefix.get(dir[..=i].as_bytes())))
+        .any(|(i, _)| is_except(image.prefix.get(&dir.as_bytes()[..=i])))
 }
 
 #[cfg(test)]
