@@ -376,6 +376,9 @@ pub mod globals {
     pub const READING_MODULE: &str = "READING_MODULE";
     /// `LOADING_MODULE` of `enum kernel_load_data_id`.
     pub const LOADING_MODULE: &str = "LOADING_MODULE";
+    pub const OFF_MSGHDR_MSG_NAME: &str = "OFF_MSGHDR_MSG_NAME";
+    pub const OFF_UNIX_SOCK_PATH: &str = "OFF_UNIX_SOCK_PATH";
+    pub const OFF_SOCKET_SK: &str = "OFF_SOCKET_SK";
 }
 
 /// Names of the maps (also their pin names under bpffs).

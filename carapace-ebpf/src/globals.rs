@@ -29,6 +29,9 @@ global!(OFF_DENTRY_D_PARENT: u64);
 global!(OFF_DENTRY_D_INODE: u64);
 global!(READING_MODULE: u32);
 global!(LOADING_MODULE: u32);
+global!(OFF_MSGHDR_MSG_NAME: u64);
+global!(OFF_UNIX_SOCK_PATH: u64);
+global!(OFF_SOCKET_SK: u64);
 
 /// Reads a global without letting the compiler fold it to its placeholder value.
 macro_rules! get {
@@ -94,4 +97,13 @@ pub fn reading_module() -> u32 {
 }
 pub fn loading_module() -> u32 {
     get!(LOADING_MODULE)
+}
+pub fn msghdr_msg_name() -> usize {
+    get!(OFF_MSGHDR_MSG_NAME) as usize
+}
+pub fn unix_sock_path() -> usize {
+    get!(OFF_UNIX_SOCK_PATH) as usize
+}
+pub fn socket_sk() -> usize {
+    get!(OFF_SOCKET_SK) as usize
 }

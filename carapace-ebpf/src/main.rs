@@ -28,7 +28,11 @@ mod guard;
 #[cfg(target_arch = "bpf")]
 mod kernel_module;
 #[cfg(target_arch = "bpf")]
+mod inode;
+#[cfg(target_arch = "bpf")]
 mod kread;
+#[cfg(target_arch = "bpf")]
+mod link_rename;
 #[cfg(target_arch = "bpf")]
 mod maps;
 #[cfg(target_arch = "bpf")]
@@ -43,6 +47,10 @@ mod socket_connect;
 mod task_alloc;
 #[cfg(target_arch = "bpf")]
 mod task_kill;
+#[cfg(target_arch = "bpf")]
+mod socket_sendmsg;
+#[cfg(target_arch = "bpf")]
+mod unix_peer;
 
 /// The hook's verdict for a denied operation.
 #[cfg(target_arch = "bpf")]

@@ -51,10 +51,13 @@ fn judge(refs: &RuleRefs, excepted: u64, state: &SessionState, ops: u32) -> Opti
         };
         let hit = meta.ops & ops;
         if hit != 0 && state.is_active(r.rule, meta) {
-            return Some(Verdict {
-                rule: r.rule,
-                op: hit & hit.wrapping_neg(),
-            });
+            // An exec open also reads; exec rules deny reads too, and name the exec.
+            let op = if hit & op::EXEC != 0 {
+                op::EXEC
+            } else {
+                hit & hit.wrapping_neg()
+            };
+            return Some(Verdict { rule: r.rule, op });
         }
     }
     None
@@ -178,6 +181,15 @@ pub fn check_path(
 }
 
 const _: () = assert!(DFA_GROUPS == 4, "check_path walks exactly four automata");
+/// Judges `ops` on a file known only by its inode (a dentry with no path at hand). Exceptions
+/// are paths and do not apply: a new name for an excepted file in a protected tree is refused
+/// too (fail closed).
+#[inline(always)]
+pub fn check_inode(key: &InodeKey, state: &SessionState, ops: u32) -> Option<Verdict> {
+    // SAFETY: map values are valid while the program runs; entries are replaced whole.
+    let refs = unsafe { INODES.get(key) }?;
+    judge(refs, 0, state, ops)
+}
 
 /// Judges a connect to `addr` (IPv4-mapped for IPv4) and `port` (host order).
 #[inline(always)]

@@ -36,7 +36,10 @@ fn try_connect(ctx: &LsmContext) -> Option<i32> {
     }
 }
 
-fn inet(session: &Session, sockaddr: *const u8, family: u16) -> Option<i32> {
+/// Inlined: a BPF subprogram's return value reaches the program exit unbounded, and the
+/// verifier wants an LSM verdict in [-4095, 0].
+#[inline(always)]
+pub fn inet(session: &Session, sockaddr: *const u8, family: u16) -> Option<i32> {
     let port = u16::from_be(kread::read::<u16>(sockaddr, 2, errsite::READ_SOCKADDR)?);
     let addr = if family == AF_INET {
         let v4: [u8; 4] = kread::read(sockaddr, 4, errsite::READ_SOCKADDR)?;
@@ -64,7 +67,8 @@ fn inet(session: &Session, sockaddr: *const u8, family: u16) -> Option<i32> {
     Some(-EACCES)
 }
 
-fn unix(session: &Session, sockaddr: *const u8) -> Option<i32> {
+#[inline(always)]
+pub fn unix(session: &Session, sockaddr: *const u8) -> Option<i32> {
     // SAFETY: per-CPU scratch; programs do not nest on one CPU for these hooks.
     let scratch = unsafe { &mut *SCRATCH.get_ptr_mut(0)? };
     kread::zero_words(&mut scratch.key.data);

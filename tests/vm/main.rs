@@ -6,6 +6,8 @@
 //! operation outside a session works.
 #![cfg(target_os = "linux")]
 
+mod bypass;
+
 use std::{
     fs,
     io::{BufRead as _, BufReader},
@@ -65,6 +67,7 @@ fn fixture() {
             fs::Permissions::from_mode(0o755),
         )
         .expect("chmod blocked-tool");
+        bypass::before_rules();
         restart_daemon(false);
     });
 }
@@ -273,9 +276,13 @@ fn exec_of_blocked_binary_is_denied() {
         "os.execv(\"/usr/local/bin/blocked-tool\", [\"x\"])",
     ));
     assert_eq!(stdout(&out).trim(), "13");
-    // Reading the binary is not what the rule covers.
-    let out = agent("cat /usr/local/bin/blocked-tool > /dev/null && echo read-ok");
-    assert!(stdout(&out).contains("read-ok"));
+    // Reading it is denied too: a copy, a memfd or `ld.so FILE` would run its bytes.
+    let out = agent("cat /usr/local/bin/blocked-tool > /dev/null || echo read-denied");
+    assert!(stdout(&out).contains("read-denied"));
+    assert_denied_line(
+        &out,
+        "blocked read of /usr/local/bin/blocked-tool (rule blocked-tool",
+    );
     assert!(Command::new("/usr/local/bin/blocked-tool")
         .status()
         .expect("exec outside")

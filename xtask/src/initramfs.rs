@@ -17,7 +17,7 @@ use anyhow::{bail, Context as _, Result};
 use crate::util::{try_output, vm_cache_dir};
 
 /// Bump when the base image's contents change in a way the host fingerprint does not show.
-const BASE_VERSION: u32 = 1;
+const BASE_VERSION: u32 = 2;
 
 const PYTHON: &str = "/usr/bin/python3.11";
 const PYTHON_LIB: &str = "/usr/lib/python3.11";
@@ -34,8 +34,18 @@ const PYTHON_SKIP: &[&str] = &[
     "lib2to3",
     "config-3.11-x86_64-linux-gnu",
 ];
-/// Host programs copied into the base image besides coreutils.
-const HOST_PROGRAMS: &[&str] = &["/usr/bin/bash", "/usr/bin/curl", "/usr/bin/setpriv"];
+/// Host programs copied into the base image besides coreutils (perl and git for the bypass
+/// and benign-workload tests; a missing one is skipped and its tests say so).
+const HOST_PROGRAMS: &[&str] = &[
+    "/usr/bin/bash",
+    "/usr/bin/curl",
+    "/usr/bin/setpriv",
+    "/usr/bin/perl",
+    "/usr/bin/git",
+];
+/// pip as a self-contained wheel (Debian's python3-pip-whl): `python3 PIP_WHEEL/pip install`
+/// runs it straight from the zip, for the VM's local package-install test.
+const PIP_WHEEL: &str = "/usr/share/python-wheels/pip-23.0.1-py3-none-any.whl";
 
 pub enum Node {
     Dir(u32),
@@ -262,7 +272,7 @@ fn needed_libraries(elf: &Path) -> Vec<String> {
 fn fingerprint() -> u64 {
     let mut h = std::hash::DefaultHasher::new();
     BASE_VERSION.hash(&mut h);
-    for p in ["/usr/bin/busybox", PYTHON, PYTHON_LIB]
+    for p in ["/usr/bin/busybox", PYTHON, PYTHON_LIB, PIP_WHEEL]
         .iter()
         .chain(HOST_PROGRAMS)
     {
@@ -348,6 +358,9 @@ fn base_tree() -> Result<Tree> {
     t.insert("/usr/bin/python", Node::Symlink("python3.11".into()));
     t.host_tree(Path::new(PYTHON_LIB), PYTHON_LIB, PYTHON_SKIP)?;
     t.insert("/usr/bin/sh", Node::Symlink("bash".into()));
+    if Path::new(PIP_WHEEL).exists() {
+        t.host_file(Path::new(PIP_WHEEL), PIP_WHEEL)?;
+    }
     for ca in ["/etc/ssl/certs/ca-certificates.crt"] {
         if Path::new(ca).exists() {
             t.host_file(Path::new(ca), ca)?;

@@ -10,7 +10,8 @@ use crate::{
     util::{cache_dir, is_root, run, try_output},
 };
 
-/// Debian packages: LLVM for bpf-linker, QEMU and busybox for the test VM, protoc for tonic.
+/// Debian packages: LLVM for bpf-linker, QEMU and busybox for the test VM, protoc for tonic;
+/// git, perl and pip's wheel for the VM's bypass and benign-workload tests.
 const APT_PACKAGES: &[&str] = &[
     "llvm-22-dev",
     "zlib1g-dev",
@@ -19,6 +20,9 @@ const APT_PACKAGES: &[&str] = &[
     "busybox-static",
     "protobuf-compiler",
     "cpio",
+    "git",
+    "perl",
+    "python3-pip-whl",
 ];
 
 /// Node.js and npm install the Claude Code CLI. Checked by command rather than by package:

@@ -226,7 +226,7 @@ impl Btf {
 /// Every offset the programs take, by global name (see `carapace_common::globals`).
 pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> {
     use carapace_common::globals as g;
-    let wanted: [(&str, &str, &str); 14] = [
+    let wanted: [(&str, &str, &str); 17] = [
         (g::OFF_FILE_F_PATH, "file", "f_path"),
         (g::OFF_FILE_F_MODE, "file", "f_mode"),
         (g::OFF_FILE_F_INODE, "file", "f_inode"),
@@ -241,6 +241,9 @@ pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> 
         (g::OFF_SB_S_MAGIC, "super_block", "s_magic"),
         (g::OFF_DENTRY_D_PARENT, "dentry", "d_parent"),
         (g::OFF_DENTRY_D_INODE, "dentry", "d_inode"),
+        (g::OFF_MSGHDR_MSG_NAME, "msghdr", "msg_name"),
+        (g::OFF_UNIX_SOCK_PATH, "unix_sock", "path"),
+        (g::OFF_SOCKET_SK, "socket", "sk"),
     ];
     wanted
         .iter()

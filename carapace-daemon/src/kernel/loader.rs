@@ -20,7 +20,16 @@ use super::{btf, KernelSettings, KernelUnavailable};
 static PROGRAMS: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/carapace"));
 
 /// The LSM hooks the rules need: the kernel layer does not start without them.
-pub const HOOKS: [&str; 3] = ["file_open", "bprm_check_security", "socket_connect"];
+pub const HOOKS: [&str; 8] = [
+    "file_open",
+    "bprm_check_security",
+    "socket_connect",
+    "socket_sendmsg",
+    "inode_link",
+    "inode_rename",
+    "unix_stream_connect",
+    "unix_may_send",
+];
 
 /// The self-protection guards, each with the number of parameters its program was written
 /// for (it reads the previous program's verdict right after them). A guard whose hook this

@@ -6,7 +6,7 @@
 //! that at every moment the old or the new rules apply (usually both): a rule index means a
 //! different rule in the next set, and the maps cannot be rewritten at once.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{bail, Context as _};
 use aya::maps::{
@@ -210,8 +210,7 @@ impl KernelMaps {
             .collect::<anyhow::Result<Vec<_>>>()?;
         sync_hash(&mut self.names, &names).context("NAMES")?;
 
-        let inodes = image
-            .inodes
+        let inodes = with_tree_inodes(image)
             .iter()
             .map(|(&(dev, ino), refs)| Ok((InodeKey { dev, ino }, rule_refs(refs, slots)?)))
             .collect::<anyhow::Result<Vec<_>>>()?;
@@ -368,6 +367,29 @@ fn name_key(name: &[u8]) -> anyhow::Result<[u8; NAME_MAX]> {
 fn with_slot(flags: u32, rule: u32, slots: &Slots) -> u32 {
     let slot = slots.get(&rule).copied().unwrap_or(0);
     (flags & !(0xff << REF_SLOT_SHIFT)) | (slot << REF_SLOT_SHIFT)
+}
+
+/// The image's inode entries plus those of what exists under its protected trees (see
+/// `kernel::trees`), walked now: the files a write protects are the ones there at that time.
+fn with_tree_inodes(image: &KernelImage) -> BTreeMap<(u64, u64), Vec<RuleRef>> {
+    let found = super::trees::walk(image);
+    for tree in &found.truncated {
+        tracing::warn!(
+            "protected tree {tree} holds more than the kernel's inode budget; files past it \
+             are matched by path only (a hard link made to them before the rules loaded, or a \
+             bind mount, is not caught)"
+        );
+    }
+    let mut inodes = image.inodes.clone();
+    for (key, refs) in found.inodes {
+        let entry = inodes.entry(key).or_default();
+        for r in refs {
+            if !entry.contains(&r) && entry.len() < REFS_PER_KEY {
+                entry.push(r);
+            }
+        }
+    }
+    inodes
 }
 
 fn rule_refs(refs: &[RuleRef], slots: &Slots) -> anyhow::Result<RuleRefs> {

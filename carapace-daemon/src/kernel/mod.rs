@@ -9,6 +9,7 @@ mod events;
 pub mod image;
 mod loader;
 mod maps;
+pub mod trees;
 
 use std::path::PathBuf;
 

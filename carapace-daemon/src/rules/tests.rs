@@ -210,7 +210,8 @@ fn path_forms_compile_to_kernel_maps() {
         Some(&refs(3, 0))
     );
     let ops: Vec<u32> = img.rules.iter().map(|m| m.ops).collect();
-    assert_eq!(ops, [op::ALL, op::READ, op::ALL, op::EXEC]);
+    // An exec rule denies reads too (a copy or `ld.so FILE` would run the bytes).
+    assert_eq!(ops, [op::ALL, op::READ, op::ALL, op::EXEC | op::READ]);
     assert!(img.rules.iter().all(|m| m.flags == RULE_ALWAYS_ON));
     assert_eq!(img.config.path_rule_ops, op::ALL);
     assert_eq!(img.config.net_rule_ops, 0);
@@ -975,15 +976,18 @@ fn kernel_test_rules_compile_entirely_to_the_kernel() {
         img.prefix.get(&key("/srv/readonly/")),
         Some(&refs(idx("readonly-tree"), 0))
     );
-    assert_eq!(img.rules[idx("blocked-tool") as usize].ops, op::EXEC);
+    assert_eq!(
+        img.rules[idx("blocked-tool") as usize].ops,
+        op::EXEC | op::READ
+    );
     assert_eq!(img.rules[idx("readonly-tree") as usize].ops, op::WRITE);
     assert_eq!(
         img.exact.get(&key("/run/blocked.sock")),
         Some(&refs(idx("blocked-unix"), 0))
     );
-    // The three blocked-* keys, and the allow-list's every-address key plus two exceptions
-    // (its `::1` shares blocked-v6's key).
-    assert_eq!(img.nets.len(), 6);
+    // The three blocked-* keys, the metadata address, and the allow-list's every-address
+    // key plus two exceptions (its `::1` shares blocked-v6's key).
+    assert_eq!(img.nets.len(), 7);
     let allow = idx("egress-allowlist");
     assert!(img.nets[&(0, [0; 16])]
         .iter()

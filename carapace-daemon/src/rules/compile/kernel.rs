@@ -13,6 +13,7 @@ use carapace_common::{
 
 use crate::kernel::image::KernelImage;
 use crate::rules::compile::dfa::{self, BuildError, Source};
+use crate::kernel::trees::kernel_dev;
 use crate::rules::diag::{Diagnostic, Severity};
 use crate::rules::model::{ops_of, Cidr, Cond, Effect, Enforcement, Trigger};
 use crate::rules::pattern::{symlink_target, KernelForm, PathPattern};
@@ -48,9 +49,20 @@ pub struct Automaton {
 }
 
 /// Kernel operations a rule denies: its actions, or every file operation for a path rule and
-/// `network` for an address rule when it names none.
+/// `network` for an address rule when it names none. An `execute` rule also denies reads of
+/// the file: a copy, a memfd or the dynamic loader (`ld.so FILE`) run a binary's bytes
+/// without an exec of its path.
 #[must_use]
 pub fn rule_ops(rule: &Rule) -> u32 {
+    let ops = actions_ops(rule);
+    if ops & op::EXEC != 0 {
+        ops | op::READ
+    } else {
+        ops
+    }
+}
+
+fn actions_ops(rule: &Rule) -> u32 {
     if let Some(Effect::Actions { actions, .. }) = &rule.effect {
         if !actions.is_empty() {
             return ops_of(actions);
@@ -239,11 +251,6 @@ fn check_limits(rule: &Rule, form: &KernelForm, diags: &mut Vec<Diagnostic>) -> 
         return false;
     }
     true
-}
-
-/// The kernel's encoding of a device number (`MAJOR << 20 | MINOR`), as `s_dev` holds it.
-fn kernel_dev(st_dev: u64) -> u64 {
-    (u64::from(libc::major(st_dev)) << 20) | u64::from(libc::minor(st_dev))
 }
 
 fn add<R: PartialEq>(map: &mut BTreeMap<Vec<u8>, Vec<R>>, key: &str, r: R) {
