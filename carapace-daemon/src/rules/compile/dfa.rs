@@ -421,12 +421,15 @@ mod tests {
             9
         );
         assert_eq!(build(&[]), Ok(vec![]));
-        // Rules that do not fit one automaton together get one each.
-        let counted = |n: usize| Source::Search(format!("(?-u)[ab].{{{n}}}$"));
-        let two = build(&[(counted(10), r(0)), (counted(10), r(1))]).unwrap();
+        // Rules that do not fit one automaton together get one each: each remembers which
+        // of its two bytes came 11 back (2^11 states), together they remember one of three
+        // classes per position (3^11).
+        let counted = |class: &str| Source::Search(format!("(?-u)[{class}].{{10}}$"));
+        let two = build(&[(counted("ab"), r(0)), (counted("cd"), r(1))]).unwrap();
         assert_eq!(two.len(), 2);
         assert_eq!(two[0].matches(b"/xa0123456789"), [r(0)]);
-        assert_eq!(two[1].matches(b"/xa0123456789"), [r(1)]);
+        assert_eq!(two[1].matches(b"/xc0123456789"), [r(1)]);
+        assert!(two[1].matches(b"/xa0123456789").is_empty());
     }
 
     const GLOBS: [&str; 4] = ["/a/*/.ssh/**", "/**/secret-*.pem", "**/b", "/a/{x,b}/*"];
