@@ -21,7 +21,6 @@ use std::{
 };
 
 mod allowlist;
-mod matcher;
 mod limits;
 mod self_protection;
 

@@ -213,9 +213,6 @@ fn load_and_attach(
         names::NAMES,
         names::INODES,
         names::NETS,
-        names::DFA,
-        names::DFA_TRANS,
-        names::DFA_ACCEPT,
         names::EVENTS,
         names::ERRORS,
     ] {
