@@ -105,6 +105,7 @@ pub fn deny(session: &Session, verdict: Verdict, kind: u32, dentry: *const u8) {
         family: 0,
         port: 0,
         addr: [0; 16],
+        detail: 0,
     };
     event::emit(session, verdict, &subject);
 }
