@@ -26,9 +26,9 @@ mod globals;
 #[cfg(target_arch = "bpf")]
 mod guard;
 #[cfg(target_arch = "bpf")]
-mod kernel_module;
-#[cfg(target_arch = "bpf")]
 mod inode;
+#[cfg(target_arch = "bpf")]
+mod kernel_module;
 #[cfg(target_arch = "bpf")]
 mod kread;
 #[cfg(target_arch = "bpf")]
@@ -44,11 +44,11 @@ mod ptrace_access_check;
 #[cfg(target_arch = "bpf")]
 mod socket_connect;
 #[cfg(target_arch = "bpf")]
+mod socket_sendmsg;
+#[cfg(target_arch = "bpf")]
 mod task_alloc;
 #[cfg(target_arch = "bpf")]
 mod task_kill;
-#[cfg(target_arch = "bpf")]
-mod socket_sendmsg;
 #[cfg(target_arch = "bpf")]
 mod unix_peer;
 
