@@ -35,17 +35,21 @@ pub const HOOKS: [&str; 8] = [
 /// for (it reads the previous program's verdict right after them). A guard whose hook this
 /// kernel lacks, or declares differently, is skipped with the reason logged: a program that
 /// read the wrong argument as the verdict would refuse or allow at random.
-pub const GUARDS: [(&str, u32); 10] = [
-    ("task_kill", 4),
-    ("ptrace_access_check", 2),
-    ("bpf", 3),
-    ("sb_mount", 5),
-    ("sb_umount", 2),
-    ("move_mount", 2),
-    ("sb_pivotroot", 2),
-    ("kernel_read_file", 3),
-    ("kernel_load_data", 2),
-    ("task_alloc", 2),
+pub const GUARDS: [(&str, &str, u32); 11] = [
+    // (program, LSM hook, parameters)
+    ("task_kill", "task_kill", 4),
+    ("ptrace_access_check", "ptrace_access_check", 2),
+    ("bpf", "bpf", 3),
+    ("sb_mount", "sb_mount", 5),
+    ("sb_umount", "sb_umount", 2),
+    ("move_mount", "move_mount", 2),
+    ("sb_pivotroot", "sb_pivotroot", 2),
+    ("kernel_read_file", "kernel_read_file", 3),
+    ("kernel_load_data", "kernel_load_data", 2),
+    ("task_alloc", "task_alloc", 2),
+    // A second program on file_open: the cgroup-escape check would not fit 6.1's verifier
+    // limit inside the rule matcher's program.
+    ("file_open_cgroup", "file_open", 1),
 ];
 
 const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
@@ -115,10 +119,10 @@ pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
 }
 
 /// Each guard with why it cannot be attached here (`None`: attach it).
-fn guard_plan(kernel_btf: &btf::Btf) -> Vec<(&'static str, Option<String>)> {
+fn guard_plan(kernel_btf: &btf::Btf) -> Vec<(&'static str, &'static str, Option<String>)> {
     GUARDS
         .iter()
-        .map(|&(hook, params)| {
+        .map(|&(program, hook, params)| {
             let why_not = match kernel_btf.lsm_hook_params(hook) {
                 Some(n) if n == params => None,
                 Some(n) => Some(format!(
@@ -126,7 +130,7 @@ fn guard_plan(kernel_btf: &btf::Btf) -> Vec<(&'static str, Option<String>)> {
                 )),
                 None => Some(format!("{hook}: this kernel has no such LSM hook")),
             };
-            (hook, why_not)
+            (program, hook, why_not)
         })
         .collect()
 }
@@ -135,7 +139,7 @@ fn guard_plan(kernel_btf: &btf::Btf) -> Vec<(&'static str, Option<String>)> {
 struct Inputs<'a> {
     offsets: &'a [(&'static str, u64)],
     enums: &'a [(&'static str, u32)],
-    guards: &'a [(&'static str, Option<String>)],
+    guards: &'a [(&'static str, &'static str, Option<String>)],
 }
 
 struct Attached {
@@ -182,20 +186,20 @@ fn load_and_attach(
         hooks.push(hook);
     }
     let mut skipped = Vec::new();
-    for (hook, why_not) in inputs.guards {
+    for (program, hook, why_not) in inputs.guards {
         let attached = match why_not {
-            None => attach(&mut ebpf, hook, aya_btf, links_dir).map_err(|e| e.reason),
+            None => attach_as(&mut ebpf, program, hook, aya_btf, links_dir).map_err(|e| e.reason),
             Some(why) => Err(why.clone()),
         };
         match attached {
             Ok(adopted) => {
                 adopted_links |= adopted;
-                hooks.push(*hook);
+                hooks.push(*program);
             }
             Err(why) => {
                 tracing::warn!("self-protection guard not attached: {why}");
                 // A previous daemon's program would protect a stale daemon pid.
-                let _ = fs::remove_file(links_dir.join(hook));
+                let _ = fs::remove_file(links_dir.join(program));
                 skipped.push(why);
             }
         }
@@ -243,19 +247,31 @@ fn attach(
     aya_btf: &AyaBtf,
     links_dir: &Path,
 ) -> Result<bool, KernelUnavailable> {
+    attach_as(ebpf, hook, hook, aya_btf, links_dir)
+}
+
+/// Attaches program `name` to LSM `hook` (a hook may carry several programs) and pins its
+/// link under the program's name.
+fn attach_as(
+    ebpf: &mut aya::Ebpf,
+    name: &'static str,
+    hook: &'static str,
+    aya_btf: &AyaBtf,
+    links_dir: &Path,
+) -> Result<bool, KernelUnavailable> {
     let program: &mut Lsm = ebpf
-        .program_mut(hook)
-        .ok_or_else(|| KernelUnavailable::new(format!("program {hook} missing from the object")))?
+        .program_mut(name)
+        .ok_or_else(|| KernelUnavailable::new(format!("program {name} missing from the object")))?
         .try_into()
-        .map_err(|e: ProgramError| KernelUnavailable::new(format!("{hook}: {e}")))?;
-    program.load(hook, aya_btf).map_err(|e| refused(hook, &e))?;
-    let id = program.attach().map_err(|e| refused(hook, &e))?;
+        .map_err(|e: ProgramError| KernelUnavailable::new(format!("{name}: {e}")))?;
+    program.load(hook, aya_btf).map_err(|e| refused(name, &e))?;
+    let id = program.attach().map_err(|e| refused(name, &e))?;
     let link: FdLink = program
         .take_link(id)
-        .map_err(|e| KernelUnavailable::new(format!("{hook}: {e}")))?
+        .map_err(|e| KernelUnavailable::new(format!("{name}: {e}")))?
         .into();
-    pin_replacing(link, &links_dir.join(hook))
-        .map_err(|e| KernelUnavailable::new(format!("cannot pin the {hook} link: {e}")))
+    pin_replacing(link, &links_dir.join(name))
+        .map_err(|e| KernelUnavailable::new(format!("cannot pin the {name} link: {e}")))
 }
 
 /// Pins `link` at `path`; an older link pinned there is removed only after the new one is
