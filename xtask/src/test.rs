@@ -142,7 +142,9 @@ pub fn test(args: &TestArgs) -> Result<()> {
                 kernel: k,
                 rules: Some(rules.clone()),
                 includes: vec![format!("{}:/opt/carapace-tests/kernel", exe.display())],
-                timeout: 900,
+                // 6.1 verifies the programs slowly under TCG (~2 min a daemon start) and the
+                // tests restart the daemon several times.
+                timeout: 1800,
                 no_daemon: false,
                 bin_dir: None,
                 smp: 1,
