@@ -41,9 +41,10 @@ fn try_file_open_cgroup(ctx: &LsmContext) -> Option<i32> {
     check(&session, file)
 }
 
-/// cgroup levels walked up from a `cgroup.procs` file looking for the session's cgroup;
+/// cgroup levels walked up from a `cgroup.procs` file looking for the session's cgroup (kept
+/// small: with 32, 6.1's verifier refused the program with E2BIG);
 /// deeper trees are denied (fail closed).
-const MAX_DEPTH: usize = 32;
+const MAX_DEPTH: usize = 8;
 
 /// `Some(-EACCES)` when opening `file` for writing would let the caller move a process out
 /// of its session.
