@@ -23,12 +23,7 @@ pub fn file_open_cgroup(ctx: LsmContext) -> i32 {
     if previous != 0 {
         return previous;
     }
-    // A constant verdict, so the verifier bounds the exit value.
-    if try_file_open_cgroup(&ctx).is_some_and(|v| v != 0) {
-        -crate::EACCES
-    } else {
-        0
-    }
+    crate::verdict(try_file_open_cgroup(&ctx))
 }
 
 fn try_file_open_cgroup(ctx: &LsmContext) -> Option<i32> {
@@ -48,10 +43,10 @@ const MAX_DEPTH: usize = 16;
 /// `Some(-EACCES)` when opening `file` for writing would let the caller move a process out
 /// of its session.
 ///
-/// Not inlined: on 6.1 the verifier explored `file_open`'s path matching once per exit of
-/// the ancestor walk and gave up (E2BIG); as a subprogram its exits merge at the return.
+/// A subprogram: the exits of the ancestor walk merge at its return instead of each
+/// carrying on through the program's exit.
 #[inline(never)]
-pub fn check(session: &Session, file: *const u8) -> Option<i32> {
+fn check(session: &Session, file: *const u8) -> Option<i32> {
     let inode = kread::read::<*const u8>(file, globals::file_f_inode(), errsite::READ_INODE)?;
     let sb = kread::read::<*const u8>(inode, globals::inode_i_sb(), errsite::READ_INODE)?;
     let magic = kread::read::<u64>(sb, globals::sb_s_magic(), errsite::READ_INODE)?;

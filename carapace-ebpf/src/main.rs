@@ -56,6 +56,18 @@ mod unix_peer;
 #[cfg(target_arch = "bpf")]
 const EACCES: i32 = 13;
 
+/// A program's exit value from its check's answer: -EACCES or 0, constants the verifier can
+/// bound (it refuses an exit value carried out of a subprogram).
+#[cfg(target_arch = "bpf")]
+#[inline(always)]
+fn verdict(denied: Option<i32>) -> i32 {
+    if denied.is_some_and(|v| v != 0) {
+        -EACCES
+    } else {
+        0
+    }
+}
+
 #[cfg(target_arch = "bpf")]
 #[panic_handler]
 fn panic(_info: &core::panic::PanicInfo) -> ! {
