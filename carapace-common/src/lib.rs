@@ -231,6 +231,63 @@ pub struct Config {
     pub path_rule_ops: u32,
     /// `op::*` bits that any network rule covers.
     pub net_rule_ops: u32,
+    /// `has::*` bits: which path maps hold entries, so the programs skip the lookups (and
+    /// the reads feeding them) of empty ones.
+    pub has: u32,
+    /// The path automata in force: 0 for none, else their half of the `DFA*` maps plus one.
+    pub dfa: u32,
+}
+
+/// `Config::has` bits.
+pub mod has {
+    pub const EXACT: u32 = 1 << 0;
+    pub const PREFIX: u32 = 1 << 1;
+    pub const NAMES: u32 = 1 << 2;
+    pub const INODES: u32 = 1 << 3;
+}
+
+/// Path automata of one rule set: patterns that multiply each other's states go into
+/// automata side by side, each walked on its own.
+pub const DFA_GROUPS: usize = 4;
+/// States of one path automaton.
+pub const DFA_STATES: usize = 4096;
+/// Transition cells (states × byte classes) of one path automaton.
+pub const DFA_CELLS: usize = 1 << 17;
+/// Cells of the transition map's values (one lookup reads a chunk).
+pub const DFA_CHUNK: usize = 64;
+/// Automata the maps hold: `DFA_GROUPS` for each of the two halves (in force, being written).
+pub const DFA_SLOTS: usize = 2 * DFA_GROUPS;
+
+/// A path automaton's header: its start state and byte classes. Automaton `slot` (`half *
+/// DFA_GROUPS + group`) is anchored at both ends of the path: the programs feed every byte
+/// of the path through cell `slot * DFA_CELLS + state * stride + classes[byte]` of
+/// `DFA_TRANS` (chunks of `DFA_CHUNK` cells), state 0 being the dead state (no pattern can
+/// match any more), and look the final state up in `DFA_ACCEPT[slot * DFA_STATES + state]`.
+/// The daemon writes new automata into the half not in force and then switches
+/// `Config::dfa`, so a program never walks a half-written one. `states == 0`: no automaton
+/// in this slot.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DfaHeader {
+    pub start: u32,
+    /// Byte classes: the row length of the transition table.
+    pub stride: u32,
+    pub states: u32,
+    pub pad: u32,
+    /// Byte → class.
+    pub classes: [u8; 256],
+}
+
+impl Default for DfaHeader {
+    fn default() -> Self {
+        Self {
+            start: 0,
+            stride: 0,
+            states: 0,
+            pad: 0,
+            classes: [0; 256],
+        }
+    }
 }
 
 /// What an event's subject is.
@@ -338,6 +395,9 @@ pub mod maps {
     pub const EVENTS: &str = "EVENTS";
     pub const ERRORS: &str = "ERRORS";
     pub const SCRATCH: &str = "SCRATCH";
+    pub const DFA: &str = "DFA";
+    pub const DFA_TRANS: &str = "DFA_TRANS";
+    pub const DFA_ACCEPT: &str = "DFA_ACCEPT";
 }
 
 // Kernel f_mode bits (include/linux/fs.h).
@@ -367,7 +427,9 @@ const _: () = {
     assert!(core::mem::size_of::<NetRefs>() == 4 + 12 * REFS_PER_KEY);
     assert!(core::mem::size_of::<RuleMeta>() == 8);
     assert!(core::mem::size_of::<SessionState>() == 8 + 16 * RULE_WORDS);
-    assert!(core::mem::size_of::<Config>() == 8);
+    assert!(core::mem::size_of::<Config>() == 16);
+    assert!(core::mem::size_of::<DfaHeader>() == 16 + 256);
+    assert!(DFA_STATES < u16::MAX as usize);
     assert!(core::mem::size_of::<DenyEvent>() == 8 + 4 * 6 + 2 + 2 + 4 + 16 + 16 + PATH_MAX);
     assert!(MAX_RULES.is_multiple_of(64));
 };
@@ -375,8 +437,8 @@ const _: () = {
 #[cfg(feature = "user")]
 mod pod {
     use super::{
-        Config, InodeKey, NameKey, NetKey, NetRefs, PathKey, PrefixKey, RuleMeta, RuleRefs,
-        SessionState,
+        Config, DfaHeader, InodeKey, NameKey, NetKey, NetRefs, PathKey, PrefixKey, RuleMeta,
+        RuleRefs, SessionState,
     };
 
     // SAFETY: each type is #[repr(C)], has no padding the compiler inserts (the size
@@ -400,6 +462,8 @@ mod pod {
     unsafe impl aya::Pod for SessionState {}
     // SAFETY: see above.
     unsafe impl aya::Pod for Config {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for DfaHeader {}
 }
 
 #[cfg(feature = "user")]

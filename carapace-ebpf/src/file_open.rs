@@ -3,7 +3,7 @@
 
 use aya_ebpf::{bindings::path, helpers::generated::bpf_d_path, macros::lsm, programs::LsmContext};
 use carapace_common::{
-    errsite, op, subject, InodeKey, FMODE_EXEC, FMODE_READ, FMODE_WRITE, NAME_MAX, PATH_MAX,
+    errsite, has, op, subject, InodeKey, FMODE_EXEC, FMODE_READ, FMODE_WRITE, NAME_MAX, PATH_MAX,
     RULE_PATH_TOO_LONG,
 };
 
@@ -76,15 +76,20 @@ pub fn check_file(session: &Session, file: *const u8, ops: u32) -> Option<i32> {
     let len = (n as usize - 1) & (PATH_MAX - 1);
     kread::zero_tail(&mut scratch.key.data, len);
 
-    let has_name = read_basename(f_path, &mut scratch.name);
-    let inode = read_inode(file);
+    // The reads feeding a lookup only when its map holds entries.
+    let has_name = config.has & has::NAMES != 0 && read_basename(f_path, &mut scratch.name);
+    let inode = if config.has & has::INODES != 0 {
+        read_inode(file)
+    } else {
+        None
+    };
     let mut subject = PathSubject {
         scratch,
         len,
         has_name,
         inode,
     };
-    let verdict = matcher::check_path(&mut subject, session.state, ops)?;
+    let verdict = matcher::check_path(&mut subject, config, session.state, ops)?;
     deny(session, verdict, &subject.scratch.key.data);
     Some(-EACCES)
 }

@@ -6,8 +6,8 @@ use aya_ebpf::{
     maps::{Array, HashMap, LpmTrie, PerCpuArray, RingBuf},
 };
 use carapace_common::{
-    errsite, Config, InodeKey, NetRefs, RuleMeta, RuleRefs, SessionState, MAX_RULES, MAX_SESSIONS,
-    NAME_MAX, PATH_MAX,
+    errsite, Config, DfaHeader, InodeKey, NetRefs, RuleMeta, RuleRefs, SessionState, DFA_CELLS,
+    DFA_CHUNK, DFA_SLOTS, DFA_STATES, MAX_RULES, MAX_SESSIONS, NAME_MAX, PATH_MAX,
 };
 
 /// Hash maps grow on demand instead of preallocating every entry.
@@ -51,6 +51,19 @@ pub static INODES: HashMap<InodeKey, RuleRefs> = HashMap::pinned(MAX_ENTRIES, NO
 /// IPv4-mapped / IPv6 CIDR → rules with ports.
 #[map(name = "NETS")]
 pub static NETS: LpmTrie<[u8; 16], NetRefs> = LpmTrie::pinned(MAX_ENTRIES, 0);
+
+/// Path automata (see `carapace_common::DfaHeader`): headers by slot.
+#[map(name = "DFA")]
+pub static DFA: Array<DfaHeader> = Array::pinned(DFA_SLOTS as u32, 0);
+
+/// Transition tables of the path automata, `DFA_CHUNK` cells a value.
+#[map(name = "DFA_TRANS")]
+pub static DFA_TRANS: Array<[u32; DFA_CHUNK]> =
+    Array::pinned((DFA_SLOTS * DFA_CELLS / DFA_CHUNK) as u32, 0);
+
+/// Accepting states of the path automata → rules (count 0 for other states).
+#[map(name = "DFA_ACCEPT")]
+pub static DFA_ACCEPT: Array<RuleRefs> = Array::pinned((DFA_SLOTS * DFA_STATES) as u32, 0);
 
 /// Denials for the daemon.
 #[map(name = "EVENTS")]

@@ -7,10 +7,13 @@
 //! test: straight-line code the verifier explores once per ref, not once per combination.
 
 use carapace_common::{
-    op, slot_bit, InodeKey, NetRefs, RuleRefs, SessionState, REFS_PER_KEY, REF_EXCEPT,
+    has, op, slot_bit, Config, InodeKey, NetRefs, RuleRefs, SessionState, DFA_CELLS, DFA_CHUNK,
+    DFA_GROUPS, DFA_STATES, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
 };
 
-use crate::maps::{Scratch, EXACT_PATHS, INODES, NAMES, NETS, PREFIX_PATHS, RULES};
+use crate::maps::{
+    Scratch, DFA, DFA_ACCEPT, DFA_TRANS, EXACT_PATHS, INODES, NAMES, NETS, PREFIX_PATHS, RULES,
+};
 
 /// A denial: the rule and the one operation bit it denied.
 #[derive(Clone, Copy)]
@@ -69,18 +72,68 @@ pub struct PathSubject<'a> {
     pub inode: Option<InodeKey>,
 }
 
-/// Judges a file operation against exact, prefix, basename and inode entries.
+/// Walks path automaton `slot` over the first `len` bytes of `path`; the accepting entry of
+/// the state it ends in (`None` when it died or is not accepting). A function of its own so
+/// the verifier checks the loop once, not once per caller.
+#[inline(never)]
+fn walk(path: &[u8; PATH_MAX], len: usize, slot: u32) -> Option<&'static RuleRefs> {
+    let header = DFA.get(slot)?;
+    if header.states == 0 {
+        return None;
+    }
+    let base = slot.wrapping_mul(DFA_CELLS as u32);
+    let stride = header.stride;
+    let mut state = header.start;
+    let len = len & (PATH_MAX - 1);
+    for i in 0..PATH_MAX {
+        if i >= len {
+            break;
+        }
+        let class = u32::from(header.classes[usize::from(path[i & (PATH_MAX - 1)])]);
+        let cell = base
+            .wrapping_add(state.wrapping_mul(stride))
+            .wrapping_add(class);
+        let chunk = DFA_TRANS.get(cell / DFA_CHUNK as u32)?;
+        state = chunk[(cell as usize) & (DFA_CHUNK - 1)];
+        if state == 0 {
+            return None;
+        }
+    }
+    let accept = DFA_ACCEPT.get(slot.wrapping_mul(DFA_STATES as u32).wrapping_add(state))?;
+    (accept.count != 0).then_some(accept)
+}
+
+/// Judges a file operation against exact, prefix, basename and inode entries and the path
+/// automata, skipping what the rule set does not use (`config.has`, `config.dfa`).
 #[inline(always)]
 pub fn check_path(
     subject: &mut PathSubject<'_>,
+    config: &Config,
     state: &SessionState,
     ops: u32,
 ) -> Option<Verdict> {
     let scratch = &mut *subject.scratch;
-    // SAFETY: map values are valid while the program runs; entries are replaced whole.
-    let exact = unsafe { EXACT_PATHS.get(&scratch.key.data) };
+    let exact = if config.has & has::EXACT != 0 {
+        // SAFETY: map values are valid while the program runs; entries are replaced whole.
+        unsafe { EXACT_PATHS.get(&scratch.key.data) }
+    } else {
+        None
+    };
     scratch.key.prefix_len = (subject.len * 8) as u32;
-    let prefix = PREFIX_PATHS.get(&scratch.key);
+    let prefix = if config.has & has::PREFIX != 0 {
+        PREFIX_PATHS.get(&scratch.key)
+    } else {
+        None
+    };
+    // Up to DFA_GROUPS automata, unrolled: each result stays a known map-value pointer.
+    let (mut d0, mut d1, mut d2, mut d3) = (None, None, None, None);
+    if config.dfa != 0 {
+        let first = (config.dfa - 1) * DFA_GROUPS as u32;
+        d0 = walk(&scratch.key.data, subject.len, first);
+        d1 = walk(&scratch.key.data, subject.len, first + 1);
+        d2 = walk(&scratch.key.data, subject.len, first + 2);
+        d3 = walk(&scratch.key.data, subject.len, first + 3);
+    }
     let name = if subject.has_name {
         // SAFETY: as above.
         unsafe { NAMES.get(&scratch.name) }
@@ -93,8 +146,14 @@ pub fn check_path(
         None => None,
     };
 
-    let excepted =
-        except_mask(exact) | except_mask(prefix) | except_mask(name) | except_mask(inode);
+    let excepted = except_mask(exact)
+        | except_mask(prefix)
+        | except_mask(name)
+        | except_mask(inode)
+        | except_mask(d0)
+        | except_mask(d1)
+        | except_mask(d2)
+        | except_mask(d3);
     // Four explicit calls: iterating an array of them would read the pointers back from the
     // stack at a variable offset, and the verifier would no longer know they point at maps.
     if let Some(v) = exact.and_then(|r| judge(r, excepted, state, ops)) {
@@ -106,9 +165,22 @@ pub fn check_path(
     if let Some(v) = name.and_then(|r| judge(r, excepted, state, ops)) {
         return Some(v);
     }
-    inode.and_then(|r| judge(r, excepted, state, ops))
+    if let Some(v) = inode.and_then(|r| judge(r, excepted, state, ops)) {
+        return Some(v);
+    }
+    if let Some(v) = d0.and_then(|r| judge(r, excepted, state, ops)) {
+        return Some(v);
+    }
+    if let Some(v) = d1.and_then(|r| judge(r, excepted, state, ops)) {
+        return Some(v);
+    }
+    if let Some(v) = d2.and_then(|r| judge(r, excepted, state, ops)) {
+        return Some(v);
+    }
+    d3.and_then(|r| judge(r, excepted, state, ops))
 }
 
+const _: () = assert!(DFA_GROUPS == 4, "check_path walks exactly four automata");
 /// Judges `ops` on a file known only by its inode (a dentry with no path at hand). Exceptions
 /// are paths and do not apply: a new name for an excepted file in a protected tree is refused
 /// too (fail closed).

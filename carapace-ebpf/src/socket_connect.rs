@@ -90,7 +90,8 @@ pub fn unix(session: &Session, sockaddr: *const u8) -> Option<i32> {
         has_name: false,
         inode: None,
     };
-    let verdict = matcher::check_path(&mut subject, session.state, op::NETWORK)?;
+    let config = CONFIG.get(0)?;
+    let verdict = matcher::check_path(&mut subject, config, session.state, op::NETWORK)?;
     let ev = Subject {
         kind: subject::UNIX,
         path: Some(&subject.scratch.key.data),

@@ -21,6 +21,7 @@ use std::{
 };
 
 mod allowlist;
+mod matcher;
 mod limits;
 mod self_protection;
 

@@ -22,7 +22,19 @@ pub fn kernel_rules(set: &RuleSet) -> Vec<KernelRule> {
                 ..KernelRule::default()
             };
             match plan(rule) {
-                Ok(Plan::Path { forms, excepts }) => {
+                Ok(Plan::Path {
+                    automata,
+                    except_automata,
+                    ..
+                }) if !automata.is_empty() || !except_automata.is_empty() => {
+                    let pattern = automata.iter().chain(&except_automata).map(|a| &a.pattern);
+                    out.userspace_reason = format!(
+                        "pattern `{}` needs the eBPF layer's path automaton; Landlock grants \
+                         access by directory and file, not by pattern",
+                        pattern.take(1).cloned().collect::<String>()
+                    );
+                }
+                Ok(Plan::Path { forms, excepts, .. }) => {
                     for form in forms {
                         match form {
                             KernelForm::Exact(p) => out.exact.push(p),
@@ -90,7 +102,7 @@ rules:
         assert_eq!(rules[1].except_exact, ["/srv/app/.env"]);
         assert_eq!(rules[2].ops, carapace_common::op::WRITE);
         assert!(
-            rules[3].userspace_reason.contains("regex"),
+            rules[3].userspace_reason.contains("path automaton"),
             "{:?}",
             rules[3]
         );

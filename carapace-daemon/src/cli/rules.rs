@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::daemon::DEFAULT_DATA_DIR;
 use crate::api::proto::ReloadRulesRequest;
 use crate::api::reload::{Loaded, RuleSource};
+use crate::rules::compile::dfa::PathAutomaton;
 use crate::rules::compile::kernel::{self as kernel_compile, Plan};
 use crate::rules::model::{Cidr, Host};
 use crate::rules::pattern::KernelForm;
@@ -334,7 +335,8 @@ pub fn render_table(rows: &[ListRow]) -> String {
 /// One kernel map entry a rule compiles to.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FormInfo {
-    /// `exact path`, `symlink target`, `directory prefix`, `basename`, `inode`, `address block`.
+    /// `exact path`, `symlink target`, `directory prefix`, `basename`, `inode`,
+    /// `path automaton`, `address block`.
     pub kind: &'static str,
     pub value: String,
     /// For address blocks: the port, `None` for every port.
@@ -357,6 +359,9 @@ pub struct KernelInfo {
     /// What the kernel cannot match as written (host names in a network allow-list).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// States of the rule set's path automaton, when this rule has patterns in it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub automaton_states: Option<usize>,
 }
 
 /// What `carapace rules explain` says about one rule.
@@ -410,10 +415,26 @@ fn kernel_info(set: &RuleSet, rule: &Rule, index: u32) -> Result<KernelInfo, Str
     let mut matches = Vec::new();
     let mut exceptions = Vec::new();
     let mut notes = Vec::new();
+    let mut automaton_states = None;
     match plan {
-        Plan::Path { forms, excepts } => {
+        Plan::Path {
+            forms,
+            excepts,
+            automata,
+            except_automata,
+        } => {
             matches.extend(forms.iter().map(form_info));
             exceptions.extend(excepts.iter().map(form_info));
+            let automaton = |a: &kernel_compile::Automaton| FormInfo {
+                kind: "path automaton",
+                value: a.pattern.clone(),
+                port: None,
+            };
+            matches.extend(automata.iter().map(automaton));
+            exceptions.extend(except_automata.iter().map(automaton));
+            if !automata.is_empty() || !except_automata.is_empty() {
+                automaton_states = Some(image.dfa.iter().map(PathAutomaton::states).sum());
+            }
             let own: Vec<&str> = forms
                 .iter()
                 .chain(&excepts)
@@ -474,6 +495,7 @@ fn kernel_info(set: &RuleSet, rule: &Rule, index: u32) -> Result<KernelInfo, Str
         matches,
         exceptions,
         notes,
+        automaton_states,
     })
 }
 
@@ -555,6 +577,13 @@ pub fn render_explanation(e: &Explanation) -> String {
             }
             for n in &k.notes {
                 let _ = writeln!(out, "  note: {n}");
+            }
+            if let Some(states) = k.automaton_states {
+                let _ = writeln!(
+                    out,
+                    "  kernel: path automaton, {states} states (one automaton holds every such \
+                     pattern of the rule set; walked over the path's bytes)"
+                );
             }
         }
         (None, reason) => {
@@ -833,17 +862,33 @@ rules:
             .unwrap()
             .contains("mode `warn`"));
         let regex = ex("regex");
-        assert!(
-            regex.userspace_reason.as_deref().unwrap().contains("regex"),
-            "{regex:?}"
+        let k = regex
+            .kernel
+            .as_ref()
+            .expect("the path automaton enforces it");
+        assert_eq!(
+            k.matches,
+            [FormInfo {
+                kind: "path automaton",
+                value: "re:/proc/\\d+/environ".into(),
+                port: None
+            }]
         );
-        assert!(render_explanation(&regex).contains("layers: userspace only: "));
+        let states = k.automaton_states.expect("states shown");
+        assert!(states > 2, "{states}");
+        let text = render_explanation(&regex);
+        assert!(
+            text.contains("kernel matches path automaton `re:/proc/\\d+/environ`")
+                && text.contains(&format!("kernel: path automaton, {states} states")),
+            "{text}"
+        );
         let json = serde_json::to_value(&regex).unwrap();
-        assert_eq!(json["kernel"], serde_json::Value::Null);
+        assert_eq!(json["kernel"]["automaton_states"], states);
         assert_eq!(
             (json["line"].clone(), json["column"].clone()),
             (15.into(), 5.into())
         );
+        assert!(ssh.kernel.as_ref().unwrap().automaton_states.is_none());
     }
 
     #[test]

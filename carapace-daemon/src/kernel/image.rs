@@ -8,6 +8,8 @@ use carapace_common::{
     Config, NetRef, RuleMeta, RuleRef, MAX_EXCEPT_SLOTS, MAX_RULES, REFS_PER_KEY, REF_EXCEPT,
 };
 
+use crate::rules::compile::dfa::{self, PathAutomaton, Source};
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KernelImage {
     /// Indexed by kernel rule index.
@@ -24,6 +26,10 @@ pub struct KernelImage {
     /// (prefix length in bits over the IPv4-mapped address, address) → refs. Like
     /// `prefix`, each entry holds the refs of every covering shorter prefix.
     pub nets: BTreeMap<(u32, [u8; 16]), Vec<NetRef>>,
+    /// Patterns of the path automaton and the ref a match of each yields.
+    pub automaton: Vec<(Source, RuleRef)>,
+    /// The automata of `automaton` (none when it is empty).
+    pub dfa: Vec<PathAutomaton>,
     pub config: Config,
 }
 
@@ -41,6 +47,7 @@ pub fn except_slots(image: &KernelImage, taken: &BTreeSet<u32>) -> Result<Slots,
         .chain(image.names.values())
         .chain(image.inodes.values())
         .flatten()
+        .chain(image.automaton.iter().map(|(_, r)| r))
         .filter(|r| r.flags & REF_EXCEPT != 0)
         .map(|r| r.rule);
     let net_refs = image
@@ -102,6 +109,14 @@ pub fn staging(old: &KernelImage, old_slots: &Slots, new: &KernelImage) -> Optio
         rule: r.rule + off,
         ..*r
     });
+    for (source, r) in &new.automaton {
+        let r = moved(r);
+        if !image.automaton.iter().any(|(s, x)| s == source && *x == r) {
+            image.automaton.push((source.clone(), r));
+        }
+    }
+    // One automaton for both sets; when the union is too large the swap cannot be staged.
+    image.dfa = dfa::build(&image.automaton).ok()?;
     image.config.path_rule_ops |= new.config.path_rule_ops;
     image.config.net_rule_ops |= new.config.net_rule_ops;
     // A longer prefix must carry the refs of the shorter ones of the other image too.

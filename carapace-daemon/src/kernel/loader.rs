@@ -217,6 +217,9 @@ fn load_and_attach(
         names::NAMES,
         names::INODES,
         names::NETS,
+        names::DFA,
+        names::DFA_TRANS,
+        names::DFA_ACCEPT,
         names::EVENTS,
         names::ERRORS,
     ] {

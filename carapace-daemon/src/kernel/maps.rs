@@ -14,9 +14,12 @@ use aya::maps::{
     Array, HashMap, Map, MapData,
 };
 use carapace_common::{
-    maps as names, Config, InodeKey, NetRef, NetRefs, RuleMeta, RuleRef, RuleRefs, SessionState,
-    NAME_MAX, PATH_MAX, REFS_PER_KEY, REF_SLOT_SHIFT,
+    has, maps as names, Config, DfaHeader, InodeKey, NetRef, NetRefs, RuleMeta, RuleRef, RuleRefs,
+    SessionState, DFA_CELLS, DFA_CHUNK, DFA_GROUPS, DFA_STATES, NAME_MAX, PATH_MAX, REFS_PER_KEY,
+    REF_SLOT_SHIFT,
 };
+
+use crate::rules::compile::dfa::PathAutomaton;
 
 use super::image::{self, KernelImage, Slots};
 
@@ -30,6 +33,11 @@ pub struct KernelMaps {
     names: HashMap<MapData, [u8; NAME_MAX], RuleRefs>,
     inodes: HashMap<MapData, InodeKey, RuleRefs>,
     nets: LpmTrie<MapData, [u8; 16], NetRefs>,
+    dfa: Array<MapData, DfaHeader>,
+    dfa_trans: Array<MapData, [u32; DFA_CHUNK]>,
+    dfa_accept: Array<MapData, RuleRefs>,
+    /// `Config::dfa` as last written: which half of the automaton maps is in force.
+    dfa_in_force: u32,
     /// Rule indices written by the last image, to clear the ones a new image drops.
     rule_count: u32,
     /// The image last written and its exception slots, to stage the next swap from.
@@ -56,16 +64,23 @@ macro_rules! typed {
 impl KernelMaps {
     pub fn new(mut maps: Vec<(String, Map)>) -> anyhow::Result<Self> {
         let maps = &mut maps;
+        let config: Array<MapData, Config> = typed!(maps, names::CONFIG);
+        // A previous daemon's automata may be in force (pinned maps): write the other half.
+        let dfa_in_force = config.get(&0, 0).map_or(0, |c| c.dfa);
         Ok(Self {
             sessions: typed!(maps, names::SESSIONS),
             default_session: typed!(maps, names::DEFAULT_SESSION),
             rules: typed!(maps, names::RULES),
-            config: typed!(maps, names::CONFIG),
+            config,
             exact: typed!(maps, names::EXACT_PATHS),
             prefix: typed!(maps, names::PREFIX_PATHS),
             names: typed!(maps, names::NAMES),
             inodes: typed!(maps, names::INODES),
             nets: typed!(maps, names::NETS),
+            dfa: typed!(maps, names::DFA),
+            dfa_trans: typed!(maps, names::DFA_TRANS),
+            dfa_accept: typed!(maps, names::DFA_ACCEPT),
+            dfa_in_force,
             rule_count: 0,
             current: KernelImage::default(),
             slots: Slots::new(),
@@ -221,7 +236,23 @@ impl KernelMaps {
             .collect::<anyhow::Result<Vec<_>>>()?;
         sync_lpm(&mut self.nets, &nets).context("NETS")?;
 
-        self.config.set(0, image.config, 0).context("CONFIG")?;
+        let mut config = image.config;
+        config.dfa = self
+            .write_automata(&image.dfa, slots)
+            .context("path automata")?;
+        for (bit, present) in [
+            (has::EXACT, !image.exact.is_empty()),
+            (has::PREFIX, !image.prefix.is_empty()),
+            (has::NAMES, !image.names.is_empty()),
+            (has::INODES, !image.inodes.is_empty()),
+        ] {
+            if present {
+                config.has |= bit;
+            }
+        }
+        // One value: the programs switch to the new automata and skip emptied maps at once.
+        self.config.set(0, config, 0).context("CONFIG")?;
+        self.dfa_in_force = config.dfa;
 
         // Clear metadata of rules the new image no longer has; no entry refers to them now.
         for index in count..self.rule_count.max(count) {
@@ -233,6 +264,59 @@ impl KernelMaps {
         self.current = image.clone();
         self.slots = slots.clone();
         Ok(())
+    }
+
+    /// Writes `automata` into the half of the automaton maps not in force; the `Config::dfa`
+    /// value that puts them in force (0 when there are none).
+    fn write_automata(&mut self, automata: &[PathAutomaton], slots: &Slots) -> anyhow::Result<u32> {
+        if automata.is_empty() {
+            return Ok(0);
+        }
+        if automata.len() > DFA_GROUPS {
+            bail!(
+                "{} path automata; the kernel holds {DFA_GROUPS}",
+                automata.len()
+            );
+        }
+        let half = u32::from(self.dfa_in_force == 1);
+        for group in 0..DFA_GROUPS {
+            let slot = half * DFA_GROUPS as u32 + group as u32;
+            let Some(a) = automata.get(group) else {
+                self.dfa.set(slot, DfaHeader::default(), 0).context("DFA")?;
+                continue;
+            };
+            let states = a.states();
+            if states > DFA_STATES || a.trans.len() > DFA_CELLS {
+                bail!(
+                    "a path automaton of {states} states and {} cells; the kernel holds \
+                     {DFA_STATES} and {DFA_CELLS}",
+                    a.trans.len()
+                );
+            }
+            let first_chunk = slot as usize * (DFA_CELLS / DFA_CHUNK);
+            for (i, cells) in a.trans.chunks(DFA_CHUNK).enumerate() {
+                let mut chunk = [0u32; DFA_CHUNK];
+                chunk[..cells.len()].copy_from_slice(cells);
+                self.dfa_trans
+                    .set((first_chunk + i) as u32, chunk, 0)
+                    .context("DFA_TRANS")?;
+            }
+            for state in 0..states as u32 {
+                let refs = a.accept.get(&state).map_or(&[][..], Vec::as_slice);
+                self.dfa_accept
+                    .set(slot * DFA_STATES as u32 + state, rule_refs(refs, slots)?, 0)
+                    .context("DFA_ACCEPT")?;
+            }
+            let header = DfaHeader {
+                start: a.start,
+                stride: a.stride,
+                states: states as u32,
+                pad: 0,
+                classes: a.classes,
+            };
+            self.dfa.set(slot, header, 0).context("DFA")?;
+        }
+        Ok(half + 1)
     }
 
     pub fn fill_levels(&self) -> String {

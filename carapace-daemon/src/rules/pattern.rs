@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 use regex::Regex;
 
+use crate::rules::compile::dfa::Source;
+
 /// Home directories `~` and `$HOME` expand to.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Homes(Vec<String>);
@@ -261,6 +263,27 @@ impl PathPattern {
                 "pattern `{source}` is a regex, matched in userspace only"
             )),
             Self::Glob { expanded, .. } => expanded.iter().map(|g| kernel_form(g)).collect(),
+        }
+    }
+}
+
+impl PathPattern {
+    /// What the kernel's path automaton matches this pattern with: each expansion of a glob
+    /// (shown as the expansion) or the regex.
+    pub fn automaton_sources(&self) -> Result<Vec<(String, Source)>, String> {
+        match self {
+            Self::Regex { source, regex } => Ok(vec![(
+                source.clone(),
+                Source::Search(regex.as_str().to_owned()),
+            )]),
+            Self::Glob { expanded, .. } => expanded
+                .iter()
+                .map(|g| {
+                    build_glob(g)
+                        .map(|glob| (g.clone(), Source::Glob(glob.regex().to_owned())))
+                        .map_err(|e| format!("glob `{g}`: {e}"))
+                })
+                .collect(),
         }
     }
 }

@@ -276,25 +276,57 @@ fn exceptions_do_not_follow_symlinks() {
 }
 
 #[test]
-fn unexpressible_globs_stay_in_userspace_with_a_reason() {
+fn patterns_beyond_the_map_forms_compile_to_the_path_automaton() {
     let set = ok(&user(
         "  - id: star\n    block: \"/etc/*\"\n  - id: mid\n    block: \"/home/*/.ssh/**\"\n  - id: suffix\n    block: \"**/*.pem\"\n  - id: deep\n    block: \"/x/**/y\"\n  - id: re\n    block: \"re:^/proc/[0-9]+/environ$\"\n",
     ));
     for id in ["star", "mid", "suffix", "deep", "re"] {
-        assert!(
-            set.by_id(id).is_some_and(|r| r.kernel_index.is_none()),
-            "{id}"
-        );
+        let rule = set.by_id(id).unwrap();
+        assert_eq!(rule.enforcement, Enforcement::Kernel, "{id}");
     }
-    assert!(userspace_reason(&set, "star").contains("`/etc/*`"));
-    assert!(userspace_reason(&set, "suffix").contains("basename suffix"));
-    assert!(userspace_reason(&set, "re").contains("regex"));
-    assert!(set.kernel_image().rules.is_empty());
-    assert_eq!(set.kernel_image().config.path_rule_ops, 0);
-    // The userspace matcher still enforces them.
+    let img = set.kernel_image();
+    assert_eq!(img.rules.len(), 5);
+    assert_eq!(img.config.path_rule_ops, op::ALL);
+    assert!(img.exact.is_empty() && img.prefix.is_empty() && img.names.is_empty());
+    assert_eq!(img.dfa.len(), 1);
+    let dfa = &img.dfa[0];
+    let rule_of =
+        |p: &str| -> Vec<u32> { dfa.matches(p.as_bytes()).iter().map(|r| r.rule).collect() };
+    assert_eq!(rule_of("/etc/passwd"), [0]);
+    assert!(rule_of("/etc/x/y").is_empty());
+    assert_eq!(rule_of("/home/bob/.ssh/id_rsa"), [1]);
+    assert_eq!(rule_of("/srv/tls/key.pem"), [2]);
+    assert_eq!(rule_of("/x/a/b/y"), [3]);
+    assert_eq!(rule_of("/proc/42/environ"), [4]);
+    assert!(rule_of("/proc/42/environx").is_empty());
+    // The userspace matcher agrees.
     assert_eq!(set.matches_path("/proc/42/environ", op::READ).len(), 1);
     assert_eq!(set.matches_path("/home/bob/.ssh/id_rsa", op::READ).len(), 1);
     assert_eq!(set.matches_path("/etc/x/y", op::READ).len(), 0);
+}
+
+#[test]
+fn what_no_automaton_can_decide_stays_in_userspace_with_a_reason() {
+    let set = ok(&user(
+        "  - id: word\n    block: \"re:\\\\bsecret\\\\b\"\n  - id: ascii\n    block: \"re:(?-u:\\\\b)secret\"\n",
+    ));
+    assert!(
+        userspace_reason(&set, "word").contains("Unicode word boundary"),
+        "{}",
+        userspace_reason(&set, "word")
+    );
+    assert_eq!(set.by_id("ascii").unwrap().enforcement, Enforcement::Kernel);
+}
+
+#[test]
+fn an_automaton_too_large_for_the_maps_refuses_the_rule_set() {
+    let text = user("  - id: counted\n    block: \"re:[ab][a-z]{12}$\"\n");
+    let diags = parse(&text).expect_err("refused");
+    let text = diags.to_string();
+    assert!(
+        text.contains("path automaton cannot hold the patterns of rules t.yaml:counted"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -313,12 +345,24 @@ fn exceptions_compile_with_the_except_flag() {
 #[test]
 fn an_exception_the_kernel_cannot_hold_keeps_the_rule_in_userspace() {
     let set = ok(&user(
-        "  - id: ssh\n    block: \"/srv/keys/**\"\n    except: [\"/srv/keys/*.pub\"]\n",
+        "  - id: ssh\n    block: \"/srv/keys/**\"\n    except: [\"re:\\\\bpub\\\\b\"]\n",
     ));
     assert!(userspace_reason(&set, "ssh").contains("exception"));
     assert!(set.kernel_image().prefix.is_empty());
     assert_eq!(set.matches_path("/srv/keys/a", op::READ).len(), 1);
     assert!(set.matches_path("/srv/keys/a.pub", op::READ).is_empty());
+}
+
+#[test]
+fn automaton_exceptions_carry_the_except_flag() {
+    let set = ok(&user(
+        "  - id: ssh\n    block: \"/srv/keys/**\"\n    except: [\"/srv/keys/*.pub\"]\n",
+    ));
+    let img = set.kernel_image();
+    assert_eq!(img.prefix.get(&key("/srv/keys/")), Some(&refs(0, 0)));
+    let dfa = &img.dfa[0];
+    assert_eq!(dfa.matches(b"/srv/keys/a.pub"), refs(0, REF_EXCEPT));
+    assert!(dfa.matches(b"/srv/keys/a").is_empty());
 }
 
 #[test]
@@ -870,6 +914,14 @@ fn builtin_packs_compile_without_warnings() {
             "{pack} has no rules"
         );
     }
+    // The packs fit the path automata with room to spare for the user's own patterns.
+    let dfa = &all.kernel_image().dfa;
+    let states: Vec<usize> = dfa
+        .iter()
+        .map(super::compile::dfa::PathAutomaton::states)
+        .collect();
+    eprintln!("built-in packs: path automata of {states:?} states");
+    assert!(dfa.len() < carapace_common::DFA_GROUPS, "{states:?}");
     let none = ok("version: 1\nbuiltin: none\n");
     assert!(none.rules().is_empty());
     let one = ok("version: 1\nbuiltin: [network]\n");
@@ -1001,6 +1053,14 @@ fn normalised(set: &RuleSet) -> (KernelImage, Vec<String>) {
         }
         v.sort_by_key(|r| (r.rule, r.port, r.flags));
     }
+    // The automata are a function of their patterns: rebuilt from the renumbered ones.
+    for (_, r) in &mut img.automaton {
+        r.rule = remap[&r.rule];
+    }
+    img.automaton.sort_by(|(a, x), (b, y)| {
+        (x.rule, x.flags, format!("{a:?}")).cmp(&(y.rule, y.flags, format!("{b:?}")))
+    });
+    img.dfa = crate::rules::compile::dfa::build(&img.automaton).expect("it was built once");
     (img, ids.iter().map(|r| r.id.clone()).collect())
 }
 

@@ -12,6 +12,7 @@ use carapace_common::{
 };
 
 use crate::kernel::image::KernelImage;
+use crate::rules::compile::dfa::{self, BuildError, Source};
 use crate::kernel::trees::kernel_dev;
 use crate::rules::diag::{Diagnostic, Severity};
 use crate::rules::model::{ops_of, Cidr, Cond, Effect, Enforcement, Trigger};
@@ -20,12 +21,15 @@ use crate::rules::validate::mode_name;
 use crate::rules::{Mode, Rule};
 
 /// How the kernel matches one rule (what `carapace rules explain` shows): path forms with
-/// their exceptions, or (address block, port; 0 = any) pairs.
+/// their exceptions (map keys, and patterns for the path automaton), or (address block,
+/// port; 0 = any) pairs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Plan {
     Path {
         forms: Vec<KernelForm>,
         excepts: Vec<KernelForm>,
+        automata: Vec<Automaton>,
+        except_automata: Vec<Automaton>,
     },
     Net {
         entries: Vec<(Cidr, u16)>,
@@ -34,6 +38,14 @@ pub enum Plan {
         /// matched in userspace only: the kernel sees addresses, not names).
         excepts: Vec<(Cidr, u16)>,
     },
+}
+
+/// A pattern no map form holds, matched by the kernel's path automaton.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Automaton {
+    /// As written (a glob with `~` expanded, or the `re:` pattern).
+    pub pattern: String,
+    pub source: Source,
 }
 
 /// Kernel operations a rule denies: its actions, or every file operation for a path rule and
@@ -103,14 +115,19 @@ pub fn plan(rule: &Rule) -> Result<Plan, String> {
     }
     match kernel_cond(rule) {
         Some(Cond::Path(patterns)) => {
-            let forms = forms_of(patterns)?;
-            let excepts = forms_of(&rule.except).map_err(|reason| {
+            let (forms, automata) = forms_of(patterns)?;
+            let (excepts, except_automata) = forms_of(&rule.except).map_err(|reason| {
                 format!(
                     "an exception cannot be expressed in the kernel, and enforcing the rule \
                      without it would block what it allows: {reason}"
                 )
             })?;
-            Ok(Plan::Path { forms, excepts })
+            Ok(Plan::Path {
+                forms,
+                excepts,
+                automata,
+                except_automata,
+            })
         }
         Some(Cond::Net(net)) => {
             let blocks = net.blocks().ok_or_else(|| {
@@ -178,12 +195,25 @@ fn kernel_cond(rule: &Rule) -> Option<&Cond> {
     }
 }
 
-fn forms_of(patterns: &[PathPattern]) -> Result<Vec<KernelForm>, String> {
-    let mut out = Vec::new();
+/// Map forms where the patterns have one, path-automaton patterns for the rest.
+fn forms_of(patterns: &[PathPattern]) -> Result<(Vec<KernelForm>, Vec<Automaton>), String> {
+    let mut forms = Vec::new();
+    let mut automata = Vec::new();
     for p in patterns {
-        out.extend(p.kernel_forms()?);
+        if let Ok(f) = p.kernel_forms() {
+            forms.extend(f);
+            continue;
+        }
+        for (pattern, source) in p.automaton_sources()? {
+            dfa::check(&source).map_err(|why| {
+                format!(
+                    "pattern `{pattern}` cannot be matched by the kernel's path automaton: {why}"
+                )
+            })?;
+            automata.push(Automaton { pattern, source });
+        }
     }
-    Ok(out)
+    Ok((forms, automata))
 }
 
 /// Where a kernel rule index came from, for diagnostics about shared keys.
@@ -245,7 +275,7 @@ pub(crate) fn compile(rules: &mut [Rule], diags: &mut Vec<Diagnostic>) -> Kernel
         };
         let fits = match &plan {
             // Every form is checked (no short-circuit) so that all oversized ones are reported.
-            Plan::Path { forms, excepts } => {
+            Plan::Path { forms, excepts, .. } => {
                 forms
                     .iter()
                     .chain(excepts)
@@ -278,33 +308,21 @@ pub(crate) fn compile(rules: &mut [Rule], diags: &mut Vec<Diagnostic>) -> Kernel
         };
         image.rules.push(RuleMeta { ops, flags });
         match plan {
-            Plan::Path { forms, excepts } => {
+            Plan::Path {
+                forms,
+                excepts,
+                automata,
+                except_automata,
+            } => {
                 image.config.path_rule_ops |= ops;
-                let all = forms
-                    .iter()
-                    .map(|f| (f, 0))
-                    .chain(excepts.iter().map(|f| (f, REF_EXCEPT)));
-                for (form, flags) in all {
-                    let r = RuleRef { rule: index, flags };
-                    match form {
-                        // An exception stays a plain path: following its symlink or inode
-                        // could except whatever file a planted link points to.
-                        KernelForm::Exact(path) if flags == REF_EXCEPT => {
-                            add(&mut image.exact, path, r);
-                        }
-                        KernelForm::Exact(path) => {
-                            add(&mut image.exact, path, r);
-                            add_inode(&mut image, path, r);
-                            if let Some(target) = symlink_target(path) {
-                                if let Some(t) = target.to_str().filter(|t| t.len() < PATH_MAX) {
-                                    add(&mut image.exact, t, r);
-                                }
-                            }
-                        }
-                        KernelForm::Prefix(p) => add(&mut image.prefix, p, r),
-                        KernelForm::Name(n) => add(&mut image.names, n, r),
-                    }
-                }
+                add_path_plan(
+                    &mut image,
+                    index,
+                    &forms,
+                    &excepts,
+                    automata,
+                    except_automata,
+                );
             }
             Plan::Net { entries, excepts } => {
                 image.config.net_rule_ops |= ops;
@@ -332,7 +350,106 @@ pub(crate) fn compile(rules: &mut [Rule], diags: &mut Vec<Diagnostic>) -> Kernel
     close_prefixes(&mut image);
     close_nets(&mut image);
     sort_and_check(&mut image, rules, diags);
+    build_automaton(&mut image, rules, diags);
     image
+}
+
+/// Adds a path rule's map entries and automaton patterns (exceptions flagged `REF_EXCEPT`).
+fn add_path_plan(
+    image: &mut KernelImage,
+    index: u32,
+    forms: &[KernelForm],
+    excepts: &[KernelForm],
+    automata: Vec<Automaton>,
+    except_automata: Vec<Automaton>,
+) {
+    let patterns = automata
+        .into_iter()
+        .map(|a| (a, 0))
+        .chain(except_automata.into_iter().map(|a| (a, REF_EXCEPT)));
+    for (a, flags) in patterns {
+        let r = RuleRef { rule: index, flags };
+        if !image.automaton.contains(&(a.source.clone(), r)) {
+            image.automaton.push((a.source, r));
+        }
+    }
+    let all = forms
+        .iter()
+        .map(|f| (f, 0))
+        .chain(excepts.iter().map(|f| (f, REF_EXCEPT)));
+    for (form, flags) in all {
+        let r = RuleRef { rule: index, flags };
+        match form {
+            // An exception stays a plain path: following its symlink or inode
+            // could except whatever file a planted link points to.
+            KernelForm::Exact(path) if flags == REF_EXCEPT => {
+                add(&mut image.exact, path, r);
+            }
+            KernelForm::Exact(path) => {
+                add(&mut image.exact, path, r);
+                add_inode(image, path, r);
+                if let Some(target) = symlink_target(path) {
+                    if let Some(t) = target.to_str().filter(|t| t.len() < PATH_MAX) {
+                        add(&mut image.exact, t, r);
+                    }
+                }
+            }
+            KernelForm::Prefix(p) => add(&mut image.prefix, p, r),
+            KernelForm::Name(n) => add(&mut image.names, n, r),
+        }
+    }
+}
+
+/// Builds the one path automaton of every automaton pattern; a rule set whose automaton
+/// does not fit the maps is refused as a whole (an error on its rules), never loaded in part.
+fn build_automaton(image: &mut KernelImage, rules: &[Rule], diags: &mut Vec<Diagnostic>) {
+    let failure = match dfa::build(&image.automaton) {
+        Ok(automaton) => {
+            image.dfa = automaton;
+            return;
+        }
+        Err(e) => e,
+    };
+    let users: Vec<&Rule> = rules
+        .iter()
+        .filter(|r| {
+            r.kernel_index
+                .is_some_and(|i| image.automaton.iter().any(|(_, x)| x.rule == i))
+        })
+        .collect();
+    let (blamed, hint): (Vec<&Rule>, &str) = match &failure {
+        BuildError::Crowded(refs) => (
+            users
+                .iter()
+                .copied()
+                .filter(|r| refs.iter().any(|x| Some(x.rule) == r.kernel_index))
+                .collect(),
+            "merge rules whose patterns match the same paths, or turn some into userspace \
+             modes",
+        ),
+        BuildError::TooLarge(_) => (
+            users.clone(),
+            "simplify these patterns (fewer `*` between fixed parts, no counted repetition \
+             in regexes), express some as `/dir/**` or `**/name`, or turn some into \
+             userspace modes",
+        ),
+        BuildError::Unsupported(_) => (users.clone(), "rewrite the pattern"),
+    };
+    let ids: Vec<String> = blamed
+        .iter()
+        .map(|r| format!("{}:{}", r.source, r.id))
+        .collect();
+    if let Some(first) = blamed.first().or(users.first()) {
+        diags.push(error(
+            first,
+            format!(
+                "the kernel's path automaton cannot hold the patterns of rules {}: {failure}",
+                ids.join(", ")
+            ),
+            hint,
+        ));
+    }
+    image.dfa = Vec::new();
 }
 
 fn add_inode(image: &mut KernelImage, path: &str, r: RuleRef) {

@@ -1,3 +1,5 @@
 //! Second stage: the validated model → enforcement artefacts. `kernel` builds the BPF map
-//! image; the userspace matchers are compiled into the model itself (`pattern`, `model`).
+//! image (with `dfa`, the path automaton for patterns no map form holds); the userspace
+//! matchers are compiled into the model itself (`pattern`, `model`).
+pub mod dfa;
 pub mod kernel;
