@@ -99,6 +99,10 @@ pub struct RuleRef {
 pub struct RuleRefs {
     pub count: u32,
     pub pad: u32,
+    /// The exception slots (`slot_bit`) of the `REF_EXCEPT` refs, folded by the daemon: the
+    /// programs read one word instead of looping over the refs (a loop per lookup, eight
+    /// lookups, was more paths than the verifier would take).
+    pub except: u64,
     pub refs: [RuleRef; REFS_PER_KEY],
 }
 
@@ -246,9 +250,11 @@ pub mod has {
     pub const INODES: u32 = 1 << 3;
 }
 
-/// Path automata of one rule set: patterns that multiply each other's states go into
-/// automata side by side, each walked on its own.
-pub const DFA_GROUPS: usize = 4;
+/// Path automata of one rule set: patterns anchored at the root in one, floating ones
+/// (`**/…`, regexes) in the other, each walked on its own (together their states would
+/// multiply). Two, not more: every automaton adds a walk and a judging of its refs to
+/// `file_open`, and with four the verifier gave up on the program (E2BIG).
+pub const DFA_GROUPS: usize = 2;
 /// States of one path automaton.
 pub const DFA_STATES: usize = 4096;
 /// Transition cells (states × byte classes) of one path automaton.
@@ -288,6 +294,20 @@ impl Default for DfaHeader {
             classes: [0; 256],
         }
     }
+}
+
+/// What a path automaton's state matched on the way (`DFA_EARLY[slot * DFA_STATES + state]`,
+/// gathered by the walk on entering the state): patterns ending in `/**` and `re:` regexes
+/// match as soon as the path read so far matches, and need not be remembered by the states
+/// after (which would multiply them).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DfaEarly {
+    /// Exception slots (`slot_bit`) of the rules excepted.
+    pub except: u64,
+    /// Bits of the refs in `DFA_EARLY_REFS[half]` (blocks) matched.
+    pub blocks: u32,
+    pub pad: u32,
 }
 
 /// What an event's subject is.
@@ -398,6 +418,8 @@ pub mod maps {
     pub const DFA: &str = "DFA";
     pub const DFA_TRANS: &str = "DFA_TRANS";
     pub const DFA_ACCEPT: &str = "DFA_ACCEPT";
+    pub const DFA_EARLY: &str = "DFA_EARLY";
+    pub const DFA_EARLY_REFS: &str = "DFA_EARLY_REFS";
 }
 
 // Kernel f_mode bits (include/linux/fs.h).
@@ -417,7 +439,7 @@ pub const AF_INET6: u16 = 10;
 
 const _: () = {
     assert!(core::mem::size_of::<RuleRef>() == 8);
-    assert!(core::mem::size_of::<RuleRefs>() == 8 + 8 * REFS_PER_KEY);
+    assert!(core::mem::size_of::<RuleRefs>() == 16 + 8 * REFS_PER_KEY);
     assert!(core::mem::size_of::<PathKey>() == PATH_MAX);
     assert!(core::mem::size_of::<PrefixKey>() == 4 + PATH_MAX);
     assert!(core::mem::size_of::<NameKey>() == NAME_MAX);
@@ -430,6 +452,8 @@ const _: () = {
     assert!(core::mem::size_of::<Config>() == 16);
     assert!(core::mem::size_of::<DfaHeader>() == 16 + 256);
     assert!(DFA_STATES < u16::MAX as usize);
+    assert!(core::mem::size_of::<DfaEarly>() == 16);
+    assert!(DFA_STATES.is_power_of_two());
     assert!(core::mem::size_of::<DenyEvent>() == 8 + 4 * 6 + 2 + 2 + 4 + 16 + 16 + PATH_MAX);
     assert!(MAX_RULES.is_multiple_of(64));
 };
@@ -437,8 +461,8 @@ const _: () = {
 #[cfg(feature = "user")]
 mod pod {
     use super::{
-        Config, DfaHeader, InodeKey, NameKey, NetKey, NetRefs, PathKey, PrefixKey, RuleMeta,
-        RuleRefs, SessionState,
+        Config, DfaEarly, DfaHeader, InodeKey, NameKey, NetKey, NetRefs, PathKey, PrefixKey,
+        RuleMeta, RuleRefs, SessionState,
     };
 
     // SAFETY: each type is #[repr(C)], has no padding the compiler inserts (the size
@@ -464,6 +488,8 @@ mod pod {
     unsafe impl aya::Pod for Config {}
     // SAFETY: see above.
     unsafe impl aya::Pod for DfaHeader {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for DfaEarly {}
 }
 
 #[cfg(feature = "user")]

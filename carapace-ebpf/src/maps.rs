@@ -6,8 +6,8 @@ use aya_ebpf::{
     maps::{Array, HashMap, LpmTrie, PerCpuArray, RingBuf},
 };
 use carapace_common::{
-    errsite, Config, DfaHeader, InodeKey, NetRefs, RuleMeta, RuleRefs, SessionState, DFA_CELLS,
-    DFA_CHUNK, DFA_SLOTS, DFA_STATES, MAX_RULES, MAX_SESSIONS, NAME_MAX, PATH_MAX,
+    errsite, Config, DfaEarly, DfaHeader, InodeKey, NetRefs, RuleMeta, RuleRefs, SessionState,
+    DFA_CELLS, DFA_CHUNK, DFA_SLOTS, DFA_STATES, MAX_RULES, MAX_SESSIONS, NAME_MAX, PATH_MAX,
 };
 
 /// Hash maps grow on demand instead of preallocating every entry.
@@ -64,6 +64,14 @@ pub static DFA_TRANS: Array<[u32; DFA_CHUNK]> =
 /// Accepting states of the path automata → rules (count 0 for other states).
 #[map(name = "DFA_ACCEPT")]
 pub static DFA_ACCEPT: Array<RuleRefs> = Array::pinned((DFA_SLOTS * DFA_STATES) as u32, 0);
+
+/// What the path automata's states match on the way (see `carapace_common::DfaEarly`).
+#[map(name = "DFA_EARLY")]
+pub static DFA_EARLY: Array<DfaEarly> = Array::pinned((DFA_SLOTS * DFA_STATES) as u32, 0);
+
+/// The block refs early matches name, one table per half of the automaton maps.
+#[map(name = "DFA_EARLY_REFS")]
+pub static DFA_EARLY_REFS: Array<RuleRefs> = Array::pinned(2, 0);
 
 /// Denials for the daemon.
 #[map(name = "EVENTS")]

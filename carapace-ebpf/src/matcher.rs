@@ -2,17 +2,19 @@
 //! the session denies the operation.
 //!
 //! Exceptions (`except:`) are entries flagged `REF_EXCEPT`. Every ref of a rule that has
-//! exceptions carries the rule's exception slot (see `carapace_common::slot_bit`), so the
-//! exceptions found by all lookups fold into one mask and each rule is judged with a bit
-//! test: straight-line code the verifier explores once per ref, not once per combination.
+//! exceptions carries the rule's exception slot (see `carapace_common::slot_bit`), and every
+//! map value the slots of its exceptions (`RuleRefs::except`), so the exceptions found by all
+//! lookups fold into one mask and each rule is judged with a bit test: straight-line code the
+//! verifier explores once per ref, not once per combination.
 
 use carapace_common::{
-    has, op, slot_bit, Config, InodeKey, NetRefs, RuleRefs, SessionState, DFA_CELLS, DFA_CHUNK,
-    DFA_GROUPS, DFA_STATES, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
+    has, op, slot_bit, Config, DfaEarly, InodeKey, NetRefs, RuleRefs, SessionState, DFA_CELLS,
+    DFA_CHUNK, DFA_GROUPS, DFA_STATES, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
 };
 
 use crate::maps::{
-    Scratch, DFA, DFA_ACCEPT, DFA_TRANS, EXACT_PATHS, INODES, NAMES, NETS, PREFIX_PATHS, RULES,
+    Scratch, DFA, DFA_ACCEPT, DFA_EARLY, DFA_EARLY_REFS, DFA_TRANS, EXACT_PATHS, INODES, NAMES,
+    NETS, PREFIX_PATHS, RULES,
 };
 
 /// A denial: the rule and the one operation bit it denied.
@@ -24,26 +26,39 @@ pub struct Verdict {
 
 #[inline(always)]
 fn except_mask(refs: Option<&RuleRefs>) -> u64 {
-    let Some(refs) = refs else { return 0 };
-    let mut mask = 0;
-    for i in 0..REFS_PER_KEY {
-        let r = refs.refs[i];
-        if (i as u32) < refs.count && r.flags & REF_EXCEPT != 0 {
-            mask |= slot_bit(r.flags);
-        }
-    }
-    mask
+    refs.map_or(0, |r| r.except)
 }
 
 /// The first rule in `refs` that is in force, covers `ops` and is not excepted.
-#[inline(never)]
+#[inline(always)]
 fn judge(refs: &RuleRefs, excepted: u64, state: &SessionState, ops: u32) -> Option<Verdict> {
+    judge_some(refs, excepted, state, ops | ALL_REFS)
+}
+
+/// Bits of `judge_some`'s last argument above the operations: which of the refs to judge.
+const WHICH_SHIFT: u32 = 16;
+const ALL_REFS: u32 = ((1 << REFS_PER_KEY) - 1) << WHICH_SHIFT;
+const _: () = assert!(op::ALL < 1 << WHICH_SHIFT && REFS_PER_KEY <= 16);
+
+/// [`judge`] over the refs whose bit is set in `ops_which >> WHICH_SHIFT`. One argument for
+/// both: a BPF call passes at most five, and the verdict's return pointer is one of them.
+#[inline(never)]
+fn judge_some(
+    refs: &RuleRefs,
+    excepted: u64,
+    state: &SessionState,
+    ops_which: u32,
+) -> Option<Verdict> {
+    let ops = ops_which & ((1 << WHICH_SHIFT) - 1);
     for i in 0..REFS_PER_KEY {
         if i as u32 >= refs.count {
             return None;
         }
         let r = refs.refs[i];
-        if r.flags & REF_EXCEPT != 0 || slot_bit(r.flags) & excepted != 0 {
+        if (ops_which >> (WHICH_SHIFT + i as u32)) & 1 == 0
+            || r.flags & REF_EXCEPT != 0
+            || slot_bit(r.flags) & excepted != 0
+        {
             continue;
         }
         let Some(meta) = RULES.get(r.rule) else {
@@ -72,16 +87,21 @@ pub struct PathSubject<'a> {
     pub inode: Option<InodeKey>,
 }
 
-/// Walks path automaton `slot` over the first `len` bytes of `path`; the accepting entry of
-/// the state it ends in (`None` when it died or is not accepting). A function of its own so
-/// the verifier checks the loop once, not once per caller.
+/// Walks path automaton `slot` over the first `len` bytes of `path`; the `DFA_ACCEPT` index
+/// of the state it ends in (`NO_STATE` when it died). What the states passed matched on the
+/// way is added to `early`. A function of its own so the verifier checks the loop once per
+/// call, not once per caller path; it returns a number, not a map value or null, so the
+/// paths after it do not double.
 #[inline(never)]
-fn walk(path: &[u8; PATH_MAX], len: usize, slot: u32) -> Option<&'static RuleRefs> {
-    let header = DFA.get(slot)?;
+fn walk(path: &[u8; PATH_MAX], len: usize, slot: u32, early: &mut DfaEarly) -> u32 {
+    let Some(header) = DFA.get(slot) else {
+        return NO_STATE;
+    };
     if header.states == 0 {
-        return None;
+        return NO_STATE;
     }
     let base = slot.wrapping_mul(DFA_CELLS as u32);
+    let first_state = slot.wrapping_mul(DFA_STATES as u32);
     let stride = header.stride;
     let mut state = header.start;
     let len = len & (PATH_MAX - 1);
@@ -93,14 +113,35 @@ fn walk(path: &[u8; PATH_MAX], len: usize, slot: u32) -> Option<&'static RuleRef
         let cell = base
             .wrapping_add(state.wrapping_mul(stride))
             .wrapping_add(class);
-        let chunk = DFA_TRANS.get(cell / DFA_CHUNK as u32)?;
+        let Some(chunk) = DFA_TRANS.get(cell / DFA_CHUNK as u32) else {
+            return NO_STATE;
+        };
         state = chunk[(cell as usize) & (DFA_CHUNK - 1)];
+        // Looked up for every state, with no branch on whether it has early matches: a
+        // branch per byte was more paths than the verifier would follow (array lookups are
+        // a bounds check and an add once verified).
+        let Some(e) = DFA_EARLY.get(first_state.wrapping_add(state & (DFA_STATES as u32 - 1)))
+        else {
+            return NO_STATE;
+        };
+        early.except |= e.except;
+        early.blocks |= e.blocks;
         if state == 0 {
-            return None;
+            return NO_STATE;
         }
     }
-    let accept = DFA_ACCEPT.get(slot.wrapping_mul(DFA_STATES as u32).wrapping_add(state))?;
-    (accept.count != 0).then_some(accept)
+    first_state.wrapping_add(state)
+}
+
+const NO_STATE: u32 = u32::MAX;
+
+/// The accepting entry at `index` (from [`walk`]), if it lists any rule.
+#[inline(always)]
+fn accepted(index: u32) -> Option<&'static RuleRefs> {
+    if index == NO_STATE {
+        return None;
+    }
+    DFA_ACCEPT.get(index).filter(|a| a.count != 0)
 }
 
 /// Judges a file operation against exact, prefix, basename and inode entries and the path
@@ -113,6 +154,19 @@ pub fn check_path(
     ops: u32,
 ) -> Option<Verdict> {
     let scratch = &mut *subject.scratch;
+    // The automata first: the verifier checks a walk once per distinct state of its caller,
+    // and every lookup before it (a map value or null) would double those.
+    // Up to DFA_GROUPS automata, unrolled: each result stays a known map-value pointer.
+    let (mut d0, mut d1) = (None, None);
+    let mut early = DfaEarly::default();
+    let half = config.dfa.wrapping_sub(1) & 1;
+    if config.dfa != 0 {
+        let first = half * DFA_GROUPS as u32;
+        let i0 = walk(&scratch.key.data, subject.len, first, &mut early);
+        let i1 = walk(&scratch.key.data, subject.len, first + 1, &mut early);
+        d0 = accepted(i0);
+        d1 = accepted(i1);
+    }
     let exact = if config.has & has::EXACT != 0 {
         // SAFETY: map values are valid while the program runs; entries are replaced whole.
         unsafe { EXACT_PATHS.get(&scratch.key.data) }
@@ -125,15 +179,6 @@ pub fn check_path(
     } else {
         None
     };
-    // Up to DFA_GROUPS automata, unrolled: each result stays a known map-value pointer.
-    let (mut d0, mut d1, mut d2, mut d3) = (None, None, None, None);
-    if config.dfa != 0 {
-        let first = (config.dfa - 1) * DFA_GROUPS as u32;
-        d0 = walk(&scratch.key.data, subject.len, first);
-        d1 = walk(&scratch.key.data, subject.len, first + 1);
-        d2 = walk(&scratch.key.data, subject.len, first + 2);
-        d3 = walk(&scratch.key.data, subject.len, first + 3);
-    }
     let name = if subject.has_name {
         // SAFETY: as above.
         unsafe { NAMES.get(&scratch.name) }
@@ -152,8 +197,7 @@ pub fn check_path(
         | except_mask(inode)
         | except_mask(d0)
         | except_mask(d1)
-        | except_mask(d2)
-        | except_mask(d3);
+        | early.except;
     // Four explicit calls: iterating an array of them would read the pointers back from the
     // stack at a variable offset, and the verifier would no longer know they point at maps.
     if let Some(v) = exact.and_then(|r| judge(r, excepted, state, ops)) {
@@ -174,13 +218,18 @@ pub fn check_path(
     if let Some(v) = d1.and_then(|r| judge(r, excepted, state, ops)) {
         return Some(v);
     }
-    if let Some(v) = d2.and_then(|r| judge(r, excepted, state, ops)) {
-        return Some(v);
+    // Looked up last: a lookup that may fail, earlier, would double the verifier's paths
+    // through everything after it.
+    if early.blocks == 0 {
+        return None;
     }
-    d3.and_then(|r| judge(r, excepted, state, ops))
+    let ops_which = ops | ((early.blocks << WHICH_SHIFT) & ALL_REFS);
+    DFA_EARLY_REFS
+        .get(half)
+        .and_then(|r| judge_some(r, excepted, state, ops_which))
 }
 
-const _: () = assert!(DFA_GROUPS == 4, "check_path walks exactly four automata");
+const _: () = assert!(DFA_GROUPS == 2, "check_path walks exactly two automata");
 /// Judges `ops` on a file known only by its inode (a dentry with no path at hand). Exceptions
 /// are paths and do not apply: a new name for an excepted file in a protected tree is refused
 /// too (fail closed).

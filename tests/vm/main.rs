@@ -21,8 +21,8 @@ use std::{
 };
 
 mod allowlist;
-mod matcher;
 mod limits;
+mod matcher;
 mod self_protection;
 
 const SOCKET: &str = "/run/carapace/carapace.sock";

@@ -99,3 +99,37 @@ fn mid_pattern_double_star_rule_and_its_exception_are_enforced() {
         "creating a matching file is denied"
     );
 }
+
+#[test]
+fn floating_directory_rule_and_its_exception_are_matched_on_the_way() {
+    let _g = guard();
+    files(&[
+        "/srv/repo/.githooks/pre-commit",
+        "/srv/repo/sub/.githooks/nested/post-merge",
+        "/srv/repo/.githooks/examples/pre-commit.sample",
+        "/srv/repo/githooks/pre-commit",
+    ]);
+    let write = |path: &str| {
+        let out = agent(&py_errno(&format!("open(\"{path}\", \"a\").write(\"x\")")));
+        stdout(&out).trim().to_owned()
+    };
+    for blocked in [
+        "/srv/repo/.githooks/pre-commit",
+        "/srv/repo/sub/.githooks/nested/post-merge",
+    ] {
+        assert_eq!(write(blocked), "13", "writing {blocked} must be denied");
+        // The rule covers writes only.
+        assert_eq!(python_read(blocked), "0", "{blocked} must stay readable");
+    }
+    let out = agent("echo x >> /srv/repo/.githooks/pre-commit");
+    assert_denied_line(
+        &out,
+        "carapace: blocked write of /srv/repo/.githooks/pre-commit (rule githook-dirs: Git hook directories are not for agents)",
+    );
+    for open in [
+        "/srv/repo/.githooks/examples/pre-commit.sample",
+        "/srv/repo/githooks/pre-commit",
+    ] {
+        assert_eq!(write(open), "0", "writing {open} must be allowed");
+    }
+}

@@ -581,8 +581,9 @@ pub fn render_explanation(e: &Explanation) -> String {
             if let Some(states) = k.automaton_states {
                 let _ = writeln!(
                     out,
-                    "  kernel: path automaton, {states} states (one automaton holds every such \
-                     pattern of the rule set; walked over the path's bytes)"
+                    "  kernel: path automata, {states} states in all (the rule set's patterns \
+                     anchored at the root in one, floating ones in another; walked over the \
+                     path's bytes, `/**` endings and regexes matched on the way)"
                 );
             }
         }
@@ -879,7 +880,7 @@ rules:
         let text = render_explanation(&regex);
         assert!(
             text.contains("kernel matches path automaton `re:/proc/\\d+/environ`")
-                && text.contains(&format!("kernel: path automaton, {states} states")),
+                && text.contains(&format!("kernel: path automata, {states} states in all")),
             "{text}"
         );
         let json = serde_json::to_value(&regex).unwrap();

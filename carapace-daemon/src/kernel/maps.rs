@@ -14,9 +14,9 @@ use aya::maps::{
     Array, HashMap, Map, MapData,
 };
 use carapace_common::{
-    has, maps as names, Config, DfaHeader, InodeKey, NetRef, NetRefs, RuleMeta, RuleRef, RuleRefs,
-    SessionState, DFA_CELLS, DFA_CHUNK, DFA_GROUPS, DFA_STATES, NAME_MAX, PATH_MAX, REFS_PER_KEY,
-    REF_SLOT_SHIFT,
+    has, maps as names, slot_bit, Config, DfaEarly, DfaHeader, InodeKey, NetRef, NetRefs, RuleMeta,
+    RuleRef, RuleRefs, SessionState, DFA_CELLS, DFA_CHUNK, DFA_GROUPS, DFA_STATES, NAME_MAX,
+    PATH_MAX, REFS_PER_KEY, REF_EXCEPT, REF_SLOT_SHIFT,
 };
 
 use crate::rules::compile::dfa::PathAutomaton;
@@ -36,6 +36,8 @@ pub struct KernelMaps {
     dfa: Array<MapData, DfaHeader>,
     dfa_trans: Array<MapData, [u32; DFA_CHUNK]>,
     dfa_accept: Array<MapData, RuleRefs>,
+    dfa_early: Array<MapData, DfaEarly>,
+    dfa_early_refs: Array<MapData, RuleRefs>,
     /// `Config::dfa` as last written: which half of the automaton maps is in force.
     dfa_in_force: u32,
     /// Rule indices written by the last image, to clear the ones a new image drops.
@@ -80,6 +82,8 @@ impl KernelMaps {
             dfa: typed!(maps, names::DFA),
             dfa_trans: typed!(maps, names::DFA_TRANS),
             dfa_accept: typed!(maps, names::DFA_ACCEPT),
+            dfa_early: typed!(maps, names::DFA_EARLY),
+            dfa_early_refs: typed!(maps, names::DFA_EARLY_REFS),
             dfa_in_force,
             rule_count: 0,
             current: KernelImage::default(),
@@ -169,7 +173,8 @@ impl KernelMaps {
     pub fn replace_image(&mut self, new: &KernelImage) -> anyhow::Result<()> {
         let Some(staged) = image::staging(&self.current, &self.slots, new) else {
             tracing::warn!(
-                "the old and new rules do not fit the maps together; replacing them in one                  pass, during which some keys may briefly match neither"
+                "the old and new rules do not fit the maps together; replacing them in one \
+                 pass, during which some keys may briefly match neither"
             );
             return self.write_image(new);
         };
@@ -279,6 +284,20 @@ impl KernelMaps {
             );
         }
         let half = u32::from(self.dfa_in_force == 1);
+        // The block refs early matches name, one bit each, shared by the half's automata.
+        let early_blocks: Vec<RuleRef> = automata
+            .iter()
+            .flat_map(|a| a.early.values().flatten())
+            .filter(|r| r.flags & REF_EXCEPT == 0)
+            .map(|r| (r.rule, r.flags))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .map(|(rule, flags)| RuleRef { rule, flags })
+            .collect();
+        let early_refs = rule_refs(&early_blocks, slots).context("early block refs")?;
+        self.dfa_early_refs
+            .set(half, early_refs, 0)
+            .context("DFA_EARLY_REFS")?;
         for group in 0..DFA_GROUPS {
             let slot = half * DFA_GROUPS as u32 + group as u32;
             let Some(a) = automata.get(group) else {
@@ -293,6 +312,24 @@ impl KernelMaps {
                     a.trans.len()
                 );
             }
+            let first_state = slot * DFA_STATES as u32;
+            for state in 0..states as u32 {
+                let refs = a.accept.get(&state).map_or(&[][..], Vec::as_slice);
+                self.dfa_accept
+                    .set(first_state + state, rule_refs(refs, slots)?, 0)
+                    .context("DFA_ACCEPT")?;
+                let mut early = DfaEarly::default();
+                for r in a.early.get(&state).into_iter().flatten() {
+                    if r.flags & REF_EXCEPT != 0 {
+                        early.except |= slot_bit(with_slot(r.flags, r.rule, slots));
+                    } else if let Some(bit) = early_blocks.iter().position(|b| b == r) {
+                        early.blocks |= 1 << bit;
+                    }
+                }
+                self.dfa_early
+                    .set(first_state + state, early, 0)
+                    .context("DFA_EARLY")?;
+            }
             let first_chunk = slot as usize * (DFA_CELLS / DFA_CHUNK);
             for (i, cells) in a.trans.chunks(DFA_CHUNK).enumerate() {
                 let mut chunk = [0u32; DFA_CHUNK];
@@ -300,12 +337,6 @@ impl KernelMaps {
                 self.dfa_trans
                     .set((first_chunk + i) as u32, chunk, 0)
                     .context("DFA_TRANS")?;
-            }
-            for state in 0..states as u32 {
-                let refs = a.accept.get(&state).map_or(&[][..], Vec::as_slice);
-                self.dfa_accept
-                    .set(slot * DFA_STATES as u32 + state, rule_refs(refs, slots)?, 0)
-                    .context("DFA_ACCEPT")?;
             }
             let header = DfaHeader {
                 start: a.start,
@@ -408,6 +439,9 @@ fn rule_refs(refs: &[RuleRef], slots: &Slots) -> anyhow::Result<RuleRefs> {
             rule: r.rule,
             flags: with_slot(r.flags, r.rule, slots),
         };
+        if r.flags & REF_EXCEPT != 0 {
+            out.except |= slot_bit(slot.flags);
+        }
     }
     Ok(out)
 }

@@ -288,10 +288,14 @@ fn patterns_beyond_the_map_forms_compile_to_the_path_automaton() {
     assert_eq!(img.rules.len(), 5);
     assert_eq!(img.config.path_rule_ops, op::ALL);
     assert!(img.exact.is_empty() && img.prefix.is_empty() && img.names.is_empty());
-    assert_eq!(img.dfa.len(), 1);
-    let dfa = &img.dfa[0];
-    let rule_of =
-        |p: &str| -> Vec<u32> { dfa.matches(p.as_bytes()).iter().map(|r| r.rule).collect() };
+    // Patterns anchored at the root in one automaton, floating ones (`**/…`, `re:`) in another.
+    assert_eq!(img.dfa.len(), 2);
+    let rule_of = |p: &str| -> Vec<u32> {
+        crate::rules::compile::dfa::matches_all(&img.dfa, p.as_bytes())
+            .iter()
+            .map(|r| r.rule)
+            .collect()
+    };
     assert_eq!(rule_of("/etc/passwd"), [0]);
     assert!(rule_of("/etc/x/y").is_empty());
     assert_eq!(rule_of("/home/bob/.ssh/id_rsa"), [1]);
@@ -921,7 +925,11 @@ fn builtin_packs_compile_without_warnings() {
         .map(super::compile::dfa::PathAutomaton::states)
         .collect();
     eprintln!("built-in packs: path automata of {states:?} states");
-    assert!(dfa.len() < carapace_common::DFA_GROUPS, "{states:?}");
+    assert!(dfa.len() <= carapace_common::DFA_GROUPS, "{states:?}");
+    assert!(
+        states.iter().all(|&n| n < carapace_common::DFA_STATES / 4),
+        "{states:?}"
+    );
     let none = ok("version: 1\nbuiltin: none\n");
     assert!(none.rules().is_empty());
     let one = ok("version: 1\nbuiltin: [network]\n");

@@ -1,16 +1,19 @@
-//! The kernel's path automaton: path patterns that no map form can hold (`/home/*/.ssh/**`,
-//! `/srv/**/secret-*.pem`, `re:` regexes) compiled into one deterministic automaton, whose
-//! table the eBPF programs walk over the bytes of `d_path` (see `carapace_common::DfaHeader`).
+//! The kernel's path automata: path patterns that no map form can hold (`/home/*/.ssh/**`,
+//! `/srv/**/secret-*.pem`, `re:` regexes) compiled into deterministic automata, whose
+//! tables the eBPF programs walk over the bytes of `d_path` (see `carapace_common::DfaHeader`).
 //!
-//! Every pattern is anchored at both ends of the path, so the programs need to look at the
-//! state the last byte leads to and nothing else: its accepting entry lists the rules (and
-//! exceptions) whose pattern matches the whole path. One automaton holds every pattern of a
-//! rule set (a DFA is walked once whatever the number of patterns it holds); `regex-automata`
-//! determinises and minimises it, and its byte classes keep the table's rows short.
+//! Every pattern is anchored at the start of the path. Most are anchored at its end too, and
+//! the state the last byte leads to lists the rules (and exceptions) whose pattern matches the
+//! whole path. Patterns ending in `/**` and `re:` regexes match as soon as a prefix of the
+//! path does: their matches are listed on the states reached on the way
+//! ([`PathAutomaton::early`]) and gathered by the walk, so no state has to remember them —
+//! remembering would multiply the states by two per pattern. Patterns anchored at the root
+//! and floating ones (`**/…`, regexes) are built apart for the same reason. `regex-automata`
+//! determinises and minimises each automaton, and its byte classes keep the rows short.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use carapace_common::{RuleRef, DFA_CELLS, DFA_GROUPS, DFA_STATES, REFS_PER_KEY};
+use carapace_common::{RuleRef, DFA_CELLS, DFA_GROUPS, DFA_STATES, REFS_PER_KEY, REF_EXCEPT};
 use regex_automata::{
     dfa::{dense, Automaton as _, StartKind},
     nfa::thompson,
@@ -82,6 +85,9 @@ pub struct PathAutomaton {
     /// Accepting states → the refs of every pattern that matches a path ending there,
     /// sorted by rule.
     pub accept: BTreeMap<u32, Vec<RuleRef>>,
+    /// States → the refs of the early patterns (see [`EARLY_BLOCKS`]) that match the path
+    /// read before the byte that led there: a walk gathers them on the way.
+    pub early: BTreeMap<u32, Vec<RuleRef>>,
 }
 
 impl PathAutomaton {
@@ -90,19 +96,44 @@ impl PathAutomaton {
         self.trans.len() / self.stride.max(1) as usize
     }
 
-    /// The refs whose pattern matches `path`: the walk the eBPF programs do.
+    /// The refs whose pattern matches `path`, sorted: the walk the eBPF programs do.
     #[must_use]
-    pub fn matches(&self, path: &[u8]) -> &[RuleRef] {
+    pub fn matches(&self, path: &[u8]) -> Vec<RuleRef> {
+        let mut found = BTreeSet::new();
         let mut state = self.start;
         for &b in path {
             let class = u32::from(self.classes[usize::from(b)]);
             state = self.trans[(state * self.stride + class) as usize];
+            if let Some(refs) = self.early.get(&state) {
+                found.extend(refs.iter().map(|r| (r.rule, r.flags)));
+            }
             if state == 0 {
-                return &[];
+                break;
             }
         }
-        self.accept.get(&state).map_or(&[], Vec::as_slice)
+        if let Some(refs) = self.accept.get(&state) {
+            found.extend(refs.iter().map(|r| (r.rule, r.flags)));
+        }
+        found
+            .into_iter()
+            .map(|(rule, flags)| RuleRef { rule, flags })
+            .collect()
     }
+}
+
+/// What a walk of every automaton of a rule set finds, sorted: the programs' view.
+#[cfg(test)]
+#[must_use]
+pub fn matches_all(automata: &[PathAutomaton], path: &[u8]) -> Vec<RuleRef> {
+    let found: BTreeSet<(u32, u32)> = automata
+        .iter()
+        .flat_map(|a| a.matches(path))
+        .map(|r| (r.rule, r.flags))
+        .collect();
+    found
+        .into_iter()
+        .map(|(rule, flags)| RuleRef { rule, flags })
+        .collect()
 }
 
 /// Why a set of patterns does not fit the kernel's automaton.
@@ -176,58 +207,135 @@ fn determinize(hirs: &[Hir]) -> Result<dense::DFA<Vec<u32>>, BuildError> {
         .map_err(|e| build_error(&e))
 }
 
-/// Builds the automata of `patterns` (source, the ref a match yields): as few as hold them,
-/// at most `DFA_GROUPS`. Patterns that look for a name anywhere in the path multiply each
-/// other's states, so one automaton for everything can be far larger than a few side by
-/// side. A rule's patterns and exceptions may land in different automata: the programs
-/// gather the refs of every automaton before judging. Patterns are packed in order, a new
-/// automaton started when the next one does not fit the current one.
-pub fn build(patterns: &[(Source, RuleRef)]) -> Result<Vec<PathAutomaton>, BuildError> {
-    // The common case first: everything in one automaton.
-    match build_one(patterns) {
-        Ok(a) => return Ok(a.into_iter().collect()),
-        Err(BuildError::Unsupported(m)) => return Err(BuildError::Unsupported(m)),
-        Err(_) => {}
+/// Distinct rules whose block patterns a rule set's automata may match early (on entering a
+/// state, see [`PathAutomaton::early`]): the programs judge them from one table of
+/// `REFS_PER_KEY` refs. Further ones are matched at the end of the path like the rest.
+pub const EARLY_BLOCKS: usize = REFS_PER_KEY;
+
+/// Whether a pattern's regex may be matched early, and its regex for that: a glob ending in
+/// `/**` (its regex ends in `.*$`) matches a path when a prefix of the path matches the rest,
+/// and a `re:` regex when it matches anywhere. Matched at the end, each such pattern would
+/// have every state of the automaton remember whether it already matched: with a few of
+/// them, the automaton grows by their product (the built-in packs went from hundreds of
+/// states to tens of thousands, and from milliseconds to minutes under emulation).
+fn early_hir(source: &Source) -> Option<Result<Hir, String>> {
+    let config = syntax::Config::new().utf8(false);
+    match source {
+        Source::Glob(regex) => {
+            let head = regex.strip_suffix(".*$")?;
+            Some(
+                syntax::parse_with(head, &config.dot_matches_new_line(true))
+                    .map_err(|e| format!("glob regex `{regex}`: {e}")),
+            )
+        }
+        Source::Search(regex) => Some(
+            syntax::parse_with(regex, &config)
+                .map(|inner| Hir::concat(vec![any_bytes(), inner]))
+                .map_err(|e| format!("regex `{regex}`: {}", first_line(&e.to_string()))),
+        ),
     }
-    let mut done: Vec<PathAutomaton> = Vec::new();
-    let mut current: Vec<(Source, RuleRef)> = Vec::new();
-    let mut built: Option<PathAutomaton> = None;
-    for pattern in patterns {
-        let mut candidate = current.clone();
-        candidate.push(pattern.clone());
-        match build_one(&candidate) {
-            Ok(a) => {
-                current = candidate;
-                built = a;
-            }
-            Err(e) if current.is_empty() => return Err(e),
-            Err(BuildError::Unsupported(m)) => return Err(BuildError::Unsupported(m)),
-            Err(_) => {
-                done.extend(built.take());
-                if done.len() >= DFA_GROUPS {
-                    return Err(BuildError::TooLarge(format!(
-                        "the rule set's {} path patterns need more than {DFA_GROUPS} \
-                         automata of {DFA_STATES} states",
-                        patterns.len()
-                    )));
-                }
-                current = vec![pattern.clone()];
-                built = build_one(&current)?;
-            }
+}
+
+/// Whether a pattern can match starting anywhere in the path (after any directory): such
+/// patterns track their progress from every position, and in one automaton with patterns
+/// anchored at the root their states multiply; they are built apart.
+fn floating(source: &Source) -> bool {
+    match source {
+        Source::Search(_) => true,
+        Source::Glob(regex) => {
+            let body = regex.trim_start_matches("(?-u)").trim_start_matches('^');
+            body.starts_with("(?:/?|.*/)") || body.starts_with(".*")
         }
     }
-    done.extend(built);
+}
+
+/// One pattern as it goes into an automaton.
+#[derive(Clone)]
+struct Entry<'a> {
+    source: &'a Source,
+    r: RuleRef,
+    early: bool,
+}
+
+/// Builds the automata of `patterns` (source, the ref a match yields): patterns anchored at
+/// the root and patterns that float (`**/…`, `re:`) apart, each set split in halves while it
+/// does not fit the maps, at most `DFA_GROUPS` automata in all. Exceptions that can be are
+/// matched early; so are the block patterns of up to [`EARLY_BLOCKS`] rules.
+pub fn build(patterns: &[(Source, RuleRef)]) -> Result<Vec<PathAutomaton>, BuildError> {
+    let mut early_blocks: BTreeSet<(u32, u32)> = BTreeSet::new();
+    let mut entries = Vec::with_capacity(patterns.len());
+    for (source, r) in patterns {
+        let can = matches!(source, Source::Search(_))
+            || matches!(source, Source::Glob(g) if g.ends_with(".*$"));
+        let early = can
+            && (r.flags & REF_EXCEPT != 0 || {
+                let key = (r.rule, r.flags);
+                if early_blocks.len() < EARLY_BLOCKS {
+                    early_blocks.insert(key);
+                }
+                early_blocks.contains(&key)
+            });
+        entries.push(Entry {
+            source,
+            r: *r,
+            early,
+        });
+    }
+    let (floating, rooted): (Vec<Entry<'_>>, Vec<Entry<'_>>) =
+        entries.into_iter().partition(|e| floating(e.source));
+    let mut done = Vec::new();
+    for set in [rooted, floating] {
+        build_split(&set, &mut done)?;
+    }
     Ok(done)
 }
 
-/// Builds one automaton of `patterns`; `None` when there are none.
-fn build_one(patterns: &[(Source, RuleRef)]) -> Result<Option<PathAutomaton>, BuildError> {
-    if patterns.is_empty() {
-        return Ok(None);
+/// Builds `entries` into one automaton, or into two halves (recursively) when they do not
+/// fit one.
+fn build_split(entries: &[Entry<'_>], done: &mut Vec<PathAutomaton>) -> Result<(), BuildError> {
+    if entries.is_empty() {
+        return Ok(());
     }
-    let hirs = patterns
+    if done.len() >= DFA_GROUPS {
+        return Err(BuildError::TooLarge(format!(
+            "the rule set's path patterns need more than {DFA_GROUPS} automata of \
+             {DFA_STATES} states"
+        )));
+    }
+    match build_one(entries) {
+        Ok(a) => {
+            done.push(a);
+            Ok(())
+        }
+        Err(e @ BuildError::Unsupported(_)) => Err(e),
+        Err(e) if entries.len() == 1 => Err(e),
+        Err(_) => {
+            let (a, b) = entries.split_at(entries.len() / 2);
+            build_split(a, done)?;
+            build_split(b, done)
+        }
+    }
+}
+
+/// Sorted, deduplicated refs of the patterns a match set names.
+fn refs_of(entries: &[Entry<'_>], matched: impl Iterator<Item = usize>) -> Vec<RuleRef> {
+    let refs: BTreeSet<(u32, u32)> = matched
+        .map(|i| entries[i].r)
+        .map(|r| (r.rule, r.flags))
+        .collect();
+    refs.into_iter()
+        .map(|(rule, flags)| RuleRef { rule, flags })
+        .collect()
+}
+
+/// Builds one automaton of `entries` (not empty).
+fn build_one(entries: &[Entry<'_>]) -> Result<PathAutomaton, BuildError> {
+    let hirs = entries
         .iter()
-        .map(|(s, _)| hir(s))
+        .map(|e| match e.early.then(|| early_hir(e.source)).flatten() {
+            Some(h) => h,
+            None => hir(e.source),
+        })
         .collect::<Result<Vec<_>, _>>()
         .map_err(BuildError::Unsupported)?;
     let dfa = determinize(&hirs)?;
@@ -248,7 +356,7 @@ fn build_one(patterns: &[(Source, RuleRef)]) -> Result<Option<PathAutomaton>, Bu
             "the path automaton of the rule set's {} pattern(s) needs more than {states} \
              states of {stride} byte classes; the kernel holds {DFA_STATES} states and \
              {DFA_CELLS} transitions",
-            patterns.len()
+            entries.len()
         ))
     };
     let start = dfa
@@ -256,13 +364,8 @@ fn build_one(patterns: &[(Source, RuleRef)]) -> Result<Option<PathAutomaton>, Bu
         .map_err(|e| BuildError::Unsupported(format!("no start state: {e}")))?;
     // Dense renumbering: 0 is dead, the start state 1, the rest in breadth-first order.
     let mut index: BTreeMap<StateID, u32> = BTreeMap::new();
-    let mut order: Vec<StateID> = Vec::new();
     let mut queue = VecDeque::new();
-    let number = |id: StateID,
-                  index: &mut BTreeMap<StateID, u32>,
-                  order: &mut Vec<StateID>,
-                  queue: &mut VecDeque<StateID>|
-     -> Result<u32, BuildError> {
+    let mut number = |id: StateID, queue: &mut VecDeque<StateID>| -> Result<u32, BuildError> {
         if dfa.is_dead_state(id) {
             return Ok(0);
         }
@@ -274,53 +377,57 @@ fn build_one(patterns: &[(Source, RuleRef)]) -> Result<Option<PathAutomaton>, Bu
         if let Some(&n) = index.get(&id) {
             return Ok(n);
         }
-        let n = order.len() as u32 + 1;
+        let n = index.len() as u32 + 1;
         if n as usize >= DFA_STATES || (n as usize + 1) * stride > DFA_CELLS {
             return Err(too_large(n as usize));
         }
         index.insert(id, n);
-        order.push(id);
         queue.push_back(id);
         Ok(n)
     };
-    let start_index = number(start, &mut index, &mut order, &mut queue)?;
+    let start_index = number(start, &mut queue)?;
     let mut trans = vec![0u32; stride];
     let mut accept = BTreeMap::new();
+    let mut early = BTreeMap::new();
+    let mut n = start_index;
     while let Some(id) = queue.pop_front() {
-        let n = index[&id];
-        let mut row = Vec::with_capacity(stride);
         for rep in &representative {
             let next = match rep {
-                Some(b) => number(dfa.next_state(id, *b), &mut index, &mut order, &mut queue)?,
+                Some(b) => number(dfa.next_state(id, *b), &mut queue)?,
                 None => 0,
             };
-            row.push(next);
+            trans.push(next);
         }
-        debug_assert_eq!(trans.len(), n as usize * stride);
-        trans.extend(row);
+        // Match states report matches ending one byte before: for the early patterns (the
+        // only ones without `$`), a prefix of the path read so far.
+        if dfa.is_match_state(id) {
+            let refs = refs_of(
+                entries,
+                (0..dfa.match_len(id)).map(|i| dfa.match_pattern(id, i).as_usize()),
+            );
+            early.insert(n, refs);
+        }
         let eoi = dfa.next_eoi_state(id);
         if dfa.is_match_state(eoi) {
-            let refs: BTreeSet<(u32, u32)> = (0..dfa.match_len(eoi))
-                .map(|i| patterns[dfa.match_pattern(eoi, i).as_usize()].1)
-                .map(|r| (r.rule, r.flags))
-                .collect();
-            let refs: Vec<RuleRef> = refs
-                .into_iter()
-                .map(|(rule, flags)| RuleRef { rule, flags })
-                .collect();
+            let refs = refs_of(
+                entries,
+                (0..dfa.match_len(eoi)).map(|i| dfa.match_pattern(eoi, i).as_usize()),
+            );
             if refs.len() > REFS_PER_KEY {
                 return Err(BuildError::Crowded(refs));
             }
             accept.insert(n, refs);
         }
+        n += 1;
     }
-    Ok(Some(PathAutomaton {
+    Ok(PathAutomaton {
         start: start_index,
         stride: stride as u32,
         classes,
         trans,
         accept,
-    }))
+        early,
+    })
 }
 
 #[cfg(test)]
@@ -357,9 +464,9 @@ mod tests {
             ),
         ])
         .unwrap();
-        assert_eq!(a.len(), 1);
-        let a = &a[0];
-        let m = |p: &str| a.matches(p.as_bytes()).to_vec();
+        // The patterns anchored at the root in one, the floating ones in another.
+        assert_eq!(a.len(), 2);
+        let m = |p: &str| matches_all(&a, p.as_bytes());
         assert_eq!(m("/home/a/.ssh/id_rsa"), [r(0)]);
         assert_eq!(m("/home/a/.ssh/sub/x"), [r(0)]);
         assert_eq!(m("/home/a/b/.ssh/id_rsa"), []);
@@ -381,9 +488,12 @@ mod tests {
         assert_eq!(m("/x/proc/1/environ/y"), [r(2)]);
         assert_eq!(m("/proc/self/environ"), []);
         // Unicode `\d` is most of them.
-        assert!(a.states() < 512, "{} states", a.states());
-        assert_eq!(a.start, 1);
-        assert_eq!(a.trans[..a.stride as usize], vec![0; a.stride as usize][..]);
+        let states: usize = a.iter().map(PathAutomaton::states).sum();
+        assert!(states < 512, "{states} states");
+        for a in &a {
+            assert_eq!(a.start, 1);
+            assert_eq!(a.trans[..a.stride as usize], vec![0; a.stride as usize][..]);
+        }
     }
 
     #[test]
@@ -432,10 +542,73 @@ mod tests {
         assert!(two[1].matches(b"/xa0123456789").is_empty());
     }
 
+    #[test]
+    fn patterns_matched_on_the_way_do_not_multiply_states() {
+        // Each of these, matched at the end, would double the states of every other.
+        let names = [
+            "node_modules",
+            "fixtures",
+            "test*",
+            ".git/hooks",
+            ".claude/hooks",
+            ".cursor/rules",
+            "vendor",
+            "dist",
+            "build",
+            ".venv",
+            "target",
+            "__pycache__",
+        ];
+        let mut patterns: Vec<(Source, RuleRef)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let flags = if i % 2 == 0 { REF_EXCEPT } else { 0 };
+                (
+                    glob(&format!("**/{n}/**")),
+                    RuleRef {
+                        rule: i as u32,
+                        flags,
+                    },
+                )
+            })
+            .collect();
+        for (i, ext) in ["pem", "key", "p12", "kdbx"].iter().enumerate() {
+            patterns.push((glob(&format!("**/*.{ext}")), r(100 + i as u32)));
+        }
+        let a = build(&patterns).unwrap();
+        let states: usize = a.iter().map(PathAutomaton::states).sum();
+        assert!(states < 400, "{states} states");
+        let rules = |p: &str| -> Vec<u32> {
+            matches_all(&a, p.as_bytes())
+                .iter()
+                .map(|r| r.rule)
+                .collect()
+        };
+        assert_eq!(rules("/p/node_modules/x/.git/hooks/pre-commit"), [0, 3]);
+        assert_eq!(rules("/p/.claude/hooks/a/tests/k.pem"), [2, 4, 100]);
+        assert_eq!(rules("/p/.claude/hooksx/a"), Vec::<u32>::new());
+        assert_eq!(rules("/srv/dist/build/a.key"), [7, 8, 101]);
+        // More rules than the early table holds: the rest are matched at the end, still right.
+        let many: Vec<(Source, RuleRef)> = (0..EARLY_BLOCKS as u32 + 3)
+            .map(|i| (glob(&format!("/srv/d{i}/**")), r(i)))
+            .collect();
+        let a = build(&many).unwrap();
+        for i in 0..EARLY_BLOCKS as u32 + 3 {
+            assert_eq!(matches_all(&a, format!("/srv/d{i}/x/y").as_bytes()), [r(i)]);
+        }
+        let early: BTreeSet<u32> = a
+            .iter()
+            .flat_map(|a| a.early.values().flatten())
+            .map(|r| r.rule)
+            .collect();
+        assert_eq!(early.len(), EARLY_BLOCKS);
+    }
+
     const GLOBS: [&str; 4] = ["/a/*/.ssh/**", "/**/secret-*.pem", "**/b", "/a/{x,b}/*"];
     const REGEXES: [&str; 4] = ["a.b", "^/x", "(?i)SECRET", "\u{e9}$"];
 
-    static COMBINED: std::sync::LazyLock<PathAutomaton> = std::sync::LazyLock::new(|| {
+    static COMBINED: std::sync::LazyLock<Vec<PathAutomaton>> = std::sync::LazyLock::new(|| {
         let mut patterns: Vec<(Source, RuleRef)> = GLOBS
             .iter()
             .enumerate()
@@ -447,9 +620,9 @@ mod tests {
                 .enumerate()
                 .map(|(i, re)| (Source::Search((*re).into()), r(10 + i as u32))),
         );
-        let mut all = build(&patterns).unwrap();
-        assert_eq!(all.len(), 1);
-        all.remove(0)
+        let all = build(&patterns).unwrap();
+        assert_eq!(all.len(), 2);
+        all
     });
 
     proptest::proptest! {
@@ -457,7 +630,7 @@ mod tests {
         #[test]
         fn walk_agrees_with_regex(path in "(/|a|b|\\.ssh|x|secret-|\\.pem|\\n|\u{e9}){0,12}") {
             let (globs, regexes, a) = (GLOBS, REGEXES, &*COMBINED);
-            let got: Vec<u32> = a.matches(path.as_bytes()).iter().map(|r| r.rule).collect();
+            let got: Vec<u32> = matches_all(a, path.as_bytes()).iter().map(|r| r.rule).collect();
             let mut want = Vec::new();
             for (i, g) in globs.iter().enumerate() {
                 let m = globset::GlobBuilder::new(g).literal_separator(true).build().unwrap().compile_matcher();

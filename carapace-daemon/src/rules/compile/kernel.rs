@@ -12,8 +12,8 @@ use carapace_common::{
 };
 
 use crate::kernel::image::KernelImage;
-use crate::rules::compile::dfa::{self, BuildError, Source};
 use crate::kernel::trees::kernel_dev;
+use crate::rules::compile::dfa::{self, BuildError, Source};
 use crate::rules::diag::{Diagnostic, Severity};
 use crate::rules::model::{ops_of, Cidr, Cond, Effect, Enforcement, Trigger};
 use crate::rules::pattern::{symlink_target, KernelForm, PathPattern};
