@@ -105,6 +105,14 @@ fn walk(path: &[u8; PATH_MAX], len: usize, slot: u32, early: &mut DfaEarly) -> u
     let stride = header.stride;
     let mut state = header.start;
     let len = len & (PATH_MAX - 1);
+    // The dead state's entry is always empty; reading it makes `early` a value the verifier
+    // does not know before the loop. Left a known zero, the exit after the first byte would
+    // not cover the exits after later bytes, and the verifier would check everything after
+    // the walk once per byte of the path.
+    if let Some(e) = DFA_EARLY.get(first_state) {
+        early.except |= e.except;
+        early.blocks |= e.blocks;
+    }
     for i in 0..PATH_MAX {
         if i >= len {
             break;
