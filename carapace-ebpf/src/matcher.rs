@@ -12,9 +12,11 @@ use carapace_common::{
     DFA_CHUNK, DFA_GROUPS, DFA_STATES, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
 };
 
+use aya_ebpf::{cty::c_void, helpers::generated::bpf_loop};
+
 use crate::maps::{
     Scratch, DFA, DFA_ACCEPT, DFA_EARLY, DFA_EARLY_REFS, DFA_TRANS, EXACT_PATHS, INODES, NAMES,
-    NETS, PREFIX_PATHS, RULES,
+    NETS, PREFIX_PATHS, RULES, SCRATCH,
 };
 
 /// A denial: the rule and the one operation bit it denied.
@@ -87,58 +89,96 @@ pub struct PathSubject<'a> {
     pub inode: Option<InodeKey>,
 }
 
-/// Walks path automaton `slot` over the first `len` bytes of `path`; the `DFA_ACCEPT` index
-/// of the state it ends in (`NO_STATE` when it died). What the states passed matched on the
-/// way is added to `early`. A function of its own so the verifier checks the loop once per
-/// call, not once per caller path; it returns a number, not a map value or null, so the
-/// paths after it do not double.
+/// A walk in progress: what [`step`] reads and writes between bytes. Scalars only: the
+/// callback finds the path and the tables through their maps.
+#[repr(C)]
+struct Walk {
+    slot: u32,
+    state: u32,
+    len: u32,
+    /// Set when the walk died or could not read a table.
+    dead: u32,
+    except: u64,
+    blocks: u64,
+}
+
+/// One byte of a walk, as a `bpf_loop` callback: the verifier checks it once, whatever the
+/// number of bytes (an inline loop of `PATH_MAX` steps was checked step by step, and with the
+/// early matches it no longer fit the verifier's budget). 0 to go on, 1 to stop.
+extern "C" fn step(index: u64, ctx: *mut c_void) -> i64 {
+    // SAFETY: `ctx` is the `Walk` on the caller's stack that `walk` passed to bpf_loop.
+    let w = unsafe { &mut *ctx.cast::<Walk>() };
+    let i = (index as usize) & (PATH_MAX - 1);
+    if i >= w.len as usize {
+        return 1;
+    }
+    let (Some(header), Some(scratch)) = (DFA.get(w.slot), SCRATCH.get_ptr(0)) else {
+        w.dead = 1;
+        return 1;
+    };
+    // SAFETY: per-CPU scratch holding the path being matched; programs do not nest on a CPU.
+    let byte = unsafe { (*scratch).key.data[i] };
+    let class = u32::from(header.classes[usize::from(byte)]);
+    let cell = w
+        .slot
+        .wrapping_mul(DFA_CELLS as u32)
+        .wrapping_add(w.state.wrapping_mul(header.stride))
+        .wrapping_add(class);
+    let Some(chunk) = DFA_TRANS.get(cell / DFA_CHUNK as u32) else {
+        w.dead = 1;
+        return 1;
+    };
+    let state = chunk[(cell as usize) & (DFA_CHUNK - 1)];
+    let first_state = w.slot.wrapping_mul(DFA_STATES as u32);
+    let Some(e) = DFA_EARLY.get(first_state.wrapping_add(state & (DFA_STATES as u32 - 1))) else {
+        w.dead = 1;
+        return 1;
+    };
+    w.except |= e.except;
+    w.blocks |= u64::from(e.blocks);
+    w.state = state;
+    if state == 0 {
+        w.dead = 1;
+        return 1;
+    }
+    0
+}
+
+/// Walks path automaton `slot` over the first `len` bytes of the path in the scratch map;
+/// the `DFA_ACCEPT` index of the state it ends in (`NO_STATE` when it died). What the states
+/// passed matched on the way is added to `early`.
 #[inline(never)]
-fn walk(path: &[u8; PATH_MAX], len: usize, slot: u32, early: &mut DfaEarly) -> u32 {
+fn walk(len: usize, slot: u32, early: &mut DfaEarly) -> u32 {
     let Some(header) = DFA.get(slot) else {
         return NO_STATE;
     };
     if header.states == 0 {
         return NO_STATE;
     }
-    let base = slot.wrapping_mul(DFA_CELLS as u32);
-    let first_state = slot.wrapping_mul(DFA_STATES as u32);
-    let stride = header.stride;
-    let mut state = header.start;
-    let len = len & (PATH_MAX - 1);
-    // The dead state's entry is always empty; reading it makes `early` a value the verifier
-    // does not know before the loop. Left a known zero, the exit after the first byte would
-    // not cover the exits after later bytes, and the verifier would check everything after
-    // the walk once per byte of the path.
-    if let Some(e) = DFA_EARLY.get(first_state) {
-        early.except |= e.except;
-        early.blocks |= e.blocks;
+    let mut w = Walk {
+        slot,
+        state: header.start,
+        len: (len & (PATH_MAX - 1)) as u32,
+        dead: 0,
+        except: 0,
+        blocks: 0,
+    };
+    // SAFETY: `step` has the callback signature bpf_loop expects and only touches `w`.
+    unsafe {
+        bpf_loop(
+            PATH_MAX as u32,
+            step as *mut c_void,
+            (&raw mut w).cast::<c_void>(),
+            0,
+        );
     }
-    for i in 0..PATH_MAX {
-        if i >= len {
-            break;
-        }
-        let class = u32::from(header.classes[usize::from(path[i & (PATH_MAX - 1)])]);
-        let cell = base
-            .wrapping_add(state.wrapping_mul(stride))
-            .wrapping_add(class);
-        let Some(chunk) = DFA_TRANS.get(cell / DFA_CHUNK as u32) else {
-            return NO_STATE;
-        };
-        state = chunk[(cell as usize) & (DFA_CHUNK - 1)];
-        // Looked up for every state, with no branch on whether it has early matches: a
-        // branch per byte was more paths than the verifier would follow (array lookups are
-        // a bounds check and an add once verified).
-        let Some(e) = DFA_EARLY.get(first_state.wrapping_add(state & (DFA_STATES as u32 - 1)))
-        else {
-            return NO_STATE;
-        };
-        early.except |= e.except;
-        early.blocks |= e.blocks;
-        if state == 0 {
-            return NO_STATE;
-        }
+    early.except |= w.except;
+    early.blocks |= w.blocks as u32;
+    if w.dead != 0 {
+        return NO_STATE;
     }
-    first_state.wrapping_add(state)
+    slot.wrapping_mul(DFA_STATES as u32)
+        .wrapping_add(w.state & (DFA_STATES as u32 - 1))
 }
 
 const NO_STATE: u32 = u32::MAX;
@@ -170,8 +210,8 @@ pub fn check_path(
     let half = config.dfa.wrapping_sub(1) & 1;
     if config.dfa != 0 {
         let first = half * DFA_GROUPS as u32;
-        let i0 = walk(&scratch.key.data, subject.len, first, &mut early);
-        let i1 = walk(&scratch.key.data, subject.len, first + 1, &mut early);
+        let i0 = walk(subject.len, first, &mut early);
+        let i1 = walk(subject.len, first + 1, &mut early);
         d0 = accepted(i0);
         d1 = accepted(i1);
     }

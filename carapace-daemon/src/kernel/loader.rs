@@ -220,6 +220,8 @@ fn load_and_attach(
         names::DFA,
         names::DFA_TRANS,
         names::DFA_ACCEPT,
+        names::DFA_EARLY,
+        names::DFA_EARLY_REFS,
         names::EVENTS,
         names::ERRORS,
     ] {
