@@ -8,8 +8,8 @@
 //! verifier explores once per ref, not once per combination.
 
 use carapace_common::{
-    has, op, slot_bit, Config, DfaEarly, InodeKey, NetRefs, RuleRefs, SessionState, DFA_CELLS,
-    DFA_CHUNK, DFA_GROUPS, DFA_STATES, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
+    has, op, slot_bit, Config, DfaEarly, InodeKey, NetRefs, RuleRef, RuleRefs, SessionState,
+    DFA_CELLS, DFA_CHUNK, DFA_GROUPS, DFA_STATES, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
 };
 
 use aya_ebpf::{cty::c_void, helpers::generated::bpf_loop};
@@ -42,42 +42,86 @@ const WHICH_SHIFT: u32 = 16;
 const ALL_REFS: u32 = ((1 << REFS_PER_KEY) - 1) << WHICH_SHIFT;
 const _: () = assert!(op::ALL < 1 << WHICH_SHIFT && REFS_PER_KEY <= 16);
 
+/// A judging in progress: a copy of the refs and what [`judge_step`] decides on.
+#[repr(C)]
+struct Judging {
+    refs: [RuleRef; REFS_PER_KEY],
+    excepted: u64,
+    count: u32,
+    ops_which: u32,
+    rule: u32,
+    /// The operation denied; 0 while no ref denies.
+    op: u32,
+}
+
+/// One ref of a judging, as a `bpf_loop` callback: checked once by the verifier, not once per
+/// ref and call site (6.1's verifier gave up on eight unrolled steps at seven call sites).
+extern "C" fn judge_step(index: u64, ctx: *mut c_void) -> i64 {
+    // SAFETY: `ctx` is the `Judging` on the caller's stack that `judge_some` passed.
+    let j = unsafe { &mut *ctx.cast::<Judging>() };
+    let i = (index as usize) & (REFS_PER_KEY - 1);
+    if i as u32 >= j.count {
+        return 1;
+    }
+    let r = j.refs[i];
+    if (j.ops_which >> (WHICH_SHIFT + i as u32)) & 1 == 0
+        || r.flags & REF_EXCEPT != 0
+        || slot_bit(r.flags) & j.excepted != 0
+    {
+        return 0;
+    }
+    let Some(meta) = RULES.get(r.rule) else {
+        return 0;
+    };
+    // The session again (the same task, so the same answer): a map value pointer cannot
+    // travel through the callback's context.
+    let Some(session) = crate::gate::current_session() else {
+        return 0;
+    };
+    let hit = meta.ops & j.ops_which & ((1 << WHICH_SHIFT) - 1);
+    if hit != 0 && session.state.is_active(r.rule, meta) {
+        // An exec open also reads; exec rules deny reads too, and name the exec.
+        j.op = if hit & op::EXEC != 0 {
+            op::EXEC
+        } else {
+            hit & hit.wrapping_neg()
+        };
+        j.rule = r.rule;
+        return 1;
+    }
+    0
+}
+
 /// [`judge`] over the refs whose bit is set in `ops_which >> WHICH_SHIFT`. One argument for
 /// both: a BPF call passes at most five, and the verdict's return pointer is one of them.
 #[inline(never)]
 fn judge_some(
     refs: &RuleRefs,
     excepted: u64,
-    state: &SessionState,
+    _state: &SessionState,
     ops_which: u32,
 ) -> Option<Verdict> {
-    let ops = ops_which & ((1 << WHICH_SHIFT) - 1);
-    for i in 0..REFS_PER_KEY {
-        if i as u32 >= refs.count {
-            return None;
-        }
-        let r = refs.refs[i];
-        if (ops_which >> (WHICH_SHIFT + i as u32)) & 1 == 0
-            || r.flags & REF_EXCEPT != 0
-            || slot_bit(r.flags) & excepted != 0
-        {
-            continue;
-        }
-        let Some(meta) = RULES.get(r.rule) else {
-            continue;
-        };
-        let hit = meta.ops & ops;
-        if hit != 0 && state.is_active(r.rule, meta) {
-            // An exec open also reads; exec rules deny reads too, and name the exec.
-            let op = if hit & op::EXEC != 0 {
-                op::EXEC
-            } else {
-                hit & hit.wrapping_neg()
-            };
-            return Some(Verdict { rule: r.rule, op });
-        }
+    let mut j = Judging {
+        refs: refs.refs,
+        excepted,
+        count: refs.count,
+        ops_which,
+        rule: 0,
+        op: 0,
+    };
+    // SAFETY: `judge_step` has the callback signature bpf_loop expects and only touches `j`.
+    unsafe {
+        bpf_loop(
+            REFS_PER_KEY as u32,
+            judge_step as *mut c_void,
+            (&raw mut j).cast::<c_void>(),
+            0,
+        );
     }
-    None
+    (j.op != 0).then_some(Verdict {
+        rule: j.rule,
+        op: j.op,
+    })
 }
 
 /// What a file operation is matched on: the scratch buffers hold the path (zero-tailed,
