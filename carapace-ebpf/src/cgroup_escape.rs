@@ -77,7 +77,7 @@ fn check(session: &Session, file: *const u8) -> Option<i32> {
                 PATH_MAX as u32,
             )
         };
-        // No zeroing of the bytes past the path (kread::zero_tail): the event's reader stops
+        // No zeroing of the bytes past the path: the event's reader stops
         // at the NUL bpf_d_path writes, and that loop, explored once per exit of the
         // ancestor walk, took 6.1's verifier past its limit (E2BIG).
         if n > 0 && n as usize <= PATH_MAX {
@@ -98,13 +98,14 @@ fn is_migration_file(dentry: *const u8) -> bool {
         // Unreadable: treat it as one, fail closed.
         return true;
     };
-    let mut name = [0u8; 16];
-    if kread::read_str(ptr, &mut name, errsite::READ_INODE).is_none() {
+    let mut buf = core::mem::MaybeUninit::uninit();
+    let name = kread::zero_in_place::<2>(&mut buf);
+    if kread::read_str(ptr, kread::bytes_of(name), errsite::READ_INODE).is_none() {
         return true;
     }
-    name == *b"cgroup.procs\0\0\0\0"
-        || name == *b"cgroup.threads\0\0"
-        || name == *b"tasks\0\0\0\0\0\0\0\0\0\0\0"
+    *name == words(b"cgroup.procs\0\0\0\0")
+        || *name == words(b"cgroup.threads\0\0")
+        || *name == words(b"tasks\0\0\0\0\0\0\0\0\0\0\0")
 }
 
 /// Whether one of `dentry`'s ancestors is the directory of cgroup `cgroup`.
@@ -131,4 +132,17 @@ fn under_cgroup(dentry: *const u8, cgroup: u64) -> bool {
         }
     }
     false
+}
+
+#[inline(always)]
+const fn words(name: &[u8; 16]) -> [u64; 2] {
+    let mut lo = [0; 8];
+    let mut hi = [0; 8];
+    let mut i = 0;
+    while i < 8 {
+        lo[i] = name[i];
+        hi[i] = name[8 + i];
+        i += 1;
+    }
+    [u64::from_ne_bytes(lo), u64::from_ne_bytes(hi)]
 }

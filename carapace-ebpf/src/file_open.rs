@@ -1,7 +1,12 @@
 //! `file_open`: every open of a file by a session's process — reads and writes by `f_mode`,
 //! and the opens the kernel does to execute a binary or its interpreter (`FMODE_EXEC`).
 
-use aya_ebpf::{bindings::path, helpers::generated::bpf_d_path, macros::lsm, programs::LsmContext};
+use aya_ebpf::{
+    bindings::path,
+    helpers::generated::{bpf_d_path, bpf_probe_read_kernel_str},
+    macros::lsm,
+    programs::LsmContext,
+};
 use carapace_common::{
     errsite, has, op, subject, InodeKey, FMODE_EXEC, FMODE_READ, FMODE_WRITE, NAME_MAX, PATH_MAX,
     RULE_PATH_TOO_LONG,
@@ -58,14 +63,29 @@ pub fn check_file(session: &Session, file: *const u8, ops: u32) -> Option<i32> {
     let n = unsafe {
         bpf_d_path(
             f_path as *mut path,
-            scratch.key.data.as_mut_ptr().cast(),
+            scratch.raw.as_mut_ptr().cast(),
             PATH_MAX as u32,
         )
     };
-    if n <= 0 || n as usize > PATH_MAX {
+    // `bpf_d_path` leaves bytes of its own after the NUL, which would spoil the hash and LPM
+    // keys: the path is copied into the zeroed key instead. A helper call, where a loop
+    // clearing the tail was explored by the verifier once per path length.
+    kread::zero_words(&mut scratch.key.data);
+    let copied = if n > 0 && n as usize <= PATH_MAX {
+        // SAFETY: both buffers are PATH_MAX bytes of the per-CPU scratch.
+        unsafe {
+            bpf_probe_read_kernel_str(
+                scratch.key.data.as_mut_ptr().cast(),
+                PATH_MAX as u32,
+                scratch.raw.as_ptr().cast(),
+            )
+        }
+    } else {
+        0
+    };
+    if copied <= 0 || copied as usize > PATH_MAX {
         // Too long to match (or unresolvable): deny rather than let it slip past the rules.
         count_error(errsite::D_PATH);
-        scratch.key.data[0] = 0;
         let verdict = Verdict {
             rule: RULE_PATH_TOO_LONG,
             op: ops & ops.wrapping_neg(),
@@ -73,8 +93,7 @@ pub fn check_file(session: &Session, file: *const u8, ops: u32) -> Option<i32> {
         deny(session, verdict, &scratch.key.data);
         return Some(-EACCES);
     }
-    let len = (n as usize - 1) & (PATH_MAX - 1);
-    kread::zero_tail(&mut scratch.key.data, len);
+    let len = (copied as usize - 1) & (PATH_MAX - 1);
 
     // The reads feeding a lookup only when its map holds entries.
     let has_name = config.has & has::NAMES != 0 && read_basename(f_path, &mut scratch.name);
@@ -89,7 +108,7 @@ pub fn check_file(session: &Session, file: *const u8, ops: u32) -> Option<i32> {
         has_name,
         inode,
     };
-    let verdict = matcher::check_path(&mut subject, config, session.state, ops)?;
+    let verdict = matcher::check_path(&mut subject, config, ops)?;
     deny(session, verdict, &subject.scratch.key.data);
     Some(-EACCES)
 }

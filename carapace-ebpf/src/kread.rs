@@ -1,5 +1,7 @@
 //! Reads of kernel memory at offsets known only at load time.
 
+use core::mem::MaybeUninit;
+
 use aya_ebpf::helpers::{bpf_probe_read_kernel, generated::bpf_probe_read_kernel_str};
 
 use crate::maps::count_error;
@@ -30,33 +32,36 @@ pub fn read_str(src: *const u8, dst: &mut [u8], site: u32) -> Option<usize> {
     Some(n as usize)
 }
 
-/// Zeroes a buffer whose length is a multiple of 8 and which is 8-byte aligned.
+/// Zeroes a buffer whose length is a multiple of 8 and which is 8-byte aligned. Volatile
+/// stores: LLVM would turn plain ones into a call to `memset`, a byte loop the verifier
+/// walks byte by byte, again for every state its caller reaches it in.
 #[inline(always)]
 pub fn zero_words(buf: &mut [u8]) {
     let words = buf.len() / 8;
     let ptr = buf.as_mut_ptr().cast::<u64>();
     for i in 0..words {
         // SAFETY: i < len / 8 and callers pass 8-byte aligned buffers.
-        unsafe { ptr.add(i).write(0) };
+        unsafe { ptr.add(i).write_volatile(0) };
     }
 }
 
-/// Clears every byte from `len` on: `bpf_d_path` leaves garbage after the terminating NUL,
-/// which would spoil hash and LPM lookups.
+/// Zeroes `buf` in place with one store per word and returns it. Not an array built and
+/// copied: LLVM turns the zeroing or copying of known zeros into a call to `memset`, a byte
+/// loop the verifier walks again for every state of its caller.
 #[inline(always)]
-pub fn zero_tail(buf: &mut [u8; carapace_common::PATH_MAX], len: usize) {
+pub fn zero_in_place<const N: usize>(buf: &mut MaybeUninit<[u64; N]>) -> &mut [u64; N] {
     let ptr = buf.as_mut_ptr().cast::<u64>();
-    for w in 0..carapace_common::PATH_MAX / 8 {
-        let start = w * 8;
-        // SAFETY: w < PATH_MAX / 8; the buffer is 8-byte aligned (see maps::Scratch).
-        let word = unsafe { ptr.add(w) };
-        if start >= len {
-            // SAFETY: as above.
-            unsafe { word.write(0) };
-        } else if start + 8 > len {
-            let keep = (len - start) as u32 * 8;
-            // SAFETY: as above.
-            unsafe { word.write(word.read() & ((1u64 << keep) - 1)) };
-        }
+    for i in 0..N {
+        // SAFETY: i < N, inside the array.
+        unsafe { ptr.add(i).write_volatile(0) };
     }
+    // SAFETY: every word was written above.
+    unsafe { buf.assume_init_mut() }
+}
+
+/// The bytes of a word buffer.
+#[inline(always)]
+pub fn bytes_of<const N: usize>(words: &mut [u64; N]) -> &mut [u8] {
+    // SAFETY: any byte pattern is a valid u64 and the slice covers exactly the array.
+    unsafe { core::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), N * 8) }
 }

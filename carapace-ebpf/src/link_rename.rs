@@ -27,7 +27,7 @@ pub fn inode_link(ctx: LsmContext) -> i32 {
         return previous;
     }
     // inode_link(old_dentry, dir, new_dentry)
-    verdict(check_rename(ctx.arg(0)))
+    crate::verdict(check_rename(ctx.arg(0)))
 }
 
 #[lsm(hook = "inode_rename")]
@@ -37,17 +37,7 @@ pub fn inode_rename(ctx: LsmContext) -> i32 {
         return previous;
     }
     // inode_rename(old_dir, old_dentry, new_dir, new_dentry); an exchange calls it both ways.
-    verdict(check_rename(ctx.arg(1)))
-}
-
-/// A constant verdict: the verifier bounds the program exit value.
-#[inline(always)]
-pub fn verdict(denied: Option<i32>) -> i32 {
-    if denied.is_some() {
-        -EACCES
-    } else {
-        0
-    }
+    crate::verdict(check_rename(ctx.arg(1)))
 }
 
 fn check_rename(dentry: *const u8) -> Option<i32> {
@@ -57,18 +47,18 @@ fn check_rename(dentry: *const u8) -> Option<i32> {
     if ops == 0 {
         return None;
     }
-    let verdict = protected(dentry, &session, ops)?;
+    let verdict = protected(dentry, ops)?;
     deny(&session, verdict, subject::PATH, dentry);
     Some(-EACCES)
 }
 
 /// The first rule in force that protects `dentry` or one of its ancestors by inode.
 #[inline(always)]
-fn protected(dentry: *const u8, session: &Session, ops: u32) -> Option<Verdict> {
+fn protected(dentry: *const u8, ops: u32) -> Option<Verdict> {
     let mut d = dentry;
     for _ in 0..MAX_DEPTH {
         if let Some(key) = inode::of_dentry(d) {
-            if let Some(v) = matcher::check_inode(&key, session.state, ops) {
+            if let Some(v) = matcher::check_inode(&key, ops) {
                 return Some(v);
             }
         }

@@ -89,6 +89,12 @@ pub struct Scratch {
     /// 8-byte aligned for word-wise zeroing.
     pub key: aya_ebpf::maps::lpm_trie::Key<[u8; PATH_MAX]>,
     pub name: [u8; NAME_MAX],
+    /// Where `bpf_d_path` writes, before the path is copied into the zeroed key.
+    pub raw: [u8; PATH_MAX],
+    /// The refs each lookup found, waiting for the judging (`matcher::source`), and one bit
+    /// per slot filled.
+    pub found: [RuleRefs; crate::matcher::source::COUNT],
+    pub sources: u32,
 }
 
 #[map(name = "SCRATCH")]

@@ -8,11 +8,13 @@
 //! verifier explores once per ref, not once per combination.
 
 use carapace_common::{
-    has, op, slot_bit, Config, DfaEarly, InodeKey, NetRefs, RuleRef, RuleRefs, SessionState,
-    DFA_CELLS, DFA_CHUNK, DFA_GROUPS, DFA_STATES, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
+    has, op, slot_bit, Config, InodeKey, NetRefs, RuleRefs, SessionState, DFA_CELLS, DFA_CHUNK,
+    DFA_GROUPS, DFA_STATES, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
 };
 
 use aya_ebpf::{cty::c_void, helpers::generated::bpf_loop};
+
+use core::ptr::addr_of_mut;
 
 use crate::maps::{
     Scratch, DFA, DFA_ACCEPT, DFA_EARLY, DFA_EARLY_REFS, DFA_TRANS, EXACT_PATHS, INODES, NAMES,
@@ -26,48 +28,83 @@ pub struct Verdict {
     pub op: u32,
 }
 
-#[inline(always)]
-fn except_mask(refs: Option<&RuleRefs>) -> u64 {
-    refs.map_or(0, |r| r.except)
+/// Where the refs found by one lookup wait to be judged (`Scratch::found`), in judging order:
+/// the first rule found denies.
+pub mod source {
+    pub const EXACT: usize = 0;
+    pub const PREFIX: usize = 1;
+    pub const NAME: usize = 2;
+    pub const INODE: usize = 3;
+    pub const DFA0: usize = 4;
+    pub const DFA1: usize = 5;
+    /// The block refs the automata matched on the way; only those in `Judging::early` count.
+    pub const EARLY: usize = 6;
+    pub const COUNT: usize = 8;
 }
 
-/// The first rule in `refs` that is in force, covers `ops` and is not excepted.
+/// Copies `refs` to the scratch slot of `src` for the judging. A copy, not the pointer: each
+/// lookup's pointer, null or not, kept live until the judging would double the verifier's
+/// states at every lookup (2^7 of them at the judging). The bit saying which slots are filled
+/// lives in the scratch map too: a constant on the stack would be tracked exactly, and a
+/// branch on it would make every combination of lookups a state of its own again.
 #[inline(always)]
-fn judge(refs: &RuleRefs, excepted: u64, state: &SessionState, ops: u32) -> Option<Verdict> {
-    judge_some(refs, excepted, state, ops | ALL_REFS)
+fn found(scratch: &mut Scratch, judging: &mut Judging, src: usize, refs: &RuleRefs) {
+    if refs.count == 0 {
+        return;
+    }
+    scratch.found[src & (source::COUNT - 1)] = *refs;
+    scratch.sources |= 1 << src;
+    judging.excepted |= refs.except;
 }
 
-/// Bits of `judge_some`'s last argument above the operations: which of the refs to judge.
-const WHICH_SHIFT: u32 = 16;
-const ALL_REFS: u32 = ((1 << REFS_PER_KEY) - 1) << WHICH_SHIFT;
-const _: () = assert!(op::ALL < 1 << WHICH_SHIFT && REFS_PER_KEY <= 16);
-
-/// A judging in progress: a copy of the refs and what [`judge_step`] decides on.
+/// A judging in progress: what [`judge_step`] reads and decides. Scalars only; the refs are
+/// in `Scratch::found`.
 #[repr(C)]
-struct Judging {
-    refs: [RuleRef; REFS_PER_KEY],
+pub struct Judging {
+    /// Exception slots found by every lookup (`slot_bit`).
     excepted: u64,
-    count: u32,
-    ops_which: u32,
+    ops: u32,
+    /// Which of the `source::EARLY` refs the automata matched.
+    early: u32,
     rule: u32,
     /// The operation denied; 0 while no ref denies.
     op: u32,
 }
 
-/// One ref of a judging, as a `bpf_loop` callback: checked once by the verifier, not once per
-/// ref and call site (6.1's verifier gave up on eight unrolled steps at seven call sites).
-extern "C" fn judge_step(index: u64, ctx: *mut c_void) -> i64 {
-    // SAFETY: `ctx` is the `Judging` on the caller's stack that `judge_some` passed.
-    let j = unsafe { &mut *ctx.cast::<Judging>() };
-    let i = (index as usize) & (REFS_PER_KEY - 1);
-    if i as u32 >= j.count {
-        return 1;
+impl Judging {
+    #[inline(always)]
+    pub fn new(ops: u32) -> Self {
+        Self {
+            excepted: 0,
+            ops,
+            early: 0,
+            rule: 0,
+            op: 0,
+        }
     }
-    let r = j.refs[i];
-    if (j.ops_which >> (WHICH_SHIFT + i as u32)) & 1 == 0
-        || r.flags & REF_EXCEPT != 0
-        || slot_bit(r.flags) & j.excepted != 0
-    {
+}
+
+/// One ref of the judging, as a `bpf_loop` callback: the verifier checks it once, not once
+/// per ref and source. 0 to go on, 1 to stop.
+extern "C" fn judge_step(index: u64, ctx: *mut c_void) -> i64 {
+    // SAFETY: `ctx` is the `Judging` on the caller's stack that `judge` passed.
+    let j = unsafe { &mut *ctx.cast::<Judging>() };
+    let src = (index as usize / REFS_PER_KEY) & (source::COUNT - 1);
+    let i = (index as usize) & (REFS_PER_KEY - 1);
+    let Some(scratch) = SCRATCH.get_ptr(0) else {
+        return 1;
+    };
+    // SAFETY: per-CPU scratch filled by `found`; programs do not nest on a CPU.
+    let scratch = unsafe { &*scratch };
+    if scratch.sources & (1 << src) == 0 || (src == source::EARLY && j.early & (1 << i) == 0) {
+        return 0;
+    }
+    let refs = &scratch.found[src];
+    if i as u32 >= refs.count {
+        return 0;
+    }
+    let r = refs.refs[i];
+    if r.flags & REF_EXCEPT != 0 || slot_bit(r.flags) & j.excepted != 0 {
         return 0;
     }
     let Some(meta) = RULES.get(r.rule) else {
@@ -78,7 +115,7 @@ extern "C" fn judge_step(index: u64, ctx: *mut c_void) -> i64 {
     let Some(session) = crate::gate::current_session() else {
         return 0;
     };
-    let hit = meta.ops & j.ops_which & ((1 << WHICH_SHIFT) - 1);
+    let hit = meta.ops & j.ops;
     if hit != 0 && session.state.is_active(r.rule, meta) {
         // An exec open also reads; exec rules deny reads too, and name the exec.
         j.op = if hit & op::EXEC != 0 {
@@ -92,29 +129,21 @@ extern "C" fn judge_step(index: u64, ctx: *mut c_void) -> i64 {
     0
 }
 
-/// [`judge`] over the refs whose bit is set in `ops_which >> WHICH_SHIFT`. One argument for
-/// both: a BPF call passes at most five, and the verdict's return pointer is one of them.
+/// The first rule found that is in force, covers the operations and is not excepted. One
+/// judging per check: a single place the verdict comes from, so what follows a denial is
+/// verified once.
 #[inline(never)]
-fn judge_some(
-    refs: &RuleRefs,
-    excepted: u64,
-    _state: &SessionState,
-    ops_which: u32,
-) -> Option<Verdict> {
-    let mut j = Judging {
-        refs: refs.refs,
-        excepted,
-        count: refs.count,
-        ops_which,
-        rule: 0,
-        op: 0,
-    };
+fn judge(j: &mut Judging) -> Option<Verdict> {
+    // SAFETY: per-CPU scratch; programs do not nest on one CPU for these hooks.
+    if unsafe { (*SCRATCH.get_ptr(0)?).sources } == 0 {
+        return None;
+    }
     // SAFETY: `judge_step` has the callback signature bpf_loop expects and only touches `j`.
     unsafe {
         bpf_loop(
-            REFS_PER_KEY as u32,
+            (source::COUNT * REFS_PER_KEY) as u32,
             judge_step as *mut c_void,
-            (&raw mut j).cast::<c_void>(),
+            core::ptr::from_mut(j).cast::<c_void>(),
             0,
         );
     }
@@ -137,13 +166,13 @@ pub struct PathSubject<'a> {
 /// callback finds the path and the tables through their maps.
 #[repr(C)]
 struct Walk {
+    except: u64,
+    blocks: u64,
     slot: u32,
     state: u32,
     len: u32,
     /// Set when the walk died or could not read a table.
     dead: u32,
-    except: u64,
-    blocks: u64,
 }
 
 /// One byte of a walk, as a `bpf_loop` callback: the verifier checks it once, whatever the
@@ -190,34 +219,40 @@ extern "C" fn step(index: u64, ctx: *mut c_void) -> i64 {
 
 /// Walks path automaton `slot` over the first `len` bytes of the path in the scratch map;
 /// the `DFA_ACCEPT` index of the state it ends in (`NO_STATE` when it died). What the states
-/// passed matched on the way is added to `early`.
+/// passed matched on the way is added to `early_except` and `early_blocks`.
 #[inline(never)]
-fn walk(len: usize, slot: u32, early: &mut DfaEarly) -> u32 {
+fn walk(len: usize, slot: u32, early_except: &mut u64, early_blocks: &mut u64) -> u32 {
     let Some(header) = DFA.get(slot) else {
         return NO_STATE;
     };
     if header.states == 0 {
         return NO_STATE;
     }
-    let mut w = Walk {
-        slot,
-        state: header.start,
-        len: (len & (PATH_MAX - 1)) as u32,
-        dead: 0,
-        except: 0,
-        blocks: 0,
+    // Built field by field: a struct literal with zeros becomes a `memset` call (see
+    // `kread::zero_in_place`).
+    let mut buf = core::mem::MaybeUninit::<Walk>::uninit();
+    let p = buf.as_mut_ptr();
+    // SAFETY: every field of the Walk is written before it is used as one.
+    let w = unsafe {
+        addr_of_mut!((*p).except).write_volatile(0);
+        addr_of_mut!((*p).blocks).write_volatile(0);
+        addr_of_mut!((*p).slot).write_volatile(slot);
+        addr_of_mut!((*p).state).write_volatile(header.start);
+        addr_of_mut!((*p).len).write_volatile((len & (PATH_MAX - 1)) as u32);
+        addr_of_mut!((*p).dead).write_volatile(0);
+        buf.assume_init_mut()
     };
     // SAFETY: `step` has the callback signature bpf_loop expects and only touches `w`.
     unsafe {
         bpf_loop(
             PATH_MAX as u32,
             step as *mut c_void,
-            (&raw mut w).cast::<c_void>(),
+            core::ptr::from_mut(w).cast::<c_void>(),
             0,
         );
     }
-    early.except |= w.except;
-    early.blocks |= w.blocks as u32;
+    *early_except |= w.except;
+    *early_blocks |= w.blocks;
     if w.dead != 0 {
         return NO_STATE;
     }
@@ -239,86 +274,60 @@ fn accepted(index: u32) -> Option<&'static RuleRefs> {
 /// Judges a file operation against exact, prefix, basename and inode entries and the path
 /// automata, skipping what the rule set does not use (`config.has`, `config.dfa`).
 #[inline(always)]
-pub fn check_path(
-    subject: &mut PathSubject<'_>,
-    config: &Config,
-    state: &SessionState,
-    ops: u32,
-) -> Option<Verdict> {
+pub fn check_path(subject: &mut PathSubject<'_>, config: &Config, ops: u32) -> Option<Verdict> {
     let scratch = &mut *subject.scratch;
-    // The automata first: the verifier checks a walk once per distinct state of its caller,
-    // and every lookup before it (a map value or null) would double those.
-    // Up to DFA_GROUPS automata, unrolled: each result stays a known map-value pointer.
-    let (mut d0, mut d1) = (None, None);
-    let mut early = DfaEarly::default();
+    // The automata first: the verifier checks a walk once per distinct state of its caller.
+    let (mut d0, mut d1) = (NO_STATE, NO_STATE);
+    // Two scalars, not a `DfaEarly`: zeroing a struct becomes a `memset` call, a byte loop
+    // the verifier walks for every state of its caller.
+    let (mut early_except, mut early_blocks) = (0u64, 0u64);
     let half = config.dfa.wrapping_sub(1) & 1;
     if config.dfa != 0 {
         let first = half * DFA_GROUPS as u32;
-        let i0 = walk(subject.len, first, &mut early);
-        let i1 = walk(subject.len, first + 1, &mut early);
-        d0 = accepted(i0);
-        d1 = accepted(i1);
+        d0 = walk(subject.len, first, &mut early_except, &mut early_blocks);
+        d1 = walk(subject.len, first + 1, &mut early_except, &mut early_blocks);
     }
-    let exact = if config.has & has::EXACT != 0 {
+    let mut j = Judging::new(ops);
+    scratch.sources = 0;
+    j.excepted = early_except;
+    j.early = early_blocks as u32;
+    // Each pointer is consumed where it is found (see `found`).
+    if let Some(r) = accepted(d0) {
+        found(scratch, &mut j, source::DFA0, r);
+    }
+    if let Some(r) = accepted(d1) {
+        found(scratch, &mut j, source::DFA1, r);
+    }
+    if early_blocks != 0 {
+        if let Some(r) = DFA_EARLY_REFS.get(half) {
+            found(scratch, &mut j, source::EARLY, r);
+        }
+    }
+    if config.has & has::EXACT != 0 {
         // SAFETY: map values are valid while the program runs; entries are replaced whole.
-        unsafe { EXACT_PATHS.get(&scratch.key.data) }
-    } else {
-        None
-    };
+        if let Some(r) = unsafe { EXACT_PATHS.get(&scratch.key.data) } {
+            found(scratch, &mut j, source::EXACT, r);
+        }
+    }
     scratch.key.prefix_len = (subject.len * 8) as u32;
-    let prefix = if config.has & has::PREFIX != 0 {
-        PREFIX_PATHS.get(&scratch.key)
-    } else {
-        None
-    };
-    let name = if subject.has_name {
+    if config.has & has::PREFIX != 0 {
+        if let Some(r) = PREFIX_PATHS.get(&scratch.key) {
+            found(scratch, &mut j, source::PREFIX, r);
+        }
+    }
+    if subject.has_name {
         // SAFETY: as above.
-        unsafe { NAMES.get(&scratch.name) }
-    } else {
-        None
-    };
-    let inode = match subject.inode {
+        if let Some(r) = unsafe { NAMES.get(&scratch.name) } {
+            found(scratch, &mut j, source::NAME, r);
+        }
+    }
+    if let Some(key) = subject.inode {
         // SAFETY: as above.
-        Some(key) => unsafe { INODES.get(&key) },
-        None => None,
-    };
-
-    let excepted = except_mask(exact)
-        | except_mask(prefix)
-        | except_mask(name)
-        | except_mask(inode)
-        | except_mask(d0)
-        | except_mask(d1)
-        | early.except;
-    // Four explicit calls: iterating an array of them would read the pointers back from the
-    // stack at a variable offset, and the verifier would no longer know they point at maps.
-    if let Some(v) = exact.and_then(|r| judge(r, excepted, state, ops)) {
-        return Some(v);
+        if let Some(r) = unsafe { INODES.get(&key) } {
+            found(scratch, &mut j, source::INODE, r);
+        }
     }
-    if let Some(v) = prefix.and_then(|r| judge(r, excepted, state, ops)) {
-        return Some(v);
-    }
-    if let Some(v) = name.and_then(|r| judge(r, excepted, state, ops)) {
-        return Some(v);
-    }
-    if let Some(v) = inode.and_then(|r| judge(r, excepted, state, ops)) {
-        return Some(v);
-    }
-    if let Some(v) = d0.and_then(|r| judge(r, excepted, state, ops)) {
-        return Some(v);
-    }
-    if let Some(v) = d1.and_then(|r| judge(r, excepted, state, ops)) {
-        return Some(v);
-    }
-    // Looked up last: a lookup that may fail, earlier, would double the verifier's paths
-    // through everything after it.
-    if early.blocks == 0 {
-        return None;
-    }
-    let ops_which = ops | ((early.blocks << WHICH_SHIFT) & ALL_REFS);
-    DFA_EARLY_REFS
-        .get(half)
-        .and_then(|r| judge_some(r, excepted, state, ops_which))
+    judge(&mut j)
 }
 
 const _: () = assert!(DFA_GROUPS == 2, "check_path walks exactly two automata");
@@ -326,10 +335,17 @@ const _: () = assert!(DFA_GROUPS == 2, "check_path walks exactly two automata");
 /// are paths and do not apply: a new name for an excepted file in a protected tree is refused
 /// too (fail closed).
 #[inline(always)]
-pub fn check_inode(key: &InodeKey, state: &SessionState, ops: u32) -> Option<Verdict> {
+pub fn check_inode(key: &InodeKey, ops: u32) -> Option<Verdict> {
     // SAFETY: map values are valid while the program runs; entries are replaced whole.
     let refs = unsafe { INODES.get(key) }?;
-    judge(refs, 0, state, ops)
+    // SAFETY: per-CPU scratch; programs do not nest on one CPU for these hooks.
+    let scratch = unsafe { &mut *SCRATCH.get_ptr_mut(0)? };
+    let mut j = Judging::new(ops);
+    scratch.sources = 0;
+    found(scratch, &mut j, source::INODE, refs);
+    // Exceptions are paths: none applies here.
+    j.excepted = 0;
+    judge(&mut j)
 }
 
 /// Judges a connect to `addr` (IPv4-mapped for IPv4) and `port` (host order).

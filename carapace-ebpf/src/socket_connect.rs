@@ -72,17 +72,15 @@ pub fn unix(session: &Session, sockaddr: *const u8) -> Option<i32> {
     // SAFETY: per-CPU scratch; programs do not nest on one CPU for these hooks.
     let scratch = unsafe { &mut *SCRATCH.get_ptr_mut(0)? };
     kread::zero_words(&mut scratch.key.data);
-    let mut sun_path = [0u8; UNIX_PATH_MAX];
-    let n = kread::read_str(
-        sockaddr.wrapping_add(2),
-        &mut sun_path,
-        errsite::READ_SOCKADDR,
-    )?;
+    let mut buf = core::mem::MaybeUninit::uninit();
+    let words = kread::zero_in_place::<{ UNIX_PATH_MAX.div_ceil(8) }>(&mut buf);
+    let sun_path = &mut kread::bytes_of(words)[..UNIX_PATH_MAX];
+    let n = kread::read_str(sockaddr.wrapping_add(2), sun_path, errsite::READ_SOCKADDR)?;
     // Abstract sockets (leading NUL) have no path to match.
     if n <= 1 {
         return None;
     }
-    scratch.key.data[..UNIX_PATH_MAX].copy_from_slice(&sun_path);
+    scratch.key.data[..UNIX_PATH_MAX].copy_from_slice(sun_path);
     let len = (n - 1) & 0x7f;
     let mut subject = PathSubject {
         scratch,
@@ -91,7 +89,7 @@ pub fn unix(session: &Session, sockaddr: *const u8) -> Option<i32> {
         inode: None,
     };
     let config = CONFIG.get(0)?;
-    let verdict = matcher::check_path(&mut subject, config, session.state, op::NETWORK)?;
+    let verdict = matcher::check_path(&mut subject, config, op::NETWORK)?;
     let ev = Subject {
         kind: subject::UNIX,
         path: Some(&subject.scratch.key.data),

@@ -15,7 +15,7 @@ pub fn unix_stream_connect(ctx: LsmContext) -> i32 {
         return previous;
     }
     // unix_stream_connect(sock, other, newsk): `other` is the listening socket.
-    link_rename::verdict(check_peer(ctx.arg(1)))
+    crate::verdict(check_peer(ctx.arg(1)))
 }
 
 #[lsm(hook = "unix_may_send")]
@@ -30,7 +30,7 @@ pub fn unix_may_send(ctx: LsmContext) -> i32 {
     else {
         return 0;
     };
-    link_rename::verdict(check_peer(sk))
+    crate::verdict(check_peer(sk))
 }
 
 fn check_peer(sk: *const u8) -> Option<i32> {
@@ -47,7 +47,7 @@ fn check_peer(sk: *const u8) -> Option<i32> {
         return None;
     }
     let key = inode::of_dentry(dentry)?;
-    let verdict = matcher::check_inode(&key, session.state, op::NETWORK)?;
+    let verdict = matcher::check_inode(&key, op::NETWORK)?;
     link_rename::deny(&session, verdict, subject::UNIX, dentry);
     Some(-EACCES)
 }

@@ -10,7 +10,7 @@ use std::{fs, io, path::Path};
 use aya::{
     maps::Map,
     programs::{links::FdLink, Lsm, ProgramError},
-    Btf as AyaBtf, EbpfLoader,
+    Btf as AyaBtf, EbpfLoader, VerifierLogLevel,
 };
 use carapace_common::{globals, maps as names};
 
@@ -175,6 +175,10 @@ fn load_and_attach(
     for (name, value) in inputs.enums {
         loader.override_global(name, value, true);
     }
+    if std::env::var_os(VERIFIER_LOG_ENV).is_some() {
+        // Every instruction of every path: tens of MB for a large program, so opt-in.
+        loader.verifier_log_level(VerifierLogLevel::VERBOSE | VerifierLogLevel::STATS);
+    }
     let mut ebpf = loader.load(PROGRAMS).map_err(|e| {
         KernelUnavailable::new(format!("cannot load the eBPF object: {}", chain(&e)))
     })?;
@@ -300,13 +304,32 @@ fn pin_replacing(link: FdLink, path: &Path) -> io::Result<bool> {
     Ok(replaced)
 }
 
+/// Set to a file path, makes the loader ask the kernel for its verbose verifier log and write
+/// it there when a program is refused: where the verifier spent its budget, for diagnosis.
+const VERIFIER_LOG_ENV: &str = "CARAPACE_VERIFIER_LOG";
+
 fn refused(hook: &str, e: &ProgramError) -> KernelUnavailable {
     if let ProgramError::LoadError {
         io_error,
         verifier_log,
     } = e
     {
-        let log = verifier_log.to_string();
+        let mut log = verifier_log.to_string();
+        if let Some(path) = std::env::var_os(VERIFIER_LOG_ENV) {
+            // The whole log goes to the file; the message keeps its end, where the refusal is.
+            match fs::write(&path, &log) {
+                Ok(()) => tracing::info!(
+                    "verifier log of {hook} written to {}",
+                    Path::new(&path).display()
+                ),
+                Err(e) => tracing::warn!("cannot write {}: {e}", Path::new(&path).display()),
+            }
+            let keep = log.len().saturating_sub(20_000);
+            let cut = (keep..log.len())
+                .find(|&i| log.is_char_boundary(i))
+                .unwrap_or(0);
+            log = log.split_off(cut);
+        }
         if io_error.raw_os_error() == Some(libc::EPERM) && log.trim().is_empty() {
             return KernelUnavailable::new(format!(
                 "this kernel refuses BPF LSM programs (loading {hook}: EPERM with an empty \
