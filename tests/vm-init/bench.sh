@@ -1,7 +1,7 @@
 #!/bin/bash
 # The kernel-overhead benchmark of `cargo xtask bench`, run inside the VM as root. Measures
 # open+close with no programs, with programs but outside a session, inside a session with
-# the kernel test rules, and inside a session with 10,000 rules, and prints the ratios.
+# the kernel test rules, with the built-in packs and with 10,000 rules, and prints the ratios.
 set -euo pipefail
 bench=/opt/carapace-bench/openclose
 n=${CARAPACE_BENCH_N:-100000}
@@ -27,7 +27,7 @@ start_daemon() {
     carapaced --data-dir /var/lib/carapace --socket /run/carapace/carapace.sock --rules "$1" \
         >>/var/log/carapaced.log 2>&1 &
     until [ -S /run/carapace/carapace.sock ]; do sleep 0.05; done
-    echo "bench: daemon with $(grep -c '^  - ' "$1") rules up in $(( ($(date +%s%N) - t0) / 1000000 )) ms (program load and verification under TCG included)"
+    echo "bench: daemon with ${2:-$(grep -c '^  - ' "$1") rules} up in $(( ($(date +%s%N) - t0) / 1000000 )) ms (program load and verification under TCG included)"
 }
 
 session() {
@@ -49,6 +49,14 @@ outside=$($bench "$n" "$target")
 inside=$(session)
 echo "bench: programs, outside session: $outside ns ($(ratio "$outside" "$base"); budget +1 %)"
 echo "bench: inside session, test rules: $inside ns ($(ratio "$inside" "$base"); budget +5 %)"
+
+# The budget's own configuration: the built-in packs (a file with no rules of its own).
+stop_daemon
+packs=/tmp/rules-builtin.yaml
+echo "version: 1" >$packs
+start_daemon $packs "the built-in packs"
+inside_packs=$(session)
+echo "bench: inside session, built-in packs: $inside_packs ns ($(ratio "$inside_packs" "$base"); budget +5 %)"
 
 stop_daemon
 big=/tmp/rules-10k.yaml
