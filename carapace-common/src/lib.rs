@@ -261,6 +261,9 @@ pub const DFA_STATES: usize = 4096;
 pub const DFA_CELLS: usize = 1 << 17;
 /// Cells of the transition map's values (one lookup reads a chunk).
 pub const DFA_CHUNK: usize = 64;
+/// Set on a `DFA_TRANS` cell whose target state matched something on the way (its
+/// `DFA_EARLY` entry is not empty): the walk looks `DFA_EARLY` up only then.
+pub const DFA_EARLY_FLAG: u32 = 1 << 31;
 /// Automata the maps hold: `DFA_GROUPS` for each of the two halves (in force, being written).
 pub const DFA_SLOTS: usize = 2 * DFA_GROUPS;
 
@@ -454,6 +457,7 @@ const _: () = {
     assert!(DFA_STATES < u16::MAX as usize);
     assert!(core::mem::size_of::<DfaEarly>() == 16);
     assert!(DFA_STATES.is_power_of_two());
+    assert!((DFA_STATES as u32) < DFA_EARLY_FLAG);
     assert!(core::mem::size_of::<DenyEvent>() == 8 + 4 * 6 + 2 + 2 + 4 + 16 + 16 + PATH_MAX);
     assert!(MAX_RULES.is_multiple_of(64));
 };

@@ -9,7 +9,7 @@
 
 use carapace_common::{
     has, op, slot_bit, Config, InodeKey, NetRefs, RuleRefs, SessionState, DFA_CELLS, DFA_CHUNK,
-    DFA_GROUPS, DFA_STATES, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
+    DFA_EARLY_FLAG, DFA_GROUPS, DFA_STATES, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
 };
 
 use aya_ebpf::{cty::c_void, helpers::generated::bpf_loop};
@@ -201,14 +201,17 @@ extern "C" fn step(index: u64, ctx: *mut c_void) -> i64 {
         w.dead = 1;
         return 1;
     };
-    let state = chunk[(cell as usize) & (DFA_CHUNK - 1)];
-    let first_state = w.slot.wrapping_mul(DFA_STATES as u32);
-    let Some(e) = DFA_EARLY.get(first_state.wrapping_add(state & (DFA_STATES as u32 - 1))) else {
-        w.dead = 1;
-        return 1;
-    };
-    w.except |= e.except;
-    w.blocks |= u64::from(e.blocks);
+    let next = chunk[(cell as usize) & (DFA_CHUNK - 1)];
+    let state = next & (DFA_STATES as u32 - 1);
+    if next & DFA_EARLY_FLAG != 0 {
+        let first_state = w.slot.wrapping_mul(DFA_STATES as u32);
+        let Some(e) = DFA_EARLY.get(first_state.wrapping_add(state)) else {
+            w.dead = 1;
+            return 1;
+        };
+        w.except |= e.except;
+        w.blocks |= u64::from(e.blocks);
+    }
     w.state = state;
     if state == 0 {
         w.dead = 1;

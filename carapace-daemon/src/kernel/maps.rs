@@ -15,8 +15,8 @@ use aya::maps::{
 };
 use carapace_common::{
     has, maps as names, slot_bit, Config, DfaEarly, DfaHeader, InodeKey, NetRef, NetRefs, RuleMeta,
-    RuleRef, RuleRefs, SessionState, DFA_CELLS, DFA_CHUNK, DFA_GROUPS, DFA_STATES, NAME_MAX,
-    PATH_MAX, REFS_PER_KEY, REF_EXCEPT, REF_SLOT_SHIFT,
+    RuleRef, RuleRefs, SessionState, DFA_CELLS, DFA_CHUNK, DFA_EARLY_FLAG, DFA_GROUPS, DFA_STATES,
+    NAME_MAX, PATH_MAX, REFS_PER_KEY, REF_EXCEPT, REF_SLOT_SHIFT,
 };
 
 use crate::rules::compile::dfa::PathAutomaton;
@@ -313,6 +313,7 @@ impl KernelMaps {
                 );
             }
             let first_state = slot * DFA_STATES as u32;
+            let mut flagged = vec![false; states];
             for state in 0..states as u32 {
                 let refs = a.accept.get(&state).map_or(&[][..], Vec::as_slice);
                 self.dfa_accept
@@ -326,6 +327,7 @@ impl KernelMaps {
                         early.blocks |= 1 << bit;
                     }
                 }
+                flagged[state as usize] = early != DfaEarly::default();
                 self.dfa_early
                     .set(first_state + state, early, 0)
                     .context("DFA_EARLY")?;
@@ -333,7 +335,14 @@ impl KernelMaps {
             let first_chunk = slot as usize * (DFA_CELLS / DFA_CHUNK);
             for (i, cells) in a.trans.chunks(DFA_CHUNK).enumerate() {
                 let mut chunk = [0u32; DFA_CHUNK];
-                chunk[..cells.len()].copy_from_slice(cells);
+                for (cell, &target) in chunk.iter_mut().zip(cells) {
+                    let early = flagged.get(target as usize).copied().unwrap_or(false);
+                    *cell = if early {
+                        target | DFA_EARLY_FLAG
+                    } else {
+                        target
+                    };
+                }
                 self.dfa_trans
                     .set((first_chunk + i) as u32, chunk, 0)
                     .context("DFA_TRANS")?;
