@@ -119,13 +119,14 @@ fn field<'a>(input: &'a Value, keys: &[&str]) -> Option<&'a str> {
 }
 
 fn same_key(a: &str, b: &str) -> bool {
-    let norm = |s: &str| {
+    // Compared character by character: this runs for every key of every call against
+    // every known field name, so it must not allocate.
+    fn norm(s: &str) -> impl Iterator<Item = char> + '_ {
         s.chars()
             .filter(|c| *c != '_' && *c != '-')
             .map(|c| c.to_ascii_lowercase())
-            .collect::<String>()
-    };
-    norm(a) == norm(b)
+    }
+    norm(a).eq(norm(b))
 }
 
 const PATH_KEYS: &[&str] = &[

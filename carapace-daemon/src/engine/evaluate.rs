@@ -24,7 +24,7 @@ impl Activation {
     /// Whether `rule` applies now.
     #[must_use]
     pub fn applies(&self, rule: &Rule) -> bool {
-        if self.disabled.contains(&rule.id) && !rule.locked {
+        if !self.disabled.is_empty() && self.disabled.contains(&rule.id) && !rule.locked {
             return false;
         }
         match &rule.trigger {
@@ -62,10 +62,11 @@ pub fn evaluate(
         if !activation.applies(rule) {
             continue;
         }
+        let ops = rules.path_index().ops(i).unwrap_or_else(|| rule.ops());
         let found = if rules.path_index().indexed(i) {
-            hits.rule_matches(rules, i, ext)
+            hits.rule_matches(rules, i, ops, ext)
         } else {
-            rule_matches(rule, ext)
+            rule_matches_with(rule, ops, ext)
         };
         if let Some(matched) = found {
             matches.push(Match {
@@ -162,12 +163,12 @@ impl PathHits {
     }
 
     /// [`rule_matches`] for a rule whose top-level condition is an indexed path match.
-    fn rule_matches(&self, rules: &RuleSet, i: usize, ext: &Extracted) -> Option<String> {
+    fn rule_matches(&self, rules: &RuleSet, i: usize, ops: u32, ext: &Extracted) -> Option<String> {
         let rule = &rules.rules()[i];
         let patterns = top_level_paths(rule)?;
         let slow = rules.path_index().slow(i);
         let m = Matcher {
-            ops: rule.ops(),
+            ops,
             scoped: !rule.actions.is_empty(),
             except: &rule.except,
             except_net: &rule.except_net,
@@ -193,8 +194,13 @@ impl PathHits {
 /// What in `ext` the rule matches, if anything.
 #[must_use]
 pub fn rule_matches(rule: &Rule, ext: &Extracted) -> Option<String> {
+    rule_matches_with(rule, rule.ops(), ext)
+}
+
+/// [`rule_matches`] with the rule's [`Rule::ops`] computed by the caller.
+fn rule_matches_with(rule: &Rule, ops: u32, ext: &Extracted) -> Option<String> {
     let m = Matcher {
-        ops: rule.ops(),
+        ops,
         scoped: !rule.actions.is_empty(),
         except: &rule.except,
         except_net: &rule.except_net,
@@ -439,7 +445,7 @@ mod tests {
             for (i, rule) in rules.rules().iter().enumerate() {
                 if rules.path_index().indexed(i) {
                     prop_assert_eq!(
-                        hits.rule_matches(rules, i, &ext).is_some(),
+                        hits.rule_matches(rules, i, rule.ops(), &ext).is_some(),
                         rule_matches(rule, &ext).is_some(),
                         "rule {} on {}", rule.id, path
                     );

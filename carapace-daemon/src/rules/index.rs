@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 
 use super::model::Cond;
-use super::pattern::{GlobMatch, KernelForm, PathPattern};
+use globset::{GlobSet, GlobSetBuilder};
+
+use super::pattern::{build_glob, GlobMatch, KernelForm, PathPattern};
 use super::Rule;
 
 #[derive(Clone, Debug, Default)]
@@ -16,9 +18,16 @@ pub struct PathIndex {
     name: HashMap<String, Vec<u32>>,
     /// Per rule: its top-level condition is a path match held (at least partly) here.
     indexed: Vec<bool>,
-    /// Per rule: it also has patterns the forms cannot hold (globs, regexes), to test one
-    /// by one.
+    /// The globs the forms cannot hold (`~/.aws/cred*`, `**/*.pem`), of every rule in one
+    /// set: a path is run through it once instead of through each rule's own.
+    globs: GlobSet,
+    /// Per glob of `globs`: its rule.
+    glob_rule: Vec<u32>,
+    /// Per rule: it also has patterns neither the forms nor `globs` hold (regexes), to
+    /// test one by one.
     slow: Vec<bool>,
+    /// Per rule: [`Rule::ops`], which every decision needs for every rule.
+    ops: Vec<u32>,
 }
 
 /// The patterns of a rule's top-level path condition, if that is what it matches on.
@@ -43,9 +52,11 @@ fn forms(p: &PathPattern) -> Option<&[KernelForm]> {
 impl PathIndex {
     #[must_use]
     pub fn build(rules: &[Rule]) -> Self {
+        let mut globs = GlobSetBuilder::new();
         let mut index = Self {
             indexed: vec![false; rules.len()],
             slow: vec![false; rules.len()],
+            ops: rules.iter().map(Rule::ops).collect(),
             ..Self::default()
         };
         for (i, rule) in rules.iter().enumerate() {
@@ -56,7 +67,24 @@ impl PathIndex {
             let id = i as u32;
             for p in patterns {
                 let Some(forms) = forms(p) else {
-                    index.slow[i] = true;
+                    match p {
+                        PathPattern::Glob {
+                            expanded,
+                            matcher: GlobMatch::Set(_),
+                            ..
+                        } => {
+                            for glob in expanded {
+                                match build_glob(glob) {
+                                    Ok(g) => {
+                                        globs.add(g);
+                                        index.glob_rule.push(id);
+                                    }
+                                    Err(_) => index.slow[i] = true,
+                                }
+                            }
+                        }
+                        _ => index.slow[i] = true,
+                    }
                     continue;
                 };
                 for f in forms {
@@ -70,6 +98,17 @@ impl PathIndex {
                         ids.push(id);
                     }
                 }
+            }
+        }
+        match globs.build() {
+            Ok(set) => index.globs = set,
+            Err(_) => {
+                // Each glob compiled alone (the rule parsed), so this is not expected; if
+                // it happens, their rules are tested pattern by pattern.
+                for &id in &index.glob_rule {
+                    index.slow[id as usize] = true;
+                }
+                index.glob_rule.clear();
             }
         }
         index
@@ -87,26 +126,37 @@ impl PathIndex {
         self.slow.get(i).copied().unwrap_or(false)
     }
 
+    /// [`Rule::ops`] of rule `i`, computed once.
+    #[must_use]
+    pub fn ops(&self, i: usize) -> Option<u32> {
+        self.ops.get(i).copied()
+    }
+
     /// Sets `hits[i]` for every rule `i` with an indexed pattern matching `path`.
     pub fn mark(&self, path: &str, hits: &mut [bool]) {
-        let mut set = |ids: Option<&Vec<u32>>| {
+        let mut set = |ids: Option<&[u32]>| {
             for &id in ids.into_iter().flatten() {
                 if let Some(h) = hits.get_mut(id as usize) {
                     *h = true;
                 }
             }
         };
-        set(self.exact.get(path));
+        set(self.exact.get(path).map(Vec::as_slice));
         if !self.prefix.is_empty() {
             for (at, _) in path.match_indices('/') {
-                set(self.prefix.get(&path[..=at]));
+                set(self.prefix.get(&path[..=at]).map(Vec::as_slice));
+            }
+        }
+        if !self.glob_rule.is_empty() {
+            for g in self.globs.matches(path) {
+                set(self.glob_rule.get(g..=g));
             }
         }
         let base = path.rsplit('/').next().unwrap_or(path);
-        set(self.name.get(base));
+        set(self.name.get(base).map(Vec::as_slice));
         if base != path {
             // A name form also matches a path that is the bare name (see KernelForm::matches).
-            set(self.name.get(path));
+            set(self.name.get(path).map(Vec::as_slice));
         }
     }
 }
