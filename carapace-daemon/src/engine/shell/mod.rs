@@ -19,6 +19,7 @@ mod commands;
 mod gitconfig;
 mod net;
 mod parse;
+mod plain;
 mod walk;
 mod word;
 

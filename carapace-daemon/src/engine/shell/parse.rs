@@ -36,6 +36,15 @@ pub(super) fn program(src: &str) -> Result<Program, String> {
         // brush-parser 0.4 unwraps the number into a u32 and panics.
         return Err("a redirection names a file descriptor number too large".into());
     }
+    // The everyday command line needs no general parser (see `plain`).
+    if let Some(program) = super::plain::program(src) {
+        return Ok(program);
+    }
+    brush(src)
+}
+
+/// `src` parsed by `brush-parser` (the caller has checked the limits above).
+pub(super) fn brush(src: &str) -> Result<Program, String> {
     // brush-parser 0.4's tokenizer spins forever on some inputs that end inside a here-doc
     // tag (`a<<$(  `); a shell line ends with a newline anyway, and with one it reports them.
     let src = if src.ends_with('\n') {
