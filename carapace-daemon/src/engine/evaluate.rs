@@ -66,7 +66,7 @@ pub fn evaluate(
         let found = if rules.path_index().indexed(i) {
             hits.rule_matches(rules, i, ops, ext)
         } else {
-            rule_matches_with(rule, ops, ext)
+            rule_matches_with(rule, ops, Some(&hits), ext)
         };
         if let Some(matched) = found {
             matches.push(Match {
@@ -101,6 +101,7 @@ pub fn fired_triggers<'r>(
             };
             let m = Matcher {
                 ops: crate::rules::model::ops_of(actions),
+                prepared: None,
                 scoped: !actions.is_empty(),
                 except: &[],
                 except_net: &[],
@@ -169,6 +170,7 @@ impl PathHits {
         let slow = rules.path_index().slow(i);
         let m = Matcher {
             ops,
+            prepared: Some(self),
             scoped: !rule.actions.is_empty(),
             except: &rule.except,
             except_net: &rule.except_net,
@@ -194,13 +196,20 @@ impl PathHits {
 /// What in `ext` the rule matches, if anything.
 #[must_use]
 pub fn rule_matches(rule: &Rule, ext: &Extracted) -> Option<String> {
-    rule_matches_with(rule, rule.ops(), ext)
+    rule_matches_with(rule, rule.ops(), None, ext)
 }
 
-/// [`rule_matches`] with the rule's [`Rule::ops`] computed by the caller.
-fn rule_matches_with(rule: &Rule, ops: u32, ext: &Extracted) -> Option<String> {
+/// [`rule_matches`] with the rule's [`Rule::ops`] and (optionally) the operations' paths
+/// prepared by the caller.
+fn rule_matches_with(
+    rule: &Rule,
+    ops: u32,
+    prepared: Option<&PathHits>,
+    ext: &Extracted,
+) -> Option<String> {
     let m = Matcher {
         ops,
+        prepared,
         scoped: !rule.actions.is_empty(),
         except: &rule.except,
         except_net: &rule.except_net,
@@ -233,6 +242,9 @@ fn rule_matches_with(rule: &Rule, ops: u32, ext: &Extracted) -> Option<String> {
 struct Matcher<'a> {
     /// `op::*` bits the rule covers (0 = every action).
     ops: u32,
+    /// What depends only on each operation's path, prepared once per call (else
+    /// prepared again for each pattern).
+    prepared: Option<&'a PathHits>,
     /// The rule names its actions (content rules then look only at what those write or
     /// send).
     scoped: bool,
@@ -253,12 +265,15 @@ impl Matcher<'_> {
 
     fn cond(&self, cond: &Cond) -> Option<String> {
         match cond {
-            Cond::Path(patterns) => self.ext.ops.iter().find_map(|o| {
+            Cond::Path(patterns) => self.ext.ops.iter().enumerate().find_map(|(i, o)| {
                 let path = o.path.as_deref()?;
                 (self.covers(o)
-                    && patterns
-                        .iter()
-                        .any(|p| p.covers(path, o.action != Some(Action::Read)))
+                    && patterns.iter().any(|p| match self.prepared {
+                        Some(prep) => {
+                            p.covers_with(path, prep.entry[i].as_deref(), prep.glob[i].as_ref())
+                        }
+                        None => p.covers(path, o.action != Some(Action::Read)),
+                    })
                     && !self.except.iter().any(|p| p.exempts(path)))
                 .then(|| describe(o))
             }),

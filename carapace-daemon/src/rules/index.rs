@@ -4,6 +4,10 @@
 //! keeps a decision within its microsecond budget as packs and accounts grow.
 use std::collections::HashMap;
 
+/// The index's maps: looked up several times per path of every call, so with a hash much
+/// cheaper than SipHash (their keys come from rules, and a lookup adds nothing to them).
+type Map = HashMap<String, Vec<u32>, foldhash::fast::RandomState>;
+
 use super::model::Cond;
 use globset::{GlobSet, GlobSetBuilder};
 
@@ -12,10 +16,10 @@ use super::Rule;
 
 #[derive(Clone, Debug, Default)]
 pub struct PathIndex {
-    exact: HashMap<String, Vec<u32>>,
+    exact: Map,
     /// Keys end with `/`.
-    prefix: HashMap<String, Vec<u32>>,
-    name: HashMap<String, Vec<u32>>,
+    prefix: Map,
+    name: Map,
     /// Per rule: its top-level condition is a path match held (at least partly) here.
     indexed: Vec<bool>,
     /// The globs the forms cannot hold (`~/.aws/cred*`, `**/*.pem`), of every rule in one
