@@ -7,6 +7,8 @@ use super::decision::{Decision, Layer, Match, UNPARSABLE_RULE};
 use super::normalize;
 use super::operation::{Extracted, Operation};
 
+use carapace_common::op;
+
 use crate::rules::index::top_level_paths;
 use crate::rules::model::{Cidr, Host, NetMatch, TextPattern};
 use crate::rules::pattern::{any_entry, written_glob, WrittenGlob};
@@ -126,6 +128,11 @@ struct PathHits {
     /// Per operation that writes or deletes: its path's stand-in for every entry
     /// ([`any_entry`]).
     entry: Vec<Option<String>>,
+    /// Per rule: `hit` for some operation. A rule without any, when no path is a glob,
+    /// cannot match through the index: most rules are settled by this alone.
+    any: Vec<bool>,
+    /// Some operation's path is a glob.
+    globbed: bool,
 }
 
 impl PathHits {
@@ -148,26 +155,39 @@ impl PathHits {
                 continue;
             }
             let row = &mut hit[o * n..(o + 1) * n];
-            rules.path_index().mark(path, row);
+            let ops = op.action.map_or(op::ALL, Action::ops);
+            rules.path_index().mark(path, ops, row);
             // Writing or deleting a directory touches every entry: a pattern that matches
             // any entry (the made-up NUL name stands for all) covers it.
             if let Some(e) = &entry[o] {
-                rules.path_index().mark(e, row);
+                rules.path_index().mark(e, ops, row);
             }
         }
+        let mut any = vec![false; n];
+        for row in hit.chunks(n.max(1)) {
+            for (a, h) in any.iter_mut().zip(row) {
+                *a |= *h;
+            }
+        }
+        let globbed = glob.iter().any(Option::is_some);
         Self {
             rules: n,
             hit,
             glob,
             entry,
+            any,
+            globbed,
         }
     }
 
     /// [`rule_matches`] for a rule whose top-level condition is an indexed path match.
     fn rule_matches(&self, rules: &RuleSet, i: usize, ops: u32, ext: &Extracted) -> Option<String> {
+        let slow = rules.path_index().slow(i);
+        if !slow && !self.globbed && !self.any.get(i).copied().unwrap_or(false) {
+            return None;
+        }
         let rule = &rules.rules()[i];
         let patterns = top_level_paths(rule)?;
-        let slow = rules.path_index().slow(i);
         let m = Matcher {
             ops,
             prepared: Some(self),

@@ -9,7 +9,8 @@ use std::collections::HashMap;
 type Map = HashMap<String, Vec<u32>, foldhash::fast::RandomState>;
 
 use super::model::Cond;
-use globset::{GlobSet, GlobSetBuilder};
+use carapace_common::op;
+use globset::{Glob, GlobSet, GlobSetBuilder};
 
 use super::pattern::{build_glob, GlobMatch, KernelForm, PathPattern};
 use super::Rule;
@@ -23,16 +24,27 @@ pub struct PathIndex {
     /// Per rule: its top-level condition is a path match held (at least partly) here.
     indexed: Vec<bool>,
     /// The globs the forms cannot hold (`~/.aws/cred*`, `**/*.pem`), of every rule in one
-    /// set: a path is run through it once instead of through each rule's own.
-    globs: GlobSet,
-    /// Per glob of `globs`: its rule.
-    glob_rule: Vec<u32>,
+    /// set per kind of operation (`op::*` bit) and one for any: a path is run through the
+    /// set of its operation once, instead of through each rule's own.
+    globs: Vec<(u32, Globs)>,
     /// Per rule: it also has patterns neither the forms nor `globs` hold (regexes), to
     /// test one by one.
     slow: Vec<bool>,
     /// Per rule: [`Rule::ops`], which every decision needs for every rule.
     ops: Vec<u32>,
 }
+
+/// Globs of several rules, in one set.
+#[derive(Clone, Debug, Default)]
+struct Globs {
+    set: GlobSet,
+    /// Per glob of `set`: its rule.
+    rule: Vec<u32>,
+}
+
+/// The operation bits that get a glob set of their own; `ANY` is the set of every glob.
+const OP_BITS: [u32; 5] = [op::READ, op::WRITE, op::DELETE, op::EXEC, op::NETWORK];
+const ANY: u32 = op::ALL;
 
 /// The patterns of a rule's top-level path condition, if that is what it matches on.
 #[must_use]
@@ -56,7 +68,7 @@ fn forms(p: &PathPattern) -> Option<&[KernelForm]> {
 impl PathIndex {
     #[must_use]
     pub fn build(rules: &[Rule]) -> Self {
-        let mut globs = GlobSetBuilder::new();
+        let mut globs: Vec<(Glob, u32)> = Vec::new();
         let mut index = Self {
             indexed: vec![false; rules.len()],
             slow: vec![false; rules.len()],
@@ -79,10 +91,7 @@ impl PathIndex {
                         } => {
                             for glob in expanded {
                                 match build_glob(glob) {
-                                    Ok(g) => {
-                                        globs.add(g);
-                                        index.glob_rule.push(id);
-                                    }
+                                    Ok(g) => globs.push((g, id)),
                                     Err(_) => index.slow[i] = true,
                                 }
                             }
@@ -104,15 +113,25 @@ impl PathIndex {
                 }
             }
         }
-        match globs.build() {
-            Ok(set) => index.globs = set,
-            Err(_) => {
-                // Each glob compiled alone (the rule parsed), so this is not expected; if
-                // it happens, their rules are tested pattern by pattern.
-                for &id in &index.glob_rule {
-                    index.slow[id as usize] = true;
+        for bits in OP_BITS.into_iter().chain([ANY]) {
+            let mut set = GlobSetBuilder::new();
+            let mut rule = Vec::new();
+            for (g, id) in &globs {
+                let ops = index.ops[*id as usize];
+                if bits == ANY || ops == 0 || ops & bits != 0 {
+                    set.add(g.clone());
+                    rule.push(*id);
                 }
-                index.glob_rule.clear();
+            }
+            match set.build() {
+                Ok(set) => index.globs.push((bits, Globs { set, rule })),
+                Err(_) => {
+                    // Each glob compiled alone (its rule parsed), so this is not expected;
+                    // should it happen, these rules are tested pattern by pattern.
+                    for id in rule {
+                        index.slow[id as usize] = true;
+                    }
+                }
             }
         }
         index
@@ -136,8 +155,10 @@ impl PathIndex {
         self.ops.get(i).copied()
     }
 
-    /// Sets `hits[i]` for every rule `i` with an indexed pattern matching `path`.
-    pub fn mark(&self, path: &str, hits: &mut [bool]) {
+    /// Sets `hits[i]` for every rule `i` with an indexed pattern matching `path`, among
+    /// (at least) the rules covering operations `ops` (`op::*` bits; a rule covering none
+    /// of them cannot match such an operation whatever its patterns).
+    pub fn mark(&self, path: &str, ops: u32, hits: &mut [bool]) {
         let mut set = |ids: Option<&[u32]>| {
             for &id in ids.into_iter().flatten() {
                 if let Some(h) = hits.get_mut(id as usize) {
@@ -151,9 +172,14 @@ impl PathIndex {
                 set(self.prefix.get(&path[..=at]).map(Vec::as_slice));
             }
         }
-        if !self.glob_rule.is_empty() {
-            for g in self.globs.matches(path) {
-                set(self.glob_rule.get(g..=g));
+        let globs = self
+            .globs
+            .iter()
+            .find(|(bits, _)| *bits == ops)
+            .or_else(|| self.globs.iter().find(|(bits, _)| *bits == ANY));
+        if let Some((_, globs)) = globs.filter(|(_, g)| !g.rule.is_empty()) {
+            for g in globs.set.matches(path) {
+                set(globs.rule.get(g..=g));
             }
         }
         let base = path.rsplit('/').next().unwrap_or(path);
