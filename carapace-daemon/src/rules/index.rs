@@ -13,6 +13,7 @@ use carapace_common::op;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
 use super::pattern::{build_glob, GlobMatch, KernelForm, PathPattern};
+use super::shape::Shape;
 use super::Rule;
 
 #[derive(Clone, Debug, Default)]
@@ -27,6 +28,10 @@ pub struct PathIndex {
     /// set per kind of operation (`op::*` bit) and one for any: a path is run through the
     /// set of its operation once, instead of through each rule's own.
     globs: Vec<(u32, Globs)>,
+    /// `**/DIRS/**` globs ([`Shape::Within`]), with their rules.
+    within: Vec<(Shape, u32)>,
+    /// `DIR/NAME*` globs ([`Shape::Entry`]) by `DIR/`: names and rules.
+    entry: HashMap<String, Vec<(String, u32)>, foldhash::fast::RandomState>,
     /// Per rule: it also has patterns neither the forms nor `globs` hold (regexes), to
     /// test one by one.
     slow: Vec<bool>,
@@ -90,6 +95,17 @@ impl PathIndex {
                             ..
                         } => {
                             for glob in expanded {
+                                match Shape::of(glob) {
+                                    Some(Shape::Entry { dir, name }) => {
+                                        index.entry.entry(dir).or_default().push((name, id));
+                                        continue;
+                                    }
+                                    Some(within) => {
+                                        index.within.push((within, id));
+                                        continue;
+                                    }
+                                    None => {}
+                                }
                                 match build_glob(glob) {
                                     Ok(g) => globs.push((g, id)),
                                     Err(_) => index.slow[i] = true,
@@ -180,6 +196,19 @@ impl PathIndex {
         if let Some((_, globs)) = globs.filter(|(_, g)| !g.rule.is_empty()) {
             for g in globs.set.matches(path) {
                 set(globs.rule.get(g..=g));
+            }
+        }
+        for (shape, id) in &self.within {
+            if shape.matches(path) {
+                set(Some(std::slice::from_ref(id)));
+            }
+        }
+        if let Some(at) = path.rfind('/') {
+            let name = &path[at + 1..];
+            for (prefix, id) in self.entry.get(&path[..=at]).into_iter().flatten() {
+                if name.starts_with(prefix.as_str()) {
+                    set(Some(std::slice::from_ref(id)));
+                }
             }
         }
         let base = path.rsplit('/').next().unwrap_or(path);

@@ -14,6 +14,7 @@ pub mod index;
 pub mod model;
 pub mod pattern;
 pub mod profile;
+pub mod shape;
 pub mod validate;
 pub mod yaml;
 

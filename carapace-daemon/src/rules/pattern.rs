@@ -83,7 +83,7 @@ fn normalize(path: &str) -> String {
 }
 
 /// Characters that make a glob more than a literal path.
-const GLOB_META: &[char] = &['*', '?', '[', ']', '{', '}', '\\'];
+pub(super) const GLOB_META: &[char] = &['*', '?', '[', ']', '{', '}', '\\'];
 
 /// A path pattern as written, with its compiled matcher.
 #[derive(Clone, Debug)]

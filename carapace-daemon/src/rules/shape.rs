@@ -1,0 +1,107 @@
+//! Two shapes of userspace-only path globs that the rule packs use a lot, matched with
+//! string comparisons instead of a regex: `**/.git/hooks/**` (a run of directories
+//! anywhere) and `/dev/sd*`, `~/*` (an entry of one directory by the start of its name).
+//! The kernel forms (`pattern::KernelForm`) cover exact paths, `/dir/**` and `**/name`;
+//! these two are what kept a regex set on the path of nearly every write.
+use super::pattern::GLOB_META;
+
+/// A glob of one of the two shapes, with the same answer as `globset` gives for it
+/// (checked by `tests::shapes_match_like_their_globs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// `**/DIRS/**`: holds `within` = `DIRS/`; a path that starts with it or contains
+    /// `/DIRS/`.
+    Within { within: String, inner: String },
+    /// `DIR/NAME*` (`DIR` absolute): an entry of `dir` (ending in `/`) whose name starts
+    /// with `name`.
+    Entry { dir: String, name: String },
+}
+
+impl Shape {
+    /// The shape of `glob`, if it has one of the two.
+    #[must_use]
+    pub fn of(glob: &str) -> Option<Self> {
+        let literal = |s: &str| !s.is_empty() && !s.contains(GLOB_META);
+        if let Some(dirs) = glob.strip_prefix("**/").and_then(|g| g.strip_suffix("/**")) {
+            if literal(dirs) && !dirs.starts_with('/') && !dirs.ends_with('/') {
+                return Some(Self::Within {
+                    within: format!("{dirs}/"),
+                    inner: format!("/{dirs}/"),
+                });
+            }
+        }
+        let stem = glob.strip_suffix('*')?;
+        let (dir, name) = stem.rsplit_once('/')?;
+        let dir = format!("{dir}/");
+        (dir.starts_with('/') && literal(&dir) && (name.is_empty() || literal(name))).then(|| {
+            Self::Entry {
+                dir,
+                name: name.to_owned(),
+            }
+        })
+    }
+
+    #[must_use]
+    pub fn matches(&self, path: &str) -> bool {
+        match self {
+            Self::Within { within, inner } => {
+                path.starts_with(within.as_str()) || path.contains(inner.as_str())
+            }
+            Self::Entry { dir, name } => path
+                .strip_prefix(dir.as_str())
+                .is_some_and(|rest| rest.starts_with(name.as_str()) && !rest.contains('/')),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::super::pattern::build_glob;
+    use super::Shape;
+
+    #[test]
+    fn the_packs_shapes_are_recognised() {
+        for glob in [
+            "**/.git/hooks/**",
+            "**/a/**",
+            "/*",
+            "/home/*",
+            "/dev/sd*",
+            "/a/b/x-*",
+        ] {
+            assert!(Shape::of(glob).is_some(), "{glob}");
+        }
+        for glob in [
+            "**/*.pem",
+            "/a/**",
+            "**/x",
+            "/a/*/b",
+            "/a/*.c",
+            "**/a*/**",
+            "a/*",
+            "/a/[x]*",
+            "**//**",
+            "**/a/**/b/**",
+            "/a/**/*",
+        ] {
+            assert!(Shape::of(glob).is_none(), "{glob}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn shapes_match_like_their_globs(
+            glob in "\\*\\*/[ab./]{1,5}/\\*\\*|(/[ab.]{0,3}){1,3}/[ab.-]{0,2}\\*|[/ab.*]{1,8}",
+            path in "[/ab.\\n-]{0,14}",
+        ) {
+            if let Some(shape) = Shape::of(&glob) {
+                let full = build_glob(&glob).expect("a shaped glob is a glob").compile_matcher();
+                prop_assert_eq!(shape.matches(&path), full.is_match(&path), "{} on {:?}", glob, path);
+            }
+        }
+    }
+}
