@@ -22,6 +22,8 @@ pub struct PathIndex {
     /// Keys end with `/`.
     prefix: Map,
     name: Map,
+    /// Path endings (`**/DIRS/NAME`, [`Shape::Suffix`]); keys start with `/`.
+    suffix: Map,
     /// Per rule: its top-level condition is a path match held (at least partly) here.
     indexed: Vec<bool>,
     /// The globs the forms cannot hold (`~/.aws/cred*`, `**/*.pem`), of every rule in one
@@ -70,6 +72,13 @@ fn forms(p: &PathPattern) -> Option<&[KernelForm]> {
     }
 }
 
+fn add(map: &mut Map, key: &str, id: u32) {
+    let ids = map.entry(key.to_owned()).or_default();
+    if ids.last() != Some(&id) {
+        ids.push(id);
+    }
+}
+
 impl PathIndex {
     #[must_use]
     pub fn build(rules: &[Rule]) -> Self {
@@ -91,13 +100,18 @@ impl PathIndex {
                     match p {
                         PathPattern::Glob {
                             expanded,
-                            matcher: GlobMatch::Set(_),
+                            matcher: GlobMatch::Set(_) | GlobMatch::Shapes(_),
                             ..
                         } => {
                             for glob in expanded {
                                 match Shape::of(glob) {
                                     Some(Shape::Entry { dir, name }) => {
                                         index.entry.entry(dir).or_default().push((name, id));
+                                        continue;
+                                    }
+                                    Some(Shape::Suffix { whole, suffix }) => {
+                                        add(&mut index.exact, &whole, id);
+                                        add(&mut index.suffix, &suffix, id);
                                         continue;
                                     }
                                     Some(within) => {
@@ -122,10 +136,7 @@ impl PathIndex {
                         KernelForm::Prefix(k) => (&mut index.prefix, k),
                         KernelForm::Name(k) => (&mut index.name, k),
                     };
-                    let ids = map.entry(key.clone()).or_default();
-                    if ids.last() != Some(&id) {
-                        ids.push(id);
-                    }
+                    add(map, key, id);
                 }
             }
         }
@@ -183,9 +194,10 @@ impl PathIndex {
             }
         };
         set(self.exact.get(path).map(Vec::as_slice));
-        if !self.prefix.is_empty() {
+        if !self.prefix.is_empty() || !self.suffix.is_empty() {
             for (at, _) in path.match_indices('/') {
                 set(self.prefix.get(&path[..=at]).map(Vec::as_slice));
+                set(self.suffix.get(&path[at..]).map(Vec::as_slice));
             }
         }
         let globs = self

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 use regex::Regex;
 
+use super::shape::Shape;
+
 /// Home directories `~` and `$HOME` expand to.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Homes(Vec<String>);
@@ -106,6 +108,8 @@ pub enum GlobMatch {
     /// Every expansion is an exact path, a `/dir/**` prefix or a `**/name` basename: string
     /// comparisons, no regex (most rules, and the Layer 1 latency budget, live here).
     Forms(Vec<KernelForm>),
+    /// Every expansion has one of the shapes matched by string comparisons ([`Shape`]).
+    Shapes(Vec<Shape>),
     Set(GlobSet),
 }
 
@@ -114,6 +118,7 @@ impl GlobMatch {
         match self {
             Self::Set(set) => set.is_match(path),
             Self::Forms(forms) => forms.iter().any(|f| f.matches(path)),
+            Self::Shapes(shapes) => shapes.iter().any(|s| s.matches(path)),
         }
     }
 }
@@ -174,6 +179,15 @@ impl PathPattern {
                 source: source.to_owned(),
                 expanded,
                 matcher: GlobMatch::Forms(forms),
+            });
+        }
+        if let Some(shapes) = expanded.iter().map(|g| Shape::of(g)).collect() {
+            // Only what globset accepts gets a shape (brackets, braces and backslashes
+            // never do), so no error is lost by not building the set.
+            return Ok(Self::Glob {
+                source: source.to_owned(),
+                expanded,
+                matcher: GlobMatch::Shapes(shapes),
             });
         }
         let mut builder = GlobSetBuilder::new();

@@ -1,11 +1,12 @@
-//! Two shapes of userspace-only path globs that the rule packs use a lot, matched with
-//! string comparisons instead of a regex: `**/.git/hooks/**` (a run of directories
-//! anywhere) and `/dev/sd*`, `~/*` (an entry of one directory by the start of its name).
-//! The kernel forms (`pattern::KernelForm`) cover exact paths, `/dir/**` and `**/name`;
-//! these two are what kept a regex set on the path of nearly every write.
+//! Shapes of userspace-only path globs that the rule packs use a lot, matched with string
+//! comparisons instead of a regex: `**/.git/hooks/**` (a run of directories anywhere),
+//! `**/.claude/settings.json` (a path ending), and `/dev/sd*`, `~/*` (an entry of one
+//! directory by the start of its name). The kernel forms (`pattern::KernelForm`) cover
+//! exact paths, `/dir/**` and `**/name`; these are what kept a regex set on the path of
+//! nearly every write.
 use super::pattern::GLOB_META;
 
-/// A glob of one of the two shapes, with the same answer as `globset` gives for it
+/// A glob of one of the shapes, with the same answer as `globset` gives for it
 /// (checked by `tests::shapes_match_like_their_globs`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Shape {
@@ -15,10 +16,12 @@ pub enum Shape {
     /// `DIR/NAME*` (`DIR` absolute): an entry of `dir` (ending in `/`) whose name starts
     /// with `name`.
     Entry { dir: String, name: String },
+    /// `**/DIRS/NAME`: a path that is `DIRS/NAME` or ends with `/DIRS/NAME` (`suffix`).
+    Suffix { whole: String, suffix: String },
 }
 
 impl Shape {
-    /// The shape of `glob`, if it has one of the two.
+    /// The shape of `glob`, if it has one.
     #[must_use]
     pub fn of(glob: &str) -> Option<Self> {
         let literal = |s: &str| !s.is_empty() && !s.contains(GLOB_META);
@@ -27,6 +30,14 @@ impl Shape {
                 return Some(Self::Within {
                     within: format!("{dirs}/"),
                     inner: format!("/{dirs}/"),
+                });
+            }
+        }
+        if let Some(tail) = glob.strip_prefix("**/") {
+            if literal(tail) && !tail.starts_with('/') {
+                return Some(Self::Suffix {
+                    whole: tail.to_owned(),
+                    suffix: format!("/{tail}"),
                 });
             }
         }
@@ -47,6 +58,7 @@ impl Shape {
             Self::Within { within, inner } => {
                 path.starts_with(within.as_str()) || path.contains(inner.as_str())
             }
+            Self::Suffix { whole, suffix } => path == whole || path.ends_with(suffix.as_str()),
             Self::Entry { dir, name } => path
                 .strip_prefix(dir.as_str())
                 .is_some_and(|rest| rest.starts_with(name.as_str()) && !rest.contains('/')),
@@ -76,7 +88,6 @@ mod tests {
         for glob in [
             "**/*.pem",
             "/a/**",
-            "**/x",
             "/a/*/b",
             "/a/*.c",
             "**/a*/**",
@@ -95,7 +106,7 @@ mod tests {
 
         #[test]
         fn shapes_match_like_their_globs(
-            glob in "\\*\\*/[ab./]{1,5}/\\*\\*|(/[ab.]{0,3}){1,3}/[ab.-]{0,2}\\*|[/ab.*]{1,8}",
+            glob in "\\*\\*/[ab./]{1,5}(/\\*\\*)?|(/[ab.]{0,3}){1,3}/[ab.-]{0,2}\\*|[/ab.*]{1,8}",
             path in "[/ab.\\n-]{0,14}",
         ) {
             if let Some(shape) = Shape::of(&glob) {
