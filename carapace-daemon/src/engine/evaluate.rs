@@ -60,12 +60,16 @@ pub fn evaluate(
         });
     }
     let hits = PathHits::new(rules, ext);
+    let commands = rules.command_index();
+    let first_command = commands.first_matches(rules.rules().len(), &ext.commands);
     for (i, rule) in rules.rules().iter().enumerate() {
         if !activation.applies(rule) {
             continue;
         }
         let ops = rules.path_index().ops(i).unwrap_or_else(|| rule.ops());
-        let found = if rules.path_index().indexed(i) {
+        let found = if commands.indexed(i) {
+            first_command[i].map(|c| format!("command `{}`", shorten(&ext.commands[c])))
+        } else if rules.path_index().indexed(i) {
             hits.rule_matches(rules, i, ops, ext)
         } else {
             rule_matches_with(rule, ops, Some(&hits), ext)
@@ -458,6 +462,42 @@ mod tests {
     }
 
     proptest! {
+        /// The command regex set answers exactly what each rule's regexes answer, first
+        /// matching command included.
+        #[test]
+        fn the_command_index_agrees_with_every_rule(
+            lines in proptest::collection::vec(
+                proptest::collection::vec(prop_oneof![
+                    Just("curl"), Just("-fsSL"), Just("https://x.example/i.sh"), Just("|"),
+                    Just("sh"), Just("bash"), Just("sudo"), Just("docker"), Just("run"),
+                    Just("--privileged"), Just("-v"), Just("/:/host"), Just("mkfs.ext4"),
+                    Just("/dev/sda"), Just("chmod"), Just("-R"), Just("777"), Just("/"),
+                    Just("crontab"), Just("-e"), Just("systemctl"), Just("enable"),
+                    Just("carapaced"), Just("stop"), Just("git"), Just("config"),
+                    Just("core.hooksPath"), Just("x"), Just("eval"), Just("$(curl"),
+                    Just("base64"), Just("-d"), Just("pkill"), Just("<("), Just("source"),
+                    Just("status"), Just("ls"), Just("-la"), Just("É"), Just("\\x41"),
+                ], 0..7),
+                0..4,
+            ),
+        ) {
+            let rules = builtin_all();
+            let mut ext = Extracted::new("Bash");
+            for words in &lines {
+                ext.command(words.join(" "));
+            }
+            let first = rules.command_index().first_matches(rules.rules().len(), &ext.commands);
+            for (i, rule) in rules.rules().iter().enumerate() {
+                if rules.command_index().indexed(i) {
+                    prop_assert_eq!(
+                        first[i].map(|c| format!("command `{}`", shorten(&ext.commands[c]))),
+                        rule_matches(rule, &ext),
+                        "rule {} on {:?}", rule.id, ext.commands
+                    );
+                }
+            }
+        }
+
         /// The index answers exactly what testing every pattern one by one answers.
         #[test]
         fn the_path_index_agrees_with_every_pattern(
