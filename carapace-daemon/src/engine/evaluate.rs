@@ -127,16 +127,14 @@ struct PathHits {
     rules: usize,
     /// `hit[op * rules + rule]`.
     hit: Vec<bool>,
-    /// Per operation: its path is a glob (compiled once), tested pattern by pattern.
+    /// Per operation: its path is a glob (compiled once).
     glob: Vec<Option<WrittenGlob>>,
     /// Per operation that writes or deletes: its path's stand-in for every entry
     /// ([`any_entry`]).
     entry: Vec<Option<String>>,
-    /// Per rule: `hit` for some operation. A rule without any, when no path is a glob,
-    /// cannot match through the index: most rules are settled by this alone.
+    /// Per rule: `hit` for some operation. A rule without any cannot match through the
+    /// index: most rules are settled by this alone.
     any: Vec<bool>,
-    /// Some operation's path is a glob.
-    globbed: bool,
 }
 
 impl PathHits {
@@ -152,12 +150,6 @@ impl PathHits {
             if op.action != Some(Action::Read) {
                 entry[o] = Some(any_entry(path));
             }
-            // A path written as a glob may name protected files; only pattern-by-pattern
-            // testing can tell (`PathPattern::covers`).
-            if let Some(written) = written_glob(path) {
-                glob[o] = Some(written);
-                continue;
-            }
             let row = &mut hit[o * n..(o + 1) * n];
             let ops = op.action.map_or(op::ALL, Action::ops);
             rules.path_index().mark(path, ops, row);
@@ -166,6 +158,12 @@ impl PathHits {
             if let Some(e) = &entry[o] {
                 rules.path_index().mark(e, ops, row);
             }
+            // A path written as a glob may name protected files: the rules with a pattern
+            // it could name (`PathPattern::covers`).
+            if let Some(written) = written_glob(path) {
+                rules.path_index().mark_named_by(&written, row);
+                glob[o] = Some(written);
+            }
         }
         let mut any = vec![false; n];
         for row in hit.chunks(n.max(1)) {
@@ -173,21 +171,19 @@ impl PathHits {
                 *a |= *h;
             }
         }
-        let globbed = glob.iter().any(Option::is_some);
         Self {
             rules: n,
             hit,
             glob,
             entry,
             any,
-            globbed,
         }
     }
 
     /// [`rule_matches`] for a rule whose top-level condition is an indexed path match.
     fn rule_matches(&self, rules: &RuleSet, i: usize, ops: u32, ext: &Extracted) -> Option<String> {
         let slow = rules.path_index().slow(i);
-        if !slow && !self.globbed && !self.any.get(i).copied().unwrap_or(false) {
+        if !slow && !self.any.get(i).copied().unwrap_or(false) {
             return None;
         }
         let rule = &rules.rules()[i];
@@ -205,9 +201,9 @@ impl PathHits {
             if !m.covers(op) {
                 return None;
             }
-            let written = self.glob[o].as_ref();
-            let hit = if slow || written.is_some() {
+            let hit = if slow {
                 let entry = self.entry[o].as_deref();
+                let written = self.glob[o].as_ref();
                 patterns.iter().any(|p| p.covers_with(path, entry, written))
             } else {
                 self.hit[o * self.rules + i]

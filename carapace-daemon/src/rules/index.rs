@@ -12,7 +12,7 @@ use super::model::Cond;
 use carapace_common::op;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
-use super::pattern::{build_glob, GlobMatch, KernelForm, PathPattern};
+use super::pattern::{build_glob, GlobMatch, KernelForm, PathPattern, WrittenGlob};
 use super::shape::Shape;
 use super::Rule;
 
@@ -37,6 +37,9 @@ pub struct PathIndex {
     /// Per rule: it also has patterns neither the forms nor `globs` hold (regexes), to
     /// test one by one.
     slow: Vec<bool>,
+    /// Every glob (each `~` expansion) of the indexed rules' patterns, sorted, with its
+    /// rule: a path written as a glob names the ones starting with its literal part.
+    expanded: Vec<(String, u32)>,
     /// Per rule: [`Rule::ops`], which every decision needs for every rule.
     ops: Vec<u32>,
 }
@@ -96,6 +99,11 @@ impl PathIndex {
             index.indexed[i] = true;
             let id = i as u32;
             for p in patterns {
+                if let PathPattern::Glob { expanded, .. } = p {
+                    index
+                        .expanded
+                        .extend(expanded.iter().map(|e| (e.clone(), id)));
+                }
                 let Some(forms) = forms(p) else {
                     match p {
                         PathPattern::Glob {
@@ -140,6 +148,7 @@ impl PathIndex {
                 }
             }
         }
+        index.expanded.sort_unstable();
         for bits in OP_BITS.into_iter().chain([ANY]) {
             let mut set = GlobSetBuilder::new();
             let mut rule = Vec::new();
@@ -180,6 +189,23 @@ impl PathIndex {
     #[must_use]
     pub fn ops(&self, i: usize) -> Option<u32> {
         self.ops.get(i).copied()
+    }
+
+    /// Sets `hits[i]` for every rule `i` with a glob pattern that `written` could name
+    /// ([`PathPattern::covers`]).
+    pub fn mark_named_by(&self, written: &WrittenGlob, hits: &mut [bool]) {
+        let literal = written.literal();
+        let start = self.expanded.partition_point(|(e, _)| e.as_str() < literal);
+        for (e, id) in self.expanded[start..]
+            .iter()
+            .take_while(|(e, _)| e.starts_with(literal))
+        {
+            if let Some(h) = hits.get_mut(*id as usize) {
+                if !*h && written.is_match(e) {
+                    *h = true;
+                }
+            }
+        }
     }
 
     /// Sets `hits[i]` for every rule `i` with an indexed pattern matching `path`, among

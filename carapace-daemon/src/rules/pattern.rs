@@ -309,6 +309,12 @@ pub struct WrittenGlob {
 }
 
 impl WrittenGlob {
+    /// The text before its first glob character: every pattern it names starts with it.
+    #[must_use]
+    pub fn literal(&self) -> &str {
+        &self.glob[..self.literal]
+    }
+
     #[must_use]
     pub fn is_match(&self, pattern: &str) -> bool {
         if !pattern.starts_with(&self.glob[..self.literal]) {
