@@ -144,7 +144,11 @@ pub fn path(raw: &str, ctx: &Context) -> Option<String> {
         raw
     } else {
         let cwd = if ctx.cwd.is_empty() { "/" } else { &ctx.cwd };
-        format!("{cwd}/{raw}")
+        let mut joined = String::with_capacity(cwd.len() + 1 + raw.len());
+        joined.push_str(cwd);
+        joined.push('/');
+        joined.push_str(&raw);
+        joined
     };
     let lexical = lexical(&joined);
     Some(if ctx.follow_symlinks {

@@ -24,6 +24,11 @@ pub struct PathIndex {
     name: Map,
     /// Path endings (`**/DIRS/NAME`, [`Shape::Suffix`]); keys start with `/`.
     suffix: Map,
+    /// The last names of `suffix`'s keys: a path whose name is not among them needs no
+    /// lookup there.
+    suffix_names: Map,
+    /// The longest key of `prefix`: longer prefixes of a path need no lookup.
+    longest_prefix: usize,
     /// Per rule: its top-level condition is a path match held (at least partly) here.
     indexed: Vec<bool>,
     /// The globs the forms cannot hold (`~/.aws/cred*`, `**/*.pem`), of every rule in one
@@ -120,6 +125,8 @@ impl PathIndex {
                                     Some(Shape::Suffix { whole, suffix }) => {
                                         add(&mut index.exact, &whole, id);
                                         add(&mut index.suffix, &suffix, id);
+                                        let name = suffix.rsplit('/').next().unwrap_or("");
+                                        add(&mut index.suffix_names, name, id);
                                         continue;
                                     }
                                     Some(within) => {
@@ -149,6 +156,7 @@ impl PathIndex {
             }
         }
         index.expanded.sort_unstable();
+        index.longest_prefix = index.prefix.keys().map(String::len).max().unwrap_or(0);
         for bits in OP_BITS.into_iter().chain([ANY]) {
             let mut set = GlobSetBuilder::new();
             let mut rule = Vec::new();
@@ -220,9 +228,15 @@ impl PathIndex {
             }
         };
         set(self.exact.get(path).map(Vec::as_slice));
-        if !self.prefix.is_empty() || !self.suffix.is_empty() {
-            for (at, _) in path.match_indices('/') {
+        let base = path.rsplit('/').next().unwrap_or(path);
+        let suffixes = self.suffix_names.contains_key(base);
+        for (at, _) in path.match_indices('/') {
+            if at < self.longest_prefix {
                 set(self.prefix.get(&path[..=at]).map(Vec::as_slice));
+            } else if !suffixes {
+                break;
+            }
+            if suffixes {
                 set(self.suffix.get(&path[at..]).map(Vec::as_slice));
             }
         }
@@ -249,7 +263,6 @@ impl PathIndex {
                 }
             }
         }
-        let base = path.rsplit('/').next().unwrap_or(path);
         set(self.name.get(base).map(Vec::as_slice));
         if base != path {
             // A name form also matches a path that is the bare name (see KernelForm::matches).

@@ -293,7 +293,11 @@ fn first_line(s: &str) -> &str {
 /// path, so a pattern that matches it matches every entry.
 #[must_use]
 pub fn any_entry(dir: &str) -> String {
-    format!("{}/\0", dir.trim_end_matches('/'))
+    let dir = dir.trim_end_matches('/');
+    let mut entry = String::with_capacity(dir.len() + 2);
+    entry.push_str(dir);
+    entry.push_str("/\0");
+    entry
 }
 
 /// A path written with glob characters (`src/**`, `~/.aws/cred*`), compiled to test
