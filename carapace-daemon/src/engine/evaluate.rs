@@ -44,6 +44,21 @@ pub fn evaluate(
     activation: &Activation,
     layer: Layer,
 ) -> Decision {
+    Decision::from_matches(
+        &ext.tool,
+        matches(rules, ext, activation, layer),
+        ext.ops.clone(),
+    )
+}
+
+/// Every rule that applies and matches `ext` (and its unparsable parts), in rule order.
+#[must_use]
+pub fn matches(
+    rules: &RuleSet,
+    ext: &Extracted,
+    activation: &Activation,
+    layer: Layer,
+) -> Vec<Match> {
     let mut matches = Vec::new();
     for why in &ext.unparsable {
         matches.push(Match {
@@ -86,7 +101,7 @@ pub fn evaluate(
             });
         }
     }
-    Decision::from_matches(&ext.tool, matches, ext.ops.clone())
+    matches
 }
 
 /// The session rules whose structured trigger this call fires and that are not on yet,
