@@ -71,7 +71,7 @@ impl CommandIndex {
             return first;
         };
         for (c, command) in commands.iter().enumerate() {
-            for p in set.matches(command).iter() {
+            for p in &set.matches(command) {
                 if let Some(f) = self.owner.get(p).and_then(|&r| first.get_mut(r as usize)) {
                     f.get_or_insert(c);
                 }

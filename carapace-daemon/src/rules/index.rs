@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 /// The index's maps: looked up several times per path of every call, so with a hash much
-/// cheaper than SipHash (their keys come from rules, and a lookup adds nothing to them).
+/// cheaper than `SipHash` (their keys come from rules, and a lookup adds nothing to them).
 type Map = HashMap<String, Vec<u32>, foldhash::fast::RandomState>;
 
 use super::model::Cond;

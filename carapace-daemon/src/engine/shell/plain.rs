@@ -67,8 +67,8 @@ pub(super) fn program(src: &str) -> Option<ast::Program> {
     })
 }
 
-fn pipeline<'a>(
-    tokens: &mut std::iter::Peekable<std::vec::IntoIter<Token<'a>>>,
+fn pipeline(
+    tokens: &mut std::iter::Peekable<std::vec::IntoIter<Token<'_>>>,
 ) -> Option<ast::Pipeline> {
     let mut seq = vec![simple(tokens)?];
     while matches!(tokens.peek(), Some(Token::Pipe)) {
@@ -82,9 +82,7 @@ fn pipeline<'a>(
     })
 }
 
-fn simple<'a>(
-    tokens: &mut std::iter::Peekable<std::vec::IntoIter<Token<'a>>>,
-) -> Option<ast::Command> {
+fn simple(tokens: &mut std::iter::Peekable<std::vec::IntoIter<Token<'_>>>) -> Option<ast::Command> {
     let Some(Token::Word(name, at)) = tokens.next() else {
         return None;
     };
