@@ -92,16 +92,22 @@ impl ToolCall {
     pub fn extract(&self, ctx: &Context) -> Extracted {
         let tool = normalize::text(&self.tool);
         let mut out = Extracted::new(tool.clone());
+        // The caller's context as it is, unless the call names its own directory (the
+        // environment it carries can be large: no copy per call).
+        let own;
         let ctx = match field(&self.input, &["cwd", "workdir", "working_directory"]) {
-            Some(cwd) => Context {
-                cwd: normalize::path(cwd, ctx).unwrap_or_else(|| ctx.cwd.clone()),
-                ..ctx.clone()
-            },
-            None => ctx.clone(),
+            Some(cwd) => {
+                own = Context {
+                    cwd: normalize::path(cwd, ctx).unwrap_or_else(|| ctx.cwd.clone()),
+                    ..ctx.clone()
+                };
+                &own
+            }
+            None => ctx,
         };
-        let known = known_tool(&tool, &self.input, &ctx, &mut out);
+        let known = known_tool(&tool, &self.input, ctx, &mut out);
         if !known {
-            generic(&self.input, &ctx, &mut out);
+            generic(&self.input, ctx, &mut out);
         }
         collect_texts(&self.input, &mut out, 0);
         out
