@@ -27,6 +27,8 @@ pub struct PathIndex {
     /// The last names of `suffix`'s keys: a path whose name is not among them needs no
     /// lookup there.
     suffix_names: Map,
+    /// Name endings (`**/*.pem`, [`Shape::Extension`]); keys start with `.`.
+    extension: Map,
     /// The longest key of `prefix`: longer prefixes of a path need no lookup.
     longest_prefix: usize,
     /// Per rule: its top-level condition is a path match held (at least partly) here.
@@ -120,6 +122,10 @@ impl PathIndex {
                                 match Shape::of(glob) {
                                     Some(Shape::Entry { dir, name }) => {
                                         index.entry.entry(dir).or_default().push((name, id));
+                                        continue;
+                                    }
+                                    Some(Shape::Extension(ext)) => {
+                                        add(&mut index.extension, &ext, id);
                                         continue;
                                     }
                                     Some(Shape::Suffix { whole, suffix }) => {
@@ -261,6 +267,11 @@ impl PathIndex {
                 if name.starts_with(prefix.as_str()) {
                     set(Some(std::slice::from_ref(id)));
                 }
+            }
+        }
+        if !self.extension.is_empty() {
+            for (at, _) in base.match_indices('.') {
+                set(self.extension.get(&base[at..]).map(Vec::as_slice));
             }
         }
         set(self.name.get(base).map(Vec::as_slice));

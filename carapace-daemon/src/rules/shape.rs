@@ -1,6 +1,7 @@
 //! Shapes of userspace-only path globs that the rule packs use a lot, matched with string
 //! comparisons instead of a regex: `**/.git/hooks/**` (a run of directories anywhere),
-//! `**/.claude/settings.json` (a path ending), and `/dev/sd*`, `~/*` (an entry of one
+//! `**/.claude/settings.json` (a path ending), `**/*.pem` (a name ending), and `/dev/sd*`,
+//! `~/*` (an entry of one
 //! directory by the start of its name). The kernel forms (`pattern::KernelForm`) cover
 //! exact paths, `/dir/**` and `**/name`; these are what kept a regex set on the path of
 //! nearly every write.
@@ -18,6 +19,8 @@ pub enum Shape {
     Entry { dir: String, name: String },
     /// `**/DIRS/NAME`: a path that is `DIRS/NAME` or ends with `/DIRS/NAME` (`suffix`).
     Suffix { whole: String, suffix: String },
+    /// `**/*.EXT`: a path whose name ends with `.EXT` (held with its dot).
+    Extension(String),
 }
 
 impl Shape {
@@ -31,6 +34,11 @@ impl Shape {
                     within: format!("{dirs}/"),
                     inner: format!("/{dirs}/"),
                 });
+            }
+        }
+        if let Some(ext) = glob.strip_prefix("**/*.") {
+            if literal(ext) && !ext.contains('/') {
+                return Some(Self::Extension(format!(".{ext}")));
             }
         }
         if let Some(tail) = glob.strip_prefix("**/") {
@@ -59,6 +67,10 @@ impl Shape {
                 path.starts_with(within.as_str()) || path.contains(inner.as_str())
             }
             Self::Suffix { whole, suffix } => path == whole || path.ends_with(suffix.as_str()),
+            Self::Extension(ext) => path
+                .rsplit('/')
+                .next()
+                .is_some_and(|name| name.ends_with(ext.as_str())),
             Self::Entry { dir, name } => path
                 .strip_prefix(dir.as_str())
                 .is_some_and(|rest| rest.starts_with(name.as_str()) && !rest.contains('/')),
@@ -82,11 +94,14 @@ mod tests {
             "/home/*",
             "/dev/sd*",
             "/a/b/x-*",
+            "**/a/b.json",
+            "**/x",
+            "**/*.pem",
+            "**/*.tar.gz",
         ] {
             assert!(Shape::of(glob).is_some(), "{glob}");
         }
         for glob in [
-            "**/*.pem",
             "/a/**",
             "/a/*/b",
             "/a/*.c",
@@ -96,6 +111,8 @@ mod tests {
             "**//**",
             "**/a/**/b/**",
             "/a/**/*",
+            "**/*.{a,b}",
+            "**/*.a/b",
         ] {
             assert!(Shape::of(glob).is_none(), "{glob}");
         }
@@ -106,7 +123,7 @@ mod tests {
 
         #[test]
         fn shapes_match_like_their_globs(
-            glob in "\\*\\*/[ab./]{1,5}(/\\*\\*)?|(/[ab.]{0,3}){1,3}/[ab.-]{0,2}\\*|[/ab.*]{1,8}",
+            glob in "\\*\\*/[ab./]{1,5}(/\\*\\*)?|\\*\\*/\\*[ab./]{0,4}|(/[ab.]{0,3}){1,3}/[ab.-]{0,2}\\*|[/ab.*]{1,8}",
             path in "[/ab.\\n-]{0,14}",
         ) {
             if let Some(shape) = Shape::of(&glob) {
