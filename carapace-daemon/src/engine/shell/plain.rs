@@ -1,11 +1,11 @@
 //! The plain command line (`cargo test`, `git status && git diff --stat`, `grep -rn 'x' src/
 //! | head`), the everyday case, parsed without `brush-parser`: words and quotes joined by
 //! `|`, `&&`, `||` and `;`. Its syntax tree is exactly the one `brush-parser` builds (source
-//! locations included; `tests::plain_parse_is_brushs_parse` holds the two together), and it
-//! answers only for text it understands completely: anything else (`$`, backticks,
-//! backslashes, redirects, parentheses, braces, `#`, `!`, `&`, assignments, reserved words,
-//! newlines, non-ASCII) is left to the full parser. The full parse costs several
-//! microseconds of a Layer 1 decision whose budget is two.
+//! locations included; the tests hold the two together over the corpus and generated
+//! lines), and it answers only for text it understands completely: anything else (`$`,
+//! backticks, backslashes, redirects, parentheses, braces, `#`, `!`, `&`, assignments,
+//! reserved words, newlines, non-ASCII) is left to the full parser. The full parse costs
+//! several microseconds of a Layer 1 decision whose budget is two.
 use std::sync::Arc;
 
 use brush_parser::ast;
