@@ -2,6 +2,7 @@
 //! a mix of everyday and hostile tool calls (extraction, normalisation and every rule), then
 //! the throughput of `carapace check --batch` and the end-to-end latency of
 //! `carapace hook claude-code` as separate processes. Run by `cargo xtask bench`.
+//! `L1_ONLY=N` measures only the N-th call of the day (0-based), for profiling one kind.
 // The allocator of carapaced and carapace, so that the figures are theirs.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -41,13 +42,25 @@ fn percentile(sorted: &[Duration], per_mille: usize) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// Pins the process to the first core it may run on, so that `taskset -c N` chooses the
+/// core (on a shared machine, the one others leave alone).
 fn pin_to_one_core() {
-    // SAFETY: cpu_set_t is plain data; sched_setaffinity reads it and has no other
-    // preconditions. Failure (e.g. a restricted cpuset) only makes the numbers noisier.
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it and sched_setaffinity
+    // reads it, neither has other preconditions. Failure (e.g. a restricted cpuset) only
+    // makes the numbers noisier.
     unsafe {
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        let mut allowed: libc::cpu_set_t = std::mem::zeroed();
+        let first = if libc::sched_getaffinity(0, size, &raw mut allowed) == 0 {
+            (0..libc::CPU_SETSIZE as usize)
+                .find(|&c| libc::CPU_ISSET(c, &allowed))
+                .unwrap_or(0)
+        } else {
+            0
+        };
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(0, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw const set);
+        libc::CPU_SET(first, &mut set);
+        libc::sched_setaffinity(0, size, &raw const set);
     }
 }
 
@@ -58,8 +71,12 @@ fn layer1(rules: &RuleSet) -> anyhow::Result<()> {
         env: Vec::new(),
         follow_symlinks: false,
     };
+    let only: Option<usize> = std::env::var("L1_ONLY").ok().and_then(|v| v.parse().ok());
     let calls: Vec<ToolCall> = calls()
         .iter()
+        .enumerate()
+        .filter(|(i, _)| only.is_none_or(|o| o == *i))
+        .map(|(_, c)| c)
         .map(ToolCall::from_json)
         .collect::<Result<_, _>>()?;
     let act = Activation::default();

@@ -92,16 +92,22 @@ impl ToolCall {
     pub fn extract(&self, ctx: &Context) -> Extracted {
         let tool = normalize::text(&self.tool);
         let mut out = Extracted::new(tool.clone());
+        // The caller's context as it is, unless the call names its own directory (the
+        // environment it carries can be large: no copy per call).
+        let own;
         let ctx = match field(&self.input, &["cwd", "workdir", "working_directory"]) {
-            Some(cwd) => Context {
-                cwd: normalize::path(cwd, ctx).unwrap_or_else(|| ctx.cwd.clone()),
-                ..ctx.clone()
-            },
-            None => ctx.clone(),
+            Some(cwd) => {
+                own = Context {
+                    cwd: normalize::path(cwd, ctx).unwrap_or_else(|| ctx.cwd.clone()),
+                    ..ctx.clone()
+                };
+                &own
+            }
+            None => ctx,
         };
-        let known = known_tool(&tool, &self.input, &ctx, &mut out);
+        let known = known_tool(&tool, &self.input, ctx, &mut out);
         if !known {
-            generic(&self.input, &ctx, &mut out);
+            generic(&self.input, ctx, &mut out);
         }
         collect_texts(&self.input, &mut out, 0);
         out
@@ -119,13 +125,14 @@ fn field<'a>(input: &'a Value, keys: &[&str]) -> Option<&'a str> {
 }
 
 fn same_key(a: &str, b: &str) -> bool {
-    let norm = |s: &str| {
+    // Compared character by character: this runs for every key of every call against
+    // every known field name, so it must not allocate.
+    fn norm(s: &str) -> impl Iterator<Item = char> + '_ {
         s.chars()
             .filter(|c| *c != '_' && *c != '-')
             .map(|c| c.to_ascii_lowercase())
-            .collect::<String>()
-    };
-    norm(a) == norm(b)
+    }
+    norm(a).eq(norm(b))
 }
 
 const PATH_KEYS: &[&str] = &[

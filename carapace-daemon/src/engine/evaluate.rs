@@ -7,6 +7,8 @@ use super::decision::{Decision, Layer, Match, UNPARSABLE_RULE};
 use super::normalize;
 use super::operation::{Extracted, Operation};
 
+use carapace_common::op;
+
 use crate::rules::index::top_level_paths;
 use crate::rules::model::{Cidr, Host, NetMatch, TextPattern};
 use crate::rules::pattern::{any_entry, written_glob, WrittenGlob};
@@ -24,7 +26,7 @@ impl Activation {
     /// Whether `rule` applies now.
     #[must_use]
     pub fn applies(&self, rule: &Rule) -> bool {
-        if self.disabled.contains(&rule.id) && !rule.locked {
+        if !self.disabled.is_empty() && self.disabled.contains(&rule.id) && !rule.locked {
             return false;
         }
         match &rule.trigger {
@@ -42,6 +44,21 @@ pub fn evaluate(
     activation: &Activation,
     layer: Layer,
 ) -> Decision {
+    Decision::from_matches(
+        &ext.tool,
+        matches(rules, ext, activation, layer),
+        ext.ops.clone(),
+    )
+}
+
+/// Every rule that applies and matches `ext` (and its unparsable parts), in rule order.
+#[must_use]
+pub fn matches(
+    rules: &RuleSet,
+    ext: &Extracted,
+    activation: &Activation,
+    layer: Layer,
+) -> Vec<Match> {
     let mut matches = Vec::new();
     for why in &ext.unparsable {
         matches.push(Match {
@@ -58,14 +75,19 @@ pub fn evaluate(
         });
     }
     let hits = PathHits::new(rules, ext);
+    let commands = rules.command_index();
+    let first_command = commands.first_matches(rules.rules().len(), &ext.commands);
     for (i, rule) in rules.rules().iter().enumerate() {
         if !activation.applies(rule) {
             continue;
         }
-        let found = if rules.path_index().indexed(i) {
-            hits.rule_matches(rules, i, ext)
+        let ops = rules.path_index().ops(i).unwrap_or_else(|| rule.ops());
+        let found = if commands.indexed(i) {
+            first_command[i].map(|c| format!("command `{}`", shorten(&ext.commands[c])))
+        } else if rules.path_index().indexed(i) {
+            hits.rule_matches(rules, i, ops, ext)
         } else {
-            rule_matches(rule, ext)
+            rule_matches_with(rule, ops, Some(&hits), ext)
         };
         if let Some(matched) = found {
             matches.push(Match {
@@ -79,7 +101,7 @@ pub fn evaluate(
             });
         }
     }
-    Decision::from_matches(&ext.tool, matches, ext.ops.clone())
+    matches
 }
 
 /// The session rules whose structured trigger this call fires and that are not on yet,
@@ -100,6 +122,7 @@ pub fn fired_triggers<'r>(
             };
             let m = Matcher {
                 ops: crate::rules::model::ops_of(actions),
+                prepared: None,
                 scoped: !actions.is_empty(),
                 except: &[],
                 except_net: &[],
@@ -119,11 +142,14 @@ struct PathHits {
     rules: usize,
     /// `hit[op * rules + rule]`.
     hit: Vec<bool>,
-    /// Per operation: its path is a glob (compiled once), tested pattern by pattern.
+    /// Per operation: its path is a glob (compiled once).
     glob: Vec<Option<WrittenGlob>>,
     /// Per operation that writes or deletes: its path's stand-in for every entry
     /// ([`any_entry`]).
     entry: Vec<Option<String>>,
+    /// Per rule: `hit` for some operation. A rule without any cannot match through the
+    /// index: most rules are settled by this alone.
+    any: Vec<bool>,
 }
 
 impl PathHits {
@@ -139,18 +165,25 @@ impl PathHits {
             if op.action != Some(Action::Read) {
                 entry[o] = Some(any_entry(path));
             }
-            // A path written as a glob may name protected files; only pattern-by-pattern
-            // testing can tell (`PathPattern::covers`).
-            if let Some(written) = written_glob(path) {
-                glob[o] = Some(written);
-                continue;
-            }
             let row = &mut hit[o * n..(o + 1) * n];
-            rules.path_index().mark(path, row);
+            let ops = op.action.map_or(op::ALL, Action::ops);
+            rules.path_index().mark(path, ops, row);
             // Writing or deleting a directory touches every entry: a pattern that matches
             // any entry (the made-up NUL name stands for all) covers it.
             if let Some(e) = &entry[o] {
-                rules.path_index().mark(e, row);
+                rules.path_index().mark(e, ops, row);
+            }
+            // A path written as a glob may name protected files: the rules with a pattern
+            // it could name (`PathPattern::covers`).
+            if let Some(written) = written_glob(path) {
+                rules.path_index().mark_named_by(&written, row);
+                glob[o] = Some(written);
+            }
+        }
+        let mut any = vec![false; n];
+        for row in hit.chunks(n.max(1)) {
+            for (a, h) in any.iter_mut().zip(row) {
+                *a |= *h;
             }
         }
         Self {
@@ -158,16 +191,21 @@ impl PathHits {
             hit,
             glob,
             entry,
+            any,
         }
     }
 
     /// [`rule_matches`] for a rule whose top-level condition is an indexed path match.
-    fn rule_matches(&self, rules: &RuleSet, i: usize, ext: &Extracted) -> Option<String> {
+    fn rule_matches(&self, rules: &RuleSet, i: usize, ops: u32, ext: &Extracted) -> Option<String> {
+        let slow = rules.path_index().slow(i);
+        if !slow && !self.any.get(i).copied().unwrap_or(false) {
+            return None;
+        }
         let rule = &rules.rules()[i];
         let patterns = top_level_paths(rule)?;
-        let slow = rules.path_index().slow(i);
         let m = Matcher {
-            ops: rule.ops(),
+            ops,
+            prepared: Some(self),
             scoped: !rule.actions.is_empty(),
             except: &rule.except,
             except_net: &rule.except_net,
@@ -178,9 +216,9 @@ impl PathHits {
             if !m.covers(op) {
                 return None;
             }
-            let written = self.glob[o].as_ref();
-            let hit = if slow || written.is_some() {
+            let hit = if slow {
                 let entry = self.entry[o].as_deref();
+                let written = self.glob[o].as_ref();
                 patterns.iter().any(|p| p.covers_with(path, entry, written))
             } else {
                 self.hit[o * self.rules + i]
@@ -193,8 +231,20 @@ impl PathHits {
 /// What in `ext` the rule matches, if anything.
 #[must_use]
 pub fn rule_matches(rule: &Rule, ext: &Extracted) -> Option<String> {
+    rule_matches_with(rule, rule.ops(), None, ext)
+}
+
+/// [`rule_matches`] with the rule's [`Rule::ops`] and (optionally) the operations' paths
+/// prepared by the caller.
+fn rule_matches_with(
+    rule: &Rule,
+    ops: u32,
+    prepared: Option<&PathHits>,
+    ext: &Extracted,
+) -> Option<String> {
     let m = Matcher {
-        ops: rule.ops(),
+        ops,
+        prepared,
         scoped: !rule.actions.is_empty(),
         except: &rule.except,
         except_net: &rule.except_net,
@@ -227,6 +277,9 @@ pub fn rule_matches(rule: &Rule, ext: &Extracted) -> Option<String> {
 struct Matcher<'a> {
     /// `op::*` bits the rule covers (0 = every action).
     ops: u32,
+    /// What depends only on each operation's path, prepared once per call (else
+    /// prepared again for each pattern).
+    prepared: Option<&'a PathHits>,
     /// The rule names its actions (content rules then look only at what those write or
     /// send).
     scoped: bool,
@@ -247,12 +300,15 @@ impl Matcher<'_> {
 
     fn cond(&self, cond: &Cond) -> Option<String> {
         match cond {
-            Cond::Path(patterns) => self.ext.ops.iter().find_map(|o| {
+            Cond::Path(patterns) => self.ext.ops.iter().enumerate().find_map(|(i, o)| {
                 let path = o.path.as_deref()?;
                 (self.covers(o)
-                    && patterns
-                        .iter()
-                        .any(|p| p.covers(path, o.action != Some(Action::Read)))
+                    && patterns.iter().any(|p| match self.prepared {
+                        Some(prep) => {
+                            p.covers_with(path, prep.entry[i].as_deref(), prep.glob[i].as_ref())
+                        }
+                        None => p.covers(path, o.action != Some(Action::Read)),
+                    })
                     && !self.except.iter().any(|p| p.exempts(path)))
                 .then(|| describe(o))
             }),
@@ -417,6 +473,42 @@ mod tests {
     }
 
     proptest! {
+        /// The command regex set answers exactly what each rule's regexes answer, first
+        /// matching command included.
+        #[test]
+        fn the_command_index_agrees_with_every_rule(
+            lines in proptest::collection::vec(
+                proptest::collection::vec(prop_oneof![
+                    Just("curl"), Just("-fsSL"), Just("https://x.example/i.sh"), Just("|"),
+                    Just("sh"), Just("bash"), Just("sudo"), Just("docker"), Just("run"),
+                    Just("--privileged"), Just("-v"), Just("/:/host"), Just("mkfs.ext4"),
+                    Just("/dev/sda"), Just("chmod"), Just("-R"), Just("777"), Just("/"),
+                    Just("crontab"), Just("-e"), Just("systemctl"), Just("enable"),
+                    Just("carapaced"), Just("stop"), Just("git"), Just("config"),
+                    Just("core.hooksPath"), Just("x"), Just("eval"), Just("$(curl"),
+                    Just("base64"), Just("-d"), Just("pkill"), Just("<("), Just("source"),
+                    Just("status"), Just("ls"), Just("-la"), Just("É"), Just("\\x41"),
+                ], 0..7),
+                0..4,
+            ),
+        ) {
+            let rules = builtin_all();
+            let mut ext = Extracted::new("Bash");
+            for words in &lines {
+                ext.command(words.join(" "));
+            }
+            let first = rules.command_index().first_matches(rules.rules().len(), &ext.commands);
+            for (i, rule) in rules.rules().iter().enumerate() {
+                if rules.command_index().indexed(i) {
+                    prop_assert_eq!(
+                        first[i].map(|c| format!("command `{}`", shorten(&ext.commands[c]))),
+                        rule_matches(rule, &ext),
+                        "rule {} on {:?}", rule.id, ext.commands
+                    );
+                }
+            }
+        }
+
         /// The index answers exactly what testing every pattern one by one answers.
         #[test]
         fn the_path_index_agrees_with_every_pattern(
@@ -439,7 +531,7 @@ mod tests {
             for (i, rule) in rules.rules().iter().enumerate() {
                 if rules.path_index().indexed(i) {
                     prop_assert_eq!(
-                        hits.rule_matches(rules, i, &ext).is_some(),
+                        hits.rule_matches(rules, i, rule.ops(), &ext).is_some(),
                         rule_matches(rule, &ext).is_some(),
                         "rule {} on {}", rule.id, path
                     );

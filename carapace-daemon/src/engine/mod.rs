@@ -35,7 +35,8 @@ pub fn shorten(s: &str, max: usize) -> String {
 #[must_use]
 pub fn check(rules: &RuleSet, call: &ToolCall, ctx: &Context, activation: &Activation) -> Decision {
     let ext = call.extract(ctx);
-    evaluate(rules, &ext, activation, Layer::ToolCall)
+    let matches = evaluate::matches(rules, &ext, activation, Layer::ToolCall);
+    Decision::from_matches(&ext.tool, matches, ext.ops)
 }
 
 /// What Layer 0 found in a transcript.

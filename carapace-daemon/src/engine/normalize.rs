@@ -144,7 +144,11 @@ pub fn path(raw: &str, ctx: &Context) -> Option<String> {
         raw
     } else {
         let cwd = if ctx.cwd.is_empty() { "/" } else { &ctx.cwd };
-        format!("{cwd}/{raw}")
+        let mut joined = String::with_capacity(cwd.len() + 1 + raw.len());
+        joined.push_str(cwd);
+        joined.push('/');
+        joined.push_str(&raw);
+        joined
     };
     let lexical = lexical(&joined);
     Some(if ctx.follow_symlinks {
@@ -157,6 +161,12 @@ pub fn path(raw: &str, ctx: &Context) -> Option<String> {
 /// Removes `.`, `..` and repeated slashes without touching the filesystem.
 #[must_use]
 pub fn lexical(path: &str) -> String {
+    // Most paths are already in this form.
+    if path == "/"
+        || (path.starts_with('/') && path[1..].split('/').all(|p| !matches!(p, "" | "." | "..")))
+    {
+        return path.to_owned();
+    }
     let mut parts: Vec<&str> = Vec::new();
     for part in path.split('/') {
         match part {
@@ -311,7 +321,14 @@ pub fn url(raw: &str) -> Option<(String, Option<u16>)> {
 #[must_use]
 pub fn decode_payloads(s: &str) -> Vec<String> {
     let mut out = Vec::new();
-    for token in s.split(|c: char| c.is_whitespace() || "'\"`;|&()<>".contains(c)) {
+    let separator = |c: char| {
+        c.is_whitespace()
+            || matches!(
+                c,
+                '\'' | '"' | '`' | ';' | '|' | '&' | '(' | ')' | '<' | '>'
+            )
+    };
+    for token in s.split(separator) {
         if token.len() < 8 {
             continue;
         }
@@ -389,6 +406,25 @@ fn printable(bytes: Vec<u8>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The shortcut for paths already in lexical form changes no answer.
+        #[test]
+        fn lexical_is_idempotent_and_its_shortcut_exact(path in "[/a.]{0,12}") {
+            let slow = {
+                let parts: Vec<&str> = path
+                    .split('/')
+                    .filter(|p| !p.is_empty() && *p != ".")
+                    .fold(Vec::new(), |mut v, p| {
+                        if p == ".." { v.pop(); } else { v.push(p); }
+                        v
+                    });
+                format!("/{}", parts.join("/"))
+            };
+            proptest::prop_assert_eq!(lexical(&path), slow.clone());
+            proptest::prop_assert_eq!(lexical(&slow), slow);
+        }
+    }
 
     fn ctx() -> Context {
         Context {

@@ -4,22 +4,64 @@
 //! keeps a decision within its microsecond budget as packs and accounts grow.
 use std::collections::HashMap;
 
+/// The index's maps: looked up several times per path of every call, so with a hash much
+/// cheaper than `SipHash` (their keys come from rules, and a lookup adds nothing to them).
+type Map = HashMap<String, Vec<u32>, foldhash::fast::RandomState>;
+
 use super::model::Cond;
-use super::pattern::{GlobMatch, KernelForm, PathPattern};
+use carapace_common::op;
+use globset::{Glob, GlobSet, GlobSetBuilder};
+
+use super::pattern::{build_glob, GlobMatch, KernelForm, PathPattern, WrittenGlob};
+use super::shape::Shape;
 use super::Rule;
 
 #[derive(Clone, Debug, Default)]
 pub struct PathIndex {
-    exact: HashMap<String, Vec<u32>>,
+    exact: Map,
     /// Keys end with `/`.
-    prefix: HashMap<String, Vec<u32>>,
-    name: HashMap<String, Vec<u32>>,
+    prefix: Map,
+    name: Map,
+    /// Path endings (`**/DIRS/NAME`, [`Shape::Suffix`]); keys start with `/`.
+    suffix: Map,
+    /// The last names of `suffix`'s keys: a path whose name is not among them needs no
+    /// lookup there.
+    suffix_names: Map,
+    /// Name endings (`**/*.pem`, [`Shape::Extension`]); keys start with `.`.
+    extension: Map,
+    /// The longest key of `prefix`: longer prefixes of a path need no lookup.
+    longest_prefix: usize,
     /// Per rule: its top-level condition is a path match held (at least partly) here.
     indexed: Vec<bool>,
-    /// Per rule: it also has patterns the forms cannot hold (globs, regexes), to test one
-    /// by one.
+    /// The globs the forms cannot hold (`~/.aws/cred*`, `**/*.pem`), of every rule in one
+    /// set per kind of operation (`op::*` bit) and one for any: a path is run through the
+    /// set of its operation once, instead of through each rule's own.
+    globs: Vec<(u32, Globs)>,
+    /// `**/DIRS/**` globs ([`Shape::Within`]), with their rules.
+    within: Vec<(Shape, u32)>,
+    /// `DIR/NAME*` globs ([`Shape::Entry`]) by `DIR/`: names and rules.
+    entry: HashMap<String, Vec<(String, u32)>, foldhash::fast::RandomState>,
+    /// Per rule: it also has patterns neither the forms nor `globs` hold (regexes), to
+    /// test one by one.
     slow: Vec<bool>,
+    /// Every glob (each `~` expansion) of the indexed rules' patterns, sorted, with its
+    /// rule: a path written as a glob names the ones starting with its literal part.
+    expanded: Vec<(String, u32)>,
+    /// Per rule: [`Rule::ops`], which every decision needs for every rule.
+    ops: Vec<u32>,
 }
+
+/// Globs of several rules, in one set.
+#[derive(Clone, Debug, Default)]
+struct Globs {
+    set: GlobSet,
+    /// Per glob of `set`: its rule.
+    rule: Vec<u32>,
+}
+
+/// The operation bits that get a glob set of their own; `ANY` is the set of every glob.
+const OP_BITS: [u32; 5] = [op::READ, op::WRITE, op::DELETE, op::EXEC, op::NETWORK];
+const ANY: u32 = op::ALL;
 
 /// The patterns of a rule's top-level path condition, if that is what it matches on.
 #[must_use]
@@ -40,12 +82,21 @@ fn forms(p: &PathPattern) -> Option<&[KernelForm]> {
     }
 }
 
+fn add(map: &mut Map, key: &str, id: u32) {
+    let ids = map.entry(key.to_owned()).or_default();
+    if ids.last() != Some(&id) {
+        ids.push(id);
+    }
+}
+
 impl PathIndex {
     #[must_use]
     pub fn build(rules: &[Rule]) -> Self {
+        let mut globs: Vec<(Glob, u32)> = Vec::new();
         let mut index = Self {
             indexed: vec![false; rules.len()],
             slow: vec![false; rules.len()],
+            ops: rules.iter().map(Rule::ops).collect(),
             ..Self::default()
         };
         for (i, rule) in rules.iter().enumerate() {
@@ -55,8 +106,49 @@ impl PathIndex {
             index.indexed[i] = true;
             let id = i as u32;
             for p in patterns {
+                if let PathPattern::Glob { expanded, .. } = p {
+                    index
+                        .expanded
+                        .extend(expanded.iter().map(|e| (e.clone(), id)));
+                }
                 let Some(forms) = forms(p) else {
-                    index.slow[i] = true;
+                    match p {
+                        PathPattern::Glob {
+                            expanded,
+                            matcher: GlobMatch::Set(_) | GlobMatch::Shapes(_),
+                            ..
+                        } => {
+                            for glob in expanded {
+                                match Shape::of(glob) {
+                                    Some(Shape::Entry { dir, name }) => {
+                                        index.entry.entry(dir).or_default().push((name, id));
+                                        continue;
+                                    }
+                                    Some(Shape::Extension(ext)) => {
+                                        add(&mut index.extension, &ext, id);
+                                        continue;
+                                    }
+                                    Some(Shape::Suffix { whole, suffix }) => {
+                                        add(&mut index.exact, &whole, id);
+                                        add(&mut index.suffix, &suffix, id);
+                                        let name = suffix.rsplit('/').next().unwrap_or("");
+                                        add(&mut index.suffix_names, name, id);
+                                        continue;
+                                    }
+                                    Some(within) => {
+                                        index.within.push((within, id));
+                                        continue;
+                                    }
+                                    None => {}
+                                }
+                                match build_glob(glob) {
+                                    Ok(g) => globs.push((g, id)),
+                                    Err(_) => index.slow[i] = true,
+                                }
+                            }
+                        }
+                        _ => index.slow[i] = true,
+                    }
                     continue;
                 };
                 for f in forms {
@@ -65,9 +157,29 @@ impl PathIndex {
                         KernelForm::Prefix(k) => (&mut index.prefix, k),
                         KernelForm::Name(k) => (&mut index.name, k),
                     };
-                    let ids = map.entry(key.clone()).or_default();
-                    if ids.last() != Some(&id) {
-                        ids.push(id);
+                    add(map, key, id);
+                }
+            }
+        }
+        index.expanded.sort_unstable();
+        index.longest_prefix = index.prefix.keys().map(String::len).max().unwrap_or(0);
+        for bits in OP_BITS.into_iter().chain([ANY]) {
+            let mut set = GlobSetBuilder::new();
+            let mut rule = Vec::new();
+            for (g, id) in &globs {
+                let ops = index.ops[*id as usize];
+                if bits == ANY || ops == 0 || ops & bits != 0 {
+                    set.add(g.clone());
+                    rule.push(*id);
+                }
+            }
+            match set.build() {
+                Ok(set) => index.globs.push((bits, Globs { set, rule })),
+                Err(_) => {
+                    // Each glob compiled alone (its rule parsed), so this is not expected;
+                    // should it happen, these rules are tested pattern by pattern.
+                    for id in rule {
+                        index.slow[id as usize] = true;
                     }
                 }
             }
@@ -87,26 +199,85 @@ impl PathIndex {
         self.slow.get(i).copied().unwrap_or(false)
     }
 
-    /// Sets `hits[i]` for every rule `i` with an indexed pattern matching `path`.
-    pub fn mark(&self, path: &str, hits: &mut [bool]) {
-        let mut set = |ids: Option<&Vec<u32>>| {
+    /// [`Rule::ops`] of rule `i`, computed once.
+    #[must_use]
+    pub fn ops(&self, i: usize) -> Option<u32> {
+        self.ops.get(i).copied()
+    }
+
+    /// Sets `hits[i]` for every rule `i` with a glob pattern that `written` could name
+    /// ([`PathPattern::covers`]).
+    pub fn mark_named_by(&self, written: &WrittenGlob, hits: &mut [bool]) {
+        let literal = written.literal();
+        let start = self.expanded.partition_point(|(e, _)| e.as_str() < literal);
+        for (e, id) in self.expanded[start..]
+            .iter()
+            .take_while(|(e, _)| e.starts_with(literal))
+        {
+            if let Some(h) = hits.get_mut(*id as usize) {
+                if !*h && written.is_match(e) {
+                    *h = true;
+                }
+            }
+        }
+    }
+
+    /// Sets `hits[i]` for every rule `i` with an indexed pattern matching `path`, among
+    /// (at least) the rules covering operations `ops` (`op::*` bits; a rule covering none
+    /// of them cannot match such an operation whatever its patterns).
+    pub fn mark(&self, path: &str, ops: u32, hits: &mut [bool]) {
+        let mut set = |ids: Option<&[u32]>| {
             for &id in ids.into_iter().flatten() {
                 if let Some(h) = hits.get_mut(id as usize) {
                     *h = true;
                 }
             }
         };
-        set(self.exact.get(path));
-        if !self.prefix.is_empty() {
-            for (at, _) in path.match_indices('/') {
-                set(self.prefix.get(&path[..=at]));
+        set(self.exact.get(path).map(Vec::as_slice));
+        let base = path.rsplit('/').next().unwrap_or(path);
+        let suffixes = self.suffix_names.contains_key(base);
+        for (at, _) in path.match_indices('/') {
+            if at < self.longest_prefix {
+                set(self.prefix.get(&path[..=at]).map(Vec::as_slice));
+            } else if !suffixes {
+                break;
+            }
+            if suffixes {
+                set(self.suffix.get(&path[at..]).map(Vec::as_slice));
             }
         }
-        let base = path.rsplit('/').next().unwrap_or(path);
-        set(self.name.get(base));
+        let globs = self
+            .globs
+            .iter()
+            .find(|(bits, _)| *bits == ops)
+            .or_else(|| self.globs.iter().find(|(bits, _)| *bits == ANY));
+        if let Some((_, globs)) = globs.filter(|(_, g)| !g.rule.is_empty()) {
+            for g in globs.set.matches(path) {
+                set(globs.rule.get(g..=g));
+            }
+        }
+        for (shape, id) in &self.within {
+            if shape.matches(path) {
+                set(Some(std::slice::from_ref(id)));
+            }
+        }
+        if let Some(at) = path.rfind('/') {
+            let name = &path[at + 1..];
+            for (prefix, id) in self.entry.get(&path[..=at]).into_iter().flatten() {
+                if name.starts_with(prefix.as_str()) {
+                    set(Some(std::slice::from_ref(id)));
+                }
+            }
+        }
+        if !self.extension.is_empty() {
+            for (at, _) in base.match_indices('.') {
+                set(self.extension.get(&base[at..]).map(Vec::as_slice));
+            }
+        }
+        set(self.name.get(base).map(Vec::as_slice));
         if base != path {
             // A name form also matches a path that is the bare name (see KernelForm::matches).
-            set(self.name.get(path));
+            set(self.name.get(path).map(Vec::as_slice));
         }
     }
 }

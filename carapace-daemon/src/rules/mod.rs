@@ -8,12 +8,14 @@ use std::path::Path;
 use crate::kernel::image::KernelImage;
 
 pub mod builtin;
+pub mod command_index;
 pub mod compile;
 pub mod diag;
 pub mod index;
 pub mod model;
 pub mod pattern;
 pub mod profile;
+pub mod shape;
 pub mod validate;
 pub mod yaml;
 
@@ -142,6 +144,7 @@ pub fn resolve_dns(host: &str) -> Option<Vec<IpAddr>> {
 pub struct RuleSet {
     rules: Vec<Rule>,
     paths: index::PathIndex,
+    commands: command_index::CommandIndex,
     image: KernelImage,
     warnings: Diagnostics,
     profile: Option<Profile>,
@@ -243,6 +246,7 @@ impl RuleSet {
         }
         Ok(Self {
             paths: index::PathIndex::build(&rules),
+            commands: command_index::CommandIndex::build(&rules),
             rules,
             image,
             warnings: diags,
@@ -265,6 +269,12 @@ impl RuleSet {
     #[must_use]
     pub fn path_index(&self) -> &index::PathIndex {
         &self.paths
+    }
+
+    /// The index of the rules' command regexes (Layer 1's fast path for shell commands).
+    #[must_use]
+    pub fn command_index(&self) -> &command_index::CommandIndex {
+        &self.commands
     }
 
     #[must_use]

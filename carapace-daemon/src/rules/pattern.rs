@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 use regex::Regex;
 
+use super::shape::Shape;
 use crate::rules::compile::dfa::Source;
 
 /// Home directories `~` and `$HOME` expand to.
@@ -85,7 +86,7 @@ fn normalize(path: &str) -> String {
 }
 
 /// Characters that make a glob more than a literal path.
-const GLOB_META: &[char] = &['*', '?', '[', ']', '{', '}', '\\'];
+pub(super) const GLOB_META: &[char] = &['*', '?', '[', ']', '{', '}', '\\'];
 
 /// A path pattern as written, with its compiled matcher.
 #[derive(Clone, Debug)]
@@ -108,6 +109,8 @@ pub enum GlobMatch {
     /// Every expansion is an exact path, a `/dir/**` prefix or a `**/name` basename: string
     /// comparisons, no regex (most rules, and the Layer 1 latency budget, live here).
     Forms(Vec<KernelForm>),
+    /// Every expansion has one of the shapes matched by string comparisons ([`Shape`]).
+    Shapes(Vec<Shape>),
     Set(GlobSet),
 }
 
@@ -116,6 +119,7 @@ impl GlobMatch {
         match self {
             Self::Set(set) => set.is_match(path),
             Self::Forms(forms) => forms.iter().any(|f| f.matches(path)),
+            Self::Shapes(shapes) => shapes.iter().any(|s| s.matches(path)),
         }
     }
 }
@@ -176,6 +180,15 @@ impl PathPattern {
                 source: source.to_owned(),
                 expanded,
                 matcher: GlobMatch::Forms(forms),
+            });
+        }
+        if let Some(shapes) = expanded.iter().map(|g| Shape::of(g)).collect() {
+            // Only what globset accepts gets a shape (brackets, braces and backslashes
+            // never do), so no error is lost by not building the set.
+            return Ok(Self::Glob {
+                source: source.to_owned(),
+                expanded,
+                matcher: GlobMatch::Shapes(shapes),
             });
         }
         let mut builder = GlobSetBuilder::new();
@@ -302,7 +315,11 @@ fn first_line(s: &str) -> &str {
 /// path, so a pattern that matches it matches every entry.
 #[must_use]
 pub fn any_entry(dir: &str) -> String {
-    format!("{}/\0", dir.trim_end_matches('/'))
+    let dir = dir.trim_end_matches('/');
+    let mut entry = String::with_capacity(dir.len() + 2);
+    entry.push_str(dir);
+    entry.push_str("/\0");
+    entry
 }
 
 /// A path written with glob characters (`src/**`, `~/.aws/cred*`), compiled to test
@@ -318,6 +335,12 @@ pub struct WrittenGlob {
 }
 
 impl WrittenGlob {
+    /// The text before its first glob character: every pattern it names starts with it.
+    #[must_use]
+    pub fn literal(&self) -> &str {
+        &self.glob[..self.literal]
+    }
+
     #[must_use]
     pub fn is_match(&self, pattern: &str) -> bool {
         if !pattern.starts_with(&self.glob[..self.literal]) {
@@ -334,7 +357,7 @@ impl WrittenGlob {
 /// `None` for a plain path or one that is not a valid glob.
 #[must_use]
 pub fn written_glob(path: &str) -> Option<WrittenGlob> {
-    if !path.contains(['*', '?', '[']) || build_glob(path).is_err() {
+    if !path.contains(['*', '?', '[']) || !valid_glob(path) {
         return None;
     }
     let literal = path.find(['*', '?', '[', '{', '\\']).unwrap_or(path.len());
@@ -345,7 +368,14 @@ pub fn written_glob(path: &str) -> Option<WrittenGlob> {
     })
 }
 
-fn build_glob(glob: &str) -> Result<Glob, globset::Error> {
+/// Whether `glob` is a glob `globset` accepts. Only brackets, braces and backslashes can
+/// make it refuse one (unclosed or unopened, a bad range, a dangling escape), so a path
+/// without them (`src/**`, `~/.aws/cred*`: nearly every one) needs no parse to tell.
+fn valid_glob(glob: &str) -> bool {
+    !glob.contains(['[', ']', '{', '}', '\\']) || build_glob(glob).is_ok()
+}
+
+pub(super) fn build_glob(glob: &str) -> Result<Glob, globset::Error> {
     GlobBuilder::new(glob)
         .literal_separator(true)
         .backslash_escape(true)
@@ -485,6 +515,14 @@ mod tests {
                 proptest::prop_assert_eq!(w.is_match(&written), full.is_match(&written));
                 proptest::prop_assert_eq!(w.is_match(&pattern), full.is_match(&pattern));
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// The shortcut of [`valid_glob`] answers what parsing the glob answers.
+        #[test]
+        fn valid_glob_agrees_with_globset(glob in "[a/*?,.\\[\\]{}\\\\!-]{0,12}") {
+            proptest::prop_assert_eq!(valid_glob(&glob), build_glob(&glob).is_ok(), "{}", glob);
         }
     }
 

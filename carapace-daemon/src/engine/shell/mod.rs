@@ -1,9 +1,10 @@
 //! Shell command lines → operations. The agent's command is hostile input: it is parsed with
-//! a real shell grammar (`brush-parser`), every construct that runs code is walked (pipes,
-//! lists, subshells, compound commands, functions, `$(…)`, backticks, process substitution,
-//! here-docs), wrappers are unwrapped (`sh -c`, `eval`, `sudo`, `xargs`, `find -exec`, …),
-//! encoded payloads piped into interpreters are decoded and walked again, and anything that
-//! cannot be understood fails closed through [`Extracted::unparsable`].
+//! a real shell grammar (`brush-parser`; the plain everyday line by `plain`, into the same
+//! tree), every construct that runs code is walked (pipes, lists, subshells, compound
+//! commands, functions, `$(…)`, backticks, process substitution, here-docs), wrappers are
+//! unwrapped (`sh -c`, `eval`, `sudo`, `xargs`, `find -exec`, …), encoded payloads piped
+//! into interpreters are decoded and walked again, and anything that cannot be understood
+//! fails closed through [`Extracted::unparsable`].
 //!
 //! The parser recurses once per nesting level and would overflow the stack (an abort, not a
 //! panic) on `$($($(…)))` a thousand deep, so nesting is measured before parsing and any
@@ -19,6 +20,7 @@ mod commands;
 mod gitconfig;
 mod net;
 mod parse;
+mod plain;
 mod walk;
 mod word;
 

@@ -36,6 +36,15 @@ pub(super) fn program(src: &str) -> Result<Program, String> {
         // brush-parser 0.4 unwraps the number into a u32 and panics.
         return Err("a redirection names a file descriptor number too large".into());
     }
+    // The everyday command line needs no general parser (see `plain`).
+    if let Some(program) = super::plain::program(src) {
+        return Ok(program);
+    }
+    brush(src)
+}
+
+/// `src` parsed by `brush-parser` (the caller has checked the limits above).
+pub(super) fn brush(src: &str) -> Result<Program, String> {
     // brush-parser 0.4's tokenizer spins forever on some inputs that end inside a here-doc
     // tag (`a<<$(  `); a shell line ends with a newline anyway, and with one it reports them.
     let src = if src.ends_with('\n') {
@@ -83,43 +92,42 @@ pub(super) fn nesting(src: &str) -> Nesting {
         cases: 0,
     };
     let mut backslashes = 0usize;
-    let mut word = String::new();
-    for c in src.chars().chain(std::iter::once(' ')) {
-        if c.is_ascii_alphabetic() {
-            if word.len() < 16 {
-                word.push(c);
-            }
-        } else {
-            match word.as_str() {
-                "case" => {
+    // Bytes, not characters: every byte that matters is ASCII, and no byte of a multi-byte
+    // character is (which `tests::nesting_reads_bytes_as_it_read_characters` checks).
+    let bytes = src.as_bytes();
+    let mut word_start = 0usize;
+    for (i, &b) in bytes.iter().chain(std::iter::once(&b' ')).enumerate() {
+        if !b.is_ascii_alphabetic() {
+            match &bytes[word_start..i] {
+                b"case" => {
                     depth += 1;
                     cases += 1;
                 }
-                "esac" => {
+                b"esac" => {
                     depth = depth.saturating_sub(1);
                     cases = cases.saturating_sub(1);
                 }
-                "if" | "while" | "until" | "for" | "select" | "function" => depth += 1,
-                "fi" | "done" => depth = depth.saturating_sub(1),
+                b"if" | b"while" | b"until" | b"for" | b"select" | b"function" => depth += 1,
+                b"fi" | b"done" => depth = depth.saturating_sub(1),
                 _ => {}
             }
-            word.clear();
+            word_start = i + 1;
         }
-        match c {
-            '(' => {
+        match b {
+            b'(' => {
                 depth += 1;
                 parens += 1;
             }
-            ')' => {
+            b')' => {
                 depth = depth.saturating_sub(1);
                 parens = parens.saturating_sub(1);
             }
-            '{' | '[' => depth += 1,
-            '}' | ']' => depth = depth.saturating_sub(1),
-            '`' => n.depth = n.depth.max(depth + backslashes + 1),
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b'`' => n.depth = n.depth.max(depth + backslashes + 1),
             _ => {}
         }
-        backslashes = if c == '\\' { backslashes + 1 } else { 0 };
+        backslashes = if b == b'\\' { backslashes + 1 } else { 0 };
         n.depth = n.depth.max(depth);
         n.ambiguous = n.ambiguous.max(parens + cases);
         n.cases = n.cases.max(cases);
@@ -155,4 +163,74 @@ pub(super) fn rough_commands(src: &str) -> Vec<Vec<String>> {
         })
         .filter(|words| !words.is_empty())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::{nesting, Nesting};
+
+    /// The character-by-character reading `nesting` replaced.
+    fn by_chars(src: &str) -> (usize, usize, usize) {
+        let (mut depth, mut parens, mut cases) = (0usize, 0usize, 0usize);
+        let mut n = Nesting {
+            depth: 0,
+            ambiguous: 0,
+            cases: 0,
+        };
+        let mut backslashes = 0usize;
+        let mut word = String::new();
+        for c in src.chars().chain(std::iter::once(' ')) {
+            if c.is_ascii_alphabetic() {
+                if word.len() < 16 {
+                    word.push(c);
+                }
+            } else {
+                match word.as_str() {
+                    "case" => {
+                        depth += 1;
+                        cases += 1;
+                    }
+                    "esac" => {
+                        depth = depth.saturating_sub(1);
+                        cases = cases.saturating_sub(1);
+                    }
+                    "if" | "while" | "until" | "for" | "select" | "function" => depth += 1,
+                    "fi" | "done" => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+                word.clear();
+            }
+            match c {
+                '(' => {
+                    depth += 1;
+                    parens += 1;
+                }
+                ')' => {
+                    depth = depth.saturating_sub(1);
+                    parens = parens.saturating_sub(1);
+                }
+                '{' | '[' => depth += 1,
+                '}' | ']' => depth = depth.saturating_sub(1),
+                '`' => n.depth = n.depth.max(depth + backslashes + 1),
+                _ => {}
+            }
+            backslashes = if c == '\\' { backslashes + 1 } else { 0 };
+            n.depth = n.depth.max(depth);
+            n.ambiguous = n.ambiguous.max(parens + cases);
+            n.cases = n.cases.max(cases);
+        }
+        (n.depth, n.ambiguous, n.cases)
+    }
+
+    proptest! {
+        #[test]
+        fn nesting_reads_bytes_as_it_read_characters(
+            src in "(case|esac|if|fi|for|done|while|function|[a-z]{1,20}|[()\\[\\]{}`\\\\ ;]|é|€|\\PC)*",
+        ) {
+            let n = nesting(&src);
+            prop_assert_eq!((n.depth, n.ambiguous, n.cases), by_chars(&src));
+        }
+    }
 }
