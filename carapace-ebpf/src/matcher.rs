@@ -110,13 +110,16 @@ extern "C" fn judge_step(index: u64, ctx: *mut c_void) -> i64 {
     let Some(meta) = RULES.get(r.rule) else {
         return 0;
     };
+    let hit = meta.ops & j.ops;
+    if hit == 0 {
+        return 0;
+    }
     // The session again (the same task, so the same answer): a map value pointer cannot
-    // travel through the callback's context.
+    // travel through the callback's context. Only for a ref that covers the operation.
     let Some(session) = crate::gate::current_session() else {
         return 0;
     };
-    let hit = meta.ops & j.ops;
-    if hit != 0 && session.state.is_active(r.rule, meta) {
+    if session.state.is_active(r.rule, meta) {
         // An exec open also reads; exec rules deny reads too, and name the exec.
         j.op = if hit & op::EXEC != 0 {
             op::EXEC
