@@ -402,6 +402,14 @@ pub mod globals {
     pub const OFF_MSGHDR_MSG_NAME: &str = "OFF_MSGHDR_MSG_NAME";
     pub const OFF_UNIX_SOCK_PATH: &str = "OFF_UNIX_SOCK_PATH";
     pub const OFF_SOCKET_SK: &str = "OFF_SOCKET_SK";
+    pub const OFF_PATH_MNT: &str = "OFF_PATH_MNT";
+    pub const OFF_TASK_FS: &str = "OFF_TASK_FS";
+    pub const OFF_FS_ROOT: &str = "OFF_FS_ROOT";
+    /// Addresses (from /proc/kallsyms) of the dcache's `rename_lock` and the mount table's
+    /// `mount_lock`, whose sequence counts tell the path cache that a path may have changed;
+    /// 0 turns the cache off.
+    pub const ADDR_RENAME_LOCK: &str = "ADDR_RENAME_LOCK";
+    pub const ADDR_MOUNT_LOCK: &str = "ADDR_MOUNT_LOCK";
 }
 
 /// Names of the maps (also their pin names under bpffs).
@@ -423,6 +431,18 @@ pub mod maps {
     pub const DFA_ACCEPT: &str = "DFA_ACCEPT";
     pub const DFA_EARLY: &str = "DFA_EARLY";
     pub const DFA_EARLY_REFS: &str = "DFA_EARLY_REFS";
+    pub const PATH_CACHE: &str = "PATH_CACHE";
+    pub const PATH_CACHE_GEN: &str = "PATH_CACHE_GEN";
+}
+
+/// Indices of `PATH_CACHE_GEN`, the generations a cached path verdict was made under. Two
+/// counters, each with one kind of writer, so no increment is ever lost.
+pub mod cache_gen {
+    /// Bumped by the daemon after every write of the rule maps (its only writer).
+    pub const RULES: u32 = 0;
+    /// Bumped by the programs (atomically) when a task changes its root.
+    pub const KERNEL: u32 = 1;
+    pub const COUNT: u32 = 2;
 }
 
 // Kernel f_mode bits (include/linux/fs.h).

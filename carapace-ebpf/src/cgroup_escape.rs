@@ -27,12 +27,14 @@ pub fn file_open_cgroup(ctx: LsmContext) -> i32 {
 }
 
 fn try_file_open_cgroup(ctx: &LsmContext) -> Option<i32> {
-    let session = gate::current_session()?;
     let file: *const u8 = ctx.arg(0);
-    let f_mode: u32 = kread::read(file, globals::file_f_mode(), errsite::READ_INODE)?;
+    // SAFETY: the hook's `struct file *`, an offset from BTF.
+    let f_mode: u32 = unsafe { kread::load(file, globals::file_f_mode()) };
     if f_mode & FMODE_WRITE == 0 {
         return None;
     }
+    // After the mode: most opens are reads, and they need not find their session.
+    let session = gate::current_session()?;
     check(&session, file)
 }
 

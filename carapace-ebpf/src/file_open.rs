@@ -18,7 +18,7 @@ use crate::{
     globals, kread,
     maps::{count_error, CONFIG, SCRATCH},
     matcher::{self, PathSubject, Verdict},
-    EACCES,
+    path_cache, EACCES,
 };
 
 #[lsm(hook = "file_open")]
@@ -31,9 +31,12 @@ pub fn file_open(ctx: LsmContext) -> i32 {
 }
 
 fn try_file_open(ctx: &LsmContext) -> Option<i32> {
-    let session = gate::current_session()?;
+    if !gate::in_session() {
+        return None;
+    }
     let file: *const u8 = ctx.arg(0);
-    let f_mode: u32 = kread::read(file, globals::file_f_mode(), errsite::READ_INODE)?;
+    // SAFETY: the hook's `struct file *`, an offset from BTF.
+    let f_mode: u32 = unsafe { kread::load(file, globals::file_f_mode()) };
     let mut ops = 0;
     if f_mode & FMODE_READ != 0 {
         ops |= op::READ;
@@ -44,7 +47,27 @@ fn try_file_open(ctx: &LsmContext) -> Option<i32> {
     if f_mode & FMODE_EXEC != 0 {
         ops |= op::EXEC;
     }
-    check_file(&session, file, ops)
+    let config = CONFIG.get(0)?;
+    if ops & config.path_rule_ops == 0 {
+        return None;
+    }
+    // SAFETY: per-CPU scratch; programs do not nest on one CPU for these hooks.
+    let scratch = unsafe { &mut *SCRATCH.get_ptr_mut(0)? };
+    // Identified before the check: a rename or mount change during it spoils the entry.
+    let cacheable = path_cache::identify(file, &mut scratch.probe);
+    if cacheable && path_cache::is_clean(&scratch.probe) {
+        return None;
+    }
+    let session = gate::current_session()?;
+    let denied = check_file(&session, file, ops);
+    if denied.is_none() && cacheable {
+        // SAFETY: as above; `check_file` left the sources of the judging there.
+        let scratch = unsafe { &*SCRATCH.get_ptr(0)? };
+        if scratch.sources == 0 && scratch.complete != 0 {
+            path_cache::remember_clean(&scratch.probe);
+        }
+    }
+    denied
 }
 
 /// Judges `ops` on `file` (a `struct file *` the hook received or reached through a trusted
@@ -95,13 +118,17 @@ pub fn check_file(session: &Session, file: *const u8, ops: u32) -> Option<i32> {
     }
     let len = (copied as usize - 1) & (PATH_MAX - 1);
 
-    // The reads feeding a lookup only when its map holds entries.
-    let has_name = config.has & has::NAMES != 0 && read_basename(f_path, &mut scratch.name);
+    // The reads feeding a lookup only when its map holds entries. A lookup skipped because
+    // its read failed makes the verdict unfit for the path cache.
+    let want_name = config.has & has::NAMES != 0;
+    let has_name = want_name && read_basename(f_path, &mut scratch.name);
     let inode = if config.has & has::INODES != 0 {
         read_inode(file)
     } else {
         None
     };
+    scratch.complete =
+        u32::from(has_name == want_name && (inode.is_some() || config.has & has::INODES == 0));
     let mut subject = PathSubject {
         scratch,
         len,

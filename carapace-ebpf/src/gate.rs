@@ -18,18 +18,22 @@ pub struct Session {
 
 #[inline(always)]
 pub fn current_session() -> Option<Session> {
-    let root_id = globals::root_id();
-    if root_id == 0 {
+    if !in_session() {
         return None;
     }
     let level = globals::root_level() as i32;
     // SAFETY: helper call with a plain integer argument.
-    if unsafe { bpf_get_current_ancestor_cgroup_id(level) } != root_id {
-        return None;
-    }
-    // SAFETY: as above.
     let cgroup = unsafe { bpf_get_current_ancestor_cgroup_id(level + 1) };
     // SAFETY: map values live as long as the map; entries are only replaced whole.
     let state = unsafe { SESSIONS.get(&cgroup) }.or_else(|| DEFAULT_SESSION.get(0))?;
     Some(Session { cgroup, state })
+}
+
+/// Whether the current task is in some session, without finding which: one helper call.
+#[inline(always)]
+pub fn in_session() -> bool {
+    let root_id = globals::root_id();
+    // SAFETY: helper call with a plain integer argument.
+    root_id != 0
+        && unsafe { bpf_get_current_ancestor_cgroup_id(globals::root_level() as i32) } == root_id
 }

@@ -32,6 +32,11 @@ global!(LOADING_MODULE: u32);
 global!(OFF_MSGHDR_MSG_NAME: u64);
 global!(OFF_UNIX_SOCK_PATH: u64);
 global!(OFF_SOCKET_SK: u64);
+global!(OFF_PATH_MNT: u64);
+global!(OFF_TASK_FS: u64);
+global!(OFF_FS_ROOT: u64);
+global!(ADDR_RENAME_LOCK: u64);
+global!(ADDR_MOUNT_LOCK: u64);
 
 /// Reads a global without letting the compiler fold it to its placeholder value.
 macro_rules! get {
@@ -106,4 +111,19 @@ pub fn unix_sock_path() -> usize {
 }
 pub fn socket_sk() -> usize {
     get!(OFF_SOCKET_SK) as usize
+}
+pub fn path_mnt() -> usize {
+    get!(OFF_PATH_MNT) as usize
+}
+pub fn task_fs() -> usize {
+    get!(OFF_TASK_FS) as usize
+}
+pub fn fs_root() -> usize {
+    get!(OFF_FS_ROOT) as usize
+}
+pub fn rename_lock() -> u64 {
+    get!(ADDR_RENAME_LOCK)
+}
+pub fn mount_lock() -> u64 {
+    get!(ADDR_MOUNT_LOCK)
 }

@@ -7,6 +7,9 @@
 //! and `cgroup_escape` inside `file_open`) deny through `guard` in every session.
 #![cfg_attr(target_arch = "bpf", no_std)]
 #![cfg_attr(target_arch = "bpf", no_main)]
+// `atomic_xadd`: the bpf target offers no `AtomicU64::fetch_add`.
+#![cfg_attr(target_arch = "bpf", feature(core_intrinsics))]
+#![cfg_attr(target_arch = "bpf", allow(internal_features))]
 #![cfg_attr(not(target_arch = "bpf"), allow(dead_code, unused_imports))]
 
 #[cfg(target_arch = "bpf")]
@@ -39,6 +42,8 @@ mod maps;
 mod matcher;
 #[cfg(target_arch = "bpf")]
 mod mount;
+#[cfg(target_arch = "bpf")]
+mod path_cache;
 #[cfg(target_arch = "bpf")]
 mod ptrace_access_check;
 #[cfg(target_arch = "bpf")]

@@ -6,8 +6,9 @@ use aya_ebpf::{
     maps::{Array, HashMap, LpmTrie, PerCpuArray, RingBuf},
 };
 use carapace_common::{
-    errsite, Config, DfaEarly, DfaHeader, InodeKey, NetRefs, RuleMeta, RuleRefs, SessionState,
-    DFA_CELLS, DFA_CHUNK, DFA_SLOTS, DFA_STATES, MAX_RULES, MAX_SESSIONS, NAME_MAX, PATH_MAX,
+    cache_gen, errsite, Config, DfaEarly, DfaHeader, InodeKey, NetRefs, RuleMeta, RuleRefs,
+    SessionState, DFA_CELLS, DFA_CHUNK, DFA_SLOTS, DFA_STATES, MAX_RULES, MAX_SESSIONS, NAME_MAX,
+    PATH_MAX,
 };
 
 /// Hash maps grow on demand instead of preallocating every entry.
@@ -81,6 +82,33 @@ pub static EVENTS: RingBuf = RingBuf::pinned(1 << 20, 0);
 #[map(name = "ERRORS")]
 pub static ERRORS: PerCpuArray<u64> = PerCpuArray::with_max_entries(errsite::COUNT, 0);
 
+/// What a cached "no rule mentions this path" was decided for (see `path_cache`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CachedPath {
+    pub dentry: u64,
+    pub mnt: u64,
+    pub root_dentry: u64,
+    pub root_mnt: u64,
+    pub inode: u64,
+    pub rules_gen: u64,
+    pub kernel_gen: u64,
+    /// `rename_lock`'s sequence in the high half, `mount_lock`'s in the low one.
+    pub seqs: u64,
+    pub check: u64,
+}
+
+/// log2 of the path cache's slots.
+pub const PATH_CACHE_BITS: u32 = 14;
+
+/// Paths known to match no rule, direct-mapped by dentry address (see `path_cache`).
+#[map(name = "PATH_CACHE")]
+pub static PATH_CACHE: Array<CachedPath> = Array::pinned(1 << PATH_CACHE_BITS, 0);
+
+/// Generations of the rule maps and of roots (`carapace_common::cache_gen`).
+#[map(name = "PATH_CACHE_GEN")]
+pub static PATH_CACHE_GEN: Array<u64> = Array::pinned(cache_gen::COUNT, 0);
+
 /// Per-CPU scratch space: paths do not fit the 512-byte BPF stack.
 #[repr(C)]
 pub struct Scratch {
@@ -95,6 +123,10 @@ pub struct Scratch {
     /// per slot filled.
     pub found: [RuleRefs; crate::matcher::source::COUNT],
     pub sources: u32,
+    /// Whether every lookup the rules call for was made (no read failed).
+    pub complete: u32,
+    /// The path being checked, as the cache knows it (`path_cache::identify`).
+    pub probe: CachedPath,
 }
 
 #[map(name = "SCRATCH")]

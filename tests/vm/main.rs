@@ -23,6 +23,7 @@ use std::{
 mod allowlist;
 mod limits;
 mod matcher;
+mod path_cache;
 mod self_protection;
 
 const SOCKET: &str = "/run/carapace/carapace.sock";

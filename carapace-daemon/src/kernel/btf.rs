@@ -226,7 +226,7 @@ impl Btf {
 /// Every offset the programs take, by global name (see `carapace_common::globals`).
 pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> {
     use carapace_common::globals as g;
-    let wanted: [(&str, &str, &str); 17] = [
+    let wanted: [(&str, &str, &str); 20] = [
         (g::OFF_FILE_F_PATH, "file", "f_path"),
         (g::OFF_FILE_F_MODE, "file", "f_mode"),
         (g::OFF_FILE_F_INODE, "file", "f_inode"),
@@ -244,6 +244,9 @@ pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> 
         (g::OFF_MSGHDR_MSG_NAME, "msghdr", "msg_name"),
         (g::OFF_UNIX_SOCK_PATH, "unix_sock", "path"),
         (g::OFF_SOCKET_SK, "socket", "sk"),
+        (g::OFF_PATH_MNT, "path", "mnt"),
+        (g::OFF_TASK_FS, "task_struct", "fs"),
+        (g::OFF_FS_ROOT, "fs_struct", "root"),
     ];
     wanted
         .iter()

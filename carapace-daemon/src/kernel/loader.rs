@@ -52,6 +52,10 @@ pub const GUARDS: [(&str, &str, u32); 11] = [
     ("file_open_cgroup", "file_open", 1),
 ];
 
+/// The programs that keep the path cache honest (see the programs' `path_cache`): without
+/// both attached, the cache stays off.
+pub const PATH_CACHE_HOOKS: [&str; 2] = ["d_instantiate", "path_chroot"];
+
 const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
 
 pub struct Loaded {
@@ -63,6 +67,8 @@ pub struct Loaded {
     pub skipped: Vec<String>,
     /// A previous daemon's links were found and replaced.
     pub adopted_links: bool,
+    /// Whether file opens inside sessions use the path cache, or why not.
+    pub path_cache: Result<(), String>,
 }
 
 pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
@@ -86,6 +92,7 @@ pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
     let offsets = btf::program_offsets(&kernel_btf).map_err(lacks)?;
     let enums = btf::program_enums(&kernel_btf).map_err(lacks)?;
     let guards = guard_plan(&kernel_btf);
+    let path_cache = path_cache_plan(&kernel_btf);
     let aya_btf = AyaBtf::from_sys_fs()
         .map_err(|e| KernelUnavailable::new(format!("cannot read kernel BTF: {e}")))?;
 
@@ -102,6 +109,7 @@ pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
         offsets: &offsets,
         enums: &enums,
         guards: &guards,
+        path_cache: &path_cache,
     };
     let result = load_and_attach(settings, &inputs, &aya_btf, &maps_dir, &links_dir);
     if result.is_err() && fresh {
@@ -115,7 +123,18 @@ pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
         hooks: attached.hooks,
         skipped: attached.skipped,
         adopted_links: attached.adopted_links,
+        path_cache: path_cache.map(|_| ()),
     })
+}
+
+/// The lock addresses the path cache reads, or why it stays off on this kernel.
+fn path_cache_plan(kernel_btf: &btf::Btf) -> Result<(u64, u64), String> {
+    for hook in PATH_CACHE_HOOKS {
+        if kernel_btf.lsm_hook_params(hook).is_none() {
+            return Err(format!("this kernel has no {hook} LSM hook"));
+        }
+    }
+    super::kallsyms::path_cache_locks()
 }
 
 /// Each guard with why it cannot be attached here (`None`: attach it).
@@ -140,6 +159,7 @@ struct Inputs<'a> {
     offsets: &'a [(&'static str, u64)],
     enums: &'a [(&'static str, u32)],
     guards: &'a [(&'static str, &'static str, Option<String>)],
+    path_cache: &'a Result<(u64, u64), String>,
 }
 
 struct Attached {
@@ -175,6 +195,11 @@ fn load_and_attach(
     for (name, value) in inputs.enums {
         loader.override_global(name, value, true);
     }
+    // Zero addresses keep the programs from ever consulting the cache.
+    let (rename_lock, mount_lock) = inputs.path_cache.clone().unwrap_or((0, 0));
+    loader
+        .override_global(globals::ADDR_RENAME_LOCK, &rename_lock, true)
+        .override_global(globals::ADDR_MOUNT_LOCK, &mount_lock, true);
     if std::env::var_os(VERIFIER_LOG_ENV).is_some() {
         // Every instruction of every path: tens of MB for a large program, so opt-in.
         loader.verifier_log_level(VerifierLogLevel::VERBOSE | VerifierLogLevel::STATS);
@@ -209,6 +234,16 @@ fn load_and_attach(
         }
     }
 
+    // With the cache on, its invalidation must be in force before any session opens a
+    // file: a failure to attach fails the kernel layer rather than run a blind cache.
+    for program in PATH_CACHE_HOOKS {
+        if inputs.path_cache.is_ok() {
+            adopted_links |= attach(&mut ebpf, program, aya_btf, links_dir)?;
+        } else {
+            let _ = fs::remove_file(links_dir.join(program));
+        }
+    }
+
     let mut maps = Vec::new();
     let mut events = None;
     for name in [
@@ -226,6 +261,7 @@ fn load_and_attach(
         names::DFA_ACCEPT,
         names::DFA_EARLY,
         names::DFA_EARLY_REFS,
+        names::PATH_CACHE_GEN,
         names::EVENTS,
         names::ERRORS,
     ] {

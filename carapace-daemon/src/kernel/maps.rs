@@ -14,9 +14,9 @@ use aya::maps::{
     Array, HashMap, Map, MapData,
 };
 use carapace_common::{
-    has, maps as names, slot_bit, Config, DfaEarly, DfaHeader, InodeKey, NetRef, NetRefs, RuleMeta,
-    RuleRef, RuleRefs, SessionState, DFA_CELLS, DFA_CHUNK, DFA_EARLY_FLAG, DFA_GROUPS, DFA_STATES,
-    NAME_MAX, PATH_MAX, REFS_PER_KEY, REF_EXCEPT, REF_SLOT_SHIFT,
+    cache_gen, has, maps as names, slot_bit, Config, DfaEarly, DfaHeader, InodeKey, NetRef,
+    NetRefs, RuleMeta, RuleRef, RuleRefs, SessionState, DFA_CELLS, DFA_CHUNK, DFA_EARLY_FLAG,
+    DFA_GROUPS, DFA_STATES, NAME_MAX, PATH_MAX, REFS_PER_KEY, REF_EXCEPT, REF_SLOT_SHIFT,
 };
 
 use crate::rules::compile::dfa::PathAutomaton;
@@ -38,6 +38,8 @@ pub struct KernelMaps {
     dfa_accept: Array<MapData, RuleRefs>,
     dfa_early: Array<MapData, DfaEarly>,
     dfa_early_refs: Array<MapData, RuleRefs>,
+    /// Generations of the programs' path cache; the daemon owns `cache_gen::RULES`.
+    cache_gen: Array<MapData, u64>,
     /// `Config::dfa` as last written: which half of the automaton maps is in force.
     dfa_in_force: u32,
     /// Rule indices written by the last image, to clear the ones a new image drops.
@@ -84,6 +86,7 @@ impl KernelMaps {
             dfa_accept: typed!(maps, names::DFA_ACCEPT),
             dfa_early: typed!(maps, names::DFA_EARLY),
             dfa_early_refs: typed!(maps, names::DFA_EARLY_REFS),
+            cache_gen: typed!(maps, names::PATH_CACHE_GEN),
             dfa_in_force,
             rule_count: 0,
             current: KernelImage::default(),
@@ -268,7 +271,20 @@ impl KernelMaps {
         self.rule_count = count;
         self.current = image.clone();
         self.slots = slots.clone();
-        Ok(())
+        self.invalidate_path_cache()
+    }
+
+    /// Retires every cached "no rule names this path": made under the maps before this
+    /// write (or during it), it may not hold under the new entries. Read from the pinned map
+    /// and counted up, never reset, so a restarted daemon cannot revive an old entry.
+    fn invalidate_path_cache(&mut self) -> anyhow::Result<()> {
+        let gen = self
+            .cache_gen
+            .get(&cache_gen::RULES, 0)
+            .context("PATH_CACHE_GEN")?;
+        self.cache_gen
+            .set(cache_gen::RULES, gen.wrapping_add(1), 0)
+            .context("PATH_CACHE_GEN")
     }
 
     /// Writes `automata` into the half of the automaton maps not in force; the `Config::dfa`

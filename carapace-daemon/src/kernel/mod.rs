@@ -4,9 +4,11 @@
 //! - `loader`: probe, load, attach and pin the programs; adopt the pins of a previous daemon.
 //! - `maps`: write a [`KernelImage`] and session state into the maps.
 //! - `events`: the denial ring buffer.
+//! - `kallsyms`: addresses the path cache needs.
 pub mod btf;
 mod events;
 pub mod image;
+mod kallsyms;
 mod loader;
 mod maps;
 pub mod trees;
@@ -51,6 +53,7 @@ pub struct Kernel {
     skipped: Vec<String>,
     adopted: Vec<(u64, u32)>,
     adopted_links: bool,
+    path_cache: Result<(), String>,
 }
 
 impl Kernel {
@@ -61,6 +64,14 @@ impl Kernel {
         image: &KernelImage,
     ) -> Result<Self, KernelUnavailable> {
         let loaded = loader::load(settings)?;
+        match &loaded.path_cache {
+            Ok(()) => tracing::info!(
+                "path cache on: repeated opens of paths no rule names skip the rule lookups"
+            ),
+            Err(why) => tracing::info!(
+                "path cache off, every open inside a session is judged in full: {why}"
+            ),
+        }
         let mut maps = KernelMaps::new(loaded.maps).map_err(|e| {
             KernelUnavailable::new(format!("cannot open the programs' maps: {e:#}"))
         })?;
@@ -79,6 +90,7 @@ impl Kernel {
             skipped: loaded.skipped,
             adopted,
             adopted_links: loaded.adopted_links,
+            path_cache: loaded.path_cache,
         })
     }
 
@@ -132,8 +144,12 @@ impl Kernel {
         } else {
             format!("; guards not attached: {}", self.skipped.join("; "))
         };
+        let cache = match &self.path_cache {
+            Ok(()) => "path cache on".to_owned(),
+            Err(why) => format!("path cache off ({why})"),
+        };
         format!(
-            "enforcing ({origin}): hooks {}; {}{skipped}",
+            "enforcing ({origin}): hooks {}; {}; {cache}{skipped}",
             self.hooks.join(", "),
             self.maps.fill_levels()
         )
