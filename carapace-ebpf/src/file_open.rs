@@ -51,21 +51,21 @@ fn try_file_open(ctx: &LsmContext) -> Option<i32> {
     if ops & config.path_rule_ops == 0 {
         return None;
     }
-    // SAFETY: per-CPU scratch; programs do not nest on one CPU for these hooks.
-    let scratch = unsafe { &mut *SCRATCH.get_ptr_mut(0)? };
+    let scratch = SCRATCH.get_ptr_mut(0)?;
     // Identified before the check: a rename or mount change during it spoils the entry.
-    let cacheable = path_cache::identify(file, &mut scratch.probe);
-    if cacheable && path_cache::is_clean(&scratch.probe) {
+    // SAFETY: per-CPU scratch; programs do not nest on one CPU for these hooks.
+    let probe = unsafe { &mut (*scratch).probe };
+    let cacheable = path_cache::identify(file, probe);
+    if cacheable && path_cache::is_clean(probe) {
         return None;
     }
-    let session = gate::current_session()?;
+    let session = gate::member_session()?;
     let denied = check_file(&session, file, ops);
-    if denied.is_none() && cacheable {
-        // SAFETY: as above; `check_file` left the sources of the judging there.
-        let scratch = unsafe { &*SCRATCH.get_ptr(0)? };
-        if scratch.sources == 0 && scratch.complete != 0 {
-            path_cache::remember_clean(&scratch.probe);
-        }
+    // SAFETY: as above; `check_file` left the sources of its judging in the scratch.
+    let (sources, complete) = unsafe { ((*scratch).sources, (*scratch).complete) };
+    if denied.is_none() && cacheable && sources == 0 && complete != 0 {
+        // SAFETY: as above.
+        path_cache::remember_clean(unsafe { &(*scratch).probe });
     }
     denied
 }

@@ -21,9 +21,15 @@ pub fn current_session() -> Option<Session> {
     if !in_session() {
         return None;
     }
-    let level = globals::root_level() as i32;
+    member_session()
+}
+
+/// The session of a task [`in_session`] already found inside one: its ancestor one level
+/// below the root names it.
+#[inline(always)]
+pub fn member_session() -> Option<Session> {
     // SAFETY: helper call with a plain integer argument.
-    let cgroup = unsafe { bpf_get_current_ancestor_cgroup_id(level + 1) };
+    let cgroup = unsafe { bpf_get_current_ancestor_cgroup_id(globals::root_level() as i32 + 1) };
     // SAFETY: map values live as long as the map; entries are only replaced whole.
     let state = unsafe { SESSIONS.get(&cgroup) }.or_else(|| DEFAULT_SESSION.get(0))?;
     Some(Session { cgroup, state })

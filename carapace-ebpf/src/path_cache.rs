@@ -1,5 +1,5 @@
 //! Remembers which opened paths no rule mentions, so that opening one again inside a session
-//! costs a hash lookup instead of `bpf_d_path`, the key copies and every rule lookup.
+//! costs an array lookup instead of `bpf_d_path`, the key copies and every rule lookup.
 //!
 //! An entry says "this dentry, reached through this mount and seen from this root, matched no
 //! path, basename or inode entry and no automaton state" — a fact about the path and the rule
