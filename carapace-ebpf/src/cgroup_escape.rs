@@ -1,42 +1,18 @@
 //! Leaving the session's cgroup through a cgroup file system: opening `cgroup.procs`,
 //! `cgroup.threads` or (cgroup v1) `tasks` for writing anywhere but inside the session's own
-//! cgroup tree. Checked on write opens only, and the name is compared only on a cgroup file
-//! system, so ordinary writes pay two reads.
+//! cgroup tree. Checked by `file_open` on write opens only, in every session whatever its
+//! rules, and the name is compared only on a cgroup file system, so ordinary writes pay two
+//! reads.
 
-use aya_ebpf::{bindings::path, helpers::generated::bpf_d_path, macros::lsm, programs::LsmContext};
-use carapace_common::{
-    errsite, op, subject, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC, FMODE_WRITE, PATH_MAX,
-};
+use aya_ebpf::{bindings::path, helpers::generated::bpf_d_path};
+use carapace_common::{errsite, op, subject, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC, PATH_MAX};
 
 use crate::{
     event::Subject,
-    gate::{self, Session},
+    gate::Session,
     globals, guard, kread,
     maps::{count_error, SCRATCH},
 };
-
-/// A program of its own on `file_open`, next to the rule matcher's: together in one program
-/// they exceeded 6.1's verifier limit (E2BIG). Both run for every open; either can refuse.
-#[lsm(hook = "file_open")]
-pub fn file_open_cgroup(ctx: LsmContext) -> i32 {
-    let previous: i32 = ctx.arg(1);
-    if previous != 0 {
-        return previous;
-    }
-    crate::verdict(try_file_open_cgroup(&ctx))
-}
-
-fn try_file_open_cgroup(ctx: &LsmContext) -> Option<i32> {
-    let file: *const u8 = ctx.arg(0);
-    // SAFETY: the hook's `struct file *`, an offset from BTF.
-    let f_mode: u32 = unsafe { kread::load(file, globals::file_f_mode()) };
-    if f_mode & FMODE_WRITE == 0 {
-        return None;
-    }
-    // After the mode: most opens are reads, and they need not find their session.
-    let session = gate::current_session()?;
-    check(&session, file)
-}
 
 /// cgroup levels walked up from a `cgroup.procs` file looking for the session's cgroup;
 /// deeper trees are denied (fail closed).
@@ -46,9 +22,10 @@ const MAX_DEPTH: usize = 16;
 /// of its session.
 ///
 /// A subprogram: the exits of the ancestor walk merge at its return instead of each
-/// carrying on through the program's exit.
+/// carrying on through the rule matcher that follows it in `file_open`, which took 6.1's
+/// verifier past its limit (E2BIG) when the two were one inlined body.
 #[inline(never)]
-fn check(session: &Session, file: *const u8) -> Option<i32> {
+pub fn check(session: &Session, file: *const u8) -> Option<i32> {
     let inode = kread::read::<*const u8>(file, globals::file_f_inode(), errsite::READ_INODE)?;
     let sb = kread::read::<*const u8>(inode, globals::inode_i_sb(), errsite::READ_INODE)?;
     let magic = kread::read::<u64>(sb, globals::sb_s_magic(), errsite::READ_INODE)?;

@@ -1,5 +1,7 @@
 //! `file_open`: every open of a file by a session's process — reads and writes by `f_mode`,
-//! and the opens the kernel does to execute a binary or its interpreter (`FMODE_EXEC`).
+//! and the opens the kernel does to execute a binary or its interpreter (`FMODE_EXEC`) — and
+//! the cgroup-escape guard on write opens (`cgroup_escape`). One program for both: each
+//! program on a hook costs its own trampoline entry and exit on every open of every process.
 
 use aya_ebpf::{
     bindings::path,
@@ -13,6 +15,7 @@ use carapace_common::{
 };
 
 use crate::{
+    cgroup_escape,
     event::{self, Subject},
     gate::{self, Session},
     globals, kread,
@@ -37,6 +40,15 @@ fn try_file_open(ctx: &LsmContext) -> Option<i32> {
     let file: *const u8 = ctx.arg(0);
     // SAFETY: the hook's `struct file *`, an offset from BTF.
     let f_mode: u32 = unsafe { kread::load(file, globals::file_f_mode()) };
+    // Before the rules' own checks: a session whose rules name no path still cannot leave.
+    let mut session = None;
+    if f_mode & FMODE_WRITE != 0 {
+        let member = gate::member_session()?;
+        if cgroup_escape::check(&member, file).is_some() {
+            return Some(-EACCES);
+        }
+        session = Some(member);
+    }
     let mut ops = 0;
     if f_mode & FMODE_READ != 0 {
         ops |= op::READ;
@@ -59,7 +71,10 @@ fn try_file_open(ctx: &LsmContext) -> Option<i32> {
     if cacheable && path_cache::is_clean(probe) {
         return None;
     }
-    let session = gate::member_session()?;
+    let session = match session {
+        Some(s) => s,
+        None => gate::member_session()?,
+    };
     let denied = check_file(&session, file, ops);
     // SAFETY: as above; `check_file` left the sources of its judging in the scratch.
     let (sources, complete) = unsafe { ((*scratch).sources, (*scratch).complete) };

@@ -35,7 +35,7 @@ pub const HOOKS: [&str; 8] = [
 /// for (it reads the previous program's verdict right after them). A guard whose hook this
 /// kernel lacks, or declares differently, is skipped with the reason logged: a program that
 /// read the wrong argument as the verdict would refuse or allow at random.
-pub const GUARDS: [(&str, &str, u32); 11] = [
+pub const GUARDS: [(&str, &str, u32); 10] = [
     // (program, LSM hook, parameters)
     ("task_kill", "task_kill", 4),
     ("ptrace_access_check", "ptrace_access_check", 2),
@@ -47,10 +47,11 @@ pub const GUARDS: [(&str, &str, u32); 11] = [
     ("kernel_read_file", "kernel_read_file", 3),
     ("kernel_load_data", "kernel_load_data", 2),
     ("task_alloc", "task_alloc", 2),
-    // A second program on file_open: the cgroup-escape check would not fit 6.1's verifier
-    // limit inside the rule matcher's program.
-    ("file_open_cgroup", "file_open", 1),
 ];
+
+/// Links earlier versions pinned for programs that are gone: removed once this version's
+/// programs are attached (`file_open_cgroup`'s check now runs inside `file_open`).
+const RETIRED_LINKS: [&str; 1] = ["file_open_cgroup"];
 
 /// The programs that keep the path cache honest (see the programs' `path_cache`): without
 /// both attached, the cache stays off.
@@ -242,6 +243,10 @@ fn load_and_attach(
         } else {
             let _ = fs::remove_file(links_dir.join(program));
         }
+    }
+
+    for name in RETIRED_LINKS {
+        let _ = fs::remove_file(links_dir.join(name));
     }
 
     let mut maps = Vec::new();
