@@ -4,22 +4,40 @@
 # and inside one, under the kernel test rules, the built-in packs and 10,000 rules.
 #
 # Two baselines, because a session changes more than the programs: its process runs as the
-# invoking user (uid 1000 here) in a cgroup with the memory and pids controllers, and under
-# TCG those alone cost ~12 % per open+close (memcg accounting of each `struct file`,
-# permission checks as a non-root user). The programs' own overhead is the session against
-# the "agent" baseline: uid 1000 in a memory+pids cgroup at a session's depth, no programs —
-# where an agent on a systemd machine already runs. The session against root in the root
-# cgroup is printed too: what moving into a session costs in all.
+# invoking user (uid 1000 here) in a cgroup with the memory and pids controllers, which
+# alone cost ~8 % per open+close (memcg accounting of each `struct file`). The programs' own
+# overhead is the session against the "agent" baseline: uid 1000 in a memory+pids cgroup at
+# a session's depth, no programs — where an agent on a systemd machine already runs. The
+# session against root in the root cgroup is printed too: what moving into a session costs
+# in all.
 #
-# QEMU's TCG is noisy: each figure is the fastest of ROUNDS rounds (noise only adds time),
-# and each configuration is measured REPS times, alternating with its baselines, so that a
-# slow stretch of the host spoils one repetition instead of one configuration. The median
-# repetition is reported.
+# The clock (CARAPACE_BENCH_CLOCK, set by `cargo xtask bench`):
+# - icount (default): QEMU counts guest instructions as nanoseconds (`xtask vm --icount`), so
+#   each figure is instructions per open+close, the same on every run; one repetition of
+#   three rounds is plenty.
+# - wall: TCG's wall time, which the host's load and QEMU's translation caches swing by
+#   ±10 %: each figure is the fastest of ROUNDS rounds (noise only adds time), and each
+#   configuration is measured REPS times, alternating with its baselines, so that a slow
+#   stretch spoils one repetition instead of one configuration. The median is reported.
+#
+# "No programs" means the kernel has dropped them: unpinning the links frees them only after
+# an RCU grace period and the trampolines' teardown, seconds under TCG, and a baseline taken
+# before that measures the programs themselves.
 set -euo pipefail
 bench=/opt/carapace-bench/openclose
-n=${CARAPACE_BENCH_N:-20000}
-reps=${CARAPACE_BENCH_REPS:-3}
-export OPENCLOSE_ROUNDS=${CARAPACE_BENCH_ROUNDS:-15} OPENCLOSE_STAT=min
+clock=${CARAPACE_BENCH_CLOCK:-wall}
+if [ "$clock" = icount ]; then
+    unit="guest instructions"
+    n=${CARAPACE_BENCH_N:-5000}
+    reps=${CARAPACE_BENCH_REPS:-1}
+    export OPENCLOSE_ROUNDS=${CARAPACE_BENCH_ROUNDS:-3}
+else
+    unit="ns"
+    n=${CARAPACE_BENCH_N:-20000}
+    reps=${CARAPACE_BENCH_REPS:-3}
+    export OPENCLOSE_ROUNDS=${CARAPACE_BENCH_ROUNDS:-15}
+fi
+export OPENCLOSE_STAT=min
 target=/srv/bench/file
 mkdir -p /srv/bench && echo bench >$target && chmod 644 $target
 
@@ -31,11 +49,25 @@ daemon_pids() {
     done
 }
 
-# Stops the daemon and removes its pins, which detaches the programs.
+# JIT-compiled programs and trampolines in the kernel (this VM runs no other BPF).
+programs_in_kernel() {
+    grep -c '\[bpf\]$' /proc/kallsyms || true
+}
+
+# Stops the daemon and removes its pins, then waits until the kernel has dropped the programs.
 stop_daemon() {
+    local waited=0
     for pid in $(daemon_pids); do kill "$pid"; done
     while [ -n "$(daemon_pids)" ]; do sleep 0.1; done
     rm -rf /sys/fs/bpf/carapace
+    while [ "$(programs_in_kernel)" != 0 ]; do
+        if [ $waited -ge 600 ]; then
+            echo "bench: the kernel still holds $(programs_in_kernel) BPF symbols 60 s after the pins went" >&2
+            exit 1
+        fi
+        sleep 0.1
+        waited=$((waited + 1))
+    done
 }
 
 start_daemon() {
@@ -87,7 +119,7 @@ measure() {
         r_in+=("$(awk -v a="$inside" -v b="$agent" 'BEGIN { print a / b }')")
         r_root+=("$(awk -v a="$inside" -v b="$base" 'BEGIN { print a / b }')")
     done
-    for l in "${line[@]}"; do echo "bench: $name: ns per open+close: $l"; done
+    for l in "${line[@]}"; do echo "bench: $name: $unit per open+close: $l"; done
     echo "bench: $name: daemon up in $started_ms ms (program load and verification under TCG)"
     echo "bench: $name: outside a session: $(ratio "$(median "${r_out[@]}")" 1) (budget +1 %)"
     echo "bench: $name: inside a session: $(ratio "$(median "${r_in[@]}")" 1) vs the agent baseline (budget $budget); $(ratio "$(median "${r_root[@]}")" 1) vs root in the root cgroup"

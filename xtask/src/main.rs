@@ -45,6 +45,10 @@ enum Cmd {
         /// Only the host benchmarks (no VM).
         #[arg(long)]
         host_only: bool,
+        /// Time the kernel floor by TCG's wall clock instead of counting guest instructions
+        /// (see `xtask vm --icount`): closer to elapsed time, but noisy on a shared host.
+        #[arg(long)]
+        wall_clock: bool,
     },
     /// Install (or --uninstall) the binaries, the systemd unit and a starter rule file.
     Install(install::InstallArgs),
@@ -57,7 +61,11 @@ fn main() -> ExitCode {
         Cmd::Vm(args) => vm::vm(&args),
         Cmd::Test(args) => test::test(&args).map(|()| 0),
         Cmd::Demo { kernel } => demo(kernel),
-        Cmd::Bench { kernel, host_only } => bench(kernel, host_only),
+        Cmd::Bench {
+            kernel,
+            host_only,
+            wall_clock,
+        } => bench(kernel, host_only, wall_clock),
         Cmd::Install(args) => install::install(&args).map(|()| 0),
     };
     match result {
@@ -87,7 +95,7 @@ pub fn build_release_binaries() -> Result<PathBuf> {
     Ok(target_dir()?.join("release"))
 }
 
-fn bench(kernel: kernel::Kernel, host_only: bool) -> Result<i32> {
+fn bench(kernel: kernel::Kernel, host_only: bool, wall_clock: bool) -> Result<i32> {
     setup::setup()?;
     let root = workspace_root();
     let bins = build_release_binaries()?;
@@ -136,7 +144,11 @@ fn bench(kernel: kernel::Kernel, host_only: bool) -> Result<i32> {
             bin_dir: None,
             smp: 1,
             machine: "microvm".into(),
-            cmd: vec!["bash /opt/carapace-bench/bench.sh".into()],
+            icount: !wall_clock,
+            cmd: vec![format!(
+                "CARAPACE_BENCH_CLOCK={} bash /opt/carapace-bench/bench.sh",
+                if wall_clock { "wall" } else { "icount" }
+            )],
         },
         Some(&bins),
     )
@@ -158,6 +170,7 @@ fn demo(kernel: kernel::Kernel) -> Result<i32> {
         bin_dir: std::env::var_os("CARAPACE_BIN_DIR").map(PathBuf::from),
         smp: 1,
         machine: "microvm".into(),
+        icount: false,
         cmd: vec!["bash /opt/carapace-demo/demo.sh".into()],
     })
 }

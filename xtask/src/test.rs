@@ -149,6 +149,7 @@ pub fn test(args: &TestArgs) -> Result<()> {
                 bin_dir: None,
                 smp: 1,
                 machine: "microvm".into(),
+                icount: false,
                 cmd: vec![
                     "/opt/carapace-tests/kernel".into(),
                     "--test-threads=1".into(),

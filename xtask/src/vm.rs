@@ -50,6 +50,12 @@ pub struct VmArgs {
     /// QEMU machine type (`microvm` boots fastest; `pc` works too).
     #[arg(long, default_value = "microvm")]
     pub machine: String,
+    /// Make the guest's clock count instructions (QEMU `-icount shift=0,sleep=off`): one
+    /// nanosecond of guest time per instruction executed, so a timing taken in the guest is
+    /// an instruction count, the same on every run, instead of TCG's wall time, which the
+    /// host's load and QEMU's own caches swing by tens of percent.
+    #[arg(long)]
+    pub icount: bool,
     /// Command run as root with `bash -c` (one argument: a script; several: quoted words).
     #[arg(last = true, required = true, value_name = "CMD")]
     pub cmd: Vec<String>,
@@ -234,6 +240,11 @@ fn qemu(args: &VmArgs, vmlinuz: &Path, initrd: &Path) -> Command {
         "1024",
     ])
     .args(["-smp", &args.smp.to_string()])
+    .args(if args.icount {
+        &["-icount", "shift=0,sleep=off"][..]
+    } else {
+        &[]
+    })
     .args(["-nographic", "-no-reboot", "-kernel"])
     .arg(vmlinuz)
     .arg("-initrd")
