@@ -52,7 +52,7 @@ pub struct VmArgs {
     pub machine: String,
     /// Make the guest's clock count instructions (QEMU `-icount shift=0,sleep=off`): one
     /// nanosecond of guest time per instruction executed, so a timing taken in the guest is
-    /// an instruction count, the same on every run, instead of TCG's wall time, which the
+    /// an instruction count, whatever the host's load, instead of TCG's wall time, which the
     /// host's load and QEMU's own caches swing by tens of percent.
     #[arg(long)]
     pub icount: bool,
