@@ -14,7 +14,7 @@ use crate::{
     build_release_binaries,
     kernel::Kernel,
     setup,
-    util::{cargo, run, workspace_root},
+    util::{cargo, free_bytes, run, target_dir, workspace_root},
     vm,
 };
 
@@ -88,8 +88,53 @@ fn fuzz(target: &str) -> Result<()> {
     })
 }
 
+/// Disk a full run from a fresh clone needs free before it starts, measured under CI
+/// (target/, fuzz/target/ and the VM cache), with room to spare.
+const DISK_NEEDED_FRESH: u64 = 8 << 30;
+/// What a run over an existing target/ needs at least (the release binaries and test
+/// executables it relinks).
+const DISK_NEEDED_WARM: u64 = 1 << 30;
+
+/// Fails at once, naming the file system and what to do, when the run would run out of disk
+/// part-way: a linker writing into a full disk dies of SIGBUS, which says nothing of disk.
+fn disk_space() -> Result<()> {
+    let target = target_dir();
+    let free = free_bytes(&target)?;
+    // Bytes as GiB with one decimal, in integers (no float casts).
+    let gib = |b: u64| format!("{}.{}", b >> 30, ((b & ((1 << 30) - 1)) * 10) >> 30);
+    let fresh = !target.exists();
+    let needed = if fresh {
+        DISK_NEEDED_FRESH
+    } else {
+        DISK_NEEDED_WARM
+    };
+    println!(
+        "{} GiB free for {} ({}; a run from a fresh clone needs about {} GiB)",
+        gib(free),
+        target.display(),
+        if fresh {
+            "not built yet"
+        } else {
+            "already built"
+        },
+        gib(DISK_NEEDED_FRESH)
+    );
+    if free < needed {
+        bail!(
+            "only {} GiB free on the file system of {}, {} GiB needed; free some space \
+             (`cargo clean` drops this checkout's builds) or point CARGO_TARGET_DIR at a \
+             larger disk",
+            gib(free),
+            target.display(),
+            gib(needed)
+        );
+    }
+    Ok(())
+}
+
 pub fn test(args: &TestArgs) -> Result<()> {
     let mut s = Steps { done: Vec::new() };
+    s.step("disk space", disk_space)?;
     if !args.no_setup {
         s.step("setup", setup::setup)?;
     }

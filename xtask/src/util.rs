@@ -18,10 +18,41 @@ pub fn workspace_root() -> PathBuf {
 }
 
 /// `cargo` as the caller ran it (so the workspace toolchain is used), or plain `cargo`.
+///
+/// Under CI (`CI` set) builds keep line tables only and no incremental state: a fresh
+/// clone's target/ then needs about half the disk, and a CI machine short of disk has
+/// failed in the linker with SIGBUS. Elsewhere the developer's usual profile is kept, so
+/// that `cargo xtask` and plain `cargo` share one set of artifacts.
 pub fn cargo() -> Command {
     let mut cmd = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cmd.current_dir(workspace_root());
+    if is_ci() {
+        cmd.env("CARGO_INCREMENTAL", "0")
+            .env("CARGO_PROFILE_DEV_DEBUG", "line-tables-only");
+    }
     cmd
+}
+
+/// Whether this runs under CI (any non-empty `CI` other than `false` or `0`).
+pub fn is_ci() -> bool {
+    env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
+}
+
+/// The directory cargo builds into: `$CARGO_TARGET_DIR` or the workspace's target/.
+pub fn target_dir() -> PathBuf {
+    env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace_root().join("target"), PathBuf::from)
+}
+
+/// Bytes free to an unprivileged writer on the file system holding `path` (or its nearest
+/// existing ancestor, for a directory not made yet).
+pub fn free_bytes(path: &Path) -> Result<u64> {
+    let existing = path
+        .ancestors()
+        .find(|p| p.exists())
+        .context("no ancestor of the path exists")?;
+    let st = nix::sys::statvfs::statvfs(existing)
+        .with_context(|| format!("statvfs {}", existing.display()))?;
+    Ok(st.blocks_available().saturating_mul(st.fragment_size()))
 }
 
 /// Carapace's cache directory: `$XDG_CACHE_HOME/carapace` or `~/.cache/carapace`.
