@@ -95,6 +95,23 @@ session() {
     SUDO_UID=1000 SUDO_GID=1000 carapace run -- "$bench" "$n" "$target" 2>/dev/null
 }
 
+# A session that waits on a FIFO, so that the programs are attached while the bench measures
+# a process outside it: they are attached only while some session runs. No polling, so it
+# adds no instructions of its own to the measured window.
+fifo=/tmp/bench-session-fifo
+start_idle_session() {
+    rm -f $fifo
+    mkfifo -m 666 $fifo
+    SUDO_UID=1000 SUDO_GID=1000 carapace run -- sh -c "read x <$fifo" 2>/dev/null &
+    idle_session=$!
+    until [ -e /sys/fs/bpf/carapace/links/file_open ]; do sleep 0.05; done
+}
+
+stop_idle_session() {
+    echo done >$fifo
+    wait "$idle_session"
+}
+
 ratio() {
     awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.1f %%", (a / b - 1) * 100 }'
 }
@@ -106,16 +123,20 @@ median() {
 
 # measure NAME RULES-FILE BUDGET: REPS alternations of baselines and programs.
 measure() {
-    local name=$1 rules=$2 budget=$3 rep base agent outside inside
-    local -a r_out=() r_in=() r_root=() line=()
+    local name=$1 rules=$2 budget=$3 rep base agent idle outside inside
+    local -a r_idle=() r_out=() r_in=() r_root=() line=()
     for rep in $(seq 1 "$reps"); do
         stop_daemon
         base=$($bench "$n" "$target")
         agent=$(agent_baseline)
         start_daemon "$rules"
+        idle=$($bench "$n" "$target")
+        start_idle_session
         outside=$($bench "$n" "$target")
         inside=$(session)
-        line+=("base $base, agent $agent, outside $outside, inside $inside")
+        stop_idle_session
+        line+=("base $base, agent $agent, no session $idle, outside one $outside, inside $inside")
+        r_idle+=("$(awk -v a="$idle" -v b="$base" 'BEGIN { print a / b }')")
         r_out+=("$(awk -v a="$outside" -v b="$base" 'BEGIN { print a / b }')")
         r_in+=("$(awk -v a="$inside" -v b="$agent" 'BEGIN { print a / b }')")
         r_root+=("$(awk -v a="$inside" -v b="$base" 'BEGIN { print a / b }')")
@@ -125,7 +146,8 @@ measure() {
     if [ "$clock" = wall ]; then
         echo "bench: $name: daemon up in $started_ms ms (program load and verification under TCG)"
     fi
-    echo "bench: $name: outside a session: $(ratio "$(median "${r_out[@]}")" 1) (budget +1 %)"
+    echo "bench: $name: daemon running, no session (programs loaded, not attached): $(ratio "$(median "${r_idle[@]}")" 1) (budget +1 %)"
+    echo "bench: $name: outside a session while one runs (programs attached): $(ratio "$(median "${r_out[@]}")" 1) (budget +1 %)"
     echo "bench: $name: inside a session: $(ratio "$(median "${r_in[@]}")" 1) vs the agent baseline (budget $budget); $(ratio "$(median "${r_root[@]}")" 1) vs root in the root cgroup"
 }
 

@@ -21,6 +21,7 @@ use std::{
 };
 
 mod allowlist;
+mod attach;
 mod limits;
 mod matcher;
 mod path_cache;
@@ -436,9 +437,15 @@ fn blocks_hold_while_the_daemon_is_killed_and_restarted() {
         .stderr(Stdio::null())
         .spawn()
         .expect("start agent");
-    let lines = BufReader::new(child.stdout.take().expect("stdout"));
-    let reader = thread::spawn(move || lines.lines().map_while(Result::ok).collect::<Vec<_>>());
-    thread::sleep(Duration::from_millis(800));
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    // Killed once the session runs (its first attempt answered), not while it is created.
+    let first = lines.next().and_then(Result::ok);
+    let reader = thread::spawn(move || {
+        first
+            .into_iter()
+            .chain(lines.map_while(Result::ok))
+            .collect::<Vec<_>>()
+    });
     restart_daemon(true);
     let status = child.wait().expect("agent exits");
     let lines = reader.join().expect("reader");

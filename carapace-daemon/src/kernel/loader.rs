@@ -4,8 +4,16 @@
 //! restarted daemon loads fresh programs that reuse the pinned maps (so session state and
 //! rules carry over), attaches them, and only then removes the previous links: for a moment
 //! both generations enforce the same maps, so enforcement never lapses.
+//!
+//! The programs are loaded (and so verified) when the daemon starts, but attached only while
+//! some session may run ([`Programs::arm`]): an attached LSM program costs every process on
+//! the machine its trampoline on every open (~100 instructions, 3 % of an open+close), and
+//! with no session there is nothing for it to enforce.
 
-use std::{fs, io, path::Path};
+use std::{
+    fs, io,
+    path::{Path, PathBuf},
+};
 
 use aya::{
     maps::Map,
@@ -63,11 +71,9 @@ pub struct Loaded {
     /// Every map but the ring buffer, by name.
     pub maps: Vec<(String, Map)>,
     pub events: Map,
-    pub hooks: Vec<&'static str>,
-    /// Guards not attached, with the reason.
+    pub programs: Programs,
+    /// Guards not loaded, with the reason.
     pub skipped: Vec<String>,
-    /// A previous daemon's links were found and replaced.
-    pub adopted_links: bool,
     /// Whether file opens inside sessions use the path cache, or why not.
     pub path_cache: Result<(), String>,
 }
@@ -112,19 +118,15 @@ pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
         guards: &guards,
         path_cache: &path_cache,
     };
-    let result = load_and_attach(settings, &inputs, &aya_btf, &maps_dir, &links_dir);
+    let result = load_programs(settings, &inputs, &aya_btf, &maps_dir, &links_dir);
     if result.is_err() && fresh {
         // Leave nothing behind on a kernel that refused the programs.
         let _ = fs::remove_dir_all(&settings.pin_dir);
     }
-    let attached = result?;
+    let loaded = result?;
     Ok(Loaded {
-        maps: attached.maps,
-        events: attached.events,
-        hooks: attached.hooks,
-        skipped: attached.skipped,
-        adopted_links: attached.adopted_links,
         path_cache: path_cache.map(|_| ()),
+        ..loaded
     })
 }
 
@@ -163,21 +165,78 @@ struct Inputs<'a> {
     path_cache: &'a Result<(u64, u64), String>,
 }
 
-struct Attached {
-    maps: Vec<(String, Map)>,
-    events: Map,
-    hooks: Vec<&'static str>,
-    skipped: Vec<String>,
-    adopted_links: bool,
+/// The loaded programs, attached while armed.
+pub struct Programs {
+    /// Owns the programs' file descriptors (the maps were taken out of it).
+    ebpf: aya::Ebpf,
+    /// (program, LSM hook) in attach order: the path cache's invalidation hooks first.
+    plan: Vec<(&'static str, &'static str)>,
+    links_dir: PathBuf,
+    armed: bool,
 }
 
-fn load_and_attach(
+impl Programs {
+    /// Attaches every program and pins its link in place of a previous daemon's, each only
+    /// after the new one is in force. `cache_hooks_attached` runs once the path cache's
+    /// invalidation hooks are attached and before any program that reads the cache: entries
+    /// made before are suspect (dentries were freed and reused unwatched while disarmed).
+    /// Returns whether a previous daemon's link was replaced. A failure leaves what was
+    /// attached in force.
+    pub fn arm(
+        &mut self,
+        cache_hooks_attached: impl FnOnce() -> anyhow::Result<()>,
+    ) -> Result<bool, KernelUnavailable> {
+        let mut replaced = false;
+        let mut cache_hooks = Some(cache_hooks_attached);
+        for &(name, hook) in &self.plan {
+            if !PATH_CACHE_HOOKS.contains(&name) {
+                if let Some(f) = cache_hooks.take() {
+                    f().map_err(|e| {
+                        KernelUnavailable::new(format!("cannot reset the path cache: {e:#}"))
+                    })?;
+                }
+            }
+            replaced |= attach_as(&mut self.ebpf, name, hook, &self.links_dir)?;
+        }
+        self.armed = true;
+        Ok(replaced)
+    }
+
+    /// Detaches every program: unpinning a link drops the last reference to it (the daemon
+    /// keeps none). The kernel frees the trampolines after an RCU grace period.
+    pub fn disarm(&mut self) -> io::Result<()> {
+        for entry in fs::read_dir(&self.links_dir)? {
+            fs::remove_file(entry?.path())?;
+        }
+        self.armed = false;
+        Ok(())
+    }
+
+    #[must_use]
+    pub fn armed(&self) -> bool {
+        self.armed
+    }
+
+    /// Whether a previous daemon left links pinned (it was armed when it stopped).
+    #[must_use]
+    pub fn pinned(&self) -> bool {
+        has_entries(&self.links_dir)
+    }
+
+    /// The programs attached while armed.
+    #[must_use]
+    pub fn names(&self) -> Vec<&'static str> {
+        self.plan.iter().map(|&(name, _)| name).collect()
+    }
+}
+
+fn load_programs(
     settings: &KernelSettings,
     inputs: &Inputs<'_>,
     aya_btf: &AyaBtf,
     maps_dir: &Path,
     links_dir: &Path,
-) -> Result<Attached, KernelUnavailable> {
+) -> Result<Loaded, KernelUnavailable> {
     let daemon_tgid = std::process::id();
     let mut loader = EbpfLoader::new();
     loader
@@ -209,23 +268,32 @@ fn load_and_attach(
         KernelUnavailable::new(format!("cannot load the eBPF object: {}", chain(&e)))
     })?;
 
-    let mut adopted_links = false;
-    let mut hooks = Vec::new();
+    // Loading verifies: a program this kernel refuses fails the start, not a session.
+    let mut plan = Vec::new();
+    if inputs.path_cache.is_ok() {
+        // With the cache on, its invalidation must be in force before any session opens a
+        // file: a refusal fails the kernel layer rather than run a blind cache.
+        for program in PATH_CACHE_HOOKS {
+            load_one(&mut ebpf, program, program, aya_btf)?;
+            plan.push((program, program));
+        }
+    } else {
+        for program in PATH_CACHE_HOOKS {
+            let _ = fs::remove_file(links_dir.join(program));
+        }
+    }
     for hook in HOOKS {
-        adopted_links |= attach(&mut ebpf, hook, aya_btf, links_dir)?;
-        hooks.push(hook);
+        load_one(&mut ebpf, hook, hook, aya_btf)?;
+        plan.push((hook, hook));
     }
     let mut skipped = Vec::new();
     for (program, hook, why_not) in inputs.guards {
-        let attached = match why_not {
-            None => attach_as(&mut ebpf, program, hook, aya_btf, links_dir).map_err(|e| e.reason),
+        let loaded = match why_not {
+            None => load_one(&mut ebpf, program, hook, aya_btf).map_err(|e| e.reason),
             Some(why) => Err(why.clone()),
         };
-        match attached {
-            Ok(adopted) => {
-                adopted_links |= adopted;
-                hooks.push(*program);
-            }
+        match loaded {
+            Ok(()) => plan.push((*program, *hook)),
             Err(why) => {
                 tracing::warn!("self-protection guard not attached: {why}");
                 // A previous daemon's program would protect a stale daemon pid.
@@ -234,17 +302,6 @@ fn load_and_attach(
             }
         }
     }
-
-    // With the cache on, its invalidation must be in force before any session opens a
-    // file: a failure to attach fails the kernel layer rather than run a blind cache.
-    for program in PATH_CACHE_HOOKS {
-        if inputs.path_cache.is_ok() {
-            adopted_links |= attach(&mut ebpf, program, aya_btf, links_dir)?;
-        } else {
-            let _ = fs::remove_file(links_dir.join(program));
-        }
-    }
-
     for name in RETIRED_LINKS {
         let _ = fs::remove_file(links_dir.join(name));
     }
@@ -280,42 +337,55 @@ fn load_and_attach(
         }
     }
     let events = events.ok_or_else(|| KernelUnavailable::new("no EVENTS map"))?;
-    Ok(Attached {
+    Ok(Loaded {
         maps,
         events,
-        hooks,
+        programs: Programs {
+            ebpf,
+            plan,
+            links_dir: links_dir.to_path_buf(),
+            armed: false,
+        },
         skipped,
-        adopted_links,
+        path_cache: Ok(()),
     })
 }
 
-/// Loads, attaches and pins the program of `hook`; returns whether it replaced a previous
-/// daemon's link.
-fn attach(
-    ebpf: &mut aya::Ebpf,
-    hook: &'static str,
-    aya_btf: &AyaBtf,
-    links_dir: &Path,
-) -> Result<bool, KernelUnavailable> {
-    attach_as(ebpf, hook, hook, aya_btf, links_dir)
-}
-
-/// Attaches program `name` to LSM `hook` (a hook may carry several programs) and pins its
-/// link under the program's name.
-fn attach_as(
+/// Loads program `name` for LSM `hook` into the kernel (the verifier runs here).
+fn load_one(
     ebpf: &mut aya::Ebpf,
     name: &'static str,
     hook: &'static str,
     aya_btf: &AyaBtf,
-    links_dir: &Path,
-) -> Result<bool, KernelUnavailable> {
-    let program: &mut Lsm = ebpf
-        .program_mut(name)
+) -> Result<(), KernelUnavailable> {
+    lsm_program(ebpf, name)?
+        .load(hook, aya_btf)
+        .map_err(|e| refused(name, &e))
+}
+
+fn lsm_program<'a>(
+    ebpf: &'a mut aya::Ebpf,
+    name: &'static str,
+) -> Result<&'a mut Lsm, KernelUnavailable> {
+    ebpf.program_mut(name)
         .ok_or_else(|| KernelUnavailable::new(format!("program {name} missing from the object")))?
         .try_into()
-        .map_err(|e: ProgramError| KernelUnavailable::new(format!("{name}: {e}")))?;
-    program.load(hook, aya_btf).map_err(|e| refused(name, &e))?;
-    let id = program.attach().map_err(|e| refused(name, &e))?;
+        .map_err(|e: ProgramError| KernelUnavailable::new(format!("{name}: {e}")))
+}
+
+/// Attaches the loaded program `name` to its LSM hook (a hook may carry several programs)
+/// and pins its link under the program's name; returns whether it replaced a previous
+/// daemon's link.
+fn attach_as(
+    ebpf: &mut aya::Ebpf,
+    name: &'static str,
+    hook: &'static str,
+    links_dir: &Path,
+) -> Result<bool, KernelUnavailable> {
+    let program = lsm_program(ebpf, name)?;
+    let id = program.attach().map_err(|e| {
+        KernelUnavailable::new(format!("cannot attach {name} to {hook}: {}", chain(&e)))
+    })?;
     let link: FdLink = program
         .take_link(id)
         .map_err(|e| KernelUnavailable::new(format!("{name}: {e}")))?

@@ -277,7 +277,7 @@ impl KernelMaps {
     /// Retires every cached "no rule names this path": made under the maps before this
     /// write (or during it), it may not hold under the new entries. Read from the pinned map
     /// and counted up, never reset, so a restarted daemon cannot revive an old entry.
-    fn invalidate_path_cache(&mut self) -> anyhow::Result<()> {
+    pub(super) fn invalidate_path_cache(&mut self) -> anyhow::Result<()> {
         let gen = self
             .cache_gen
             .get(&cache_gen::RULES, 0)

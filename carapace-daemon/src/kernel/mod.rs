@@ -48,7 +48,7 @@ impl KernelUnavailable {
 pub struct Kernel {
     maps: KernelMaps,
     events: Option<EventStream>,
-    hooks: Vec<&'static str>,
+    programs: loader::Programs,
     /// Self-protection guards not attached on this kernel, with the reason.
     skipped: Vec<String>,
     adopted: Vec<(u64, u32)>,
@@ -57,8 +57,9 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// Loads and attaches the programs (or adopts the ones a previous daemon pinned, so that
-    /// enforcement never lapses) and writes `image` into the maps.
+    /// Loads the programs and writes `image` into the maps. Where a previous daemon left its
+    /// programs attached (it stopped during a session), attaches these in their place at once,
+    /// so that enforcement never lapses; otherwise they wait for [`Kernel::arm`].
     pub fn start(
         settings: &KernelSettings,
         image: &KernelImage,
@@ -83,15 +84,50 @@ impl Kernel {
         let events = EventStream::new(loaded.events).map_err(|e| {
             KernelUnavailable::new(format!("cannot watch the event ring buffer: {e}"))
         })?;
+        let mut programs = loaded.programs;
+        let adopted_links = if programs.pinned() {
+            programs.arm(|| maps.invalidate_path_cache())?
+        } else {
+            false
+        };
         Ok(Self {
             maps,
             events: Some(events),
-            hooks: loaded.hooks,
+            programs,
             skipped: loaded.skipped,
             adopted,
-            adopted_links: loaded.adopted_links,
+            adopted_links,
             path_cache: loaded.path_cache,
         })
+    }
+
+    /// Attaches the programs, if they are not: before a session's first process enters its
+    /// cgroup. Idempotent.
+    pub fn arm(&mut self) -> anyhow::Result<()> {
+        if self.programs.armed() {
+            return Ok(());
+        }
+        let maps = &mut self.maps;
+        self.programs.arm(|| maps.invalidate_path_cache())?;
+        tracing::info!("kernel programs attached: a session is running");
+        Ok(())
+    }
+
+    /// Detaches the programs once no session cgroup is left: with nothing to enforce they
+    /// would only slow every open on the machine.
+    pub fn disarm(&mut self) -> anyhow::Result<()> {
+        if !self.programs.armed() && !self.programs.pinned() {
+            return Ok(());
+        }
+        self.programs.disarm()?;
+        tracing::info!("kernel programs detached: no session is running");
+        Ok(())
+    }
+
+    /// Whether the programs are attached.
+    #[must_use]
+    pub fn armed(&self) -> bool {
+        self.programs.armed()
     }
 
     /// Replaces the rules in the maps with `image`, never leaving a moment where neither the
@@ -148,9 +184,14 @@ impl Kernel {
             Ok(()) => "path cache on".to_owned(),
             Err(why) => format!("path cache off ({why})"),
         };
+        let attached = if self.programs.armed() {
+            "attached, a session is running"
+        } else {
+            "loaded, attached while a session runs"
+        };
         format!(
-            "enforcing ({origin}): hooks {}; {}; {cache}{skipped}",
-            self.hooks.join(", "),
+            "enforcing ({origin}; {attached}): hooks {}; {}; {cache}{skipped}",
+            self.programs.names().join(", "),
             self.maps.fill_levels()
         )
     }

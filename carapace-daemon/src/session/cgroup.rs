@@ -132,6 +132,23 @@ impl CarapaceRoot {
     pub fn session_dir(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
+
+    /// Whether no process and no cgroup is left below the root: nothing for the kernel
+    /// programs to act on. Anything unreadable counts as occupied.
+    #[must_use]
+    pub fn is_vacant(&self) -> bool {
+        let Ok(entries) = fs::read_dir(&self.dir) else {
+            return false;
+        };
+        for entry in entries {
+            match entry.and_then(|e| e.file_type()) {
+                Ok(t) if t.is_dir() => return false,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+        is_empty(&self.dir)
+    }
 }
 
 fn rel_path(root: &str, name: &str) -> String {

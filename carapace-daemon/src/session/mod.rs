@@ -91,16 +91,18 @@ impl SessionManager {
             tracing::info!(session = %record.id, cgroup = %record.cgroup.display(), "resumed session");
             sessions.insert(record.id.clone(), record);
         }
-        if let Some(k) = kernel.as_ref() {
-            let known: Vec<u64> = sessions.values().map(|s| s.cgroup_id).collect();
-            for (cgroup_id, number) in k.adopted_sessions() {
-                if !known.contains(&cgroup_id) {
-                    tracing::warn!(
-                        cgroup_id,
-                        number,
-                        "the kernel maps tag a session this daemon does not know; leaving it enforced"
-                    );
-                }
+        if let Some(k) = kernel.as_mut() {
+            forget_orphans(&root, &sessions, k);
+        }
+        // The programs stay attached only where some session may still run.
+        if let Some(k) = kernel.as_mut() {
+            let settled = if sessions.is_empty() && root.is_vacant() {
+                k.disarm()
+            } else {
+                k.arm()
+            };
+            if let Err(e) = settled {
+                tracing::warn!("kernel programs: {e:#}");
             }
         }
         let controllers = Controllers::enable(&hierarchy, &root);
@@ -209,7 +211,7 @@ impl SessionManager {
             return Err(e.into());
         }
         if let Some(k) = state.kernel.as_mut() {
-            if let Err(e) = k.add_session(cgroup_id, number) {
+            if let Err(e) = k.arm().and_then(|()| k.add_session(cgroup_id, number)) {
                 undo(&dir);
                 return Err(SessionError::Kernel(e));
             }
@@ -303,6 +305,13 @@ impl SessionManager {
         self.db.remove_session(id)?;
         state.sessions.remove(id);
         tracing::info!(session = %id, "session ended");
+        if state.sessions.is_empty() && self.root.is_vacant() {
+            if let Some(k) = state.kernel.as_mut() {
+                if let Err(e) = k.disarm() {
+                    tracing::warn!("cannot detach the kernel programs: {e:#}");
+                }
+            }
+        }
         Ok(hits)
     }
 }
@@ -328,6 +337,47 @@ impl SessionManager {
                 }
             })
             .collect()
+    }
+}
+
+/// Cleans what a daemon that died while creating a session left: a session cgroup with no
+/// record. Empty, it is removed and untagged (nothing ran in it yet); with processes, it
+/// stays tagged and enforced. Tags of cgroups that are gone are dropped.
+fn forget_orphans(root: &CarapaceRoot, sessions: &BTreeMap<String, SessionRecord>, k: &mut Kernel) {
+    let known: Vec<u64> = sessions.values().map(|s| s.cgroup_id).collect();
+    let mut present = Vec::new();
+    if let Ok(entries) = fs::read_dir(&root.dir) {
+        for dir in entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+        {
+            let Ok(id) = cgroup::cgroup_id(&dir) else {
+                continue;
+            };
+            if known.contains(&id) {
+                continue;
+            }
+            if cgroup::is_empty(&dir) && fs::remove_dir(&dir).is_ok() {
+                tracing::info!(cgroup = %dir.display(), "removed an empty session cgroup no session owns");
+            } else {
+                tracing::warn!(cgroup = %dir.display(), "a session cgroup no session owns has processes; leaving it enforced");
+                present.push(id);
+            }
+        }
+    }
+    for (cgroup_id, number) in k.adopted_sessions() {
+        if known.contains(&cgroup_id) || present.contains(&cgroup_id) {
+            continue;
+        }
+        tracing::info!(
+            cgroup_id,
+            number,
+            "untagging a session whose cgroup is gone"
+        );
+        if let Err(e) = k.remove_session(cgroup_id) {
+            tracing::warn!(cgroup_id, "cannot untag: {e:#}");
+        }
     }
 }
 
