@@ -125,5 +125,9 @@ fn an_empty_session_cgroup_no_session_owns_is_removed_at_start() {
     assert!(!orphan.exists(), "the orphan cgroup is removed");
     detached();
     let out = agent("cat /srv/secret/a.txt");
-    assert!(stderr(&out).contains("Permission denied"), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("Permission denied"),
+        "{}",
+        stdout(&out)
+    );
 }

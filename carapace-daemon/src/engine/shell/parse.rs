@@ -36,6 +36,12 @@ pub(super) fn program(src: &str) -> Result<Program, String> {
         // brush-parser 0.4 unwraps the number into a u32 and panics.
         return Err("a redirection names a file descriptor number too large".into());
     }
+    if blank_here_tag(src) {
+        // brush-parser 0.4's tokenizer loops forever, allocating, on a here-document whose
+        // tag is blank (`<<''`, `<<` and a carriage return) when the line ends in a
+        // backslash; a thread stuck there cannot be stopped, so such text is never parsed.
+        return Err("a here-document has an empty or blank delimiter".into());
+    }
     // The everyday command line needs no general parser (see `plain`).
     if let Some(program) = super::plain::program(src) {
         return Ok(program);
@@ -151,6 +157,37 @@ fn huge_fd(src: &str) -> bool {
     false
 }
 
+/// A here-document operator (`<<`, `<<-`, not `<<<`) whose tag word is nothing but quotes,
+/// backslashes, whitespace and control characters. Quotes are not tracked (`echo "<<''"`
+/// counts too), which can only refuse more.
+fn blank_here_tag(src: &str) -> bool {
+    let bytes = src.as_bytes();
+    let mut i = 0;
+    while let Some(at) = src[i..].find("<<").map(|p| p + i) {
+        i = at + 2;
+        if bytes.get(i) == Some(&b'<') {
+            // A here-string; skip all of `<<<`.
+            i += 1;
+            continue;
+        }
+        let mut rest = &src[i..];
+        rest = rest.strip_prefix('-').unwrap_or(rest);
+        let rest = rest.trim_start_matches([' ', '\t']);
+        let end = rest
+            .find([' ', '\t', '\n', ';', '&', '|', '<', '>', '(', ')'])
+            .unwrap_or(rest.len());
+        let tag = &rest[..end];
+        if !tag.is_empty()
+            && tag
+                .chars()
+                .all(|c| matches!(c, '\'' | '"' | '\\') || c.is_whitespace() || c.is_control())
+        {
+            return true;
+        }
+    }
+    false
+}
+
 /// Best-effort words of a command line that does not parse: split on whitespace and control
 /// operators, quotes dropped. Only used to give rules something to explain a refusal with.
 pub(super) fn rough_commands(src: &str) -> Vec<Vec<String>> {
@@ -169,7 +206,31 @@ pub(super) fn rough_commands(src: &str) -> Vec<Vec<String>> {
 mod tests {
     use proptest::prelude::*;
 
-    use super::{nesting, Nesting};
+    use super::{blank_here_tag, nesting, Nesting};
+
+    #[test]
+    fn blank_here_tags_are_found() {
+        for src in [
+            "<<''>\\",
+            "x <<\"\" >\\",
+            "<<\r>\\",
+            "<<-\r>\\",
+            "<<\u{c}&\\",
+            "cat <<'' ; echo",
+        ] {
+            assert!(blank_here_tag(src), "{src:?}");
+        }
+        for src in [
+            "cat <<EOF\nx\nEOF\n",
+            "cat <<'EOF'\nx\nEOF",
+            "cat <<< 'x'",
+            "echo $((1<<2))",
+            "cat <<- \"E O F\"\n",
+            "cat <<",
+        ] {
+            assert!(!blank_here_tag(src), "{src:?}");
+        }
+    }
 
     /// The character-by-character reading `nesting` replaced.
     fn by_chars(src: &str) -> (usize, usize, usize) {

@@ -284,6 +284,18 @@ fn nesting_is_bounded() {
         x.unparsable
     );
     assert!(ex("echo 7 > f; echo 123456789012").unparsable.is_empty());
+    // Blank here-document tags before a final backslash: the tokenizer loops forever,
+    // allocating (found by fuzzing); refused before it sees them.
+    for spin in ["<<\r>\\", "x <<'' >\\", "<<-\u{c}&\\"] {
+        let x = ex(spin);
+        assert!(
+            x.unparsable
+                .iter()
+                .any(|u| u.contains("empty or blank delimiter")),
+            "{spin:?}: {:?}",
+            x.unparsable
+        );
+    }
     for ok in [
         "echo $(( ((1+2)) * ((3+4)) ))",
         "(cd a && (cd b && (ls; (pwd))))",
