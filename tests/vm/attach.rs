@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{agent, guard, stderr, stdout};
+use super::{agent, guard, py_errno, stderr, stdout};
 
 const LINKS: &str = "/sys/fs/bpf/carapace/links";
 
@@ -41,6 +41,18 @@ fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
         );
         thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// A read the test rules block, from a new session: EACCES from `cat` and from Python.
+fn secret_read_denied(which: &str) {
+    let out = agent("cat /srv/secret/a.txt");
+    assert!(
+        stderr(&out).contains("Permission denied"),
+        "{which}: cat read the file: {}",
+        stdout(&out)
+    );
+    let out = agent(&py_errno("open(\"/srv/secret/a.txt\").read()"));
+    assert_eq!(stdout(&out).trim(), "13", "{which}: python open()");
 }
 
 fn detached() {
@@ -86,12 +98,7 @@ fn programs_are_attached_only_while_a_session_runs() {
         "a running session has its hooks attached"
     );
     // A second session while the first runs is enforced too.
-    let out = agent("cat /srv/secret/a.txt");
-    assert!(
-        stderr(&out).contains("Permission denied"),
-        "{}",
-        stdout(&out)
-    );
+    secret_read_denied("a second session");
     assert!(
         Path::new(LINKS).join("file_open").exists(),
         "the second session's end leaves the first one's programs attached"
@@ -103,14 +110,7 @@ fn programs_are_attached_only_while_a_session_runs() {
     detached();
 
     // The next session attaches them again before its process runs.
-    let out = agent("cat /srv/secret/a.txt");
-    assert!(
-        stderr(&out).contains("Permission denied"),
-        "re-attached for a new session: {}",
-        stdout(&out)
-    );
-    let out = agent(&super::py_errno("open(\"/srv/secret/a.txt\").read()"));
-    assert_eq!(stdout(&out).trim(), "13");
+    secret_read_denied("the first session after a detach");
 }
 
 #[test]
@@ -124,10 +124,5 @@ fn an_empty_session_cgroup_no_session_owns_is_removed_at_start() {
     super::restart_daemon(false);
     assert!(!orphan.exists(), "the orphan cgroup is removed");
     detached();
-    let out = agent("cat /srv/secret/a.txt");
-    assert!(
-        stderr(&out).contains("Permission denied"),
-        "{}",
-        stdout(&out)
-    );
+    secret_read_denied("the first session after the restart");
 }
