@@ -165,12 +165,15 @@ struct Inputs<'a> {
     path_cache: &'a Result<(u64, u64), String>,
 }
 
+/// A program and the LSM hook it attaches to.
+type Attach = (&'static str, &'static str);
+
 /// The loaded programs, attached while armed.
 pub struct Programs {
     /// Owns the programs' file descriptors (the maps were taken out of it).
     ebpf: aya::Ebpf,
-    /// (program, LSM hook) in attach order: the path cache's invalidation hooks first.
-    plan: Vec<(&'static str, &'static str)>,
+    /// In attach order: the path cache's invalidation hooks first.
+    plan: Vec<Attach>,
     links_dir: PathBuf,
     armed: bool,
 }
@@ -230,6 +233,51 @@ impl Programs {
     }
 }
 
+/// Loads every program into the kernel (the verifier runs here, so a program this kernel
+/// refuses fails the start, not a session) and returns the attach plan, with the guards left
+/// out and why.
+fn load_plan(
+    ebpf: &mut aya::Ebpf,
+    inputs: &Inputs<'_>,
+    aya_btf: &AyaBtf,
+    links_dir: &Path,
+) -> Result<(Vec<Attach>, Vec<String>), KernelUnavailable> {
+    let mut plan = Vec::new();
+    if inputs.path_cache.is_ok() {
+        // With the cache on, its invalidation must be in force before any session opens a
+        // file: a refusal fails the kernel layer rather than run a blind cache.
+        for program in PATH_CACHE_HOOKS {
+            load_one(ebpf, program, program, aya_btf)?;
+            plan.push((program, program));
+        }
+    } else {
+        for program in PATH_CACHE_HOOKS {
+            let _ = fs::remove_file(links_dir.join(program));
+        }
+    }
+    for hook in HOOKS {
+        load_one(ebpf, hook, hook, aya_btf)?;
+        plan.push((hook, hook));
+    }
+    let mut skipped = Vec::new();
+    for (program, hook, why_not) in inputs.guards {
+        let outcome = match why_not {
+            None => load_one(ebpf, program, hook, aya_btf).map_err(|e| e.reason),
+            Some(why) => Err(why.clone()),
+        };
+        match outcome {
+            Ok(()) => plan.push((*program, *hook)),
+            Err(why) => {
+                tracing::warn!("self-protection guard not attached: {why}");
+                // A previous daemon's program would protect a stale daemon pid.
+                let _ = fs::remove_file(links_dir.join(program));
+                skipped.push(why);
+            }
+        }
+    }
+    Ok((plan, skipped))
+}
+
 fn load_programs(
     settings: &KernelSettings,
     inputs: &Inputs<'_>,
@@ -268,40 +316,7 @@ fn load_programs(
         KernelUnavailable::new(format!("cannot load the eBPF object: {}", chain(&e)))
     })?;
 
-    // Loading verifies: a program this kernel refuses fails the start, not a session.
-    let mut plan = Vec::new();
-    if inputs.path_cache.is_ok() {
-        // With the cache on, its invalidation must be in force before any session opens a
-        // file: a refusal fails the kernel layer rather than run a blind cache.
-        for program in PATH_CACHE_HOOKS {
-            load_one(&mut ebpf, program, program, aya_btf)?;
-            plan.push((program, program));
-        }
-    } else {
-        for program in PATH_CACHE_HOOKS {
-            let _ = fs::remove_file(links_dir.join(program));
-        }
-    }
-    for hook in HOOKS {
-        load_one(&mut ebpf, hook, hook, aya_btf)?;
-        plan.push((hook, hook));
-    }
-    let mut skipped = Vec::new();
-    for (program, hook, why_not) in inputs.guards {
-        let loaded = match why_not {
-            None => load_one(&mut ebpf, program, hook, aya_btf).map_err(|e| e.reason),
-            Some(why) => Err(why.clone()),
-        };
-        match loaded {
-            Ok(()) => plan.push((*program, *hook)),
-            Err(why) => {
-                tracing::warn!("self-protection guard not attached: {why}");
-                // A previous daemon's program would protect a stale daemon pid.
-                let _ = fs::remove_file(links_dir.join(program));
-                skipped.push(why);
-            }
-        }
-    }
+    let (plan, skipped) = load_plan(&mut ebpf, inputs, aya_btf, links_dir)?;
     for name in RETIRED_LINKS {
         let _ = fs::remove_file(links_dir.join(name));
     }
