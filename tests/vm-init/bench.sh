@@ -99,12 +99,19 @@ session() {
 # a process outside it: they are attached only while some session runs. No polling, so it
 # adds no instructions of its own to the measured window.
 fifo=/tmp/bench-session-fifo
+# Measuring starts once the session's shell waits and everything its start set off has
+# settled: under icount every instruction of the guest counts, the daemon's and the
+# session's start-up too.
 start_idle_session() {
-    rm -f $fifo
+    rm -f $fifo /tmp/bench-session-ready
     mkfifo -m 666 $fifo
-    SUDO_UID=1000 SUDO_GID=1000 carapace run -- sh -c "read x <$fifo" 2>/dev/null &
+    SUDO_UID=1000 SUDO_GID=1000 carapace run -- \
+        sh -c "echo >/tmp/bench-session-ready; read x <$fifo" 2>/dev/null &
     idle_session=$!
-    until [ -e /sys/fs/bpf/carapace/links/file_open ]; do sleep 0.05; done
+    until [ -e /tmp/bench-session-ready ] && [ -e /sys/fs/bpf/carapace/links/file_open ]; do
+        sleep 0.05
+    done
+    sleep 2
 }
 
 stop_idle_session() {
