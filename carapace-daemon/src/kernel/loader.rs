@@ -179,35 +179,29 @@ pub struct Programs {
 }
 
 impl Programs {
-    /// Attaches every program and pins its link in place of a previous daemon's, each only
-    /// after the new one is in force. `cache_hooks_attached` runs once the path cache's
-    /// invalidation hooks are attached and before any program that reads the cache: entries
-    /// made before are suspect (dentries were freed and reused unwatched while disarmed).
-    /// Returns whether a previous daemon's link was replaced. A failure leaves what was
-    /// attached in force.
-    pub fn arm(
-        &mut self,
-        cache_hooks_attached: impl FnOnce() -> anyhow::Result<()>,
-    ) -> Result<bool, KernelUnavailable> {
+    /// Attaches every program in plan order and pins its link in place of a previous
+    /// daemon's, each only after the new one is in force. Returns whether a previous daemon's
+    /// link was replaced. A failure leaves what was attached in force.
+    pub fn arm(&mut self) -> Result<bool, KernelUnavailable> {
         let mut replaced = false;
-        let mut cache_hooks = Some(cache_hooks_attached);
         for &(name, hook) in &self.plan {
-            if !PATH_CACHE_HOOKS.contains(&name) {
-                if let Some(f) = cache_hooks.take() {
-                    f().map_err(|e| {
-                        KernelUnavailable::new(format!("cannot reset the path cache: {e:#}"))
-                    })?;
-                }
-            }
             replaced |= attach_as(&mut self.ebpf, name, hook, &self.links_dir)?;
         }
         self.armed = true;
         Ok(replaced)
     }
 
-    /// Detaches every program: unpinning a link drops the last reference to it (the daemon
-    /// keeps none). The kernel frees the trampolines after an RCU grace period.
+    /// Detaches every program, in reverse plan order so that the path cache's invalidation
+    /// hooks outlive `file_open`, its reader; then any other pin left there. Unpinning a link
+    /// drops the last reference to it (the daemon keeps none); the kernel frees the
+    /// trampolines after an RCU grace period.
     pub fn disarm(&mut self) -> io::Result<()> {
+        for &(name, _) in self.plan.iter().rev() {
+            match fs::remove_file(self.links_dir.join(name)) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
         for entry in fs::read_dir(&self.links_dir)? {
             fs::remove_file(entry?.path())?;
         }

@@ -84,21 +84,19 @@ impl Kernel {
         let events = EventStream::new(loaded.events).map_err(|e| {
             KernelUnavailable::new(format!("cannot watch the event ring buffer: {e}"))
         })?;
-        let mut programs = loaded.programs;
-        let adopted_links = if programs.pinned() {
-            programs.arm(|| maps.invalidate_path_cache())?
-        } else {
-            false
-        };
-        Ok(Self {
+        let mut kernel = Self {
             maps,
             events: Some(events),
-            programs,
+            programs: loaded.programs,
             skipped: loaded.skipped,
             adopted,
-            adopted_links,
+            adopted_links: false,
             path_cache: loaded.path_cache,
-        })
+        };
+        if kernel.programs.pinned() {
+            kernel.adopted_links = kernel.attach()?;
+        }
+        Ok(kernel)
     }
 
     /// Attaches the programs, if they are not: before a session's first process enters its
@@ -107,10 +105,20 @@ impl Kernel {
         if self.programs.armed() {
             return Ok(());
         }
-        let maps = &mut self.maps;
-        self.programs.arm(|| maps.invalidate_path_cache())?;
+        self.attach()?;
         tracing::info!("kernel programs attached: a session is running");
         Ok(())
+    }
+
+    /// Retires the path cache's entries, then attaches. Entries made before may be stale:
+    /// while detached, dentries were freed and reused with no `d_instantiate` watching. Every
+    /// entry made after is made by a `file_open` attached after the invalidation hooks (plan
+    /// order), and `disarm` detaches it before them.
+    fn attach(&mut self) -> Result<bool, KernelUnavailable> {
+        self.maps
+            .invalidate_path_cache()
+            .map_err(|e| KernelUnavailable::new(format!("cannot reset the path cache: {e:#}")))?;
+        self.programs.arm()
     }
 
     /// Detaches the programs once no session cgroup is left: with nothing to enforce they
@@ -122,12 +130,6 @@ impl Kernel {
         self.programs.disarm()?;
         tracing::info!("kernel programs detached: no session is running");
         Ok(())
-    }
-
-    /// Whether the programs are attached.
-    #[must_use]
-    pub fn armed(&self) -> bool {
-        self.programs.armed()
     }
 
     /// Replaces the rules in the maps with `image`, never leaving a moment where neither the

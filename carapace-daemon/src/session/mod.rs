@@ -93,10 +93,7 @@ impl SessionManager {
         }
         if let Some(k) = kernel.as_mut() {
             forget_orphans(&root, &sessions, k);
-        }
-        // The programs stay attached only where some session may still run.
-        if let Some(k) = kernel.as_mut() {
-            let settled = if sessions.is_empty() && root.is_vacant() {
+            let settled = if nothing_to_enforce(&root, &sessions) {
                 k.disarm()
             } else {
                 k.arm()
@@ -305,7 +302,7 @@ impl SessionManager {
         self.db.remove_session(id)?;
         state.sessions.remove(id);
         tracing::info!(session = %id, "session ended");
-        if state.sessions.is_empty() && self.root.is_vacant() {
+        if nothing_to_enforce(&self.root, &state.sessions) {
             if let Some(k) = state.kernel.as_mut() {
                 if let Err(e) = k.disarm() {
                     tracing::warn!("cannot detach the kernel programs: {e:#}");
@@ -338,6 +335,12 @@ impl SessionManager {
             })
             .collect()
     }
+}
+
+/// No session and nothing below the Carapace cgroup: the kernel programs, attached only while
+/// some session may run, can go.
+fn nothing_to_enforce(root: &CarapaceRoot, sessions: &BTreeMap<String, SessionRecord>) -> bool {
+    sessions.is_empty() && root.is_vacant()
 }
 
 /// Cleans what a daemon that died while creating a session left: a session cgroup with no
