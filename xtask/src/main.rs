@@ -13,7 +13,7 @@ use std::{path::PathBuf, process::ExitCode};
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
 
-use crate::util::{cargo, output, run, workspace_root};
+use crate::util::{cargo, run, target_dir, workspace_root};
 
 #[derive(Parser)]
 #[command(about = "Carapace's developer tasks", version)]
@@ -79,15 +79,6 @@ fn main() -> ExitCode {
 }
 
 /// The cargo target directory of the workspace.
-fn target_dir() -> Result<PathBuf> {
-    let meta = output(cargo().args(["metadata", "--format-version", "1", "--no-deps"]))?;
-    let meta: serde_json::Value = serde_json::from_str(&meta).context("cargo metadata")?;
-    meta["target_directory"]
-        .as_str()
-        .map(PathBuf::from)
-        .context("cargo metadata: no target_directory")
-}
-
 /// Builds `carapaced` and `carapace` (release) and returns the directory holding them.
 pub fn build_release_binaries() -> Result<PathBuf> {
     run(cargo().args(["build", "--release", "-p", "carapace-daemon", "--bins"]))

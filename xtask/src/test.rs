@@ -98,7 +98,7 @@ const DISK_NEEDED_WARM: u64 = 1 << 30;
 /// Fails at once, naming the file system and what to do, when the run would run out of disk
 /// part-way: a linker writing into a full disk dies of SIGBUS, which says nothing of disk.
 fn disk_space() -> Result<()> {
-    let target = target_dir();
+    let target = target_dir()?;
     let free = free_bytes(&target)?;
     // Bytes as GiB with one decimal, in integers (no float casts).
     let gib = |b: u64| format!("{}.{}", b >> 30, ((b & ((1 << 30) - 1)) * 10) >> 30);

@@ -38,9 +38,15 @@ pub fn is_ci() -> bool {
     env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
-/// The directory cargo builds into: `$CARGO_TARGET_DIR` or the workspace's target/.
-pub fn target_dir() -> PathBuf {
-    env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace_root().join("target"), PathBuf::from)
+/// The directory cargo builds into, as cargo itself resolves it (`CARGO_TARGET_DIR`,
+/// `build.target-dir`, or the workspace's target/).
+pub fn target_dir() -> Result<PathBuf> {
+    let meta = output(cargo().args(["metadata", "--format-version", "1", "--no-deps"]))?;
+    let meta: serde_json::Value = serde_json::from_str(&meta).context("cargo metadata")?;
+    meta["target_directory"]
+        .as_str()
+        .map(PathBuf::from)
+        .context("cargo metadata: no target_directory")
 }
 
 /// Bytes free to an unprivileged writer on the file system holding `path` (or its nearest
