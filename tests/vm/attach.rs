@@ -5,12 +5,12 @@
 use std::{
     fs,
     path::Path,
-    process::{Command, Stdio},
+    process::Stdio,
     thread,
     time::{Duration, Instant},
 };
 
-use super::{agent, guard, py_errno, stderr, stdout};
+use super::{agent, guard, py_errno, session_command, stderr, stdout};
 
 const LINKS: &str = "/sys/fs/bpf/carapace/links";
 
@@ -76,14 +76,8 @@ fn programs_are_attached_only_while_a_session_runs() {
 
     let stop = Path::new("/tmp/attach-test-stop");
     let _ = fs::remove_file(stop);
-    let mut session = Command::new("carapace")
-        .args(["run", "--", "bash", "-c"])
-        .arg(format!(
-            "until [ -e {} ]; do sleep 0.1; done",
-            stop.display()
-        ))
-        .env("SUDO_UID", "1000")
-        .env("SUDO_GID", "1000")
+    let wait = format!("until [ -e {} ]; do sleep 0.1; done", stop.display());
+    let mut session = session_command(&["bash", "-c", &wait], Some(1000))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -129,16 +129,23 @@ fn agent(script: &str) -> Output {
     agent_as(script, Some(1000))
 }
 
-fn agent_as(script: &str, uid: Option<u32>) -> Output {
+/// `carapace run -- ARGV…` in /tmp as `sudo` run by `uid` would start it (root's own session
+/// when `None`).
+fn session_command(argv: &[&str], uid: Option<u32>) -> Command {
     let mut cmd = Command::new("carapace");
-    cmd.args(["run", "--", "bash", "-c", script])
-        .current_dir("/tmp");
+    cmd.arg("run").arg("--").args(argv).current_dir("/tmp");
     cmd.env_remove("SUDO_UID").env_remove("SUDO_GID");
     if let Some(uid) = uid {
         cmd.env("SUDO_UID", uid.to_string())
             .env("SUDO_GID", uid.to_string());
     }
-    let out = cmd.output().expect("run carapace");
+    cmd
+}
+
+fn agent_as(script: &str, uid: Option<u32>) -> Output {
+    let out = session_command(&["bash", "-c", script], uid)
+        .output()
+        .expect("run carapace");
     eprintln!(
         "agent `{script}` → {:?}\nstdout: {}\nstderr: {}",
         out.status,
@@ -372,23 +379,21 @@ fn grandchild_in_nested_cgroup_is_still_blocked() {
     // The agent itself may not move (self-protection, see self_protection.rs), so root moves
     // it from outside into a cgroup nested in its session, as a delegated setup could.
     let _ = fs::remove_file("/tmp/nested-agent.pid");
-    let child = Command::new("carapace")
-        .args([
-            "run",
-            "--",
+    let child = session_command(
+        &[
             "bash",
             "-c",
             "echo $$ > /tmp/nested-agent.pid; \
              for _ in $(seq 200); do grep -q nested /proc/self/cgroup && break; sleep 0.05; done; \
              grep -q nested /proc/self/cgroup && echo moved; \
              bash -c 'bash -c \"cat /srv/secret/a.txt\"'",
-        ])
-        .env("SUDO_UID", "1000")
-        .env("SUDO_GID", "1000")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start agent");
+        ],
+        Some(1000),
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("start agent");
     let deadline = Instant::now() + Duration::from_secs(30);
     let pid = loop {
         if let Some(pid) = fs::read_to_string("/tmp/nested-agent.pid")
@@ -423,17 +428,15 @@ fn grandchild_in_nested_cgroup_is_still_blocked() {
 #[test]
 fn blocks_hold_while_the_daemon_is_killed_and_restarted() {
     let _g = guard();
-    let mut child = Command::new("carapace")
-        .args([
-            "run",
-            "--",
+    let mut child = session_command(
+        &[
             "bash",
             "-c",
             "for i in $(seq 1 60); do if cat /srv/secret/a.txt >/dev/null 2>&1; then echo ALLOWED; else echo denied; fi; sleep 0.1; done",
-        ])
-        .env("SUDO_UID", "1000")
-        .env("SUDO_GID", "1000")
-        .stdout(Stdio::piped())
+        ],
+        Some(1000),
+    )
+    .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("start agent");

@@ -17,7 +17,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{daemon_pids, guard};
+use super::{daemon_pids, guard, session_command};
 
 const EACCES: &str = "13";
 const SCRIPT: &str = include_str!("self_protection.py");
@@ -31,10 +31,7 @@ struct HeldSession {
 
 impl HeldSession {
     fn start(marker: u32) -> Self {
-        let run = Command::new("carapace")
-            .args(["run", "--", "sleep", &marker.to_string()])
-            .env("SUDO_UID", "1000")
-            .env("SUDO_GID", "1000")
+        let run = session_command(&["sleep", &marker.to_string()], Some(1000))
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
