@@ -410,6 +410,29 @@ pub mod globals {
     /// 0 turns the cache off.
     pub const ADDR_RENAME_LOCK: &str = "ADDR_RENAME_LOCK";
     pub const ADDR_MOUNT_LOCK: &str = "ADDR_MOUNT_LOCK";
+    /// BTF id of the kernel's `struct seqcount` where the kernel has the `bpf_rdonly_cast`
+    /// kfunc (Linux 6.2+): the path cache then reads the two sequences with direct loads
+    /// instead of two `bpf_probe_read_kernel` calls. 0 where it has not.
+    pub const BTF_SEQCOUNT: &str = "BTF_SEQCOUNT";
+}
+
+/// The one kfunc call the programs make, and how it reaches the kernel. aya 0.14 cannot
+/// relocate a call to an extern function, so the programs emit this placeholder instruction
+/// (`call` with `src_reg = BPF_PSEUDO_KFUNC_CALL` and a marker as the BTF id) and the daemon
+/// rewrites it before loading: into a call of `bpf_rdonly_cast` by its id in the running
+/// kernel's BTF, or, on a kernel without it, into `r0 = r1` on a path the verifier proves
+/// dead (the programs branch on [`globals::BTF_SEQCOUNT`]).
+pub mod kfunc {
+    /// `BPF_JMP | BPF_CALL`, `src_reg` 2, `dst_reg` 0, `off` 0, `imm` "cRDC", as the
+    /// little-endian 64-bit word the instruction is.
+    pub const RDONLY_CAST_PLACEHOLDER: u64 = 0x4344_5263_0000_2085;
+    /// The instruction's opcode and register byte.
+    pub const CALL: u8 = 0x85;
+    pub const KFUNC_CALL_REGS: u8 = 0x20;
+    /// `BPF_ALU64 | BPF_MOV | BPF_X` with `dst_reg` 0, `src_reg` 1: what the verifier
+    /// inlines `bpf_rdonly_cast` to anyway, used where the kfunc is missing.
+    pub const MOV_R0_R1: u8 = 0xbf;
+    pub const MOV_R0_R1_REGS: u8 = 0x10;
 }
 
 /// Names of the maps (also their pin names under bpffs).

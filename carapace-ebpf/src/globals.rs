@@ -37,6 +37,7 @@ global!(OFF_TASK_FS: u64);
 global!(OFF_FS_ROOT: u64);
 global!(ADDR_RENAME_LOCK: u64);
 global!(ADDR_MOUNT_LOCK: u64);
+global!(BTF_SEQCOUNT: u32);
 
 /// Reads a global without letting the compiler fold it to its placeholder value.
 macro_rules! get {
@@ -126,4 +127,7 @@ pub fn rename_lock() -> u64 {
 }
 pub fn mount_lock() -> u64 {
     get!(ADDR_MOUNT_LOCK)
+}
+pub fn btf_seqcount() -> u32 {
+    get!(BTF_SEQCOUNT)
 }

@@ -4,7 +4,9 @@ use core::mem::MaybeUninit;
 
 use aya_ebpf::helpers::{bpf_probe_read_kernel, generated::bpf_probe_read_kernel_str};
 
-use crate::maps::count_error;
+use carapace_common::kfunc;
+
+use crate::{globals, maps::count_error};
 
 /// Reads a `T` at `base + offset`, counting a failure at `site`.
 #[inline(always)]
@@ -30,6 +32,40 @@ pub fn read<T>(base: *const u8, offset: usize, site: u32) -> Option<T> {
 pub unsafe fn load<T: Copy>(base: *const u8, offset: usize) -> T {
     // SAFETY: per the contract; the verifier rejects a load it cannot prove safe.
     unsafe { core::ptr::read_volatile(base.wrapping_add(offset).cast::<T>()) }
+}
+
+/// The sequence count of the kernel's `seqlock_t` at `addr` (its first member, lockdep or
+/// not). Where the kernel has `bpf_rdonly_cast`, a direct load through the pointer it types
+/// (the verifier inlines the call to a register move: a few instructions where
+/// `bpf_probe_read_kernel` costs ~45); elsewhere that helper.
+#[inline(always)]
+pub fn sequence(addr: u64, site: u32) -> Option<u32> {
+    let btf_id = globals::btf_seqcount();
+    // A load-time constant: the verifier walks one branch only, so the placeholder left
+    // as a register move on older kernels is never reached (see `carapace_common::kfunc`).
+    if btf_id == 0 {
+        return read::<u32>(addr as *const u8, 0, site);
+    }
+    let seqcount: *const u32;
+    // SAFETY: the daemon rewrote the placeholder into `bpf_rdonly_cast(addr, btf_id)`, a
+    // call that clobbers r0-r5 like any other; it returns `addr` typed as an untrusted
+    // `struct seqcount *`, on which the verifier allows (fault-safe) loads of its members.
+    unsafe {
+        core::arch::asm!(
+            ".8byte {call}",
+            call = const kfunc::RDONLY_CAST_PLACEHOLDER,
+            in("r1") addr,
+            in("r2") u64::from(btf_id),
+            lateout("r0") seqcount,
+            lateout("r1") _,
+            lateout("r2") _,
+            lateout("r3") _,
+            lateout("r4") _,
+            lateout("r5") _,
+            options(nostack, readonly),
+        );
+        Some(core::ptr::read_volatile(seqcount))
+    }
 }
 
 /// Copies a NUL-terminated kernel string into `dst`; returns the bytes written with the NUL.

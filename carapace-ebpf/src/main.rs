@@ -9,6 +9,8 @@
 #![cfg_attr(target_arch = "bpf", no_main)]
 // `atomic_xadd`: the bpf target offers no `AtomicU64::fetch_add`.
 #![cfg_attr(target_arch = "bpf", feature(core_intrinsics))]
+// `asm!` for the one kfunc call (`kread::sequence`), which aya 0.14 cannot relocate.
+#![cfg_attr(target_arch = "bpf", feature(asm_experimental_arch))]
 #![cfg_attr(target_arch = "bpf", allow(internal_features))]
 #![cfg_attr(not(target_arch = "bpf"), allow(dead_code, unused_imports))]
 

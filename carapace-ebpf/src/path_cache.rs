@@ -47,13 +47,10 @@ pub fn identify(file: *const u8, id: &mut CachedPath) -> bool {
     if rename_lock == 0 || mount_lock == 0 {
         return false;
     }
-    // The sequence count is the first member of a seqlock_t, lockdep or not.
-    let Some(rename_seq) = kread::read::<u32>(rename_lock as *const u8, 0, errsite::READ_INODE)
-    else {
+    let Some(rename_seq) = kread::sequence(rename_lock, errsite::READ_INODE) else {
         return false;
     };
-    let Some(mount_seq) = kread::read::<u32>(mount_lock as *const u8, 0, errsite::READ_INODE)
-    else {
+    let Some(mount_seq) = kread::sequence(mount_lock, errsite::READ_INODE) else {
         return false;
     };
     if (rename_seq | mount_seq) & 1 != 0 {

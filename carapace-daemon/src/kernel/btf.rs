@@ -52,6 +52,8 @@ pub struct Btf {
     enums: HashMap<String, Vec<(u32, i64)>>,
     /// Hook name (without `bpf_lsm_`) → number of parameters.
     lsm_params: HashMap<String, u32>,
+    /// The type id of the `bpf_rdonly_cast` kfunc (Linux 6.2+).
+    rdonly_cast: Option<u32>,
 }
 
 fn u32_at(data: &[u8], at: usize) -> Result<u32, BtfError> {
@@ -92,6 +94,7 @@ impl Btf {
             by_name: HashMap::new(),
             enums: HashMap::new(),
             lsm_params: HashMap::new(),
+            rdonly_cast: None,
         };
         // FUNC_PROTO type id → parameter count, and the hooks' FUNC → FUNC_PROTO links,
         // resolved after the pass (a prototype may come after its function).
@@ -117,9 +120,12 @@ impl Btf {
                 proto_params.insert(id, vlen as u32);
             }
             if kind == KIND_FUNC {
-                if let Some(hook) = btf.string(name_off).strip_prefix("bpf_lsm_") {
+                let name = btf.string(name_off);
+                if let Some(hook) = name.strip_prefix("bpf_lsm_") {
                     let hook = hook.to_owned();
                     hook_protos.push((hook, u32_at(types, at - 4)?));
+                } else if name == "bpf_rdonly_cast" {
+                    btf.rdonly_cast = Some(id);
                 }
             }
             if kind == KIND_ENUM && name_off != 0 {
@@ -164,6 +170,13 @@ impl Btf {
             }
         }
         Ok(btf)
+    }
+
+    /// The type ids of the `bpf_rdonly_cast` kfunc and of `struct seqcount`, where the kernel
+    /// has both (the path cache's direct reads of the dcache and mount sequences).
+    #[must_use]
+    pub fn seqcount_cast(&self) -> Option<(u32, u32)> {
+        Some((self.rdonly_cast?, *self.by_name.get("seqcount")?))
     }
 
     /// The value of enumerator `member` of `enum name`.
@@ -340,6 +353,15 @@ mod tests {
         assert_eq!(btf.lsm_hook_params("file_open"), Some(1));
         assert_eq!(btf.lsm_hook_params("task_kill"), Some(4));
         assert_eq!(btf.lsm_hook_params("no_such_hook"), None);
+        // The kfunc came with Linux 6.2; `struct seqcount` is older.
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let mut version = release
+            .split(['.', '-'])
+            .map(|n| n.parse::<u32>().unwrap_or(0));
+        if (version.next(), version.next()) >= (Some(6), Some(2)) {
+            let (kfunc, seqcount) = btf.seqcount_cast().expect("bpf_rdonly_cast and seqcount");
+            assert!(kfunc > 0 && seqcount > 0 && kfunc != seqcount);
+        }
     }
 
     #[test]

@@ -22,10 +22,11 @@ use aya::{
 };
 use carapace_common::{globals, maps as names};
 
-use super::{btf, KernelSettings, KernelUnavailable};
+use super::{btf, kfunc, KernelSettings, KernelUnavailable};
 
 /// The programs, built by build.rs (empty when built with `AYA_BUILD_SKIP=1`).
-static PROGRAMS: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/carapace"));
+pub(super) static PROGRAMS: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/carapace"));
 
 /// The LSM hooks the rules need: the kernel layer does not start without them.
 pub const HOOKS: [&str; 8] = [
@@ -74,8 +75,9 @@ pub struct Loaded {
     pub programs: Programs,
     /// Guards not loaded, with the reason.
     pub skipped: Vec<String>,
-    /// Whether file opens inside sessions use the path cache, or why not.
-    pub path_cache: Result<(), String>,
+    /// Whether file opens inside sessions use the path cache (and how it reads the lock
+    /// sequences), or why not.
+    pub path_cache: Result<&'static str, String>,
 }
 
 pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
@@ -112,22 +114,28 @@ pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
             .map_err(|e| KernelUnavailable::new(format!("cannot create {}: {e}", dir.display())))?;
     }
 
-    let inputs = Inputs {
+    let mut inputs = Inputs {
         offsets: &offsets,
         enums: &enums,
         guards: &guards,
         path_cache: &path_cache,
+        seqcount_cast: kernel_btf.seqcount_cast().filter(|_| path_cache.is_ok()),
     };
-    let result = load_programs(settings, &inputs, &aya_btf, &maps_dir, &links_dir);
+    let mut result = load_programs(settings, &inputs, &aya_btf, &maps_dir, &links_dir);
+    if let (Err(e), Some(_)) = (&result, inputs.seqcount_cast) {
+        // A speed-up only: a kernel that refuses the kfunc still gets every program.
+        tracing::warn!(
+            "loading with the bpf_rdonly_cast kfunc failed ({}); loading again without it",
+            e.reason
+        );
+        inputs.seqcount_cast = None;
+        result = load_programs(settings, &inputs, &aya_btf, &maps_dir, &links_dir);
+    }
     if result.is_err() && fresh {
         // Leave nothing behind on a kernel that refused the programs.
         let _ = fs::remove_dir_all(&settings.pin_dir);
     }
-    let loaded = result?;
-    Ok(Loaded {
-        path_cache: path_cache.map(|_| ()),
-        ..loaded
-    })
+    result
 }
 
 /// The lock addresses the path cache reads, or why it stays off on this kernel.
@@ -163,6 +171,8 @@ struct Inputs<'a> {
     enums: &'a [(&'static str, u32)],
     guards: &'a [(&'static str, &'static str, Option<String>)],
     path_cache: &'a Result<(u64, u64), String>,
+    /// The BTF ids of `bpf_rdonly_cast` and `struct seqcount` (`Btf::seqcount_cast`).
+    seqcount_cast: Option<(u32, u32)>,
 }
 
 /// A program and the LSM hook it attaches to.
@@ -302,11 +312,21 @@ fn load_programs(
     loader
         .override_global(globals::ADDR_RENAME_LOCK, &rename_lock, true)
         .override_global(globals::ADDR_MOUNT_LOCK, &mount_lock, true);
+    let (rdonly_cast, seqcount) = inputs.seqcount_cast.unzip();
+    let seqcount = seqcount.unwrap_or(0);
+    loader.override_global(globals::BTF_SEQCOUNT, &seqcount, true);
+    let (object, rewritten) = kfunc::link(PROGRAMS, rdonly_cast)
+        .map_err(|e| KernelUnavailable::new(format!("cannot link the eBPF object: {e}")))?;
+    tracing::debug!(
+        rewritten,
+        kfunc = rdonly_cast.is_some(),
+        "linked the bpf_rdonly_cast placeholders"
+    );
     if std::env::var_os(VERIFIER_LOG_ENV).is_some() {
         // Every instruction of every path: tens of MB for a large program, so opt-in.
         loader.verifier_log_level(VerifierLogLevel::VERBOSE | VerifierLogLevel::STATS);
     }
-    let mut ebpf = loader.load(PROGRAMS).map_err(|e| {
+    let mut ebpf = loader.load(object.bytes()).map_err(|e| {
         KernelUnavailable::new(format!("cannot load the eBPF object: {}", chain(&e)))
     })?;
 
@@ -356,7 +376,13 @@ fn load_programs(
             armed: false,
         },
         skipped,
-        path_cache: Ok(()),
+        path_cache: inputs.path_cache.clone().map(|_| {
+            if inputs.seqcount_cast.is_some() {
+                "direct loads through bpf_rdonly_cast"
+            } else {
+                "bpf_probe_read_kernel (no bpf_rdonly_cast kfunc before Linux 6.2)"
+            }
+        }),
     })
 }
 

@@ -9,6 +9,7 @@ pub mod btf;
 mod events;
 pub mod image;
 mod kallsyms;
+mod kfunc;
 mod loader;
 mod maps;
 pub mod trees;
@@ -53,7 +54,7 @@ pub struct Kernel {
     skipped: Vec<String>,
     adopted: Vec<(u64, u32)>,
     adopted_links: bool,
-    path_cache: Result<(), String>,
+    path_cache: Result<&'static str, String>,
 }
 
 impl Kernel {
@@ -66,8 +67,9 @@ impl Kernel {
     ) -> Result<Self, KernelUnavailable> {
         let loaded = loader::load(settings)?;
         match &loaded.path_cache {
-            Ok(()) => tracing::info!(
-                "path cache on: repeated opens of paths no rule names skip the rule lookups"
+            Ok(reads) => tracing::info!(
+                "path cache on: repeated opens of paths no rule names skip the rule lookups \
+                 (lock sequences read with {reads})"
             ),
             Err(why) => tracing::info!(
                 "path cache off, every open inside a session is judged in full: {why}"
@@ -183,7 +185,7 @@ impl Kernel {
             format!("; guards not attached: {}", self.skipped.join("; "))
         };
         let cache = match &self.path_cache {
-            Ok(()) => "path cache on".to_owned(),
+            Ok(_) => "path cache on".to_owned(),
             Err(why) => format!("path cache off ({why})"),
         };
         let attached = if self.programs.armed() {
