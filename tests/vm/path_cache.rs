@@ -111,3 +111,27 @@ fn a_cached_file_named_by_a_new_rule_is_refused_after_a_reload() {
         "a new rule must apply to a path read before it"
     );
 }
+
+/// The cache reads the lock sequences with direct loads where the kernel has the
+/// `bpf_rdonly_cast` kfunc (6.2+) and with `bpf_probe_read_kernel` on 6.1: the tests above
+/// exercise whichever is in use, this one checks that it is the one the kernel allows.
+#[test]
+fn the_lock_sequences_are_read_the_way_this_kernel_allows() {
+    let _g = guard();
+    let release = fs::read_to_string("/proc/sys/kernel/osrelease").expect("osrelease");
+    let mut version = release
+        .split(['.', '-'])
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    let direct = (version.next(), version.next()) >= (Some(6), Some(2));
+    let log = fs::read_to_string("/var/log/carapaced.log").expect("the daemon's log");
+    let line = log
+        .lines()
+        .rfind(|l| l.contains("path cache on"))
+        .expect("the daemon turned the path cache on");
+    let want = if direct {
+        "direct loads through bpf_rdonly_cast"
+    } else {
+        "bpf_probe_read_kernel"
+    };
+    assert!(line.contains(want), "want {want:?}: {line}");
+}
