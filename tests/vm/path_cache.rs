@@ -126,7 +126,7 @@ fn the_lock_sequences_are_read_the_way_this_kernel_allows() {
     let log = fs::read_to_string("/var/log/carapaced.log").expect("the daemon's log");
     let line = log
         .lines()
-        .rfind(|l| l.contains("path cache on"))
+        .rfind(|l| l.contains("path cache on:"))
         .expect("the daemon turned the path cache on");
     let want = if direct {
         "direct loads through bpf_rdonly_cast"
