@@ -40,7 +40,8 @@ pub fn link(object: &[u8], rdonly_cast: Option<u32>) -> Result<(Linked, usize), 
         let Some((offset, size)) = section.file_range() else {
             continue;
         };
-        // Instructions start 8-byte aligned in the file as in the section.
+        // The scan steps through the file's 8-byte words; bpf-linker aligns program
+        // sections to 8, and one that is not could hide a placeholder from it.
         if offset % INSN as u64 != 0 {
             return Err(format!(
                 "eBPF section {} is not 8-byte aligned",
