@@ -34,18 +34,27 @@ pub unsafe fn load<T: Copy>(base: *const u8, offset: usize) -> T {
     unsafe { core::ptr::read_volatile(base.wrapping_add(offset).cast::<T>()) }
 }
 
-/// The sequence count of the kernel's `seqlock_t` at `addr` (its first member, lockdep or
-/// not). Where the kernel has `bpf_rdonly_cast`, a direct load through the pointer it types
-/// (the verifier inlines the call to a register move: a few instructions where
-/// `bpf_probe_read_kernel` costs ~45); elsewhere that helper.
+/// The sequence counts of the kernel's `seqlock_t`s at `a` and `b` (a seqlock's first
+/// member, lockdep or not). Where the kernel has `bpf_rdonly_cast`, direct loads through the
+/// pointers it types (the verifier inlines the call to a register move: a few instructions
+/// where `bpf_probe_read_kernel` costs ~45); elsewhere that helper. Both at once, so that the
+/// choice is read and taken once.
 #[inline(always)]
-pub fn sequence(addr: u64, site: u32) -> Option<u32> {
+pub fn sequences(a: u64, b: u64, site: u32) -> Option<(u32, u32)> {
     let btf_id = globals::btf_seqcount();
-    // A load-time constant: the verifier walks one branch only, so the placeholder left
-    // as a register move on older kernels is never reached (see `carapace_common::kfunc`).
+    // A load-time constant: the verifier walks one branch only, so the placeholders left
+    // as register moves on older kernels are never reached (see `carapace_common::kfunc`).
     if btf_id == 0 {
-        return read::<u32>(addr as *const u8, 0, site);
+        return Some((
+            read::<u32>(a as *const u8, 0, site)?,
+            read::<u32>(b as *const u8, 0, site)?,
+        ));
     }
+    Some((cast_load(a, btf_id), cast_load(b, btf_id)))
+}
+
+#[inline(always)]
+fn cast_load(addr: u64, btf_id: u32) -> u32 {
     let seqcount: *const u32;
     // SAFETY: the daemon rewrote the placeholder into `bpf_rdonly_cast(addr, btf_id)`, a
     // call that clobbers r0-r5 like any other; it returns `addr` typed as an untrusted
@@ -64,7 +73,7 @@ pub fn sequence(addr: u64, site: u32) -> Option<u32> {
             lateout("r5") _,
             options(nostack, readonly),
         );
-        Some(core::ptr::read_volatile(seqcount))
+        core::ptr::read_volatile(seqcount)
     }
 }
 

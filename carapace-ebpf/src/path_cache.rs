@@ -47,10 +47,9 @@ pub fn identify(file: *const u8, id: &mut CachedPath) -> bool {
     if rename_lock == 0 || mount_lock == 0 {
         return false;
     }
-    let Some(rename_seq) = kread::sequence(rename_lock, errsite::READ_INODE) else {
-        return false;
-    };
-    let Some(mount_seq) = kread::sequence(mount_lock, errsite::READ_INODE) else {
+    let Some((rename_seq, mount_seq)) =
+        kread::sequences(rename_lock, mount_lock, errsite::READ_INODE)
+    else {
         return false;
     };
     if (rename_seq | mount_seq) & 1 != 0 {
