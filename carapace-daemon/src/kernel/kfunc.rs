@@ -16,10 +16,24 @@ pub struct Linked {
 }
 
 impl Linked {
+    fn copy_of(object: &[u8]) -> Self {
+        let mut linked = Self {
+            words: vec![0; object.len().div_ceil(INSN)],
+            len: object.len(),
+        };
+        linked.bytes_mut().copy_from_slice(object);
+        linked
+    }
+
     #[must_use]
     pub fn bytes(&self) -> &[u8] {
         // SAFETY: `words` holds at least `len` initialised bytes; u8 has no alignment need.
         unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), self.len) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`, and the slice borrows `self` mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<u8>(), self.len) }
     }
 }
 
@@ -27,46 +41,32 @@ impl Linked {
 /// id is `rdonly_cast`, or (`None`) into `r0 = r1`, which only dead code holds on a kernel
 /// without it. Returns the copy and the number of instructions rewritten.
 pub fn link(object: &[u8], rdonly_cast: Option<u32>) -> Result<(Linked, usize), String> {
-    let mut words = vec![0u64; object.len().div_ceil(INSN)];
-    for (word, chunk) in words.iter_mut().zip(object.chunks(INSN)) {
-        let mut bytes = [0u8; INSN];
-        bytes[..chunk.len()].copy_from_slice(chunk);
-        *word = u64::from_ne_bytes(bytes);
-    }
     let file =
         object::File::parse(object).map_err(|e| format!("cannot read the eBPF object: {e}"))?;
+    let placeholder = RDONLY_CAST_PLACEHOLDER.to_le_bytes();
+    let replacement = instruction(rdonly_cast).to_le_bytes();
+    let mut linked = Linked::copy_of(object);
     let mut rewritten = 0;
     for section in file.sections().filter(|s| s.kind() == SectionKind::Text) {
-        let Some((offset, size)) = section.file_range() else {
+        let Some(code) = section.file_range().and_then(|(offset, size)| {
+            linked.bytes_mut().get_mut(
+                usize::try_from(offset).ok()?..usize::try_from(offset.checked_add(size)?).ok()?,
+            )
+        }) else {
             continue;
         };
-        // The scan steps through the file's 8-byte words; bpf-linker aligns program
-        // sections to 8, and one that is not could hide a placeholder from it.
-        if offset % INSN as u64 != 0 {
-            return Err(format!(
-                "eBPF section {} is not 8-byte aligned",
-                section.name().unwrap_or("?")
-            ));
-        }
-        let first = (offset as usize) / INSN;
-        let count = (size as usize) / INSN;
-        for word in words.iter_mut().skip(first).take(count) {
-            if u64::from_le(*word) == RDONLY_CAST_PLACEHOLDER {
-                *word = u64::to_le(instruction(rdonly_cast));
+        // Instructions are the section's 8-byte words, counted from its start.
+        for insn in code.chunks_exact_mut(INSN) {
+            if *insn == placeholder {
+                insn.copy_from_slice(&replacement);
                 rewritten += 1;
             }
         }
     }
-    Ok((
-        Linked {
-            words,
-            len: object.len(),
-        },
-        rewritten,
-    ))
+    Ok((linked, rewritten))
 }
 
-/// The instruction in place of the placeholder, as a little-endian word.
+/// The instruction in place of the placeholder, as the 64-bit word it is.
 fn instruction(rdonly_cast: Option<u32>) -> u64 {
     match rdonly_cast {
         Some(id) => u64::from(CALL) | u64::from(KFUNC_CALL_REGS) << 8 | u64::from(id) << 32,
