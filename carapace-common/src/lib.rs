@@ -50,6 +50,41 @@ pub mod op {
     pub const MODULE: u32 = 1 << 10;
     /// `clone3(CLONE_INTO_CGROUP)`.
     pub const CLONE_INTO_CGROUP: u32 = 1 << 11;
+
+    /// What removing a name is judged as (unlink, rmdir, a rename onto an existing file): a
+    /// delete, and a write too, because a file deleted can be made again with other content,
+    /// so a write-protected file keeps its name.
+    pub const REMOVE: u32 = DELETE | WRITE;
+    /// What making a name is judged as (`O_CREAT`, mknod, mkdir, symlink, the new name of a
+    /// link or rename): a write of that path.
+    pub const CREATE: u32 = WRITE;
+    /// What giving an existing file another name is judged as (the source of a link or a
+    /// rename): any operation a rule protects the file against, since under a new name the
+    /// file would slip out of the rule's pattern.
+    pub const IDENTITY: u32 = READ | WRITE | EXEC | DELETE;
+}
+
+/// `DenyEvent::detail` of a `subject::PATH` event: which file operation was refused, so that
+/// the message names it (`blocked rename onto …`) whatever rule operation bit it hit.
+pub mod path_op {
+    /// An open (`file_open`, exec): the event's operation bit says read, write or execute.
+    pub const OPEN: u32 = 0;
+    pub const UNLINK: u32 = 1;
+    pub const RMDIR: u32 = 2;
+    /// A new file (`O_CREAT`, mknod).
+    pub const CREATE: u32 = 3;
+    pub const MKDIR: u32 = 4;
+    pub const SYMLINK: u32 = 5;
+    /// The existing file of a hard link.
+    pub const LINK_FROM: u32 = 6;
+    /// The new name of a hard link.
+    pub const LINK_ONTO: u32 = 7;
+    pub const RENAME_FROM: u32 = 8;
+    pub const RENAME_ONTO: u32 = 9;
+    /// `truncate`, `ftruncate`, `open(O_TRUNC)`.
+    pub const TRUNCATE: u32 = 10;
+    pub const CHMOD: u32 = 11;
+    pub const CHOWN: u32 = 12;
 }
 
 /// Rule index used in events when a path was too long to match (see [`PATH_MAX`]).
@@ -370,7 +405,9 @@ pub mod errsite {
     pub const READ_SOCKADDR: u32 = 2;
     pub const READ_INODE: u32 = 3;
     pub const READ_TASK: u32 = 4;
-    pub const COUNT: u32 = 5;
+    /// Spelling a (dentry, mount) pair as a path (`dpath`).
+    pub const PATH_WALK: u32 = 5;
+    pub const COUNT: u32 = 6;
 }
 
 /// Names of the load-time globals the daemon fills from the running kernel's BTF.
@@ -405,6 +442,13 @@ pub mod globals {
     pub const OFF_PATH_MNT: &str = "OFF_PATH_MNT";
     pub const OFF_TASK_FS: &str = "OFF_TASK_FS";
     pub const OFF_FS_ROOT: &str = "OFF_FS_ROOT";
+    pub const OFF_FILE_F_FLAGS: &str = "OFF_FILE_F_FLAGS";
+    /// Members the programs walk to spell a (dentry, mount) pair as a path, where the hook
+    /// offers no `struct file` for `bpf_d_path` (`dpath`).
+    pub const OFF_VFSMOUNT_MNT_ROOT: &str = "OFF_VFSMOUNT_MNT_ROOT";
+    pub const OFF_MOUNT_MNT: &str = "OFF_MOUNT_MNT";
+    pub const OFF_MOUNT_MNT_PARENT: &str = "OFF_MOUNT_MNT_PARENT";
+    pub const OFF_MOUNT_MNT_MOUNTPOINT: &str = "OFF_MOUNT_MNT_MOUNTPOINT";
     /// Addresses (from /proc/kallsyms) of the dcache's `rename_lock` and the mount table's
     /// `mount_lock`, whose sequence counts tell the path cache that a path may have changed;
     /// 0 turns the cache off.
@@ -472,6 +516,10 @@ pub mod cache_gen {
 pub const FMODE_READ: u32 = 0x1;
 pub const FMODE_WRITE: u32 = 0x2;
 pub const FMODE_EXEC: u32 = 0x20;
+/// `open(2)` flag (include/uapi/asm-generic/fcntl.h): truncates whatever the access mode.
+pub const O_TRUNC: u32 = 0o1000;
+/// `renameat2` flag (include/uapi/linux/fs.h): the two names swap files.
+pub const RENAME_EXCHANGE: u32 = 1 << 1;
 
 // Superblock magics of cgroup filesystems (include/uapi/linux/magic.h).
 pub const CGROUP_SUPER_MAGIC: u64 = 0x0027_e0eb;

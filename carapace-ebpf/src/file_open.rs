@@ -10,8 +10,8 @@ use aya_ebpf::{
     programs::LsmContext,
 };
 use carapace_common::{
-    errsite, has, op, subject, InodeKey, FMODE_EXEC, FMODE_READ, FMODE_WRITE, NAME_MAX, PATH_MAX,
-    RULE_PATH_TOO_LONG,
+    errsite, has, op, subject, InodeKey, FMODE_EXEC, FMODE_READ, FMODE_WRITE, NAME_MAX, O_TRUNC,
+    PATH_MAX, RULE_PATH_TOO_LONG,
 };
 
 use crate::{
@@ -53,7 +53,11 @@ fn try_file_open(ctx: &LsmContext) -> Option<i32> {
     if f_mode & FMODE_READ != 0 {
         ops |= op::READ;
     }
-    if f_mode & FMODE_WRITE != 0 {
+    // SAFETY: as above.
+    let f_flags: u32 = unsafe { kread::load(file, globals::file_f_flags()) };
+    // `O_TRUNC` truncates whatever the access mode (`open(O_RDONLY | O_TRUNC)` empties a
+    // file the caller may write): a write.
+    if f_mode & FMODE_WRITE != 0 || f_flags & O_TRUNC != 0 {
         ops |= op::WRITE;
     }
     if f_mode & FMODE_EXEC != 0 {
@@ -131,7 +135,7 @@ pub fn check_file(session: &Session, file: *const u8, ops: u32) -> Option<i32> {
         deny(session, verdict, &scratch.key.data);
         return Some(-EACCES);
     }
-    let len = (copied as usize - 1) & (PATH_MAX - 1);
+    let len = strip_deleted(&mut scratch.key.data, copied as usize - 1) & (PATH_MAX - 1);
 
     // The reads feeding a lookup only when its map holds entries. A lookup skipped because
     // its read failed makes the verdict unfit for the path cache.
@@ -153,6 +157,32 @@ pub fn check_file(session: &Session, file: *const u8, ops: u32) -> Option<i32> {
     let verdict = matcher::check_path(&mut subject, config, ops)?;
     deny(session, verdict, &subject.scratch.key.data);
     Some(-EACCES)
+}
+
+/// What `d_path` appends to the path of a file whose name was removed (an unlinked file
+/// still open, reopened through `/proc/PID/fd`).
+const DELETED: &[u8; 10] = b" (deleted)";
+
+/// `len` less the ` (deleted)` suffix, which is zeroed: the file is judged by the name it
+/// had, or a pattern anchored at the end (`re:…$`, an exact path) would miss it. A file
+/// really named so is judged as its name without the suffix, which can only refuse more.
+/// A subprogram returning a scalar: its branches do not multiply the matcher's states.
+#[inline(never)]
+fn strip_deleted(path: &mut [u8; PATH_MAX], len: usize) -> usize {
+    let len = len & (PATH_MAX - 1);
+    if len <= DELETED.len() || path[(len - 1) & (PATH_MAX - 1)] != b')' {
+        return len;
+    }
+    let start = len - DELETED.len();
+    for (i, b) in DELETED.iter().enumerate() {
+        if path[(start + i) & (PATH_MAX - 1)] != *b {
+            return len;
+        }
+    }
+    for i in 0..DELETED.len() {
+        path[(start + i) & (PATH_MAX - 1)] = 0;
+    }
+    start
 }
 
 fn deny(session: &Session, verdict: Verdict, path: &[u8; PATH_MAX]) {

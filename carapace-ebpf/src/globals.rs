@@ -38,6 +38,11 @@ global!(OFF_FS_ROOT: u64);
 global!(ADDR_RENAME_LOCK: u64);
 global!(ADDR_MOUNT_LOCK: u64);
 global!(BTF_SEQCOUNT: u32);
+global!(OFF_FILE_F_FLAGS: u64);
+global!(OFF_VFSMOUNT_MNT_ROOT: u64);
+global!(OFF_MOUNT_MNT: u64);
+global!(OFF_MOUNT_MNT_PARENT: u64);
+global!(OFF_MOUNT_MNT_MOUNTPOINT: u64);
 
 /// Reads a global without letting the compiler fold it to its placeholder value.
 macro_rules! get {
@@ -130,4 +135,19 @@ pub fn mount_lock() -> u64 {
 }
 pub fn btf_seqcount() -> u32 {
     get!(BTF_SEQCOUNT)
+}
+pub fn file_f_flags() -> usize {
+    get!(OFF_FILE_F_FLAGS) as usize
+}
+pub fn vfsmount_mnt_root() -> usize {
+    get!(OFF_VFSMOUNT_MNT_ROOT) as usize
+}
+pub fn mount_mnt() -> u64 {
+    get!(OFF_MOUNT_MNT)
+}
+pub fn mount_mnt_parent() -> usize {
+    get!(OFF_MOUNT_MNT_PARENT) as usize
+}
+pub fn mount_mnt_mountpoint() -> usize {
+    get!(OFF_MOUNT_MNT_MOUNTPOINT) as usize
 }

@@ -5,7 +5,7 @@
 //! where the daemon records the files and directories of every protected tree.
 
 use aya_ebpf::{macros::lsm, programs::LsmContext};
-use carapace_common::{errsite, op, subject, PATH_MAX};
+use carapace_common::{errsite, op, path_op, subject, PATH_MAX};
 
 use crate::{
     event::{self, Subject},
@@ -27,7 +27,7 @@ pub fn inode_link(ctx: LsmContext) -> i32 {
         return previous;
     }
     // inode_link(old_dentry, dir, new_dentry)
-    crate::verdict(check_rename(ctx.arg(0)))
+    crate::verdict(check_rename(ctx.arg(0), path_op::LINK_FROM))
 }
 
 #[lsm(hook = "inode_rename")]
@@ -37,18 +37,18 @@ pub fn inode_rename(ctx: LsmContext) -> i32 {
         return previous;
     }
     // inode_rename(old_dir, old_dentry, new_dir, new_dentry); an exchange calls it both ways.
-    crate::verdict(check_rename(ctx.arg(1)))
+    crate::verdict(check_rename(ctx.arg(1), path_op::RENAME_FROM))
 }
 
-fn check_rename(dentry: *const u8) -> Option<i32> {
+fn check_rename(dentry: *const u8, kind: u32) -> Option<i32> {
     let session = gate::current_session()?;
     let config = CONFIG.get(0)?;
-    let ops = config.path_rule_ops & (op::READ | op::WRITE | op::EXEC | op::DELETE);
+    let ops = config.path_rule_ops & op::IDENTITY;
     if ops == 0 {
         return None;
     }
     let verdict = protected(dentry, ops)?;
-    deny(&session, verdict, subject::PATH, dentry);
+    deny(&session, verdict, subject::PATH | (kind << 8), dentry);
     Some(-EACCES)
 }
 
@@ -72,8 +72,10 @@ fn protected(dentry: *const u8, ops: u32) -> Option<Verdict> {
     None
 }
 
-/// Reports the denial with the file's name (a dentry has no full path at hand).
-pub fn deny(session: &Session, verdict: Verdict, kind: u32, dentry: *const u8) {
+/// Reports the denial with the file's name (a dentry has no full path at hand). `what` is
+/// the subject kind (`subject::*`) with the event's detail above its low 8 bits: a BPF
+/// function takes at most five arguments, the verdict counting as two.
+pub fn deny(session: &Session, verdict: Verdict, what: u32, dentry: *const u8) {
     let Some(scratch) = SCRATCH.get_ptr_mut(0) else {
         return;
     };
@@ -90,12 +92,12 @@ pub fn deny(session: &Session, verdict: Verdict, kind: u32, dentry: *const u8) {
         );
     }
     let subject = Subject {
-        kind,
+        kind: what & 0xff,
         path: Some(&scratch.key.data),
         family: 0,
         port: 0,
         addr: [0; 16],
-        detail: 0,
+        detail: what >> 8,
     };
     event::emit(session, verdict, &subject);
 }

@@ -21,6 +21,8 @@ mod bprm_check_security;
 #[cfg(target_arch = "bpf")]
 mod cgroup_escape;
 #[cfg(target_arch = "bpf")]
+mod dpath;
+#[cfg(target_arch = "bpf")]
 mod event;
 #[cfg(target_arch = "bpf")]
 mod file_open;
@@ -44,6 +46,8 @@ mod maps;
 mod matcher;
 #[cfg(target_arch = "bpf")]
 mod mount;
+#[cfg(target_arch = "bpf")]
+mod name_ops;
 #[cfg(target_arch = "bpf")]
 mod path_cache;
 #[cfg(target_arch = "bpf")]

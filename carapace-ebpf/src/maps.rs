@@ -127,6 +127,8 @@ pub struct Scratch {
     pub complete: u32,
     /// The path being checked, as the cache knows it (`path_cache::identify`).
     pub probe: CachedPath,
+    /// Where `dpath` spells a path, backwards from `PATH_MAX`.
+    pub spelled: [u8; crate::dpath::SPELLED],
 }
 
 #[map(name = "SCRATCH")]

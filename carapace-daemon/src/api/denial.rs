@@ -3,7 +3,8 @@
 use std::net::Ipv6Addr;
 
 use carapace_common::{
-    mount_kind, op, subject, DenyEvent, AF_INET, PATH_MAX, RULE_PATH_TOO_LONG, RULE_SELF_PROTECTION,
+    mount_kind, op, path_op, subject, DenyEvent, AF_INET, PATH_MAX, RULE_PATH_TOO_LONG,
+    RULE_SELF_PROTECTION,
 };
 
 use super::proto::Denial;
@@ -30,6 +31,44 @@ pub fn operation_name(bit: u32) -> String {
         op::MODULE => "load".into(),
         op::CLONE_INTO_CGROUP => "clone".into(),
         other => format!("operation {other:#x}"),
+    }
+}
+
+/// The file operation a path event names (`DenyEvent::detail`), where it is not an open:
+/// which rule operation it hit matters less to the reader than what was tried.
+fn path_operation(detail: u32) -> Option<&'static str> {
+    Some(match detail {
+        path_op::UNLINK | path_op::RMDIR => "delete",
+        path_op::CREATE | path_op::MKDIR => "create",
+        path_op::SYMLINK => "symlink onto",
+        path_op::LINK_FROM => "hard link",
+        path_op::LINK_ONTO => "hard link onto",
+        path_op::RENAME_FROM => "rename",
+        path_op::RENAME_ONTO => "rename onto",
+        path_op::TRUNCATE => "truncate",
+        path_op::CHMOD => "chmod",
+        path_op::CHOWN => "chown",
+        _ => return None,
+    })
+}
+
+/// The operation of `event` by name.
+fn event_operation(event: &DenyEvent) -> String {
+    match event.subject {
+        subject::PATH => {
+            path_operation(event.detail).map_or_else(|| operation_name(event.op), str::to_owned)
+        }
+        _ => operation_name(event.op),
+    }
+}
+
+/// "read of /x", "rename onto /x": an operation and its subject as a denial line says them.
+#[must_use]
+pub fn phrase(operation: &str, subject: &str) -> String {
+    if operation.ends_with(" onto") {
+        format!("{operation} {subject}")
+    } else {
+        format!("{operation} of {subject}")
     }
 }
 
@@ -185,7 +224,7 @@ pub fn denial_from_event(
         session_id: session_id.to_owned(),
         pid: event.tgid,
         comm: String::from_utf8_lossy(until_nul(&event.comm)).into_owned(),
-        operation: operation_name(event.op),
+        operation: event_operation(event),
         subject: format_subject(event),
         rule_id,
         message,
@@ -265,6 +304,56 @@ mod tests {
                 "operation 0x100000"
             ]
         );
+    }
+
+    #[test]
+    fn name_operations_say_what_was_tried() {
+        let line = |op_bit, detail| {
+            let mut e = with_path(event(), b"/home/u/.bashrc");
+            e.op = op_bit;
+            e.detail = detail;
+            let d = denial_from_event(&e, "s-1", RULE);
+            phrase(&d.operation, &d.subject)
+        };
+        assert_eq!(line(op::READ, path_op::OPEN), "read of /home/u/.bashrc");
+        // A removal hits a write-and-delete rule on its write bit; the line says delete.
+        assert_eq!(
+            line(op::WRITE, path_op::UNLINK),
+            "delete of /home/u/.bashrc"
+        );
+        assert_eq!(line(op::WRITE, path_op::RMDIR), "delete of /home/u/.bashrc");
+        assert_eq!(
+            line(op::WRITE, path_op::RENAME_ONTO),
+            "rename onto /home/u/.bashrc"
+        );
+        assert_eq!(
+            line(op::READ, path_op::RENAME_FROM),
+            "rename of /home/u/.bashrc"
+        );
+        assert_eq!(
+            line(op::READ, path_op::LINK_FROM),
+            "hard link of /home/u/.bashrc"
+        );
+        assert_eq!(
+            line(op::WRITE, path_op::LINK_ONTO),
+            "hard link onto /home/u/.bashrc"
+        );
+        assert_eq!(
+            line(op::WRITE, path_op::SYMLINK),
+            "symlink onto /home/u/.bashrc"
+        );
+        assert_eq!(
+            line(op::WRITE, path_op::CREATE),
+            "create of /home/u/.bashrc"
+        );
+        assert_eq!(
+            line(op::WRITE, path_op::TRUNCATE),
+            "truncate of /home/u/.bashrc"
+        );
+        assert_eq!(line(op::WRITE, path_op::CHMOD), "chmod of /home/u/.bashrc");
+        assert_eq!(line(op::WRITE, path_op::CHOWN), "chown of /home/u/.bashrc");
+        // An unknown detail falls back to the operation bit.
+        assert_eq!(line(op::WRITE, 99), "write of /home/u/.bashrc");
     }
 
     #[test]

@@ -373,9 +373,8 @@ pub fn spawn_denial_pump(
                 pid = d.pid,
                 comm = %d.comm,
                 rule = %d.rule_id,
-                "blocked {} of {}",
-                d.operation,
-                crate::audit::redact::redact(&d.subject)
+                "blocked {}",
+                denial::phrase(&d.operation, &crate::audit::redact::redact(&d.subject))
             );
             daemon.metrics.kernel_denial(&d.rule_id);
             daemon.audit.note_detached(audit::denied(&d));

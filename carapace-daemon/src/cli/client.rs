@@ -210,8 +210,10 @@ pub async fn connect(socket: &Path) -> anyhow::Result<CarapaceClient<Channel>> {
 #[must_use]
 pub fn denial_line(d: &Denial) -> String {
     format!(
-        "carapace: blocked {} of {} (rule {}: {})",
-        d.operation, d.subject, d.rule_id, d.message
+        "carapace: blocked {} (rule {}: {})",
+        crate::api::denial::phrase(&d.operation, &d.subject),
+        d.rule_id,
+        d.message
     )
 }
 

@@ -239,7 +239,7 @@ impl Btf {
 /// Every offset the programs take, by global name (see `carapace_common::globals`).
 pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> {
     use carapace_common::globals as g;
-    let wanted: [(&str, &str, &str); 20] = [
+    let wanted: [(&str, &str, &str); 25] = [
         (g::OFF_FILE_F_PATH, "file", "f_path"),
         (g::OFF_FILE_F_MODE, "file", "f_mode"),
         (g::OFF_FILE_F_INODE, "file", "f_inode"),
@@ -260,6 +260,11 @@ pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> 
         (g::OFF_PATH_MNT, "path", "mnt"),
         (g::OFF_TASK_FS, "task_struct", "fs"),
         (g::OFF_FS_ROOT, "fs_struct", "root"),
+        (g::OFF_FILE_F_FLAGS, "file", "f_flags"),
+        (g::OFF_VFSMOUNT_MNT_ROOT, "vfsmount", "mnt_root"),
+        (g::OFF_MOUNT_MNT, "mount", "mnt"),
+        (g::OFF_MOUNT_MNT_PARENT, "mount", "mnt_parent"),
+        (g::OFF_MOUNT_MNT_MOUNTPOINT, "mount", "mnt_mountpoint"),
     ];
     wanted
         .iter()

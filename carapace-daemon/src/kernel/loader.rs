@@ -58,6 +58,23 @@ pub const GUARDS: [(&str, &str, u32); 10] = [
     ("task_alloc", "task_alloc", 2),
 ];
 
+/// The hooks that judge changes of names and attributes (`name_ops`), each with the number
+/// of parameters its program was written for. They need `CONFIG_SECURITY_PATH` (Debian,
+/// Ubuntu, Fedora and Arch kernels have it, for AppArmor and TOMOYO); a kernel without one
+/// runs without it, and the daemon's log and status say which and why.
+pub const NAME_HOOKS: [(&str, &str, u32); 10] = [
+    ("path_unlink", "path_unlink", 2),
+    ("path_rmdir", "path_rmdir", 2),
+    ("path_mkdir", "path_mkdir", 3),
+    ("path_mknod", "path_mknod", 4),
+    ("path_symlink", "path_symlink", 3),
+    ("path_link", "path_link", 3),
+    ("path_rename", "path_rename", 5),
+    ("path_truncate", "path_truncate", 1),
+    ("path_chmod", "path_chmod", 2),
+    ("path_chown", "path_chown", 3),
+];
+
 /// Links earlier versions pinned for programs that are gone: removed once this version's
 /// programs are attached (`file_open_cgroup`'s check now runs inside `file_open`).
 const RETIRED_LINKS: [&str; 1] = ["file_open_cgroup"];
@@ -100,7 +117,10 @@ pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
     };
     let offsets = btf::program_offsets(&kernel_btf).map_err(lacks)?;
     let enums = btf::program_enums(&kernel_btf).map_err(lacks)?;
-    let guards = guard_plan(&kernel_btf);
+    let guards = optional_plan(&kernel_btf, &NAME_HOOKS)
+        .into_iter()
+        .chain(optional_plan(&kernel_btf, &GUARDS))
+        .collect::<Vec<_>>();
     let path_cache = path_cache_plan(&kernel_btf);
     let aya_btf = AyaBtf::from_sys_fs()
         .map_err(|e| KernelUnavailable::new(format!("cannot read kernel BTF: {e}")))?;
@@ -117,7 +137,7 @@ pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
     let mut inputs = Inputs {
         offsets: &offsets,
         enums: &enums,
-        guards: &guards,
+        optional: &guards,
         path_cache: &path_cache,
         seqcount_cast: kernel_btf.seqcount_cast().filter(|_| path_cache.is_ok()),
     };
@@ -148,9 +168,13 @@ fn path_cache_plan(kernel_btf: &btf::Btf) -> Result<(u64, u64), String> {
     super::kallsyms::path_cache_locks()
 }
 
-/// Each guard with why it cannot be attached here (`None`: attach it).
-fn guard_plan(kernel_btf: &btf::Btf) -> Vec<(&'static str, &'static str, Option<String>)> {
-    GUARDS
+/// Each optional program (name hooks, guards) with why it cannot be attached here (`None`:
+/// attach it).
+fn optional_plan(
+    kernel_btf: &btf::Btf,
+    programs: &[(&'static str, &'static str, u32)],
+) -> Vec<(&'static str, &'static str, Option<String>)> {
+    programs
         .iter()
         .map(|&(program, hook, params)| {
             let why_not = match kernel_btf.lsm_hook_params(hook) {
@@ -169,7 +193,8 @@ fn guard_plan(kernel_btf: &btf::Btf) -> Vec<(&'static str, &'static str, Option<
 struct Inputs<'a> {
     offsets: &'a [(&'static str, u64)],
     enums: &'a [(&'static str, u32)],
-    guards: &'a [(&'static str, &'static str, Option<String>)],
+    /// Name hooks and guards, with why each cannot be attached here.
+    optional: &'a [(&'static str, &'static str, Option<String>)],
     path_cache: &'a Result<(u64, u64), String>,
     /// The BTF ids of `bpf_rdonly_cast` and `struct seqcount` (`Btf::seqcount_cast`).
     seqcount_cast: Option<(u32, u32)>,
@@ -264,7 +289,7 @@ fn load_plan(
         plan.push((hook, hook));
     }
     let mut skipped = Vec::new();
-    for (program, hook, why_not) in inputs.guards {
+    for (program, hook, why_not) in inputs.optional {
         let outcome = match why_not {
             None => load_one(ebpf, program, hook, aya_btf).map_err(|e| e.reason),
             Some(why) => Err(why.clone()),
@@ -272,7 +297,7 @@ fn load_plan(
         match outcome {
             Ok(()) => plan.push((*program, *hook)),
             Err(why) => {
-                tracing::warn!("self-protection guard not attached: {why}");
+                tracing::warn!("kernel hook not attached: {why}");
                 // A previous daemon's program would protect a stale daemon pid.
                 let _ = fs::remove_file(links_dir.join(program));
                 skipped.push(why);

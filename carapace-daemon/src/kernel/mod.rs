@@ -50,7 +50,7 @@ pub struct Kernel {
     maps: KernelMaps,
     events: Option<EventStream>,
     programs: loader::Programs,
-    /// Self-protection guards not attached on this kernel, with the reason.
+    /// Name hooks and self-protection guards not attached on this kernel, with the reason.
     skipped: Vec<String>,
     adopted: Vec<(u64, u32)>,
     adopted_links: bool,
@@ -182,7 +182,7 @@ impl Kernel {
         let skipped = if self.skipped.is_empty() {
             String::new()
         } else {
-            format!("; guards not attached: {}", self.skipped.join("; "))
+            format!("; hooks not attached: {}", self.skipped.join("; "))
         };
         let cache = match &self.path_cache {
             Ok(_) => "path cache on".to_owned(),
