@@ -283,6 +283,7 @@ pub mod has {
     pub const PREFIX: u32 = 1 << 1;
     pub const NAMES: u32 = 1 << 2;
     pub const INODES: u32 = 1 << 3;
+    pub const ANCESTORS: u32 = 1 << 4;
 }
 
 /// Path automata of one rule set: patterns anchored at the root in one, floating ones
@@ -489,6 +490,7 @@ pub mod maps {
     pub const PREFIX_PATHS: &str = "PREFIX_PATHS";
     pub const NAMES: &str = "NAMES";
     pub const INODES: &str = "INODES";
+    pub const ANCESTORS: &str = "ANCESTORS";
     pub const NETS: &str = "NETS";
     pub const EVENTS: &str = "EVENTS";
     pub const ERRORS: &str = "ERRORS";

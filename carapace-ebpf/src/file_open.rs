@@ -153,6 +153,7 @@ pub fn check_file(session: &Session, file: *const u8, ops: u32) -> Option<i32> {
         len,
         has_name,
         inode,
+        ancestors: false,
     };
     let verdict = matcher::check_path(&mut subject, config, ops)?;
     deny(session, verdict, &subject.scratch.key.data);

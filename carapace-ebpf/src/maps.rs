@@ -49,6 +49,12 @@ pub static NAMES: HashMap<[u8; NAME_MAX], RuleRefs> = HashMap::pinned(MAX_ENTRIE
 #[map(name = "INODES")]
 pub static INODES: HashMap<InodeKey, RuleRefs> = HashMap::pinned(MAX_ENTRIES, NO_PREALLOC);
 
+/// Directories above what path rules protect (an exact path's parents, a tree's parents,
+/// a glob's fixed leading directories) → rules: a rename or symlink that would put another
+/// directory in such a place is refused (`name_ops`). Never looked up by opens.
+#[map(name = "ANCESTORS")]
+pub static ANCESTORS: HashMap<[u8; PATH_MAX], RuleRefs> = HashMap::pinned(MAX_ENTRIES, NO_PREALLOC);
+
 /// IPv4-mapped / IPv6 CIDR → rules with ports.
 #[map(name = "NETS")]
 pub static NETS: LpmTrie<[u8; 16], NetRefs> = LpmTrie::pinned(MAX_ENTRIES, 0);

@@ -17,8 +17,8 @@ use aya_ebpf::{cty::c_void, helpers::generated::bpf_loop};
 use core::ptr::addr_of_mut;
 
 use crate::maps::{
-    Scratch, DFA, DFA_ACCEPT, DFA_EARLY, DFA_EARLY_REFS, DFA_TRANS, EXACT_PATHS, INODES, NAMES,
-    NETS, PREFIX_PATHS, RULES, SCRATCH,
+    Scratch, ANCESTORS, DFA, DFA_ACCEPT, DFA_EARLY, DFA_EARLY_REFS, DFA_TRANS, EXACT_PATHS, INODES,
+    NAMES, NETS, PREFIX_PATHS, RULES, SCRATCH,
 };
 
 /// A denial: the rule and the one operation bit it denied.
@@ -39,6 +39,8 @@ pub mod source {
     pub const DFA1: usize = 5;
     /// The block refs the automata matched on the way; only those in `Judging::early` count.
     pub const EARLY: usize = 6;
+    /// Directories above protected paths (`PathSubject::ancestors`).
+    pub const ANCESTOR: usize = 7;
     pub const COUNT: usize = 8;
 }
 
@@ -163,6 +165,9 @@ pub struct PathSubject<'a> {
     pub len: usize,
     pub has_name: bool,
     pub inode: Option<InodeKey>,
+    /// Whether the path is also looked up among the directories above protected paths:
+    /// only for a name a directory could be moved or linked to.
+    pub ancestors: bool,
 }
 
 /// A walk in progress: what [`step`] reads and writes between bytes. Scalars only: the
@@ -325,6 +330,12 @@ pub fn check_path(subject: &mut PathSubject<'_>, config: &Config, ops: u32) -> O
         // SAFETY: as above.
         if let Some(r) = unsafe { NAMES.get(&scratch.name) } {
             found(scratch, &mut j, source::NAME, r);
+        }
+    }
+    if subject.ancestors && config.has & has::ANCESTORS != 0 {
+        // SAFETY: as above.
+        if let Some(r) = unsafe { ANCESTORS.get(&scratch.key.data) } {
+            found(scratch, &mut j, source::ANCESTOR, r);
         }
     }
     if let Some(key) = subject.inode {

@@ -30,8 +30,11 @@ use crate::{
     EACCES,
 };
 
-/// `judge`'s "refuse and say so" for a name with a trailing `/` judged too.
+/// `judge` flags: judge the name with a trailing `/` too (a directory in a protected tree's
+/// place), and look it up among the directories above protected paths (another directory
+/// put there, by a rename or as a symlink, would bring its own files into protected paths).
 const BELOW: u32 = 1;
+const ANCESTORS: u32 = 2;
 
 #[lsm(hook = "path_unlink")]
 pub fn path_unlink(ctx: LsmContext) -> i32 {
@@ -61,7 +64,7 @@ pub fn path_mknod(ctx: LsmContext) -> i32 {
 pub fn path_symlink(ctx: LsmContext) -> i32 {
     // path_symlink(dir, dentry, old_name): the link's own name is judged; what it points
     // to is judged when something opens through it.
-    name_in_dir(&ctx, 3, op::CREATE, path_op::SYMLINK)
+    name_in_dir(&ctx, 3, op::CREATE | (ANCESTORS << 16), path_op::SYMLINK)
 }
 
 #[lsm(hook = "path_truncate")]
@@ -135,8 +138,13 @@ pub fn path_rename(ctx: LsmContext) -> i32 {
     } else {
         op::CREATE
     };
-    if refused(old, old_mnt, op::IDENTITY, BELOW, path_op::RENAME_FROM)
-        || refused(new, new_mnt, onto, BELOW, path_op::RENAME_ONTO)
+    if refused(
+        old,
+        old_mnt,
+        op::IDENTITY,
+        BELOW | ANCESTORS,
+        path_op::RENAME_FROM,
+    ) || refused(new, new_mnt, onto, BELOW | ANCESTORS, path_op::RENAME_ONTO)
     {
         -EACCES
     } else {
@@ -145,7 +153,8 @@ pub fn path_rename(ctx: LsmContext) -> i32 {
 }
 
 /// A hook whose first two arguments are a directory (`struct path *`) and the dentry of a
-/// name in it; `previous_arg` is the index of the previous program's verdict.
+/// name in it; `previous_arg` is the index of the previous program's verdict. `ops` carries
+/// extra `judge` flags above bit 16.
 #[inline(always)]
 fn name_in_dir(ctx: &LsmContext, previous_arg: usize, ops: u32, kind: u32) -> i32 {
     let previous: i32 = ctx.arg(previous_arg);
@@ -160,7 +169,7 @@ fn name_in_dir(ctx: &LsmContext, previous_arg: usize, ops: u32, kind: u32) -> i3
     let Some(mnt) = mount_of(dir) else {
         return -EACCES;
     };
-    if refused(dentry, mnt, ops, BELOW, kind) {
+    if refused(dentry, mnt, ops & 0xffff, BELOW | (ops >> 16), kind) {
         -EACCES
     } else {
         0
@@ -212,8 +221,8 @@ fn positive(dentry: u64) -> bool {
 
 /// Judges `ops` on the name and reports a refusal with `kind`; true when refused.
 #[inline(always)]
-fn refused(dentry: u64, mnt: u64, ops: u32, below: u32, kind: u32) -> bool {
-    let verdict = judge(dentry, mnt, ops, below);
+fn refused(dentry: u64, mnt: u64, ops: u32, flags: u32, kind: u32) -> bool {
+    let verdict = judge(dentry, mnt, ops, flags);
     if verdict == 0 {
         return false;
     }
@@ -228,11 +237,11 @@ fn pack(v: Verdict) -> u64 {
     (u64::from(v.rule) << 32) | u64::from(v.op)
 }
 
-/// Judges `ops` on the path of `dentry` under the mount `mnt` (and, with `below`, on that
-/// path with a `/` after it); a packed [`Verdict`], or 0 to allow. A subprogram returning a
-/// scalar: the verifier checks it once per hook instead of once per caller state.
+/// Judges `ops` on the path of `dentry` under the mount `mnt` (and, with the `flags`
+/// `BELOW` and `ANCESTORS`, as above); a packed [`Verdict`], or 0 to allow. A subprogram
+/// returning a scalar: the verifier checks it once per hook instead of once per caller state.
 #[inline(never)]
-fn judge(dentry: u64, mnt: u64, ops: u32, below: u32) -> u64 {
+fn judge(dentry: u64, mnt: u64, ops: u32, flags: u32) -> u64 {
     let Some(config) = CONFIG.get(0) else {
         return 0;
     };
@@ -266,11 +275,12 @@ fn judge(dentry: u64, mnt: u64, ops: u32, below: u32) -> u64 {
         len: len & (PATH_MAX - 1),
         has_name,
         inode,
+        ancestors: flags & ANCESTORS != 0,
     };
     if let Some(v) = matcher::check_path(&mut subject, config, ops) {
         return pack(v);
     }
-    if below == 0 || len + 1 >= PATH_MAX || len <= 1 {
+    if flags & BELOW == 0 || len + 1 >= PATH_MAX || len <= 1 {
         return 0;
     }
     let at = len & (PATH_MAX - 1);
@@ -278,6 +288,7 @@ fn judge(dentry: u64, mnt: u64, ops: u32, below: u32) -> u64 {
     subject.len = (len + 1) & (PATH_MAX - 1);
     subject.has_name = false;
     subject.inode = None;
+    subject.ancestors = false;
     let verdict = matcher::check_path(&mut subject, config, ops);
     // The message names the path itself.
     subject.scratch.key.data[at] = 0;

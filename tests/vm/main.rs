@@ -24,6 +24,7 @@ mod allowlist;
 mod attach;
 mod limits;
 mod matcher;
+mod names;
 mod path_cache;
 mod self_protection;
 

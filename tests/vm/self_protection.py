@@ -121,6 +121,22 @@ def leave_cgroup():
         f.write(str(os.getpid()))
 
 
+def unpin():
+    os.unlink("/sys/fs/bpf/carapace/links/file_open")
+
+
+def rename_pins():
+    os.rename("/sys/fs/bpf/carapace", "/sys/fs/bpf/carapace-moved")
+
+
+def rewrite(path):
+    # The value it holds, written back: outside a session this changes nothing.
+    with open(path) as f:
+        value = f.read()
+    with open(path, "w") as f:
+        f.write(value)
+
+
 report("kill", kill)
 report("ptrace", ptrace_read)
 report("bpf_map_create", bpf_map_create)
@@ -138,3 +154,9 @@ report("clone_into_cgroup", clone_into_cgroup)
 report("write_daemon_binary", write_daemon_binary)
 report("read_data_dir", read_data_dir)
 report("leave_cgroup", leave_cgroup)
+if inside:
+    # Outside a session these would really unpin (a daemon restart would then not adopt).
+    report("unpin", unpin)
+    report("rename_pins", rename_pins)
+report("core_pattern", lambda: rewrite("/proc/sys/kernel/core_pattern"))
+report("modprobe", lambda: rewrite("/proc/sys/kernel/modprobe"))

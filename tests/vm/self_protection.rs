@@ -175,6 +175,10 @@ fn a_root_process_in_a_session_cannot_switch_carapace_off() {
         ("write_daemon_binary", "blocked write of /usr/local/sbin/carapaced (rule carapace-binaries:".to_owned()),
         ("read_data_dir", "blocked read of /var/lib/carapace (rule carapace-data:".to_owned()),
         ("leave_cgroup", "blocked write of /sys/fs/cgroup/cgroup.procs (rule self-protection: agents may not move processes out".to_owned()),
+        ("unpin", "blocked delete of /sys/fs/bpf/carapace/links/file_open (rule ".to_owned()),
+        ("rename_pins", "blocked rename of /sys/fs/bpf/carapace (rule ".to_owned()),
+        ("core_pattern", "blocked write of /proc/sys/kernel/core_pattern (rule kernel-knobs: Kernel settings".to_owned()),
+        ("modprobe", "blocked write of /proc/sys/kernel/modprobe (rule kernel-knobs:".to_owned()),
     ];
     let mut failures = Vec::new();
     for (name, line) in &expected {
@@ -219,6 +223,8 @@ fn the_same_calls_outside_a_session_are_not_refused_by_carapace() {
         "write_daemon_binary",
         "read_data_dir",
         "leave_cgroup",
+        "core_pattern",
+        "modprobe",
     ] {
         let errno = outside.get(name).map(String::as_str);
         assert!(
@@ -270,4 +276,22 @@ fn an_agent_cannot_move_itself_even_within_its_session() {
         &out,
         "blocked write of /sys/fs/cgroup/cgroup.procs (rule self-protection:",
     );
+}
+
+#[test]
+fn unpinning_the_programs_does_not_detach_them() {
+    let _g = guard();
+    // Root outside any session removes a pin while a session runs: the daemon holds its
+    // links, so the programs stay attached and a second session is still judged.
+    let session = HeldSession::start(4343);
+    let pin = "/sys/fs/bpf/carapace/links/file_open";
+    assert!(
+        std::path::Path::new(pin).exists(),
+        "the link is pinned while a session runs"
+    );
+    std::fs::remove_file(pin).expect("remove the pin from outside");
+    let out = super::agent("cat /srv/secret/a.txt");
+    assert!(!out.status.success(), "the read is still refused");
+    super::assert_denied_line(&out, "blocked read of /srv/secret/a.txt (rule secret-dir");
+    session.finish();
 }

@@ -23,6 +23,10 @@ pub struct KernelImage {
     pub names: BTreeMap<Vec<u8>, Vec<RuleRef>>,
     /// (kernel dev, inode) of existing files that exact rules protect.
     pub inodes: BTreeMap<(u64, u64), Vec<RuleRef>>,
+    /// Directories above protected paths (no trailing `/`) → some of the rules below them
+    /// (at most `REFS_PER_KEY`, always-on rules first: one rule in force is enough to refuse
+    /// moving another directory there).
+    pub ancestors: BTreeMap<Vec<u8>, Vec<RuleRef>>,
     /// (prefix length in bits over the IPv4-mapped address, address) → refs. Like
     /// `prefix`, each entry holds the refs of every covering shorter prefix.
     pub nets: BTreeMap<(u32, [u8; 16]), Vec<NetRef>>,
@@ -105,6 +109,8 @@ pub fn staging(old: &KernelImage, old_slots: &Slots, new: &KernelImage) -> Optio
     merge(&mut image.prefix, &new.prefix, moved);
     merge(&mut image.names, &new.names, moved);
     merge(&mut image.inodes, &new.inodes, moved);
+    merge(&mut image.ancestors, &new.ancestors, moved);
+    cap_ancestors(&mut image, |rule| rule);
     merge(&mut image.nets, &new.nets, |r: &NetRef| NetRef {
         rule: r.rule + off,
         ..*r
@@ -135,6 +141,22 @@ pub fn staging(old: &KernelImage, old_slots: &Slots, new: &KernelImage) -> Optio
         slots,
         new_slots,
     })
+}
+
+/// Keeps at most `REFS_PER_KEY` refs per ancestor directory: always-on rules first, then
+/// in the order `rank` gives rule indices (the compiler ranks by rule id, so that the order
+/// of the rules never changes the image).
+pub fn cap_ancestors<K: Ord>(image: &mut KernelImage, rank: impl Fn(u32) -> K) {
+    let rules = &image.rules;
+    let always_on = |r: &RuleRef| {
+        rules
+            .get(r.rule as usize)
+            .is_some_and(|m| m.flags & carapace_common::RULE_ALWAYS_ON != 0)
+    };
+    for refs in image.ancestors.values_mut() {
+        refs.sort_by_cached_key(|r| (!always_on(r), rank(r.rule)));
+        refs.truncate(REFS_PER_KEY);
+    }
 }
 
 fn merge<K: Ord + Clone, R: PartialEq>(

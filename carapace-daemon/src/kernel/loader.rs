@@ -17,7 +17,10 @@ use std::{
 
 use aya::{
     maps::Map,
-    programs::{links::FdLink, Lsm, ProgramError},
+    programs::{
+        links::{FdLink, PinnedLink},
+        Lsm, ProgramError,
+    },
     Btf as AyaBtf, EbpfLoader, VerifierLogLevel,
 };
 use carapace_common::{globals, maps as names};
@@ -60,7 +63,7 @@ pub const GUARDS: [(&str, &str, u32); 10] = [
 
 /// The hooks that judge changes of names and attributes (`name_ops`), each with the number
 /// of parameters its program was written for. They need `CONFIG_SECURITY_PATH` (Debian,
-/// Ubuntu, Fedora and Arch kernels have it, for AppArmor and TOMOYO); a kernel without one
+/// Ubuntu, Fedora and Arch kernels have it, for `AppArmor` and TOMOYO); a kernel without one
 /// runs without it, and the daemon's log and status say which and why.
 pub const NAME_HOOKS: [(&str, &str, u32); 10] = [
     ("path_unlink", "path_unlink", 2),
@@ -211,6 +214,10 @@ pub struct Programs {
     plan: Vec<Attach>,
     links_dir: PathBuf,
     armed: bool,
+    /// The links this daemon attached, by program. Held, not only pinned: a pin removed by
+    /// someone else (a `rm` of the pin directory) then leaves the programs attached. Pins
+    /// are for a restarted daemon to adopt; these are what keeps enforcement in force.
+    held: Vec<PinnedLink>,
 }
 
 impl Programs {
@@ -220,7 +227,9 @@ impl Programs {
     pub fn arm(&mut self) -> Result<bool, KernelUnavailable> {
         let mut replaced = false;
         for &(name, hook) in &self.plan {
-            replaced |= attach_as(&mut self.ebpf, name, hook, &self.links_dir)?;
+            let (link, was_pinned) = attach_as(&mut self.ebpf, name, hook, &self.links_dir)?;
+            self.held.push(link);
+            replaced |= was_pinned;
         }
         self.armed = true;
         Ok(replaced)
@@ -240,6 +249,8 @@ impl Programs {
         for entry in fs::read_dir(&self.links_dir)? {
             fs::remove_file(entry?.path())?;
         }
+        // The last references: the kernel detaches each program as its link closes.
+        self.held.clear();
         self.armed = false;
         Ok(())
     }
@@ -371,6 +382,7 @@ fn load_programs(
         names::PREFIX_PATHS,
         names::NAMES,
         names::INODES,
+        names::ANCESTORS,
         names::NETS,
         names::DFA,
         names::DFA_TRANS,
@@ -399,6 +411,7 @@ fn load_programs(
             plan,
             links_dir: links_dir.to_path_buf(),
             armed: false,
+            held: Vec::new(),
         },
         skipped,
         path_cache: inputs.path_cache.clone().map(|_| {
@@ -434,14 +447,14 @@ fn lsm_program<'a>(
 }
 
 /// Attaches the loaded program `name` to its LSM hook (a hook may carry several programs)
-/// and pins its link under the program's name; returns whether it replaced a previous
-/// daemon's link.
+/// and pins its link under the program's name; returns the link and whether it replaced a
+/// previous daemon's.
 fn attach_as(
     ebpf: &mut aya::Ebpf,
     name: &'static str,
     hook: &'static str,
     links_dir: &Path,
-) -> Result<bool, KernelUnavailable> {
+) -> Result<(PinnedLink, bool), KernelUnavailable> {
     let program = lsm_program(ebpf, name)?;
     let id = program.attach().map_err(|e| {
         KernelUnavailable::new(format!("cannot attach {name} to {hook}: {}", chain(&e)))
@@ -455,8 +468,9 @@ fn attach_as(
 }
 
 /// Pins `link` at `path`; an older link pinned there is removed only after the new one is
-/// attached and pinned. Returns whether an older link was replaced.
-fn pin_replacing(link: FdLink, path: &Path) -> io::Result<bool> {
+/// attached and pinned. Returns the pinned link (its file descriptor still open) and whether
+/// an older link was replaced.
+fn pin_replacing(link: FdLink, path: &Path) -> io::Result<(PinnedLink, bool)> {
     // bpffs refuses names with a dot, so no `.new` suffix.
     let name = path
         .file_name()
@@ -464,7 +478,8 @@ fn pin_replacing(link: FdLink, path: &Path) -> io::Result<bool> {
         .unwrap_or_default();
     let staging = path.with_file_name(format!("{name}_new_{}", std::process::id()));
     let _ = fs::remove_file(&staging);
-    link.pin(&staging)
+    let pinned = link
+        .pin(&staging)
         .map_err(|e| io::Error::other(e.to_string()))?;
     let replaced = path.exists();
     if replaced {
@@ -472,7 +487,7 @@ fn pin_replacing(link: FdLink, path: &Path) -> io::Result<bool> {
         fs::remove_file(path)?;
     }
     fs::rename(&staging, path)?;
-    Ok(replaced)
+    Ok((pinned, replaced))
 }
 
 /// Set to a file path, makes the loader ask the kernel for its verbose verifier log and write

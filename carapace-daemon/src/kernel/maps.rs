@@ -32,6 +32,7 @@ pub struct KernelMaps {
     prefix: LpmTrie<MapData, [u8; PATH_MAX], RuleRefs>,
     names: HashMap<MapData, [u8; NAME_MAX], RuleRefs>,
     inodes: HashMap<MapData, InodeKey, RuleRefs>,
+    ancestors: HashMap<MapData, [u8; PATH_MAX], RuleRefs>,
     nets: LpmTrie<MapData, [u8; 16], NetRefs>,
     dfa: Array<MapData, DfaHeader>,
     dfa_trans: Array<MapData, [u32; DFA_CHUNK]>,
@@ -80,6 +81,7 @@ impl KernelMaps {
             prefix: typed!(maps, names::PREFIX_PATHS),
             names: typed!(maps, names::NAMES),
             inodes: typed!(maps, names::INODES),
+            ancestors: typed!(maps, names::ANCESTORS),
             nets: typed!(maps, names::NETS),
             dfa: typed!(maps, names::DFA),
             dfa_trans: typed!(maps, names::DFA_TRANS),
@@ -211,6 +213,13 @@ impl KernelMaps {
             .collect::<anyhow::Result<Vec<_>>>()?;
         sync_hash(&mut self.exact, &exact).context("EXACT_PATHS")?;
 
+        let ancestors = image
+            .ancestors
+            .iter()
+            .map(|(path, refs)| Ok((path_key(path)?, rule_refs(refs, slots)?)))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        sync_hash(&mut self.ancestors, &ancestors).context("ANCESTORS")?;
+
         let names = image
             .names
             .iter()
@@ -253,6 +262,7 @@ impl KernelMaps {
             (has::PREFIX, !image.prefix.is_empty()),
             (has::NAMES, !image.names.is_empty()),
             (has::INODES, !image.inodes.is_empty()),
+            (has::ANCESTORS, !image.ancestors.is_empty()),
         ] {
             if present {
                 config.has |= bit;

@@ -63,7 +63,7 @@ fn walk_tree(image: &KernelImage, root: &str, refs: &[RuleRef], out: &mut TreeIn
     let Ok(meta) = fs::symlink_metadata(root) else {
         return true;
     };
-    if !meta.is_dir() {
+    if !meta.is_dir() || is_pseudo_fs(root) {
         return true;
     }
     let dev = meta.dev();
@@ -109,6 +109,29 @@ fn walk_tree(image: &KernelImage, root: &str, refs: &[RuleRef], out: &mut TreeIn
         }
     }
     true
+}
+
+/// Whether `path` is on a file system the kernel makes up (/proc, /sys, cgroups, bpffs, …):
+/// nothing there can be hard-linked, its inodes come and go, and recording thousands of
+/// them would only crowd the inode map. Such trees are matched by path.
+fn is_pseudo_fs(path: &str) -> bool {
+    use nix::sys::statfs::{
+        statfs, BPF_FS_MAGIC, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC, DEBUGFS_MAGIC,
+        PROC_SUPER_MAGIC, SECURITYFS_MAGIC, SYSFS_MAGIC, TRACEFS_MAGIC,
+    };
+    statfs(path).is_ok_and(|s| {
+        [
+            PROC_SUPER_MAGIC,
+            SYSFS_MAGIC,
+            CGROUP_SUPER_MAGIC,
+            CGROUP2_SUPER_MAGIC,
+            BPF_FS_MAGIC,
+            DEBUGFS_MAGIC,
+            TRACEFS_MAGIC,
+            SECURITYFS_MAGIC,
+        ]
+        .contains(&s.filesystem_type())
+    })
 }
 
 /// Whether an exception of `rule` covers `path` (exact path, enclosing prefix or basename).
@@ -188,6 +211,13 @@ mod tests {
         assert!(!found.inodes.contains_key(&ino(&root.join("public.txt"))));
         assert!(!found.inodes.contains_key(&ino(&root.join("link"))));
         assert!(found.truncated.is_empty());
+    }
+
+    #[test]
+    fn trees_on_pseudo_file_systems_are_not_walked() {
+        let img = image_with(&[("/proc/sys/", RuleRef { rule: 0, flags: 0 })], &[]);
+        let found = walk(&img);
+        assert!(found.inodes.is_empty() && found.truncated.is_empty());
     }
 
     #[test]

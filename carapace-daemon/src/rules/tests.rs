@@ -1055,6 +1055,7 @@ fn normalised(set: &RuleSet) -> (KernelImage, Vec<String>) {
     img.prefix.values_mut().for_each(fix);
     img.names.values_mut().for_each(fix);
     img.inodes.values_mut().for_each(fix);
+    img.ancestors.values_mut().for_each(fix);
     for v in img.nets.values_mut() {
         for r in v.iter_mut() {
             r.rule = remap[&r.rule];

