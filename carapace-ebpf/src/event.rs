@@ -22,7 +22,19 @@ pub struct Subject<'a> {
     pub detail: u32,
 }
 
-impl Subject<'_> {
+impl<'a> Subject<'a> {
+    /// A file or unix socket (`kind`), by path when there is one, with a `detail` number.
+    pub const fn named(kind: u32, path: Option<&'a [u8; PATH_MAX]>, detail: u32) -> Self {
+        Self {
+            kind,
+            path,
+            family: 0,
+            port: 0,
+            addr: [0; 16],
+            detail,
+        }
+    }
+
     /// A subject with no path or address, only a `detail` number.
     pub const fn bare(kind: u32, detail: u32) -> Self {
         Self {

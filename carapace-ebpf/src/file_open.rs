@@ -10,15 +10,15 @@ use aya_ebpf::{
     programs::LsmContext,
 };
 use carapace_common::{
-    errsite, has, op, subject, InodeKey, FMODE_EXEC, FMODE_READ, FMODE_WRITE, NAME_MAX, O_TRUNC,
-    PATH_MAX, RULE_PATH_TOO_LONG,
+    errsite, has, op, path_op, subject, InodeKey, FMODE_EXEC, FMODE_READ, FMODE_WRITE, NAME_MAX,
+    O_TRUNC, PATH_MAX, RULE_PATH_TOO_LONG,
 };
 
 use crate::{
     cgroup_escape,
     event::{self, Subject},
     gate::{self, Session},
-    globals, kread,
+    globals, inode, kread,
     maps::{count_error, CONFIG, SCRATCH},
     matcher::{self, PathSubject, Verdict},
     path_cache, EACCES,
@@ -187,33 +187,20 @@ fn strip_deleted(path: &mut [u8; PATH_MAX], len: usize) -> usize {
 }
 
 fn deny(session: &Session, verdict: Verdict, path: &[u8; PATH_MAX]) {
-    let subject = Subject {
-        kind: subject::PATH,
-        path: Some(path),
-        family: 0,
-        port: 0,
-        addr: [0; 16],
-        detail: 0,
-    };
+    let subject = Subject::named(subject::PATH, Some(path), path_op::OPEN);
     event::emit(session, verdict, &subject);
 }
 
 /// The dentry's name: cheaper than scanning the path for its last '/'.
 #[inline(always)]
 fn read_basename(f_path: *const u8, name: &mut [u8; NAME_MAX]) -> bool {
-    kread::zero_words(name);
-    let Some(dentry) =
-        kread::read::<*const u8>(f_path, globals::path_dentry(), errsite::READ_INODE)
-    else {
-        return false;
-    };
-    let d_name = dentry.wrapping_add(globals::dentry_d_name());
-    let Some(ptr) = kread::read::<*const u8>(d_name, globals::qstr_name(), errsite::READ_INODE)
-    else {
-        return false;
-    };
-    // A name that fills the buffer may have been cut short; no basename rule is that long.
-    matches!(kread::read_str(ptr, name, errsite::READ_INODE), Some(n) if n < NAME_MAX)
+    match kread::read::<*const u8>(f_path, globals::path_dentry(), errsite::READ_INODE) {
+        Some(dentry) => inode::name_of(dentry, name),
+        None => {
+            kread::zero_words(name);
+            false
+        }
+    }
 }
 
 #[inline(always)]

@@ -1,6 +1,7 @@
-//! A dentry's inode identity, as the inode map keys it.
+//! What the programs read of a dentry: its inode identity, as the inode map keys it, and
+//! its name, as the basename map keys it.
 
-use carapace_common::{errsite, InodeKey};
+use carapace_common::{errsite, InodeKey, NAME_MAX};
 
 use crate::{globals, kread};
 
@@ -17,4 +18,17 @@ pub fn of_dentry(dentry: *const u8) -> Option<InodeKey> {
         dev: u64::from(dev),
         ino,
     })
+}
+
+/// The dentry's name into `name` (zero-tailed); false when it cannot be read or fills the
+/// buffer (it may have been cut short, and no basename rule is that long).
+#[inline(always)]
+pub fn name_of(dentry: *const u8, name: &mut [u8; NAME_MAX]) -> bool {
+    kread::zero_words(name);
+    let d_name = dentry.wrapping_add(globals::dentry_d_name());
+    let Some(ptr) = kread::read::<*const u8>(d_name, globals::qstr_name(), errsite::READ_INODE)
+    else {
+        return false;
+    };
+    matches!(kread::read_str(ptr, name, errsite::READ_INODE), Some(n) if n < NAME_MAX)
 }

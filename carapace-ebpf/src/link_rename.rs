@@ -48,7 +48,12 @@ fn check_rename(dentry: *const u8, kind: u32) -> Option<i32> {
         return None;
     }
     let verdict = protected(dentry, ops)?;
-    deny(&session, verdict, subject::PATH | (kind << 8), dentry);
+    deny(
+        &session,
+        verdict,
+        &Subject::named(subject::PATH, None, kind),
+        dentry,
+    );
     Some(-EACCES)
 }
 
@@ -72,10 +77,9 @@ fn protected(dentry: *const u8, ops: u32) -> Option<Verdict> {
     None
 }
 
-/// Reports the denial with the file's name (a dentry has no full path at hand). `what` is
-/// the subject kind (`subject::*`) with the event's detail above its low 8 bits: a BPF
-/// function takes at most five arguments, the verdict counting as two.
-pub fn deny(session: &Session, verdict: Verdict, what: u32, dentry: *const u8) {
+/// Reports the denial of `what` (its kind and detail) with the file's name (a dentry has no
+/// full path at hand).
+pub fn deny(session: &Session, verdict: Verdict, what: &Subject<'_>, dentry: *const u8) {
     let Some(scratch) = SCRATCH.get_ptr_mut(0) else {
         return;
     };
@@ -91,13 +95,6 @@ pub fn deny(session: &Session, verdict: Verdict, what: u32, dentry: *const u8) {
             errsite::READ_INODE,
         );
     }
-    let subject = Subject {
-        kind: what & 0xff,
-        path: Some(&scratch.key.data),
-        family: 0,
-        port: 0,
-        addr: [0; 16],
-        detail: what >> 8,
-    };
+    let subject = Subject::named(what.kind, Some(&scratch.key.data), what.detail);
     event::emit(session, verdict, &subject);
 }

@@ -18,7 +18,7 @@
 
 use aya_ebpf::{macros::lsm, programs::LsmContext};
 use carapace_common::{
-    errsite, op, path_op, subject, NAME_MAX, PATH_MAX, RENAME_EXCHANGE, RULE_PATH_TOO_LONG,
+    errsite, op, path_op, subject, PATH_MAX, RENAME_EXCHANGE, RULE_PATH_TOO_LONG,
 };
 
 use crate::{
@@ -39,32 +39,32 @@ const ANCESTORS: u32 = 2;
 #[lsm(hook = "path_unlink")]
 pub fn path_unlink(ctx: LsmContext) -> i32 {
     // path_unlink(dir, dentry)
-    name_in_dir(&ctx, 2, op::REMOVE, path_op::UNLINK)
+    name_in_dir(&ctx, 2, op::REMOVE, BELOW, path_op::UNLINK)
 }
 
 #[lsm(hook = "path_rmdir")]
 pub fn path_rmdir(ctx: LsmContext) -> i32 {
     // path_rmdir(dir, dentry)
-    name_in_dir(&ctx, 2, op::REMOVE, path_op::RMDIR)
+    name_in_dir(&ctx, 2, op::REMOVE, BELOW, path_op::RMDIR)
 }
 
 #[lsm(hook = "path_mkdir")]
 pub fn path_mkdir(ctx: LsmContext) -> i32 {
     // path_mkdir(dir, dentry, mode)
-    name_in_dir(&ctx, 3, op::CREATE, path_op::MKDIR)
+    name_in_dir(&ctx, 3, op::CREATE, BELOW, path_op::MKDIR)
 }
 
 #[lsm(hook = "path_mknod")]
 pub fn path_mknod(ctx: LsmContext) -> i32 {
     // path_mknod(dir, dentry, mode, dev): mknod(2) and the creation of `O_CREAT`.
-    name_in_dir(&ctx, 4, op::CREATE, path_op::CREATE)
+    name_in_dir(&ctx, 4, op::CREATE, BELOW, path_op::CREATE)
 }
 
 #[lsm(hook = "path_symlink")]
 pub fn path_symlink(ctx: LsmContext) -> i32 {
     // path_symlink(dir, dentry, old_name): the link's own name is judged; what it points
     // to is judged when something opens through it.
-    name_in_dir(&ctx, 3, op::CREATE | (ANCESTORS << 16), path_op::SYMLINK)
+    name_in_dir(&ctx, 3, op::CREATE, BELOW | ANCESTORS, path_op::SYMLINK)
 }
 
 #[lsm(hook = "path_truncate")]
@@ -153,10 +153,9 @@ pub fn path_rename(ctx: LsmContext) -> i32 {
 }
 
 /// A hook whose first two arguments are a directory (`struct path *`) and the dentry of a
-/// name in it; `previous_arg` is the index of the previous program's verdict. `ops` carries
-/// extra `judge` flags above bit 16.
+/// name in it; `previous_arg` is the index of the previous program's verdict.
 #[inline(always)]
-fn name_in_dir(ctx: &LsmContext, previous_arg: usize, ops: u32, kind: u32) -> i32 {
+fn name_in_dir(ctx: &LsmContext, previous_arg: usize, ops: u32, flags: u32, kind: u32) -> i32 {
     let previous: i32 = ctx.arg(previous_arg);
     if previous != 0 {
         return previous;
@@ -169,7 +168,7 @@ fn name_in_dir(ctx: &LsmContext, previous_arg: usize, ops: u32, kind: u32) -> i3
     let Some(mnt) = mount_of(dir) else {
         return -EACCES;
     };
-    if refused(dentry, mnt, ops & 0xffff, BELOW | (ops >> 16), kind) {
+    if refused(dentry, mnt, ops, flags, kind) {
         -EACCES
     } else {
         0
@@ -264,7 +263,8 @@ fn judge(dentry: u64, mnt: u64, ops: u32, flags: u32) -> u64 {
     };
     // SAFETY: per-CPU scratch; programs do not nest on one CPU for these hooks.
     let scratch = unsafe { &mut *scratch };
-    let has_name = config.has & carapace_common::has::NAMES != 0 && read_name(dentry, scratch);
+    let has_name = config.has & carapace_common::has::NAMES != 0
+        && inode::name_of(dentry as *const u8, &mut scratch.name);
     let inode = if config.has & carapace_common::has::INODES != 0 {
         inode::of_dentry(dentry as *const u8)
     } else {
@@ -295,21 +295,6 @@ fn judge(dentry: u64, mnt: u64, ops: u32, flags: u32) -> u64 {
     verdict.map_or(0, pack)
 }
 
-/// The dentry's name into the scratch's basename buffer; false when it does not fit.
-#[inline(always)]
-fn read_name(dentry: u64, scratch: &mut crate::maps::Scratch) -> bool {
-    kread::zero_words(&mut scratch.name);
-    let d_name = (dentry as *const u8).wrapping_add(globals::dentry_d_name());
-    let Some(ptr) = kread::read::<*const u8>(d_name, globals::qstr_name(), errsite::PATH_WALK)
-    else {
-        return false;
-    };
-    matches!(
-        kread::read_str(ptr, &mut scratch.name, errsite::PATH_WALK),
-        Some(n) if n < NAME_MAX
-    )
-}
-
 /// Reports a refusal of `kind` on the path left in the scratch key.
 #[inline(never)]
 fn report(verdict: u64, kind: u32) {
@@ -322,13 +307,9 @@ fn report(verdict: u64, kind: u32) {
     };
     // SAFETY: per-CPU scratch; programs do not nest on one CPU for these hooks.
     let path = unsafe { &(*scratch).key.data };
-    let subject = Subject {
-        kind: subject::PATH,
-        path: Some(path),
-        family: 0,
-        port: 0,
-        addr: [0; 16],
-        detail: kind,
-    };
-    event::emit(&session, verdict, &subject);
+    event::emit(
+        &session,
+        verdict,
+        &Subject::named(subject::PATH, Some(path), kind),
+    );
 }

@@ -6,7 +6,9 @@
 use aya_ebpf::{macros::lsm, programs::LsmContext};
 use carapace_common::{errsite, op, subject};
 
-use crate::{gate, globals, inode, kread, link_rename, maps::CONFIG, matcher, EACCES};
+use crate::{
+    event::Subject, gate, globals, inode, kread, link_rename, maps::CONFIG, matcher, EACCES,
+};
 
 #[lsm(hook = "unix_stream_connect")]
 pub fn unix_stream_connect(ctx: LsmContext) -> i32 {
@@ -48,6 +50,11 @@ fn check_peer(sk: *const u8) -> Option<i32> {
     }
     let key = inode::of_dentry(dentry)?;
     let verdict = matcher::check_inode(&key, op::NETWORK)?;
-    link_rename::deny(&session, verdict, subject::UNIX, dentry);
+    link_rename::deny(
+        &session,
+        verdict,
+        &Subject::named(subject::UNIX, None, 0),
+        dentry,
+    );
     Some(-EACCES)
 }

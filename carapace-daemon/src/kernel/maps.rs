@@ -206,19 +206,9 @@ impl KernelMaps {
             .set(0, SessionState::new(0), 0)
             .context("DEFAULT_SESSION")?;
 
-        let exact = image
-            .exact
-            .iter()
-            .map(|(path, refs)| Ok((path_key(path)?, rule_refs(refs, slots)?)))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        sync_hash(&mut self.exact, &exact).context("EXACT_PATHS")?;
-
-        let ancestors = image
-            .ancestors
-            .iter()
-            .map(|(path, refs)| Ok((path_key(path)?, rule_refs(refs, slots)?)))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        sync_hash(&mut self.ancestors, &ancestors).context("ANCESTORS")?;
+        sync_hash(&mut self.exact, &path_entries(&image.exact, slots)?).context("EXACT_PATHS")?;
+        sync_hash(&mut self.ancestors, &path_entries(&image.ancestors, slots)?)
+            .context("ANCESTORS")?;
 
         let names = image
             .names
@@ -410,6 +400,17 @@ fn path_key(path: &[u8]) -> anyhow::Result<[u8; PATH_MAX]> {
         )
     })?;
     Ok(key.path)
+}
+
+/// The entries of a map keyed by whole paths.
+fn path_entries(
+    paths: &BTreeMap<Vec<u8>, Vec<RuleRef>>,
+    slots: &Slots,
+) -> anyhow::Result<Vec<([u8; PATH_MAX], RuleRefs)>> {
+    paths
+        .iter()
+        .map(|(path, refs)| Ok((path_key(path)?, rule_refs(refs, slots)?)))
+        .collect()
 }
 
 fn name_key(name: &[u8]) -> anyhow::Result<[u8; NAME_MAX]> {
