@@ -50,6 +50,8 @@ pub mod op {
     pub const MODULE: u32 = 1 << 10;
     /// `clone3(CLONE_INTO_CGROUP)`.
     pub const CLONE_INTO_CGROUP: u32 = 1 << 11;
+    /// `chroot`: a private root would change every path the session's hooks see.
+    pub const CHROOT: u32 = 1 << 12;
 
     /// What removing a name is judged as (unlink, rmdir, a rename onto an existing file): a
     /// delete, and a write too, because a file deleted can be made again with other content,
@@ -85,6 +87,8 @@ pub mod path_op {
     pub const TRUNCATE: u32 = 10;
     pub const CHMOD: u32 = 11;
     pub const CHOWN: u32 = 12;
+    /// The new root of a refused `chroot` (a self-protection denial).
+    pub const CHROOT: u32 = 13;
 }
 
 /// Rule index used in events when a path was too long to match (see [`PATH_MAX`]).
@@ -318,7 +322,12 @@ pub struct DfaHeader {
     /// Byte classes: the row length of the transition table.
     pub stride: u32,
     pub states: u32,
-    pub pad: u32,
+    /// The state a walk is in after a directory no pattern goes on from: 0 (dead) for
+    /// patterns anchored at the root; for floating ones, the state after `/`, which every
+    /// path ending in such a directory leads back to (the automata are minimised). A walk
+    /// over a directory's path and `/` that ends anywhere else is inside some pattern: the
+    /// directory's descendants could complete it (`DFA_LIVE`).
+    pub neutral: u32,
     /// Byte → class.
     pub classes: [u8; 256],
 }
@@ -329,7 +338,7 @@ impl Default for DfaHeader {
             start: 0,
             stride: 0,
             states: 0,
-            pad: 0,
+            neutral: 0,
             classes: [0; 256],
         }
     }
@@ -500,6 +509,7 @@ pub mod maps {
     pub const DFA_ACCEPT: &str = "DFA_ACCEPT";
     pub const DFA_EARLY: &str = "DFA_EARLY";
     pub const DFA_EARLY_REFS: &str = "DFA_EARLY_REFS";
+    pub const DFA_LIVE: &str = "DFA_LIVE";
     pub const PATH_CACHE: &str = "PATH_CACHE";
     pub const PATH_CACHE_GEN: &str = "PATH_CACHE_GEN";
 }

@@ -154,6 +154,7 @@ pub fn check_file(session: &Session, file: *const u8, ops: u32) -> Option<i32> {
         has_name,
         inode,
         ancestors: false,
+        live: false,
     };
     let verdict = matcher::check_path(&mut subject, config, ops)?;
     deny(session, verdict, &subject.scratch.key.data);

@@ -72,6 +72,12 @@ pub static DFA_TRANS: Array<[u32; DFA_CHUNK]> =
 #[map(name = "DFA_ACCEPT")]
 pub static DFA_ACCEPT: Array<RuleRefs> = Array::pinned((DFA_SLOTS * DFA_STATES) as u32, 0);
 
+/// States of the path automata → the block refs a directory whose path and `/` end there
+/// could bring along (`carapace_common::DfaHeader::neutral`); looked up only for a name a
+/// directory is moved or linked to.
+#[map(name = "DFA_LIVE")]
+pub static DFA_LIVE: Array<RuleRefs> = Array::pinned((DFA_SLOTS * DFA_STATES) as u32, 0);
+
 /// What the path automata's states match on the way (see `carapace_common::DfaEarly`).
 #[map(name = "DFA_EARLY")]
 pub static DFA_EARLY: Array<DfaEarly> = Array::pinned((DFA_SLOTS * DFA_STATES) as u32, 0);

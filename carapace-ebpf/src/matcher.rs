@@ -17,8 +17,8 @@ use aya_ebpf::{cty::c_void, helpers::generated::bpf_loop};
 use core::ptr::addr_of_mut;
 
 use crate::maps::{
-    Scratch, ANCESTORS, DFA, DFA_ACCEPT, DFA_EARLY, DFA_EARLY_REFS, DFA_TRANS, EXACT_PATHS, INODES,
-    NAMES, NETS, PREFIX_PATHS, RULES, SCRATCH,
+    Scratch, ANCESTORS, DFA, DFA_ACCEPT, DFA_EARLY, DFA_EARLY_REFS, DFA_LIVE, DFA_TRANS,
+    EXACT_PATHS, INODES, NAMES, NETS, PREFIX_PATHS, RULES, SCRATCH,
 };
 
 /// A denial: the rule and the one operation bit it denied.
@@ -168,6 +168,11 @@ pub struct PathSubject<'a> {
     /// Whether the path is also looked up among the directories above protected paths:
     /// only for a name a directory could be moved or linked to.
     pub ancestors: bool,
+    /// Whether an automaton walk that ends inside a pattern (neither dead nor in its
+    /// neutral state) is judged by the patterns it is inside (`DFA_LIVE`) instead of those
+    /// it completes: for a directory's path and `/`, under a name a directory could be moved
+    /// or linked to.
+    pub live: bool,
 }
 
 /// A walk in progress: what [`step`] reads and writes between bytes. Scalars only: the
@@ -273,11 +278,19 @@ fn walk(len: usize, slot: u32, early_except: &mut u64, early_blocks: &mut u64) -
 
 const NO_STATE: u32 = u32::MAX;
 
-/// The accepting entry at `index` (from [`walk`]), if it lists any rule.
+/// The accepting entry at `index` (from [`walk`]), if it lists any rule; with `live`, the
+/// patterns the walk is inside where it did not end in its automaton's neutral state.
 #[inline(always)]
-fn accepted(index: u32) -> Option<&'static RuleRefs> {
+fn accepted(index: u32, live: bool) -> Option<&'static RuleRefs> {
     if index == NO_STATE {
         return None;
+    }
+    if live {
+        let slot = index / DFA_STATES as u32;
+        let neutral = DFA.get(slot).map_or(0, |h| h.neutral);
+        if index & (DFA_STATES as u32 - 1) != neutral {
+            return DFA_LIVE.get(index).filter(|a| a.count != 0);
+        }
     }
     DFA_ACCEPT.get(index).filter(|a| a.count != 0)
 }
@@ -303,10 +316,10 @@ pub fn check_path(subject: &mut PathSubject<'_>, config: &Config, ops: u32) -> O
     j.excepted = early_except;
     j.early = early_blocks as u32;
     // Each pointer is consumed where it is found (see `found`).
-    if let Some(r) = accepted(d0) {
+    if let Some(r) = accepted(d0, subject.live) {
         found(scratch, &mut j, source::DFA0, r);
     }
-    if let Some(r) = accepted(d1) {
+    if let Some(r) = accepted(d1, subject.live) {
         found(scratch, &mut j, source::DFA1, r);
     }
     if early_blocks != 0 {

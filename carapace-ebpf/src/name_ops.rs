@@ -24,17 +24,18 @@ use carapace_common::{
 use crate::{
     dpath::{self, Unspelled},
     event::{self, Subject},
-    gate, globals, inode, kread,
+    gate, globals, guard, inode, kread,
     maps::{CONFIG, SCRATCH},
     matcher::{self, PathSubject, Verdict},
     EACCES,
 };
 
-/// `judge` flags: judge the name with a trailing `/` too (a directory in a protected tree's
-/// place), and look it up among the directories above protected paths (another directory
-/// put there, by a rename or as a symlink, would bring its own files into protected paths).
+/// `judge` flags. `BELOW`: judge the name with a trailing `/` too (a directory in a
+/// protected tree's place). `CARRIES`: the name may carry a whole directory (a rename or a
+/// symlink), whose files would come to lie under protected names: refuse it where it is a
+/// directory above protected paths (`ANCESTORS`) or inside a pattern (`DFA_LIVE`).
 const BELOW: u32 = 1;
-const ANCESTORS: u32 = 2;
+const CARRIES: u32 = 2;
 
 #[lsm(hook = "path_unlink")]
 pub fn path_unlink(ctx: LsmContext) -> i32 {
@@ -64,7 +65,7 @@ pub fn path_mknod(ctx: LsmContext) -> i32 {
 pub fn path_symlink(ctx: LsmContext) -> i32 {
     // path_symlink(dir, dentry, old_name): the link's own name is judged; what it points
     // to is judged when something opens through it.
-    name_in_dir(&ctx, 3, op::CREATE, BELOW | ANCESTORS, path_op::SYMLINK)
+    name_in_dir(&ctx, 3, op::CREATE, BELOW | CARRIES, path_op::SYMLINK)
 }
 
 #[lsm(hook = "path_truncate")]
@@ -142,9 +143,9 @@ pub fn path_rename(ctx: LsmContext) -> i32 {
         old,
         old_mnt,
         op::IDENTITY,
-        BELOW | ANCESTORS,
+        BELOW | CARRIES,
         path_op::RENAME_FROM,
-    ) || refused(new, new_mnt, onto, BELOW | ANCESTORS, path_op::RENAME_ONTO)
+    ) || refused(new, new_mnt, onto, BELOW | CARRIES, path_op::RENAME_ONTO)
     {
         -EACCES
     } else {
@@ -237,7 +238,7 @@ fn pack(v: Verdict) -> u64 {
 }
 
 /// Judges `ops` on the path of `dentry` under the mount `mnt` (and, with the `flags`
-/// `BELOW` and `ANCESTORS`, as above); a packed [`Verdict`], or 0 to allow. A subprogram
+/// `BELOW` and `CARRIES`, as above); a packed [`Verdict`], or 0 to allow. A subprogram
 /// returning a scalar: the verifier checks it once per hook instead of once per caller state.
 #[inline(never)]
 fn judge(dentry: u64, mnt: u64, ops: u32, flags: u32) -> u64 {
@@ -275,7 +276,8 @@ fn judge(dentry: u64, mnt: u64, ops: u32, flags: u32) -> u64 {
         len: len & (PATH_MAX - 1),
         has_name,
         inode,
-        ancestors: flags & ANCESTORS != 0,
+        ancestors: flags & CARRIES != 0,
+        live: false,
     };
     if let Some(v) = matcher::check_path(&mut subject, config, ops) {
         return pack(v);
@@ -289,6 +291,7 @@ fn judge(dentry: u64, mnt: u64, ops: u32, flags: u32) -> u64 {
     subject.has_name = false;
     subject.inode = None;
     subject.ancestors = false;
+    subject.live = flags & CARRIES != 0;
     let verdict = matcher::check_path(&mut subject, config, ops);
     // The message names the path itself.
     subject.scratch.key.data[at] = 0;
@@ -312,4 +315,33 @@ fn report(verdict: u64, kind: u32) {
         verdict,
         &Subject::named(subject::PATH, Some(path), kind),
     );
+}
+
+/// Whether a `chroot` to `path` (a `struct path *`) is refused: always from a session, in
+/// every session whatever its rules. Paths the hooks spell (and `bpf_d_path`) are relative
+/// to the task's root, so a private root — made of existing directories, with mounts
+/// refused — would let every rule's path be spelled otherwise.
+#[inline(always)]
+pub fn chroot_refused(path: *const u8) -> bool {
+    let Some(session) = gate::current_session() else {
+        return false;
+    };
+    let spelled = match (
+        mount_of(path),
+        kread::read::<u64>(path, globals::path_dentry(), errsite::PATH_WALK),
+    ) {
+        (Some(mnt), Some(dentry)) => dpath::spell(dentry, mnt).is_ok(),
+        _ => false,
+    };
+    let scratch = SCRATCH.get_ptr(0);
+    // SAFETY: per-CPU scratch; programs do not nest on one CPU for these hooks.
+    let path = scratch
+        .filter(|_| spelled)
+        .map(|s| unsafe { &(*s).key.data });
+    guard::deny(
+        &session,
+        op::CHROOT,
+        &Subject::named(subject::PATH, path, path_op::CHROOT),
+    );
+    true
 }

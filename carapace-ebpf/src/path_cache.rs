@@ -197,7 +197,9 @@ pub fn d_instantiate(ctx: LsmContext) -> i32 {
     0
 }
 
-/// A task changing its root sees every path differently: no entry made before holds.
+/// A task changing its root sees every path differently: no entry made before holds. The
+/// same hook refuses a chroot from a session (`name_ops::chroot_refused`); it is attached
+/// with the path cache off too.
 #[lsm(hook = "path_chroot")]
 pub fn path_chroot(ctx: LsmContext) -> i32 {
     let previous: i32 = ctx.arg(1);
@@ -207,5 +209,12 @@ pub fn path_chroot(ctx: LsmContext) -> i32 {
         // cannot lose a bump.
         unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(gen, 1) };
     }
-    previous
+    if previous != 0 {
+        return previous;
+    }
+    if crate::name_ops::chroot_refused(ctx.arg(0)) {
+        -crate::EACCES
+    } else {
+        0
+    }
 }

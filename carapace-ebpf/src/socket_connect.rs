@@ -88,6 +88,7 @@ pub fn unix(session: &Session, sockaddr: *const u8) -> Option<i32> {
         has_name: false,
         inode: None,
         ancestors: false,
+        live: false,
     };
     let config = CONFIG.get(0)?;
     let verdict = matcher::check_path(&mut subject, config, op::NETWORK)?;

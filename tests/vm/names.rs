@@ -5,7 +5,10 @@
 
 use std::{
     fs,
-    os::unix::fs::{chown, PermissionsExt as _},
+    os::unix::{
+        fs::{chown, PermissionsExt as _},
+        process::CommandExt as _,
+    },
     path::Path,
 };
 
@@ -274,4 +277,220 @@ fn pattern_protected_files_get_no_new_name() {
     }
     let _ = fs::remove_dir_all("/srv/open/keys3");
     let _ = fs::remove_dir_all("/srv/open/keys2");
+}
+
+#[test]
+fn directories_inside_a_pattern_cannot_be_carried_in_or_out() {
+    let _g = guard();
+    // `**/.editor/tasks.json` (editor-tasks) names a directory only as part of a path; the
+    // glob `/srv/projects/**/secret-*.pem` spans any directory below /srv/projects.
+    fs::set_permissions("/srv", fs::Permissions::from_mode(0o777)).expect("chmod /srv");
+    for leftover in ["/srv/open/ed", "/srv/open/ed-evil", "/srv/open/carried"] {
+        let _ = fs::remove_dir_all(leftover);
+    }
+    for dir in ["/srv/open/ed/.editor", "/srv/projects/deep/a"] {
+        fs::create_dir_all(dir).expect("mkdir");
+    }
+    for (path, owner_dir) in [
+        ("/srv/open/ed/.editor/tasks.json", "/srv/open/ed"),
+        ("/srv/projects/deep/a/secret-2.pem", "/srv/projects/deep"),
+    ] {
+        fs::write(path, "fixture\n").expect("write");
+        for d in walkdirs(owner_dir) {
+            chown(&d, Some(1000), Some(1000)).expect("chown");
+        }
+    }
+    let (text, out) = agent_stdout(
+        "cd /srv/open/ed; \
+         mv .editor .editor-x; echo out=$?; \
+         mkdir /srv/open/ed-evil && echo 'rm -rf ~' > /srv/open/ed-evil/tasks.json; \
+         mkdir other && mv /srv/open/ed-evil other/.editor; echo in=$?; \
+         ln -s /srv/open/ed-evil other/.editor; echo symlink=$?; \
+         mv /srv/projects/deep/a /srv/open/carried; echo spanned=$?; \
+         cat /srv/open/carried/secret-2.pem; \
+         mkdir .vscode-like && mv .vscode-like plain; echo control=$?",
+    );
+    for (what, want) in [
+        ("out", "1"),
+        ("in", "1"),
+        ("symlink", "1"),
+        ("spanned", "1"),
+        ("control", "0"),
+    ] {
+        assert!(
+            text.contains(&format!("{what}={want}\n")),
+            "{what} must give {want}:\n{text}"
+        );
+    }
+    assert!(!text.contains("fixture"), "nothing leaked:\n{text}");
+    assert!(Path::new("/srv/open/ed/.editor/tasks.json").exists());
+    for line in [
+        "blocked rename of /srv/open/ed/.editor (rule editor-tasks:",
+        "blocked rename onto /srv/open/ed/other/.editor (rule editor-tasks:",
+        "blocked symlink onto /srv/open/ed/other/.editor (rule editor-tasks:",
+        "blocked rename of /srv/projects/deep/a (rule project-secret-keys:",
+    ] {
+        assert_denied_line(&out, line);
+    }
+}
+
+/// `dir` and every directory and file below it.
+fn walkdirs(dir: &str) -> Vec<std::path::PathBuf> {
+    let mut out = vec![std::path::PathBuf::from(dir)];
+    let mut i = 0;
+    while i < out.len() {
+        if let Ok(entries) = fs::read_dir(&out[i]) {
+            out.extend(entries.filter_map(Result::ok).map(|e| e.path()));
+        }
+        i += 1;
+    }
+    out
+}
+
+/// An `O_TMPFILE` file written first and given its name last, with `linkat` through
+/// `/proc/self/fd` (an `O_TMPFILE` opened for writing in a protected tree is refused at
+/// once: its path is the directory's); and io_uring's unlink and rename, which skip the
+/// libc calls.
+const LATE_NAMES: &str = r#"
+import ctypes, mmap, os, struct, sys
+d, o = sys.argv[1], sys.argv[2]
+libc = ctypes.CDLL(None, use_errno=True)
+def errno_of(f):
+    try:
+        f()
+        return 0
+    except OSError as e:
+        return e.errno
+def tmpfile_link():
+    # Made nameless where writing is allowed, named last where it is not.
+    fd = os.open(o, os.O_TMPFILE | os.O_WRONLY, 0o644)
+    os.write(fd, b"evil\n")
+    # linkat(AT_SYMLINK_FOLLOW): CPython's os.link calls link(2), which would link the
+    # magic link itself.
+    src = f"/proc/self/fd/{fd}".encode()
+    if libc.linkat(-100, src, -100, (d + "/late.txt").encode(), 0x400) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+print("tmpfile_link", errno_of(tmpfile_link))
+params = ctypes.create_string_buffer(120)
+fd = libc.syscall(425, 4, params)
+sq_entries, cq_entries = struct.unpack_from("II", params, 0)
+sq_off = struct.unpack_from("IIIIIIII", params, 40)
+cq_off = struct.unpack_from("IIIIIIII", params, 80)
+sq = mmap.mmap(fd, sq_off[6] + sq_entries * 4, offset=0)
+cq = mmap.mmap(fd, cq_off[5] + cq_entries * 16, offset=0x8000000)
+sqes = mmap.mmap(fd, sq_entries * 64, offset=0x10000000)
+def submit(name, sqe):
+    sqes[0:64] = sqe.ljust(64, b"\0")
+    tail = struct.unpack_from("I", sq, sq_off[1])[0]
+    mask = struct.unpack_from("I", sq, sq_off[2])[0]
+    struct.pack_into("I", sq, sq_off[6] + (tail & mask) * 4, 0)
+    struct.pack_into("I", sq, sq_off[1], tail + 1)
+    libc.syscall(426, fd, 1, 1, 1, None, 0)
+    head = struct.unpack_from("I", cq, cq_off[0])[0]
+    cmask = struct.unpack_from("I", cq, cq_off[2])[0]
+    _, res = struct.unpack_from("<Qi", cq, cq_off[5] + (head & cmask) * 16)
+    struct.pack_into("I", cq, cq_off[0], head + 1)
+    print(name, -res)
+old = ctypes.create_string_buffer((d + "/m.txt").encode())
+new = ctypes.create_string_buffer((d + "/m-uring.txt").encode())
+# IORING_OP_UNLINKAT (36) and IORING_OP_RENAMEAT (35): fd, off = new path, addr, len = newdirfd.
+submit("uring_unlink", struct.pack("<BBHiQQIIQ", 36, 0, 0, -100, 0, ctypes.addressof(old), 0, 0, 1))
+submit("uring_rename", struct.pack("<BBHiQQIIQ", 35, 0, 0, -100, ctypes.addressof(new), ctypes.addressof(old), 0xffffff9c, 0, 2))
+"#;
+
+#[test]
+fn late_names_and_io_uring_are_judged_like_the_rest() {
+    let _g = guard();
+    let mut results = Vec::new();
+    for (dir, other) in [
+        ("/srv/readonly/late", "/srv/open/late-src"),
+        ("/srv/open/late", "/srv/open/late-src"),
+    ] {
+        lay_out(dir, other);
+        fs::write("/tmp/late-names.py", LATE_NAMES).expect("write script");
+        let out = agent(&format!("python3 /tmp/late-names.py {dir} {other}"));
+        results.push((dir, stdout(&out), out));
+    }
+    let (dir, text, out) = &results[0];
+    for what in ["tmpfile_link 13", "uring_unlink 13", "uring_rename 13"] {
+        assert!(text.contains(what), "{what} in {dir}:\n{text}");
+    }
+    assert_eq!(
+        fs::read_to_string(format!("{dir}/m.txt")).expect("still there"),
+        "fixture\n"
+    );
+    assert!(!Path::new(&format!("{dir}/late.txt")).exists());
+    let rule = "(rule readonly-tree:";
+    assert_denied_line(
+        out,
+        &format!("blocked hard link onto {dir}/late.txt {rule}"),
+    );
+    assert_denied_line(out, &format!("blocked delete of {dir}/m.txt {rule}"));
+    // The control: the same three work in an unprotected directory (the rename finds
+    // m.txt gone after the unlink: ENOENT).
+    let (dir, text, _) = &results[1];
+    for what in ["tmpfile_link 0", "uring_unlink 0", "uring_rename 2"] {
+        assert!(text.contains(what), "{what} in {dir}:\n{text}");
+    }
+}
+
+#[test]
+fn a_symlink_cannot_stand_in_for_a_missing_parent_of_protected_paths() {
+    let _g = guard();
+    // /srv/projects is above `/srv/projects/**/secret-*.pem`; moved away by root for the
+    // test, it is a name a symlink could take.
+    fs::set_permissions("/srv", fs::Permissions::from_mode(0o777)).expect("chmod /srv");
+    fs::create_dir_all("/srv/projects").expect("mkdir /srv/projects");
+    let _ = fs::remove_dir_all("/srv/projects-away");
+    fs::rename("/srv/projects", "/srv/projects-away").expect("move away");
+    let (text, out) = agent_stdout(
+        "mkdir -p /srv/open/fake/a && ln -s /srv/open/fake /srv/projects; echo symlink=$?",
+    );
+    let _ = fs::remove_file("/srv/projects");
+    fs::rename("/srv/projects-away", "/srv/projects").expect("move back");
+    assert!(text.contains("symlink=1"), "{text}");
+    assert_denied_line(
+        &out,
+        "blocked symlink onto /srv/projects (rule project-secret-keys:",
+    );
+}
+
+#[test]
+fn a_deleted_protected_file_held_open_elsewhere_is_still_judged_by_its_name() {
+    let _g = guard();
+    // A process of the user, outside the session, holds a protected file that has since
+    // been deleted; the agent reopens it through /proc/PID/fd, where d_path says
+    // `… (deleted)` and an end-anchored pattern would no longer match.
+    fs::create_dir_all("/srv/vault").expect("mkdir");
+    let path = "/srv/vault/9.secret";
+    fs::write(path, "fixture\n").expect("write");
+    chown(path, Some(1000), Some(1000)).expect("chown");
+    let mut holder = std::process::Command::new("python3")
+        .args(["-c", &format!("import sys, time\nf = open('{path}')\nprint(f.fileno(), flush=True)\ntime.sleep(60)")])
+        .uid(1000)
+        .gid(1000)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start holder");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.take().expect("stdout")),
+        &mut line,
+    )
+    .expect("fd");
+    fs::remove_file(path).expect("delete");
+    let (text, out) = agent_stdout(&format!(
+        "cat /proc/{}/fd/{}; echo st=$?",
+        holder.id(),
+        line.trim()
+    ));
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert!(text.contains("st=1"), "{text}");
+    assert!(!text.contains("fixture"), "nothing leaked:\n{text}");
+    assert_denied_line(
+        &out,
+        "blocked read of /srv/vault/9.secret (rule numbered-vault-secrets:",
+    );
 }

@@ -30,6 +30,7 @@ pub fn operation_name(bit: u32) -> String {
         op::UNMOUNT => "unmount".into(),
         op::MODULE => "load".into(),
         op::CLONE_INTO_CGROUP => "clone".into(),
+        op::CHROOT => "chroot".into(),
         other => format!("operation {other:#x}"),
     }
 }
@@ -48,6 +49,7 @@ fn path_operation(detail: u32) -> Option<&'static str> {
         path_op::TRUNCATE => "truncate",
         path_op::CHMOD => "chmod",
         path_op::CHOWN => "chown",
+        path_op::CHROOT => "chroot into",
         _ => return None,
     })
 }
@@ -65,7 +67,7 @@ fn event_operation(event: &DenyEvent) -> String {
 /// "read of /x", "rename onto /x": an operation and its subject as a denial line says them.
 #[must_use]
 pub fn phrase(operation: &str, subject: &str) -> String {
-    if operation.ends_with(" onto") {
+    if operation.ends_with(" onto") || operation.ends_with(" into") {
         format!("{operation} {subject}")
     } else {
         format!("{operation} of {subject}")
@@ -184,6 +186,10 @@ fn self_protection_message(event: &DenyEvent) -> &'static str {
             "agents may not mount or unmount file systems; they could hide or uncover protected files"
         }
         op::MODULE => "agents may not load kernel modules",
+        op::CHROOT => {
+            "agents may not change their root directory; paths seen from a private root would \
+             slip past the rules"
+        }
         _ => "agents may not move processes out of their Carapace session's cgroup",
     }
 }
@@ -352,6 +358,10 @@ mod tests {
         );
         assert_eq!(line(op::WRITE, path_op::CHMOD), "chmod of /home/u/.bashrc");
         assert_eq!(line(op::WRITE, path_op::CHOWN), "chown of /home/u/.bashrc");
+        assert_eq!(
+            line(op::CHROOT, path_op::CHROOT),
+            "chroot into /home/u/.bashrc"
+        );
         // An unknown detail falls back to the operation bit.
         assert_eq!(line(op::WRITE, 99), "write of /home/u/.bashrc");
     }

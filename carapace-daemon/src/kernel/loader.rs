@@ -84,7 +84,10 @@ const RETIRED_LINKS: [&str; 1] = ["file_open_cgroup"];
 
 /// The programs that keep the path cache honest (see the programs' `path_cache`): without
 /// both attached, the cache stays off.
-pub const PATH_CACHE_HOOKS: [&str; 2] = ["d_instantiate", "path_chroot"];
+pub const PATH_CACHE_HOOKS: [&str; 2] = ["d_instantiate", CHROOT_GUARD];
+
+/// The program on `path_chroot`, which also refuses chroot in sessions.
+const CHROOT_GUARD: &str = "path_chroot";
 
 const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
 
@@ -283,6 +286,7 @@ fn load_plan(
     links_dir: &Path,
 ) -> Result<(Vec<Attach>, Vec<String>), KernelUnavailable> {
     let mut plan = Vec::new();
+    let mut skipped = Vec::new();
     if inputs.path_cache.is_ok() {
         // With the cache on, its invalidation must be in force before any session opens a
         // file: a refusal fails the kernel layer rather than run a blind cache.
@@ -291,15 +295,21 @@ fn load_plan(
             plan.push((program, program));
         }
     } else {
-        for program in PATH_CACHE_HOOKS {
-            let _ = fs::remove_file(links_dir.join(program));
+        let _ = fs::remove_file(links_dir.join("d_instantiate"));
+        // `path_chroot` also refuses chroot in sessions: wanted without the cache too.
+        match load_one(ebpf, CHROOT_GUARD, CHROOT_GUARD, aya_btf) {
+            Ok(()) => plan.push((CHROOT_GUARD, CHROOT_GUARD)),
+            Err(e) => {
+                tracing::warn!("kernel hook not attached: {}", e.reason);
+                let _ = fs::remove_file(links_dir.join(CHROOT_GUARD));
+                skipped.push(e.reason);
+            }
         }
     }
     for hook in HOOKS {
         load_one(ebpf, hook, hook, aya_btf)?;
         plan.push((hook, hook));
     }
-    let mut skipped = Vec::new();
     for (program, hook, why_not) in inputs.optional {
         let outcome = match why_not {
             None => load_one(ebpf, program, hook, aya_btf).map_err(|e| e.reason),
@@ -387,6 +397,7 @@ fn load_programs(
         names::DFA,
         names::DFA_TRANS,
         names::DFA_ACCEPT,
+        names::DFA_LIVE,
         names::DFA_EARLY,
         names::DFA_EARLY_REFS,
         names::PATH_CACHE_GEN,

@@ -37,6 +37,7 @@ pub struct KernelMaps {
     dfa: Array<MapData, DfaHeader>,
     dfa_trans: Array<MapData, [u32; DFA_CHUNK]>,
     dfa_accept: Array<MapData, RuleRefs>,
+    dfa_live: Array<MapData, RuleRefs>,
     dfa_early: Array<MapData, DfaEarly>,
     dfa_early_refs: Array<MapData, RuleRefs>,
     /// Generations of the programs' path cache; the daemon owns `cache_gen::RULES`.
@@ -86,6 +87,7 @@ impl KernelMaps {
             dfa: typed!(maps, names::DFA),
             dfa_trans: typed!(maps, names::DFA_TRANS),
             dfa_accept: typed!(maps, names::DFA_ACCEPT),
+            dfa_live: typed!(maps, names::DFA_LIVE),
             dfa_early: typed!(maps, names::DFA_EARLY),
             dfa_early_refs: typed!(maps, names::DFA_EARLY_REFS),
             cache_gen: typed!(maps, names::PATH_CACHE_GEN),
@@ -335,6 +337,10 @@ impl KernelMaps {
                 self.dfa_accept
                     .set(first_state + state, rule_refs(refs, slots)?, 0)
                     .context("DFA_ACCEPT")?;
+                let live = a.live.get(&state).map_or(&[][..], Vec::as_slice);
+                self.dfa_live
+                    .set(first_state + state, rule_refs(live, slots)?, 0)
+                    .context("DFA_LIVE")?;
                 let mut early = DfaEarly::default();
                 for r in a.early.get(&state).into_iter().flatten() {
                     if r.flags & REF_EXCEPT != 0 {
@@ -367,7 +373,7 @@ impl KernelMaps {
                 start: a.start,
                 stride: a.stride,
                 states: states as u32,
-                pad: 0,
+                neutral: a.neutral,
                 classes: a.classes,
             };
             self.dfa.set(slot, header, 0).context("DFA")?;

@@ -893,6 +893,46 @@ fn workspace_file(rel: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// Which directories of everyday work a rename or symlink may carry, with every built-in
+/// pack on: none of them lies inside a pattern, while a pattern's own directories do.
+#[test]
+fn builtin_packs_leave_everyday_directories_movable() {
+    let all = ok("version: 1\nbuiltin: all\n");
+    let dfa = &all.kernel_image().dfa;
+    let inside = |dir: &str| -> Vec<String> {
+        let image = all.kernel_image();
+        dfa.iter()
+            .flat_map(|a| a.inside(dir.as_bytes()))
+            .filter_map(|r| {
+                image.rules.get(r.rule as usize)?;
+                all.by_kernel_index(r.rule).map(|rule| rule.id.clone())
+            })
+            .collect()
+    };
+    for dir in [
+        "/home/alice/project",
+        "/home/alice/project/src",
+        "/home/alice/project/node_modules/.staging/left-pad",
+        "/home/alice/project/target/debug/build",
+        "/home/alice/project/.venv/lib",
+        "/home/alice/project/.git/objects/ab",
+        "/home/alice/.cache/pip",
+        "/tmp/build-1234",
+        "/home/alice/project/keys",
+    ] {
+        let got = inside(dir);
+        assert!(got.is_empty(), "{dir} is inside {got:?}");
+    }
+    for dir in [
+        "/home/alice/project/.vscode",
+        "/home/alice/project/.claude",
+        "/home/alice/project/.git/hooks",
+        "/home/alice/project/.git",
+    ] {
+        assert!(!inside(dir).is_empty(), "{dir} must be inside a pattern");
+    }
+}
+
 #[test]
 fn builtin_packs_compile_without_warnings() {
     let set = ok("version: 1\n");

@@ -88,6 +88,14 @@ pub struct PathAutomaton {
     /// States → the refs of the early patterns (see [`EARLY_BLOCKS`]) that match the path
     /// read before the byte that led there: a walk gathers them on the way.
     pub early: BTreeMap<u32, Vec<RuleRef>>,
+    /// The state after a directory no pattern goes on from (see
+    /// `carapace_common::DfaHeader::neutral`): 0 for patterns anchored at the root.
+    pub neutral: u32,
+    /// States other than the dead and the neutral one → block refs (at most
+    /// `REFS_PER_KEY`, lowest rules first) of patterns that some continuation of the path
+    /// from there completes: what a directory ending there could bring along if it were
+    /// moved or linked into place.
+    pub live: BTreeMap<u32, Vec<RuleRef>>,
 }
 
 impl PathAutomaton {
@@ -118,6 +126,25 @@ impl PathAutomaton {
             .into_iter()
             .map(|(rule, flags)| RuleRef { rule, flags })
             .collect()
+    }
+
+    /// The block refs that files below directory `dir` could match if the directory were
+    /// moved or linked into place there: the programs' walk of `dir` and `/`, judged by its
+    /// live refs unless it ends dead or neutral.
+    #[must_use]
+    pub fn inside(&self, dir: &[u8]) -> Vec<RuleRef> {
+        let mut state = self.start;
+        for &b in dir.iter().chain(b"/") {
+            let class = u32::from(self.classes[usize::from(b)]);
+            state = self.trans[(state * self.stride + class) as usize];
+            if state == 0 {
+                return Vec::new();
+            }
+        }
+        if state == self.neutral {
+            return Vec::new();
+        }
+        self.live.get(&state).cloned().unwrap_or_default()
     }
 }
 
@@ -284,15 +311,19 @@ pub fn build(patterns: &[(Source, RuleRef)]) -> Result<Vec<PathAutomaton>, Build
     let (floating, rooted): (Vec<Entry<'_>>, Vec<Entry<'_>>) =
         entries.into_iter().partition(|e| floating(e.source));
     let mut done = Vec::new();
-    for set in [rooted, floating] {
-        build_split(&set, &mut done)?;
+    for (set, floats) in [(rooted, false), (floating, true)] {
+        build_split(&set, floats, &mut done)?;
     }
     Ok(done)
 }
 
 /// Builds `entries` into one automaton, or into two halves (recursively) when they do not
 /// fit one.
-fn build_split(entries: &[Entry<'_>], done: &mut Vec<PathAutomaton>) -> Result<(), BuildError> {
+fn build_split(
+    entries: &[Entry<'_>],
+    floats: bool,
+    done: &mut Vec<PathAutomaton>,
+) -> Result<(), BuildError> {
     if entries.is_empty() {
         return Ok(());
     }
@@ -302,7 +333,7 @@ fn build_split(entries: &[Entry<'_>], done: &mut Vec<PathAutomaton>) -> Result<(
              {DFA_STATES} states"
         )));
     }
-    match build_one(entries) {
+    match build_one(entries, floats) {
         Ok(a) => {
             done.push(a);
             Ok(())
@@ -311,8 +342,8 @@ fn build_split(entries: &[Entry<'_>], done: &mut Vec<PathAutomaton>) -> Result<(
         Err(e) if entries.len() == 1 => Err(e),
         Err(_) => {
             let (a, b) = entries.split_at(entries.len() / 2);
-            build_split(a, done)?;
-            build_split(b, done)
+            build_split(a, floats, done)?;
+            build_split(b, floats, done)
         }
     }
 }
@@ -329,7 +360,7 @@ fn refs_of(entries: &[Entry<'_>], matched: impl Iterator<Item = usize>) -> Vec<R
 }
 
 /// Builds one automaton of `entries` (not empty).
-fn build_one(entries: &[Entry<'_>]) -> Result<PathAutomaton, BuildError> {
+fn build_one(entries: &[Entry<'_>], floats: bool) -> Result<PathAutomaton, BuildError> {
     let hirs = entries
         .iter()
         .map(|e| match e.early.then(|| early_hir(e.source)).flatten() {
@@ -420,6 +451,12 @@ fn build_one(entries: &[Entry<'_>]) -> Result<PathAutomaton, BuildError> {
         }
         n += 1;
     }
+    let neutral = if floats {
+        trans[start_index as usize * stride + usize::from(classes[usize::from(b'/')])]
+    } else {
+        0
+    };
+    let live = live_refs(&trans, stride, &accept, &early, neutral);
     Ok(PathAutomaton {
         start: start_index,
         stride: stride as u32,
@@ -427,7 +464,72 @@ fn build_one(entries: &[Entry<'_>]) -> Result<PathAutomaton, BuildError> {
         trans,
         accept,
         early,
+        neutral,
+        live,
     })
+}
+
+/// For every state but the dead and the `neutral` one, the block refs of the patterns a
+/// directory ending there is inside: those whose nearest completion is closer from that
+/// state than from the neutral one. For patterns anchored at the root the neutral state is
+/// the dead one, from which nothing completes, so every pattern still reachable counts; a
+/// floating pattern is reachable from everywhere, and counts only where the path has made
+/// progress in it (`.vscode/` towards `**/.vscode/tasks.json`; nothing towards `**/*.pem`).
+/// One backward breadth-first search per block ref over the reversed transitions.
+fn live_refs(
+    trans: &[u32],
+    stride: usize,
+    accept: &BTreeMap<u32, Vec<RuleRef>>,
+    early: &BTreeMap<u32, Vec<RuleRef>>,
+    neutral: u32,
+) -> BTreeMap<u32, Vec<RuleRef>> {
+    let states = trans.len() / stride.max(1);
+    let blocks: BTreeSet<(u32, u32)> = accept
+        .values()
+        .chain(early.values())
+        .flatten()
+        .filter(|r| r.flags & REF_EXCEPT == 0)
+        .map(|r| (r.rule, r.flags))
+        .collect();
+    let mut from: Vec<Vec<u32>> = vec![Vec::new(); states];
+    for s in 1..states {
+        for &t in &trans[s * stride..(s + 1) * stride] {
+            if t != 0 && t as usize != s {
+                from[t as usize].push(s as u32);
+            }
+        }
+    }
+    let mut live: BTreeMap<u32, Vec<RuleRef>> = BTreeMap::new();
+    let mut dist = vec![u32::MAX; states];
+    let mut queue = VecDeque::new();
+    for (rule, flags) in blocks {
+        let r = RuleRef { rule, flags };
+        dist.fill(u32::MAX);
+        for (&state, refs) in accept.iter().chain(early.iter()) {
+            if refs.contains(&r) && dist[state as usize] != 0 {
+                dist[state as usize] = 0;
+                queue.push_back(state as usize);
+            }
+        }
+        while let Some(s) = queue.pop_front() {
+            for &p in &from[s] {
+                if dist[p as usize] == u32::MAX {
+                    dist[p as usize] = dist[s] + 1;
+                    queue.push_back(p as usize);
+                }
+            }
+        }
+        let bar = dist[neutral as usize];
+        for (s, &d) in dist.iter().enumerate().skip(1) {
+            if s as u32 != neutral && d < bar {
+                let refs = live.entry(s as u32).or_default();
+                if refs.len() < REFS_PER_KEY {
+                    refs.push(r);
+                }
+            }
+        }
+    }
+    live
 }
 
 #[cfg(test)]
@@ -447,6 +549,57 @@ mod tests {
 
     fn r(rule: u32) -> RuleRef {
         RuleRef { rule, flags: 0 }
+    }
+
+    #[test]
+    fn directories_inside_a_pattern_bring_its_refs_and_others_none() {
+        let a = build(&[
+            (glob("**/.vscode/tasks.json"), r(0)),
+            (glob("**/*.pem"), r(1)),
+            (Source::Search(r"/proc/\d+/environ".into()), r(2)),
+            (glob("/srv/projects/**/secret-*.pem"), r(3)),
+            (glob("/home/u/.ssh/id_*"), r(4)),
+            (
+                glob("**/.vscode/keep/**"),
+                RuleRef {
+                    rule: 0,
+                    flags: REF_EXCEPT,
+                },
+            ),
+        ])
+        .unwrap();
+        let inside = |dir: &str| -> Vec<RuleRef> {
+            let found: BTreeSet<(u32, u32)> = a
+                .iter()
+                .flat_map(|x| x.inside(dir.as_bytes()))
+                .map(|r| (r.rule, r.flags))
+                .collect();
+            found
+                .into_iter()
+                .map(|(rule, flags)| RuleRef { rule, flags })
+                .collect()
+        };
+        // A floating pattern's directory component, anywhere.
+        assert_eq!(inside("/home/u/p/.vscode"), [r(0)]);
+        assert_eq!(inside("/.vscode"), [r(0)]);
+        assert_eq!(inside("/proc/12"), [r(2)]);
+        // A directory a glob's `**` spans, and the fixed part of an anchored glob.
+        assert_eq!(inside("/srv/projects/a/b"), [r(3)]);
+        assert_eq!(inside("/home/u/.ssh"), [r(4)]);
+        assert_eq!(inside("/home/u"), [r(4)]);
+        // Ordinary directories bring nothing, whatever their names look like.
+        for dir in [
+            "/home/u/p",
+            "/home/u/p/x.pem",
+            "/home/u/p/vscode",
+            "/srv/other",
+            "/tmp/.vscodex",
+            // `tasks.json` must sit in `.vscode` itself.
+            "/home/u/p/.vscode/keep",
+        ] {
+            let got = inside(dir);
+            assert!(got.is_empty(), "{dir}: {got:?}");
+        }
     }
 
     #[test]
