@@ -559,6 +559,7 @@ mod tests {
             (Source::Search(r"/proc/\d+/environ".into()), r(2)),
             (glob("/srv/projects/**/secret-*.pem"), r(3)),
             (glob("/home/u/.ssh/id_*"), r(4)),
+            (Source::Search(r"^/srv/vault/[0-9]+\.secret$".into()), r(5)),
             (
                 glob("**/.vscode/keep/**"),
                 RuleRef {
@@ -587,12 +588,15 @@ mod tests {
         assert_eq!(inside("/srv/projects/a/b"), [r(3)]);
         assert_eq!(inside("/home/u/.ssh"), [r(4)]);
         assert_eq!(inside("/home/u"), [r(4)]);
+        // The fixed part of a regex anchored at the root.
+        assert_eq!(inside("/srv/vault"), [r(5)]);
         // Ordinary directories bring nothing, whatever their names look like.
         for dir in [
             "/home/u/p",
             "/home/u/p/x.pem",
             "/home/u/p/vscode",
             "/srv/other",
+            "/srv/vault/7",
             "/tmp/.vscodex",
             // `tasks.json` must sit in `.vscode` itself.
             "/home/u/p/.vscode/keep",
