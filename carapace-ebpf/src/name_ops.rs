@@ -9,9 +9,11 @@
 //! | `path_rename` | the old name / the new name | `op::IDENTITY` / `op::CREATE`, plus `op::REMOVE` over an existing file; both `op::IDENTITY` for `RENAME_EXCHANGE` |
 //! | `path_truncate`, `path_chmod`, `path_chown` | the file | write |
 //!
-//! A change of a name is also judged for the name with a `/` after it, so that a directory
-//! made, moved or removed where a protected tree's root would be (`/srv/secret` for
-//! `/srv/secret/**`, `.git/hooks` for `**/.git/hooks/**`) is refused like a file in it.
+//! A change of a name that can be a directory (mkdir, rmdir, unlink of what may be a
+//! symlink to one, symlink, rename) is also judged for the name with a `/` after it, so that
+//! a directory made, moved or removed where a protected tree's root would be (`/srv/secret`
+//! for `/srv/secret/**`, `.git/hooks` for `**/.git/hooks/**`) is refused like a file in it.
+//! mknod and a hard link's new name never make a directory and are judged once.
 //!
 //! `path_mknod` runs before `O_CREAT` makes the file (`may_o_create`), so a refused
 //! creation leaves nothing behind. `open(O_TRUNC)` is judged by `file_open` as a write.
@@ -57,8 +59,9 @@ pub fn path_mkdir(ctx: LsmContext) -> i32 {
 
 #[lsm(hook = "path_mknod")]
 pub fn path_mknod(ctx: LsmContext) -> i32 {
-    // path_mknod(dir, dentry, mode, dev): mknod(2) and the creation of `O_CREAT`.
-    name_in_dir(&ctx, 4, op::CREATE, BELOW, path_op::CREATE)
+    // path_mknod(dir, dentry, mode, dev): mknod(2) and the creation of `O_CREAT`. Never a
+    // directory, so not judged as one (`BELOW`): one matcher pass per new file.
+    name_in_dir(&ctx, 4, op::CREATE, 0, path_op::CREATE)
 }
 
 #[lsm(hook = "path_symlink")]
@@ -104,7 +107,7 @@ pub fn path_link(ctx: LsmContext) -> i32 {
         return -EACCES;
     };
     if refused(old, mnt, op::IDENTITY, 0, path_op::LINK_FROM)
-        || refused(new, mnt, op::CREATE, BELOW, path_op::LINK_ONTO)
+        || refused(new, mnt, op::CREATE, 0, path_op::LINK_ONTO)
     {
         -EACCES
     } else {
