@@ -39,7 +39,8 @@ pub mod op {
     // Operations only the self-protection guards deny (never in a rule's `actions:`).
     /// A signal to the daemon (`task_kill`).
     pub const SIGNAL: u32 = 1 << 5;
-    /// ptrace, `/proc/PID/mem` and `process_vm_*` on the daemon (`ptrace_access_check`).
+    /// ptrace, `/proc/PID/mem`, `process_vm_*`, `pidfd_getfd` and `/proc/PID/fd` of a
+    /// process outside the session (`ptrace_access_check`).
     pub const PTRACE: u32 = 1 << 6;
     /// Any `bpf()` command.
     pub const BPF: u32 = 1 << 7;
@@ -52,6 +53,11 @@ pub mod op {
     pub const CLONE_INTO_CGROUP: u32 = 1 << 11;
     /// `chroot`: a private root would change every path the session's hooks see.
     pub const CHROOT: u32 = 1 << 12;
+    /// `TIOCSTI` / `TIOCLINUX`: typing into a terminal, which its reader runs as its own.
+    pub const TTY_INPUT: u32 = 1 << 13;
+    /// Connecting to a unix socket whose listener is outside the session: a path rule's
+    /// operation for `block: { unix: outside-session }` (never in a tool call's operations).
+    pub const OUTSIDE: u32 = 1 << 14;
 
     /// What removing a name is judged as (unlink, rmdir, a rename onto an existing file): a
     /// delete, and a write too, because a file deleted can be made again with other content,
@@ -372,6 +378,10 @@ pub mod subject {
     pub const MOUNT: u32 = 6;
     /// Nothing more to say (module loading, `clone3(CLONE_INTO_CGROUP)`).
     pub const NONE: u32 = 7;
+    /// A process outside the session; `DenyEvent::detail` is its tgid.
+    pub const PROCESS: u32 = 8;
+    /// A terminal; `DenyEvent::detail` is the `ioctl` command.
+    pub const TTY: u32 = 9;
 }
 
 /// `DenyEvent::detail` of a `subject::MOUNT` event.
@@ -468,6 +478,22 @@ pub mod globals {
     /// kfunc (Linux 6.2+): the path cache then reads the two sequences with direct loads
     /// instead of two `bpf_probe_read_kernel` calls. 0 where it has not.
     pub const BTF_SEQCOUNT: &str = "BTF_SEQCOUNT";
+    /// Members the programs walk to tell whether a task or a socket belongs to the current
+    /// session: `task->cgroups->dfl_cgrp`, a socket's cgroup (`sk_cgrp_data.cgroup`, one
+    /// offset), and a cgroup's ancestor at the sessions' level (`ancestors[]`, whose
+    /// `kn->id` is the cgroup id; `ancestor_ids[]` holding the ids before Linux 6.0).
+    pub const OFF_TASK_CGROUPS: &str = "OFF_TASK_CGROUPS";
+    pub const OFF_CSS_SET_DFL_CGRP: &str = "OFF_CSS_SET_DFL_CGRP";
+    pub const OFF_SOCK_CGROUP: &str = "OFF_SOCK_CGROUP";
+    pub const OFF_CGROUP_LEVEL: &str = "OFF_CGROUP_LEVEL";
+    pub const OFF_CGROUP_ANCESTORS: &str = "OFF_CGROUP_ANCESTORS";
+    pub const OFF_CGROUP_KN: &str = "OFF_CGROUP_KN";
+    pub const OFF_KERNFS_NODE_ID: &str = "OFF_KERNFS_NODE_ID";
+    /// `unix_sock->addr` and `unix_address.name`: an abstract socket's name, for events.
+    pub const OFF_UNIX_SOCK_ADDR: &str = "OFF_UNIX_SOCK_ADDR";
+    pub const OFF_UNIX_ADDRESS_NAME: &str = "OFF_UNIX_ADDRESS_NAME";
+    /// 1 where `OFF_CGROUP_ANCESTORS` is `ancestor_ids[]` (ids, not pointers).
+    pub const CGROUP_ANCESTOR_IDS: &str = "CGROUP_ANCESTOR_IDS";
 }
 
 /// The one kfunc call the programs make, and how it reaches the kernel. aya 0.14 cannot
@@ -539,6 +565,10 @@ pub const CGROUP2_SUPER_MAGIC: u64 = 0x6367_7270;
 /// `clone3` flag (include/uapi/linux/sched.h).
 pub const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
+/// `ioctl`s that push input into a terminal (include/uapi/asm-generic/ioctls.h): `TIOCSTI`
+/// fakes typed bytes, `TIOCLINUX` (subcommand 3) pastes the console's selection.
+pub const TIOCSTI: u32 = 0x5412;
+pub const TIOCLINUX: u32 = 0x541c;
 pub const AF_UNIX: u16 = 1;
 pub const AF_INET: u16 = 2;
 pub const AF_INET6: u16 = 10;

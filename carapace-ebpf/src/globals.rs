@@ -43,6 +43,16 @@ global!(OFF_VFSMOUNT_MNT_ROOT: u64);
 global!(OFF_MOUNT_MNT: u64);
 global!(OFF_MOUNT_MNT_PARENT: u64);
 global!(OFF_MOUNT_MNT_MOUNTPOINT: u64);
+global!(OFF_TASK_CGROUPS: u64);
+global!(OFF_CSS_SET_DFL_CGRP: u64);
+global!(OFF_SOCK_CGROUP: u64);
+global!(OFF_CGROUP_LEVEL: u64);
+global!(OFF_CGROUP_ANCESTORS: u64);
+global!(OFF_CGROUP_KN: u64);
+global!(OFF_KERNFS_NODE_ID: u64);
+global!(CGROUP_ANCESTOR_IDS: u64);
+global!(OFF_UNIX_SOCK_ADDR: u64);
+global!(OFF_UNIX_ADDRESS_NAME: u64);
 
 /// Reads a global without letting the compiler fold it to its placeholder value.
 macro_rules! get {
@@ -150,4 +160,34 @@ pub fn mount_mnt_parent() -> usize {
 }
 pub fn mount_mnt_mountpoint() -> usize {
     get!(OFF_MOUNT_MNT_MOUNTPOINT) as usize
+}
+pub fn task_cgroups() -> usize {
+    get!(OFF_TASK_CGROUPS) as usize
+}
+pub fn css_set_dfl_cgrp() -> usize {
+    get!(OFF_CSS_SET_DFL_CGRP) as usize
+}
+pub fn sock_cgroup() -> usize {
+    get!(OFF_SOCK_CGROUP) as usize
+}
+pub fn cgroup_level() -> usize {
+    get!(OFF_CGROUP_LEVEL) as usize
+}
+pub fn cgroup_ancestors() -> usize {
+    get!(OFF_CGROUP_ANCESTORS) as usize
+}
+pub fn cgroup_kn() -> usize {
+    get!(OFF_CGROUP_KN) as usize
+}
+pub fn kernfs_node_id() -> usize {
+    get!(OFF_KERNFS_NODE_ID) as usize
+}
+pub fn cgroup_ancestor_ids() -> bool {
+    get!(CGROUP_ANCESTOR_IDS) != 0
+}
+pub fn unix_sock_addr() -> usize {
+    get!(OFF_UNIX_SOCK_ADDR) as usize
+}
+pub fn unix_address_name() -> usize {
+    get!(OFF_UNIX_ADDRESS_NAME) as usize
 }

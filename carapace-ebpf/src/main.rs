@@ -4,7 +4,7 @@
 //! One file per hook; `maps` documents every map; `gate` decides whether a task belongs to a
 //! session; `matcher` looks a path or address up in the rule maps. The self-protection
 //! guards (`task_kill`, `ptrace_access_check`, `bpf`, `mount`, `kernel_module`, `task_alloc`,
-//! and `cgroup_escape` inside `file_open`) deny through `guard` in every session.
+//! `tty_ioctl`, and `cgroup_escape` inside `file_open`) deny through `guard` in every session.
 #![cfg_attr(target_arch = "bpf", no_std)]
 #![cfg_attr(target_arch = "bpf", no_main)]
 // `atomic_xadd`: the bpf target offers no `AtomicU64::fetch_add`.
@@ -60,6 +60,8 @@ mod socket_sendmsg;
 mod task_alloc;
 #[cfg(target_arch = "bpf")]
 mod task_kill;
+#[cfg(target_arch = "bpf")]
+mod tty_ioctl;
 #[cfg(target_arch = "bpf")]
 mod unix_peer;
 

@@ -244,7 +244,7 @@ fn pack(v: Verdict) -> u64 {
 /// `BELOW` and `CARRIES`, as above); a packed [`Verdict`], or 0 to allow. A subprogram
 /// returning a scalar: the verifier checks it once per hook instead of once per caller state.
 #[inline(never)]
-fn judge(dentry: u64, mnt: u64, ops: u32, flags: u32) -> u64 {
+pub fn judge(dentry: u64, mnt: u64, ops: u32, flags: u32) -> u64 {
     let Some(config) = CONFIG.get(0) else {
         return 0;
     };

@@ -1,13 +1,27 @@
 //! `unix_stream_connect` and `unix_may_send`: the unix socket a session's process reaches,
-//! judged by the socket file's inode once the kernel has resolved the address. The path check
-//! in `socket_connect` sees the address as written; a relative path, a symlink or a bind
-//! mount spells the same socket differently, but its inode stays the one the daemon recorded.
+//! once the kernel has resolved the address to the listening socket (`other`).
+//!
+//! - A listener the session made itself is its own business: binding a name is a creation
+//!   the `path_mknod` hook judged, so no protected path can be one of them.
+//! - A listener made outside the session is judged by the path it is bound to, spelled as
+//!   the task sees it (`dpath`), for `network` path rules and for `unix: outside-session`
+//!   (`op::OUTSIDE`, with its exceptions): the address as the task wrote it (which
+//!   `socket_connect` judges) may be relative or go through a symlink or a bind mount, and a
+//!   socket made after the rules loaded has no inode in the maps. The inode the daemon
+//!   recorded for a protected socket path is checked too.
+//! - An abstract listener (`@name`) outside the session has no path: it is refused under
+//!   `unix: outside-session`, whose exceptions are paths.
 
 use aya_ebpf::{macros::lsm, programs::LsmContext};
-use carapace_common::{errsite, op, subject};
+use carapace_common::{errsite, op, subject, UNIX_PATH_MAX};
 
 use crate::{
-    event::Subject, gate, globals, inode, kread, link_rename, maps::CONFIG, matcher, EACCES,
+    event::{self, Subject},
+    gate,
+    globals, inode, kread, link_rename,
+    maps::{CONFIG, SCRATCH},
+    matcher::{self, PathSubject, Verdict},
+    name_ops, EACCES,
 };
 
 #[lsm(hook = "unix_stream_connect")]
@@ -38,23 +52,118 @@ pub fn unix_may_send(ctx: LsmContext) -> i32 {
 fn check_peer(sk: *const u8) -> Option<i32> {
     let session = gate::current_session()?;
     let config = CONFIG.get(0)?;
-    if config.path_rule_ops & op::NETWORK == 0 || sk.is_null() {
+    let ops = config.path_rule_ops & (op::NETWORK | op::OUTSIDE);
+    if ops == 0 || sk.is_null() {
         return None;
     }
-    // `struct unix_sock` starts with its `struct sock`; its bound path's dentry (none for
+    // `struct unix_sock` starts with its `struct sock`; its bound path (no dentry for
     // abstract and unnamed sockets).
     let path = sk.wrapping_add(globals::unix_sock_path());
-    let dentry: *const u8 = kread::read(path, globals::path_dentry(), errsite::READ_SOCKADDR)?;
-    if dentry.is_null() {
+    let dentry = kread::read::<u64>(path, globals::path_dentry(), errsite::READ_SOCKADDR)
+        .unwrap_or(0);
+    if dentry != 0 && ops & op::NETWORK != 0 && refused_by_inode(dentry) {
+        return Some(-EACCES);
+    }
+    if gate::socket_within(sk as u64, session.cgroup) {
         return None;
     }
-    let key = inode::of_dentry(dentry)?;
-    let verdict = matcher::check_inode(&key, op::NETWORK)?;
-    link_rename::deny(
+    let mnt = kread::read::<u64>(path, globals::path_mnt(), errsite::READ_SOCKADDR).unwrap_or(0);
+    let packed = if dentry != 0 && mnt != 0 {
+        name_ops::judge(dentry, mnt, ops, 0)
+    } else if ops & op::OUTSIDE != 0 {
+        abstract_peer(sk)
+    } else {
+        0
+    };
+    if packed == 0 {
+        return None;
+    }
+    report(packed);
+    Some(-EACCES)
+}
+
+/// Whether the socket file at `dentry` is one the daemon recorded for a `network` rule;
+/// reports the refusal. A subprogram of its own: inlined, its frame made the deepest call
+/// chain (through `name_ops::judge`) too large for 6.1's verifier.
+#[inline(never)]
+fn refused_by_inode(dentry: u64) -> bool {
+    let Some(verdict) =
+        inode::of_dentry(dentry as *const u8).and_then(|k| matcher::check_inode(&k, op::NETWORK))
+    else {
+        return false;
+    };
+    if let Some(session) = gate::member_session() {
+        link_rename::deny(
+            &session,
+            verdict,
+            &Subject::named(subject::UNIX, None, 0),
+            dentry as *const u8,
+        );
+    }
+    true
+}
+
+/// Judges an abstract (or unreadable) listener outside the session: as the root of the path
+/// space, which `unix: outside-session` covers and no exception names; then leaves the
+/// socket's name (`\0name`, shown as `@name`) in the scratch key for the event.
+#[inline(never)]
+fn abstract_peer(sk: *const u8) -> u64 {
+    let Some(scratch) = SCRATCH.get_ptr_mut(0) else {
+        return 0;
+    };
+    // SAFETY: per-CPU scratch; programs do not nest on one CPU for these hooks.
+    let scratch = unsafe { &mut *scratch };
+    kread::zero_words(&mut scratch.key.data);
+    scratch.key.data[0] = b'/';
+    let Some(config) = CONFIG.get(0) else {
+        return 0;
+    };
+    let mut subject = PathSubject {
+        scratch,
+        len: 1,
+        has_name: false,
+        inode: None,
+        ancestors: false,
+        live: false,
+    };
+    let Some(verdict) = matcher::check_path(&mut subject, config, op::OUTSIDE) else {
+        return 0;
+    };
+    let data = &mut subject.scratch.key.data;
+    data[0] = 0;
+    // unix_sock->addr->name: a `struct sockaddr_un` after the family.
+    let name = kread::read::<u64>(sk, globals::unix_sock_addr(), errsite::READ_SOCKADDR)
+        .filter(|a| *a != 0)
+        .map(|a| (a as *const u8).wrapping_add(globals::unix_address_name() + 2));
+    if let Some(name) = name {
+        // SAFETY: bpf_probe_read_kernel checks the address; the destination is the key's
+        // first UNIX_PATH_MAX bytes (the name's NUL first byte is read again, harmlessly).
+        unsafe {
+            aya_ebpf::helpers::generated::bpf_probe_read_kernel(
+                data.as_mut_ptr().cast(),
+                UNIX_PATH_MAX as u32,
+                name.cast(),
+            );
+        }
+    }
+    (u64::from(verdict.rule) << 32) | u64::from(verdict.op)
+}
+
+/// Reports the refusal of a packed verdict on the socket left in the scratch key.
+#[inline(never)]
+fn report(packed: u64) {
+    let (Some(session), Some(scratch)) = (gate::member_session(), SCRATCH.get_ptr(0)) else {
+        return;
+    };
+    let verdict = Verdict {
+        rule: (packed >> 32) as u32,
+        op: packed as u32,
+    };
+    // SAFETY: per-CPU scratch; programs do not nest on one CPU for these hooks.
+    let path = unsafe { &(*scratch).key.data };
+    event::emit(
         &session,
         verdict,
-        &Subject::named(subject::UNIX, None, 0),
-        dentry,
+        &Subject::named(subject::UNIX, Some(path), 0),
     );
-    Some(-EACCES)
 }

@@ -22,6 +22,7 @@ use std::{
 
 mod allowlist;
 mod attach;
+mod isolation;
 mod limits;
 mod matcher;
 mod names;

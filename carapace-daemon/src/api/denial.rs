@@ -4,7 +4,7 @@ use std::net::Ipv6Addr;
 
 use carapace_common::{
     mount_kind, op, path_op, subject, DenyEvent, AF_INET, PATH_MAX, RULE_PATH_TOO_LONG,
-    RULE_SELF_PROTECTION,
+    RULE_SELF_PROTECTION, TIOCSTI,
 };
 
 use super::proto::Denial;
@@ -31,6 +31,8 @@ pub fn operation_name(bit: u32) -> String {
         op::MODULE => "load".into(),
         op::CLONE_INTO_CGROUP => "clone".into(),
         op::CHROOT => "chroot".into(),
+        op::TTY_INPUT => "typing into".into(),
+        op::OUTSIDE => "connect".into(),
         other => format!("operation {other:#x}"),
     }
 }
@@ -110,6 +112,11 @@ pub fn format_subject(event: &DenyEvent) -> String {
             }
         }
         subject::TASK => format!("carapaced (pid {})", event.detail),
+        subject::PROCESS => format!("process {} outside the session", event.detail),
+        subject::TTY => match event.detail {
+            TIOCSTI => "a terminal (TIOCSTI)".to_owned(),
+            _ => "a terminal (TIOCLINUX)".to_owned(),
+        },
         subject::BPF_CMD => format!("bpf({})", bpf_command(event.detail)),
         subject::MOUNT => match event.detail {
             mount_kind::UNMOUNT => "a mounted file system".to_owned(),
@@ -178,8 +185,15 @@ fn bpf_command(cmd: u32) -> String {
 /// The message of a self-protection denial, by what was refused.
 fn self_protection_message(event: &DenyEvent) -> &'static str {
     match event.op {
-        op::SIGNAL | op::PTRACE => {
-            "agents may not signal, trace or read the memory of the Carapace daemon"
+        op::SIGNAL => "agents may not signal the Carapace daemon",
+        op::PTRACE => {
+            "agents may not trace, read the memory of, or take the descriptors of processes \
+             outside their session (the user's shell, editor or Carapace): those act with the \
+             user's authority"
+        }
+        op::TTY_INPUT => {
+            "agents may not type into a terminal (TIOCSTI, TIOCLINUX): the shell reading it would \
+             run the input as the user's own"
         }
         op::BPF => "agents may not use bpf(); it could switch Carapace's kernel layer off",
         op::MOUNT | op::UNMOUNT => {
@@ -417,11 +431,21 @@ mod tests {
     fn self_protection_denials() {
         assert_eq!(
             guard_line(op::SIGNAL, subject::TASK, 812, b""),
-            "blocked kill of carapaced (pid 812) (agents may not signal, trace or read the \
-             memory of the Carapace daemon)"
+            "blocked kill of carapaced (pid 812) (agents may not signal the Carapace daemon)"
         );
         assert!(guard_line(op::PTRACE, subject::TASK, 812, b"")
-            .starts_with("blocked ptrace of carapaced (pid 812)"));
+            .starts_with("blocked ptrace of carapaced (pid 812) (agents may not trace"));
+        assert!(guard_line(op::PTRACE, subject::PROCESS, 640, b"")
+            .starts_with("blocked ptrace of process 640 outside the session (agents may not"));
+        let mut e = event();
+        (e.rule, e.op, e.subject, e.detail) =
+            (RULE_SELF_PROTECTION, op::TTY_INPUT, subject::TTY, carapace_common::TIOCSTI);
+        let d = denial_from_event(&e, "s-1", None);
+        assert_eq!(
+            phrase(&d.operation, &d.subject),
+            "typing into a terminal (TIOCSTI)"
+        );
+        assert!(d.message.starts_with("agents may not type into a terminal"));
         assert!(guard_line(op::BPF, subject::BPF_CMD, 5, b"")
             .starts_with("blocked use of bpf(BPF_PROG_LOAD) (agents may not use bpf()"));
         assert!(guard_line(op::BPF, subject::BPF_CMD, 999, b"")

@@ -325,6 +325,8 @@ impl Matcher<'_> {
                             .any(|e| net_matches(e, o, Port::UnknownDiffers))
                 })
                 .map(describe),
+            // Who made a socket is the kernel's to see (`compile::kernel`).
+            Cond::OutsideListener => None,
             Cond::Command(patterns) => self
                 .ext
                 .commands

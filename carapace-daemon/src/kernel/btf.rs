@@ -239,7 +239,7 @@ impl Btf {
 /// Every offset the programs take, by global name (see `carapace_common::globals`).
 pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> {
     use carapace_common::globals as g;
-    let wanted: [(&str, &str, &str); 25] = [
+    let wanted: [(&str, &str, &str); 31] = [
         (g::OFF_FILE_F_PATH, "file", "f_path"),
         (g::OFF_FILE_F_MODE, "file", "f_mode"),
         (g::OFF_FILE_F_INODE, "file", "f_inode"),
@@ -265,11 +265,35 @@ pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> 
         (g::OFF_MOUNT_MNT, "mount", "mnt"),
         (g::OFF_MOUNT_MNT_PARENT, "mount", "mnt_parent"),
         (g::OFF_MOUNT_MNT_MOUNTPOINT, "mount", "mnt_mountpoint"),
+        (g::OFF_TASK_CGROUPS, "task_struct", "cgroups"),
+        (g::OFF_CSS_SET_DFL_CGRP, "css_set", "dfl_cgrp"),
+        (g::OFF_CGROUP_LEVEL, "cgroup", "level"),
+        (g::OFF_KERNFS_NODE_ID, "kernfs_node", "id"),
+        (g::OFF_UNIX_SOCK_ADDR, "unix_sock", "addr"),
+        (g::OFF_UNIX_ADDRESS_NAME, "unix_address", "name"),
     ];
-    wanted
+    let mut offsets = wanted
         .iter()
         .map(|&(global, strct, member)| Ok((global, btf.member_offset(strct, member)?)))
-        .collect()
+        .collect::<Result<Vec<_>, BtfError>>()?;
+    // A socket's cgroup is a member of a member; the programs take the sum.
+    let sock_cgroup =
+        btf.member_offset("sock", "sk_cgrp_data")? + btf.member_offset("sock_cgroup_data", "cgroup")?;
+    offsets.push((g::OFF_SOCK_CGROUP, sock_cgroup));
+    // Linux 6.0 replaced the ancestors' ids with pointers to them.
+    match btf.member_offset("cgroup", "ancestors") {
+        Ok(at) => offsets.extend([
+            (g::OFF_CGROUP_ANCESTORS, at),
+            (g::OFF_CGROUP_KN, btf.member_offset("cgroup", "kn")?),
+            (g::CGROUP_ANCESTOR_IDS, 0),
+        ]),
+        Err(_) => offsets.extend([
+            (g::OFF_CGROUP_ANCESTORS, btf.member_offset("cgroup", "ancestor_ids")?),
+            (g::OFF_CGROUP_KN, 0),
+            (g::CGROUP_ANCESTOR_IDS, 1),
+        ]),
+    }
+    Ok(offsets)
 }
 
 /// Enumerator values the programs compare with, by global name (u32 globals).

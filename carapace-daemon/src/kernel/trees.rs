@@ -38,10 +38,18 @@ pub fn kernel_dev(st_dev: u64) -> u64 {
 pub fn walk(image: &KernelImage) -> TreeInodes {
     let mut out = TreeInodes::default();
     for (key, refs) in &image.prefix {
+        // Rules of no file operation (`unix: outside-session`, whose `/` prefix is every
+        // socket path) have no use for the files' identities.
         let blocking: Vec<RuleRef> = refs
             .iter()
             .copied()
-            .filter(|r| r.flags & REF_EXCEPT == 0)
+            .filter(|r| {
+                r.flags & REF_EXCEPT == 0
+                    && image
+                        .rules
+                        .get(r.rule as usize)
+                        .is_some_and(|m| m.ops & carapace_common::op::ALL != 0)
+            })
             .collect();
         let Ok(prefix) = std::str::from_utf8(key) else {
             continue;
@@ -161,6 +169,13 @@ mod tests {
 
     fn image_with(prefix: &[(&str, RuleRef)], exact: &[(&str, RuleRef)]) -> KernelImage {
         let mut img = KernelImage::default();
+        img.rules = vec![
+            carapace_common::RuleMeta {
+                ops: carapace_common::op::ALL,
+                flags: carapace_common::RULE_ALWAYS_ON,
+            };
+            8
+        ];
         for (p, r) in prefix {
             img.prefix
                 .entry(p.as_bytes().to_vec())

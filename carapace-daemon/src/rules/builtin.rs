@@ -28,6 +28,7 @@ packs!(
     "destructive",
     "remote-code",
     "self-protection",
+    "outside-session",
     "internal-network",
 );
 

@@ -283,6 +283,10 @@ pub enum Cond {
     Tool(Vec<TextPattern>),
     Content(Vec<TextPattern>),
     Net(NetMatch),
+    /// `unix: outside-session`: a connection to (or a datagram for) a unix socket whose
+    /// listener was made outside the agent's session. Only the kernel sees who made a
+    /// socket, so only the kernel matches it; `except:` names the sockets allowed, by path.
+    OutsideListener,
     All(Vec<Cond>),
     Any(Vec<Cond>),
     Not(Box<Cond>),
@@ -298,6 +302,7 @@ impl Cond {
             Self::Tool(_) => "tool",
             Self::Content(_) => "content",
             Self::Net(_) => "network",
+            Self::OutsideListener => "unix",
             Self::All(_) => "all",
             Self::Any(_) => "any",
             Self::Not(_) => "not",

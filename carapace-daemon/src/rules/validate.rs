@@ -69,8 +69,11 @@ const RULE_KEYS: &[&str] = &[
     "effect",
 ];
 const MATCH_KEYS: &[&str] = &[
-    "path", "command", "tool", "content", "host", "cidr", "port", "all", "any", "not",
+    "path", "command", "tool", "content", "host", "cidr", "port", "unix", "all", "any", "not",
 ];
+
+/// The one `unix:` selector: sockets whose listener is outside the agent's session.
+const OUTSIDE_SESSION: &str = "outside-session";
 
 fn mode_from_name(name: &str) -> Option<Mode> {
     Some(match name {
@@ -657,6 +660,7 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
             );
         }
     }
+    outside_listener_checks(node, cond.as_ref(), mode, rid, sink);
     if let Some(Cond::Net(_)) = &cond {
         if let Some(bad) = actions.iter().find(|a| **a != Action::Network) {
             if let Some(a) = node.get("actions") {
@@ -703,6 +707,61 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
         effect,
         enforcement: Enforcement::Userspace("not compiled yet".into()),
     })
+}
+
+/// A `unix: outside-session` rule is the kernel's alone: it stands on its own (no other
+/// match, no composite around it, no trigger), blocks, and covers the one operation it names.
+fn outside_listener_checks(
+    node: &Node,
+    cond: Option<&Cond>,
+    mode: Mode,
+    rule: &str,
+    sink: &mut Sink,
+) {
+    fn nested(cond: &Cond) -> bool {
+        match cond {
+            Cond::OutsideListener => true,
+            Cond::All(cs) | Cond::Any(cs) => cs.iter().any(nested),
+            Cond::Not(c) => nested(c),
+            _ => false,
+        }
+    }
+    let Some(cond) = cond else { return };
+    if !nested(cond) {
+        return;
+    }
+    let span = node.span;
+    if !matches!(cond, Cond::OutsideListener) {
+        sink.error(
+            span,
+            Some(rule),
+            "`unix: outside-session` cannot be combined with other matches".into(),
+            "only the kernel sees who made a socket: give it a rule of its own",
+        );
+    }
+    if mode != Mode::Block {
+        sink.error(
+            span,
+            Some(rule),
+            format!(
+                "a `unix: outside-session` rule is enforced by the kernel, which can only \
+                 block; mode `{}` cannot apply",
+                mode_name(mode)
+            ),
+            "use `block:` (the default)",
+        );
+    }
+    for key in ["actions", "trigger", "effect", "llm_review"] {
+        if let Some(n) = node.get(key) {
+            sink.error(
+                n.span,
+                Some(rule),
+                format!("`{key}` does not apply to a `unix: outside-session` rule"),
+                "the rule covers connecting and sending to such sockets, in every session; \
+                 drop the key",
+            );
+        }
+    }
 }
 
 fn paths(node: &Node, ctx: &Ctx<'_>, rule: &str, sink: &mut Sink) -> Vec<PathPattern> {
@@ -899,6 +958,20 @@ fn match_entries(
                     }
                 }
             }
+            "unix" => match v.as_str().filter(|_| !v.is_null()) {
+                Some(OUTSIDE_SESSION) => conds.push(Cond::OutsideListener),
+                other => sink.error(
+                    v.span,
+                    Some(rule),
+                    format!(
+                        "unknown unix socket selector `{}`",
+                        other.map_or_else(|| render(v), str::to_owned)
+                    ),
+                    "write `unix: outside-session` (sockets whose listener is outside the \
+                     agent's session; name the allowed ones in `except:`); a socket path \
+                     is a path rule: `block: \"/run/foo.sock\"`",
+                ),
+            },
             "all" | "any" | "not" => conds.extend(composite(key, v, ctx, rule, sink)),
             _ => {}
         }
@@ -913,7 +986,7 @@ fn match_entries(
                     node.span,
                     Some(rule),
                     "empty match".into(),
-                    "add `path`, `command`, `tool`, `content`, `host`, `cidr` or `port`",
+                    "add `path`, `command`, `tool`, `content`, `host`, `cidr`, `port` or `unix`",
                 );
             }
             None

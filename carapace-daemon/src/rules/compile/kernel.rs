@@ -73,6 +73,7 @@ fn actions_ops(rule: &Rule) -> u32 {
     }
     match kernel_cond(rule) {
         Some(Cond::Net(_)) => op::NETWORK,
+        Some(Cond::OutsideListener) => op::OUTSIDE,
         _ => op::ALL,
     }
 }
@@ -126,6 +127,22 @@ pub fn plan(rule: &Rule) -> Result<Plan, String> {
                 forms,
                 excepts,
                 automata,
+                except_automata,
+            })
+        }
+        // Every socket path (and, in the programs, every abstract name) whose listener is
+        // outside the session, except the paths listed.
+        Some(Cond::OutsideListener) => {
+            let (excepts, except_automata) = forms_of(&rule.except).map_err(|reason| {
+                format!(
+                    "an exception cannot be expressed in the kernel, and enforcing the rule \
+                     without it would block what it allows: {reason}"
+                )
+            })?;
+            Ok(Plan::Path {
+                forms: vec![KernelForm::Prefix("/".into())],
+                excepts,
+                automata: Vec::new(),
                 except_automata,
             })
         }
