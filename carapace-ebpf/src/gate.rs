@@ -94,9 +94,15 @@ fn cgroup_within(cgroup: u64, session: u64) -> bool {
         kread::read::<u64>(base, slot, errsite::READ_TASK)
     } else {
         kread::read::<u64>(base, slot, errsite::READ_TASK)
-            .and_then(|a| kread::read::<u64>(a as *const u8, globals::cgroup_kn(), errsite::READ_TASK))
+            .and_then(|a| {
+                kread::read::<u64>(a as *const u8, globals::cgroup_kn(), errsite::READ_TASK)
+            })
             .and_then(|kn| {
-                kread::read::<u64>(kn as *const u8, globals::kernfs_node_id(), errsite::READ_TASK)
+                kread::read::<u64>(
+                    kn as *const u8,
+                    globals::kernfs_node_id(),
+                    errsite::READ_TASK,
+                )
             })
     };
     id == Some(session)

@@ -41,5 +41,9 @@ fn try_ptrace(ctx: &LsmContext) -> Option<i32> {
     } else {
         subject::PROCESS
     };
-    Some(guard::deny(&session, op::PTRACE, &Subject::bare(kind, tgid)))
+    Some(guard::deny(
+        &session,
+        op::PTRACE,
+        &Subject::bare(kind, tgid),
+    ))
 }

@@ -17,8 +17,7 @@ use carapace_common::{errsite, op, subject, UNIX_PATH_MAX};
 
 use crate::{
     event::{self, Subject},
-    gate,
-    globals, inode, kread, link_rename,
+    gate, globals, inode, kread, link_rename,
     maps::{CONFIG, SCRATCH},
     matcher::{self, PathSubject, Verdict},
     name_ops, EACCES,
@@ -59,8 +58,8 @@ fn check_peer(sk: *const u8) -> Option<i32> {
     // `struct unix_sock` starts with its `struct sock`; its bound path (no dentry for
     // abstract and unnamed sockets).
     let path = sk.wrapping_add(globals::unix_sock_path());
-    let dentry = kread::read::<u64>(path, globals::path_dentry(), errsite::READ_SOCKADDR)
-        .unwrap_or(0);
+    let dentry =
+        kread::read::<u64>(path, globals::path_dentry(), errsite::READ_SOCKADDR).unwrap_or(0);
     if dentry != 0 && ops & op::NETWORK != 0 && refused_by_inode(dentry) {
         return Some(-EACCES);
     }

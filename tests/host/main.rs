@@ -22,6 +22,7 @@ mod limits;
 mod llm_review;
 mod mcp;
 mod sessions;
+mod terminal;
 
 const CARAPACED: &str = env!("CARGO_BIN_EXE_carapaced-under-test");
 const CARAPACE: &str = env!("CARGO_BIN_EXE_carapace-under-test");

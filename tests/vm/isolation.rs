@@ -38,7 +38,11 @@ fn a_listener_outside_the_session_is_refused_its_own_and_listed_ones_are_not() {
     let _allowed = listener("/srv/allowed-socks/ok.sock");
 
     let out = agent(&connect("/tmp/outside.sock"));
-    assert_eq!(stdout(&out).trim(), "13", "a listener made outside the session");
+    assert_eq!(
+        stdout(&out).trim(),
+        "13",
+        "a listener made outside the session"
+    );
     assert_denied_line(
         &out,
         "blocked connect of /tmp/outside.sock (rule outside-listeners",
@@ -49,7 +53,10 @@ fn a_listener_outside_the_session_is_refused_its_own_and_listed_ones_are_not() {
         connect("outside.sock"),
         connect("/tmp/o-link.sock")
     ));
-    assert_eq!(stdout(&out).split_whitespace().collect::<Vec<_>>(), ["13", "13"]);
+    assert_eq!(
+        stdout(&out).split_whitespace().collect::<Vec<_>>(),
+        ["13", "13"]
+    );
 
     // Controls: a listed socket, Carapace's own, and one the session made itself.
     let out = agent(&connect("/srv/allowed-socks/ok.sock"));
@@ -237,8 +244,12 @@ fn processes_outside_the_session_cannot_be_traced_or_read() {
     for (name, errno) in &inside {
         // process_vm_readv and (on 6.1) pidfd_getfd turn the hook's EACCES into EPERM
         // themselves; the control below shows the refusal is the session's.
-        let refused = errno == "13" || (errno == "1" && (name == "vm_read" || name == "pidfd_getfd"));
-        assert!(refused, "{name} on a process outside the session: errno {errno}");
+        let refused =
+            errno == "13" || (errno == "1" && (name == "vm_read" || name == "pidfd_getfd"));
+        assert!(
+            refused,
+            "{name} on a process outside the session: errno {errno}"
+        );
     }
     assert_denied_line(
         &out,
@@ -255,7 +266,10 @@ fn processes_outside_the_session_cannot_be_traced_or_read() {
     let outside = errnos(&String::from_utf8_lossy(&outside.stdout));
     for (name, errno) in &outside {
         // process_vm_readv of an unmapped address fails with EFAULT, not a refusal.
-        assert!(errno == "0" || errno == "14", "{name} outside the session: {errno}");
+        assert!(
+            errno == "0" || errno == "14",
+            "{name} outside the session: {errno}"
+        );
     }
     let out = agent(
         "sleep 30 & kid=$!; tr '\\0' '\\n' </proc/$kid/environ | grep -c . >/dev/null && echo 0; \
@@ -302,5 +316,9 @@ fn an_agent_cannot_type_into_a_terminal() {
         .output()
         .expect("run outside");
     let outside = errnos(&String::from_utf8_lossy(&outside.stdout));
-    assert_eq!(outside.get(1).map(|(_, e)| e.as_str()), Some("0"), "{outside:?}");
+    assert_eq!(
+        outside.get(1).map(|(_, e)| e.as_str()),
+        Some("0"),
+        "{outside:?}"
+    );
 }

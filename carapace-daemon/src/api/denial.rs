@@ -438,8 +438,12 @@ mod tests {
         assert!(guard_line(op::PTRACE, subject::PROCESS, 640, b"")
             .starts_with("blocked ptrace of process 640 outside the session (agents may not"));
         let mut e = event();
-        (e.rule, e.op, e.subject, e.detail) =
-            (RULE_SELF_PROTECTION, op::TTY_INPUT, subject::TTY, carapace_common::TIOCSTI);
+        (e.rule, e.op, e.subject, e.detail) = (
+            RULE_SELF_PROTECTION,
+            op::TTY_INPUT,
+            subject::TTY,
+            carapace_common::TIOCSTI,
+        );
         let d = denial_from_event(&e, "s-1", None);
         assert_eq!(
             phrase(&d.operation, &d.subject),

@@ -13,6 +13,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tonic::transport::{Channel, Endpoint, Uri};
 
 use super::daemon::DEFAULT_SOCKET;
+use super::pty;
 use crate::api::proto::carapace_client::CarapaceClient;
 use crate::api::proto::{
     CreateSessionReply, CreateSessionRequest, Denial, EndSessionRequest, StatusRequest,
@@ -357,32 +358,21 @@ async fn run_in_session(
         .map_err(|s| anyhow::anyhow!("cannot watch session {session_id}: {}", s.message()))?
         .into_inner();
     let (program, rest) = command.split_first().context("no command given")?;
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.args(rest);
-    cmd.envs(gateway_env(&gateway));
-    // SAFETY: PrivDrop::apply and Prepared::restrict_self only make async-signal-safe
-    // system calls and do not allocate, as required between fork and exec. Landlock comes
-    // after the drop, which sets the `no_new_privs` it needs.
-    unsafe {
-        cmd.pre_exec(move || {
-            // A network namespace needs the capabilities the drop takes away.
-            limits::isolate_network(limits.network)?;
-            privs.apply()?;
-            match &landlock {
-                Some(l) => l.restrict_self(),
-                None => Ok(()),
-            }
-        });
-    }
-    // Ctrl-C goes to the whole foreground process group: let the command decide, and report
-    // its status instead of dying first.
-    let _ctrl_c = tokio::spawn(async {
-        loop {
-            if tokio::signal::ctrl_c().await.is_err() {
-                return;
-            }
-        }
-    });
+    let terminal = pty::open()?;
+    let mut cmd = agent_command(
+        program,
+        rest,
+        &gateway,
+        terminal.as_ref(),
+        limits,
+        privs,
+        landlock,
+    )?;
+    // The command is in a session of its own, so a Ctrl-C at the caller's terminal (without
+    // a relay) reaches carapace only: pass it to the command's process group, and report its
+    // status instead of dying first.
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let mut winch = signal(SignalKind::window_change()).context("cannot handle SIGWINCH")?;
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -394,21 +384,15 @@ async fn run_in_session(
             });
         }
     };
+    // Our copies of the terminal's slave side go with the command's description.
+    drop(cmd);
+    let mut relay = terminal.map(pty::Terminal::relay).transpose()?;
     // SIGTERM / SIGHUP to carapace are passed on to the command, so that the session ends
     // through the command's exit and `EndSession`, not by leaving it behind.
     let (mut term, mut hup) = (
         signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
         signal(SignalKind::hangup()).context("cannot handle SIGHUP")?,
     );
-    let forward = |sig: libc::c_int, pid: Option<u32>| {
-        if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
-            // SAFETY: kill(2) on our own child's pid, which is not reaped yet (we are still
-            // waiting for it), with a constant signal.
-            unsafe {
-                libc::kill(pid, sig);
-            }
-        }
-    };
     let timer = async {
         match limits.timeout {
             Some(d) => tokio::time::sleep(d).await,
@@ -424,8 +408,14 @@ async fn run_in_session(
                 timed_out = true;
                 kill_session(&cgroup, limits.timeout.unwrap_or_default()).await?;
             }
-            _ = term.recv() => forward(libc::SIGTERM, child.id()),
-            _ = hup.recv() => forward(libc::SIGHUP, child.id()),
+            _ = term.recv() => forward(libc::SIGTERM, child.id(), false),
+            _ = hup.recv() => forward(libc::SIGHUP, child.id(), false),
+            _ = interrupt.recv() => forward(libc::SIGINT, child.id(), true),
+            _ = winch.recv() => {
+                if let Some(r) = &relay {
+                    r.follow_size();
+                }
+            }
             message = denials.message() => match message {
                 Ok(Some(d)) => print_denial(&d),
                 // The stream ended or failed: keep waiting for the command.
@@ -433,6 +423,11 @@ async fn run_in_session(
             },
         }
     };
+    if let Some(r) = &mut relay {
+        r.drain(GRACE).await;
+    }
+    // The user's terminal gets its settings back before carapace's last lines.
+    drop(relay);
     let grace = tokio::time::sleep(GRACE);
     tokio::pin!(grace);
     loop {
@@ -449,6 +444,61 @@ async fn run_in_session(
     } else {
         exit_code(status)
     })
+}
+
+/// Passes signal `sig` on to the command `pid` (`None`: reaped already), or to its process
+/// group when `group` (it leads one: setsid), as a terminal would.
+fn forward(sig: libc::c_int, pid: Option<u32>, group: bool) {
+    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+        // SAFETY: kill(2) on our own child's pid (or the group it leads), which is not
+        // reaped yet (we are still waiting for it), with a constant signal.
+        unsafe {
+            libc::kill(if group { -pid } else { pid }, sig);
+        }
+    }
+}
+
+/// The command as it starts: in a session of its own (on `terminal` when there is one),
+/// with the gateway's base URLs, its network namespace, privileges dropped and Landlock.
+fn agent_command(
+    program: &OsString,
+    rest: &[OsString],
+    gateway: &str,
+    terminal: Option<&pty::Terminal>,
+    limits: Limits,
+    privs: PrivDrop,
+    landlock: Option<landlock::Prepared>,
+) -> anyhow::Result<tokio::process::Command> {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(rest);
+    cmd.envs(gateway_env(gateway));
+    if let Some(t) = terminal {
+        let [input, output, errors] = t.stdio().context("cannot set up the agent's terminal")?;
+        cmd.stdin(input).stdout(output).stderr(errors);
+    }
+    let controlling = terminal.is_some();
+    // SAFETY: setsid, ioctl, PrivDrop::apply and Prepared::restrict_self only make
+    // async-signal-safe system calls and do not allocate, as required between fork and exec.
+    // Landlock comes after the drop, which sets the `no_new_privs` it needs.
+    unsafe {
+        cmd.pre_exec(move || {
+            // A session of its own: no terminal of the caller's to type into (see `pty`).
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if controlling && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // A network namespace needs the capabilities the drop takes away.
+            limits::isolate_network(limits.network)?;
+            privs.apply()?;
+            match &landlock {
+                Some(l) => l.restrict_self(),
+                None => Ok(()),
+            }
+        });
+    }
+    Ok(cmd)
 }
 
 /// Kills every process of the session but this one, after its time limit ran out.

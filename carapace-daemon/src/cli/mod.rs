@@ -9,6 +9,7 @@ pub mod evaluator;
 pub mod hook;
 pub mod learn;
 pub mod mcp;
+mod pty;
 pub mod rules;
 pub mod session;
 pub mod slash;

@@ -277,8 +277,8 @@ pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> 
         .map(|&(global, strct, member)| Ok((global, btf.member_offset(strct, member)?)))
         .collect::<Result<Vec<_>, BtfError>>()?;
     // A socket's cgroup is a member of a member; the programs take the sum.
-    let sock_cgroup =
-        btf.member_offset("sock", "sk_cgrp_data")? + btf.member_offset("sock_cgroup_data", "cgroup")?;
+    let sock_cgroup = btf.member_offset("sock", "sk_cgrp_data")?
+        + btf.member_offset("sock_cgroup_data", "cgroup")?;
     offsets.push((g::OFF_SOCK_CGROUP, sock_cgroup));
     // Linux 6.0 replaced the ancestors' ids with pointers to them.
     match btf.member_offset("cgroup", "ancestors") {
@@ -288,7 +288,10 @@ pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> 
             (g::CGROUP_ANCESTOR_IDS, 0),
         ]),
         Err(_) => offsets.extend([
-            (g::OFF_CGROUP_ANCESTORS, btf.member_offset("cgroup", "ancestor_ids")?),
+            (
+                g::OFF_CGROUP_ANCESTORS,
+                btf.member_offset("cgroup", "ancestor_ids")?,
+            ),
             (g::OFF_CGROUP_KN, 0),
             (g::CGROUP_ANCESTOR_IDS, 1),
         ]),

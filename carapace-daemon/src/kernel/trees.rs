@@ -168,14 +168,16 @@ mod tests {
     use super::*;
 
     fn image_with(prefix: &[(&str, RuleRef)], exact: &[(&str, RuleRef)]) -> KernelImage {
-        let mut img = KernelImage::default();
-        img.rules = vec![
-            carapace_common::RuleMeta {
-                ops: carapace_common::op::ALL,
-                flags: carapace_common::RULE_ALWAYS_ON,
-            };
-            8
-        ];
+        let mut img = KernelImage {
+            rules: vec![
+                carapace_common::RuleMeta {
+                    ops: carapace_common::op::ALL,
+                    flags: carapace_common::RULE_ALWAYS_ON,
+                };
+                8
+            ],
+            ..KernelImage::default()
+        };
         for (p, r) in prefix {
             img.prefix
                 .entry(p.as_bytes().to_vec())

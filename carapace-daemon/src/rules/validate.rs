@@ -958,20 +958,7 @@ fn match_entries(
                     }
                 }
             }
-            "unix" => match v.as_str().filter(|_| !v.is_null()) {
-                Some(OUTSIDE_SESSION) => conds.push(Cond::OutsideListener),
-                other => sink.error(
-                    v.span,
-                    Some(rule),
-                    format!(
-                        "unknown unix socket selector `{}`",
-                        other.map_or_else(|| render(v), str::to_owned)
-                    ),
-                    "write `unix: outside-session` (sockets whose listener is outside the \
-                     agent's session; name the allowed ones in `except:`); a socket path \
-                     is a path rule: `block: \"/run/foo.sock\"`",
-                ),
-            },
+            "unix" => conds.extend(unix_selector(v, rule, sink)),
             "all" | "any" | "not" => conds.extend(composite(key, v, ctx, rule, sink)),
             _ => {}
         }
@@ -993,6 +980,27 @@ fn match_entries(
         }
         1 => conds.pop(),
         _ => Some(Cond::All(conds)),
+    }
+}
+
+/// `unix: outside-session`, the one selector of unix sockets by who made them.
+fn unix_selector(v: &Node, rule: &str, sink: &mut Sink) -> Option<Cond> {
+    match v.as_str().filter(|_| !v.is_null()) {
+        Some(OUTSIDE_SESSION) => Some(Cond::OutsideListener),
+        other => {
+            sink.error(
+                v.span,
+                Some(rule),
+                format!(
+                    "unknown unix socket selector `{}`",
+                    other.map_or_else(|| render(v), str::to_owned)
+                ),
+                "write `unix: outside-session` (sockets whose listener is outside the agent's \
+                 session; name the allowed ones in `except:`); a socket path is a path rule: \
+                 `block: \"/run/foo.sock\"`",
+            );
+            None
+        }
     }
 }
 

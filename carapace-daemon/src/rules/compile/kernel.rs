@@ -117,34 +117,12 @@ pub fn plan(rule: &Rule) -> Result<Plan, String> {
     match kernel_cond(rule) {
         Some(Cond::Path(patterns)) => {
             let (forms, automata) = forms_of(patterns)?;
-            let (excepts, except_automata) = forms_of(&rule.except).map_err(|reason| {
-                format!(
-                    "an exception cannot be expressed in the kernel, and enforcing the rule \
-                     without it would block what it allows: {reason}"
-                )
-            })?;
-            Ok(Plan::Path {
-                forms,
-                excepts,
-                automata,
-                except_automata,
-            })
+            path_plan(rule, forms, automata)
         }
         // Every socket path (and, in the programs, every abstract name) whose listener is
         // outside the session, except the paths listed.
         Some(Cond::OutsideListener) => {
-            let (excepts, except_automata) = forms_of(&rule.except).map_err(|reason| {
-                format!(
-                    "an exception cannot be expressed in the kernel, and enforcing the rule \
-                     without it would block what it allows: {reason}"
-                )
-            })?;
-            Ok(Plan::Path {
-                forms: vec![KernelForm::Prefix("/".into())],
-                excepts,
-                automata: Vec::new(),
-                except_automata,
-            })
+            path_plan(rule, vec![KernelForm::Prefix("/".into())], Vec::new())
         }
         Some(Cond::Net(net)) => {
             let blocks = net.blocks().ok_or_else(|| {
@@ -188,6 +166,26 @@ pub fn plan(rule: &Rule) -> Result<Plan, String> {
         )),
         None => Err("the rule has no path or address to match".into()),
     }
+}
+
+/// A path plan of `forms` and `automata` with the rule's exceptions.
+fn path_plan(
+    rule: &Rule,
+    forms: Vec<KernelForm>,
+    automata: Vec<Automaton>,
+) -> Result<Plan, String> {
+    let (excepts, except_automata) = forms_of(&rule.except).map_err(|reason| {
+        format!(
+            "an exception cannot be expressed in the kernel, and enforcing the rule without it \
+             would block what it allows: {reason}"
+        )
+    })?;
+    Ok(Plan::Path {
+        forms,
+        excepts,
+        automata,
+        except_automata,
+    })
 }
 
 /// (block, port) pairs of `blocks` on `ports` (none: every port, 0).
