@@ -58,6 +58,10 @@ pub mod op {
     /// Connecting to a unix socket whose listener is outside the session: a path rule's
     /// operation for `block: { unix: outside-session }` (never in a tool call's operations).
     pub const OUTSIDE: u32 = 1 << 14;
+    /// Setting a packet's route by hand (IPv4 source-route options, IPv6 routing headers),
+    /// by `setsockopt` or as ancillary data: the destination judged is then not the one
+    /// the packets reach.
+    pub const ROUTE: u32 = 1 << 15;
 
     /// What removing a name is judged as (unlink, rmdir, a rename onto an existing file): a
     /// delete, and a write too, because a file deleted can be made again with other content,
@@ -382,6 +386,37 @@ pub mod subject {
     pub const PROCESS: u32 = 8;
     /// A terminal; `DenyEvent::detail` is the `ioctl` command.
     pub const TTY: u32 = 9;
+    /// A socket option or ancillary data; `DenyEvent::detail` is `level << 16 | name`.
+    pub const SOCKOPT: u32 = 10;
+}
+
+/// Socket options and ancillary data that route packets by hand (uapi in.h and in6.h):
+/// `(level, name)`. `IP_OPTIONS` by `setsockopt`, `IP_RETOPTS` as ancillary data carry IPv4
+/// options (loose and strict source routes among them); IPv6 routing headers come as
+/// `IPV6_RTHDR`, RFC 2292's `IPV6_2292RTHDR`, or inside `IPV6_2292PKTOPTIONS`.
+pub mod route_opt {
+    pub const SOL_IP: u32 = 0;
+    pub const SOL_IPV6: u32 = 41;
+    pub const IP_OPTIONS: u32 = 4;
+    pub const IP_RETOPTS: u32 = 7;
+    pub const IPV6_2292PKTOPTIONS: u32 = 6;
+    pub const IPV6_2292RTHDR: u32 = 5;
+    pub const IPV6_RTHDR: u32 = 57;
+
+    /// Whether `setsockopt(level, name)` sets a route.
+    #[must_use]
+    pub const fn sets_route(level: u32, name: u32) -> bool {
+        (level == SOL_IP && name == IP_OPTIONS)
+            || (level == SOL_IPV6
+                && (name == IPV6_RTHDR || name == IPV6_2292RTHDR || name == IPV6_2292PKTOPTIONS))
+    }
+
+    /// Whether ancillary data of `(level, type)` sets a route.
+    #[must_use]
+    pub const fn carries_route(level: u32, kind: u32) -> bool {
+        (level == SOL_IP && (kind == IP_RETOPTS || kind == IP_OPTIONS))
+            || (level == SOL_IPV6 && (kind == IPV6_RTHDR || kind == IPV6_2292RTHDR))
+    }
 }
 
 /// `DenyEvent::detail` of a `subject::MOUNT` event.
@@ -492,6 +527,11 @@ pub mod globals {
     /// `unix_sock->addr` and `unix_address.name`: an abstract socket's name, for events.
     pub const OFF_UNIX_SOCK_ADDR: &str = "OFF_UNIX_SOCK_ADDR";
     pub const OFF_UNIX_ADDRESS_NAME: &str = "OFF_UNIX_ADDRESS_NAME";
+    /// A socket's address family (`sock_common.skc_family`, at the start of `struct sock`),
+    /// and a message's ancillary data (`msghdr.msg_control`, `msg_controllen`).
+    pub const OFF_SOCK_FAMILY: &str = "OFF_SOCK_FAMILY";
+    pub const OFF_MSGHDR_MSG_CONTROL: &str = "OFF_MSGHDR_MSG_CONTROL";
+    pub const OFF_MSGHDR_MSG_CONTROLLEN: &str = "OFF_MSGHDR_MSG_CONTROLLEN";
     /// 1 where `OFF_CGROUP_ANCESTORS` is `ancestor_ids[]` (ids, not pointers).
     pub const CGROUP_ANCESTOR_IDS: &str = "CGROUP_ANCESTOR_IDS";
 }
@@ -569,6 +609,7 @@ pub const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 /// fakes typed bytes, `TIOCLINUX` (subcommand 3) pastes the console's selection.
 pub const TIOCSTI: u32 = 0x5412;
 pub const TIOCLINUX: u32 = 0x541c;
+pub const AF_UNSPEC: u16 = 0;
 pub const AF_UNIX: u16 = 1;
 pub const AF_INET: u16 = 2;
 pub const AF_INET6: u16 = 10;

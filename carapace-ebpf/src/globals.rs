@@ -52,6 +52,9 @@ global!(OFF_CGROUP_KN: u64);
 global!(OFF_KERNFS_NODE_ID: u64);
 global!(CGROUP_ANCESTOR_IDS: u64);
 global!(OFF_UNIX_SOCK_ADDR: u64);
+global!(OFF_SOCK_FAMILY: u64);
+global!(OFF_MSGHDR_MSG_CONTROL: u64);
+global!(OFF_MSGHDR_MSG_CONTROLLEN: u64);
 global!(OFF_UNIX_ADDRESS_NAME: u64);
 
 /// Reads a global without letting the compiler fold it to its placeholder value.
@@ -190,4 +193,13 @@ pub fn unix_sock_addr() -> usize {
 }
 pub fn unix_address_name() -> usize {
     get!(OFF_UNIX_ADDRESS_NAME) as usize
+}
+pub fn sock_family() -> usize {
+    get!(OFF_SOCK_FAMILY) as usize
+}
+pub fn msghdr_msg_control() -> usize {
+    get!(OFF_MSGHDR_MSG_CONTROL) as usize
+}
+pub fn msghdr_msg_controllen() -> usize {
+    get!(OFF_MSGHDR_MSG_CONTROLLEN) as usize
 }

@@ -53,6 +53,8 @@ mod path_cache;
 #[cfg(target_arch = "bpf")]
 mod ptrace_access_check;
 #[cfg(target_arch = "bpf")]
+mod route_opts;
+#[cfg(target_arch = "bpf")]
 mod socket_connect;
 #[cfg(target_arch = "bpf")]
 mod socket_sendmsg;

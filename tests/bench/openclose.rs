@@ -3,6 +3,10 @@
 //! `OPENCLOSE_STAT=min` the fastest of that many (under QEMU's TCG, noise only ever adds
 //! time, so the minimum is the steadiest figure). The kernel-overhead benchmark (`cargo xtask
 //! bench`) runs it in the VM without programs, outside a session and inside one.
+//!
+//! With `OPENCLOSE_OPS=names`, PATH is a directory and each iteration makes a file in it
+//! (`open(O_CREAT)` + close), renames it and unlinks it: the name hooks' cost (`path_mknod`,
+//! `path_rename`, `path_unlink`, each spelling the path), per create+rename+unlink.
 
 use std::{ffi::CString, time::Instant};
 
@@ -20,25 +24,62 @@ fn main() {
         .filter(|&r| r > 0)
         .unwrap_or(5);
     let min = std::env::var("OPENCLOSE_STAT").is_ok_and(|s| s == "min");
+    let names = std::env::var("OPENCLOSE_OPS").is_ok_and(|o| o == "names");
+    let (Ok(made), Ok(moved)) = (
+        CString::new(format!("{path}/made-{}", std::process::id())),
+        CString::new(format!("{path}/moved-{}", std::process::id())),
+    ) else {
+        eprintln!("openclose: path contains a NUL byte");
+        std::process::exit(2);
+    };
     let mut rounds = Vec::new();
     for _ in 0..count {
         let start = Instant::now();
         for _ in 0..n {
-            // SAFETY: a valid NUL-terminated path; the fd is closed right away.
-            let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-            if fd < 0 {
-                eprintln!(
-                    "openclose: open {path}: {}",
-                    std::io::Error::last_os_error()
-                );
+            let done = if names {
+                create_rename_unlink(&made, &moved)
+            } else {
+                open_close(&cpath)
+            };
+            if let Err(e) = done {
+                eprintln!("openclose: {path}: {e}");
                 std::process::exit(1);
             }
-            // SAFETY: fd was just returned by open.
-            unsafe { libc::close(fd) };
         }
         rounds.push(start.elapsed().as_secs_f64() * 1e9 / f64::from(n));
     }
     rounds.sort_by(f64::total_cmp);
     let pick = if min { 0 } else { rounds.len() / 2 };
     println!("{:.1}", rounds[pick]);
+}
+
+fn check(r: libc::c_int) -> std::io::Result<libc::c_int> {
+    if r < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn open_close(path: &CString) -> std::io::Result<()> {
+    // SAFETY: a valid NUL-terminated path; the fd is closed right away.
+    let fd = check(unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) })?;
+    // SAFETY: fd was just returned by open.
+    unsafe { libc::close(fd) };
+    Ok(())
+}
+
+fn create_rename_unlink(made: &CString, moved: &CString) -> std::io::Result<()> {
+    // SAFETY: valid NUL-terminated paths; the fd is closed right away.
+    unsafe {
+        let fd = check(libc::open(
+            made.as_ptr(),
+            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+            0o644,
+        ))?;
+        libc::close(fd);
+        check(libc::rename(made.as_ptr(), moved.as_ptr()))?;
+        check(libc::unlink(moved.as_ptr()))?;
+    }
+    Ok(())
 }

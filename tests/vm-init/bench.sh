@@ -1,7 +1,8 @@
 #!/bin/bash
 # The kernel-overhead benchmark of `cargo xtask bench`, run inside the VM as root. Measures
 # open+close of one file with no programs and with the programs attached, outside a session
-# and inside one, under the kernel test rules, the built-in packs and 10,000 rules.
+# and inside one, under the kernel test rules, the built-in packs and 10,000 rules; then the
+# same for a create+rename+unlink of a file (`OPENCLOSE_OPS=names`: the name hooks).
 #
 # Two baselines, because a session changes more than the programs: its process runs as the
 # invoking user (uid 1000 here) in a cgroup with the memory and pids controllers, which
@@ -41,6 +42,10 @@ fi
 export OPENCLOSE_STAT=min
 target=/srv/bench/file
 mkdir -p /srv/bench && echo bench >$target && chmod 644 $target
+names_dir=/srv/bench/names
+mkdir -p $names_dir && chmod 777 $names_dir
+# What one iteration is: `measure` runs every figure for both.
+kinds=("open+close:$target" "create+rename+unlink:$names_dir")
 
 daemon_pids() {
     for p in /proc/[0-9]*; do
@@ -88,11 +93,11 @@ mkdir -p $agent_cgroup
 # uid 1000 in the agent cgroup, no capabilities, as a session's process but without one.
 agent_baseline() {
     sh -c "echo \$\$ >$agent_cgroup/cgroup.procs &&
-        exec setpriv --reuid 1000 --regid 1000 --clear-groups $bench $n $target"
+        exec setpriv --reuid 1000 --regid 1000 --clear-groups $bench $n $path"
 }
 
 session() {
-    SUDO_UID=1000 SUDO_GID=1000 carapace run -- "$bench" "$n" "$target" 2>/dev/null
+    SUDO_UID=1000 SUDO_GID=1000 carapace run -- "$bench" "$n" "$path" 2>/dev/null
 }
 
 # A session that waits on a FIFO, so that the programs are attached while the bench measures
@@ -128,18 +133,29 @@ median() {
     printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
 }
 
-# measure NAME RULES-FILE BUDGET: REPS alternations of baselines and programs.
+# measure NAME RULES-FILE BUDGET: REPS alternations of baselines and programs, for each kind
+# of iteration.
 measure() {
+    local name=$1 rules=$2 budget=$3 kind
+    for kind in "${kinds[@]}"; do
+        what=${kind%%:*} path=${kind#*:}
+        if [ "$what" = open+close ]; then unset OPENCLOSE_OPS; else export OPENCLOSE_OPS=names; fi
+        measure_one "$name" "$rules" "$budget"
+    done
+    unset OPENCLOSE_OPS
+}
+
+measure_one() {
     local name=$1 rules=$2 budget=$3 rep base agent idle outside inside
     local -a r_idle=() r_out=() r_in=() r_root=() line=()
     for rep in $(seq 1 "$reps"); do
         stop_daemon
-        base=$($bench "$n" "$target")
+        base=$($bench "$n" "$path")
         agent=$(agent_baseline)
         start_daemon "$rules"
-        idle=$($bench "$n" "$target")
+        idle=$($bench "$n" "$path")
         start_idle_session
-        outside=$($bench "$n" "$target")
+        outside=$($bench "$n" "$path")
         inside=$(session)
         stop_idle_session
         line+=("base $base, agent $agent, no session $idle, outside one $outside, inside $inside")
@@ -148,14 +164,14 @@ measure() {
         r_in+=("$(awk -v a="$inside" -v b="$agent" 'BEGIN { print a / b }')")
         r_root+=("$(awk -v a="$inside" -v b="$base" 'BEGIN { print a / b }')")
     done
-    for l in "${line[@]}"; do echo "bench: $name: $unit per open+close: $l"; done
+    for l in "${line[@]}"; do echo "bench: $name: $unit per $what: $l"; done
     # Under icount the guest clock counts instructions and skips idle time: no start-up time.
     if [ "$clock" = wall ]; then
         echo "bench: $name: daemon up in $started_ms ms (program load and verification under TCG)"
     fi
-    echo "bench: $name: daemon running, no session (programs loaded, not attached): $(ratio "$(median "${r_idle[@]}")" 1) (budget +1 %)"
-    echo "bench: $name: outside a session while one runs (programs attached): $(ratio "$(median "${r_out[@]}")" 1) (budget +1 %)"
-    echo "bench: $name: inside a session: $(ratio "$(median "${r_in[@]}")" 1) vs the agent baseline (budget $budget); $(ratio "$(median "${r_root[@]}")" 1) vs root in the root cgroup"
+    echo "bench: $name: $what: daemon running, no session (programs loaded, not attached): $(ratio "$(median "${r_idle[@]}")" 1) (budget +1 %)"
+    echo "bench: $name: $what: outside a session while one runs (programs attached): $(ratio "$(median "${r_out[@]}")" 1) (budget +1 %)"
+    echo "bench: $name: $what: inside a session: $(ratio "$(median "${r_in[@]}")" 1) vs the agent baseline (budget $budget); $(ratio "$(median "${r_root[@]}")" 1) vs root in the root cgroup"
 }
 
 packs=/tmp/rules-builtin.yaml

@@ -171,6 +171,7 @@ fn neighbour() -> Held {
         .uid(1000)
         .gid(1000)
         .env("NEIGHBOUR_SECRET", "s3cret")
+        .current_dir("/tmp")
         .stdout(Stdio::null())
         .spawn()
         .expect("start the neighbour");

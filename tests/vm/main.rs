@@ -26,6 +26,7 @@ mod isolation;
 mod limits;
 mod matcher;
 mod names;
+mod network_doors;
 mod path_cache;
 mod self_protection;
 

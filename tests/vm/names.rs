@@ -12,7 +12,7 @@ use std::{
     path::Path,
 };
 
-use super::{agent, assert_denied_line, guard, stdout};
+use super::{agent, assert_denied_line, guard, session_command, stdout};
 
 /// Runs one operation per line of `ops` (Python expressions over the names `d`, the
 /// directory judged, and `o`, an unprotected one) and returns name → errno (0: it worked).
@@ -459,17 +459,20 @@ fn a_symlink_cannot_stand_in_for_a_missing_parent_of_protected_paths() {
 #[test]
 fn a_deleted_protected_file_held_open_elsewhere_is_still_judged_by_its_name() {
     let _g = guard();
-    // A process of the user, outside the session, holds a protected file that has since
-    // been deleted; the agent reopens it through /proc/PID/fd, where d_path says
-    // `… (deleted)` and an end-anchored pattern would no longer match.
+    // A process of the user holds a protected file that has since been deleted; the agent
+    // reopens it through /proc/PID/fd, where d_path says `… (deleted)` and an end-anchored
+    // pattern would no longer match. Outside the session the holder cannot be reached at
+    // all (ptrace_access_check); moved into the session, its descriptor can, and the
+    // reopen is judged by the file's name.
     fs::create_dir_all("/srv/vault").expect("mkdir");
     let path = "/srv/vault/9.secret";
     fs::write(path, "fixture\n").expect("write");
     chown(path, Some(1000), Some(1000)).expect("chown");
     let mut holder = std::process::Command::new("python3")
-        .args(["-c", &format!("import sys, time\nf = open('{path}')\nprint(f.fileno(), flush=True)\ntime.sleep(60)")])
+        .args(["-c", &format!("import sys, time\nf = open('{path}')\nprint(f.fileno(), flush=True)\ntime.sleep(120)")])
         .uid(1000)
         .gid(1000)
+        .current_dir("/tmp")
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("start holder");
@@ -480,17 +483,54 @@ fn a_deleted_protected_file_held_open_elsewhere_is_still_judged_by_its_name() {
     )
     .expect("fd");
     fs::remove_file(path).expect("delete");
-    let (text, out) = agent_stdout(&format!(
-        "cat /proc/{}/fd/{}; echo st=$?",
-        holder.id(),
-        line.trim()
-    ));
+    let reopen = format!("cat /proc/{}/fd/{}; echo st=$?", holder.id(), line.trim());
+    let (text, out) = agent_stdout(&reopen);
+    assert!(text.contains("st=1"), "{text}");
+    assert!(!text.contains("fixture"), "nothing leaked:\n{text}");
+    assert_denied_line(
+        &out,
+        &format!(
+            "blocked ptrace of process {} outside the session",
+            holder.id()
+        ),
+    );
+
+    let _ = fs::remove_file("/tmp/holder-moved");
+    let script = format!("while [ ! -e /tmp/holder-moved ]; do sleep 0.1; done; {reopen}");
+    let run = session_command(&["bash", "-c", &script], Some(1000))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the session");
+    let cgroup = session_cgroup(run.id());
+    fs::write(cgroup.join("cgroup.procs"), holder.id().to_string()).expect("move the holder in");
+    fs::write("/tmp/holder-moved", "").expect("signal");
+    let out = run.wait_with_output().expect("wait for the session");
     let _ = holder.kill();
     let _ = holder.wait();
+    let text = stdout(&out);
     assert!(text.contains("st=1"), "{text}");
     assert!(!text.contains("fixture"), "nothing leaked:\n{text}");
     assert_denied_line(
         &out,
         "blocked read of /srv/vault/9.secret (rule numbered-vault-secrets:",
     );
+}
+
+/// The session cgroup `carapace run` (pid `run`) moved itself into.
+fn session_cgroup(run: u32) -> std::path::PathBuf {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let text = fs::read_to_string(format!("/proc/{run}/cgroup")).unwrap_or_default();
+        if let Some(rel) = text.lines().find_map(|l| l.strip_prefix("0::")) {
+            if rel.starts_with("/carapace/") {
+                return std::path::PathBuf::from(format!("/sys/fs/cgroup{rel}"));
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "carapace run never joined a session"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }

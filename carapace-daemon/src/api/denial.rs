@@ -33,6 +33,7 @@ pub fn operation_name(bit: u32) -> String {
         op::CHROOT => "chroot".into(),
         op::TTY_INPUT => "typing into".into(),
         op::OUTSIDE => "connect".into(),
+        op::ROUTE => "source routing".into(),
         other => format!("operation {other:#x}"),
     }
 }
@@ -113,6 +114,7 @@ pub fn format_subject(event: &DenyEvent) -> String {
         }
         subject::TASK => format!("carapaced (pid {})", event.detail),
         subject::PROCESS => format!("process {} outside the session", event.detail),
+        subject::SOCKOPT => format!("a socket ({})", socket_option(event.detail)),
         subject::TTY => match event.detail {
             TIOCSTI => "a terminal (TIOCSTI)".to_owned(),
             _ => "a terminal (TIOCLINUX)".to_owned(),
@@ -133,6 +135,21 @@ pub fn format_subject(event: &DenyEvent) -> String {
             _ => "a protected object".to_owned(),
         },
         _ => String::from_utf8_lossy(until_nul(&event.path)).into_owned(),
+    }
+}
+
+/// The name of a route-setting option (`route_opt`), `level << 16 | name`.
+fn socket_option(detail: u32) -> String {
+    use carapace_common::route_opt as r;
+    let (level, name) = (detail >> 16, detail & 0xffff);
+    match (level, name) {
+        (r::SOL_IP, r::IP_OPTIONS) => "IP_OPTIONS".into(),
+        (r::SOL_IP, r::IP_RETOPTS) => "IP_RETOPTS".into(),
+        (r::SOL_IPV6, r::IPV6_RTHDR) => "IPV6_RTHDR".into(),
+        (r::SOL_IPV6, r::IPV6_2292RTHDR) => "IPV6_2292RTHDR".into(),
+        (r::SOL_IPV6, r::IPV6_2292PKTOPTIONS) => "IPV6_2292PKTOPTIONS".into(),
+        _ if detail == u32::MAX => "ancillary data too long to read".into(),
+        _ => format!("option {level}/{name}"),
     }
 }
 
@@ -190,6 +207,10 @@ fn self_protection_message(event: &DenyEvent) -> &'static str {
             "agents may not trace, read the memory of, or take the descriptors of processes \
              outside their session (the user's shell, editor or Carapace): those act with the \
              user's authority"
+        }
+        op::ROUTE => {
+            "agents may not route packets by hand (IPv4 source routes, IPv6 routing headers) \
+             while network rules are in force: the rules judge the address a packet is sent to"
         }
         op::TTY_INPUT => {
             "agents may not type into a terminal (TIOCSTI, TIOCLINUX): the shell reading it would \

@@ -387,6 +387,7 @@ fn op_names(bits: u32) -> Vec<&'static str> {
         (op::EXEC, "execute"),
         (op::DELETE, "delete"),
         (op::NETWORK, "network"),
+        (op::OUTSIDE, "connect to listeners outside the session"),
     ]
     .into_iter()
     .filter(|(b, _)| bits & b != 0)
@@ -563,9 +564,15 @@ pub fn render_explanation(e: &Explanation) -> String {
             } else {
                 "on once its trigger fires"
             };
+            // Who made a socket is the kernel's to see: no tool call carries it.
+            let userspace = if k.ops.iter().all(|o| o.contains("outside the session")) {
+                " only"
+            } else {
+                " and userspace"
+            };
             let _ = writeln!(
                 out,
-                "  layers: kernel (rule index {}, denies {}, {when}) and userspace",
+                "  layers: kernel (rule index {}, denies {}, {when}){userspace}",
                 k.index,
                 k.ops.join(", ")
             );

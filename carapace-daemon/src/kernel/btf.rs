@@ -239,7 +239,7 @@ impl Btf {
 /// Every offset the programs take, by global name (see `carapace_common::globals`).
 pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> {
     use carapace_common::globals as g;
-    let wanted: [(&str, &str, &str); 31] = [
+    let wanted: [(&str, &str, &str); 34] = [
         (g::OFF_FILE_F_PATH, "file", "f_path"),
         (g::OFF_FILE_F_MODE, "file", "f_mode"),
         (g::OFF_FILE_F_INODE, "file", "f_inode"),
@@ -271,6 +271,9 @@ pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> 
         (g::OFF_KERNFS_NODE_ID, "kernfs_node", "id"),
         (g::OFF_UNIX_SOCK_ADDR, "unix_sock", "addr"),
         (g::OFF_UNIX_ADDRESS_NAME, "unix_address", "name"),
+        (g::OFF_SOCK_FAMILY, "sock_common", "skc_family"),
+        (g::OFF_MSGHDR_MSG_CONTROL, "msghdr", "msg_control"),
+        (g::OFF_MSGHDR_MSG_CONTROLLEN, "msghdr", "msg_controllen"),
     ];
     let mut offsets = wanted
         .iter()

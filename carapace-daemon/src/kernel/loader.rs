@@ -47,7 +47,7 @@ pub const HOOKS: [&str; 8] = [
 /// for (it reads the previous program's verdict right after them). A guard whose hook this
 /// kernel lacks, or declares differently, is skipped with the reason logged: a program that
 /// read the wrong argument as the verdict would refuse or allow at random.
-pub const GUARDS: [(&str, &str, u32); 12] = [
+pub const GUARDS: [(&str, &str, u32); 13] = [
     // (program, LSM hook, parameters)
     ("task_kill", "task_kill", 4),
     ("ptrace_access_check", "ptrace_access_check", 2),
@@ -61,6 +61,7 @@ pub const GUARDS: [(&str, &str, u32); 12] = [
     ("task_alloc", "task_alloc", 2),
     ("file_ioctl", "file_ioctl", 3),
     ("file_ioctl_compat", "file_ioctl_compat", 3),
+    ("socket_setsockopt", "socket_setsockopt", 3),
 ];
 
 /// The hooks that judge changes of names and attributes (`name_ops`), each with the number

@@ -1295,3 +1295,67 @@ fn a_rule_file_cannot_switch_the_locked_self_protection_pack_off() {
     // Text compiled as it is (tests, learned rules) is not widened.
     assert!(ok(&user("  - block: \"/srv/x\"\n")).rules().len() == 1);
 }
+
+// ---- unix: outside-session ----
+
+#[test]
+fn outside_session_rules_compile_to_the_root_prefix_with_their_exceptions() {
+    let set = ok(&user(
+        "  - id: outside\n    block: { unix: outside-session }\n    except: [\"/run/carapace/**\", \"/dev/log\"]\n  - id: secret\n    block: \"/srv/secret/**\"\n",
+    ));
+    let img = set.kernel_image();
+    assert_eq!(img.rules[0].ops, op::OUTSIDE, "its own operation only");
+    assert_eq!(img.config.path_rule_ops, op::ALL | op::OUTSIDE);
+    let root = img.prefix.get(&key("/")).expect("the root prefix");
+    assert_eq!(root, &refs(0, 0));
+    assert!(img
+        .prefix
+        .get(&key("/run/carapace/"))
+        .is_some_and(|r| r.contains(&RuleRef {
+            rule: 0,
+            flags: REF_EXCEPT
+        })));
+    assert!(img
+        .exact
+        .get(&key("/dev/log"))
+        .is_some_and(|r| r.contains(&RuleRef {
+            rule: 0,
+            flags: REF_EXCEPT
+        })));
+    assert_eq!(
+        set.by_id("outside").map(|r| r.enforcement.clone()),
+        Some(Enforcement::Kernel)
+    );
+    // Layer 1 never matches it: who made a socket is not in a tool call.
+    let rule = set.by_id("outside").expect("rule");
+    assert!(matches!(rule.cond, Some(Cond::OutsideListener)));
+}
+
+#[test]
+fn outside_session_rules_stand_alone_and_block() {
+    let e = errors(&user("  - block: { unix: everyone }\n"));
+    assert!(e.contains("unknown unix socket selector `everyone`"), "{e}");
+    assert!(e.contains("hint: write `unix: outside-session`"), "{e}");
+    let e = errors(&user("  - approve: { unix: outside-session }\n"));
+    assert!(e.contains("mode `approve` cannot apply"), "{e}");
+    let e = errors(&user(
+        "  - block: { unix: outside-session }\n    actions: [network]\n",
+    ));
+    assert!(e.contains("`actions` does not apply"), "{e}");
+    let e = errors(&user(
+        "  - match: { unix: outside-session, command: \"ssh *\" }\n",
+    ));
+    assert!(e.contains("cannot be combined with other matches"), "{e}");
+    let e = errors(&user(
+        "  - any: [{ unix: outside-session }, { path: /x }]\n",
+    ));
+    assert!(e.contains("cannot be combined"), "{e}");
+}
+
+#[test]
+fn the_outside_session_pack_is_on_by_default() {
+    let set = ok("version: 1\n");
+    assert!(set.by_id("outside-listeners").is_some());
+    let set = ok("version: 1\nbuiltin: [credentials]\n");
+    assert!(set.by_id("outside-listeners").is_none());
+}
