@@ -15,7 +15,7 @@ use std::{
     process::{Child, Command, Stdio},
 };
 
-use super::{agent, assert_denied_line, guard, py_errno, stdout};
+use super::{agent, assert_denied_line, errnos, guard, py_errno, stdout};
 
 fn listener(path: &str) -> UnixListener {
     let _ = fs::remove_file(path);
@@ -223,13 +223,6 @@ for name, f in attacks:
         print(f"{{name}}={{e.errno}}")
 EOF"#
     )
-}
-
-fn errnos(text: &str) -> Vec<(String, String)> {
-    text.lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect()
 }
 
 #[test]

@@ -173,6 +173,14 @@ fn py_errno(body: &str) -> String {
     )
 }
 
+/// `name=errno` lines (as the attack scripts print them), in order.
+fn errnos(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
 fn assert_denied_line(out: &Output, line: &str) {
     let err = stderr(out);
     assert!(

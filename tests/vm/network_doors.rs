@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use super::{agent, assert_denied_line, guard, stdout};
+use super::{agent, assert_denied_line, errnos, guard, stdout};
 
 /// A Python script printing `name=errno` per attempt (0: it worked).
 const ATTEMPTS: &str = r#"
@@ -45,13 +45,6 @@ for name, f in [("unspec_sendto", unspec_sendto), ("ip_options", ip_options),
                 ("plain_udp", plain_udp), ("pktinfo", pktinfo)]:
     attempt(name, f)
 "#;
-
-fn errnos(text: &str) -> Vec<(String, String)> {
-    text.lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect()
-}
 
 fn errno<'a>(all: &'a [(String, String)], name: &str) -> &'a str {
     all.iter()
