@@ -44,8 +44,6 @@ target=/srv/bench/file
 mkdir -p /srv/bench && echo bench >$target && chmod 644 $target
 names_dir=/srv/bench/names
 mkdir -p $names_dir && chmod 777 $names_dir
-# What one iteration is: `measure` runs every figure for both.
-kinds=("open+close:$target" "create+rename+unlink:$names_dir")
 
 daemon_pids() {
     for p in /proc/[0-9]*; do
@@ -133,45 +131,61 @@ median() {
     printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
 }
 
-# measure NAME RULES-FILE BUDGET: REPS alternations of baselines and programs, for each kind
-# of iteration.
-measure() {
-    local name=$1 rules=$2 budget=$3 kind
-    for kind in "${kinds[@]}"; do
-        what=${kind%%:*} path=${kind#*:}
-        if [ "$what" = open+close ]; then unset OPENCLOSE_OPS; else export OPENCLOSE_OPS=names; fi
-        measure_one "$name" "$rules" "$budget"
-    done
-    unset OPENCLOSE_OPS
+# One figure of the open+close loop, or of create+rename+unlink (`names`), by `runner`
+# (`$bench`, `agent_baseline` or `session`).
+figure() {
+    local kind=$1 runner=$2
+    if [ "$kind" = names ]; then
+        OPENCLOSE_OPS=names path=$names_dir "$runner"
+    else
+        path=$target "$runner"
+    fi
 }
 
-measure_one() {
-    local name=$1 rules=$2 budget=$3 rep base agent idle outside inside
-    local -a r_idle=() r_out=() r_in=() r_root=() line=()
+plain() {
+    $bench "$n" "$path"
+}
+
+# measure NAME RULES-FILE BUDGET: REPS alternations of baselines and programs, each phase
+# measuring both loops (one daemon start per repetition).
+measure() {
+    local name=$1 rules=$2 budget=$3 rep kind what
+    declare -A base agent idle outside inside
+    declare -A r_idle r_out r_in r_root lines
     for rep in $(seq 1 "$reps"); do
         stop_daemon
-        base=$($bench "$n" "$path")
-        agent=$(agent_baseline)
+        for kind in open names; do base[$kind]=$(figure $kind plain); done
+        for kind in open names; do agent[$kind]=$(figure $kind agent_baseline); done
         start_daemon "$rules"
-        idle=$($bench "$n" "$path")
+        for kind in open names; do idle[$kind]=$(figure $kind plain); done
         start_idle_session
-        outside=$($bench "$n" "$path")
-        inside=$(session)
+        for kind in open names; do outside[$kind]=$(figure $kind plain); done
+        for kind in open names; do inside[$kind]=$(figure $kind session); done
         stop_idle_session
-        line+=("base $base, agent $agent, no session $idle, outside one $outside, inside $inside")
-        r_idle+=("$(awk -v a="$idle" -v b="$base" 'BEGIN { print a / b }')")
-        r_out+=("$(awk -v a="$outside" -v b="$base" 'BEGIN { print a / b }')")
-        r_in+=("$(awk -v a="$inside" -v b="$agent" 'BEGIN { print a / b }')")
-        r_root+=("$(awk -v a="$inside" -v b="$base" 'BEGIN { print a / b }')")
+        for kind in open names; do
+            lines[$kind]+="base ${base[$kind]}, agent ${agent[$kind]}, no session ${idle[$kind]}, outside one ${outside[$kind]}, inside ${inside[$kind]}"$'\n'
+            r_idle[$kind]+=" $(awk -v a="${idle[$kind]}" -v b="${base[$kind]}" 'BEGIN { print a / b }')"
+            r_out[$kind]+=" $(awk -v a="${outside[$kind]}" -v b="${base[$kind]}" 'BEGIN { print a / b }')"
+            r_in[$kind]+=" $(awk -v a="${inside[$kind]}" -v b="${agent[$kind]}" 'BEGIN { print a / b }')"
+            r_root[$kind]+=" $(awk -v a="${inside[$kind]}" -v b="${base[$kind]}" 'BEGIN { print a / b }')"
+        done
     done
-    for l in "${line[@]}"; do echo "bench: $name: $unit per $what: $l"; done
     # Under icount the guest clock counts instructions and skips idle time: no start-up time.
     if [ "$clock" = wall ]; then
         echo "bench: $name: daemon up in $started_ms ms (program load and verification under TCG)"
     fi
-    echo "bench: $name: $what: daemon running, no session (programs loaded, not attached): $(ratio "$(median "${r_idle[@]}")" 1) (budget +1 %)"
-    echo "bench: $name: $what: outside a session while one runs (programs attached): $(ratio "$(median "${r_out[@]}")" 1) (budget +1 %)"
-    echo "bench: $name: $what: inside a session: $(ratio "$(median "${r_in[@]}")" 1) vs the agent baseline (budget $budget); $(ratio "$(median "${r_root[@]}")" 1) vs root in the root cgroup"
+    for kind in open names; do
+        if [ $kind = open ]; then what=open+close; else what=create+rename+unlink; fi
+        while IFS= read -r l; do
+            [ -n "$l" ] && echo "bench: $name: $unit per $what: $l"
+        done <<<"${lines[$kind]}"
+        # shellcheck disable=SC2086
+        echo "bench: $name: $what: daemon running, no session (programs loaded, not attached): $(ratio "$(median ${r_idle[$kind]})" 1) (budget +1 %)"
+        # shellcheck disable=SC2086
+        echo "bench: $name: $what: outside a session while one runs (programs attached): $(ratio "$(median ${r_out[$kind]})" 1) (budget +1 %)"
+        # shellcheck disable=SC2086
+        echo "bench: $name: $what: inside a session: $(ratio "$(median ${r_in[$kind]})" 1) vs the agent baseline (budget $budget); $(ratio "$(median ${r_root[$kind]})" 1) vs root in the root cgroup"
+    done
 }
 
 packs=/tmp/rules-builtin.yaml
