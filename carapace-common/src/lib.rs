@@ -147,7 +147,10 @@ pub struct RuleRef {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RuleRefs {
     pub count: u32,
-    pub pad: u32,
+    /// The operations of the blocking refs' rules (`op::*`), folded by the daemon: an open
+    /// whose lookups found only refs of no file operation (the root prefix of a
+    /// `unix: outside-session` rule) can still be cached as clean (`path_cache`).
+    pub ops: u32,
     /// The exception slots (`slot_bit`) of the `REF_EXCEPT` refs, folded by the daemon: the
     /// programs read one word instead of looping over the refs (a loop per lookup, eight
     /// lookups, was more paths than the verifier would take).

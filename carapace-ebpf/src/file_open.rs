@@ -80,14 +80,20 @@ fn try_file_open(ctx: &LsmContext) -> Option<i32> {
         None => gate::member_session()?,
     };
     let denied = check_file(&session, file, ops);
-    // SAFETY: as above; `check_file` left the sources of its judging in the scratch.
-    let (sources, complete) = unsafe { ((*scratch).sources, (*scratch).complete) };
-    if denied.is_none() && cacheable && sources == 0 && complete != 0 {
+    // SAFETY: as above; `check_file` left what its lookups found in the scratch. Refs of
+    // rules of no file operation (a `unix: outside-session` rule's root prefix, on every
+    // path) leave the path clean for opens.
+    let (found_ops, complete) = unsafe { ((*scratch).found_ops, (*scratch).complete) };
+    if denied.is_none() && cacheable && found_ops & FILE_OPS == 0 && complete != 0 {
         // SAFETY: as above.
         path_cache::remember_clean(unsafe { &(*scratch).probe });
     }
     denied
 }
+
+/// What an open can be judged as, whatever the session's state: a ref of none of these
+/// never denies an open.
+const FILE_OPS: u32 = op::READ | op::WRITE | op::EXEC | op::DELETE;
 
 /// Judges `ops` on `file` (a `struct file *` the hook received or reached through a trusted
 /// pointer, as `bpf_d_path` requires); `Some(-EACCES)` to deny.

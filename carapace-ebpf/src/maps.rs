@@ -135,6 +135,9 @@ pub struct Scratch {
     /// per slot filled.
     pub found: [RuleRefs; crate::matcher::source::COUNT],
     pub sources: u32,
+    /// The operations of the blocking refs those lookups found (`RuleRefs::ops`): an open
+    /// is cached as clean only when none is a file operation.
+    pub found_ops: u32,
     /// Whether every lookup the rules call for was made (no read failed).
     pub complete: u32,
     /// The path being checked, as the cache knows it (`path_cache::identify`).

@@ -56,6 +56,7 @@ fn found(scratch: &mut Scratch, judging: &mut Judging, src: usize, refs: &RuleRe
     }
     scratch.found[src & (source::COUNT - 1)] = *refs;
     scratch.sources |= 1 << src;
+    scratch.found_ops |= refs.ops;
     judging.excepted |= refs.except;
 }
 
@@ -313,6 +314,7 @@ pub fn check_path(subject: &mut PathSubject<'_>, config: &Config, ops: u32) -> O
     }
     let mut j = Judging::new(ops);
     scratch.sources = 0;
+    scratch.found_ops = 0;
     j.excepted = early_except;
     j.early = early_blocks as u32;
     // Each pointer is consumed where it is found (see `found`).
@@ -372,6 +374,7 @@ pub fn check_inode(key: &InodeKey, ops: u32) -> Option<Verdict> {
     let scratch = unsafe { &mut *SCRATCH.get_ptr_mut(0)? };
     let mut j = Judging::new(ops);
     scratch.sources = 0;
+    scratch.found_ops = 0;
     found(scratch, &mut j, source::INODE, refs);
     // Exceptions are paths: none applies here.
     j.excepted = 0;

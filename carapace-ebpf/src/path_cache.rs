@@ -15,8 +15,10 @@
 //!   again, and `d_instantiate` drops its entry before it can be opened.
 //!
 //! Both sequences are read before the path is resolved and judged, so a change during the
-//! check leaves an entry that no later open accepts. Only "no rule found" is cached: a path
-//! some rule names is judged in full every time (session state, exceptions, operations).
+//! check leaves an entry that no later open accepts. Only "no rule of a file operation
+//! found" is cached: a path some such rule names is judged in full every time (session
+//! state, exceptions, operations); a rule of none (`unix: outside-session`, whose root
+//! prefix every path falls under) can never deny an open.
 
 use core::intrinsics::{atomic_xadd, AtomicOrdering};
 

@@ -208,20 +208,29 @@ impl KernelMaps {
             .set(0, SessionState::new(0), 0)
             .context("DEFAULT_SESSION")?;
 
-        sync_hash(&mut self.exact, &path_entries(&image.exact, slots)?).context("EXACT_PATHS")?;
-        sync_hash(&mut self.ancestors, &path_entries(&image.ancestors, slots)?)
-            .context("ANCESTORS")?;
+        sync_hash(
+            &mut self.exact,
+            &path_entries(&image.exact, slots, &image.rules)?,
+        )
+        .context("EXACT_PATHS")?;
+        sync_hash(
+            &mut self.ancestors,
+            &path_entries(&image.ancestors, slots, &image.rules)?,
+        )
+        .context("ANCESTORS")?;
 
         let names = image
             .names
             .iter()
-            .map(|(name, refs)| Ok((name_key(name)?, rule_refs(refs, slots)?)))
+            .map(|(name, refs)| Ok((name_key(name)?, rule_refs(refs, slots, &image.rules)?)))
             .collect::<anyhow::Result<Vec<_>>>()?;
         sync_hash(&mut self.names, &names).context("NAMES")?;
 
         let inodes = with_tree_inodes(image)
             .iter()
-            .map(|(&(dev, ino), refs)| Ok((InodeKey { dev, ino }, rule_refs(refs, slots)?)))
+            .map(|(&(dev, ino), refs)| {
+                Ok((InodeKey { dev, ino }, rule_refs(refs, slots, &image.rules)?))
+            })
             .collect::<anyhow::Result<Vec<_>>>()?;
         sync_hash(&mut self.inodes, &inodes).context("INODES")?;
 
@@ -232,7 +241,7 @@ impl KernelMaps {
                 let data = path_key(prefix)?;
                 Ok((
                     Key::new((prefix.len() * 8) as u32, data),
-                    rule_refs(refs, slots)?,
+                    rule_refs(refs, slots, &image.rules)?,
                 ))
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
@@ -247,7 +256,7 @@ impl KernelMaps {
 
         let mut config = image.config;
         config.dfa = self
-            .write_automata(&image.dfa, slots)
+            .write_automata(&image.dfa, slots, &image.rules)
             .context("path automata")?;
         for (bit, present) in [
             (has::EXACT, !image.exact.is_empty()),
@@ -291,7 +300,12 @@ impl KernelMaps {
 
     /// Writes `automata` into the half of the automaton maps not in force; the `Config::dfa`
     /// value that puts them in force (0 when there are none).
-    fn write_automata(&mut self, automata: &[PathAutomaton], slots: &Slots) -> anyhow::Result<u32> {
+    fn write_automata(
+        &mut self,
+        automata: &[PathAutomaton],
+        slots: &Slots,
+        rules: &[RuleMeta],
+    ) -> anyhow::Result<u32> {
         if automata.is_empty() {
             return Ok(0);
         }
@@ -312,7 +326,7 @@ impl KernelMaps {
             .into_iter()
             .map(|(rule, flags)| RuleRef { rule, flags })
             .collect();
-        let early_refs = rule_refs(&early_blocks, slots).context("early block refs")?;
+        let early_refs = rule_refs(&early_blocks, slots, rules).context("early block refs")?;
         self.dfa_early_refs
             .set(half, early_refs, 0)
             .context("DFA_EARLY_REFS")?;
@@ -335,11 +349,11 @@ impl KernelMaps {
             for state in 0..states as u32 {
                 let refs = a.accept.get(&state).map_or(&[][..], Vec::as_slice);
                 self.dfa_accept
-                    .set(first_state + state, rule_refs(refs, slots)?, 0)
+                    .set(first_state + state, rule_refs(refs, slots, rules)?, 0)
                     .context("DFA_ACCEPT")?;
                 let live = a.live.get(&state).map_or(&[][..], Vec::as_slice);
                 self.dfa_live
-                    .set(first_state + state, rule_refs(live, slots)?, 0)
+                    .set(first_state + state, rule_refs(live, slots, rules)?, 0)
                     .context("DFA_LIVE")?;
                 let mut early = DfaEarly::default();
                 for r in a.early.get(&state).into_iter().flatten() {
@@ -412,10 +426,11 @@ fn path_key(path: &[u8]) -> anyhow::Result<[u8; PATH_MAX]> {
 fn path_entries(
     paths: &BTreeMap<Vec<u8>, Vec<RuleRef>>,
     slots: &Slots,
+    rules: &[RuleMeta],
 ) -> anyhow::Result<Vec<([u8; PATH_MAX], RuleRefs)>> {
     paths
         .iter()
-        .map(|(path, refs)| Ok((path_key(path)?, rule_refs(refs, slots)?)))
+        .map(|(path, refs)| Ok((path_key(path)?, rule_refs(refs, slots, rules)?)))
         .collect()
 }
 
@@ -465,7 +480,9 @@ fn with_tree_inodes(image: &KernelImage) -> BTreeMap<(u64, u64), Vec<RuleRef>> {
     inodes
 }
 
-fn rule_refs(refs: &[RuleRef], slots: &Slots) -> anyhow::Result<RuleRefs> {
+/// A map value: `refs` with their exception slots, the exceptions' slots folded, and the
+/// operations of the blocking refs (from `rules`, the image's rule table).
+fn rule_refs(refs: &[RuleRef], slots: &Slots, rules: &[RuleMeta]) -> anyhow::Result<RuleRefs> {
     if refs.len() > REFS_PER_KEY {
         bail!(
             "{} rules share one key; the limit is {REFS_PER_KEY}",
@@ -483,6 +500,9 @@ fn rule_refs(refs: &[RuleRef], slots: &Slots) -> anyhow::Result<RuleRefs> {
         };
         if r.flags & REF_EXCEPT != 0 {
             out.except |= slot_bit(slot.flags);
+        } else {
+            // A rule the table lacks counts as covering everything (never cached clean).
+            out.ops |= rules.get(r.rule as usize).map_or(u32::MAX, |m| m.ops);
         }
     }
     Ok(out)
@@ -549,4 +569,39 @@ where
         map.remove(&key)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use carapace_common::{op, RULE_ALWAYS_ON};
+
+    use super::*;
+
+    #[test]
+    fn a_value_carries_the_operations_of_its_blocking_refs() {
+        let meta = |ops| RuleMeta {
+            ops,
+            flags: RULE_ALWAYS_ON,
+        };
+        let rules = [
+            meta(op::READ | op::WRITE),
+            meta(op::OUTSIDE),
+            meta(op::EXEC),
+        ];
+        let r = |rule, flags| RuleRef { rule, flags };
+        let slots = Slots::from([(2, 1)]);
+        // The root prefix of a `unix: outside-session` rule alone: no file operation, so an
+        // open under it stays cacheable.
+        let outside = rule_refs(&[r(1, 0)], &slots, &rules).expect("fits");
+        assert_eq!(outside.ops, op::OUTSIDE);
+        let mixed = rule_refs(&[r(0, 0), r(1, 0), r(2, REF_EXCEPT)], &slots, &rules).expect("fits");
+        // An exception is no block: its rule's operations do not count.
+        assert_eq!(mixed.ops, op::READ | op::WRITE | op::OUTSIDE);
+        assert_ne!(mixed.except, 0);
+        // A ref to a rule the table lacks counts as every operation (never cached clean).
+        assert_eq!(
+            rule_refs(&[r(9, 0)], &slots, &rules).expect("fits").ops,
+            u32::MAX
+        );
+    }
 }
