@@ -62,6 +62,8 @@ pub mod op {
     /// by `setsockopt` or as ancillary data: the destination judged is then not the one
     /// the packets reach.
     pub const ROUTE: u32 = 1 << 15;
+    /// A new user namespace (`unshare`, `clone`), refused by a `view: user-namespace` rule.
+    pub const USERNS: u32 = 1 << 16;
 
     /// What removing a name is judged as (unlink, rmdir, a rename onto an existing file): a
     /// delete, and a write too, because a file deleted can be made again with other content,
@@ -99,6 +101,10 @@ pub mod path_op {
     pub const CHOWN: u32 = 12;
     /// The new root of a refused `chroot` (a self-protection denial).
     pub const CHROOT: u32 = 13;
+    /// `utimes`, `utimensat`, `futimens`: a file's access or modification time set.
+    pub const UTIMES: u32 = 14;
+    /// `setxattr`, `removexattr` and POSIX ACLs (`setfacl`): an extended attribute changed.
+    pub const XATTR: u32 = 15;
 }
 
 /// Rule index used in events when a path was too long to match (see [`PATH_MAX`]).
@@ -292,6 +298,10 @@ pub struct Config {
     pub has: u32,
     /// The path automata in force: 0 for none, else their half of the `DFA*` maps plus one.
     pub dfa: u32,
+    /// The rule that refuses `chroot` in sessions (`view: chroot`), plus one; 0 for none.
+    pub chroot_rule: u32,
+    /// The rule that refuses new user namespaces (`view: user-namespace`), plus one.
+    pub userns_rule: u32,
 }
 
 /// `Config::has` bits.
@@ -530,6 +540,13 @@ pub mod globals {
     /// `unix_sock->addr` and `unix_address.name`: an abstract socket's name, for events.
     pub const OFF_UNIX_SOCK_ADDR: &str = "OFF_UNIX_SOCK_ADDR";
     pub const OFF_UNIX_ADDRESS_NAME: &str = "OFF_UNIX_ADDRESS_NAME";
+    /// A dentry's super block, its mounts, a mount's link among them (0 from Linux 6.18,
+    /// where `s_mounts` points at the first mount) and a vfsmount's super block: the hooks
+    /// given only a dentry find a mount to spell it by.
+    pub const OFF_DENTRY_D_SB: &str = "OFF_DENTRY_D_SB";
+    pub const OFF_SB_S_MOUNTS: &str = "OFF_SB_S_MOUNTS";
+    pub const OFF_MOUNT_MNT_INSTANCE: &str = "OFF_MOUNT_MNT_INSTANCE";
+    pub const OFF_VFSMOUNT_MNT_SB: &str = "OFF_VFSMOUNT_MNT_SB";
     /// A socket's address family (`sock_common.skc_family`, at the start of `struct sock`),
     /// and a message's ancillary data (`msghdr.msg_control`, `msg_controllen`).
     pub const OFF_SOCK_FAMILY: &str = "OFF_SOCK_FAMILY";
@@ -629,7 +646,7 @@ const _: () = {
     assert!(core::mem::size_of::<NetRefs>() == 4 + 12 * REFS_PER_KEY);
     assert!(core::mem::size_of::<RuleMeta>() == 8);
     assert!(core::mem::size_of::<SessionState>() == 8 + 16 * RULE_WORDS);
-    assert!(core::mem::size_of::<Config>() == 16);
+    assert!(core::mem::size_of::<Config>() == 24);
     assert!(core::mem::size_of::<DfaHeader>() == 16 + 256);
     assert!(DFA_STATES < u16::MAX as usize);
     assert!(core::mem::size_of::<DfaEarly>() == 16);

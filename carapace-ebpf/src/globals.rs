@@ -56,6 +56,10 @@ global!(OFF_SOCK_FAMILY: u64);
 global!(OFF_MSGHDR_MSG_CONTROL: u64);
 global!(OFF_MSGHDR_MSG_CONTROLLEN: u64);
 global!(OFF_UNIX_ADDRESS_NAME: u64);
+global!(OFF_DENTRY_D_SB: u64);
+global!(OFF_SB_S_MOUNTS: u64);
+global!(OFF_MOUNT_MNT_INSTANCE: u64);
+global!(OFF_VFSMOUNT_MNT_SB: u64);
 
 /// Reads a global without letting the compiler fold it to its placeholder value.
 macro_rules! get {
@@ -202,4 +206,16 @@ pub fn msghdr_msg_control() -> usize {
 }
 pub fn msghdr_msg_controllen() -> usize {
     get!(OFF_MSGHDR_MSG_CONTROLLEN) as usize
+}
+pub fn dentry_d_sb() -> usize {
+    get!(OFF_DENTRY_D_SB) as usize
+}
+pub fn sb_s_mounts() -> u64 {
+    get!(OFF_SB_S_MOUNTS)
+}
+pub fn mount_mnt_instance() -> u64 {
+    get!(OFF_MOUNT_MNT_INSTANCE)
+}
+pub fn vfsmount_mnt_sb() -> usize {
+    get!(OFF_VFSMOUNT_MNT_SB) as usize
 }

@@ -15,6 +15,8 @@
 #![cfg_attr(not(target_arch = "bpf"), allow(dead_code, unused_imports))]
 
 #[cfg(target_arch = "bpf")]
+mod attr_ops;
+#[cfg(target_arch = "bpf")]
 mod bpf;
 #[cfg(target_arch = "bpf")]
 mod bprm_check_security;
@@ -66,6 +68,8 @@ mod task_kill;
 mod tty_ioctl;
 #[cfg(target_arch = "bpf")]
 mod unix_peer;
+#[cfg(target_arch = "bpf")]
+mod view;
 
 /// The hook's verdict for a denied operation.
 #[cfg(target_arch = "bpf")]

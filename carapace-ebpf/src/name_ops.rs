@@ -26,7 +26,7 @@ use carapace_common::{
 use crate::{
     dpath::{self, Unspelled},
     event::{self, Subject},
-    gate, globals, guard, inode, kread,
+    gate, globals, inode, kread,
     maps::{CONFIG, SCRATCH},
     matcher::{self, PathSubject, Verdict},
     EACCES,
@@ -303,7 +303,7 @@ pub fn judge(dentry: u64, mnt: u64, ops: u32, flags: u32) -> u64 {
 
 /// Reports a refusal of `kind` on the path left in the scratch key.
 #[inline(never)]
-fn report(verdict: u64, kind: u32) {
+pub fn report(verdict: u64, kind: u32) {
     let (Some(session), Some(scratch)) = (gate::member_session(), SCRATCH.get_ptr(0)) else {
         return;
     };
@@ -318,33 +318,4 @@ fn report(verdict: u64, kind: u32) {
         verdict,
         &Subject::named(subject::PATH, Some(path), kind),
     );
-}
-
-/// Whether a `chroot` to `path` (a `struct path *`) is refused: always from a session, in
-/// every session whatever its rules. Paths the hooks spell (and `bpf_d_path`) are relative
-/// to the task's root, so a private root — made of existing directories, with mounts
-/// refused — would let every rule's path be spelled otherwise.
-#[inline(always)]
-pub fn chroot_refused(path: *const u8) -> bool {
-    let Some(session) = gate::current_session() else {
-        return false;
-    };
-    let spelled = match (
-        mount_of(path),
-        kread::read::<u64>(path, globals::path_dentry(), errsite::PATH_WALK),
-    ) {
-        (Some(mnt), Some(dentry)) => dpath::spell(dentry, mnt).is_ok(),
-        _ => false,
-    };
-    let scratch = SCRATCH.get_ptr(0);
-    // SAFETY: per-CPU scratch; programs do not nest on one CPU for these hooks.
-    let path = scratch
-        .filter(|_| spelled)
-        .map(|s| unsafe { &(*s).key.data });
-    guard::deny(
-        &session,
-        op::CHROOT,
-        &Subject::named(subject::PATH, path, path_op::CHROOT),
-    );
-    true
 }

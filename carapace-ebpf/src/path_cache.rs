@@ -200,7 +200,7 @@ pub fn d_instantiate(ctx: LsmContext) -> i32 {
 }
 
 /// A task changing its root sees every path differently: no entry made before holds. The
-/// same hook refuses a chroot from a session (`name_ops::chroot_refused`); it is attached
+/// same hook refuses a chroot from a session under a `view: chroot` rule (`view`); it is attached
 /// with the path cache off too.
 #[lsm(hook = "path_chroot")]
 pub fn path_chroot(ctx: LsmContext) -> i32 {
@@ -214,7 +214,7 @@ pub fn path_chroot(ctx: LsmContext) -> i32 {
     if previous != 0 {
         return previous;
     }
-    if crate::name_ops::chroot_refused(ctx.arg(0)) {
+    if crate::view::chroot_refused(ctx.arg(0)) {
         -crate::EACCES
     } else {
         0

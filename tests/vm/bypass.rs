@@ -221,7 +221,7 @@ for p in ["/secret/a.txt", "/secret/deep/pre.txt", "/open/pre-hardlink.txt", "/o
     if !text.starts_with("unshare") {
         assert_denied_line(
             &out,
-            "blocked chroot into /srv (rule self-protection: agents may not change their root",
+            "blocked chroot into /srv (rule no-chroot: Agents may not change their root)",
         );
     }
     // Outside a session the same script's chroot works.

@@ -316,3 +316,106 @@ fn an_agent_cannot_type_into_a_terminal() {
         "{outside:?}"
     );
 }
+
+/// Makes a user and mount namespace, then chroots to /srv inside it and reads a protected
+/// file under its new name; `step=errno` lines.
+const VIEWS_SCRIPT: &str = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWUSER, CLONE_NEWNS = 0x10000000, 0x00020000
+if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+    print(f"unshare={ctypes.get_errno()}")
+    raise SystemExit
+print("unshare=0")
+try:
+    os.chroot("/srv")
+    print("chroot=0")
+except OSError as e:
+    print(f"chroot={e.errno}")
+    raise SystemExit
+try:
+    print("read=0", open("/secret/a.txt").read().strip())
+except OSError as e:
+    print(f"read={e.errno}")
+"#;
+
+#[test]
+fn private_views_are_refused_unless_the_session_turns_their_rule_off() {
+    let _g = guard();
+    fs::write("/tmp/views.py", VIEWS_SCRIPT).expect("write script");
+    // In a session: the user namespace is refused (no-userns).
+    let out = agent("python3 /tmp/views.py");
+    assert_eq!(
+        errnos(&stdout(&out)),
+        [("unshare".to_owned(), "13".to_owned())]
+    );
+    assert_denied_line(
+        &out,
+        "blocked creation of a user namespace (rule no-userns: Agents may not make user namespaces)",
+    );
+    // A session with no-userns turned off by the user may make one; chroot stays refused
+    // (no-chroot), so the protected file is not reached under another name.
+    let _ = fs::remove_file("/tmp/views-sid");
+    let _ = fs::remove_file("/tmp/views-go");
+    let read = r#"{"tool":"Read","input":{"file_path":"/tmp/x"}}"#;
+    let child = super::session_command(
+        &[
+            "bash",
+            "-c",
+            &format!(
+                "carapace check --json '{read}' | sed -n 's/.*\"session_id\": \"\\([^\"]*\\)\".*/\\1/p' \
+                 > /tmp/views-sid.tmp; mv /tmp/views-sid.tmp /tmp/views-sid; \
+                 while [ ! -e /tmp/views-go ]; do sleep 0.1; done; python3 /tmp/views.py"
+            ),
+        ],
+        Some(1000),
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("start session");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let sid = loop {
+        if let Ok(s) = fs::read_to_string("/tmp/views-sid") {
+            break s.trim().to_owned();
+        }
+        assert!(std::time::Instant::now() < deadline, "no session id");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(sid.starts_with("s-"), "session id: {sid:?}");
+    let disable = Command::new("carapace")
+        .args(["session", "disable", &sid, "no-userns"])
+        .output()
+        .expect("carapace session disable");
+    assert!(disable.status.success(), "{disable:?}");
+    fs::write("/tmp/views-go", "").expect("go");
+    let out = child.wait_with_output().expect("session output");
+    assert_eq!(
+        errnos(&stdout(&out)),
+        [
+            ("unshare".to_owned(), "0".to_owned()),
+            ("chroot".to_owned(), "13".to_owned())
+        ],
+        "{}",
+        super::stderr(&out)
+    );
+    assert_denied_line(
+        &out,
+        "blocked chroot into /srv (rule no-chroot: Agents may not change their root)",
+    );
+    // Outside a session both work (the script runs as root there).
+    let outside = Command::new("python3")
+        .arg("/tmp/views.py")
+        .output()
+        .expect("run outside");
+    let outside = errnos(&String::from_utf8_lossy(&outside.stdout));
+    assert_eq!(
+        outside.first().map(|(_, e)| e.as_str()),
+        Some("0"),
+        "{outside:?}"
+    );
+    assert!(
+        outside.iter().any(|(k, e)| k == "chroot" && e == "0"),
+        "{outside:?}"
+    );
+}

@@ -34,6 +34,7 @@ pub fn operation_name(bit: u32) -> String {
         op::TTY_INPUT => "typing into".into(),
         op::OUTSIDE => "connect".into(),
         op::ROUTE => "source routing".into(),
+        op::USERNS => "creation".into(),
         other => format!("operation {other:#x}"),
     }
 }
@@ -53,6 +54,8 @@ fn path_operation(detail: u32) -> Option<&'static str> {
         path_op::CHMOD => "chmod",
         path_op::CHOWN => "chown",
         path_op::CHROOT => "chroot into",
+        path_op::UTIMES => "times change",
+        path_op::XATTR => "attribute change",
         _ => return None,
     })
 }
@@ -132,6 +135,7 @@ pub fn format_subject(event: &DenyEvent) -> String {
         subject::NONE => match event.op {
             op::MODULE => "a kernel module".to_owned(),
             op::CLONE_INTO_CGROUP => "a process into another cgroup (CLONE_INTO_CGROUP)".to_owned(),
+            op::USERNS => "a user namespace".to_owned(),
             _ => "a protected object".to_owned(),
         },
         _ => String::from_utf8_lossy(until_nul(&event.path)).into_owned(),
@@ -397,6 +401,14 @@ mod tests {
             line(op::CHROOT, path_op::CHROOT),
             "chroot into /home/u/.bashrc"
         );
+        assert_eq!(
+            line(op::WRITE, path_op::UTIMES),
+            "times change of /home/u/.bashrc"
+        );
+        assert_eq!(
+            line(op::WRITE, path_op::XATTR),
+            "attribute change of /home/u/.bashrc"
+        );
         // An unknown detail falls back to the operation bit.
         assert_eq!(line(op::WRITE, 99), "write of /home/u/.bashrc");
     }
@@ -499,6 +511,8 @@ mod tests {
             .starts_with("blocked load of a kernel module (agents may not load kernel modules)"));
         assert!(guard_line(op::CLONE_INTO_CGROUP, subject::NONE, 0, b"")
             .starts_with("blocked clone of a process into another cgroup"));
+        assert!(guard_line(op::USERNS, subject::NONE, 0, b"")
+            .starts_with("blocked creation of a user namespace"));
         assert_eq!(
             guard_line(op::WRITE, subject::PATH, 0, b"/sys/fs/cgroup/cgroup.procs"),
             "blocked write of /sys/fs/cgroup/cgroup.procs (agents may not move processes out \

@@ -62,6 +62,11 @@ pub fn kernel_rules(set: &RuleSet) -> Vec<KernelRule> {
                     out.net = entries.into_iter().map(form).collect();
                     out.except_net = excepts.into_iter().map(form).collect();
                 }
+                Ok(Plan::View { .. }) => {
+                    out.userspace_reason = "Landlock cannot refuse chroot or user namespaces \
+                        (it judges files by identity whatever the root, and refuses mounts)"
+                        .into();
+                }
                 Err(reason) => out.userspace_reason = reason,
             }
             out

@@ -388,11 +388,25 @@ fn op_names(bits: u32) -> Vec<&'static str> {
         (op::DELETE, "delete"),
         (op::NETWORK, "network"),
         (op::OUTSIDE, "connect to listeners outside the session"),
+        (op::CHROOT, "chroot"),
+        (op::USERNS, "new user namespace"),
     ]
     .into_iter()
     .filter(|(b, _)| bits & b != 0)
     .map(|(_, n)| n)
     .collect()
+}
+
+/// What a `view:` rule refuses, as the forms `explain` lists.
+fn view_forms(ops: u32) -> impl Iterator<Item = FormInfo> {
+    [(op::CHROOT, "chroot"), (op::USERNS, "new user namespace")]
+        .into_iter()
+        .filter(move |(bit, _)| ops & bit != 0)
+        .map(|(_, what)| FormInfo {
+            kind: "refused in sessions",
+            value: what.into(),
+            port: None,
+        })
 }
 
 fn form_info(form: &KernelForm) -> FormInfo {
@@ -464,6 +478,7 @@ fn kernel_info(set: &RuleSet, rule: &Rule, index: u32) -> Result<KernelInfo, Str
                 }
             }
         }
+        Plan::View { ops } => matches.extend(view_forms(ops)),
         Plan::Net { entries, excepts } => {
             let info = |(cidr, port): (Cidr, u16)| {
                 let addr = std::net::Ipv6Addr::from(cidr.addr);

@@ -326,7 +326,7 @@ impl Matcher<'_> {
                 })
                 .map(describe),
             // Who made a socket is the kernel's to see (`compile::kernel`).
-            Cond::OutsideListener => None,
+            Cond::OutsideListener | Cond::View(_) => None,
             Cond::Command(patterns) => self
                 .ext
                 .commands

@@ -35,7 +35,11 @@ fn builtin_pack_fixtures() {
             };
             // A rule only the kernel can match (`unix: outside-session`) has no Layer 1
             // must-block case; the VM tests show it.
-            let kernel_only = matches!(rule.cond, Some(crate::rules::Cond::OutsideListener));
+            let kernel_only = rule
+                .cond
+                .as_ref()
+                .and_then(crate::rules::Cond::kernel_only)
+                .is_some();
             if (!named(false) && !kernel_only) || !named(true) {
                 failures.push(format!(
                     "{rel}: rule `{}` needs a must-block and a must-allow case naming it (`rule: {}`)",

@@ -239,7 +239,7 @@ impl Btf {
 /// Every offset the programs take, by global name (see `carapace_common::globals`).
 pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> {
     use carapace_common::globals as g;
-    let wanted: [(&str, &str, &str); 34] = [
+    let wanted: [(&str, &str, &str); 37] = [
         (g::OFF_FILE_F_PATH, "file", "f_path"),
         (g::OFF_FILE_F_MODE, "file", "f_mode"),
         (g::OFF_FILE_F_INODE, "file", "f_inode"),
@@ -274,6 +274,9 @@ pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> 
         (g::OFF_SOCK_FAMILY, "sock_common", "skc_family"),
         (g::OFF_MSGHDR_MSG_CONTROL, "msghdr", "msg_control"),
         (g::OFF_MSGHDR_MSG_CONTROLLEN, "msghdr", "msg_controllen"),
+        (g::OFF_DENTRY_D_SB, "dentry", "d_sb"),
+        (g::OFF_SB_S_MOUNTS, "super_block", "s_mounts"),
+        (g::OFF_VFSMOUNT_MNT_SB, "vfsmount", "mnt_sb"),
     ];
     let mut offsets = wanted
         .iter()
@@ -283,6 +286,17 @@ pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> 
     let sock_cgroup = btf.member_offset("sock", "sk_cgrp_data")?
         + btf.member_offset("sock_cgroup_data", "cgroup")?;
     offsets.push((g::OFF_SOCK_CGROUP, sock_cgroup));
+    // A super block's mounts: a list through `mount::mnt_instance`, or from Linux 6.18 a
+    // pointer to the first `struct mount` (linked by `mnt_next_for_sb`), which the same
+    // arithmetic reads with an offset of 0.
+    let instance = match btf.member_offset("mount", "mnt_instance") {
+        Ok(at) => at,
+        Err(e) => btf
+            .member_offset("mount", "mnt_next_for_sb")
+            .map(|_| 0)
+            .map_err(|_| e)?,
+    };
+    offsets.push((g::OFF_MOUNT_MNT_INSTANCE, instance));
     // Linux 6.0 replaced the ancestors' ids with pointers to them.
     match btf.member_offset("cgroup", "ancestors") {
         Ok(at) => offsets.extend([

@@ -125,6 +125,14 @@ pub fn staging(old: &KernelImage, old_slots: &Slots, new: &KernelImage) -> Optio
     image.dfa = dfa::build(&image.automaton).ok()?;
     image.config.path_rule_ops |= new.config.path_rule_ops;
     image.config.net_rule_ops |= new.config.net_rule_ops;
+    for (slot, new_rule) in [
+        (&mut image.config.chroot_rule, new.config.chroot_rule),
+        (&mut image.config.userns_rule, new.config.userns_rule),
+    ] {
+        if *slot == 0 && new_rule != 0 {
+            *slot = new_rule + off;
+        }
+    }
     // A longer prefix must carry the refs of the shorter ones of the other image too.
     crate::rules::compile::kernel::close_prefixes(&mut image);
     crate::rules::compile::kernel::close_nets(&mut image);

@@ -47,7 +47,7 @@ pub const HOOKS: [&str; 8] = [
 /// for (it reads the previous program's verdict right after them). A guard whose hook this
 /// kernel lacks, or declares differently, is skipped with the reason logged: a program that
 /// read the wrong argument as the verdict would refuse or allow at random.
-pub const GUARDS: [(&str, &str, u32); 13] = [
+pub const GUARDS: [(&str, &str, u32); 14] = [
     // (program, LSM hook, parameters)
     ("task_kill", "task_kill", 4),
     ("ptrace_access_check", "ptrace_access_check", 2),
@@ -62,6 +62,8 @@ pub const GUARDS: [(&str, &str, u32); 13] = [
     ("file_ioctl", "file_ioctl", 3),
     ("file_ioctl_compat", "file_ioctl_compat", 3),
     ("socket_setsockopt", "socket_setsockopt", 3),
+    // Refuses only under a `view: user-namespace` rule.
+    ("userns_create", "userns_create", 1),
 ];
 
 /// The hooks that judge changes of names and attributes (`name_ops`), each with the number
@@ -81,6 +83,20 @@ pub const NAME_HOOKS: [(&str, &str, u32); 10] = [
     ("path_chown", "path_chown", 3),
 ];
 
+/// The hooks that judge attribute changes no `path_*` hook carries (`attr_ops`): times
+/// and extended attributes. `inode_setattr` gained a first parameter (the mount's idmap) in
+/// Linux 6.8: one program for each form, and the one this kernel declares is attached.
+/// `inode_set_acl` and `inode_remove_acl` exist from 6.2; before, ACLs are extended
+/// attributes and `inode_setxattr` judges them.
+pub const ATTR_HOOKS: [(&str, &str, u32); 6] = [
+    ("inode_setattr", "inode_setattr", 3),
+    ("inode_setattr_v1", "inode_setattr", 2),
+    ("inode_setxattr", "inode_setxattr", 6),
+    ("inode_removexattr", "inode_removexattr", 3),
+    ("inode_set_acl", "inode_set_acl", 4),
+    ("inode_remove_acl", "inode_remove_acl", 3),
+];
+
 /// Links earlier versions pinned for programs that are gone: removed once this version's
 /// programs are attached (`file_open_cgroup`'s check now runs inside `file_open`).
 const RETIRED_LINKS: [&str; 1] = ["file_open_cgroup"];
@@ -89,7 +105,8 @@ const RETIRED_LINKS: [&str; 1] = ["file_open_cgroup"];
 /// both attached, the cache stays off.
 pub const PATH_CACHE_HOOKS: [&str; 2] = ["d_instantiate", CHROOT_GUARD];
 
-/// The program on `path_chroot`, which also refuses chroot in sessions.
+/// The program on `path_chroot`, which also refuses chroot in sessions under a `view:
+/// chroot` rule.
 const CHROOT_GUARD: &str = "path_chroot";
 
 const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
@@ -128,6 +145,7 @@ pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
     let enums = btf::program_enums(&kernel_btf).map_err(lacks)?;
     let guards = optional_plan(&kernel_btf, &NAME_HOOKS)
         .into_iter()
+        .chain(optional_plan(&kernel_btf, &ATTR_HOOKS))
         .chain(optional_plan(&kernel_btf, &GUARDS))
         .collect::<Vec<_>>();
     let path_cache = path_cache_plan(&kernel_btf);
@@ -177,24 +195,28 @@ fn path_cache_plan(kernel_btf: &btf::Btf) -> Result<(u64, u64), String> {
     super::kallsyms::path_cache_locks()
 }
 
-/// Each optional program (name hooks, guards) with why it cannot be attached here (`None`:
-/// attach it).
+/// Each optional program (name hooks, attribute hooks, guards) with why it cannot be
+/// attached here (`None`: attach it). Of a hook's forms, the ones this kernel does not
+/// declare are left out when another form fits.
 fn optional_plan(
     kernel_btf: &btf::Btf,
     programs: &[(&'static str, &'static str, u32)],
 ) -> Vec<(&'static str, &'static str, Option<String>)> {
-    programs
-        .iter()
-        .map(|&(program, hook, params)| {
-            let why_not = match kernel_btf.lsm_hook_params(hook) {
-                Some(n) if n == params => None,
-                Some(n) => Some(format!(
-                    "{hook}: this kernel's hook takes {n} arguments, the program expects {params}"
-                )),
-                None => Some(format!("{hook}: this kernel has no such LSM hook")),
-            };
-            (program, hook, why_not)
-        })
+    let plan = programs.iter().map(|&(program, hook, params)| {
+        let why_not = match kernel_btf.lsm_hook_params(hook) {
+            Some(n) if n == params => None,
+            Some(n) => Some(format!(
+                "{hook}: this kernel's hook takes {n} arguments, the program expects {params}"
+            )),
+            None => Some(format!("{hook}: this kernel has no such LSM hook")),
+        };
+        (program, hook, why_not)
+    });
+    let plan: Vec<_> = plan.collect();
+    let fits = |hook: &str| plan.iter().any(|(_, h, why)| *h == hook && why.is_none());
+    plan.iter()
+        .filter(|(_, hook, why_not)| why_not.is_none() || !fits(hook))
+        .cloned()
         .collect()
 }
 
@@ -299,7 +321,8 @@ fn load_plan(
         }
     } else {
         let _ = fs::remove_file(links_dir.join("d_instantiate"));
-        // `path_chroot` also refuses chroot in sessions: wanted without the cache too.
+        // `path_chroot` also refuses chroot in sessions (`view: chroot`): wanted without the
+        // cache too.
         match load_one(ebpf, CHROOT_GUARD, CHROOT_GUARD, aya_btf) {
             Ok(()) => plan.push((CHROOT_GUARD, CHROOT_GUARD)),
             Err(e) => {

@@ -29,6 +29,7 @@ packs!(
     "remote-code",
     "self-protection",
     "outside-session",
+    "private-views",
     "internal-network",
 );
 

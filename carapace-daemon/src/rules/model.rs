@@ -287,12 +287,28 @@ pub enum Cond {
     /// listener was made outside the agent's session. Only the kernel sees who made a
     /// socket, so only the kernel matches it; `except:` names the sockets allowed, by path.
     OutsideListener,
+    /// `view: [chroot, user-namespace]`: making a private view of the file system — a
+    /// `chroot`, or a new user namespace (inside one, mount namespaces and `chroot` need no
+    /// host privilege). Paths seen from a private root are not the ones the rules name. Only
+    /// the kernel matches it; the value holds the `op::CHROOT` and `op::USERNS` bits named.
+    View(u32),
     All(Vec<Cond>),
     Any(Vec<Cond>),
     Not(Box<Cond>),
 }
 
 impl Cond {
+    /// How a condition only the kernel can match is written, for messages; `None` for the
+    /// others.
+    #[must_use]
+    pub fn kernel_only(&self) -> Option<&'static str> {
+        match self {
+            Self::OutsideListener => Some("unix: outside-session"),
+            Self::View(_) => Some("view:"),
+            _ => None,
+        }
+    }
+
     /// Short name of the condition's kind, for explanations.
     #[must_use]
     pub fn kind(&self) -> &'static str {
@@ -303,6 +319,7 @@ impl Cond {
             Self::Content(_) => "content",
             Self::Net(_) => "network",
             Self::OutsideListener => "unix",
+            Self::View(_) => "view",
             Self::All(_) => "all",
             Self::Any(_) => "any",
             Self::Not(_) => "not",

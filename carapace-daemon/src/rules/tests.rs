@@ -1371,3 +1371,55 @@ fn the_outside_session_pack_is_on_by_default() {
     let set = ok("version: 1\nbuiltin: [credentials]\n");
     assert!(set.by_id("outside-listeners").is_none());
 }
+
+// ---- view: chroot, user-namespace ----
+
+#[test]
+fn view_rules_reach_the_kernel_config_with_no_map_entries() {
+    let set = ok(&user(
+        "  - id: secret\n    block: \"/srv/secret/**\"\n  - id: views\n    block: { view: [chroot, user-namespace] }\n  - id: again\n    block: { view: chroot }\n",
+    ));
+    let img = set.kernel_image();
+    assert_eq!(img.rules[1].ops, op::CHROOT | op::USERNS);
+    assert_eq!(img.config.chroot_rule, 2, "the first rule that refuses it, plus one");
+    assert_eq!(img.config.userns_rule, 2);
+    assert_eq!(img.config.path_rule_ops, op::ALL, "no path entries of its own");
+    assert!(img.exact.is_empty() && img.names.is_empty());
+    let rule = set.by_id("views").expect("rule");
+    assert_eq!(rule.enforcement, Enforcement::Kernel);
+    assert!(matches!(rule.cond, Some(Cond::View(_))));
+    // Without one, nothing is refused.
+    let img = ok(&user("  - block: \"/srv/x\"\n")).kernel_image().clone();
+    assert_eq!((img.config.chroot_rule, img.config.userns_rule), (0, 0));
+}
+
+#[test]
+fn view_rules_stand_alone_and_block() {
+    let e = errors(&user("  - block: { view: [chroot, pid-namespace] }\n"));
+    assert!(e.contains("unknown view `pid-namespace`"), "{e}");
+    assert!(e.contains("hint: write `view: chroot`"), "{e}");
+    let e = errors(&user("  - warn: { view: chroot }\n"));
+    assert!(e.contains("mode `warn` cannot apply"), "{e}");
+    let e = errors(&user("  - block: { view: chroot }\n    except: [/srv]\n"));
+    assert!(e.contains("`except` does not apply to a `view:` rule"), "{e}");
+    let e = errors(&user(
+        "  - block: { view: chroot }\n    trigger: { after: { actions: [network] } }\n",
+    ));
+    assert!(e.contains("`trigger` does not apply"), "{e}");
+    let e = errors(&user("  - match: { view: chroot, path: /srv }\n"));
+    assert!(e.contains("cannot be combined with other matches"), "{e}");
+}
+
+#[test]
+fn the_private_views_pack_is_on_by_default() {
+    let set = ok("version: 1\n");
+    let img = set.kernel_image();
+    let index = set
+        .by_id("private-views")
+        .and_then(|r| r.kernel_index)
+        .expect("in the kernel");
+    assert_eq!(img.config.chroot_rule, index + 1);
+    assert_eq!(img.config.userns_rule, index + 1);
+    let set = ok("version: 1\nbuiltin: [credentials]\n");
+    assert!(set.by_id("private-views").is_none());
+}

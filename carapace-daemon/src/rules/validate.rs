@@ -3,6 +3,7 @@
 
 use std::net::IpAddr;
 
+use carapace_common::op;
 use globset::GlobBuilder;
 use regex::Regex;
 
@@ -69,11 +70,14 @@ const RULE_KEYS: &[&str] = &[
     "effect",
 ];
 const MATCH_KEYS: &[&str] = &[
-    "path", "command", "tool", "content", "host", "cidr", "port", "unix", "all", "any", "not",
+    "path", "command", "tool", "content", "host", "cidr", "port", "unix", "view", "all", "any",
+    "not",
 ];
 
 /// The one `unix:` selector: sockets whose listener is outside the agent's session.
 const OUTSIDE_SESSION: &str = "outside-session";
+/// The private views of the file system a `view:` rule can refuse, with their kernel ops.
+const VIEWS: [(&str, u32); 2] = [("chroot", op::CHROOT), ("user-namespace", op::USERNS)];
 
 fn mode_from_name(name: &str) -> Option<Mode> {
     Some(match name {
@@ -660,7 +664,7 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
             );
         }
     }
-    outside_listener_checks(node, cond.as_ref(), mode, rid, sink);
+    kernel_only_checks(node, cond.as_ref(), mode, rid, sink);
     if let Some(Cond::Net(_)) = &cond {
         if let Some(bad) = actions.iter().find(|a| **a != Action::Network) {
             if let Some(a) = node.get("actions") {
@@ -709,34 +713,26 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
     })
 }
 
-/// A `unix: outside-session` rule is the kernel's alone: it stands on its own (no other
-/// match, no composite around it, no trigger), blocks, and covers the one operation it names.
-fn outside_listener_checks(
-    node: &Node,
-    cond: Option<&Cond>,
-    mode: Mode,
-    rule: &str,
-    sink: &mut Sink,
-) {
-    fn nested(cond: &Cond) -> bool {
+/// A rule only the kernel can match (`unix: outside-session`, `view:`) stands on its own
+/// (no other match, no composite around it, no trigger), blocks, and covers the one
+/// operation it names.
+fn kernel_only_checks(node: &Node, cond: Option<&Cond>, mode: Mode, rule: &str, sink: &mut Sink) {
+    fn nested(cond: &Cond) -> Option<&'static str> {
         match cond {
-            Cond::OutsideListener => true,
-            Cond::All(cs) | Cond::Any(cs) => cs.iter().any(nested),
+            Cond::All(cs) | Cond::Any(cs) => cs.iter().find_map(nested),
             Cond::Not(c) => nested(c),
-            _ => false,
+            c => c.kernel_only(),
         }
     }
     let Some(cond) = cond else { return };
-    if !nested(cond) {
-        return;
-    }
+    let Some(form) = nested(cond) else { return };
     let span = node.span;
-    if !matches!(cond, Cond::OutsideListener) {
+    if cond.kernel_only().is_none() {
         sink.error(
             span,
             Some(rule),
-            "`unix: outside-session` cannot be combined with other matches".into(),
-            "only the kernel sees who made a socket: give it a rule of its own",
+            format!("`{form}` cannot be combined with other matches"),
+            "only the kernel sees what it matches: give it a rule of its own",
         );
     }
     if mode != Mode::Block {
@@ -744,21 +740,24 @@ fn outside_listener_checks(
             span,
             Some(rule),
             format!(
-                "a `unix: outside-session` rule is enforced by the kernel, which can only \
-                 block; mode `{}` cannot apply",
+                "a `{form}` rule is enforced by the kernel, which can only block; mode `{}` \
+                 cannot apply",
                 mode_name(mode)
             ),
             "use `block:` (the default)",
         );
     }
-    for key in ["actions", "trigger", "effect", "llm_review"] {
+    let mut keys = vec!["actions", "trigger", "effect", "llm_review"];
+    if matches!(cond, Cond::View(_)) {
+        keys.push("except");
+    }
+    for key in keys {
         if let Some(n) = node.get(key) {
             sink.error(
                 n.span,
                 Some(rule),
-                format!("`{key}` does not apply to a `unix: outside-session` rule"),
-                "the rule covers connecting and sending to such sockets, in every session; \
-                 drop the key",
+                format!("`{key}` does not apply to a `{form}` rule"),
+                "the rule covers the operation it names, in every session; drop the key",
             );
         }
     }
@@ -959,6 +958,7 @@ fn match_entries(
                 }
             }
             "unix" => conds.extend(unix_selector(v, rule, sink)),
+            "view" => conds.extend(view_selector(v, rule, sink)),
             "all" | "any" | "not" => conds.extend(composite(key, v, ctx, rule, sink)),
             _ => {}
         }
@@ -973,7 +973,7 @@ fn match_entries(
                     node.span,
                     Some(rule),
                     "empty match".into(),
-                    "add `path`, `command`, `tool`, `content`, `host`, `cidr`, `port` or `unix`",
+                    "add `path`, `command`, `tool`, `content`, `host`, `cidr`, `port`, `unix` or `view`",
                 );
             }
             None
@@ -1002,6 +1002,24 @@ fn unix_selector(v: &Node, rule: &str, sink: &mut Sink) -> Option<Cond> {
             None
         }
     }
+}
+
+/// `view: chroot`, `view: [chroot, user-namespace]`: the private views of the file system
+/// refused.
+fn view_selector(v: &Node, rule: &str, sink: &mut Sink) -> Option<Cond> {
+    let mut ops = 0;
+    for (name, span) in strings(v, "view", rule, sink) {
+        match VIEWS.iter().find(|(n, _)| *n == name) {
+            Some((_, bit)) => ops |= bit,
+            None => sink.error(
+                span,
+                Some(rule),
+                format!("unknown view `{name}`"),
+                "write `view: chroot`, `view: user-namespace` or both as a list",
+            ),
+        }
+    }
+    (ops != 0).then_some(Cond::View(ops))
 }
 
 /// The exceptions of a network rule: host names, addresses and CIDR blocks as strings, or

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 
 use carapace_common::{
-    op, NetRef, RuleMeta, RuleRef, MAX_RULES, NAME_MAX, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
+    op, Config, NetRef, RuleMeta, RuleRef, MAX_RULES, NAME_MAX, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
     RULE_ALWAYS_ON,
 };
 
@@ -38,6 +38,9 @@ pub enum Plan {
         /// matched in userspace only: the kernel sees addresses, not names).
         excepts: Vec<(Cidr, u16)>,
     },
+    /// `view:`: the private views of the file system refused in sessions (`op::CHROOT`,
+    /// `op::USERNS` bits), judged by their own hooks with no map entries.
+    View { ops: u32 },
 }
 
 /// A pattern no map form holds, matched by the kernel's path automaton.
@@ -74,6 +77,7 @@ fn actions_ops(rule: &Rule) -> u32 {
     match kernel_cond(rule) {
         Some(Cond::Net(_)) => op::NETWORK,
         Some(Cond::OutsideListener) => op::OUTSIDE,
+        Some(Cond::View(ops)) => *ops,
         _ => op::ALL,
     }
 }
@@ -124,6 +128,7 @@ pub fn plan(rule: &Rule) -> Result<Plan, String> {
         Some(Cond::OutsideListener) => {
             path_plan(rule, vec![KernelForm::Prefix("/".into())], Vec::new())
         }
+        Some(Cond::View(ops)) => Ok(Plan::View { ops: *ops }),
         Some(Cond::Net(net)) => {
             let blocks = net.blocks().ok_or_else(|| {
                 "a host name did not resolve, so the kernel has no address to match".to_owned()
@@ -298,7 +303,7 @@ pub(crate) fn compile(rules: &mut [Rule], diags: &mut Vec<Diagnostic>) -> Kernel
                     .count()
                     == 0
             }
-            Plan::Net { .. } => true,
+            Plan::Net { .. } | Plan::View { .. } => true,
         };
         if !fits {
             rule.enforcement =
@@ -358,6 +363,7 @@ pub(crate) fn compile(rules: &mut [Rule], diags: &mut Vec<Diagnostic>) -> Kernel
                     }
                 }
             }
+            Plan::View { ops } => add_view(&mut image.config, index, ops),
         }
         rule.kernel_index = Some(index);
         rule.enforcement = Enforcement::Kernel;
@@ -372,6 +378,17 @@ pub(crate) fn compile(rules: &mut [Rule], diags: &mut Vec<Diagnostic>) -> Kernel
     sort_and_check(&mut image, rules, diags);
     build_automaton(&mut image, rules, diags);
     image
+}
+
+/// Makes rule `index` the one that refuses the views in `ops`, where no rule before it
+/// does: one rule in force is enough to refuse a view.
+fn add_view(config: &mut Config, index: u32, ops: u32) {
+    if ops & op::CHROOT != 0 && config.chroot_rule == 0 {
+        config.chroot_rule = index + 1;
+    }
+    if ops & op::USERNS != 0 && config.userns_rule == 0 {
+        config.userns_rule = index + 1;
+    }
 }
 
 /// Adds a path rule's map entries and automaton patterns (exceptions flagged `REF_EXCEPT`).
