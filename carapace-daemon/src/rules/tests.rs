@@ -1381,9 +1381,16 @@ fn view_rules_reach_the_kernel_config_with_no_map_entries() {
     ));
     let img = set.kernel_image();
     assert_eq!(img.rules[1].ops, op::CHROOT | op::USERNS);
-    assert_eq!(img.config.chroot_rule, 2, "the first rule that refuses it, plus one");
+    assert_eq!(
+        img.config.chroot_rule, 2,
+        "the first rule that refuses it, plus one"
+    );
     assert_eq!(img.config.userns_rule, 2);
-    assert_eq!(img.config.path_rule_ops, op::ALL, "no path entries of its own");
+    assert_eq!(
+        img.config.path_rule_ops,
+        op::ALL,
+        "no path entries of its own"
+    );
     assert!(img.exact.is_empty() && img.names.is_empty());
     let rule = set.by_id("views").expect("rule");
     assert_eq!(rule.enforcement, Enforcement::Kernel);
@@ -1401,7 +1408,10 @@ fn view_rules_stand_alone_and_block() {
     let e = errors(&user("  - warn: { view: chroot }\n"));
     assert!(e.contains("mode `warn` cannot apply"), "{e}");
     let e = errors(&user("  - block: { view: chroot }\n    except: [/srv]\n"));
-    assert!(e.contains("`except` does not apply to a `view:` rule"), "{e}");
+    assert!(
+        e.contains("`except` does not apply to a `view:` rule"),
+        "{e}"
+    );
     let e = errors(&user(
         "  - block: { view: chroot }\n    trigger: { after: { actions: [network] } }\n",
     ));
