@@ -45,7 +45,7 @@ pub struct PathIndex {
     /// test one by one.
     slow: Vec<bool>,
     /// Every glob (each `~` expansion) of the indexed rules' patterns, sorted, with its
-    /// rule: a path written as a glob names the ones starting with its literal part.
+    /// rule: a path written as a glob names the ones whose language meets its own.
     expanded: Vec<(String, u32)>,
     /// Per rule: [`Rule::ops`], which every decision needs for every rule.
     ops: Vec<u32>,
@@ -206,16 +206,12 @@ impl PathIndex {
     }
 
     /// Sets `hits[i]` for every rule `i` with a glob pattern that `written` could name
-    /// ([`PathPattern::covers`]).
+    /// ([`WrittenGlob::names`]). Every glob is visited; most are settled by their fixed
+    /// beginning, and paths written as globs are rare.
     pub fn mark_named_by(&self, written: &WrittenGlob, hits: &mut [bool]) {
-        let literal = written.literal();
-        let start = self.expanded.partition_point(|(e, _)| e.as_str() < literal);
-        for (e, id) in self.expanded[start..]
-            .iter()
-            .take_while(|(e, _)| e.starts_with(literal))
-        {
+        for (e, id) in &self.expanded {
             if let Some(h) = hits.get_mut(*id as usize) {
-                if !*h && written.is_match(e) {
+                if !*h && written.names(e) {
                     *h = true;
                 }
             }

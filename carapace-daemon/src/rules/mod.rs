@@ -12,6 +12,7 @@ pub mod command_index;
 pub mod compile;
 pub mod diag;
 pub mod index;
+pub mod intersect;
 pub mod model;
 pub mod pattern;
 pub mod profile;

@@ -8,8 +8,10 @@ use std::path::{Path, PathBuf};
 use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 use regex::Regex;
 
+use super::intersect::{self, Lang};
 use super::shape::Shape;
 use crate::rules::compile::dfa::Source;
+use std::rc::Rc;
 
 /// Home directories `~` and `$HOME` expand to.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -256,10 +258,13 @@ impl PathPattern {
         if self.matches(path) || entry.is_some_and(|e| self.matches(e)) {
             return true;
         }
-        let (Self::Glob { expanded, .. }, Some(written)) = (self, written) else {
+        let Some(written) = written else {
             return false;
         };
-        expanded.iter().any(|e| written.is_match(e))
+        match self {
+            Self::Glob { expanded, .. } => expanded.iter().any(|e| written.names(e)),
+            Self::Regex { regex, .. } => written.names_search(regex.as_str()),
+        }
     }
 
     /// An exception's reading: `path` matches, or every entry of directory `path` does. A
@@ -332,6 +337,8 @@ pub struct WrittenGlob {
     /// other accounts, other trees) and usually its compilation too.
     literal: usize,
     matcher: std::cell::OnceCell<Option<GlobMatcher>>,
+    /// Its language, for patterns its text does not match (`intersect`).
+    lang: std::cell::OnceCell<Option<Rc<Lang>>>,
 }
 
 impl WrittenGlob {
@@ -351,7 +358,54 @@ impl WrittenGlob {
             .as_ref()
             .is_some_and(|m| m.is_match(pattern))
     }
+
+    /// Whether it names some path the rule glob `pattern` matches: `~/.ss?/id_*` names
+    /// files of `~/.ssh/**`, `/proj/.en?` names `**/.env`.
+    #[must_use]
+    pub fn names(&self, pattern: &str) -> bool {
+        let fixed = pattern.find(GLOB_START).unwrap_or(pattern.len());
+        if !intersect::literals_meet(self.literal(), &pattern[..fixed]) {
+            return false;
+        }
+        if self.is_match(pattern) {
+            return true;
+        }
+        let Ok(glob) = build_glob(pattern) else {
+            return false;
+        };
+        self.meets(&Source::Glob(glob.regex().to_owned()))
+    }
+
+    /// Whether it names some path the `re:` pattern `regex` finds a match in.
+    #[must_use]
+    pub fn names_search(&self, regex: &str) -> bool {
+        self.meets(&Source::Search(regex.to_owned()))
+    }
+
+    fn meets(&self, rule: &Source) -> bool {
+        let mine = self.lang.get_or_init(|| {
+            // A last name of wildcards alone (`build/*`, `src/**`) stands for every entry,
+            // as a plain directory does (`any_entry`): it names the trees protected there,
+            // not each floating name (`**/.env`) some entry might have.
+            let glob = match self.glob.rsplit_once('/') {
+                Some((dir, last)) if !last.is_empty() && last.bytes().all(|b| b == b'*') => {
+                    any_entry(dir)
+                }
+                _ => self.glob.clone(),
+            };
+            Lang::of(&Source::Glob(intersect::shell_glob_regex(&glob)?)).map(Rc::new)
+        });
+        // A language that cannot be compiled (too large) names everything: the rule's mode
+        // decides rather than a glob crafted to be too large passing.
+        match (mine, intersect::rule_lang(rule)) {
+            (Some(mine), Some(theirs)) => intersect::meet(mine, &theirs),
+            _ => true,
+        }
+    }
 }
+
+/// Where a glob's fixed text ends.
+const GLOB_START: [char; 5] = ['*', '?', '[', '{', '\\'];
 
 /// A path written with glob characters, compiled to match the patterns it could name;
 /// `None` for a plain path or one that is not a valid glob.
@@ -360,11 +414,12 @@ pub fn written_glob(path: &str) -> Option<WrittenGlob> {
     if !path.contains(['*', '?', '[']) || !valid_glob(path) {
         return None;
     }
-    let literal = path.find(['*', '?', '[', '{', '\\']).unwrap_or(path.len());
+    let literal = path.find(GLOB_START).unwrap_or(path.len());
     Some(WrittenGlob {
         glob: path.to_owned(),
         literal,
         matcher: std::cell::OnceCell::new(),
+        lang: std::cell::OnceCell::new(),
     })
 }
 

@@ -23,7 +23,7 @@ use regex_automata::{
 use regex_syntax::hir::{Class, ClassBytes, ClassBytesRange, Hir, Repetition};
 
 /// What a pattern means, before it is parsed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Source {
     /// A glob's regex (globset's own translation, so the kernel and Layer 1 agree): it
     /// matches the whole path.

@@ -1,0 +1,303 @@
+//! Whether two path languages meet: a path the agent wrote as a glob, or with parts the
+//! analysis could not know (`~/.ss?/id_*`, `/var/lib/carapac*/rules.yaml`), names a
+//! protected file when some path matches both it and the rule's pattern — not when the
+//! glob's text happens to match the pattern's text. Both are compiled to DFAs over bytes
+//! and walked together, breadth first, over the byte classes that tell their states apart.
+//!
+//! Answers are exact within a budget of state pairs; past it, or when a language cannot be
+//! compiled, they say "meet" (the rule's mode decides, rather than an evasion passing).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, LazyLock, Mutex};
+
+use regex_automata::{
+    dfa::{dense, Automaton as _, StartKind},
+    nfa::thompson,
+    util::{primitives::StateID, start},
+    Anchored, MatchKind,
+};
+
+use super::compile::dfa::{hir, Source};
+
+/// Bytes of NFA and DFA one language may take: a written glob or one rule pattern.
+const SIZE_LIMIT: usize = 1 << 20;
+/// State pairs one walk may visit.
+const PAIR_LIMIT: usize = 20_000;
+
+/// A path language: the whole path must match.
+#[derive(Debug)]
+pub struct Lang {
+    dfa: dense::DFA<Vec<u32>>,
+    start: StateID,
+}
+
+impl Lang {
+    /// The language of a glob's or a `re:` pattern's regex; `None` when it cannot be
+    /// compiled within the limits.
+    #[must_use]
+    pub fn of(source: &Source) -> Option<Self> {
+        let hir = hir(source).ok()?;
+        let nfa = thompson::Compiler::new()
+            .configure(
+                thompson::Config::new()
+                    .utf8(false)
+                    .which_captures(thompson::WhichCaptures::None)
+                    .nfa_size_limit(Some(SIZE_LIMIT)),
+            )
+            .build_from_hir(&hir)
+            .ok()?;
+        let dfa = dense::Builder::new()
+            .configure(
+                dense::Config::new()
+                    .match_kind(MatchKind::All)
+                    .start_kind(StartKind::Anchored)
+                    .byte_classes(true)
+                    .dfa_size_limit(Some(SIZE_LIMIT))
+                    .determinize_size_limit(Some(SIZE_LIMIT)),
+            )
+            .build_from_nfa(&nfa)
+            .ok()?;
+        let start = dfa
+            .start_state(&start::Config::new().anchored(Anchored::Yes))
+            .ok()?;
+        Some(Self { dfa, start })
+    }
+
+    fn accepts_here(&self, state: StateID) -> bool {
+        self.dfa.is_match_state(self.dfa.next_eoi_state(state))
+    }
+
+    fn stuck(&self, state: StateID) -> bool {
+        self.dfa.is_dead_state(state) || self.dfa.is_quit_state(state)
+    }
+}
+
+/// Whether some path is in both languages (or the walk ran out of budget).
+#[must_use]
+pub fn meet(a: &Lang, b: &Lang) -> bool {
+    // One byte per pair of classes: bytes in the same class of both DFAs lead both to the
+    // same states.
+    let (ca, cb) = (a.dfa.byte_classes(), b.dfa.byte_classes());
+    let mut seen_classes = HashSet::new();
+    let bytes: Vec<u8> = (0..=u8::MAX)
+        .filter(|&byte| seen_classes.insert((ca.get(byte), cb.get(byte))))
+        .collect();
+    let mut seen = HashSet::new();
+    let mut queue = VecDeque::new();
+    seen.insert((a.start, b.start));
+    queue.push_back((a.start, b.start));
+    while let Some((x, y)) = queue.pop_front() {
+        if a.accepts_here(x) && b.accepts_here(y) {
+            return true;
+        }
+        for &byte in &bytes {
+            let (nx, ny) = (a.dfa.next_state(x, byte), b.dfa.next_state(y, byte));
+            if a.stuck(nx) || b.stuck(ny) || !seen.insert((nx, ny)) {
+                continue;
+            }
+            if seen.len() > PAIR_LIMIT {
+                return true;
+            }
+            queue.push_back((nx, ny));
+        }
+    }
+    false
+}
+
+/// The language of a rule's pattern, compiled once per process (rule sets are reloaded,
+/// their patterns mostly the same): `None` when it cannot be compiled.
+#[must_use]
+pub fn rule_lang(source: &Source) -> Option<Arc<Lang>> {
+    static CACHE: LazyLock<Mutex<HashMap<Source, Option<Arc<Lang>>>>> =
+        LazyLock::new(|| Mutex::new(HashMap::new()));
+    let mut cache = CACHE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    cache
+        .entry(source.clone())
+        .or_insert_with(|| Lang::of(source).map(Arc::new))
+        .clone()
+}
+
+/// The regex of a path the agent wrote as a shell glob, read as the shell reads it: `*`,
+/// `?` and `[…]` stay within a name and, like `**`, never match the leading `.` of a hidden
+/// name (bash without `dotglob`; `find`'s recursion stands in as `**`, and a search for
+/// build artifacts is not aimed at `.git/hooks`). Brace lists are alternatives. `None` for
+/// a glob this cannot read (an unclosed bracket or brace).
+#[must_use]
+pub fn shell_glob_regex(glob: &str) -> Option<String> {
+    let names: Vec<&str> = glob.split('/').collect();
+    let mut out = String::from("^");
+    for (i, name) in names.iter().enumerate() {
+        let last = i + 1 == names.len();
+        if *name == "**" {
+            // Names that are not hidden, each with its `/` when more follows.
+            out.push_str(if last {
+                "(?:[^./][^/]*(?:/[^./][^/]*)*)?"
+            } else {
+                "(?:[^./][^/]*/)*"
+            });
+            continue;
+        }
+        name_regex(name, &mut out)?;
+        if !last {
+            out.push('/');
+        }
+    }
+    out.push('$');
+    Some(out)
+}
+
+/// One name of a shell glob as a regex (no `/`).
+fn name_regex(name: &str, out: &mut String) -> Option<()> {
+    let chars: Vec<char> = name.chars().collect();
+    let mut i = 0;
+    let mut depth = 0usize;
+    while i < chars.len() {
+        let first = i == 0;
+        match chars[i] {
+            '*' => {
+                while chars.get(i + 1) == Some(&'*') {
+                    i += 1;
+                }
+                out.push_str(if first { "(?:[^./][^/]*)?" } else { "[^/]*" });
+            }
+            '?' => out.push_str(if first { "[^./]" } else { "[^/]" }),
+            '[' => {
+                let end = class_end(&chars, i)?;
+                let mut body = &chars[i + 1..end];
+                let negated = matches!(body.first(), Some('!' | '^'));
+                if negated {
+                    body = &body[1..];
+                }
+                out.push_str(if negated { "[[^/" } else { "[[" });
+                for c in body {
+                    if *c == '-' {
+                        out.push('-');
+                    } else {
+                        out.push_str(&regex_syntax::escape(&c.to_string()));
+                    }
+                }
+                out.push_str(if first { "]&&[^./]]" } else { "]&&[^/]]" });
+                i = end;
+            }
+            '{' => {
+                depth += 1;
+                out.push_str("(?:");
+            }
+            ',' if depth > 0 => out.push('|'),
+            '}' if depth > 0 => {
+                depth -= 1;
+                out.push(')');
+            }
+            '\\' => {
+                i += 1;
+                out.push_str(&regex_syntax::escape(&chars.get(i)?.to_string()));
+            }
+            c => out.push_str(&regex_syntax::escape(&c.to_string())),
+        }
+        i += 1;
+    }
+    (depth == 0).then_some(())
+}
+
+/// Where the bracket expression opening at `open` closes (a `]` right after the opening,
+/// or after its `!`/`^`, is a member).
+fn class_end(chars: &[char], open: usize) -> Option<usize> {
+    let mut i = open + 1;
+    if matches!(chars.get(i), Some('!' | '^')) {
+        i += 1;
+    }
+    if chars.get(i) == Some(&']') {
+        i += 1;
+    }
+    while *chars.get(i)? != ']' {
+        i += 1;
+    }
+    Some(i)
+}
+
+/// Whether the fixed beginnings of two patterns (their text before the first glob
+/// character) allow a common path: one must begin the other.
+#[must_use]
+pub fn literals_meet(a: &str, b: &str) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::pattern::build_glob;
+
+    fn glob(g: &str) -> Lang {
+        Lang::of(&Source::Glob(build_glob(g).unwrap().regex().to_owned())).unwrap()
+    }
+
+    /// A path as the agent wrote it.
+    fn shell(g: &str) -> Lang {
+        Lang::of(&Source::Glob(shell_glob_regex(g).unwrap())).unwrap()
+    }
+
+    #[test]
+    fn globs_meet_where_a_path_matches_both() {
+        assert!(meet(&shell("/root/.ss?/id_*"), &glob("/root/.ssh/**")));
+        assert!(meet(
+            &shell("/root/.moz*/firefox/*/logins.json"),
+            &glob("/root/.mozilla/**")
+        ));
+        assert!(meet(&shell("/tmp/p/.en?"), &glob("**/.env")));
+        assert!(meet(&shell("/tmp/p/.[e]nv"), &glob("**/.env")));
+        assert!(meet(
+            &shell("/root/.{ssh,aws}/id_rsa"),
+            &glob("/root/.ssh/**")
+        ));
+        assert!(meet(
+            &shell("/var/lib/carapac*/rules.yaml"),
+            &glob("/var/lib/carapace/**")
+        ));
+        assert!(!meet(&shell("/root/.ss?/id_*"), &glob("/root/.aws/**")));
+        assert!(!meet(&shell("/tmp/*.txt"), &glob("**/.env")));
+        // `*` and `?` do not cross a `/`, and do not start a hidden name.
+        assert!(!meet(&shell("/root/.ssh/*/x"), &glob("/root/.ssh/id_rsa")));
+        assert!(!meet(&shell("/root/*/id_rsa"), &glob("/root/.ssh/**")));
+        assert!(!meet(&shell("/p/**/*.pyc"), &glob("**/.git/hooks/**")));
+        assert!(!meet(&shell("/p/[.]env"), &glob("**/.env")));
+        assert!(meet(&shell("/root/.ssh/**"), &glob("/root/.ssh/id_rsa")));
+        assert!(meet(&shell("/p/**/id_rsa"), &glob("**/id_rsa")));
+        assert!(meet(&shell("/p/[!x]d_rsa"), &glob("**/id_rsa")));
+    }
+
+    #[test]
+    fn regexes_match_anywhere() {
+        let re = Lang::of(&Source::Search(r"^/proc/\d+/environ$".into())).unwrap();
+        assert!(meet(&glob("/proc/*/environ"), &re));
+        assert!(!meet(&glob("/proc/*/status"), &re));
+        let re = Lang::of(&Source::Search(r"\.pem$".into())).unwrap();
+        assert!(meet(&glob("/srv/keys/server.p?m"), &re));
+    }
+
+    proptest::proptest! {
+        /// For a literal path (a language of one), meeting a glob is matching it.
+        #[test]
+        fn a_literal_meets_a_glob_when_the_glob_matches_it(
+            path in "(/[a-c.]{1,3}){1,4}",
+            pattern in "(/([a-c.]{1,3}|\\*\\*|\\*|[a-c]\\?)){1,4}",
+        ) {
+            let matcher = build_glob(&pattern).unwrap().compile_matcher();
+            let literal = Lang::of(&Source::Glob(regex_syntax::escape(&path))).unwrap();
+            proptest::prop_assert_eq!(meet(&literal, &glob(&pattern)), matcher.is_match(&path));
+        }
+
+        /// Read as the shell reads it, a glob without hidden names meets a literal path
+        /// exactly when globset (whose `*` also starts hidden names) matches it.
+        #[test]
+        fn shell_globs_agree_with_globset_on_visible_names(
+            path in "(/[a-c][a-c.]{0,2}){1,4}",
+            written in "(/([a-c][a-c.]{0,2}|\\*\\*|\\*|[a-c]\\?|\\?[a-c]|\\[ab\\]c)){1,4}",
+        ) {
+            let matcher = build_glob(&written).unwrap().compile_matcher();
+            let literal = Lang::of(&Source::Glob(regex_syntax::escape(&path))).unwrap();
+            proptest::prop_assert_eq!(meet(&literal, &shell(&written)), matcher.is_match(&path), "{} {}", written, path);
+        }
+    }
+}
