@@ -179,6 +179,15 @@ impl Walker<'_> {
                     ],
                     _ => &[],
                 };
+                // `command -v NAME` / `-V` looks a name up and runs nothing.
+                if name == "command"
+                    && args
+                        .iter()
+                        .take_while(|a| a.starts_with('-') && *a != "--")
+                        .any(|a| a.contains(['v', 'V']))
+                {
+                    return Feed::default();
+                }
                 let o = args::parse(args, valued, true);
                 if matches!(name, "strace" | "ltrace") {
                     for f in o.values(&["-o"]) {
@@ -1064,6 +1073,9 @@ impl Walker<'_> {
             | "traceroute" | "tracepath" | "mtr" | "http" | "https" | "xh" | "aria2c"
             | "ssh-copy-id" | "mosh" | "nmap" | "tftp" | "openvpn" | "sshpass" | "autossh"
             | "websocat" | "grpcurl" => self.network(name, args, ctx, depth, stdin),
+
+            // File tests stat their operands; they read nothing.
+            "test" | "[" => Feed::default(),
 
             // Anything else: arguments that look like paths are read.
             _ => {
@@ -1957,8 +1969,11 @@ impl Walker<'_> {
                 }
             }
             "rm" => {
-                for t in &ro.operands {
-                    self.path_op(Action::Delete, t, &sub, None);
+                // `--cached` leaves the working file; `-n` only lists.
+                if !ro.has(&["--cached", "-n", "--dry-run"]) {
+                    for t in &ro.operands {
+                        self.path_op(Action::Delete, t, &sub, None);
+                    }
                 }
             }
             "mv" => {
