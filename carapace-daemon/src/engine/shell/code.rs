@@ -7,6 +7,7 @@ use base64::Engine as _;
 use super::super::operation::Context;
 use super::args;
 use super::commands::path_like;
+use super::flow::Reach;
 use super::walk::{Feed, Walker};
 use crate::rules::Action;
 
@@ -182,6 +183,7 @@ impl Walker<'_> {
         let mut script_args = rest;
         if !codes.is_empty() {
             for c in codes {
+                self.code_from_download(name, c);
                 self.code(c, ctx, depth);
             }
         } else if module.is_some() || (!o.values(file_flags).is_empty() && name == "php") {
@@ -189,11 +191,17 @@ impl Walker<'_> {
         } else if let Some((script, after)) = rest.split_first().filter(|(s, _)| *s != "-") {
             self.path_op(Action::Read, script, ctx, None);
             self.path_op(Action::Execute, script, ctx, None);
+            if self.is_download(script, ctx) {
+                self.runs_download(name, Reach::Script);
+            }
             if let Some(feed) = self.fd_feed(script) {
                 self.code(&feed.joined(), ctx, depth);
             }
             script_args = after;
         } else {
+            if stdin.downloaded {
+                self.runs_download(name, Reach::Stdin);
+            }
             let code = stdin.joined();
             if !code.is_empty() {
                 self.code(&code, ctx, depth);

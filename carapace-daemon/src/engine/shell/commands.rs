@@ -5,6 +5,7 @@ use std::path::Path;
 use super::super::normalize;
 use super::super::operation::{Context, Operation};
 use super::args;
+use super::flow::{self, Reach};
 use super::walk::{set_var, unset_var, Feed, Walker};
 use super::MAX_DEPTH;
 use crate::rules::Action;
@@ -42,8 +43,33 @@ pub(super) fn path_like(word: &str) -> bool {
         && (word.contains('/') || word.starts_with('~') || word.starts_with('.') && word.len() > 1)
 }
 
+/// Interpreters of other languages (by [`family`] name): `-c`/`-e` code, a script file,
+/// or code on stdin.
+pub(super) fn is_interpreter(name: &str) -> bool {
+    matches!(
+        name,
+        "python"
+            | "node"
+            | "nodejs"
+            | "ruby"
+            | "perl"
+            | "php"
+            | "lua"
+            | "luajit"
+            | "deno"
+            | "bun"
+            | "Rscript"
+            | "tclsh"
+            | "pwsh"
+            | "powershell"
+            | "osascript"
+            | "irb"
+            | "julia"
+    )
+}
+
 /// Shells that take `-c STRING`, a script file, or read stdin.
-fn is_shell(name: &str) -> bool {
+pub(super) fn is_shell(name: &str) -> bool {
     matches!(
         name,
         "sh" | "bash"
@@ -82,6 +108,9 @@ impl Walker<'_> {
         let base = first.rsplit('/').next().unwrap_or(first).to_owned();
         if first.contains('/') {
             self.path_op(Action::Execute, first, ctx, None);
+            if self.is_download(first, ctx) {
+                self.runs_download("sh", Reach::Script);
+            }
         }
         let line = std::iter::once(base.as_str())
             .chain(args.iter().map(String::as_str))
@@ -101,7 +130,12 @@ impl Walker<'_> {
             }
             return self.script(&src, ctx, depth + 1);
         }
-        self.dispatch(family(&base), args, ctx, depth, stdin)
+        // A command that reads a downloaded file prints downloaded bytes (`cat f | sh`).
+        let outer = std::mem::take(&mut self.flow.read_download);
+        let mut feed = self.dispatch(family(&base), args, ctx, depth, stdin);
+        feed.downloaded |= self.flow.read_download;
+        self.flow.read_download |= outer;
+        feed
     }
 
     /// Runs a wrapped command (`sudo CMD…`), one level deeper.
@@ -343,6 +377,15 @@ impl Walker<'_> {
                 } else {
                     o.rest.to_vec()
                 };
+                // Downloaded words become a runner's arguments: `sh -c` takes the first as
+                // its code, a script runner its file.
+                if stdin.downloaded {
+                    if let Some(runner) = cmd.first().map(|c| family(c).to_owned()) {
+                        if is_shell(&runner) || is_interpreter(&runner) {
+                            self.runs_download(&runner, Reach::Script);
+                        }
+                    }
+                }
                 // The input becomes arguments: known text word by word, listed names as the
                 // globs they came from.
                 let input: Vec<String> = stdin
@@ -372,6 +415,7 @@ impl Walker<'_> {
             }
             "eval" => {
                 let src = args.join(" ");
+                self.code_from_download("sh", &src);
                 self.script(&src, ctx, depth + 1)
             }
             "su" | "runuser" => {
@@ -697,9 +741,7 @@ impl Walker<'_> {
             }
 
             // Interpreters.
-            "python" | "node" | "nodejs" | "ruby" | "perl" | "php" | "lua" | "luajit" | "deno"
-            | "bun" | "Rscript" | "tclsh" | "pwsh" | "powershell" | "osascript" | "irb"
-            | "julia" => self.interpreter(name, args, ctx, depth, &stdin),
+            n if is_interpreter(n) => self.interpreter(name, args, ctx, depth, &stdin),
 
             // Writing.
             "tee" => {
@@ -707,6 +749,9 @@ impl Walker<'_> {
                 let content = (!stdin.text.is_empty()).then(|| stdin.joined());
                 for f in o.operands {
                     self.path_op(Action::Write, f, ctx, content.clone());
+                    if stdin.downloaded {
+                        self.downloaded_to(f, ctx);
+                    }
                 }
                 stdin
             }
@@ -1072,7 +1117,11 @@ impl Walker<'_> {
             | "ftp" | "lftp" | "ping" | "ping6" | "dig" | "nslookup" | "host" | "whois"
             | "traceroute" | "tracepath" | "mtr" | "http" | "https" | "xh" | "aria2c"
             | "ssh-copy-id" | "mosh" | "nmap" | "tftp" | "openvpn" | "sshpass" | "autossh"
-            | "websocat" | "grpcurl" => self.network(name, args, ctx, depth, stdin),
+            | "websocat" | "grpcurl" => {
+                let mut feed = self.network(name, args, ctx, depth, stdin);
+                feed.downloaded |= flow::fetches(name);
+                feed
+            }
 
             // File tests stat their operands; they read nothing.
             "test" | "[" => Feed::default(),
@@ -1106,7 +1155,7 @@ impl Walker<'_> {
         }
         Feed {
             text: decoded,
-            names: Vec::new(),
+            ..Feed::default()
         }
     }
 
@@ -1148,6 +1197,7 @@ impl Walker<'_> {
             let Some((src, params)) = rest.split_first() else {
                 return Feed::default();
             };
+            self.code_from_download("sh", src);
             // `sh -c 'cat "$1"' NAME FILE`: $0 is NAME, $1… the rest.
             let mut sub = ctx.clone();
             for (i, p) in params.iter().enumerate() {
@@ -1164,6 +1214,9 @@ impl Walker<'_> {
 
     /// Commands a shell reads from its stdin (`curl … | sh`, `base64 -d | bash`, here-docs).
     fn shell_stdin(&mut self, stdin: &Feed, ctx: &mut Context, depth: usize) -> Feed {
+        if stdin.downloaded {
+            self.runs_download("sh", Reach::Stdin);
+        }
         let mut feed = Feed::default();
         for text in &stdin.text {
             let mut sub = ctx.clone();
@@ -1183,6 +1236,9 @@ impl Walker<'_> {
     ) -> Feed {
         self.path_op(Action::Read, file, ctx, None);
         self.path_op(Action::Execute, file, ctx, None);
+        if self.is_download(file, ctx) {
+            self.runs_download("sh", Reach::Script);
+        }
         let Some(feed) = self.fd_feed(file) else {
             return Feed::default();
         };
@@ -1379,8 +1435,8 @@ impl Walker<'_> {
         if o.operands.is_empty() && matches!(name, "ls" | "dir" | "vdir" | "du" | "tree") {
             self.path_op(Action::Read, ".", ctx, None);
             return Feed {
-                text: Vec::new(),
                 names: vec![format!("{}/*", ctx.cwd.trim_end_matches('/'))],
+                ..Feed::default()
             };
         }
         let mut feed = Feed::default();
@@ -1606,8 +1662,8 @@ impl Walker<'_> {
             }
         }
         Feed {
-            text: Vec::new(),
             names: found,
+            ..Feed::default()
         }
     }
 
@@ -1905,6 +1961,7 @@ impl Walker<'_> {
                         |d| (*d).to_owned(),
                     );
                     self.path_op(Action::Write, &dest, &sub, None);
+                    self.downloaded_tree(&dest, &sub);
                 }
             }
             "fetch" | "pull" | "push" | "ls-remote" | "remote" | "submodule" => {

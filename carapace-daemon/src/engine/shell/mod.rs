@@ -17,6 +17,7 @@
 mod args;
 mod code;
 mod commands;
+mod flow;
 mod gitconfig;
 mod net;
 mod parse;

@@ -231,6 +231,18 @@ impl Walker<'_> {
                         self.path_op(Action::Write, f, ctx, None);
                     }
                 }
+                for f in o.values(&["-o", "--output"]) {
+                    self.downloaded_to(f, ctx);
+                }
+                // -O / --remote-name: saved under the URL's last path segment.
+                if o.has(&["-O", "--remote-name", "--remote-name-all"]) {
+                    for u in o.operands.iter().copied().chain(o.values(&["--url"])) {
+                        let path = u.split(['?', '#']).next().unwrap_or(u);
+                        if let Some(file) = path.rsplit('/').next().filter(|f| !f.is_empty()) {
+                            self.downloaded_to(file, ctx);
+                        }
+                    }
+                }
                 for p in o.values(&["-x", "--proxy"]) {
                     self.url_op(p, None);
                 }
@@ -346,6 +358,9 @@ impl Walker<'_> {
                         self.path_op(Action::Write, f, ctx, None);
                     }
                 }
+                if let Some(f) = out_file.filter(|f| *f != "-") {
+                    self.downloaded_to(f, ctx);
+                }
                 if out_file.is_none() {
                     // Saved under the URL's last path segment, in -P DIR or here.
                     let dir = o
@@ -362,6 +377,7 @@ impl Walker<'_> {
                             .unwrap_or("");
                         let file = if file.is_empty() { "index.html" } else { file };
                         self.path_op(Action::Write, &format!("{dir}/{file}"), ctx, None);
+                        self.downloaded_to(&format!("{dir}/{file}"), ctx);
                     }
                 }
                 Feed::default()

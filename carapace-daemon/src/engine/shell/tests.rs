@@ -882,3 +882,63 @@ fn git_remotes_by_name_get_their_host_from_the_repository() {
     assert_eq!(host_of(&run("git push nowhere main")), vec![None]);
     assert_eq!(host_of(&ex("git push origin main")), vec![None]);
 }
+
+/// Whether the analysis found downloaded bytes run as code (`flow`'s canonical lines).
+fn runs_download(cmd: &str) -> bool {
+    ex(cmd)
+        .commands
+        .iter()
+        .any(|c| c.starts_with("curl | ") || c.ends_with(" <(curl)"))
+}
+
+#[test]
+fn downloads_read_as_data_run_nothing() {
+    for cmd in [
+        "curl -s https://e.example/x | jq .",
+        "curl -o d.json https://e.example/x && python3 p.py d.json",
+        "wget https://e.example/d.csv && head d.csv",
+        "curl -fsSL https://e.example/r.tgz | tar xz",
+        "exec 3</etc/hosts; sh -c 'wc -l' <&3",
+        "curl -o i.sh https://e.example/i.sh; sh other.sh",
+    ] {
+        assert!(!runs_download(cmd), "`{cmd}` runs no download");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// However the fetch, the steps between and the runner are spelled, downloaded bytes
+    /// reaching a shell or an interpreter are found.
+    #[test]
+    fn downloaded_code_is_found_in_any_spelling(
+        fetch in prop_oneof![
+            Just("curl -s https://e.example/i"), Just("curl -fsSL --retry 3 https://e.example/i"),
+            Just("wget -qO- https://e.example/i"), Just("wget -O - https://e.example/i"),
+            Just("nc e.example 80"), Just("ssh h cat i.sh"),
+        ],
+        middle in prop_oneof![
+            Just(""), Just(" | cat"), Just(" | tee /tmp/t"), Just(" | grep -v '^#'"),
+            Just(" | sed 's/a/b/'"), Just(" | head -n 100"),
+        ],
+        runner in prop_oneof![
+            Just("sh"), Just("bash"), Just("/bin/sh"), Just("/usr/bin/env bash"),
+            Just("env -i bash"), Just("busybox sh"), Just("sudo -E bash -s"), Just("command bash"),
+            Just("python3 -"), Just("/usr/bin/python3"), Just("perl"), Just("node"), Just("zsh -s --"),
+        ],
+        how in 0..4usize,
+    ) {
+        // Given a file, a runner reads its code from there, not from stdin.
+        let file_runner = runner
+            .trim_end_matches(" -s --")
+            .trim_end_matches(" -s")
+            .trim_end_matches(" -");
+        let cmd = match how {
+            0 => format!("{fetch}{middle} | {runner}"),
+            1 => format!("{fetch}{middle} > /tmp/dl; {file_runner} /tmp/dl"),
+            2 => format!("{file_runner} <({fetch}{middle})"),
+            _ => format!("{fetch}{middle} | tee /tmp/dl >/dev/null && {runner} < /tmp/dl"),
+        };
+        prop_assert!(runs_download(&cmd), "`{}`", cmd);
+    }
+}

@@ -15,13 +15,15 @@ pub(super) struct Feed {
     pub text: Vec<String>,
     /// Paths (often globs) whose names are printed (`ls DIR`, `find DIR`), for `xargs`.
     pub names: Vec<String>,
+    /// The bytes came from the network (`flow`).
+    pub downloaded: bool,
 }
 
 impl Feed {
     pub fn text(s: impl Into<String>) -> Self {
         Self {
             text: vec![s.into()],
-            names: Vec::new(),
+            ..Self::default()
         }
     }
 
@@ -36,6 +38,7 @@ impl Feed {
     pub fn extend(&mut self, other: Self) {
         self.text.extend(other.text);
         self.names.extend(other.names);
+        self.downloaded |= other.downloaded;
     }
 }
 
@@ -53,6 +56,8 @@ pub(super) struct Walker<'o> {
     /// Inline, a text that is not light was met: the walk stopped and must be redone on an
     /// analysis thread.
     pub escalate: bool,
+    /// Where downloaded bytes went so far.
+    pub flow: super::flow::Flow,
 }
 
 impl<'o> Walker<'o> {
@@ -65,6 +70,7 @@ impl<'o> Walker<'o> {
             aliases: Vec::new(),
             inline: false,
             escalate: false,
+            flow: super::flow::Flow::default(),
         }
     }
 
@@ -194,10 +200,14 @@ impl<'o> Walker<'o> {
             .join(" | ");
         self.out.command(line);
         // Each part of a pipeline runs in a subshell: `cd` in one does not move the others.
+        // Downloaded bytes taint every later part: `curl … | grep … | sh` runs them.
         let mut feed = Feed::default();
+        let mut downloaded = false;
         for c in &p.seq {
             let mut sub = ctx.clone();
+            feed.downloaded |= downloaded;
             feed = self.command(c, &mut sub, depth, feed);
+            downloaded |= feed.downloaded;
         }
         feed
     }
@@ -394,7 +404,9 @@ impl<'o> Walker<'o> {
         let stdin = self
             .redirect_inputs(&redirects, ctx, depth)
             .unwrap_or(stdin);
-        let feed = if assignments.is_empty() {
+        // What a command makes of downloaded bytes is downloaded bytes still.
+        let tainted = stdin.downloaded;
+        let mut feed = if assignments.is_empty() {
             self.run(&words, ctx, depth, stdin)
         } else {
             // `VAR=x cmd`: the command's environment only.
@@ -406,6 +418,7 @@ impl<'o> Walker<'o> {
             ctx.cwd = sub.cwd;
             feed
         };
+        feed.downloaded |= tainted;
         self.redirect_outputs(&redirects, ctx, depth, &feed)
     }
 
@@ -500,7 +513,7 @@ impl<'o> Walker<'o> {
                     self.out.text(body.as_str());
                     stdin = Some(Feed::text(body));
                 }
-                ast::IoRedirect::File(_, kind, target) => match target {
+                ast::IoRedirect::File(fd, kind, target) => match target {
                     ast::IoFileRedirectTarget::Filename(w) => {
                         if matches!(
                             kind,
@@ -508,6 +521,17 @@ impl<'o> Walker<'o> {
                         ) {
                             for path in self.words(&w.value, ctx, depth) {
                                 self.path_op(Action::Read, &path, ctx, None);
+                                if fd.is_none_or(|fd| fd == 0) && self.is_download(&path, ctx) {
+                                    stdin = Some(downloaded_feed());
+                                }
+                                // bash's network redirects: `sh < /dev/tcp/HOST/PORT`, or
+                                // `exec 3<>/dev/tcp/…` read later through `<&3`.
+                                if path.starts_with("/dev/tcp/") || path.starts_with("/dev/udp/") {
+                                    match fd {
+                                        None | Some(0) => stdin = Some(downloaded_feed()),
+                                        Some(n) => self.flow.net_fds.push(n.to_string()),
+                                    }
+                                }
                             }
                         }
                     }
@@ -523,6 +547,8 @@ impl<'o> Walker<'o> {
                         for path in self.words(&w.value, ctx, depth) {
                             if !is_fd(&path) {
                                 self.path_op(Action::Read, &path, ctx, None);
+                            } else if self.flow.net_fds.contains(&path) {
+                                stdin = Some(downloaded_feed());
                             }
                         }
                     }
@@ -581,6 +607,9 @@ impl<'o> Walker<'o> {
                     stdout_kept = false;
                 }
                 let content = if fd.is_none_or(|fd| fd == 1) {
+                    if output.downloaded {
+                        self.downloaded_to(&path, ctx);
+                    }
                     content.clone()
                 } else {
                     None
@@ -618,7 +647,12 @@ impl<'o> Walker<'o> {
     /// known) is the substitution's value.
     fn substitution(&mut self, inner: &str, ctx: &Context, depth: usize) -> String {
         let mut sub = ctx.clone();
-        self.script(inner, &mut sub, depth + 1).joined()
+        let feed = self.script(inner, &mut sub, depth + 1);
+        let mut value = feed.joined();
+        if feed.downloaded {
+            value.push_str(super::flow::DOWNLOADED);
+        }
+        value
     }
 
     pub fn fd_feed(&self, name: &str) -> Option<Feed> {
@@ -657,6 +691,9 @@ impl<'o> Walker<'o> {
             self.host_op(host, port.parse().ok(), content);
             return;
         }
+        if action == Action::Read && self.holds_download(&path) {
+            self.flow.read_download = true;
+        }
         let mut op = Operation::path(action, path);
         op.content = content;
         self.out.op(op);
@@ -681,6 +718,14 @@ fn pseudo_file(path: &str) -> bool {
 }
 
 /// A redirect target naming a file descriptor (`2>&1`, `>&-`).
+/// What a network descriptor feeds a command.
+fn downloaded_feed() -> Feed {
+    Feed {
+        downloaded: true,
+        ..Feed::default()
+    }
+}
+
 fn is_fd(word: &str) -> bool {
     let w = word.trim_end_matches('-');
     w.is_empty() || w.bytes().all(|b| b.is_ascii_digit())
