@@ -20,12 +20,14 @@ macro_rules! packs {
 
 packs!(
     "credentials",
+    "credential-tools",
     "persistence",
     "system",
     "network",
     "agent-config",
     "container",
     "destructive",
+    "destructive-git",
     "remote-code",
     "self-protection",
     "outside-session",
