@@ -32,7 +32,9 @@ pub struct CheckArgs {
     /// The tool call as JSON (default: read it from stdin)
     #[arg(long, value_name = "JSON", conflicts_with = "batch")]
     pub json: Option<String>,
-    /// Check every line of a JSONL file; prints one decision per line
+    /// Check every line of a JSONL file (`-`: stdin); prints one decision per line, in
+    /// order. A line that is not a tool call gets `{"error": …}` and the run goes on; an
+    /// `id` field of the input is echoed in its answer
     #[arg(long, value_name = "FILE")]
     pub batch: Option<PathBuf>,
     /// When approval is required, wait up to SECS for the user's answer
@@ -51,16 +53,26 @@ pub struct CheckArgs {
 }
 
 pub async fn check(socket: &Path, args: CheckArgs) -> anyhow::Result<u8> {
-    let mut eval = Evaluator::open(socket, &args.source, Fallback::Local).await?;
     if let Some(batch) = &args.batch {
-        return check_batch(&mut eval, batch).await;
+        let input: Box<dyn std::io::BufRead> = if batch.as_os_str() == "-" {
+            Box::new(std::io::stdin().lock())
+        } else {
+            let file = std::fs::File::open(batch)
+                .with_context(|| format!("cannot open {}", batch.display()))?;
+            Box::new(std::io::BufReader::new(file))
+        };
+        let mut eval = Evaluator::open(socket, &args.source, Fallback::Local).await?;
+        return check_batch(&mut eval, input, &batch.display().to_string()).await;
     }
+    // The input is read and parsed before the evaluator opens: a bad call is reported
+    // alone, not after a note about where it would have been evaluated.
     let text = match args.json {
         Some(j) => j,
         None => read_limited(std::io::stdin().lock(), "stdin")?,
     };
     let call: serde_json::Value =
         serde_json::from_str(&text).context("the tool call is not valid JSON")?;
+    let mut eval = Evaluator::open(socket, &args.source, Fallback::Local).await?;
     let session = InSession {
         agent: args.agent.clone(),
         external_id: args.session.clone().unwrap_or_default(),
@@ -75,32 +87,58 @@ pub async fn check(socket: &Path, args: CheckArgs) -> anyhow::Result<u8> {
     Ok(verdict.decision.exit_code())
 }
 
-async fn check_batch(eval: &mut Evaluator, path: &Path) -> anyhow::Result<u8> {
-    let file =
-        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+async fn check_batch(
+    eval: &mut Evaluator,
+    input: Box<dyn std::io::BufRead>,
+    name: &str,
+) -> anyhow::Result<u8> {
     let mut worst = Mode::Allow;
+    let mut errors = false;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.with_context(|| format!("cannot read {}", path.display()))?;
+    for (n, line) in input.lines().enumerate() {
+        let line = line.with_context(|| format!("cannot read {name}"))?;
         if line.trim().is_empty() {
             continue;
         }
-        let call: serde_json::Value = serde_json::from_str(&line)
-            .with_context(|| format!("{}:{}: not valid JSON", path.display(), n + 1))?;
-        let decision = eval
-            .check(&call, None)
-            .await
-            .with_context(|| format!("{}:{}", path.display(), n + 1))?;
-        worst = worst.max(decision.decision);
-        writeln!(out, "{}", serde_json::to_string(&decision)?)?;
+        let answer = match batch_line(eval, &line).await {
+            Ok((decision, answer)) => {
+                worst = worst.max(decision);
+                answer
+            }
+            Err(e) => {
+                errors = true;
+                let call: Option<serde_json::Value> = serde_json::from_str(&line).ok();
+                let mut answer = serde_json::json!({
+                    "error": format!("{name}:{}: {e:#}", n + 1),
+                    "line": n + 1,
+                });
+                if let Some(id) = call.as_ref().and_then(|c| c.get("id")) {
+                    answer["id"] = id.clone();
+                }
+                answer
+            }
+        };
+        writeln!(out, "{}", serde_json::to_string(&answer)?)?;
+        out.flush()?;
     }
-    out.flush()?;
     Ok(match worst {
         Mode::Block => 2,
         Mode::Approve => 3,
+        _ if errors => 1,
         _ => 0,
     })
+}
+
+/// One line of a batch: its decision and the answer to print (with the input's `id`).
+async fn batch_line(eval: &mut Evaluator, line: &str) -> anyhow::Result<(Mode, serde_json::Value)> {
+    let call: serde_json::Value = serde_json::from_str(line).context("not valid JSON")?;
+    let decision = eval.check(&call, None).await?;
+    let mut answer = serde_json::to_value(&decision)?;
+    if let (Some(id), Some(obj)) = (call.get("id"), answer.as_object_mut()) {
+        obj.insert("id".into(), id.clone());
+    }
+    Ok((decision.decision, answer))
 }
 
 #[derive(Debug, clap::Args)]

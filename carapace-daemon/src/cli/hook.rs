@@ -108,11 +108,25 @@ pub async fn run(socket: &Path, command: HookCommand) -> anyhow::Result<u8> {
             }
             let changed = install(&path, &command)?;
             if changed {
-                println!("carapace: added the PreToolUse hook to {}", path.display());
+                println!(
+                    "carapace: added to {}: a PreToolUse hook (every tool call is checked \
+                     before it runs) and a UserPromptSubmit hook (your own `/carapace …` \
+                     commands)",
+                    path.display()
+                );
             } else {
                 println!(
                     "carapace: {} already runs the hook; nothing changed",
                     path.display()
+                );
+            }
+            let evaluates_locally = command.contains("--local") || command.contains("--rules");
+            if !evaluates_locally && std::os::unix::net::UnixStream::connect(socket).is_err() {
+                eprintln!(
+                    "carapace: warning: no daemon answers on {}; until `sudo carapaced` runs, \
+                     the hook denies every tool call (it fails closed). To check calls without \
+                     the daemon, install with --hook-args --local",
+                    socket.display()
                 );
             }
             Ok(0)

@@ -46,9 +46,12 @@ pub enum RulesCommand {
     ///
     /// Exits 0 when every file is valid (printing how many rules it holds and how many the
     /// kernel enforces), 1 when any has an error. Warnings are printed and do not fail.
-    #[command(after_help = "Examples:\n  carapace rules check ./rules.yaml\n  \
+    #[command(
+        visible_alias = "validate",
+        after_help = "Examples:\n  carapace rules check ./rules.yaml\n  \
                             carapace rules check a.yaml b.yaml\n  \
-                            carapace rules check          # the daemon's rule file")]
+                            carapace rules check          # the daemon's rule file"
+    )]
     Check {
         /// Rule files (default: the daemon's rule file, else the built-in packs)
         #[arg(value_name = "FILE")]
@@ -93,18 +96,19 @@ pub enum RulesCommand {
         after_help = "Examples:\n  carapace rules test /etc/shadow --op read\n  \
                             carapace rules test /home/u/.ssh/id_rsa --op write --rules ./rules.yaml\n  \
                             carapace rules test 169.254.169.254:80 --op network\n  \
-                            carapace rules test example.com --op network   # any port"
+                            carapace rules test example.com          # a host: --op network, any port\n  \
+                            carapace rules test https://pastebin.com/raw/x   # a URL: its host and port"
     )]
     Test {
         /// Rule file (default: the daemon's rule file, else the built-in packs)
         #[arg(long, value_name = "FILE")]
         rules: Option<PathBuf>,
-        /// An absolute path, or HOST[:PORT] / IP[:PORT] / [IPv6]:PORT with --op network
+        /// An absolute path, or HOST[:PORT] / IP[:PORT] / [IPv6]:PORT / a URL
         #[arg(value_name = "PATH_OR_HOST")]
         target: String,
-        /// The operation
+        /// The operation (default: network for a host or URL; a path needs one)
         #[arg(long, value_enum)]
-        op: TestOp,
+        op: Option<TestOp>,
     },
     /// Make the daemon read its rule file again
     ///
@@ -631,6 +635,29 @@ fn form_text(f: &FormInfo) -> String {
 }
 
 /// A `--op network` target: addresses and, if given, the port.
+/// `HOST:PORT` of a URL (`https://h/x` → `h:443`), or `None` for anything else.
+fn url_authority(target: &str) -> Option<String> {
+    let (scheme, rest) = target.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    let authority = authority.rsplit('@').next().unwrap_or(authority);
+    let has_port = if authority.starts_with('[') {
+        authority.contains("]:")
+    } else {
+        authority.contains(':')
+    };
+    let default = match scheme.to_ascii_lowercase().as_str() {
+        "http" | "ws" => Some(80),
+        "https" | "wss" => Some(443),
+        "ftp" => Some(21),
+        "ssh" | "sftp" | "git+ssh" => Some(22),
+        _ => None,
+    };
+    Some(match default {
+        Some(port) if !has_port => format!("{authority}:{port}"),
+        _ => authority.to_owned(),
+    })
+}
+
 fn parse_net_target(target: &str) -> Result<(Vec<IpAddr>, Option<u16>), String> {
     if let Ok(sa) = target.parse::<SocketAddr>() {
         return Ok((vec![sa.ip()], Some(sa.port())));
@@ -686,7 +713,21 @@ fn net_matches<'a>(set: &'a RuleSet, ips: &[IpAddr], port: Option<u16>) -> Vec<&
         .collect()
 }
 
-fn test(set: &RuleSet, target: &str, op: TestOp) -> u8 {
+fn test(set: &RuleSet, target: &str, op: Option<TestOp>) -> u8 {
+    let path = target.starts_with(['/', '~', '.']);
+    let op = match op {
+        Some(op) => op,
+        None if !path => TestOp::Network,
+        None => {
+            eprintln!(
+                "carapace: say which operation to test on `{target}`: --op read, write, \
+                 execute or delete"
+            );
+            return 1;
+        }
+    };
+    let target = url_authority(target).unwrap_or_else(|| target.to_owned());
+    let target = target.as_str();
     let (subject, matched) = if op == TestOp::Network {
         let (ips, port) = match parse_net_target(target) {
             Ok(t) => t,
@@ -766,6 +807,24 @@ async fn reload(socket: &Path) -> anyhow::Result<u8> {
 mod tests {
     use super::*;
     use crate::rules::{Homes, Options};
+
+    #[test]
+    fn urls_name_their_host_and_port() {
+        assert_eq!(
+            url_authority("https://pastebin.com/raw/x").as_deref(),
+            Some("pastebin.com:443")
+        );
+        assert_eq!(
+            url_authority("http://u:p@h.example:8080/a?b").as_deref(),
+            Some("h.example:8080")
+        );
+        assert_eq!(url_authority("http://[::1]/x").as_deref(), Some("[::1]:80"));
+        assert_eq!(
+            url_authority("http://[::1]:81/").as_deref(),
+            Some("[::1]:81")
+        );
+        assert_eq!(url_authority("example.com"), None);
+    }
 
     fn set(text: &str) -> RuleSet {
         let opts = Options {
