@@ -124,7 +124,16 @@ pub fn path(raw: &str, ctx: &Context) -> Option<String> {
         return None;
     }
     let home = if ctx.home.is_empty() { "/" } else { &ctx.home };
-    let joined = if raw == "~" {
+    // `~+` is the working directory, `~-` the previous one (unknown without `cd` before).
+    let tilde_dir = |t: &str| match t {
+        "~+" => Some(ctx.cwd.clone()),
+        "~-" => Some(ctx.var("OLDPWD").unwrap_or("/**").to_owned()),
+        _ => None,
+    };
+    let (head, tail) = raw.split_once('/').unwrap_or((raw.as_str(), ""));
+    let joined = if let Some(dir) = tilde_dir(head) {
+        format!("{dir}/{tail}")
+    } else if raw == "~" {
         home.to_owned()
     } else if let Some(rest) = raw.strip_prefix("~/") {
         format!("{home}/{rest}")
@@ -150,12 +159,73 @@ pub fn path(raw: &str, ctx: &Context) -> Option<String> {
         joined.push_str(&raw);
         joined
     };
+    if joined.contains("/proc/") {
+        let (seen, literal) = as_agent_sees(&joined, ctx);
+        // A link of /proc left as written (`/proc/self/fd/3`) would resolve against the
+        // checker's own process, not the agent's.
+        return Some(if ctx.follow_symlinks && !literal {
+            resolve_symlinks(&seen)
+        } else {
+            seen
+        });
+    }
     let lexical = lexical(&joined);
     Some(if ctx.follow_symlinks {
         resolve_symlinks(&lexical)
     } else {
         lexical
     })
+}
+
+/// [`lexical`] for a path through /proc, with the process links followed as the agent's
+/// process sees them, before any `..` after them: `/proc/self/cwd` (and `thread-self`) is
+/// the agent's working directory, `/proc/PID/root` the root (sessions cannot chroot),
+/// another process's `cwd` an unknown directory (`**`, which patterns are matched against as
+/// a glob). Other links (`fd/N`, `exe`) are kept as written; the flag says so.
+fn as_agent_sees(path: &str, ctx: &Context) -> (String, bool) {
+    let mut parts: Vec<&str> = Vec::new();
+    let mut literal = false;
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            // The parent of an unknown directory is unknown too.
+            ".." if parts.last() == Some(&"**") => {}
+            ".." => {
+                parts.pop();
+            }
+            p => {
+                parts.push(p);
+                let [proc, who, link] = parts.as_slice() else {
+                    continue;
+                };
+                let own = matches!(*who, "self" | "thread-self");
+                if *proc != "proc" || !(own || who.bytes().all(|b| b.is_ascii_digit())) {
+                    continue;
+                }
+                match *link {
+                    "root" => parts.clear(),
+                    "cwd" if own => {
+                        parts.clear();
+                        parts.extend(ctx.cwd.split('/').filter(|c| !c.is_empty()));
+                    }
+                    "cwd" => {
+                        parts.clear();
+                        parts.push("**");
+                    }
+                    _ => literal = true,
+                }
+            }
+        }
+    }
+    let mut out = String::with_capacity(path.len());
+    for p in &parts {
+        out.push('/');
+        out.push_str(p);
+    }
+    if out.is_empty() {
+        out.push('/');
+    }
+    (out, literal)
 }
 
 /// Removes `.`, `..` and repeated slashes without touching the filesystem.

@@ -68,6 +68,22 @@ pub(super) fn is_interpreter(name: &str) -> bool {
     )
 }
 
+/// Where `cd DIR` goes with `CDPATH` set: a relative name that does not start with `.` or
+/// `..` as a component is looked for in CDPATH's directories first. Which one holds it is
+/// for the filesystem to say; the first is what such a command aims at.
+fn cd_path_target(target: &str, ctx: &Context) -> String {
+    let relative =
+        !target.starts_with(['/', '~']) && !matches!(target.split('/').next(), Some("." | ".."));
+    match ctx.var("CDPATH").filter(|_| relative) {
+        Some(cdpath) => {
+            let first = cdpath.split(':').next().unwrap_or("");
+            let dir = if first.is_empty() { "." } else { first };
+            format!("{}/{target}", dir.trim_end_matches('/'))
+        }
+        None => target.to_owned(),
+    }
+}
+
 /// Shells that take `-c STRING`, a script file, or read stdin.
 pub(super) fn is_shell(name: &str) -> bool {
     matches!(
@@ -507,10 +523,14 @@ impl Walker<'_> {
             "cd" | "pushd" => {
                 let o = args::parse(args, &[], false);
                 let target = o.operands.first().copied().unwrap_or("~");
-                if target != "-" {
-                    if let Some(p) = normalize::path(target, ctx) {
-                        ctx.cwd = p;
-                    }
+                let target = match target {
+                    // `cd -`: back to the previous directory, unknown unless a `cd` set it.
+                    "-" => ctx.var("OLDPWD").unwrap_or("/**").to_owned(),
+                    t => cd_path_target(t, ctx),
+                };
+                if let Some(p) = normalize::path(&target, ctx) {
+                    let old = std::mem::replace(&mut ctx.cwd, p);
+                    set_var(ctx, "OLDPWD", &old);
                 }
                 Feed::default()
             }
