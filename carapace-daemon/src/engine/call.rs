@@ -152,6 +152,34 @@ const PATH_KEYS: &[&str] = &[
     "directory",
     "dir",
 ];
+/// Fields that name where a tool puts something: written whatever else the tool does.
+const DEST_KEYS: &[&str] = &[
+    "destination",
+    "dest",
+    "dst",
+    "target",
+    "target_path",
+    "destination_path",
+    "new_path",
+    "to",
+    "output",
+    "output_path",
+    "output_file",
+    "outfile",
+    "out",
+    "save_path",
+    "save_to",
+];
+/// Fields that name what a move or copy takes.
+const SOURCE_KEYS: &[&str] = &[
+    "source",
+    "src",
+    "source_path",
+    "old_path",
+    "from",
+    "path",
+    "file_path",
+];
 const COMMAND_KEYS: &[&str] = &["command", "cmd", "script", "shell_command"];
 const URL_KEYS: &[&str] = &["url", "uri", "endpoint", "href", "link"];
 const CONTENT_KEYS: &[&str] = &[
@@ -223,18 +251,55 @@ fn get_ci<'a>(input: &'a Value, keys: &[&str]) -> Option<&'a Value> {
         .find_map(|k| obj.iter().find(|(n, _)| same_key(n, k)).map(|(_, v)| v))
 }
 
+/// A tool's own name without an MCP server's prefix: `mcp__filesystem__write_file` →
+/// `write_file`, so that a server's file and shell tools are read by their schema.
+fn local_name(tool: &str) -> &str {
+    tool.strip_prefix("mcp__")
+        .and_then(|rest| rest.split_once("__"))
+        .map_or(tool, |(_, name)| name)
+}
+
+/// The Claude Code name of what a tool of another agent or an MCP server does, so that a
+/// rule written `tool: Bash` (or `Write`, `Edit`, `Read`, `WebFetch`, `WebSearch`) covers
+/// Codex's `shell`, Gemini's `run_shell_command`, `mcp__filesystem__write_file`, and so
+/// on. `None` for a tool of no such family.
+#[must_use]
+pub fn tool_family(tool: &str) -> Option<&'static str> {
+    let name = local_name(tool).to_ascii_lowercase();
+    Some(match name.as_str() {
+        "bash" | "shell" | "local_shell" | "exec_command" | "run_shell_command"
+        | "run_terminal_cmd" | "execute_command" | "terminal" | "run_in_terminal"
+        | "run_command" | "system_command" => "Bash",
+        "write" | "write_file" | "create_file" | "file_write" => "Write",
+        "edit"
+        | "edit_file"
+        | "replace"
+        | "apply_patch"
+        | "str_replace_editor"
+        | "str_replace_based_edit_tool"
+        | "multiedit" => "Edit",
+        "read" | "read_file" | "read_text_file" | "read_many_files" | "view" | "file_read" => {
+            "Read"
+        }
+        "webfetch" | "web_fetch" | "fetch" | "browse" => "WebFetch",
+        "websearch" | "web_search" | "google_web_search" | "internet_search" => "WebSearch",
+        _ => return None,
+    })
+}
+
 /// Tools whose schema Carapace knows; returns false for the rest.
 fn known_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) -> bool {
-    let lower = tool.to_ascii_lowercase();
+    let lower = local_name(tool).to_ascii_lowercase();
     match lower.as_str() {
         "bash" | "shell" | "local_shell" | "exec_command" | "run_shell_command"
-        | "run_terminal_cmd" | "execute_command" | "terminal" | "system_command" => {
+        | "run_terminal_cmd" | "execute_command" | "terminal" | "system_command"
+        | "run_in_terminal" | "run_command" => {
             match get_ci(input, COMMAND_KEYS).and_then(command_text) {
                 Some(cmd) => shell::extract(&cmd, ctx, out),
                 None => out.unparsable(format!("the {tool} call has no command")),
             }
         }
-        "read" | "notebookread" | "read_file" | "view" | "file_read" => {
+        "read" | "notebookread" | "read_file" | "read_text_file" | "view" | "file_read" => {
             file_tool(Action::Read, tool, input, ctx, out, None);
         }
         // Listing a directory reads it; with no path, the working directory.
@@ -265,9 +330,36 @@ fn known_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) -> 
                 field(input, CONTENT_KEYS),
             );
         }
-        "edit" | "multiedit" | "notebookedit" | "str_replace_editor" | "apply_patch"
-        | "edit_file" => edit_tool(tool, input, ctx, out),
-        "file_delete" => file_tool(Action::Delete, tool, input, ctx, out, None),
+        "edit"
+        | "multiedit"
+        | "notebookedit"
+        | "str_replace_editor"
+        | "apply_patch"
+        | "edit_file"
+        | "replace"
+        | "str_replace_based_edit_tool" => {
+            edit_tool(tool, input, ctx, out);
+        }
+        "file_delete" | "delete_file" | "remove_file" => {
+            file_tool(Action::Delete, tool, input, ctx, out, None);
+        }
+        // The source is read (and, moved, loses its name); the destination is written.
+        "move_file" | "move" | "rename_file" | "rename" | "copy_file" | "copy" => {
+            let moves = !lower.starts_with("copy");
+            match field(input, SOURCE_KEYS) {
+                Some(src) => {
+                    path_op(Action::Read, src, ctx, out, None);
+                    if moves {
+                        path_op(Action::Delete, src, ctx, out, None);
+                    }
+                }
+                None => out.unparsable(format!("the {tool} call names no source")),
+            }
+            match field(input, DEST_KEYS) {
+                Some(dst) => path_op(Action::Write, dst, ctx, out, None),
+                None => out.unparsable(format!("the {tool} call names no destination")),
+            }
+        }
         "webfetch" | "web_fetch" | "fetch" | "web_scrape" | "api_request" | "browse" => {
             match field(input, URL_KEYS) {
                 Some(u) => {
@@ -372,6 +464,10 @@ fn patch_paths(input: &Value, ctx: &Context, out: &mut Extracted) {
         if let Some(p) = line.strip_prefix("*** Delete File: ") {
             path_op(Action::Delete, p.trim(), ctx, out, None);
         }
+        // A moved file's new name is written with the patch's content.
+        if let Some(p) = line.strip_prefix("*** Move to: ") {
+            path_op(Action::Write, p.trim(), ctx, out, Some(patch));
+        }
     }
 }
 
@@ -393,7 +489,13 @@ fn walk_fields(input: &Value, ctx: &Context, out: &mut Extracted, depth: usize) 
             let content = field(input, CONTENT_KEYS);
             for (k, v) in obj {
                 if let Some(s) = v.as_str() {
-                    if PATH_KEYS.iter().any(|p| same_key(k, p)) && looks_like_path(s) {
+                    // A destination spelled as a path (`to: "json"` is a format, not a file).
+                    if DEST_KEYS.iter().any(|p| same_key(k, p))
+                        && looks_like_path(s)
+                        && (s.contains('/') || s.starts_with('~'))
+                    {
+                        path_op(Action::Write, s, ctx, out, content);
+                    } else if PATH_KEYS.iter().any(|p| same_key(k, p)) && looks_like_path(s) {
                         let action = if writes { Action::Write } else { Action::Read };
                         path_op(action, s, ctx, out, if writes { content } else { None });
                     } else if COMMAND_KEYS.iter().any(|c| same_key(k, c)) {

@@ -333,10 +333,13 @@ impl Matcher<'_> {
                 .iter()
                 .find(|c| patterns.iter().any(|p| p.matches(c)))
                 .map(|c| format!("command `{}`", shorten(c))),
-            Cond::Tool(patterns) => patterns
-                .iter()
-                .any(|p| p.matches(&self.ext.tool))
-                .then(|| format!("tool {}", self.ext.tool)),
+            Cond::Tool(patterns) => {
+                let family = crate::engine::call::tool_family(&self.ext.tool);
+                patterns
+                    .iter()
+                    .any(|p| p.matches(&self.ext.tool) || family.is_some_and(|f| p.matches(f)))
+                    .then(|| format!("tool {}", self.ext.tool))
+            }
             Cond::Content(patterns) => self.content(patterns),
             Cond::All(conds) => {
                 let mut first = None;

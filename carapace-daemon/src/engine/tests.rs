@@ -192,3 +192,75 @@ mod order {
         }
     }
 }
+
+/// A rule that lists Claude Code's tool names covers the same tools under other agents' and
+/// MCP servers' names.
+#[test]
+fn tool_rules_cover_other_agents_spellings() {
+    use crate::engine::{check, Activation, Context, ToolCall};
+    use crate::rules::{Homes, Options, RuleSet};
+    let text = "version: 1\nbuiltin: none\nrules:\n  - id: no-shell\n    block: { tool: Bash }\n  - id: no-writes\n    approve: { tool: [Write, Edit] }\n";
+    let opts = Options {
+        homes: Homes::fixed(["/home/alice"]),
+        resolver: |_| None,
+    };
+    let rules = RuleSet::parse_with("t", text, &opts).expect("the rules compile");
+    let ctx = Context {
+        cwd: "/home/alice/project".into(),
+        home: "/home/alice".into(),
+        env: Vec::new(),
+        follow_symlinks: false,
+    };
+    let decide = |call: serde_json::Value| {
+        let call = ToolCall::from_json(&call).expect("a call");
+        check(&rules, &call, &ctx, &Activation::default()).decision
+    };
+    use crate::rules::Mode::{Allow, Approve, Block};
+    for (tool, input, want) in [
+        ("Bash", serde_json::json!({"command": "ls"}), Block),
+        ("shell", serde_json::json!({"command": ["ls"]}), Block),
+        (
+            "run_shell_command",
+            serde_json::json!({"command": "ls"}),
+            Block,
+        ),
+        (
+            "mcp__desktop__execute_command",
+            serde_json::json!({"command": "ls"}),
+            Block,
+        ),
+        (
+            "write_file",
+            serde_json::json!({"file_path": "a.txt", "content": "x"}),
+            Approve,
+        ),
+        (
+            "mcp__filesystem__write_file",
+            serde_json::json!({"path": "a.txt", "content": "x"}),
+            Approve,
+        ),
+        (
+            "apply_patch",
+            serde_json::json!({"patch": "*** Add File: a.txt\n+x\n"}),
+            Approve,
+        ),
+        (
+            "replace",
+            serde_json::json!({"file_path": "a.txt", "old_string": "a", "new_string": "b"}),
+            Approve,
+        ),
+        (
+            "read_file",
+            serde_json::json!({"file_path": "a.txt"}),
+            Allow,
+        ),
+        (
+            "mcp__github__create_issue",
+            serde_json::json!({"title": "x"}),
+            Allow,
+        ),
+    ] {
+        let got = decide(serde_json::json!({"tool": tool, "input": input}));
+        assert_eq!(got, want, "{tool}");
+    }
+}
