@@ -198,6 +198,7 @@ mod order {
 #[test]
 fn tool_rules_cover_other_agents_spellings() {
     use crate::engine::{check, Activation, Context, ToolCall};
+    use crate::rules::Mode::{Allow, Approve, Block};
     use crate::rules::{Homes, Options, RuleSet};
     let text = "version: 1\nbuiltin: none\nrules:\n  - id: no-shell\n    block: { tool: Bash }\n  - id: no-writes\n    approve: { tool: [Write, Edit] }\n";
     let opts = Options {
@@ -215,7 +216,6 @@ fn tool_rules_cover_other_agents_spellings() {
         let call = ToolCall::from_json(&call).expect("a call");
         check(&rules, &call, &ctx, &Activation::default()).decision
     };
-    use crate::rules::Mode::{Allow, Approve, Block};
     for (tool, input, want) in [
         ("Bash", serde_json::json!({"command": "ls"}), Block),
         ("shell", serde_json::json!({"command": ["ls"]}), Block),
