@@ -8,6 +8,7 @@ use super::super::operation::Context;
 use super::args;
 use super::commands::path_like;
 use super::flow::Reach;
+use super::home_paths;
 use super::walk::{Feed, Walker};
 use crate::rules::Action;
 
@@ -273,7 +274,31 @@ impl Walker<'_> {
             return;
         }
         let literals = literals(code);
-        for (i, lit) in literals.iter().enumerate() {
+        let spans: Vec<(usize, usize, &str)> = literals
+            .iter()
+            .map(|l| (l.start, l.end, l.value.as_str()))
+            .collect();
+        let mut parts = Vec::new();
+        for home in home_paths::home_paths(code, &spans) {
+            let before = code
+                .get(floor_boundary(code, home.start.saturating_sub(64))..home.start)
+                .unwrap_or("");
+            // The call that takes the path stands before the join that builds it.
+            let mut before = before.trim_end();
+            for join in [
+                "os.path.join(",
+                "path.join(",
+                "File.join(",
+                "join(",
+                "Path(",
+            ] {
+                before = before.strip_suffix(join).unwrap_or(before).trim_end();
+            }
+            let action = call_action(before, code, &literals, home.end);
+            self.path_op(action, &home.path, ctx, None);
+            parts.extend(home.parts);
+        }
+        for lit in literals.iter().filter(|l| !parts.contains(&l.start)) {
             if !self.spend(1) {
                 return;
             }
@@ -312,16 +337,10 @@ impl Walker<'_> {
             if !looks_like_path {
                 continue;
             }
-            let action = if DELETE_CALLS.iter().any(|c| before_trim.ends_with(c)) {
-                Action::Delete
-            } else if mode_write
-                || WRITE_CALLS.iter().any(|c| before.contains(c))
-                || before_trim.ends_with('>')
-                || next_is_write_mode(code, &literals, i)
-            {
+            let action = if mode_write || before_trim.ends_with('>') {
                 Action::Write
             } else {
-                Action::Read
+                call_action(before, code, &literals, lit.end)
             };
             self.path_op(action, path, ctx, None);
         }
@@ -375,15 +394,47 @@ fn literals(code: &str) -> Vec<Literal> {
     out
 }
 
-/// `open('/x', 'w')`: the next literal, right after, is a mode that writes.
-fn next_is_write_mode(code: &str, literals: &[Literal], i: usize) -> bool {
-    let (Some(this), Some(next)) = (literals.get(i), literals.get(i + 1)) else {
+/// What the call a path stands in does with it, from the code `before` it and what follows
+/// its end (`end`: where its last literal closes): a delete, a write (by the call, or an
+/// `open` mode right after the path), or a read.
+fn call_action(before: &str, code: &str, literals: &[Literal], end: usize) -> Action {
+    let before_trim = before.trim_end();
+    if DELETE_CALLS.iter().any(|c| before_trim.ends_with(c)) {
+        Action::Delete
+    } else if WRITE_CALLS.iter().any(|c| before.contains(c))
+        || write_mode_after(code, literals, end)
+    {
+        Action::Write
+    } else {
+        Action::Read
+    }
+}
+
+/// `open('/x', 'w')`, `open(os.path.join(…), "a")`: the literal after the path, with only
+/// a comma (and the closing of a join) between, is a mode that writes.
+fn write_mode_after(code: &str, literals: &[Literal], end: usize) -> bool {
+    let Some(next) = literals.iter().find(|l| l.start > end) else {
         return false;
     };
-    let gap = code.get(this.end + 1..next.start).unwrap_or("");
-    gap.trim().trim_start_matches(',').trim().is_empty()
+    let gap = code.get(end + 1..next.start).unwrap_or("");
+    gap.trim()
+        .trim_start_matches(')')
+        .trim()
+        .trim_start_matches(',')
+        .trim()
+        .is_empty()
+        && gap.contains(',')
         && next.value.len() <= 4
         && (next.value.starts_with(['w', 'a', 'x']) || next.value.contains('+'))
+}
+
+/// The string literals of `code` as (start, end, value): for the tests of `home_paths`.
+#[cfg(test)]
+pub(super) fn literal_spans(code: &str) -> Vec<(usize, usize, String)> {
+    literals(code)
+        .into_iter()
+        .map(|l| (l.start, l.end, l.value))
+        .collect()
 }
 
 fn floor_boundary(s: &str, mut i: usize) -> usize {

@@ -19,6 +19,7 @@ mod code;
 mod commands;
 mod flow;
 mod gitconfig;
+mod home_paths;
 mod net;
 mod parse;
 mod plain;
