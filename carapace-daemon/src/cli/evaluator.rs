@@ -104,12 +104,12 @@ fn local_rules(file: Option<&Path>) -> anyhow::Result<RuleSet> {
         Some(p) => Some(p.to_path_buf()),
         None => std::fs::File::open(&default).is_ok().then_some(default),
     };
-    match path {
-        Some(p) => RuleSet::load(&p)
-            .map_err(|d| anyhow::anyhow!("{d}"))
-            .with_context(|| format!("the rules in {} do not validate", p.display())),
-        None => Ok(RuleSet::builtin()),
-    }
+    RuleSet::load_for_layer1(path.as_deref())
+        .map_err(|d| anyhow::anyhow!("{d}"))
+        .with_context(|| match &path {
+            Some(p) => format!("the rules in {} do not validate", p.display()),
+            None => "the built-in packs do not compile".to_owned(),
+        })
 }
 
 impl Evaluator {

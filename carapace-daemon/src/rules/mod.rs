@@ -6,6 +6,7 @@ use std::net::{IpAddr, ToSocketAddrs};
 use std::path::Path;
 
 use crate::kernel::image::KernelImage;
+use compile::kernel::Determinise;
 
 pub mod builtin;
 pub mod command_index;
@@ -170,7 +171,13 @@ impl RuleSet {
     pub fn load(path: &Path) -> Result<Self, Diagnostics> {
         let origin = path.display().to_string();
         match std::fs::read_to_string(path) {
-            Ok(text) => Self::compile_text(&origin, &text, &Options::default(), builtin::ALWAYS),
+            Ok(text) => Self::compile_text(
+                &origin,
+                &text,
+                &Options::default(),
+                builtin::ALWAYS,
+                Determinise::Yes,
+            ),
             Err(e) => Err(Diagnostics(vec![Diagnostic {
                 severity: Severity::Error,
                 origin,
@@ -190,7 +197,40 @@ impl RuleSet {
     /// [`RuleSet::parse`] with explicit machine facts (homes, resolver). Takes the text as
     /// it is: `builtin: none` means no pack (see [`RuleSet::load`] for rule files).
     pub fn parse_with(origin: &str, text: &str, opts: &Options) -> Result<Self, Diagnostics> {
-        Self::compile_text(origin, text, opts, &[])
+        Self::compile_text(origin, text, opts, &[], Determinise::Yes)
+    }
+
+    /// [`RuleSet::load`] for Layer 1 alone (`check --local`, the hook's `--local`): every
+    /// rule's plan, but no path automaton for the kernel, whose determinisation is most of
+    /// the time it takes to compile the packs. `None` for the file: the built-in packs.
+    pub fn load_for_layer1(path: Option<&Path>) -> Result<Self, Diagnostics> {
+        let Some(path) = path else {
+            return Self::compile_text(
+                "builtin",
+                "version: 1\n",
+                &Options::default(),
+                &[],
+                Determinise::No,
+            );
+        };
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Diagnostics(vec![Diagnostic {
+                severity: Severity::Error,
+                origin: origin.clone(),
+                span: Span { line: 1, col: 1 },
+                message: format!("cannot read the rule file: {e}"),
+                rule: None,
+                hint: Some("check the path and its permissions".into()),
+            }])
+        })?;
+        Self::compile_text(
+            &origin,
+            &text,
+            &Options::default(),
+            builtin::ALWAYS,
+            Determinise::No,
+        )
     }
 
     /// Compiles rule text with the packs it selects plus `locked_packs`.
@@ -199,6 +239,7 @@ impl RuleSet {
         text: &str,
         opts: &Options,
         locked_packs: &[&str],
+        determinise: Determinise,
     ) -> Result<Self, Diagnostics> {
         let mut diags = Vec::new();
         let Some(model) = parse_file(origin, origin, text, opts, &mut diags) else {
@@ -240,7 +281,7 @@ impl RuleSet {
         if diags.iter().any(|d| d.severity == Severity::Error) {
             return Err(sorted(diags));
         }
-        let image = compile::kernel::compile(&mut rules, &mut diags);
+        let image = compile::kernel::compile_with(&mut rules, &mut diags, determinise);
         let diags = sorted(diags);
         if diags.has_errors() {
             return Err(diags);

@@ -280,8 +280,22 @@ fn add<R: PartialEq>(map: &mut BTreeMap<Vec<u8>, Vec<R>>, key: &str, r: R) {
     }
 }
 
-/// Compiles the kernel image and records each rule's enforcement and kernel index.
-pub(crate) fn compile(rules: &mut [Rule], diags: &mut Vec<Diagnostic>) -> KernelImage {
+/// Whether [`compile_with`] determinises the path automaton. Userspace evaluation alone
+/// (`check --local`, the hook's `--local`) needs each rule's plan, not the automaton, whose
+/// determinisation is most of compiling the packs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Determinise {
+    Yes,
+    No,
+}
+
+/// Compiles the kernel image and records each rule's enforcement and kernel index; the
+/// path automaton only when asked to determinise it.
+pub(crate) fn compile_with(
+    rules: &mut [Rule],
+    diags: &mut Vec<Diagnostic>,
+    automaton: Determinise,
+) -> KernelImage {
     let mut image = KernelImage::default();
     let mut next: u32 = 0;
     for rule in rules.iter_mut() {
@@ -376,7 +390,9 @@ pub(crate) fn compile(rules: &mut [Rule], diags: &mut Vec<Diagnostic>) -> Kernel
         .collect();
     crate::kernel::image::cap_ancestors(&mut image, |rule| ids.get(&rule).copied());
     sort_and_check(&mut image, rules, diags);
-    build_automaton(&mut image, rules, diags);
+    if automaton == Determinise::Yes {
+        build_automaton(&mut image, rules, diags);
+    }
     image
 }
 
