@@ -423,6 +423,23 @@ fn existing_files_are_protected_by_inode_too() {
 }
 
 #[test]
+fn an_exact_rule_on_a_directory_records_no_inode() {
+    // The programs look a renamed file's ancestors up in the inode map: a directory's inode
+    // there would protect everything below it (`/home` in the destructive pack would refuse
+    // every rename in every home).
+    let dir = tempfile::tempdir().unwrap();
+    let set = ok(&user(&format!(
+        "  - id: d\n    block: \"{}\"\n    actions: [delete]\n",
+        dir.path().display()
+    )));
+    assert!(set.kernel_image().inodes.is_empty());
+    assert!(set
+        .kernel_image()
+        .exact
+        .contains_key(dir.path().to_str().unwrap().as_bytes()));
+}
+
+#[test]
 fn triggered_rules_are_not_always_on() {
     let set = ok(&user(
         "  - id: t\n    block: \"/srv/**\"\n    trigger: { after: { actions: [network], tool: [WebFetch] } }\n  - id: a\n    block: \"/x/**\"\n    trigger: always\n",

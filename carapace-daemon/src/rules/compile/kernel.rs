@@ -552,9 +552,14 @@ fn build_automaton(image: &mut KernelImage, rules: &[Rule], diags: &mut Vec<Diag
     image.dfa = Vec::new();
 }
 
+/// Records the inode of an exact path's file. Not of a directory: the programs look the
+/// ancestors of a file being linked or renamed up in the inode map (a protected *tree*'s
+/// directories are there, `kernel::trees`), and an exact rule on a directory (`/home`,
+/// `/srv` in the destructive pack) protects that directory, not everything below it; it
+/// cannot be hard-linked, and its own name is judged by path.
 fn add_inode(image: &mut KernelImage, path: &str, r: RuleRef) {
     // `metadata` follows symlinks, so a link protects its target's inode.
-    if let Ok(meta) = std::fs::metadata(path) {
+    if let Some(meta) = std::fs::metadata(path).ok().filter(|m| !m.is_dir()) {
         let refs = image
             .inodes
             .entry((kernel_dev(meta.dev()), meta.ino()))
