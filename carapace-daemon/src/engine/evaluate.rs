@@ -176,6 +176,9 @@ impl PathHits {
             // A path written as a glob may name protected files: the rules with a pattern
             // it could name (`PathPattern::covers`).
             if let Some(written) = written_glob(path) {
+                if let Some(entry) = written.every_entry() {
+                    rules.path_index().mark(&entry, ops, row);
+                }
                 rules.path_index().mark_named_by(&written, row);
                 glob[o] = Some(written);
             }

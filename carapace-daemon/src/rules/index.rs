@@ -209,6 +209,21 @@ impl PathIndex {
     /// ([`WrittenGlob::names`]). Every glob is visited; most are settled by their fixed
     /// beginning, and paths written as globs are rare.
     pub fn mark_named_by(&self, written: &WrittenGlob, hits: &mut [bool]) {
+        if written.every_entry().is_some() {
+            // A tree or a directory's entries (`src/**`): the caller looks its stand-in
+            // entry up like a path; here, the patterns below it, which start with its text.
+            let literal = written.literal();
+            let start = self.expanded.partition_point(|(e, _)| e.as_str() < literal);
+            for (e, id) in self.expanded[start..]
+                .iter()
+                .take_while(|(e, _)| e.starts_with(literal))
+            {
+                if let Some(h) = hits.get_mut(*id as usize) {
+                    *h = *h || written.is_match(e);
+                }
+            }
+            return;
+        }
         for (e, id) in &self.expanded {
             if let Some(h) = hits.get_mut(*id as usize) {
                 if !*h && written.names(e) {

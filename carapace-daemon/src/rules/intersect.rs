@@ -63,6 +63,19 @@ impl Lang {
         Some(Self { dfa, start })
     }
 
+    /// Whether the whole of `path` is in the language.
+    #[must_use]
+    pub fn accepts(&self, path: &[u8]) -> bool {
+        let mut state = self.start;
+        for &b in path {
+            state = self.dfa.next_state(state, b);
+            if self.stuck(state) {
+                return false;
+            }
+        }
+        self.accepts_here(state)
+    }
+
     fn accepts_here(&self, state: StateID) -> bool {
         self.dfa.is_match_state(self.dfa.next_eoi_state(state))
     }

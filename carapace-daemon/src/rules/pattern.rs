@@ -376,6 +376,15 @@ impl WrittenGlob {
         self.meets(&Source::Glob(glob.regex().to_owned()))
     }
 
+    /// [`any_entry`] of its directory, when it is a directory without wildcards followed by
+    /// a last name of wildcards alone.
+    #[must_use]
+    pub fn every_entry(&self) -> Option<String> {
+        let (dir, last) = self.glob.rsplit_once('/')?;
+        (!last.is_empty() && last.bytes().all(|b| b == b'*') && !dir.contains(GLOB_START))
+            .then(|| any_entry(dir))
+    }
+
     /// Whether it names some path the `re:` pattern `regex` finds a match in.
     #[must_use]
     pub fn names_search(&self, regex: &str) -> bool {
@@ -383,6 +392,12 @@ impl WrittenGlob {
     }
 
     fn meets(&self, rule: &Source) -> bool {
+        // A tree (`src/**`) or a directory's entries (`build/*`) stand for every entry: one
+        // literal path, run through the rule's automaton, with no automaton of its own.
+        if let Some(entry) = self.every_entry() {
+            return intersect::rule_lang(rule)
+                .is_none_or(|theirs| theirs.accepts(entry.as_bytes()));
+        }
         let mine = self.lang.get_or_init(|| {
             // A last name of wildcards alone (`build/*`, `src/**`) stands for every entry,
             // as a plain directory does (`any_entry`): it names the trees protected there,
