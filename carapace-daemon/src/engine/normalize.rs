@@ -217,15 +217,7 @@ fn as_agent_sees(path: &str, ctx: &Context) -> (String, bool) {
             }
         }
     }
-    let mut out = String::with_capacity(path.len());
-    for p in &parts {
-        out.push('/');
-        out.push_str(p);
-    }
-    if out.is_empty() {
-        out.push('/');
-    }
-    (out, literal)
+    (absolute(&parts, path.len()), literal)
 }
 
 /// Removes `.`, `..` and repeated slashes without touching the filesystem.
@@ -247,8 +239,13 @@ pub fn lexical(path: &str) -> String {
             p => parts.push(p),
         }
     }
-    let mut out = String::with_capacity(path.len());
-    for p in &parts {
+    absolute(&parts, path.len())
+}
+
+/// `/a/b` of the names `[a, b]` (`/` of none).
+fn absolute(parts: &[&str], capacity: usize) -> String {
+    let mut out = String::with_capacity(capacity);
+    for p in parts {
         out.push('/');
         out.push_str(p);
     }
