@@ -163,6 +163,12 @@ pub fn shell_glob_regex(glob: &str) -> Option<String> {
 
 /// One name of a shell glob as a regex (no `/`).
 fn name_regex(name: &str, out: &mut String) -> Option<()> {
+    // bash's extended patterns (`@(ssh|aws)`, `!(x)`, with `shopt -s extglob`) are not read
+    // here: such a name is any name, a hidden one included.
+    if extglob_at(name).is_some() {
+        out.push_str("[^/]*");
+        return Some(());
+    }
     let chars: Vec<char> = name.chars().collect();
     let mut i = 0;
     let mut depth = 0usize;
@@ -212,6 +218,15 @@ fn name_regex(name: &str, out: &mut String) -> Option<()> {
         i += 1;
     }
     (depth == 0).then_some(())
+}
+
+/// Where the first of bash's extended patterns (`?(…)`, `*(…)`, `+(…)`, `@(…)`, `!(…)`)
+/// opens in `text`.
+#[must_use]
+pub fn extglob_at(text: &str) -> Option<usize> {
+    text.as_bytes()
+        .windows(2)
+        .position(|w| w[1] == b'(' && matches!(w[0], b'?' | b'*' | b'+' | b'@' | b'!'))
 }
 
 /// Where the bracket expression opening at `open` closes (a `]` right after the opening,
@@ -278,6 +293,15 @@ mod tests {
         assert!(meet(&shell("/root/.ssh/**"), &glob("/root/.ssh/id_rsa")));
         assert!(meet(&shell("/p/**/id_rsa"), &glob("**/id_rsa")));
         assert!(meet(&shell("/p/[!x]d_rsa"), &glob("**/id_rsa")));
+        // Extended patterns name any name, hidden ones too.
+        assert!(meet(
+            &shell("/root/.@(aws)/credentials"),
+            &glob("/root/.aws/**")
+        ));
+        assert!(meet(
+            &shell("/root/@(.ssh|x)/id_rsa"),
+            &glob("/root/.ssh/**")
+        ));
     }
 
     #[test]

@@ -426,10 +426,16 @@ const GLOB_START: [char; 5] = ['*', '?', '[', '{', '\\'];
 /// `None` for a plain path or one that is not a valid glob.
 #[must_use]
 pub fn written_glob(path: &str) -> Option<WrittenGlob> {
-    if !path.contains(['*', '?', '[']) || !valid_glob(path) {
+    let extglob = intersect::extglob_at(path);
+    if !(path.contains(['*', '?', '[']) || extglob.is_some()) || !valid_glob(path) {
         return None;
     }
-    let literal = path.find(GLOB_START).unwrap_or(path.len());
+    let literal = path
+        .find(GLOB_START)
+        .into_iter()
+        .chain(extglob)
+        .min()
+        .unwrap_or(path.len());
     Some(WrittenGlob {
         glob: path.to_owned(),
         literal,
