@@ -18,10 +18,10 @@
 //! system mounted twice was mounted so from outside; the inode map still finds files the
 //! rules protected by identity whichever mount the path is spelled through.
 
-use aya_ebpf::{helpers::generated::bpf_get_current_task, macros::lsm, programs::LsmContext};
+use aya_ebpf::{macros::lsm, programs::LsmContext};
 use carapace_common::{errsite, op, path_op};
 
-use crate::{gate, globals, kread, name_ops, EACCES};
+use crate::{dpath, gate, globals, kread, name_ops, EACCES};
 
 /// `struct iattr::ia_valid` bits (include/linux/fs.h).
 const ATTR_MODE: u32 = 1 << 0;
@@ -129,11 +129,7 @@ fn mount_of_dentry(dentry: u64) -> Option<u64> {
         globals::dentry_d_sb(),
         errsite::PATH_WALK,
     )?;
-    // SAFETY: a helper without arguments.
-    let task = unsafe { bpf_get_current_task() } as *const u8;
-    let fs = kread::read::<*const u8>(task, globals::task_fs(), errsite::PATH_WALK)?;
-    let root = fs.wrapping_add(globals::fs_root());
-    let root_mnt = kread::read::<u64>(root, globals::path_mnt(), errsite::PATH_WALK)?;
+    let (_, root_mnt) = dpath::task_root()?;
     let root_sb = kread::read::<u64>(
         root_mnt as *const u8,
         globals::vfsmount_mnt_sb(),

@@ -196,7 +196,7 @@ pub fn spell(dentry: u64, mnt: u64) -> Result<u32, Unspelled> {
 
 /// The current task's root (`fs->root`) as (dentry, vfsmount) addresses.
 #[inline(always)]
-fn task_root() -> Option<(u64, u64)> {
+pub fn task_root() -> Option<(u64, u64)> {
     // SAFETY: a helper without arguments.
     let task = unsafe { bpf_get_current_task() } as *const u8;
     let fs = kread::read::<*const u8>(task, globals::task_fs(), errsite::PATH_WALK)?;

@@ -207,7 +207,7 @@ fn whole_path(ctx: &LsmContext, previous_arg: usize, kind: u32) -> i32 {
 
 /// The `struct vfsmount *` of a `struct path *`.
 #[inline(always)]
-fn mount_of(path: *const u8) -> Option<u64> {
+pub fn mount_of(path: *const u8) -> Option<u64> {
     kread::read::<u64>(path, globals::path_mnt(), errsite::PATH_WALK)
 }
 

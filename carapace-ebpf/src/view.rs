@@ -44,7 +44,7 @@ pub fn chroot_refused(path: *const u8) -> bool {
         return false;
     };
     let spelled = match (
-        kread::read::<u64>(path, globals::path_mnt(), errsite::PATH_WALK),
+        crate::name_ops::mount_of(path),
         kread::read::<u64>(path, globals::path_dentry(), errsite::PATH_WALK),
     ) {
         (Some(mnt), Some(dentry)) => dpath::spell(dentry, mnt).is_ok(),

@@ -547,6 +547,9 @@ for f in sys.argv[1:]:
         ("setxattr", lambda: os.setxattr(f, "user.carapace", b"1")),
         ("removexattr", lambda: os.removexattr(f, "user.carapace")),
         ("acl", lambda: os.setxattr(f, "system.posix_acl_access", acl)),
+        # Through a descriptor opened for reading: the same hooks, no path at all.
+        ("futimens", lambda: os.utime(os.open(f, os.O_RDONLY), (0, 0))),
+        ("fsetxattr", lambda: os.setxattr(os.open(f, os.O_RDONLY), "user.carapace", b"1")),
     ]
     for name, op in ops:
         try:
@@ -579,7 +582,7 @@ fn times_and_extended_attributes_of_a_protected_file_stay_as_they_were() {
         protected[0], protected[1]
     ));
     let got = results(&stdout(&out));
-    assert_eq!(got.len(), 15, "every operation ran: {got:?}");
+    assert_eq!(got.len(), 21, "every operation ran: {got:?}");
     for (name, errno) in &got {
         let (file, op) = name.split_once(':').expect("file:op");
         if file == control {
