@@ -266,7 +266,11 @@ fn processes_outside_the_session_cannot_be_traced_or_read() {
         );
     }
     let out = agent(
-        "sleep 30 & kid=$!; tr '\\0' '\\n' </proc/$kid/environ | grep -c . >/dev/null && echo 0; \
+        // The child's environment reads empty while it is between fork and exec: wait
+        // (bounded) until its own variable shows, so the control cannot pass or fail by timing.
+        "MARK=own sleep 30 & kid=$!; \
+         for _ in $(seq 100); do tr '\\0' '\\n' </proc/$kid/environ | grep -qx MARK=own && break; sleep 0.1; done; \
+         tr '\\0' '\\n' </proc/$kid/environ | grep -qx MARK=own && echo 0; \
          ls /proc/$kid/cwd/ >/dev/null && echo 0; kill $kid",
     );
     assert_eq!(
