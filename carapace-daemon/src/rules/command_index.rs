@@ -1,7 +1,9 @@
 //! The `re:` patterns of every rule that matches on command lines, in one regex set: each
 //! command line of a call is run through it once, instead of through each rule's regexes
 //! one after the other (a Bash call carries several command lines and the packs a dozen
-//! such rules, so this was most of what a shell command cost after its parse).
+//! such rules, so this was most of what a shell command cost after its parse). Loaders of
+//! one call (`hook --local`) build no set: building it costs more than the one call saves,
+//! and each rule's regex is tried first by its literals (see `lazy_regex`), rarely built.
 use regex::RegexSet;
 
 use super::model::{Cond, TextPattern};

@@ -6,7 +6,7 @@ use std::net::{IpAddr, ToSocketAddrs};
 use std::path::Path;
 
 use crate::kernel::image::KernelImage;
-use compile::kernel::Determinise;
+use compile::kernel::Purpose;
 
 pub mod builtin;
 pub mod command_index;
@@ -14,6 +14,7 @@ pub mod compile;
 pub mod diag;
 pub mod index;
 pub mod intersect;
+pub mod lazy_regex;
 pub mod model;
 pub mod pattern;
 pub mod profile;
@@ -176,7 +177,7 @@ impl RuleSet {
                 &text,
                 &Options::default(),
                 builtin::ALWAYS,
-                Determinise::Yes,
+                Purpose::Kernel,
             ),
             Err(e) => Err(Diagnostics(vec![Diagnostic {
                 severity: Severity::Error,
@@ -197,12 +198,13 @@ impl RuleSet {
     /// [`RuleSet::parse`] with explicit machine facts (homes, resolver). Takes the text as
     /// it is: `builtin: none` means no pack (see [`RuleSet::load`] for rule files).
     pub fn parse_with(origin: &str, text: &str, opts: &Options) -> Result<Self, Diagnostics> {
-        Self::compile_text(origin, text, opts, &[], Determinise::Yes)
+        Self::compile_text(origin, text, opts, &[], Purpose::Kernel)
     }
 
-    /// [`RuleSet::load`] for Layer 1 alone (`check --local`, the hook's `--local`): every
-    /// rule's plan, but no path automaton for the kernel, whose determinisation is most of
-    /// the time it takes to compile the packs. `None` for the file: the built-in packs.
+    /// [`RuleSet::load`] for Layer 1 alone and one call (`check --local`, the hook's
+    /// `--local`): every rule's plan, but no kernel maps or automaton (nor the kernel's
+    /// limits checked: `rules check` and the daemon do), and each regex compiled when a call
+    /// first needs it. `None` for the file: the built-in packs.
     pub fn load_for_layer1(path: Option<&Path>) -> Result<Self, Diagnostics> {
         let Some(path) = path else {
             return Self::compile_text(
@@ -210,7 +212,7 @@ impl RuleSet {
                 "version: 1\n",
                 &Options::default(),
                 &[],
-                Determinise::No,
+                Purpose::Layer1,
             );
         };
         let origin = path.display().to_string();
@@ -229,7 +231,7 @@ impl RuleSet {
             &text,
             &Options::default(),
             builtin::ALWAYS,
-            Determinise::No,
+            Purpose::Layer1,
         )
     }
 
@@ -239,7 +241,7 @@ impl RuleSet {
         text: &str,
         opts: &Options,
         locked_packs: &[&str],
-        determinise: Determinise,
+        purpose: Purpose,
     ) -> Result<Self, Diagnostics> {
         let mut diags = Vec::new();
         let Some(model) = parse_file(origin, origin, text, opts, &mut diags) else {
@@ -281,14 +283,22 @@ impl RuleSet {
         if diags.iter().any(|d| d.severity == Severity::Error) {
             return Err(sorted(diags));
         }
-        let image = compile::kernel::compile_with(&mut rules, &mut diags, determinise);
+        if purpose == Purpose::Kernel {
+            // Loaders that serve many calls (or report) build every matcher now; a
+            // one-call loader builds those its call asks for.
+            lazy_regex::compile_all(&rules, &mut diags);
+        }
+        let image = compile::kernel::compile_with(&mut rules, &mut diags, purpose);
         let diags = sorted(diags);
         if diags.has_errors() {
             return Err(diags);
         }
         Ok(Self {
             paths: index::PathIndex::build(&rules),
-            commands: command_index::CommandIndex::build(&rules),
+            commands: match purpose {
+                Purpose::Kernel => command_index::CommandIndex::build(&rules),
+                Purpose::Layer1 => command_index::CommandIndex::default(),
+            },
             rules,
             image,
             warnings: diags,

@@ -5,8 +5,8 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use carapace_common::op;
-use globset::GlobMatcher;
-use regex::Regex;
+
+use super::lazy_regex::{LazyGlob, LazyRegex};
 
 use super::pattern::PathPattern;
 
@@ -244,11 +244,11 @@ impl NetMatch {
 pub enum TextPattern {
     Glob {
         source: String,
-        matcher: GlobMatcher,
+        matcher: LazyGlob,
     },
     Regex {
         source: String,
-        regex: Regex,
+        regex: LazyRegex,
     },
     /// Content rules without `re:` are substrings.
     Substring(String),

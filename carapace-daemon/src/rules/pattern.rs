@@ -5,8 +5,8 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use super::lazy_regex::LazyRegex;
 use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
-use regex::Regex;
 
 use super::intersect::{self, Lang};
 use super::shape::Shape;
@@ -101,7 +101,7 @@ pub enum PathPattern {
     },
     Regex {
         source: String,
-        regex: Regex,
+        regex: LazyRegex,
     },
 }
 
@@ -149,14 +149,14 @@ impl PathPattern {
             return Err(err("path pattern contains a NUL byte".into(), "remove it"));
         }
         if let Some(re) = source.strip_prefix("re:") {
-            return Regex::new(re)
+            return LazyRegex::new(re)
                 .map(|regex| Self::Regex {
                     source: source.to_owned(),
                     regex,
                 })
                 .map_err(|e| {
                     err(
-                        format!("invalid regex `{re}`: {}", first_line(&e.to_string())),
+                        format!("invalid regex `{re}`: {e}"),
                         "fix the regular expression (Rust regex syntax)",
                     )
                 });
@@ -310,10 +310,6 @@ impl fmt::Display for PathPattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.source())
     }
-}
-
-fn first_line(s: &str) -> &str {
-    s.lines().last().unwrap_or(s).trim()
 }
 
 /// A made-up entry of directory `dir` standing for all of them: NUL never occurs in a

@@ -721,6 +721,13 @@ fn every_problem_is_reported_at_once_with_positions_and_hints() {
 }
 
 #[test]
+fn a_regex_too_big_to_build_is_refused_where_rules_load() {
+    let text =
+        "version: 1\nbuiltin: none\nrules:\n  - block: { command: \"re:\\\\w{1000}{1000}\" }\n";
+    assert!(errors(text).contains("cannot be built"));
+}
+
+#[test]
 fn structural_errors() {
     let cases: &[(&str, &str)] = &[
         ("", "the rule file is empty"),

@@ -5,9 +5,9 @@ use std::net::IpAddr;
 
 use carapace_common::op;
 use globset::GlobBuilder;
-use regex::Regex;
 
 use super::diag::{did_you_mean, Sink};
+use super::lazy_regex::{LazyGlob, LazyRegex};
 use super::model::{Action, Cidr, Cond, Effect, Enforcement, Host, NetMatch, TextPattern, Trigger};
 use super::pattern::{Homes, PathPattern};
 use super::profile::Profile;
@@ -825,23 +825,18 @@ fn text_patterns(
         .into_iter()
         .filter_map(|(s, span)| {
             let parsed = if let Some(re) = s.strip_prefix("re:") {
-                Regex::new(re)
+                LazyRegex::new(re)
                     .map(|regex| TextPattern::Regex {
                         source: s.to_owned(),
                         regex,
                     })
-                    .map_err(|e| {
-                        format!(
-                            "invalid regex `{re}`: {}",
-                            e.to_string().lines().last().unwrap_or_default().trim()
-                        )
-                    })
+                    .map_err(|e| format!("invalid regex `{re}`: {e}"))
             } else if glob {
                 GlobBuilder::new(s)
                     .build()
                     .map(|g| TextPattern::Glob {
                         source: s.to_owned(),
-                        matcher: g.compile_matcher(),
+                        matcher: LazyGlob::new(g),
                     })
                     .map_err(|e| format!("invalid glob `{s}`: {e}"))
             } else {

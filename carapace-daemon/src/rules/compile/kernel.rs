@@ -280,21 +280,23 @@ fn add<R: PartialEq>(map: &mut BTreeMap<Vec<u8>, Vec<R>>, key: &str, r: R) {
     }
 }
 
-/// Whether [`compile_with`] determinises the path automaton. Userspace evaluation alone
-/// (`check --local`, the hook's `--local`) needs each rule's plan, not the automaton, whose
+/// What a rule set is compiled for: the kernel (every map entry and the determinised path
+/// automaton; the kernel's limits checked), or userspace evaluation alone (`check --local`,
+/// the hook's `--local`), which needs each rule's plan (what enforces it) but not the maps,
+/// whose entries stat and resolve every named path, nor the automaton, whose
 /// determinisation is most of compiling the packs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Determinise {
-    Yes,
-    No,
+pub enum Purpose {
+    Kernel,
+    Layer1,
 }
 
 /// Compiles the kernel image and records each rule's enforcement and kernel index; the
-/// path automaton only when asked to determinise it.
+/// maps and the path automaton only for [`Purpose::Kernel`].
 pub(crate) fn compile_with(
     rules: &mut [Rule],
     diags: &mut Vec<Diagnostic>,
-    automaton: Determinise,
+    purpose: Purpose,
 ) -> KernelImage {
     let mut image = KernelImage::default();
     let mut next: u32 = 0;
@@ -349,14 +351,16 @@ pub(crate) fn compile_with(
                 except_automata,
             } => {
                 image.config.path_rule_ops |= ops;
-                add_path_plan(
-                    &mut image,
-                    index,
-                    &forms,
-                    &excepts,
-                    automata,
-                    except_automata,
-                );
+                if purpose == Purpose::Kernel {
+                    add_path_plan(
+                        &mut image,
+                        index,
+                        &forms,
+                        &excepts,
+                        automata,
+                        except_automata,
+                    );
+                }
             }
             Plan::Net { entries, excepts } => {
                 image.config.net_rule_ops |= ops;
@@ -390,7 +394,7 @@ pub(crate) fn compile_with(
         .collect();
     crate::kernel::image::cap_ancestors(&mut image, |rule| ids.get(&rule).copied());
     sort_and_check(&mut image, rules, diags);
-    if automaton == Determinise::Yes {
+    if purpose == Purpose::Kernel {
         build_automaton(&mut image, rules, diags);
     }
     image

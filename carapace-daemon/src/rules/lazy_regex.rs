@@ -1,0 +1,374 @@
+//! A rule's `re:` pattern, checked when the rules load and compiled when first matched.
+//!
+//! `carapace hook --local` and `check --local` load every pack for one call, and building
+//! the matchers of a hundred Unicode-aware regexes was most of what such a call cost; most
+//! of them never see a text in that call (a `Read` asks no command regex). Loading checks
+//! the syntax (cheap: no automaton is built), so a malformed pattern is still reported with
+//! its rule; the daemon and `rules check` compile them all up front (`RuleSet::compile_all`)
+//! so that nothing else (a size limit) can fail later.
+//!
+//! Before it is compiled, a regex is tried with the literals every match of it starts (or
+//! ends) with, when it has a short list of them (`\bcurl\b.*\|\s*sh` with `curl`, a key
+//! format with its fixed prefix): a text with none of them cannot match, and most texts of
+//! a call hold none of most rules' literals.
+
+use std::fmt;
+use std::sync::OnceLock;
+
+use regex::Regex;
+use regex_syntax::hir::literal::{ExtractKind, Extractor};
+use regex_syntax::hir::{Class, Hir, HirKind};
+
+use super::diag::{Diagnostic, Severity};
+use super::model::{Cond, Effect, TextPattern, Trigger};
+use super::pattern::PathPattern;
+use super::Rule;
+
+pub struct LazyRegex {
+    source: String,
+    /// Literals one of which every match contains, when few enough to try first.
+    needles: Option<Vec<Vec<u8>>>,
+    compiled: OnceLock<Result<Regex, String>>,
+}
+
+impl LazyRegex {
+    /// A pattern whose syntax `regex` accepts; the error says what is wrong otherwise.
+    pub fn new(source: &str) -> Result<Self, String> {
+        let hir = regex_syntax::ParserBuilder::new()
+            .nest_limit(NEST_LIMIT)
+            .build()
+            .parse(source)
+            .map_err(|e| last_line(&e.to_string()))?;
+        Ok(Self {
+            source: source.to_owned(),
+            needles: needles(&hir),
+            compiled: OnceLock::new(),
+        })
+    }
+
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.source
+    }
+
+    /// The compiled regex, or why it cannot be built (its automaton would exceed the size
+    /// limit).
+    pub fn compile(&self) -> Result<&Regex, &str> {
+        self.compiled
+            .get_or_init(|| Regex::new(&self.source).map_err(|e| last_line(&e.to_string())))
+            .as_ref()
+            .map_err(String::as_str)
+    }
+
+    /// Whether `text` matches. A pattern that cannot be built matches everything, so that
+    /// a rule whose pattern cannot be checked refuses rather than lets through. Only the
+    /// one-call loaders ever get here with such a pattern: the daemon and `rules check`
+    /// compile every pattern first and refuse the file, naming the rule.
+    #[must_use]
+    pub fn is_match(&self, text: &str) -> bool {
+        if self.compiled.get().is_none() {
+            if let Some(needles) = &self.needles {
+                let hay = text.as_bytes();
+                if !needles
+                    .iter()
+                    .any(|n| memchr::memmem::find(hay, n).is_some())
+                {
+                    return false;
+                }
+            }
+        }
+        self.compile().map_or(true, |r| r.is_match(text))
+    }
+}
+
+/// A `command:` or `tool:` glob, whose matcher (a regex underneath) is built when first used.
+#[derive(Clone, Debug)]
+pub struct LazyGlob {
+    glob: globset::Glob,
+    matcher: OnceLock<globset::GlobMatcher>,
+}
+
+impl LazyGlob {
+    #[must_use]
+    pub fn new(glob: globset::Glob) -> Self {
+        Self {
+            glob,
+            matcher: OnceLock::new(),
+        }
+    }
+
+    #[must_use]
+    pub fn is_match(&self, text: &str) -> bool {
+        self.matcher
+            .get_or_init(|| self.glob.compile_matcher())
+            .is_match(text)
+    }
+}
+
+/// More literals than this are not worth trying one by one before the regex.
+const MAX_NEEDLES: usize = 64;
+
+/// Literals one of which every match of `hir` contains: its prefix literals, its suffix
+/// literals, or the required literals of one of its parts (`()` in a fork bomb's
+/// `\w+\s*\(\)…`), whichever list has the longest shortest literal; `None` when no list
+/// is finite, short and free of the empty literal (which every text contains).
+fn needles(hir: &Hir) -> Option<Vec<Vec<u8>>> {
+    [ExtractKind::Prefix, ExtractKind::Suffix]
+        .into_iter()
+        .filter_map(|kind| {
+            let seq = Extractor::new().kind(kind).extract(hir);
+            Some(
+                seq.literals()?
+                    .iter()
+                    .map(|l| l.as_bytes().to_vec())
+                    .collect(),
+            )
+        })
+        .chain(required(hir))
+        .filter(|list: &Vec<Vec<u8>>| list.len() <= MAX_NEEDLES)
+        .filter_map(|list| Some((shortest(&list)?, list)))
+        .max_by_key(|(len, list)| (*len, std::cmp::Reverse(list.len())))
+        .map(|(_, list)| list)
+}
+
+/// The length of the shortest literal of `list`, when none is empty.
+fn shortest(list: &[Vec<u8>]) -> Option<usize> {
+    list.iter().map(Vec::len).min().filter(|&n| n > 0)
+}
+
+/// Classes of at most this many characters stand for their characters.
+const MAX_CLASS: u32 = 4;
+
+/// Literals one of which every match of `hir` contains, found part by part.
+fn required(hir: &Hir) -> Option<Vec<Vec<u8>>> {
+    match hir.kind() {
+        HirKind::Literal(lit) => Some(vec![lit.0.to_vec()]),
+        HirKind::Class(Class::Unicode(class)) => {
+            let count: u32 = class
+                .ranges()
+                .iter()
+                .map(|r| u32::from(r.end()) - u32::from(r.start()) + 1)
+                .sum();
+            (count <= MAX_CLASS).then(|| {
+                class
+                    .ranges()
+                    .iter()
+                    .flat_map(|r| r.start()..=r.end())
+                    .map(|c| c.to_string().into_bytes())
+                    .collect()
+            })
+        }
+        HirKind::Class(Class::Bytes(class)) => {
+            let count: u32 = class
+                .ranges()
+                .iter()
+                .map(|r| u32::from(r.end()) - u32::from(r.start()) + 1)
+                .sum();
+            (count <= MAX_CLASS).then(|| {
+                class
+                    .ranges()
+                    .iter()
+                    .flat_map(|r| r.start()..=r.end())
+                    .map(|b| vec![b])
+                    .collect()
+            })
+        }
+        HirKind::Repetition(rep) if rep.min > 0 => required(&rep.sub),
+        HirKind::Capture(cap) => required(&cap.sub),
+        // Every part occurs in a match: the best part's literals do.
+        HirKind::Concat(parts) => parts
+            .iter()
+            .filter_map(required)
+            .filter(|list| list.len() <= MAX_NEEDLES)
+            .filter_map(|list| Some((shortest(&list)?, list)))
+            .max_by_key(|(len, list)| (*len, std::cmp::Reverse(list.len())))
+            .map(|(_, list)| list),
+        // One branch matches: the union of the branches' literals.
+        HirKind::Alternation(branches) => {
+            let mut all = Vec::new();
+            for b in branches {
+                all.extend(required(b)?);
+            }
+            Some(all)
+        }
+        HirKind::Empty | HirKind::Look(_) | HirKind::Repetition(_) => None,
+    }
+}
+
+/// Compiles every `re:` pattern of `rules` now, with an error naming the rule for each one
+/// that cannot be built: for loaders that serve many calls, or report.
+pub fn compile_all(rules: &[Rule], diags: &mut Vec<Diagnostic>) {
+    for rule in rules {
+        let mut found = Vec::new();
+        of_rule(rule, &mut found);
+        for regex in found {
+            if let Err(e) = regex.compile() {
+                diags.push(Diagnostic {
+                    severity: Severity::Error,
+                    origin: rule.source.clone(),
+                    span: rule.span,
+                    message: format!("regex `{}` cannot be built: {e}", regex.as_str()),
+                    rule: Some(rule.id.clone()),
+                    hint: Some(
+                        "make it smaller: fewer or shorter repetitions, or ASCII classes \
+                         (`(?-u:\\w)`) instead of Unicode ones"
+                            .into(),
+                    ),
+                });
+            }
+        }
+    }
+}
+
+fn of_rule<'a>(rule: &'a Rule, out: &mut Vec<&'a LazyRegex>) {
+    of_cond(rule.cond.as_ref(), out);
+    of_paths(&rule.except, out);
+    if let Some(Trigger::After { cond, .. }) = &rule.trigger {
+        of_cond(cond.as_ref(), out);
+    }
+    if let Some(Effect::Actions { cond, .. }) = &rule.effect {
+        of_cond(cond.as_ref(), out);
+    }
+}
+
+fn of_cond<'a>(cond: Option<&'a Cond>, out: &mut Vec<&'a LazyRegex>) {
+    match cond {
+        Some(Cond::Path(paths)) => of_paths(paths, out),
+        Some(Cond::Command(texts) | Cond::Tool(texts) | Cond::Content(texts)) => {
+            out.extend(texts.iter().filter_map(|t| match t {
+                TextPattern::Regex { regex, .. } => Some(regex),
+                _ => None,
+            }));
+        }
+        Some(Cond::All(all) | Cond::Any(all)) => {
+            for c in all {
+                of_cond(Some(c), out);
+            }
+        }
+        Some(Cond::Not(c)) => of_cond(Some(c), out),
+        Some(Cond::Net(_) | Cond::OutsideListener | Cond::View(_)) | None => {}
+    }
+}
+
+fn of_paths<'a>(paths: &'a [PathPattern], out: &mut Vec<&'a LazyRegex>) {
+    out.extend(paths.iter().filter_map(|p| match p {
+        PathPattern::Regex { regex, .. } => Some(regex),
+        PathPattern::Glob { .. } => None,
+    }));
+}
+
+/// `regex`'s own default nesting limit, so that what loads here is what `Regex::new` parses.
+const NEST_LIMIT: u32 = 250;
+
+fn last_line(message: &str) -> String {
+    message.lines().last().unwrap_or_default().trim().to_owned()
+}
+
+impl Clone for LazyRegex {
+    fn clone(&self) -> Self {
+        let compiled = OnceLock::new();
+        if let Some(done) = self.compiled.get() {
+            // A clone of a compiled regex shares its automaton (`Regex` is reference-counted).
+            let _ = compiled.set(done.clone());
+        }
+        Self {
+            source: self.source.clone(),
+            needles: self.needles.clone(),
+            compiled,
+        }
+    }
+}
+
+impl fmt::Debug for LazyRegex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("LazyRegex").field(&self.source).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Regexes built from literals, classes, repetition, alternation, anchors and
+    /// case-insensitivity: the shapes rule patterns are made of.
+    fn pattern() -> impl Strategy<Value = String> {
+        let atom = prop_oneof![
+            "[a-c]{1,3}",
+            Just(".".to_owned()),
+            Just(r"\s".to_owned()),
+            Just(r"\w+".to_owned()),
+            Just(r"\b".to_owned()),
+            Just("[ab]".to_owned()),
+            Just("^".to_owned()),
+            Just("$".to_owned()),
+            Just("(?i)".to_owned()),
+        ];
+        atom.prop_recursive(3, 12, 3, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 1..4).prop_map(|v| v.concat()),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("(?:{a}|{b})")),
+                (inner.clone(), 0..3_u8).prop_map(|(a, k)| match k {
+                    0 => format!("(?:{a})*"),
+                    1 => format!("(?:{a})?"),
+                    _ => format!("(?:{a}){{1,2}}"),
+                }),
+            ]
+        })
+    }
+
+    proptest! {
+        /// The literal check only ever skips texts the regex does not match.
+        #[test]
+        fn the_literals_never_hide_a_match(re in pattern(), text in "[abcAB \n.]{0,12}") {
+            let Ok(expected) = Regex::new(&re) else { return Ok(()) };
+            let lazy = LazyRegex::new(&re).expect("parses when Regex::new does");
+            prop_assert_eq!(lazy.is_match(&text), expected.is_match(&text), "{}", re);
+        }
+    }
+
+    #[test]
+    fn syntax_errors_are_found_without_compiling() {
+        assert!(LazyRegex::new("a(b").is_err());
+        assert!(LazyRegex::new(r"\p{Nope}").is_err());
+        let r = LazyRegex::new(r"^curl\s+.*\|\s*sh$").expect("valid");
+        assert!(r.compiled.get().is_none());
+        assert!(r.is_match("curl x | sh"));
+        assert!(!r.is_match("curl x"));
+    }
+
+    #[test]
+    fn a_pattern_too_big_to_build_matches_everything() {
+        // Parses, but its automaton exceeds the default size limit.
+        let r = LazyRegex::new(r"\w{1000}{1000}").expect("the syntax is fine");
+        assert!(r.compile().is_err());
+        assert!(r.is_match("anything"));
+    }
+
+    #[test]
+    fn texts_without_the_literals_are_not_compiled_for() {
+        let r = LazyRegex::new(r"(?i)\bcurl\b.*\|\s*(ba)?sh").expect("valid");
+        assert!(r.needles.is_some());
+        assert!(!r.is_match("cargo build --release"));
+        assert!(r.compiled.get().is_none());
+        assert!(r.is_match("CURL -s x | bash"));
+        // A literal inside: the fork bomb's `()`.
+        let bomb = LazyRegex::new(r"(\w+|:)\s*\(\)\s*\{").expect("valid");
+        assert_eq!(bomb.needles, Some(vec![b"()".to_vec()]));
+        assert!(!bomb.is_match("cat /tmp/x"));
+        assert!(bomb.compiled.get().is_none());
+        assert!(bomb.is_match(":(){ :|:& };:"));
+        // No literal every match has: compiled for any text.
+        let any = LazyRegex::new(r"\w+\s|^\d").expect("valid");
+        assert!(any.needles.is_none());
+        assert!(any.is_match("key value"));
+    }
+
+    #[test]
+    fn clones_keep_what_was_compiled() {
+        let r = LazyRegex::new("ab+").expect("valid");
+        assert!(r.is_match("abb"));
+        assert!(r.clone().compiled.get().is_some());
+    }
+}
