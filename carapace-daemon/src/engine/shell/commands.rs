@@ -6,6 +6,7 @@ use super::super::normalize;
 use super::super::operation::{Context, Operation};
 use super::args;
 use super::flow::{self, Reach};
+use super::param::ELEMENT_BREAK;
 use super::walk::{set_var, unset_var, Feed, Walker};
 use super::MAX_DEPTH;
 use crate::rules::Action;
@@ -133,6 +134,28 @@ impl Walker<'_> {
             .collect::<Vec<_>>()
             .join(" ");
         self.out.command(line);
+        if !first.contains('/') {
+            if let Some(body) = self
+                .functions
+                .iter()
+                .find(|(n, _)| *n == base)
+                .map(|(_, b)| b.clone())
+            {
+                if depth > MAX_DEPTH / 2 {
+                    // A function calling itself: its body was walked at the definition.
+                    return Feed::default();
+                }
+                return self.call_function(&body, args, ctx, depth, stdin);
+            }
+        } else if let Some(script) = self.file_feed(first, ctx) {
+            // `./x.sh` written earlier in this command: its content runs.
+            let mut sub = ctx.clone();
+            let mut out = Feed::default();
+            for text in &script.text {
+                out.extend(self.script(text, &mut sub, depth + 1));
+            }
+            return out;
+        }
         if let Some(value) = self
             .aliases
             .iter()
@@ -429,6 +452,14 @@ impl Walker<'_> {
                 cmd.extend(input);
                 self.wrapped(&cmd, ctx, depth, Feed::default())
             }
+            "trap" => {
+                // `trap 'CMD' EXIT…`: CMD runs later, in this shell.
+                let handler = args.iter().find(|a| *a != "--");
+                match handler {
+                    Some(h) if !h.starts_with('-') => self.script(h, ctx, depth + 1),
+                    _ => Feed::default(),
+                }
+            }
             "eval" => {
                 let src = args.join(" ");
                 self.code_from_download("sh", &src);
@@ -510,10 +541,7 @@ impl Walker<'_> {
                     return Feed::default();
                 };
                 // `source /dev/stdin <<< '…'` runs what comes in on stdin.
-                if matches!(
-                    file.as_str(),
-                    "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0" | "-"
-                ) {
+                if is_stdin(file) {
                     return self.shell_stdin(&stdin, ctx, depth);
                 }
                 self.script_file(file, ctx, depth, true)
@@ -554,7 +582,28 @@ impl Walker<'_> {
                 );
                 let line = stdin.joined();
                 let line = line.lines().next().unwrap_or("");
-                let mut words = line.split_whitespace();
+                let ifs = ctx.var("IFS").unwrap_or(" \t\n").to_owned();
+                let split = |l: &str| -> Vec<String> {
+                    l.split(|c: char| ifs.contains(c))
+                        .filter(|w| !w.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                };
+                if let Some(array) = o.value(&["-a"]) {
+                    let fields = if ifs.is_empty() {
+                        vec![line.to_owned()]
+                    } else {
+                        split(line)
+                    };
+                    set_var(ctx, array, &fields.join(&ELEMENT_BREAK.to_string()));
+                    return Feed::default();
+                }
+                let fields = if ifs.is_empty() {
+                    vec![line.to_owned()]
+                } else {
+                    split(line)
+                };
+                let mut words = fields.iter().map(String::as_str);
                 let names: Vec<&str> = o
                     .operands
                     .iter()
@@ -571,6 +620,52 @@ impl Walker<'_> {
                 }
                 if names.is_empty() {
                     set_var(ctx, "REPLY", line);
+                }
+                Feed::default()
+            }
+            "mapfile" | "readarray" => {
+                // mapfile -t NAME: one element per line of stdin.
+                let o = args::parse(args, &["-d", "-n", "-O", "-s", "-u", "-C", "-c"], false);
+                let name = o.operands.first().copied().unwrap_or("MAPFILE");
+                let text = stdin.joined();
+                let lines: Vec<&str> = text.lines().collect();
+                if valid_name(name) && !lines.is_empty() {
+                    set_var(ctx, name, &lines.join(&ELEMENT_BREAK.to_string()));
+                }
+                Feed::default()
+            }
+            "set"
+                if args.first().is_some_and(|a| a == "--")
+                    || args.first().is_some_and(|a| !a.starts_with(['-', '+'])) =>
+            {
+                // `set -- a b`: the positional parameters.
+                let params = args.strip_prefix(&["--".to_owned()]).unwrap_or(args);
+                for i in 1..=9 {
+                    set_var(
+                        ctx,
+                        &i.to_string(),
+                        params.get(i - 1).map_or("", String::as_str),
+                    );
+                }
+                set_var(ctx, "@", &params.join(" "));
+                set_var(ctx, "#", &params.len().to_string());
+                Feed::default()
+            }
+            "shift" => {
+                let n = args
+                    .first()
+                    .and_then(|a| a.parse::<usize>().ok())
+                    .unwrap_or(1);
+                let params: Vec<String> = (1..=9)
+                    .map(|i| ctx.var(&i.to_string()).unwrap_or("").to_owned())
+                    .skip(n)
+                    .collect();
+                for i in 1..=9 {
+                    set_var(
+                        ctx,
+                        &i.to_string(),
+                        params.get(i - 1).map_or("", String::as_str),
+                    );
                 }
                 Feed::default()
             }
@@ -632,7 +727,7 @@ impl Walker<'_> {
                         self.path_op(Action::Write, f, ctx, None);
                     } else {
                         self.path_op(Action::Read, f, ctx, None);
-                        if let Some(feed) = self.fd_feed(f) {
+                        if let Some(feed) = self.file_feed(f, ctx) {
                             input.push_str(&feed.joined());
                         }
                     }
@@ -925,7 +1020,7 @@ impl Walker<'_> {
                         Some(&"-") | None => (!stdin.text.is_empty()).then(|| stdin.joined()),
                         Some(f) => {
                             self.path_op(Action::Read, f, ctx, None);
-                            self.fd_feed(f).map(|f| f.joined())
+                            self.file_feed(f, ctx).map(|f| f.joined())
                         }
                     };
                     self.path_op(Action::Write, &spool, ctx, content);
@@ -1227,7 +1322,10 @@ impl Walker<'_> {
             return self.script(src, &mut sub, depth + 1);
         }
         match rest.first() {
-            Some(file) if !stdin_mode => self.script_file(file, ctx, depth, false),
+            // `bash /dev/stdin <<< '…'`: the script is what comes in on stdin.
+            Some(file) if !stdin_mode && !is_stdin(file) => {
+                self.script_file(file, ctx, depth, false)
+            }
             _ => self.shell_stdin(stdin, ctx, depth),
         }
     }
@@ -1259,7 +1357,7 @@ impl Walker<'_> {
         if self.is_download(file, ctx) {
             self.runs_download("sh", Reach::Script);
         }
-        let Some(feed) = self.fd_feed(file) else {
+        let Some(feed) = self.file_feed(file, ctx) else {
             return Feed::default();
         };
         let mut sub = ctx.clone();
@@ -1462,7 +1560,7 @@ impl Walker<'_> {
         let mut feed = Feed::default();
         for f in &operands {
             self.path_op(Action::Read, f, ctx, None);
-            if let Some(inner) = self.fd_feed(f) {
+            if let Some(inner) = self.file_feed(f, ctx) {
                 feed.extend(inner);
             }
             if matches!(name, "ls" | "dir" | "vdir" | "du" | "tree") {
@@ -2293,4 +2391,9 @@ fn printf(args: &[String]) -> String {
         }
     }
     out
+}
+
+/// Names of the standard input a shell can be given as its script file.
+fn is_stdin(file: &str) -> bool {
+    matches!(file, "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0" | "-")
 }

@@ -21,6 +21,7 @@ mod flow;
 mod gitconfig;
 mod home_paths;
 mod net;
+mod param;
 mod parse;
 mod plain;
 mod walk;
