@@ -39,6 +39,15 @@ pub(super) fn family(word: &str) -> &str {
 }
 
 /// A word that names a file rather than a value: rules want to see it as a path.
+/// A word that could name a file in the working directory: no option, scheme, `host:`,
+/// assignment or spaces.
+fn bare_name(word: &str) -> bool {
+    !word.is_empty()
+        && !word.starts_with('-')
+        && !word.contains([':', '=', ' ', '@', '$', '\n'])
+        && !word.bytes().all(|b| b.is_ascii_digit())
+}
+
 pub(super) fn path_like(word: &str) -> bool {
     !word.contains("://")
         && (word.contains('/') || word.starts_with('~') || word.starts_with('.') && word.len() > 1)
@@ -558,6 +567,10 @@ impl Walker<'_> {
                 };
                 if let Some(p) = normalize::path(&target, ctx) {
                     let old = std::mem::replace(&mut ctx.cwd, p);
+                    if name == "pushd" {
+                        let stack = ctx.var(DIRSTACK).unwrap_or("").to_owned();
+                        set_var(ctx, DIRSTACK, &format!("{old}\n{stack}"));
+                    }
                     set_var(ctx, "OLDPWD", &old);
                 }
                 Feed::default()
@@ -580,7 +593,12 @@ impl Walker<'_> {
                     &["-a", "-d", "-n", "-N", "-p", "-t", "-u", "-i"],
                     false,
                 );
-                let line = stdin.joined();
+                // A name listed by `find`/`ls` stands in when the text is not known.
+                let line = if stdin.text.is_empty() {
+                    stdin.names.first().cloned().unwrap_or_default()
+                } else {
+                    stdin.joined()
+                };
                 let line = line.lines().next().unwrap_or("");
                 let ifs = ctx.var("IFS").unwrap_or(" \t\n").to_owned();
                 let split = |l: &str| -> Vec<String> {
@@ -649,6 +667,24 @@ impl Walker<'_> {
                 }
                 set_var(ctx, "@", &params.join(" "));
                 set_var(ctx, "#", &params.len().to_string());
+                Feed::default()
+            }
+            "popd" => {
+                // Back to the directory the matching `pushd` left.
+                if let Some(stack) = ctx.var(DIRSTACK).map(str::to_owned) {
+                    let (top, rest) = stack.split_once('\n').unwrap_or((stack.as_str(), ""));
+                    if !top.is_empty() {
+                        let old = std::mem::replace(&mut ctx.cwd, top.to_owned());
+                        set_var(ctx, "OLDPWD", &old);
+                    }
+                    set_var(ctx, DIRSTACK, rest);
+                }
+                Feed::default()
+            }
+            "shopt" => {
+                if let Some(options) = super::globopts::shopt(ctx, args) {
+                    set_var(ctx, super::globopts::variable(), &options);
+                }
                 Feed::default()
             }
             "shift" => {
@@ -734,6 +770,12 @@ impl Walker<'_> {
                 }
                 self.decoded(&input)
             }
+            "tr" if !stdin.text.is_empty() => {
+                // `echo CREDENTIALS | tr A-Z a-z`: the translated text.
+                let text = super::textops::tr(&stdin.joined(), args);
+                self.out.text(text.as_str());
+                Feed::text(text)
+            }
             "rev" if !stdin.text.is_empty() => {
                 let text: String = stdin
                     .joined()
@@ -741,6 +783,38 @@ impl Walker<'_> {
                     .map(|l| l.chars().rev().collect::<String>())
                     .collect::<Vec<_>>()
                     .join("\n");
+                self.out.text(text.as_str());
+                Feed::text(text)
+            }
+
+            // Commands that print a path computed from their operands (`cd "$(dirname …)"`).
+            "pwd" => Feed::text(ctx.cwd.clone()),
+            "dirname" | "basename" | "realpath" if !args.is_empty() => {
+                let o = args::parse(
+                    args,
+                    &["-s", "--suffix", "--relative-to", "--relative-base"],
+                    false,
+                );
+                let printed: Vec<String> = o
+                    .operands
+                    .iter()
+                    .map(|a| match name {
+                        "dirname" => a
+                            .trim_end_matches('/')
+                            .rsplit_once('/')
+                            .map_or(".", |(d, _)| if d.is_empty() { "/" } else { d })
+                            .to_owned(),
+                        "basename" => a
+                            .trim_end_matches('/')
+                            .rsplit('/')
+                            .next()
+                            .unwrap_or("")
+                            .to_owned(),
+                        // realpath names the file; it reads nothing of it.
+                        _ => normalize::path(a, ctx).unwrap_or_else(|| (*a).to_owned()),
+                    })
+                    .collect();
+                let text = printed.join("\n");
                 self.out.text(text.as_str());
                 Feed::text(text)
             }
@@ -1249,7 +1323,9 @@ impl Walker<'_> {
                     } else {
                         a.as_str()
                     };
-                    if path_like(candidate) {
+                    // A bare name is a file in the working directory to a command not in
+                    // the table (`cd ~/.aws && aws s3 cp credentials s3://…`).
+                    if path_like(candidate) || bare_name(candidate) {
                         self.path_op(Action::Read, candidate, ctx, None);
                     }
                 }
@@ -2397,3 +2473,6 @@ fn printf(args: &[String]) -> String {
 fn is_stdin(file: &str) -> bool {
     matches!(file, "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0" | "-")
 }
+
+/// Where `pushd` keeps the directories `popd` returns to, newest first, one per line.
+const DIRSTACK: &str = "DIRSTACK";

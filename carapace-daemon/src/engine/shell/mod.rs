@@ -19,11 +19,13 @@ mod code;
 mod commands;
 mod flow;
 mod gitconfig;
+mod globopts;
 mod home_paths;
 mod net;
 mod param;
 mod parse;
 mod plain;
+mod textops;
 mod walk;
 mod word;
 

@@ -64,6 +64,9 @@ pub(super) struct Walker<'o> {
     /// absolute path: a later `source`, `sh FILE`, `./FILE`, `< FILE` or `cat FILE` in
     /// the same command reads that content.
     pub files: Vec<(String, Feed)>,
+    /// The names the last substitution without known text printed (`$(find ~/.aws)`): a
+    /// word that is that substitution alone stands for them.
+    sub_names: Vec<String>,
 }
 
 impl<'o> Walker<'o> {
@@ -79,6 +82,7 @@ impl<'o> Walker<'o> {
             flow: super::flow::Flow::default(),
             functions: Vec::new(),
             files: Vec::new(),
+            sub_names: Vec::new(),
         }
     }
 
@@ -176,7 +180,13 @@ impl<'o> Walker<'o> {
     fn list(&mut self, list: &ast::CompoundList, ctx: &mut Context, depth: usize) -> Feed {
         let mut feed = Feed::default();
         for item in &list.0 {
-            feed.extend(self.and_or(&item.0, ctx, depth));
+            if matches!(item.1, ast::SeparatorOperator::Async) {
+                // `cd DIR & cmd`: a background job runs in a subshell of its own.
+                let mut sub = ctx.clone();
+                feed.extend(self.and_or(&item.0, &mut sub, depth));
+            } else {
+                feed.extend(self.and_or(&item.0, ctx, depth));
+            }
         }
         feed
     }
@@ -459,6 +469,14 @@ impl<'o> Walker<'o> {
                     return;
                 }
                 let mut value = self.assignment_value(&a.value, ctx, depth);
+                if let ast::AssignmentValue::Scalar(w) = &a.value {
+                    // `X=~/.aws`: an unquoted leading tilde expands in an assignment too.
+                    if w.value.starts_with('~') && value.starts_with('~') {
+                        if let Some(p) = normalize::path(&value, ctx) {
+                            value = p;
+                        }
+                    }
+                }
                 let name = match &a.name {
                     ast::AssignmentName::VariableName(name) => name.clone(),
                     ast::AssignmentName::ArrayElementName(name, index) => {
@@ -665,7 +683,30 @@ impl<'o> Walker<'o> {
             return Vec::new();
         }
         let fields = word::expand(raw, ctx, &mut |inner| self.substitution(inner, ctx, depth));
-        fields.iter().map(|f| normalize::text(f)).collect()
+        let mut out = Vec::with_capacity(fields.len());
+        for f in &fields {
+            if f == UNKNOWN {
+                // A word that is only an unknown output: the names it is known to print,
+                // if any (an unknown whole argument is not taken as a path anywhere).
+                let names = std::mem::take(&mut self.sub_names);
+                if names.is_empty() {
+                    out.push(String::new());
+                }
+                out.extend(names);
+            } else if f.contains(UNKNOWN) && !self.sub_names.is_empty() {
+                // Inside a word, the names' last component (`src/$(ls src)` → `src/*`).
+                let last = self.sub_names[0]
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or("*")
+                    .to_owned();
+                out.push(normalize::text(&f.replace(UNKNOWN, &last)));
+                self.sub_names.clear();
+            } else {
+                out.push(normalize::text(f));
+            }
+        }
+        out
     }
 
     /// One string (assignment values, here-strings): no brace expansion or splitting.
@@ -683,6 +724,11 @@ impl<'o> Walker<'o> {
     fn substitution(&mut self, inner: &str, ctx: &Context, depth: usize) -> String {
         let mut sub = ctx.clone();
         let feed = self.script(inner, &mut sub, depth + 1);
+        if feed.text.is_empty() && !feed.downloaded {
+            // Output not known: part of a word, it is any name (`~/.aws/$(ls ~/.aws)`).
+            self.sub_names = feed.names;
+            return UNKNOWN.to_owned();
+        }
         let mut value = feed.joined();
         if feed.downloaded {
             value.push_str(super::flow::DOWNLOADED);
@@ -771,7 +817,8 @@ impl<'o> Walker<'o> {
 
     /// An operation on a path as the command wrote it (pseudo-files are skipped).
     pub fn path_op(&mut self, action: Action, raw: &str, ctx: &Context, content: Option<String>) {
-        let Some(path) = normalize::path(raw, ctx) else {
+        let raw = super::globopts::apply(raw, ctx);
+        let Some(path) = normalize::path(&raw, ctx) else {
             return;
         };
         if pseudo_file(&path) {
@@ -797,6 +844,10 @@ impl<'o> Walker<'o> {
         self.out.op(op);
     }
 }
+
+/// What an unknown command output stands for inside a word: any one name, a hidden one
+/// included (bash's extended pattern, which the rules' glob reading takes as any name).
+pub(super) const UNKNOWN: &str = crate::rules::intersect::UNKNOWN_NAME;
 
 /// Files whose written content is remembered, at most.
 const MAX_FILES: usize = 32;
@@ -874,10 +925,9 @@ fn set_array(ctx: &mut Context, name: &str, value: &str) {
 const MAX_ELEMENTS: usize = 64;
 
 fn set_scalar(ctx: &mut Context, name: &str, value: &str) {
+    // (`PWD=DIR` changes the variable, not the directory: only `cd` moves.)
     if name == "HOME" {
         value.clone_into(&mut ctx.home);
-    } else if name == "PWD" {
-        value.clone_into(&mut ctx.cwd);
     }
     match ctx.env.iter_mut().find(|(k, _)| k == name) {
         Some((_, v)) => value.clone_into(v),
