@@ -164,6 +164,9 @@ fn substring(value: &str, spec: &str, ctx: &Context, subst: &mut Subst<'_>) -> S
 }
 
 fn remove_prefix(value: &str, pat: &str, longest: bool) -> String {
+    if too_long(value, pat) {
+        return value.to_owned();
+    }
     let cuts: Vec<usize> = boundaries(value);
     let mut order: Box<dyn Iterator<Item = &usize>> = if longest {
         Box::new(cuts.iter().rev())
@@ -176,6 +179,9 @@ fn remove_prefix(value: &str, pat: &str, longest: bool) -> String {
 }
 
 fn remove_suffix(value: &str, pat: &str, longest: bool) -> String {
+    if too_long(value, pat) {
+        return value.to_owned();
+    }
     let cuts: Vec<usize> = boundaries(value);
     let mut order: Box<dyn Iterator<Item = &usize>> = if longest {
         Box::new(cuts.iter())
@@ -197,9 +203,7 @@ fn substitute(value: &str, spec: &str, ctx: &Context, subst: &mut Subst<'_>) -> 
     let (pat, rep) = body.split_once('/').unwrap_or((body, ""));
     let pat = expand_one(pat, ctx, subst);
     let rep = expand_one(rep, ctx, subst);
-    // Matching at every start against every end is quadratic: long values are left as
-    // they are (no path is that long).
-    if pat.is_empty() || value.len() > MAX_SUBSTITUTED {
+    if pat.is_empty() || too_long(value, &pat) {
         return value.to_owned();
     }
     let cuts = boundaries(value);
@@ -245,8 +249,15 @@ fn substitute(value: &str, spec: &str, ctx: &Context, subst: &mut Subst<'_>) -> 
     }
 }
 
-/// Values longer than this are not searched for a pattern to replace.
-const MAX_SUBSTITUTED: usize = 512;
+/// Pattern operators match at every cut of the value (and substitution at every start
+/// against every end): values and patterns longer than these are left as they are, which
+/// keeps a call's work bounded. No path component an agent hides is that long.
+const MAX_VALUE: usize = 256;
+const MAX_PATTERN: usize = 128;
+
+fn too_long(value: &str, pat: &str) -> bool {
+    value.len() > MAX_VALUE || pat.len() > MAX_PATTERN
+}
 
 /// Every char boundary of `s`, both ends included.
 fn boundaries(s: &str) -> Vec<usize> {
