@@ -7,7 +7,7 @@ use base64::Engine as _;
 use super::super::operation::Context;
 use super::args;
 use super::commands::path_like;
-use super::flow::Reach;
+use super::flow::{self, Reach};
 use super::home_paths;
 use super::walk::{Feed, Walker};
 use crate::rules::Action;
@@ -136,6 +136,33 @@ impl Walker<'_> {
             ),
             "lua" | "luajit" => (&["-e", "-l"], &["-e"], &[]),
             "Rscript" | "osascript" | "tclsh" | "julia" => (&["-e", "-E"], &["-e", "-E"], &[]),
+            "R" => (&["-e", "-f", "--file"], &["-e"], &["-f", "--file"]),
+            "ts-node" | "tsx" => (
+                &[
+                    "-e",
+                    "--eval",
+                    "-p",
+                    "--print",
+                    "-r",
+                    "--require",
+                    "-P",
+                    "--project",
+                ],
+                &["-e", "--eval", "-p", "--print"],
+                &["-r", "--require"],
+            ),
+            "ipython" => (&["-c", "-m", "-i"], &["-c"], &[]),
+            "sbcl" => (
+                &["--eval", "--load", "--script"],
+                &["--eval"],
+                &["--load", "--script"],
+            ),
+            "clisp" => (&["-x", "-i"], &["-x"], &["-i"]),
+            "guile" => (&["-c", "-l", "-s", "-e"], &["-c"], &["-l", "-s"]),
+            "racket" => (&["-e", "-f", "-t", "-l"], &["-e"], &["-f", "-t"]),
+            "elixir" => (&["-e", "-r"], &["-e"], &["-r"]),
+            "groovy" | "scala" => (&["-e"], &["-e"], &[]),
+            "expect" => (&["-c", "-f"], &["-c"], &["-f"]),
             "deno" | "bun" => (
                 &[
                     "-e",
@@ -154,12 +181,15 @@ impl Walker<'_> {
             self.powershell(args, ctx, depth);
             return Feed::default();
         }
+        // `sbcl --script` with no file reads the script on stdin.
+        let args = &script_flag_value(name, args);
         let o = args::parse(args, valued, true);
         for f in o.values(file_flags) {
             self.path_op(Action::Read, f, ctx, None);
             if name == "php" {
                 self.path_op(Action::Execute, f, ctx, None);
             }
+            self.script_source(name, f, stdin, ctx);
         }
         let codes = o.values(code_flags);
         let mut rest = o.rest;
@@ -180,21 +210,32 @@ impl Walker<'_> {
                 rest = &rest[1..];
             }
         }
-        let module = o.value(&["-m"]).filter(|_| name == "python");
+        let module = o
+            .value(&["-m"])
+            .filter(|_| matches!(name, "python" | "ipython"));
         let mut script_args = rest;
+        // Code that fetches prints what it fetched, or runs it.
+        let mut fetched = false;
         if !codes.is_empty() {
             for c in codes {
                 self.code_from_download(name, c);
+                fetched |= flow::fetches_url(c);
+                if flow::evaluates_values(c) && (flow::fetches_url(c) || stdin.downloaded) {
+                    self.runs_download(name, Reach::Stdin);
+                }
                 self.code(c, ctx, depth);
             }
-        } else if module.is_some() || (!o.values(file_flags).is_empty() && name == "php") {
+        } else if module.is_some()
+            || (!o.values(file_flags).is_empty() && matches!(name, "php" | "R" | "sbcl"))
+            || (name == "R" && rest.first().is_some_and(|c| c == "CMD"))
+        {
             // python -m MODULE ARGS…: the arguments follow.
-        } else if let Some((script, after)) = rest.split_first().filter(|(s, _)| *s != "-") {
+        } else if let Some((script, after)) =
+            rest.split_first().filter(|(s, _)| *s != "-" && name != "R")
+        {
             self.path_op(Action::Read, script, ctx, None);
             self.path_op(Action::Execute, script, ctx, None);
-            if self.is_download(script, ctx) {
-                self.runs_download(name, Reach::Script);
-            }
+            self.script_source(name, script, stdin, ctx);
             if let Some(feed) = self.fd_feed(script) {
                 self.code(&feed.joined(), ctx, depth);
             }
@@ -219,7 +260,10 @@ impl Walker<'_> {
                 self.path_op(Action::Read, a, ctx, None);
             }
         }
-        Feed::default()
+        Feed {
+            downloaded: fetched,
+            ..Feed::default()
+        }
     }
 
     /// PowerShell takes single-dash long options in any case; `-Command` takes the rest of
@@ -454,4 +498,18 @@ fn utf16_base64(s: &str) -> Option<String> {
         .map(|c| u16::from_le_bytes([c[0], c[1]]))
         .collect();
     String::from_utf16(&units).ok()
+}
+
+/// `sbcl --script` reads its script from stdin when no file follows; written `-` so the
+/// option table need not know that its value is optional.
+fn script_flag_value(name: &str, args: &[String]) -> Vec<String> {
+    let mut out = args.to_vec();
+    if name == "sbcl" {
+        if let Some(i) = out.iter().position(|a| a == "--script") {
+            if out.get(i + 1).is_none_or(|next| next.starts_with('-')) {
+                out.insert(i + 1, "/dev/stdin".to_owned());
+            }
+        }
+    }
+    out
 }

@@ -21,6 +21,7 @@ pub(super) fn family(word: &str) -> &str {
     for (prefix, fam) in [
         ("python", "python"),
         ("pypy", "python"),
+        ("ipython", "ipython"),
         ("perl5", "perl"),
         ("ruby", "ruby"),
         ("php", "php"),
@@ -75,6 +76,21 @@ pub(super) fn is_interpreter(name: &str) -> bool {
             | "osascript"
             | "irb"
             | "julia"
+            | "R"
+            | "ts-node"
+            | "tsx"
+            | "ipython"
+            | "sbcl"
+            | "clisp"
+            | "guile"
+            | "racket"
+            | "elixir"
+            | "groovy"
+            | "jshell"
+            | "scala"
+            | "swift"
+            | "expect"
+            | "wish"
     )
 }
 
@@ -91,6 +107,75 @@ fn cd_path_target(target: &str, ctx: &Context) -> String {
             format!("{}/{target}", dir.trim_end_matches('/'))
         }
         None => target.to_owned(),
+    }
+}
+
+/// Options that take a value, of wrappers that run the rest of the line as a command.
+fn wrapper_valued(name: &str) -> &'static [&'static str] {
+    match name {
+        "setpriv" => &[
+            "--reuid",
+            "--regid",
+            "--ruid",
+            "--euid",
+            "--rgid",
+            "--egid",
+            "--groups",
+            "--inh-caps",
+            "--ambient-caps",
+            "--bounding-set",
+            "--securebits",
+            "--pdeathsig",
+            "--selinux-label",
+            "--apparmor-profile",
+            "--landlock-access",
+            "--landlock-rule",
+        ],
+        "systemd-run" => &[
+            "-u",
+            "--unit",
+            "-p",
+            "--property",
+            "--description",
+            "--slice",
+            "-E",
+            "--setenv",
+            "--uid",
+            "--gid",
+            "--nice",
+            "-M",
+            "--machine",
+            "-H",
+            "--host",
+            "--working-directory",
+            "--on-active",
+            "--on-boot",
+            "--on-startup",
+            "--on-unit-active",
+            "--on-unit-inactive",
+            "--on-calendar",
+            "--timer-property",
+            "--path-property",
+            "--socket-property",
+            "--service-type",
+        ],
+        "unshare" => &[
+            "-S",
+            "--setuid",
+            "-G",
+            "--setgid",
+            "--map-user",
+            "--map-group",
+            "--map-users",
+            "--map-groups",
+            "-R",
+            "--root",
+            "-w",
+            "--wd",
+            "--propagation",
+        ],
+        "nsenter" => &["-t", "--target", "-S", "--setuid", "-G", "--setgid"],
+        _ => &[],
     }
 }
 
@@ -132,6 +217,8 @@ impl Walker<'_> {
             return Feed::default();
         };
         let base = first.rsplit('/').next().unwrap_or(first).to_owned();
+        // `$(curl …)` as the command: the download is the command run.
+        self.code_from_download("sh", first);
         if first.contains('/') {
             self.path_op(Action::Execute, first, ctx, None);
             if self.is_download(first, ctx) {
@@ -180,8 +267,12 @@ impl Walker<'_> {
         }
         // A command that reads a downloaded file prints downloaded bytes (`cat f | sh`).
         let outer = std::mem::take(&mut self.flow.read_download);
-        let mut feed = self.dispatch(family(&base), args, ctx, depth, stdin);
-        feed.downloaded |= self.flow.read_download;
+        let fetched = self.remote_copy(family(&base), args, ctx);
+        // What the command runs inside (`sh -c`, `script -c`) inherits its stdin.
+        let mut feed = self.with_stdin(stdin.downloaded, |w| {
+            w.dispatch(family(&base), args, ctx, depth, stdin)
+        });
+        feed.downloaded |= self.flow.read_download || fetched;
         self.flow.read_download |= outer;
         feed
     }
@@ -252,10 +343,13 @@ impl Walker<'_> {
                 self.wrapped(o.rest, ctx, depth, stdin)
             }
             "nohup" | "time" | "builtin" | "unbuffer" | "caffeinate" | "catchsegv" | "command"
-            | "exec" | "setsid" | "busybox" | "ltrace" | "strace" | "torsocks" | "proxychains"
-            | "proxychains4" | "firejail" | "fakeroot" | "nocache" | "eatmydata" => {
+            | "exec" | "setsid" | "busybox" | "toybox" | "ltrace" | "strace" | "torsocks"
+            | "proxychains" | "dbus-run-session" | "pkexec" | "linux32" | "linux64"
+            | "proxychains4" | "firejail" | "fakeroot" | "nocache" | "eatmydata" | "setpriv"
+            | "systemd-run" | "unshare" | "nsenter" | "setarch" => {
                 let valued: &[&str] = match name {
                     "exec" => &["-a"],
+                    "setpriv" | "systemd-run" | "unshare" | "nsenter" => wrapper_valued(name),
                     "strace" | "ltrace" => &[
                         "-o", "-e", "-p", "-s", "-u", "-E", "-P", "-a", "-b", "-I", "-S", "-X",
                     ],
@@ -271,12 +365,18 @@ impl Walker<'_> {
                     return Feed::default();
                 }
                 let o = args::parse(args, valued, true);
+                // setarch ARCH CMD…
+                let o_rest = if name == "setarch" {
+                    o.rest.get(1..).unwrap_or(&[])
+                } else {
+                    o.rest
+                };
                 if matches!(name, "strace" | "ltrace") {
                     for f in o.values(&["-o"]) {
                         self.path_op(Action::Write, f, ctx, None);
                     }
                 }
-                self.wrapped(o.rest, ctx, depth, stdin)
+                self.wrapped(o_rest, ctx, depth, stdin)
             }
             "nice" | "ionice" | "taskset" | "chrt" | "numactl" | "cpulimit" | "prlimit" => {
                 let o = args::parse(
@@ -550,7 +650,7 @@ impl Walker<'_> {
                     return Feed::default();
                 };
                 // `source /dev/stdin <<< '…'` runs what comes in on stdin.
-                if is_stdin(file) {
+                if file == "-" || flow::is_stdin_path(file) {
                     return self.shell_stdin(&stdin, ctx, depth);
                 }
                 self.script_file(file, ctx, depth, true)
@@ -628,16 +728,18 @@ impl Walker<'_> {
                     .copied()
                     .filter(|n| valid_name(n))
                     .collect();
+                // A line of a download is downloaded text: `eval "$line"` runs it.
+                let taint = if stdin.downloaded { flow::STREAMED } else { "" };
                 for (i, n) in names.iter().enumerate() {
                     let value = if i + 1 == names.len() {
                         words.clone().collect::<Vec<_>>().join(" ")
                     } else {
                         words.next().unwrap_or("").to_owned()
                     };
-                    set_var(ctx, n, &value);
+                    set_var(ctx, n, &format!("{value}{taint}"));
                 }
                 if names.is_empty() {
-                    set_var(ctx, "REPLY", line);
+                    set_var(ctx, "REPLY", &format!("{line}{taint}"));
                 }
                 Feed::default()
             }
@@ -839,15 +941,16 @@ impl Walker<'_> {
                     &["-e", "-f", "-l", "--expression", "--file", "--line-length"],
                     false,
                 );
-                let scripts = o.values(&["-e", "--expression"]);
+                let mut scripts = o.values(&["-e", "--expression"]);
                 let mut files = o.operands.clone();
                 if scripts.is_empty() && o.values(&["-f", "--file"]).is_empty() && !files.is_empty()
                 {
-                    self.out.text(files.remove(0));
+                    scripts.push(files.remove(0));
                 }
-                for s in scripts {
-                    self.out.text(s);
+                for s in &scripts {
+                    self.out.text(*s);
                 }
+                self.sed_runs_input(&scripts, &files, &stdin, ctx);
                 for f in o.values(&["-f", "--file"]) {
                     self.path_op(Action::Read, f, ctx, None);
                 }
@@ -883,9 +986,11 @@ impl Walker<'_> {
                 let mut files = o.operands.clone();
                 for f in &progs {
                     self.path_op(Action::Read, f, ctx, None);
+                    self.script_source("awk", f, &stdin, ctx);
                 }
                 if progs.is_empty() && !files.is_empty() {
                     let prog = files.remove(0);
+                    self.awk_runs_input(prog, &files, &stdin, ctx);
                     self.code(prog, ctx, depth);
                 }
                 for f in files.into_iter().filter(|f| !f.contains('=')) {
@@ -1038,6 +1143,17 @@ impl Walker<'_> {
                 Feed::default()
             }
             "cp" | "mv" | "install" | "ln" | "link" | "rsync" | "scp" => self.copy(name, args, ctx),
+            "sponge" => {
+                let content = (!stdin.text.is_empty()).then(|| stdin.joined());
+                for f in args.iter().filter(|a| !a.starts_with('-')) {
+                    self.path_op(Action::Write, f, ctx, content.clone());
+                    if stdin.downloaded {
+                        self.downloaded_to(f, ctx);
+                    }
+                }
+                Feed::default()
+            }
+            "parallel" => self.parallel(args, ctx, depth, &stdin),
             "dd" => {
                 for a in args {
                     if let Some(f) = a.strip_prefix("if=") {
@@ -1045,6 +1161,10 @@ impl Walker<'_> {
                     } else if let Some(f) = a.strip_prefix("of=") {
                         let content = (!stdin.text.is_empty()).then(|| stdin.joined());
                         self.path_op(Action::Write, f, ctx, content);
+                        // A copy of a download (from stdin or `if=`) is a download.
+                        if stdin.downloaded || self.flow.read_download {
+                            self.downloaded_to(f, ctx);
+                        }
                     }
                 }
                 Feed::default()
@@ -1151,7 +1271,7 @@ impl Walker<'_> {
                 }
                 Feed::default()
             }
-            "tar" | "bsdtar" => self.tar(args, ctx),
+            "tar" | "bsdtar" => self.tar(args, ctx, &stdin),
             "zip" | "7z" | "7za" | "rar" => {
                 let o = args::parse(
                     args,
@@ -1189,11 +1309,19 @@ impl Walker<'_> {
                 );
                 if name == "unzip" {
                     let mut it = o.operands.iter();
+                    let mut downloaded = false;
                     if let Some(archive) = it.next() {
                         self.path_op(Action::Read, archive, ctx, None);
+                        downloaded = self.is_download(archive, ctx);
                     }
                     let dir = o.value(&["-d"]).unwrap_or(".");
-                    self.path_op(Action::Write, dir, ctx, None);
+                    let lists = o.has(&["-l", "-t", "-v", "-z", "-Z"]);
+                    if !lists {
+                        self.path_op(Action::Write, dir, ctx, None);
+                    }
+                    if downloaded && !lists {
+                        self.downloaded_tree(dir, ctx);
+                    }
                 } else {
                     for f in &o.operands {
                         self.path_op(Action::Read, f, ctx, None);
@@ -1306,7 +1434,8 @@ impl Walker<'_> {
             | "ftp" | "lftp" | "ping" | "ping6" | "dig" | "nslookup" | "host" | "whois"
             | "traceroute" | "tracepath" | "mtr" | "http" | "https" | "xh" | "aria2c"
             | "ssh-copy-id" | "mosh" | "nmap" | "tftp" | "openvpn" | "sshpass" | "autossh"
-            | "websocat" | "grpcurl" => {
+            | "websocat" | "grpcurl" | "wget2" | "lwp-request" | "lwp-download" | "GET"
+            | "HEAD" | "POST" | "curlie" => {
                 let mut feed = self.network(name, args, ctx, depth, stdin);
                 feed.downloaded |= flow::fetches(name);
                 feed
@@ -1354,6 +1483,8 @@ impl Walker<'_> {
     fn shell(&mut self, args: &[String], ctx: &mut Context, depth: usize, stdin: &Feed) -> Feed {
         let mut command_mode = false;
         let mut stdin_mode = false;
+        // `-n` (noexec): the shell reads and checks the script, runs nothing in it.
+        let mut check_only = false;
         let mut i = 0;
         while let Some(a) = args.get(i) {
             i += 1;
@@ -1361,6 +1492,7 @@ impl Walker<'_> {
                 break;
             }
             if let Some(long) = a.strip_prefix("--") {
+                check_only |= long == "no-execute";
                 if matches!(long, "rcfile" | "init-file") {
                     if let Some(f) = args.get(i) {
                         self.path_op(Action::Read, f, ctx, None);
@@ -1374,8 +1506,10 @@ impl Walker<'_> {
             if (a.starts_with('-') || a.starts_with('+')) && a.len() > 1 {
                 command_mode |= a[1..].contains('c') && a.starts_with('-');
                 stdin_mode |= a[1..].contains('s') && a.starts_with('-');
+                check_only |= a[1..].contains('n') && a.starts_with('-');
                 // -o OPTION / -O OPTION take a value.
                 if a[1..].contains(['o', 'O']) {
+                    check_only |= a.starts_with('-') && args.get(i).is_some_and(|o| o == "noexec");
                     i += 1;
                 }
                 continue;
@@ -1384,6 +1518,12 @@ impl Walker<'_> {
             break;
         }
         let rest = args.get(i..).unwrap_or(&[]);
+        if check_only {
+            if let Some(file) = rest.first().filter(|_| !command_mode && !stdin_mode) {
+                self.path_op(Action::Read, file, ctx, None);
+            }
+            return Feed::default();
+        }
         if command_mode {
             let Some((src, params)) = rest.split_first() else {
                 return Feed::default();
@@ -1399,9 +1539,8 @@ impl Walker<'_> {
         }
         match rest.first() {
             // `bash /dev/stdin <<< '…'`: the script is what comes in on stdin.
-            Some(file) if !stdin_mode && !is_stdin(file) => {
-                self.script_file(file, ctx, depth, false)
-            }
+            Some(file) if flow::is_stdin_path(file) => self.shell_stdin(stdin, ctx, depth),
+            Some(file) if !stdin_mode => self.script_file(file, ctx, depth, false),
             _ => self.shell_stdin(stdin, ctx, depth),
         }
     }
@@ -1968,6 +2107,10 @@ impl Walker<'_> {
             return Feed::default();
         }
         self.path_op(Action::Write, dest, ctx, None);
+        // A copy of a download, or of a remote file (`scp host:f`), is a download.
+        let downloaded = sources
+            .iter()
+            .any(|s| remote_host(s).is_some() || self.is_download(s, ctx));
         // Into a directory: the file lands at DEST/NAME, which is what rules on files under a
         // protected directory need to see.
         let into_dir = dest.ends_with('/')
@@ -1983,13 +2126,20 @@ impl Walker<'_> {
                 let file = s.rsplit(['/', ':']).next().unwrap_or(s);
                 if !file.is_empty() {
                     self.path_op(Action::Write, &format!("{base}/{file}"), ctx, None);
+                    if downloaded {
+                        self.downloaded_to(&format!("{base}/{file}"), ctx);
+                        self.downloaded_tree(&format!("{base}/{file}"), ctx);
+                    }
                 }
             }
+        } else if downloaded {
+            self.downloaded_to(dest, ctx);
+            self.downloaded_tree(dest, ctx);
         }
         Feed::default()
     }
 
-    fn tar(&mut self, args: &[String], ctx: &mut Context) -> Feed {
+    fn tar(&mut self, args: &[String], ctx: &mut Context, stdin: &Feed) -> Feed {
         // The first word may be a bundle of letters without a dash (`tar czf out.tgz dir`).
         let mut args = args.to_vec();
         if let Some(first) = args.first_mut() {
@@ -2057,12 +2207,24 @@ impl Walker<'_> {
             if let Some(a) = archive {
                 self.path_op(Action::Read, a, ctx, None);
             }
+            // Unpacked from a download, every file it writes is downloaded.
+            let downloaded = match archive.filter(|a| *a != "-") {
+                Some(a) => self.is_download(a, ctx),
+                None => stdin.downloaded,
+            };
             if extract {
                 if o.operands.is_empty() {
                     self.path_op(Action::Write, ".", &sub, None);
+                    if downloaded {
+                        self.downloaded_tree(".", &sub);
+                    }
                 }
                 for f in &o.operands {
                     self.path_op(Action::Write, f, &sub, None);
+                    if downloaded {
+                        self.downloaded_to(f, &sub);
+                        self.downloaded_tree(f, &sub);
+                    }
                 }
             }
         }
@@ -2467,11 +2629,6 @@ fn printf(args: &[String]) -> String {
         }
     }
     out
-}
-
-/// Names of the standard input a shell can be given as its script file.
-fn is_stdin(file: &str) -> bool {
-    matches!(file, "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0" | "-")
 }
 
 /// Where `pushd` keeps the directories `popd` returns to, newest first, one per line.

@@ -17,6 +17,7 @@
 mod args;
 mod code;
 mod commands;
+mod fetch;
 mod flow;
 mod gitconfig;
 mod globopts;

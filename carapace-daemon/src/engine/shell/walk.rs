@@ -202,7 +202,8 @@ impl<'o> Walker<'o> {
 
     fn pipeline(&mut self, p: &ast::Pipeline, ctx: &mut Context, depth: usize) -> Feed {
         if let [only] = p.seq.as_slice() {
-            return self.command(only, ctx, depth, Feed::default());
+            let stdin = self.inherited_stdin();
+            return self.command(only, ctx, depth, stdin);
         }
         // The pipeline as one line, so that command rules like `curl … | sh` can match.
         let line = p
@@ -218,8 +219,9 @@ impl<'o> Walker<'o> {
             .join(" | ");
         self.out.command(line);
         // Each part of a pipeline runs in a subshell: `cd` in one does not move the others.
-        // Downloaded bytes taint every later part: `curl … | grep … | sh` runs them.
-        let mut feed = Feed::default();
+        // Downloaded bytes taint every later part: `curl … | grep … | sh` runs them. The
+        // first part reads the enclosing shell's stdin.
+        let mut feed = self.inherited_stdin();
         let mut downloaded = false;
         for c in &p.seq {
             let mut sub = ctx.clone();
@@ -242,7 +244,8 @@ impl<'o> Walker<'o> {
                 let stdin = self
                     .redirect_inputs(&redirects, ctx, depth)
                     .unwrap_or(stdin);
-                let feed = self.compound(cc, ctx, depth, stdin);
+                // Every command inside reads the group's stdin unless given another.
+                let feed = self.with_stdin(stdin.downloaded, |w| w.compound(cc, ctx, depth, stdin));
                 self.redirect_outputs(&redirects, ctx, depth, &feed)
             }
             ast::Command::Function(f) => {
@@ -401,8 +404,11 @@ impl<'o> Walker<'o> {
         for item in c.prefix.iter().flat_map(|p| p.0.iter()) {
             self.item(item, true, ctx, depth, &mut parts);
         }
+        let mut unresolved = false;
         if let Some(name) = &c.word_or_name {
-            parts.words.extend(self.words(&name.value, ctx, depth));
+            let fields = self.words(&name.value, ctx, depth);
+            unresolved = unresolved_command(&name.value, fields.first());
+            parts.words.extend(fields);
         }
         for item in c.suffix.iter().flat_map(|s| s.0.iter()) {
             self.item(item, false, ctx, depth, &mut parts);
@@ -411,6 +417,7 @@ impl<'o> Walker<'o> {
             assignments,
             redirects,
             words,
+            outputs,
         } = parts;
 
         if words.is_empty() {
@@ -418,12 +425,16 @@ impl<'o> Walker<'o> {
             for (name, value) in &assignments {
                 set_var(ctx, name, value);
             }
-            self.redirect_inputs(&redirects, ctx, depth);
+            let stdin = self
+                .redirect_inputs(&redirects, ctx, depth)
+                .unwrap_or(stdin);
+            self.unresolved_runner(unresolved, &stdin);
             return self.redirect_outputs(&redirects, ctx, depth, &Feed::default());
         }
         let stdin = self
             .redirect_inputs(&redirects, ctx, depth)
             .unwrap_or(stdin);
+        self.unresolved_runner(unresolved, &stdin);
         // What a command makes of downloaded bytes is downloaded bytes still.
         let tainted = stdin.downloaded;
         let mut feed = if assignments.is_empty() {
@@ -446,7 +457,37 @@ impl<'o> Walker<'o> {
             feed
         };
         feed.downloaded |= tainted;
+        self.output_substitutions(&outputs, ctx, depth);
         self.redirect_outputs(&redirects, ctx, depth, &feed)
+    }
+
+    /// A command word the analysis cannot name (`"$SHELL"`, `$(command -v bash)`,
+    /// `/???/ba?h`) reading downloaded bytes may well be a shell: taken as one.
+    fn unresolved_runner(&mut self, unresolved: bool, stdin: &Feed) {
+        if unresolved && stdin.downloaded {
+            self.runs_download("sh", super::flow::Reach::Stdin);
+        }
+    }
+
+    /// `>(…)` given to a command as a file name: walked once the command has run, reading
+    /// what the command wrote there (`tee >(sh)` of a download runs it).
+    fn output_substitutions(
+        &mut self,
+        outputs: &[(String, &ast::SubshellCommand)],
+        ctx: &Context,
+        depth: usize,
+    ) {
+        for (name, sub) in outputs {
+            let downloaded = normalize::path(name, ctx).is_some_and(|p| self.holds_download(&p));
+            let stdin = Feed {
+                downloaded,
+                ..Feed::default()
+            };
+            let mut inner = ctx.clone();
+            self.with_stdin(downloaded, |w| {
+                w.list_with_stdin(&sub.list, &mut inner, depth, stdin)
+            });
+        }
     }
 
     fn item<'a>(
@@ -493,6 +534,14 @@ impl<'o> Walker<'o> {
                 }
                 parts.assignments.push((name, value));
             }
+            ast::CommandPrefixOrSuffixItem::ProcessSubstitution(
+                ast::ProcessSubstitutionKind::Write,
+                sub,
+            ) => {
+                let name = self.fd_name(Feed::default());
+                parts.outputs.push((name.clone(), sub));
+                parts.words.push(name);
+            }
             ast::CommandPrefixOrSuffixItem::ProcessSubstitution(kind, sub) => {
                 let name = self.process_substitution(kind, sub, ctx, depth);
                 parts.words.push(name);
@@ -526,10 +575,16 @@ impl<'o> Walker<'o> {
     ) -> String {
         let mut inner = ctx.clone();
         let feed = self.list(&sub.list, &mut inner, depth);
-        let name = format!("/dev/fd/{}", 63 - self.fd_feeds.len().min(50));
-        if matches!(kind, ast::ProcessSubstitutionKind::Read) {
-            self.fd_feeds.push((name.clone(), feed));
+        match kind {
+            ast::ProcessSubstitutionKind::Read => self.fd_name(feed),
+            ast::ProcessSubstitutionKind::Write => self.fd_name(Feed::default()),
         }
+    }
+
+    /// The `/dev/fd/N` name of a new process substitution that prints `feed`.
+    fn fd_name(&mut self, feed: Feed) -> String {
+        let name = format!("/dev/fd/{}", 63 - self.fd_feeds.len().min(50));
+        self.fd_feeds.push((name.clone(), feed));
         name
     }
 
@@ -553,13 +608,13 @@ impl<'o> Walker<'o> {
                     };
                     let body = normalize::text(&body);
                     self.out.text(body.as_str());
-                    stdin = Some(Feed::text(body));
+                    stdin = Some(text_feed(body));
                 }
                 ast::IoRedirect::HereString(_, w) => {
                     let mut body = self.word_one(&w.value, ctx, depth);
                     body.push('\n');
                     self.out.text(body.as_str());
-                    stdin = Some(Feed::text(body));
+                    stdin = Some(text_feed(body));
                 }
                 ast::IoRedirect::File(fd, kind, target) => match target {
                     ast::IoFileRedirectTarget::Filename(w) => {
@@ -574,15 +629,18 @@ impl<'o> Walker<'o> {
                                         stdin = Some(feed);
                                     }
                                 }
-                                if fd.is_none_or(|fd| fd == 0) && self.is_download(&path, ctx) {
-                                    stdin = Some(downloaded_feed());
+                                if self.is_download(&path, ctx) {
+                                    match fd {
+                                        None | Some(0) => stdin = Some(downloaded_feed()),
+                                        Some(n) => self.flow.download_fds.push(n.to_string()),
+                                    }
                                 }
                                 // bash's network redirects: `sh < /dev/tcp/HOST/PORT`, or
                                 // `exec 3<>/dev/tcp/…` read later through `<&3`.
                                 if path.starts_with("/dev/tcp/") || path.starts_with("/dev/udp/") {
                                     match fd {
                                         None | Some(0) => stdin = Some(downloaded_feed()),
-                                        Some(n) => self.flow.net_fds.push(n.to_string()),
+                                        Some(n) => self.flow.download_fds.push(n.to_string()),
                                     }
                                 }
                             }
@@ -590,8 +648,13 @@ impl<'o> Walker<'o> {
                     }
                     ast::IoFileRedirectTarget::ProcessSubstitution(k, sub) => {
                         let name = self.process_substitution(k, sub, ctx, depth);
-                        if let Some(feed) = self.fd_feed(&name) {
-                            stdin = Some(feed);
+                        match (fd, self.fd_feed(&name)) {
+                            (None | Some(0), Some(feed)) => stdin = Some(feed),
+                            // `exec 3< <(curl …)`, read later through `<&3`.
+                            (Some(n), Some(feed)) if feed.downloaded => {
+                                self.flow.download_fds.push(n.to_string());
+                            }
+                            _ => {}
                         }
                     }
                     ast::IoFileRedirectTarget::Duplicate(w)
@@ -600,7 +663,7 @@ impl<'o> Walker<'o> {
                         for path in self.words(&w.value, ctx, depth) {
                             if !is_fd(&path) {
                                 self.path_op(Action::Read, &path, ctx, None);
-                            } else if self.flow.net_fds.contains(&path) {
+                            } else if self.flow.download_fds.contains(&path) {
                                 stdin = Some(downloaded_feed());
                             }
                         }
@@ -643,7 +706,22 @@ impl<'o> Walker<'o> {
                             (*fd, &w.value)
                         }
                         ast::IoFileRedirectTarget::ProcessSubstitution(k, sub) if writes => {
-                            self.process_substitution(k, sub, ctx, depth);
+                            // `cmd > >(sh)`: the substitution reads what the command prints.
+                            let written = if fd.is_none_or(|fd| fd == 1) {
+                                stdout_kept = false;
+                                output.clone()
+                            } else {
+                                Feed::default()
+                            };
+                            if matches!(k, ast::ProcessSubstitutionKind::Write) {
+                                let mut inner = ctx.clone();
+                                let downloaded = written.downloaded;
+                                self.with_stdin(downloaded, |w| {
+                                    w.list_with_stdin(&sub.list, &mut inner, depth, written)
+                                });
+                            } else {
+                                self.process_substitution(k, sub, ctx, depth);
+                            }
                             continue;
                         }
                         _ => continue,
@@ -858,6 +936,26 @@ struct Parts<'a> {
     assignments: Vec<(String, String)>,
     redirects: Vec<&'a ast::IoRedirect>,
     words: Vec<String>,
+    /// `>(…)` among the words, by the name the command sees, walked after it.
+    outputs: Vec<(String, &'a ast::SubshellCommand)>,
+}
+
+/// Whether the command word `raw` expands to no name the analysis knows (`first`, its first
+/// field): an expansion that gave nothing, or a glob.
+fn unresolved_command(raw: &str, first: Option<&String>) -> bool {
+    let expands = raw.contains(['$', '`']);
+    match first {
+        None => expands,
+        Some(f) => (expands && f.is_empty()) || f.contains(['*', '?', '[']),
+    }
+}
+
+/// A here-document or here-string: its text, downloaded when it holds a `$(curl …)`.
+fn text_feed(body: String) -> Feed {
+    Feed {
+        downloaded: super::flow::value_reach(&body).is_some(),
+        ..Feed::text(body)
+    }
 }
 
 /// Streams that are not files worth reporting.
