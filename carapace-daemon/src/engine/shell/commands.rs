@@ -674,10 +674,13 @@ impl Walker<'_> {
                 let mut files = o.operands.clone();
                 if scripts.is_empty() && o.values(&["-f", "--file"]).is_empty() && !files.is_empty()
                 {
-                    self.out.text(files.remove(0));
+                    let script = files.remove(0);
+                    self.out.text(script);
+                    self.sed_script(script, ctx, depth);
                 }
                 for s in scripts {
                     self.out.text(s);
+                    self.sed_script(s, ctx, depth);
                 }
                 for f in o.values(&["-f", "--file"]) {
                     self.path_op(Action::Read, f, ctx, None);
@@ -717,7 +720,14 @@ impl Walker<'_> {
                 }
                 if progs.is_empty() && !files.is_empty() {
                     let prog = files.remove(0);
-                    self.code(prog, ctx, depth);
+                    // `-v name=value` is known to the program before it runs.
+                    let vars: Vec<(String, String)> = o
+                        .values(&["-v", "--assign"])
+                        .into_iter()
+                        .filter_map(|a| a.split_once('='))
+                        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                        .collect();
+                    self.code_with(prog, ctx, depth, &vars);
                 }
                 for f in files.into_iter().filter(|f| !f.contains('=')) {
                     self.path_op(Action::Read, f, ctx, None);
