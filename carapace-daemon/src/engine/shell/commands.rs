@@ -949,6 +949,7 @@ impl Walker<'_> {
                 }
                 for s in &scripts {
                     self.out.text(*s);
+                    self.sed_script(s, ctx, depth);
                 }
                 self.sed_runs_input(&scripts, &files, &stdin, ctx);
                 for f in o.values(&["-f", "--file"]) {
@@ -991,7 +992,14 @@ impl Walker<'_> {
                 if progs.is_empty() && !files.is_empty() {
                     let prog = files.remove(0);
                     self.awk_runs_input(prog, &files, &stdin, ctx);
-                    self.code(prog, ctx, depth);
+                    // `-v name=value` is known to the program before it runs.
+                    let vars: Vec<(String, String)> = o
+                        .values(&["-v", "--assign"])
+                        .into_iter()
+                        .filter_map(|a| a.split_once('='))
+                        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                        .collect();
+                    self.code_with(prog, ctx, depth, &vars);
                 }
                 for f in files.into_iter().filter(|f| !f.contains('=')) {
                     self.path_op(Action::Read, f, ctx, None);

@@ -16,6 +16,7 @@
 //! thread; a parser panic becomes an error either way.
 mod args;
 mod code;
+mod code_eval;
 mod commands;
 mod fetch;
 mod flow;
