@@ -623,3 +623,79 @@ fn times_and_extended_attributes_of_a_protected_file_stay_as_they_were() {
         "times change outside a session: {outside:?}"
     );
 }
+
+/// A protected tree or file reached through a symlink when the rules load (`~/.ssh` linked
+/// into a dotfiles checkout, `~/.bashrc` managed by stow) is protected at the link's target:
+/// the target's files cannot be read or written by their own names, and the directories
+/// above the target cannot be moved away and replaced.
+#[test]
+fn protected_paths_behind_a_symlink_are_protected_at_the_target() {
+    let _g = guard();
+    let rules = "/etc/carapace/rules.yaml";
+    let original = fs::read_to_string(rules).expect("rules file");
+    let _ = fs::remove_dir_all("/srv/linked");
+    for dir in [
+        "/srv/linked/dotfiles/ssh",
+        "/srv/linked/dotfiles/bash",
+        "/srv/linked/home",
+    ] {
+        fs::create_dir_all(dir).expect("mkdir");
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o777)).expect("chmod");
+    }
+    fs::set_permissions("/srv/linked/dotfiles", fs::Permissions::from_mode(0o777)).expect("chmod");
+    fs::write("/srv/linked/dotfiles/ssh/id_rsa", "KEY\n").expect("key");
+    fs::write("/srv/linked/dotfiles/bash/.bashrc", "# rc\n").expect("rc");
+    fs::write("/srv/linked/dotfiles/notes.txt", "notes\n").expect("notes");
+    for f in ["ssh/id_rsa", "bash/.bashrc", "notes.txt"] {
+        fs::set_permissions(
+            format!("/srv/linked/dotfiles/{f}"),
+            fs::Permissions::from_mode(0o666),
+        )
+        .expect("chmod");
+    }
+    std::os::unix::fs::symlink("/srv/linked/dotfiles/ssh", "/srv/linked/home/.ssh")
+        .expect("link ssh");
+    std::os::unix::fs::symlink(
+        "/srv/linked/dotfiles/bash/.bashrc",
+        "/srv/linked/home/.bashrc",
+    )
+    .expect("link rc");
+    fs::write(
+        rules,
+        format!(
+            "{original}\n  - id: linked-ssh\n    block: \"/srv/linked/home/.ssh/**\"\n\
+             \n  - id: linked-rc\n    block: \"/srv/linked/home/.bashrc\"\n    actions: [write, delete]\n"
+        ),
+    )
+    .expect("write rules");
+    let reload = std::process::Command::new("carapace")
+        .args(["rules", "reload"])
+        .status()
+        .expect("reload");
+    let (text, _) = agent_stdout(
+        "cd /srv/linked/dotfiles; \
+         cat ssh/id_rsa >/dev/null 2>&1; echo read_target=$?; \
+         echo x >> bash/.bashrc; echo write_target=$?; \
+         mv bash bash-old; echo move_parent=$?; \
+         cat notes.txt >/dev/null; echo control_read=$?; \
+         mkdir -p other && mv other other2; echo control_move=$?",
+    );
+    fs::write(rules, &original).expect("restore rules");
+    let restored = std::process::Command::new("carapace")
+        .args(["rules", "reload"])
+        .status()
+        .expect("reload");
+    assert!(reload.success() && restored.success(), "rules reload");
+    for (what, want) in [
+        ("read_target", "1"),
+        ("write_target", "1"),
+        ("move_parent", "1"),
+        ("control_read", "0"),
+        ("control_move", "0"),
+    ] {
+        assert!(
+            text.contains(&format!("{what}={want}\n")),
+            "{what} should be {want}: {text}"
+        );
+    }
+}

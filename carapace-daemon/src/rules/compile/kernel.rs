@@ -424,6 +424,7 @@ fn add_path_plan(
         rule: index,
         flags: 0,
     };
+    let forms = &with_link_targets(forms);
     for a in &automata {
         if let Source::Glob(_) = a.source {
             for dir in glob_ancestors(&a.pattern) {
@@ -466,15 +467,40 @@ fn add_path_plan(
             KernelForm::Exact(path) => {
                 add(&mut image.exact, path, r);
                 add_inode(image, path, r);
-                if let Some(target) = symlink_target(path) {
-                    if let Some(t) = target.to_str().filter(|t| t.len() < PATH_MAX) {
-                        add(&mut image.exact, t, r);
-                    }
-                }
             }
             KernelForm::Prefix(p) => add(&mut image.prefix, p, r),
             KernelForm::Name(n) => add(&mut image.names, n, r),
         }
+    }
+}
+
+/// `forms` plus, for each literal path or tree that leads through a symlink when the rules
+/// load (`~/.ssh` linked into a dotfiles checkout, `~/.bashrc` managed by stow), the same
+/// form at the link's target: the kernel sees the target's name, and the target's
+/// directories are ancestors to keep in place. Exceptions never get this (a planted link
+/// must not widen them).
+fn with_link_targets(forms: &[KernelForm]) -> Vec<KernelForm> {
+    let mut out = forms.to_vec();
+    for form in forms {
+        let target = match form {
+            KernelForm::Exact(path) => symlink_target(path)
+                .and_then(|t| t.to_str().map(str::to_owned))
+                .map(KernelForm::Exact),
+            KernelForm::Prefix(prefix) => symlink_target(prefix.trim_end_matches('/'))
+                .and_then(|t| t.to_str().map(|t| format!("{}/", t.trim_end_matches('/'))))
+                .map(KernelForm::Prefix),
+            KernelForm::Name(_) => None,
+        };
+        if let Some(t) = target.filter(|t| form_len(t) < PATH_MAX && !out.contains(t)) {
+            out.push(t);
+        }
+    }
+    out
+}
+
+fn form_len(form: &KernelForm) -> usize {
+    match form {
+        KernelForm::Exact(p) | KernelForm::Prefix(p) | KernelForm::Name(p) => p.len(),
     }
 }
 
@@ -685,6 +711,24 @@ fn sort_and_check(image: &mut KernelImage, rules: &[Rule], diags: &mut Vec<Diagn
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_through_a_symlink_are_protected_at_its_target_too() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let real = dir.path().join("dotfiles/ssh");
+        std::fs::create_dir_all(&real).expect("mkdir");
+        std::fs::write(real.join("id_rsa"), "k").expect("write");
+        let link = dir.path().join(".ssh");
+        std::os::unix::fs::symlink(&real, &link).expect("symlink");
+        let (link, real) = (link.display().to_string(), real.display().to_string());
+        let forms = with_link_targets(&[
+            KernelForm::Prefix(format!("{link}/")),
+            KernelForm::Exact(format!("{link}/id_rsa")),
+        ]);
+        assert!(forms.contains(&KernelForm::Prefix(format!("{real}/"))));
+        assert!(forms.contains(&KernelForm::Exact(format!("{real}/id_rsa"))));
+        assert_eq!(forms.len(), 4);
+    }
 
     #[test]
     fn ancestors_of_paths_and_globs() {
