@@ -98,17 +98,22 @@ impl ToolCall {
         // The caller's context as it is, unless the call names its own directory (the
         // environment it carries can be large: no copy per call).
         let own;
-        let ctx =
-            match field(&self.input, CWD_KEYS).or_else(|| field(action(&self.input)?, CWD_KEYS)) {
-                Some(cwd) => {
-                    own = Context {
-                        cwd: normalize::path(cwd, ctx).unwrap_or_else(|| ctx.cwd.clone()),
-                        ..ctx.clone()
-                    };
-                    &own
-                }
-                None => ctx,
-            };
+        // Gemini's shell tool runs in its `directory`.
+        let keys = if is_shell_tool(&canonical(&tool)) {
+            SHELL_CWD_KEYS
+        } else {
+            CWD_KEYS
+        };
+        let ctx = match field(&self.input, keys).or_else(|| field(action(&self.input)?, keys)) {
+            Some(cwd) => {
+                own = Context {
+                    cwd: normalize::path(cwd, ctx).unwrap_or_else(|| ctx.cwd.clone()),
+                    ..ctx.clone()
+                };
+                &own
+            }
+            None => ctx,
+        };
         let known = known_tool(&tool, &self.input, ctx, &mut out);
         if !known {
             generic::extract(&tool, &self.input, ctx, &mut out);
@@ -145,6 +150,14 @@ fn same_key(a: &str, b: &str) -> bool {
 }
 
 const CWD_KEYS: &[&str] = &["cwd", "workdir", "working_directory", "working_dir"];
+const SHELL_CWD_KEYS: &[&str] = &[
+    "cwd",
+    "workdir",
+    "working_directory",
+    "working_dir",
+    "directory",
+    "dir",
+];
 const COMMAND_KEYS: &[&str] = &[
     "command",
     "cmd",
@@ -158,19 +171,6 @@ const COMMAND_KEYS: &[&str] = &[
 const PROGRAM_KEYS: &[&str] = &["program", "executable", "exe", "binary"];
 const ARGS_KEYS: &[&str] = &["args", "arguments"];
 const URL_KEYS: &[&str] = &["url", "uri", "endpoint", "href", "link"];
-const CONTENT_KEYS: &[&str] = &[
-    "content",
-    "contents",
-    "new_string",
-    "new_str",
-    "new_source",
-    "file_text",
-    "text",
-    "data",
-    "body",
-    "diff",
-    "code_edit",
-];
 
 fn path_op(action: Action, raw: &str, ctx: &Context, out: &mut Extracted, content: Option<&str>) {
     if let Some(p) = normalize::path(raw, ctx) {
@@ -396,7 +396,7 @@ fn known_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) -> 
                 input,
                 ctx,
                 out,
-                field(input, CONTENT_KEYS),
+                generic::content(input),
             );
         }
         n if is_edit_tool(n) => edit_tool(tool, input, ctx, out),
@@ -495,9 +495,9 @@ fn file_tool(
 /// An edit: the file it names is written with the new text; a patch it carries writes
 /// every file the patch names, whatever the call's own `path` says.
 fn edit_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) {
-    let mut content: Vec<&str> = field(input, CONTENT_KEYS).into_iter().collect();
+    let mut content: Vec<&str> = generic::content(input).into_iter().collect();
     if let Some(edits) = input.get("edits").and_then(Value::as_array) {
-        content.extend(edits.iter().filter_map(|e| field(e, CONTENT_KEYS)));
+        content.extend(edits.iter().filter_map(generic::content));
     }
     let content = content.join("\n");
     let patched = apply_patches(input, true, ctx, out);

@@ -19,6 +19,9 @@ struct Tool<'a> {
     /// The tool applies patches (`apply_patch`, `apply_diff`, `patch_file`): a patch in
     /// any of its fields is applied.
     patches: bool,
+    /// The tool types into a running shell or process (`interact_with_process`,
+    /// `write_stdin`, `send_keys` of a terminal): its `input` is a command line.
+    feeds_shell: bool,
     /// The language its code fields are in, when its name says (`run_python`).
     language: Option<&'a str>,
     ctx: &'a Context,
@@ -26,11 +29,18 @@ struct Tool<'a> {
 
 pub(super) fn extract(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) {
     let name = super::local_name(tool);
-    let words = fields::words(name);
+    // The server's name counts too (`mcp__tmux__send_keys`, `mcp__python__run`); `mcp` and
+    // the separators are no words of either.
+    let words = fields::words(tool);
     let has = |w: &str| words.iter().any(|x| x.eq_ignore_ascii_case(w));
     let tool = Tool {
         verb: fields::verb(name),
         patches: has("patch") || has("diff"),
+        feeds_shell: [
+            "process", "terminal", "stdin", "repl", "pty", "tty", "console", "tmux", "shell",
+        ]
+        .iter()
+        .any(|w| has(w)),
         language: words.iter().copied().find(|w| {
             [
                 "python",
@@ -77,10 +87,7 @@ fn object(
         shell::extract(&cmd, ctx, out);
     }
     apply_patches(input, tool.patches, ctx, out);
-    let content = obj
-        .iter()
-        .find(|(k, v)| v.is_string() && fields::role(k) == Some(Role::Content))
-        .and_then(|(_, v)| v.as_str());
+    let content = content(input);
     let carries_content = obj.keys().any(|k| fields::role(k) == Some(Role::Content));
     let taken = taken_actions(tool.verb, carries_content);
     let language = get_ci(
@@ -120,6 +127,12 @@ fn object(
                     .any(|k| key.eq_ignore_ascii_case(k)));
         if role == Some(Role::Code) || runs {
             shell::extract(&code::as_shell(s, language), ctx, out);
+        } else if tool.feeds_shell
+            && ["input", "chars", "keys", "text", "data", "line"]
+                .iter()
+                .any(|k| key.eq_ignore_ascii_case(k))
+        {
+            typed_input(s, ctx, out);
         }
         // A `source` that is a file as well as code: the file is read too.
         match role {
@@ -147,6 +160,23 @@ fn object(
             _ => {}
         }
     }
+}
+
+/// Text typed into a running process: a shell's command line, or a REPL's code (Python,
+/// most often), which no shell parser takes; that is no reason to refuse it, so text the
+/// shell grammar refuses is read as code as well as word by word.
+fn typed_input(text: &str, ctx: &Context, out: &mut Extracted) {
+    let mut found = Extracted::default();
+    shell::extract(text, ctx, &mut found);
+    // Only the grammar's refusal is forgiven: limits of the analysis still fail closed.
+    let before = found.unparsable.len();
+    found
+        .unparsable
+        .retain(|why| !why.starts_with("the shell command could not be parsed"));
+    if found.unparsable.len() < before {
+        shell::extract(&code::as_shell(text, None), ctx, &mut found);
+    }
+    out.merge(found);
 }
 
 /// What a tool does to the files its `path`-like fields name.
@@ -184,6 +214,14 @@ fn plausible(s: &str) -> bool {
 fn spelled_as_path(s: &str) -> bool {
     let s = s.trim();
     (s.contains('/') || s.starts_with('~') || s.starts_with('.')) && !s.contains("://")
+}
+
+/// What a call writes: its first content field (`content`, `new_string`, `CodeContent`).
+pub(super) fn content(input: &Value) -> Option<&str> {
+    input.as_object()?.iter().find_map(|(k, v)| {
+        v.as_str()
+            .filter(|_| fields::role(k) == Some(Role::Content))
+    })
 }
 
 /// The first string of a field whose role is among `roles`.
