@@ -99,7 +99,8 @@ impl ToolCall {
         // environment it carries can be large: no copy per call).
         let own;
         // Gemini's shell tool runs in its `directory`.
-        let keys = if is_shell_tool(&canonical(&tool)) {
+        let name = canonical(&tool);
+        let keys = if is_shell_tool(&name) {
             SHELL_CWD_KEYS
         } else {
             CWD_KEYS
@@ -114,7 +115,7 @@ impl ToolCall {
             }
             None => ctx,
         };
-        let known = known_tool(&tool, &self.input, ctx, &mut out);
+        let known = known_tool(&tool, &name, &self.input, ctx, &mut out);
         if !known {
             generic::extract(&tool, &self.input, ctx, &mut out);
         }
@@ -359,9 +360,8 @@ pub fn call_family(ext: &Extracted) -> Option<&'static str> {
 }
 
 /// Tools whose schema Carapace knows; returns false for the rest.
-fn known_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) -> bool {
-    let name = canonical(tool);
-    match name.as_str() {
+fn known_tool(tool: &str, name: &str, input: &Value, ctx: &Context, out: &mut Extracted) -> bool {
+    match name {
         n if is_shell_tool(n) => {
             match command_line(input).or_else(|| command_line(action(input)?)) {
                 Some(cmd) => shell::extract(&cmd, ctx, out),
