@@ -4,6 +4,7 @@ use std::path::Path;
 
 use super::super::normalize;
 use super::super::operation::{Context, Operation};
+use super::super::patch;
 use super::args;
 use super::flow::{self, Reach};
 use super::param::ELEMENT_BREAK;
@@ -1044,6 +1045,17 @@ impl Walker<'_> {
 
             // Interpreters.
             n if is_interpreter(n) => self.interpreter(name, args, ctx, depth, &stdin),
+
+            // Codex's patch tool run from its shell (`apply_patch "$PATCH"`, or the patch
+            // on stdin from a here-doc): every file the patch names is changed.
+            "apply_patch" | "applypatch" => {
+                let text = args.first().cloned().unwrap_or_else(|| stdin.joined());
+                for change in patch::changes(&text) {
+                    let content = (change.action == Action::Write).then(|| text.clone());
+                    self.path_op(change.action, &change.path, ctx, content);
+                }
+                Feed::default()
+            }
 
             // Writing.
             "tee" => {

@@ -244,8 +244,10 @@ impl<'o> Walker<'o> {
                 let stdin = self
                     .redirect_inputs(&redirects, ctx, depth)
                     .unwrap_or(stdin);
+                let opened = self.open_descriptors(&redirects, ctx, depth);
                 // Every command inside reads the group's stdin unless given another.
                 let feed = self.with_stdin(stdin.downloaded, |w| w.compound(cc, ctx, depth, stdin));
+                close_descriptors(ctx, opened);
                 self.redirect_outputs(&redirects, ctx, depth, &feed)
             }
             ast::Command::Function(f) => {
@@ -435,6 +437,9 @@ impl<'o> Walker<'o> {
             .redirect_inputs(&redirects, ctx, depth)
             .unwrap_or(stdin);
         self.unresolved_runner(unresolved, &stdin);
+        // `exec 3< DIR` keeps the descriptor open in this shell; `cmd 3< DIR`, for cmd only.
+        let opened = self.open_descriptors(&redirects, ctx, depth);
+        let kept = matches!(words.as_slice(), [only] if only == "exec");
         // What a command makes of downloaded bytes is downloaded bytes still.
         let tainted = stdin.downloaded;
         let mut feed = if assignments.is_empty() {
@@ -456,6 +461,9 @@ impl<'o> Walker<'o> {
             }
             feed
         };
+        if !kept {
+            close_descriptors(ctx, opened);
+        }
         feed.downloaded |= tainted;
         self.output_substitutions(&outputs, ctx, depth);
         self.redirect_outputs(&redirects, ctx, depth, &feed)
@@ -674,6 +682,44 @@ impl<'o> Walker<'o> {
             }
         }
         stdin
+    }
+
+    /// Descriptors a command's redirections open on paths (`3< DIR`, `3<> FILE`) or copy
+    /// (`4<&3`), and close (`3<&-`), recorded in `ctx` so that `/proc/self/fd/3/…` and
+    /// `/dev/fd/3/…` resolve. Returns what each held before, for [`close_descriptors`].
+    fn open_descriptors(
+        &mut self,
+        redirects: &[&ast::IoRedirect],
+        ctx: &mut Context,
+        depth: usize,
+    ) -> Vec<(String, Option<String>)> {
+        let mut before = Vec::new();
+        for r in redirects {
+            let ast::IoRedirect::File(Some(fd), kind, target) = r else {
+                continue;
+            };
+            let opened = match (kind, target) {
+                (
+                    ast::IoFileRedirectKind::Read | ast::IoFileRedirectKind::ReadAndWrite,
+                    ast::IoFileRedirectTarget::Filename(w),
+                ) => self
+                    .words(&w.value, ctx, depth)
+                    .first()
+                    .and_then(|p| normalize::path(p, ctx)),
+                (
+                    ast::IoFileRedirectKind::DuplicateInput,
+                    ast::IoFileRedirectTarget::Duplicate(w),
+                ) => {
+                    let from = self.word_one(&w.value, ctx, depth);
+                    ctx.descriptor(&from).map(str::to_owned)
+                }
+                _ => continue,
+            };
+            let fd = fd.to_string();
+            let old = ctx.set_descriptor(&fd, opened);
+            before.push((fd, old));
+        }
+        before
     }
 
     /// `>`, `>>`, `>|`, `&>`, `<>` and `>&file` write their target, with the command's
@@ -979,6 +1025,13 @@ fn downloaded_feed() -> Feed {
 fn is_fd(word: &str) -> bool {
     let w = word.trim_end_matches('-');
     w.is_empty() || w.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Undoes [`Walker::open_descriptors`] once the command they were opened for is done.
+fn close_descriptors(ctx: &mut Context, opened: Vec<(String, Option<String>)>) {
+    for (fd, old) in opened.into_iter().rev() {
+        ctx.set_descriptor(&fd, old);
+    }
 }
 
 pub(super) fn set_var(ctx: &mut Context, name: &str, value: &str) {
