@@ -427,6 +427,16 @@ impl<'o> Walker<'o> {
             }
             let feed = self.run(&words, &mut sub, depth, stdin);
             ctx.cwd = sub.cwd;
+            // What a builtin sets stays (`IFS= read -r line` sets `line`); only the
+            // prefix assignments were the command's own.
+            for (name, value) in &sub.env {
+                if !assignments.iter().any(|(n, _)| n == name)
+                    && !matches!(name.as_str(), "HOME" | "PWD")
+                    && ctx.var(name) != Some(value.as_str())
+                {
+                    set_var(ctx, name, value);
+                }
+            }
             feed
         };
         feed.downloaded |= tainted;
@@ -789,12 +799,17 @@ struct Parts<'a> {
 }
 
 /// Whether the command word `raw` expands to no name the analysis knows (`first`, its first
-/// field): an expansion that gave nothing, or a glob.
+/// field): an expansion that gave nothing, or a glob (`[` alone is `test`).
 fn unresolved_command(raw: &str, first: Option<&String>) -> bool {
     let expands = raw.contains(['$', '`']);
+    let glob = |f: &str| {
+        f.contains(['*', '?'])
+            || f.split_once('[')
+                .is_some_and(|(_, after)| after.contains(']'))
+    };
     match first {
         None => expands,
-        Some(f) => (expands && f.is_empty()) || f.contains(['*', '?', '[']),
+        Some(f) => (expands && f.is_empty()) || glob(f),
     }
 }
 
