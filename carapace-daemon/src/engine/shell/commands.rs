@@ -214,6 +214,8 @@ impl Walker<'_> {
             if self.is_download(first, ctx) {
                 self.runs_download("sh", Reach::Script);
             }
+        } else if self.on_path_download(first, ctx) {
+            self.runs_download("sh", Reach::Script);
         }
         let line = std::iter::once(base.as_str())
             .chain(args.iter().map(String::as_str))
@@ -236,6 +238,7 @@ impl Walker<'_> {
         // A command that reads a downloaded file prints downloaded bytes (`cat f | sh`).
         let outer = std::mem::take(&mut self.flow.read_download);
         let fetched = self.remote_copy(family(&base), args, ctx);
+        self.installs_download(family(&base), args, ctx);
         // What the command runs inside (`sh -c`, `script -c`) inherits its stdin.
         let mut feed = self.with_stdin(stdin.downloaded, |w| {
             w.dispatch(family(&base), args, ctx, depth, stdin)
@@ -1263,7 +1266,7 @@ impl Walker<'_> {
             | "traceroute" | "tracepath" | "mtr" | "http" | "https" | "xh" | "aria2c"
             | "ssh-copy-id" | "mosh" | "nmap" | "tftp" | "openvpn" | "sshpass" | "autossh"
             | "websocat" | "grpcurl" | "wget2" | "lwp-request" | "lwp-download" | "GET"
-            | "HEAD" | "POST" | "curlie" => {
+            | "HEAD" | "POST" | "curlie" | "fetch" => {
                 let mut feed = self.network(name, args, ctx, depth, stdin);
                 feed.downloaded |= flow::fetches(name);
                 feed

@@ -4,6 +4,7 @@
 //! in the files or trees they write.
 use super::super::operation::Context;
 use super::args;
+use super::flow::Reach;
 use super::walk::Walker;
 
 /// Whether a source names a remote store rather than a local path.
@@ -37,9 +38,23 @@ impl Walker<'_> {
             }
             ("gsutil" | "rclone", ["cat", ..])
             | ("gcloud", ["storage", "cat", ..])
-            | ("gh", ["api", ..] | ["gist", "view", ..]) => true,
+            | ("gh", ["api", ..] | ["gist", "view", ..])
+            | ("openssl", ["s_client", ..]) => true,
             ("gh", ["release" | "run", "download", ..]) => self.release_download(args, ctx),
             _ => false,
+        }
+    }
+
+    /// A package manager installing a downloaded package file runs its scripts
+    /// (`dpkg -i`, `rpm -U`, `pip install ./x.whl`, `npm i ./x.tgz`).
+    pub(super) fn installs_download(&mut self, name: &str, args: &[String], ctx: &Context) {
+        if !self.flow.downloads.is_empty()
+            && installs(name, args)
+            && args
+                .iter()
+                .any(|a| !a.starts_with('-') && self.is_download(a, ctx))
+        {
+            self.runs_download("sh", Reach::Script);
         }
     }
 
@@ -95,5 +110,25 @@ impl Walker<'_> {
             self.downloaded_to(&format!("{}/{p}", dir.trim_end_matches('/')), ctx);
         }
         false
+    }
+}
+
+/// Whether `name ARGS` installs packages (whose maintainer scripts run).
+fn installs(name: &str, args: &[String]) -> bool {
+    let has = |words: &[&str]| args.iter().any(|a| words.contains(&a.as_str()));
+    match name {
+        "dpkg" => has(&["-i", "--install", "--unpack"]),
+        "rpm" => args.iter().any(|a| {
+            a.starts_with("-i")
+                || a.starts_with("-U")
+                || a.starts_with("-F")
+                || matches!(a.as_str(), "--install" | "--upgrade" | "--freshen")
+        }),
+        "pacman" => args.iter().any(|a| a.starts_with("-U")),
+        "apt" | "apt-get" | "yum" | "dnf" | "zypper" | "pip" | "pip3" | "pipx" | "gem" | "snap"
+        | "flatpak" | "brew" | "uv" => has(&["install", "localinstall", "reinstall"]),
+        "npm" | "pnpm" | "yarn" | "bun" => has(&["install", "i", "add"]),
+        "installer" => has(&["-pkg"]),
+        _ => false,
     }
 }

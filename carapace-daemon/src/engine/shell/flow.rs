@@ -50,6 +50,7 @@ pub(super) fn fetches(name: &str) -> bool {
             | "HEAD"
             | "POST"
             | "curlie"
+            | "fetch"
             | "dig"
             | "host"
             | "nslookup"
@@ -61,6 +62,10 @@ pub(super) fn fetches(name: &str) -> bool {
 /// command it becomes part of (`sh -c "$(curl …)"`, `eval`) can tell. A private-use
 /// character: no real value holds it.
 pub(super) const DOWNLOADED: &str = "\u{e000}downloaded\u{e000}";
+
+/// Where a command given by its bare name is looked for when `PATH` is not known.
+const DEFAULT_PATH: &str =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:~/bin:~/.local/bin";
 
 /// Stands in a line `read` from a downloaded stream: `eval "$line"` in a `while read` loop
 /// runs the stream line by line, as a shell reading its stdin would.
@@ -178,6 +183,19 @@ impl Walker<'_> {
         let out = f(self);
         self.flow.stdin = outer;
         out
+    }
+
+    /// A command run by its bare name that a download was written to on the way there
+    /// (`curl … | sudo tee /usr/local/bin/t; t`).
+    pub(super) fn on_path_download(&self, name: &str, ctx: &Context) -> bool {
+        if self.flow.downloads.is_empty() || name.is_empty() {
+            return false;
+        }
+        let path = ctx.var("PATH").unwrap_or(DEFAULT_PATH).to_owned();
+        path.split(':')
+            .filter(|dir| !dir.is_empty())
+            .filter_map(|dir| normalize::path(&format!("{dir}/{name}"), ctx))
+            .any(|p| self.holds_download(&p))
     }
 
     /// A script file for `runner`: its own stdin (`sh /dev/stdin`, `gawk -f /dev/stdin`)
