@@ -165,6 +165,22 @@ fn wrapper_valued(name: &str) -> &'static [&'static str] {
             "--propagation",
         ],
         "nsenter" => &["-t", "--target", "-S", "--setuid", "-G", "--setgid"],
+        "xvfb-run" => &[
+            "-n",
+            "-s",
+            "-f",
+            "-e",
+            "-p",
+            "--server-num",
+            "--server-args",
+            "--auth-file",
+            "--error-file",
+        ],
+        "ssh-agent" => &["-a", "-E", "-t", "-P", "-O"],
+        "cgexec" => &["-g"],
+        "proot" => &[
+            "-r", "-b", "-m", "-w", "-q", "-k", "-R", "-S", "--rootfs", "--bind", "--cwd",
+        ],
         _ => &[],
     }
 }
@@ -317,10 +333,13 @@ impl Walker<'_> {
             | "exec" | "setsid" | "busybox" | "toybox" | "ltrace" | "strace" | "torsocks"
             | "proxychains" | "dbus-run-session" | "pkexec" | "linux32" | "linux64"
             | "proxychains4" | "firejail" | "fakeroot" | "nocache" | "eatmydata" | "setpriv"
-            | "systemd-run" | "unshare" | "nsenter" | "setarch" => {
+            | "systemd-run" | "unshare" | "nsenter" | "setarch" | "xvfb-run" | "valgrind"
+            | "fakechroot" | "ssh-agent" | "dbus-launch" | "cgexec" | "proot" | "faketime"
+            | "sg" => {
                 let valued: &[&str] = match name {
                     "exec" => &["-a"],
-                    "setpriv" | "systemd-run" | "unshare" | "nsenter" => wrapper_valued(name),
+                    "setpriv" | "systemd-run" | "unshare" | "nsenter" | "xvfb-run"
+                    | "ssh-agent" | "cgexec" | "proot" => wrapper_valued(name),
                     "strace" | "ltrace" => &[
                         "-o", "-e", "-p", "-s", "-u", "-E", "-P", "-a", "-b", "-I", "-S", "-X",
                     ],
@@ -336,9 +355,14 @@ impl Walker<'_> {
                     return Feed::default();
                 }
                 let o = args::parse(args, valued, true);
-                // setarch ARCH CMD…
-                let o_rest = if name == "setarch" {
-                    o.rest.get(1..).unwrap_or(&[])
+                // setarch ARCH CMD…, faketime TIME CMD…, sg GROUP [-c] CMD…
+                let o_rest = if matches!(name, "setarch" | "faketime" | "sg") {
+                    let after = o.rest.get(1..).unwrap_or(&[]);
+                    if name == "sg" && after.first().is_some_and(|a| a == "-c") {
+                        let cmd = after.get(1..).unwrap_or(&[]).join(" ");
+                        return self.script(&cmd, ctx, depth + 1);
+                    }
+                    args::parse(after, &[], true).rest
                 } else {
                     o.rest
                 };
@@ -643,6 +667,20 @@ impl Walker<'_> {
                         }
                     }
                 }
+                Feed::default()
+            }
+            "mapfile" | "readarray" => {
+                // The array's elements are the lines read; a download's lines stay tainted.
+                let o = args::parse(args, &["-d", "-n", "-O", "-s", "-u", "-C", "-c"], false);
+                let name = o
+                    .operands
+                    .first()
+                    .copied()
+                    .filter(|n| valid_name(n))
+                    .unwrap_or("MAPFILE");
+                let taint = if stdin.downloaded { flow::STREAMED } else { "" };
+                let lines = stdin.joined().lines().collect::<Vec<_>>().join(" ");
+                set_var(ctx, name, &format!("{lines}{taint}"));
                 Feed::default()
             }
             "read" => {
