@@ -251,6 +251,9 @@ impl Walker<'_> {
             }
             return self.script(&src, ctx, depth + 1);
         }
+        if let Some(body) = self.function_fed_download(&base, &stdin) {
+            return self.with_stdin(true, |w| w.script(&body, ctx, depth + 1));
+        }
         // A command that reads a downloaded file prints downloaded bytes (`cat f | sh`).
         let outer = std::mem::take(&mut self.flow.read_download);
         let fetched = self.remote_copy(family(&base), args, ctx);

@@ -238,6 +238,7 @@ impl<'o> Walker<'o> {
                     f.body.1.iter().flat_map(|r| r.0.iter()).collect();
                 let feed = self.compound(&f.body.0, &mut sub, depth, Feed::default());
                 self.redirect_outputs(&redirects, &mut sub, depth, &feed);
+                self.defined_function(&f.fname.value, &f.body);
                 Feed::default()
             }
             ast::Command::ExtendedTest(test, _) => {
