@@ -527,8 +527,10 @@ impl Walker<'_> {
                 // its code, a script runner its file.
                 if stdin.downloaded {
                     if let Some(runner) = cmd.first().map(|c| family(c).to_owned()) {
+                        // The stream is piped into the runner, and is its script.
                         if is_shell(&runner) || is_interpreter(&runner) {
                             self.runs_download(&runner, Reach::Script);
+                            self.runs_download(&runner, Reach::Stdin);
                         }
                     }
                 }

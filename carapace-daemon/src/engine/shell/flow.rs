@@ -73,13 +73,16 @@ pub(super) const STREAMED: &str = "\u{e000}streamed\u{e000}";
 
 /// How a value carrying a download marker would reach a runner, if it does.
 pub(super) fn value_reach(value: &str) -> Option<Reach> {
-    if value.contains(DOWNLOADED) {
-        Some(Reach::Script)
-    } else if value.contains(STREAMED) {
-        Some(Reach::Stdin)
-    } else {
-        None
-    }
+    value_reaches(value).next()
+}
+
+/// Every way a value's download markers reach a runner: a stream read whole into a value
+/// (`eval "$(cat)"` under a pipe) is both a script and the stream.
+fn value_reaches(value: &str) -> impl Iterator<Item = Reach> + '_ {
+    [(DOWNLOADED, Reach::Script), (STREAMED, Reach::Stdin)]
+        .into_iter()
+        .filter(|(marker, _)| value.contains(marker))
+        .map(|(_, reach)| reach)
 }
 
 /// Names a program reads its own stdin through, as a script file.
@@ -168,7 +171,7 @@ impl Walker<'_> {
     /// `runs_download` when `code` (a `-c` string, `eval`'s words, a command word) holds a
     /// download.
     pub(super) fn code_from_download(&mut self, runner: &str, code: &str) {
-        if let Some(reach) = value_reach(code) {
+        for reach in value_reaches(code) {
             self.runs_download(runner, reach);
         }
     }
@@ -436,7 +439,10 @@ impl Walker<'_> {
         if stdin.downloaded || from_files {
             match command.first().map(|c| family(c)) {
                 None => self.runs_download("sh", Reach::Stdin),
-                Some(r) if is_shell(r) || is_interpreter(r) => self.runs_download(r, Reach::Script),
+                Some(r) if is_shell(r) || is_interpreter(r) => {
+                    self.runs_download(r, Reach::Script);
+                    self.runs_download(r, Reach::Stdin);
+                }
                 Some(_) => {}
             }
         }

@@ -740,6 +740,10 @@ impl<'o> Walker<'o> {
         let mut value = feed.joined();
         if feed.downloaded {
             value.push_str(super::flow::DOWNLOADED);
+            // `sh -c 'eval "$(cat)"'` fed by a pipe: the whole stream, read as one value.
+            if self.flow.stdin {
+                value.push_str(super::flow::STREAMED);
+            }
         }
         value
     }
