@@ -258,6 +258,7 @@ impl Walker<'_> {
         let outer = std::mem::take(&mut self.flow.read_download);
         let fetched = self.remote_copy(family(&base), args, ctx);
         self.installs_download(family(&base), args, ctx);
+        self.unpacks_download(family(&base), args, ctx);
         // What the command runs inside (`sh -c`, `script -c`) inherits its stdin.
         let mut feed = self.with_stdin(stdin.downloaded, |w| {
             w.dispatch(family(&base), args, ctx, depth, stdin)
@@ -1016,7 +1017,9 @@ impl Walker<'_> {
                 }
                 Feed::default()
             }
-            "cp" | "mv" | "install" | "ln" | "link" | "rsync" | "scp" => self.copy(name, args, ctx),
+            "cp" | "mv" | "install" | "ln" | "link" | "rsync" | "scp" => {
+                self.copy(name, args, ctx, &stdin)
+            }
             "sponge" => {
                 let content = (!stdin.text.is_empty()).then(|| stdin.joined());
                 for f in args.iter().filter(|a| !a.starts_with('-')) {
@@ -1877,7 +1880,7 @@ impl Walker<'_> {
         clippy::too_many_lines,
         reason = "cp, mv, install, ln, rsync and scp share the source/destination logic"
     )]
-    fn copy(&mut self, name: &str, args: &[String], ctx: &mut Context) -> Feed {
+    fn copy(&mut self, name: &str, args: &[String], ctx: &mut Context, stdin: &Feed) -> Feed {
         let valued: &[&str] = match name {
             "install" => &[
                 "-m",
@@ -1979,9 +1982,11 @@ impl Walker<'_> {
         }
         self.path_op(Action::Write, dest, ctx, None);
         // A copy of a download, or of a remote file (`scp host:f`), is a download.
-        let downloaded = sources
-            .iter()
-            .any(|s| remote_host(s).is_some() || self.is_download(s, ctx));
+        let downloaded = sources.iter().any(|s| {
+            remote_host(s).is_some()
+                || self.is_download(s, ctx)
+                || (stdin.downloaded && flow::is_stdin_path(s))
+        });
         // Into a directory: the file lands at DEST/NAME, which is what rules on files under a
         // protected directory need to see.
         let into_dir = dest.ends_with('/')

@@ -1,7 +1,8 @@
 //! Fetchers that are not network tools: object-store and release downloads (`aws s3 cp`,
 //! `gsutil cp`, `rclone cat`, `gh release download`, …). What they bring down is downloaded
 //! bytes (`flow`): on stdout when the destination is `-` (or the command prints it), else
-//! in the files or trees they write.
+//! in the files or trees they write. Also where downloads land once unpacked (`gunzip`,
+//! `7z x`) and what runs when a package manager installs one.
 use super::super::operation::Context;
 use super::args;
 use super::flow::Reach;
@@ -62,6 +63,42 @@ impl Walker<'_> {
                 .any(|a| !a.starts_with('-') && self.is_download(a, ctx))
         {
             self.runs_download("sh", Reach::Script);
+        }
+    }
+
+    /// A downloaded archive unpacked by name (`gunzip i.sh.gz` → `i.sh`, `7z x p.7z -oDIR`).
+    pub(super) fn unpacks_download(&mut self, name: &str, args: &[String], ctx: &Context) {
+        if self.flow.downloads.is_empty() {
+            return;
+        }
+        let decompress = matches!(name, "gunzip" | "bunzip2" | "unxz" | "unzstd" | "unlzma")
+            || (matches!(name, "gzip" | "bzip2" | "xz" | "zstd" | "lz4")
+                && args.iter().any(|a| {
+                    a == "--decompress"
+                        || (!a.starts_with("--") && a.starts_with('-') && a.contains('d'))
+                }));
+        let files = args.iter().filter(|a| !a.starts_with('-'));
+        if decompress {
+            for f in files
+                .filter(|f| self.is_download(f, ctx))
+                .collect::<Vec<_>>()
+            {
+                if let Some((stem, _)) = f.rsplit_once('.') {
+                    self.downloaded_to(stem, ctx);
+                }
+            }
+        } else if matches!(name, "7z" | "7za" | "7zr")
+            && args.first().is_some_and(|v| v == "x" || v == "e")
+            && args
+                .iter()
+                .skip(1)
+                .any(|a| !a.starts_with('-') && self.is_download(a, ctx))
+        {
+            let dir = args
+                .iter()
+                .find_map(|a| a.strip_prefix("-o"))
+                .unwrap_or(".");
+            self.downloaded_tree(dir, ctx);
         }
     }
 

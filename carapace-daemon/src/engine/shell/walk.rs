@@ -406,11 +406,14 @@ impl<'o> Walker<'o> {
             for (name, value) in &assignments {
                 set_var(ctx, name, value);
             }
-            let stdin = self
-                .redirect_inputs(&redirects, ctx, depth)
-                .unwrap_or(stdin);
-            self.unresolved_runner(unresolved, &stdin);
-            return self.redirect_outputs(&redirects, ctx, depth, &Feed::default());
+            let input = self.redirect_inputs(&redirects, ctx, depth);
+            // `$(< file)` prints the file: a download read so is downloaded still.
+            let printed = input
+                .clone()
+                .filter(|f| f.downloaded && assignments.is_empty())
+                .unwrap_or_default();
+            self.unresolved_runner(unresolved, &input.unwrap_or(stdin));
+            return self.redirect_outputs(&redirects, ctx, depth, &printed);
         }
         let stdin = self
             .redirect_inputs(&redirects, ctx, depth)
