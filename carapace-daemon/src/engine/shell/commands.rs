@@ -6,6 +6,7 @@ use super::super::normalize;
 use super::super::operation::{Context, Operation};
 use super::args;
 use super::flow::{self, Reach};
+use super::param::ELEMENT_BREAK;
 use super::walk::{set_var, unset_var, Feed, Walker};
 use super::MAX_DEPTH;
 use crate::rules::Action;
@@ -39,6 +40,15 @@ pub(super) fn family(word: &str) -> &str {
 }
 
 /// A word that names a file rather than a value: rules want to see it as a path.
+/// A word that could name a file in the working directory: no option, scheme, `host:`,
+/// assignment or spaces.
+fn bare_name(word: &str) -> bool {
+    !word.is_empty()
+        && !word.starts_with('-')
+        && !word.contains([':', '=', ' ', '@', '$', '\n'])
+        && !word.bytes().all(|b| b.is_ascii_digit())
+}
+
 pub(super) fn path_like(word: &str) -> bool {
     !word.contains("://")
         && (word.contains('/') || word.starts_with('~') || word.starts_with('.') && word.len() > 1)
@@ -238,6 +248,28 @@ impl Walker<'_> {
             .collect::<Vec<_>>()
             .join(" ");
         self.out.command(line);
+        if !first.contains('/') {
+            if let Some(body) = self
+                .functions
+                .iter()
+                .find(|(n, _)| *n == base)
+                .map(|(_, b)| b.clone())
+            {
+                if depth > MAX_DEPTH / 2 {
+                    // A function calling itself: its body was walked at the definition.
+                    return Feed::default();
+                }
+                return self.call_function(&body, args, ctx, depth, stdin);
+            }
+        } else if let Some(script) = self.file_feed(first, ctx) {
+            // `./x.sh` written earlier in this command: its content runs.
+            let mut sub = ctx.clone();
+            let mut out = Feed::default();
+            for text in &script.text {
+                out.extend(self.script(text, &mut sub, depth + 1));
+            }
+            return out;
+        }
         if let Some(value) = self
             .aliases
             .iter()
@@ -250,9 +282,6 @@ impl Walker<'_> {
                 src.push_str(a);
             }
             return self.script(&src, ctx, depth + 1);
-        }
-        if let Some(body) = self.function_fed_download(&base, &stdin) {
-            return self.with_stdin(true, |w| w.script(&body, ctx, depth + 1));
         }
         // A command that reads a downloaded file prints downloaded bytes (`cat f | sh`).
         let outer = std::mem::take(&mut self.flow.read_download);
@@ -562,6 +591,14 @@ impl Walker<'_> {
                 cmd.extend(input);
                 self.wrapped(&cmd, ctx, depth, Feed::default())
             }
+            "trap" => {
+                // `trap 'CMD' EXIT…`: CMD runs later, in this shell.
+                let handler = args.iter().find(|a| *a != "--");
+                match handler {
+                    Some(h) if !h.starts_with('-') => self.script(h, ctx, depth + 1),
+                    _ => Feed::default(),
+                }
+            }
             "eval" => {
                 let src = args.join(" ");
                 self.code_from_download("sh", &src);
@@ -660,6 +697,10 @@ impl Walker<'_> {
                 };
                 if let Some(p) = normalize::path(&target, ctx) {
                     let old = std::mem::replace(&mut ctx.cwd, p);
+                    if name == "pushd" {
+                        let stack = ctx.var(DIRSTACK).unwrap_or("").to_owned();
+                        set_var(ctx, DIRSTACK, &format!("{old}\n{stack}"));
+                    }
                     set_var(ctx, "OLDPWD", &old);
                 }
                 Feed::default()
@@ -675,20 +716,6 @@ impl Walker<'_> {
                 }
                 Feed::default()
             }
-            "mapfile" | "readarray" => {
-                // The array's elements are the lines read; a download's lines stay tainted.
-                let o = args::parse(args, &["-d", "-n", "-O", "-s", "-u", "-C", "-c"], false);
-                let name = o
-                    .operands
-                    .first()
-                    .copied()
-                    .filter(|n| valid_name(n))
-                    .unwrap_or("MAPFILE");
-                let taint = if stdin.downloaded { flow::STREAMED } else { "" };
-                let lines = stdin.joined().lines().collect::<Vec<_>>().join(" ");
-                set_var(ctx, name, &format!("{lines}{taint}"));
-                Feed::default()
-            }
             "read" => {
                 // read NAME… <<< "a b": the line's words, the last name takes the rest.
                 let o = args::parse(
@@ -696,9 +723,35 @@ impl Walker<'_> {
                     &["-a", "-d", "-n", "-N", "-p", "-t", "-u", "-i"],
                     false,
                 );
-                let line = stdin.joined();
+                // A name listed by `find`/`ls` stands in when the text is not known.
+                let line = if stdin.text.is_empty() {
+                    stdin.names.first().cloned().unwrap_or_default()
+                } else {
+                    stdin.joined()
+                };
                 let line = line.lines().next().unwrap_or("");
-                let mut words = line.split_whitespace();
+                let ifs = ctx.var("IFS").unwrap_or(" \t\n").to_owned();
+                let split = |l: &str| -> Vec<String> {
+                    l.split(|c: char| ifs.contains(c))
+                        .filter(|w| !w.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                };
+                if let Some(array) = o.value(&["-a"]) {
+                    let fields = if ifs.is_empty() {
+                        vec![line.to_owned()]
+                    } else {
+                        split(line)
+                    };
+                    set_var(ctx, array, &fields.join(&ELEMENT_BREAK.to_string()));
+                    return Feed::default();
+                }
+                let fields = if ifs.is_empty() {
+                    vec![line.to_owned()]
+                } else {
+                    split(line)
+                };
+                let mut words = fields.iter().map(String::as_str);
                 let names: Vec<&str> = o
                     .operands
                     .iter()
@@ -717,6 +770,73 @@ impl Walker<'_> {
                 }
                 if names.is_empty() {
                     set_var(ctx, "REPLY", &format!("{line}{taint}"));
+                }
+                Feed::default()
+            }
+            "mapfile" | "readarray" => {
+                // mapfile -t NAME: one element per line of stdin.
+                let o = args::parse(args, &["-d", "-n", "-O", "-s", "-u", "-C", "-c"], false);
+                let name = o.operands.first().copied().unwrap_or("MAPFILE");
+                let text = stdin.joined();
+                let lines: Vec<&str> = text.lines().collect();
+                // A download's lines stay tainted: `eval "${a[*]}"` runs them.
+                let taint = if stdin.downloaded { flow::STREAMED } else { "" };
+                if valid_name(name) && !(lines.is_empty() && taint.is_empty()) {
+                    let elements = lines.join(&ELEMENT_BREAK.to_string());
+                    set_var(ctx, name, &format!("{elements}{taint}"));
+                }
+                Feed::default()
+            }
+            "set"
+                if args.first().is_some_and(|a| a == "--")
+                    || args.first().is_some_and(|a| !a.starts_with(['-', '+'])) =>
+            {
+                // `set -- a b`: the positional parameters.
+                let params = args.strip_prefix(&["--".to_owned()]).unwrap_or(args);
+                for i in 1..=9 {
+                    set_var(
+                        ctx,
+                        &i.to_string(),
+                        params.get(i - 1).map_or("", String::as_str),
+                    );
+                }
+                set_var(ctx, "@", &params.join(" "));
+                set_var(ctx, "#", &params.len().to_string());
+                Feed::default()
+            }
+            "popd" => {
+                // Back to the directory the matching `pushd` left.
+                if let Some(stack) = ctx.var(DIRSTACK).map(str::to_owned) {
+                    let (top, rest) = stack.split_once('\n').unwrap_or((stack.as_str(), ""));
+                    if !top.is_empty() {
+                        let old = std::mem::replace(&mut ctx.cwd, top.to_owned());
+                        set_var(ctx, "OLDPWD", &old);
+                    }
+                    set_var(ctx, DIRSTACK, rest);
+                }
+                Feed::default()
+            }
+            "shopt" => {
+                if let Some(options) = super::globopts::shopt(ctx, args) {
+                    set_var(ctx, super::globopts::variable(), &options);
+                }
+                Feed::default()
+            }
+            "shift" => {
+                let n = args
+                    .first()
+                    .and_then(|a| a.parse::<usize>().ok())
+                    .unwrap_or(1);
+                let params: Vec<String> = (1..=9)
+                    .map(|i| ctx.var(&i.to_string()).unwrap_or("").to_owned())
+                    .skip(n)
+                    .collect();
+                for i in 1..=9 {
+                    set_var(
+                        ctx,
+                        &i.to_string(),
+                        params.get(i - 1).map_or("", String::as_str),
+                    );
                 }
                 Feed::default()
             }
@@ -778,12 +898,18 @@ impl Walker<'_> {
                         self.path_op(Action::Write, f, ctx, None);
                     } else {
                         self.path_op(Action::Read, f, ctx, None);
-                        if let Some(feed) = self.fd_feed(f) {
+                        if let Some(feed) = self.file_feed(f, ctx) {
                             input.push_str(&feed.joined());
                         }
                     }
                 }
                 self.decoded(&input)
+            }
+            "tr" if !stdin.text.is_empty() => {
+                // `echo CREDENTIALS | tr A-Z a-z`: the translated text.
+                let text = super::textops::tr(&stdin.joined(), args);
+                self.out.text(text.as_str());
+                Feed::text(text)
             }
             "rev" if !stdin.text.is_empty() => {
                 let text: String = stdin
@@ -792,6 +918,38 @@ impl Walker<'_> {
                     .map(|l| l.chars().rev().collect::<String>())
                     .collect::<Vec<_>>()
                     .join("\n");
+                self.out.text(text.as_str());
+                Feed::text(text)
+            }
+
+            // Commands that print a path computed from their operands (`cd "$(dirname …)"`).
+            "pwd" => Feed::text(ctx.cwd.clone()),
+            "dirname" | "basename" | "realpath" if !args.is_empty() => {
+                let o = args::parse(
+                    args,
+                    &["-s", "--suffix", "--relative-to", "--relative-base"],
+                    false,
+                );
+                let printed: Vec<String> = o
+                    .operands
+                    .iter()
+                    .map(|a| match name {
+                        "dirname" => a
+                            .trim_end_matches('/')
+                            .rsplit_once('/')
+                            .map_or(".", |(d, _)| if d.is_empty() { "/" } else { d })
+                            .to_owned(),
+                        "basename" => a
+                            .trim_end_matches('/')
+                            .rsplit('/')
+                            .next()
+                            .unwrap_or("")
+                            .to_owned(),
+                        // realpath names the file; it reads nothing of it.
+                        _ => normalize::path(a, ctx).unwrap_or_else(|| (*a).to_owned()),
+                    })
+                    .collect();
+                let text = printed.join("\n");
                 self.out.text(text.as_str());
                 Feed::text(text)
             }
@@ -824,6 +982,7 @@ impl Walker<'_> {
                 }
                 for s in &scripts {
                     self.out.text(*s);
+                    self.sed_script(s, ctx, depth);
                 }
                 self.sed_runs_input(&scripts, &files, &stdin, ctx);
                 for f in o.values(&["-f", "--file"]) {
@@ -866,7 +1025,14 @@ impl Walker<'_> {
                 if progs.is_empty() && !files.is_empty() {
                     let prog = files.remove(0);
                     self.awk_runs_input(prog, &files, &stdin, ctx);
-                    self.code(prog, ctx, depth);
+                    // `-v name=value` is known to the program before it runs.
+                    let vars: Vec<(String, String)> = o
+                        .values(&["-v", "--assign"])
+                        .into_iter()
+                        .filter_map(|a| a.split_once('='))
+                        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                        .collect();
+                    self.code_with(prog, ctx, depth, &vars);
                 }
                 for f in files.into_iter().filter(|f| !f.contains('=')) {
                     self.path_op(Action::Read, f, ctx, None);
@@ -1091,7 +1257,7 @@ impl Walker<'_> {
                         Some(&"-") | None => (!stdin.text.is_empty()).then(|| stdin.joined()),
                         Some(f) => {
                             self.path_op(Action::Read, f, ctx, None);
-                            self.fd_feed(f).map(|f| f.joined())
+                            self.file_feed(f, ctx).map(|f| f.joined())
                         }
                     };
                     self.path_op(Action::Write, &spool, ctx, content);
@@ -1329,7 +1495,9 @@ impl Walker<'_> {
                     } else {
                         a.as_str()
                     };
-                    if path_like(candidate) {
+                    // A bare name is a file in the working directory to a command not in
+                    // the table (`cd ~/.aws && aws s3 cp credentials s3://…`).
+                    if path_like(candidate) || bare_name(candidate) {
                         self.path_op(Action::Read, candidate, ctx, None);
                     }
                 }
@@ -1413,6 +1581,7 @@ impl Walker<'_> {
             return self.script(src, &mut sub, depth + 1);
         }
         match rest.first() {
+            // `bash /dev/stdin <<< '…'`: the script is what comes in on stdin.
             Some(file) if flow::is_stdin_path(file) => self.shell_stdin(stdin, ctx, depth),
             Some(file) if !stdin_mode => self.script_file(file, ctx, depth, false),
             _ => self.shell_stdin(stdin, ctx, depth),
@@ -1446,7 +1615,7 @@ impl Walker<'_> {
         if self.is_download(file, ctx) {
             self.runs_download("sh", Reach::Script);
         }
-        let Some(feed) = self.fd_feed(file) else {
+        let Some(feed) = self.file_feed(file, ctx) else {
             return Feed::default();
         };
         let mut sub = ctx.clone();
@@ -1649,7 +1818,7 @@ impl Walker<'_> {
         let mut feed = Feed::default();
         for f in &operands {
             self.path_op(Action::Read, f, ctx, None);
-            if let Some(inner) = self.fd_feed(f) {
+            if let Some(inner) = self.file_feed(f, ctx) {
                 feed.extend(inner);
             }
             if matches!(name, "ls" | "dir" | "vdir" | "du" | "tree") {
@@ -2506,3 +2675,6 @@ fn printf(args: &[String]) -> String {
     }
     out
 }
+
+/// Where `pushd` keeps the directories `popd` returns to, newest first, one per line.
+const DIRSTACK: &str = "DIRSTACK";

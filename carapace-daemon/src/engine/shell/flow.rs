@@ -106,12 +106,7 @@ pub(super) struct Flow {
     pub stdin: bool,
     /// The command being run read a file of `downloads` (its output is downloaded bytes).
     pub read_download: bool,
-    /// Function bodies by name, walked again where a call reads downloaded bytes.
-    pub functions: Vec<(String, String)>,
 }
-
-/// Functions remembered per call: enough for real scripts, bounded for hostile ones.
-const MAX_FUNCTIONS: usize = 64;
 
 /// How downloaded bytes reach the code runner.
 #[derive(Clone, Copy)]
@@ -174,29 +169,6 @@ impl Walker<'_> {
         for reach in value_reaches(code) {
             self.runs_download(runner, reach);
         }
-    }
-
-    /// Remembers a function's body, so that a call fed a download (`f() { sh; }; curl … |
-    /// f`) can be walked with that stdin.
-    pub(super) fn defined_function(&mut self, name: &str, body: &impl std::fmt::Display) {
-        if self.flow.functions.len() < MAX_FUNCTIONS {
-            self.flow
-                .functions
-                .push((name.to_owned(), body.to_string()));
-        }
-    }
-
-    /// The body of the function `name`, when a call to it reads downloaded bytes.
-    pub(super) fn function_fed_download(&self, name: &str, stdin: &Feed) -> Option<String> {
-        if !stdin.downloaded {
-            return None;
-        }
-        self.flow
-            .functions
-            .iter()
-            .rev()
-            .find(|(n, _)| n == name)
-            .map(|(_, body)| body.clone())
     }
 
     /// What a command given no stdin of its own reads: the enclosing shell's.

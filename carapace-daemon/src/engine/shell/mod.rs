@@ -16,14 +16,18 @@
 //! thread; a parser panic becomes an error either way.
 mod args;
 mod code;
+mod code_eval;
 mod commands;
 mod fetch;
 mod flow;
 mod gitconfig;
+mod globopts;
 mod home_paths;
 mod net;
+mod param;
 mod parse;
 mod plain;
+mod textops;
 mod walk;
 mod word;
 

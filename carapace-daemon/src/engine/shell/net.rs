@@ -21,8 +21,11 @@ impl Walker<'_> {
     }
 
     pub fn host_op(&mut self, host: &str, port: Option<u16>, content: Option<String>) {
-        // `$(whoami).exfil.example` leaves a leading dot where the unknown part was.
-        let host = normalize::host(host.trim_start_matches('.'));
+        // `$(whoami).exfil.example`: the labels after the unknown part are the host named.
+        let known = host
+            .rsplit_once(super::walk::UNKNOWN)
+            .map_or(host, |(_, after)| after);
+        let host = normalize::host(known.trim_start_matches('.'));
         if host.is_empty() {
             return;
         }

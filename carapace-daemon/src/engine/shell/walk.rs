@@ -4,7 +4,7 @@ use brush_parser::ast;
 
 use super::super::normalize;
 use super::super::operation::{Context, Extracted, Operation};
-use super::{parse, word, MAX_DEPTH, MAX_WORK};
+use super::{param, parse, word, MAX_DEPTH, MAX_WORK};
 use crate::rules::Action;
 
 /// What a command prints, as far as it is known, so that `echo … | base64 -d | sh`, `$(…)`
@@ -58,6 +58,15 @@ pub(super) struct Walker<'o> {
     pub escalate: bool,
     /// Where downloaded bytes went so far.
     pub flow: super::flow::Flow,
+    /// Functions defined so far, by name: a call walks the body with its arguments.
+    pub functions: Vec<(String, ast::FunctionBody)>,
+    /// Files this command wrote with known content (`echo 'cat ~/.netrc' > /tmp/s`), by
+    /// absolute path: a later `source`, `sh FILE`, `./FILE`, `< FILE` or `cat FILE` in
+    /// the same command reads that content.
+    pub files: Vec<(String, Feed)>,
+    /// The names the last substitution without known text printed (`$(find ~/.aws)`): a
+    /// word that is that substitution alone stands for them.
+    sub_names: Vec<String>,
 }
 
 impl<'o> Walker<'o> {
@@ -71,6 +80,9 @@ impl<'o> Walker<'o> {
             inline: false,
             escalate: false,
             flow: super::flow::Flow::default(),
+            functions: Vec::new(),
+            files: Vec::new(),
+            sub_names: Vec::new(),
         }
     }
 
@@ -168,7 +180,13 @@ impl<'o> Walker<'o> {
     fn list(&mut self, list: &ast::CompoundList, ctx: &mut Context, depth: usize) -> Feed {
         let mut feed = Feed::default();
         for item in &list.0 {
-            feed.extend(self.and_or(&item.0, ctx, depth));
+            if matches!(item.1, ast::SeparatorOperator::Async) {
+                // `cd DIR & cmd`: a background job runs in a subshell of its own.
+                let mut sub = ctx.clone();
+                feed.extend(self.and_or(&item.0, &mut sub, depth));
+            } else {
+                feed.extend(self.and_or(&item.0, ctx, depth));
+            }
         }
         feed
     }
@@ -231,14 +249,15 @@ impl<'o> Walker<'o> {
                 self.redirect_outputs(&redirects, ctx, depth, &feed)
             }
             ast::Command::Function(f) => {
-                // A function runs whenever it is called; walking its body at the definition
-                // covers every call.
+                // Walking the body at the definition covers calls whose arguments are not
+                // known; a call walks it again with its own (`call_function`).
+                self.functions.retain(|(n, _)| *n != f.fname.value);
+                self.functions.push((f.fname.value.clone(), f.body.clone()));
                 let mut sub = ctx.clone();
                 let redirects: Vec<&ast::IoRedirect> =
                     f.body.1.iter().flat_map(|r| r.0.iter()).collect();
                 let feed = self.compound(&f.body.0, &mut sub, depth, Feed::default());
                 self.redirect_outputs(&redirects, &mut sub, depth, &feed);
-                self.defined_function(&f.fname.value, &f.body);
                 Feed::default()
             }
             ast::Command::ExtendedTest(test, _) => {
@@ -431,14 +450,15 @@ impl<'o> Walker<'o> {
             }
             let feed = self.run(&words, &mut sub, depth, stdin);
             ctx.cwd = sub.cwd;
-            // What a builtin sets stays (`IFS= read -r line` sets `line`); only the
-            // prefix assignments were the command's own.
-            for (name, value) in &sub.env {
-                if !assignments.iter().any(|(n, _)| n == name)
-                    && !matches!(name.as_str(), "HOME" | "PWD")
-                    && ctx.var(name) != Some(value.as_str())
+            // Builtins that set variables (`IFS=: read -r a b`) set them in this shell;
+            // only the prefix assignments themselves were temporary. HOME and PWD are
+            // the context's own fields, moved by `cd` and assignments, not copied back.
+            for (k, v) in sub.env {
+                if !assignments.iter().any(|(n, _)| *n == k)
+                    && !matches!(k.as_str(), "HOME" | "PWD")
+                    && ctx.var(&k) != Some(v.as_str())
                 {
-                    set_var(ctx, name, value);
+                    set_scalar(ctx, &k, &v);
                 }
             }
             feed
@@ -496,10 +516,30 @@ impl<'o> Walker<'o> {
                     parts.words.extend(self.words(&w.value, ctx, depth));
                     return;
                 }
-                let value = self.assignment_value(&a.value, ctx, depth);
-                if let ast::AssignmentName::VariableName(name) = &a.name {
-                    parts.assignments.push((name.clone(), value));
+                let mut value = self.assignment_value(&a.value, ctx, depth);
+                if let ast::AssignmentValue::Scalar(w) = &a.value {
+                    // `X=~/.aws`: an unquoted leading tilde expands in an assignment too.
+                    if w.value.starts_with('~') && value.starts_with('~') {
+                        if let Some(p) = normalize::path(&value, ctx) {
+                            value = p;
+                        }
+                    }
                 }
+                let name = match &a.name {
+                    ast::AssignmentName::VariableName(name) => name.clone(),
+                    ast::AssignmentName::ArrayElementName(name, index) => {
+                        let index = self.word_one(index, ctx, depth);
+                        match param::arithmetic(&index, ctx).and_then(|i| usize::try_from(i).ok()) {
+                            Some(i) => param::element_name(name, i),
+                            None => return,
+                        }
+                    }
+                };
+                if a.append {
+                    // `p+=/credentials` appends to the value.
+                    value.insert_str(0, ctx.var(&name).unwrap_or(""));
+                }
+                parts.assignments.push((name, value));
             }
             ast::CommandPrefixOrSuffixItem::ProcessSubstitution(
                 ast::ProcessSubstitutionKind::Write,
@@ -524,11 +564,12 @@ impl<'o> Walker<'o> {
     ) -> String {
         match value {
             ast::AssignmentValue::Scalar(w) => self.word_one(&w.value, ctx, depth),
+            // Elements are words: each may expand to several (`a=(~/.aws/*)`).
             ast::AssignmentValue::Array(items) => items
                 .iter()
-                .map(|(_, w)| self.word_one(&w.value, ctx, depth))
+                .flat_map(|(_, w)| self.words(&w.value, ctx, depth))
                 .collect::<Vec<_>>()
-                .join(" "),
+                .join(&param::ELEMENT_BREAK.to_string()),
         }
     }
 
@@ -590,6 +631,11 @@ impl<'o> Walker<'o> {
                         ) {
                             for path in self.words(&w.value, ctx, depth) {
                                 self.path_op(Action::Read, &path, ctx, None);
+                                if fd.is_none_or(|fd| fd == 0) {
+                                    if let Some(feed) = self.file_feed(&path, ctx) {
+                                        stdin = Some(feed);
+                                    }
+                                }
                                 if self.is_download(&path, ctx) {
                                     match fd {
                                         None | Some(0) => stdin = Some(downloaded_feed()),
@@ -722,7 +768,30 @@ impl<'o> Walker<'o> {
             return Vec::new();
         }
         let fields = word::expand(raw, ctx, &mut |inner| self.substitution(inner, ctx, depth));
-        fields.iter().map(|f| normalize::text(f)).collect()
+        let mut out = Vec::with_capacity(fields.len());
+        for f in &fields {
+            if f == UNKNOWN {
+                // A word that is only an unknown output: the names it is known to print,
+                // if any (an unknown whole argument is not taken as a path anywhere).
+                let names = std::mem::take(&mut self.sub_names);
+                if names.is_empty() {
+                    out.push(String::new());
+                }
+                out.extend(names);
+            } else if f.contains(UNKNOWN) && !self.sub_names.is_empty() {
+                // Inside a word, the names' last component (`src/$(ls src)` → `src/*`).
+                let last = self.sub_names[0]
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or("*")
+                    .to_owned();
+                out.push(normalize::text(&f.replace(UNKNOWN, &last)));
+                self.sub_names.clear();
+            } else {
+                out.push(normalize::text(f));
+            }
+        }
+        out
     }
 
     /// One string (assignment values, here-strings): no brace expansion or splitting.
@@ -740,6 +809,11 @@ impl<'o> Walker<'o> {
     fn substitution(&mut self, inner: &str, ctx: &Context, depth: usize) -> String {
         let mut sub = ctx.clone();
         let feed = self.script(inner, &mut sub, depth + 1);
+        if feed.text.is_empty() && !feed.downloaded {
+            // Output not known: part of a word, it is any name (`~/.aws/$(ls ~/.aws)`).
+            self.sub_names = feed.names;
+            return UNKNOWN.to_owned();
+        }
         let mut value = feed.joined();
         if feed.downloaded {
             value.push_str(super::flow::DOWNLOADED);
@@ -749,6 +823,69 @@ impl<'o> Walker<'o> {
             }
         }
         value
+    }
+
+    /// Records what a write left in `path`, when its content is known.
+    fn wrote(&mut self, path: &str, content: Option<&str>) {
+        // A write whose bytes are not known (`chmod +x`, a download, which `flow` tracks)
+        // leaves what was known: the analysis may only miss less by keeping it.
+        if let Some(text) = content {
+            self.files.retain(|(p, _)| p != path);
+            if self.files.len() < MAX_FILES {
+                self.files.push((path.to_owned(), Feed::text(text)));
+            }
+        }
+    }
+
+    /// What the command knows a file holds: a process substitution's output by its
+    /// `/dev/fd/N` name, or the content this command wrote there.
+    pub fn file_feed(&self, raw: &str, ctx: &Context) -> Option<Feed> {
+        if let Some(feed) = self.fd_feed(raw) {
+            return Some(feed);
+        }
+        let path = normalize::path(raw, ctx)?;
+        self.files
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map(|(_, f)| f.clone())
+    }
+
+    /// A call of a function defined earlier in the command: its body runs in this shell
+    /// (a `cd` in it moves the caller) with the call's arguments as `$1`….
+    pub fn call_function(
+        &mut self,
+        body: &ast::FunctionBody,
+        args: &[String],
+        ctx: &mut Context,
+        depth: usize,
+        stdin: Feed,
+    ) -> Feed {
+        let names: Vec<String> = (1..=9)
+            .map(|i| i.to_string())
+            .chain(["@".to_owned(), "#".to_owned()])
+            .collect();
+        let saved: Vec<Option<String>> = names
+            .iter()
+            .map(|n| ctx.var(n).map(str::to_owned))
+            .collect();
+        for (i, n) in names.iter().take(9).enumerate() {
+            set_var(ctx, n, args.get(i).map_or("", String::as_str));
+        }
+        set_var(ctx, "@", &args.join(" "));
+        set_var(ctx, "#", &args.len().to_string());
+        let redirects: Vec<&ast::IoRedirect> = body.1.iter().flat_map(|r| r.0.iter()).collect();
+        // The body reads the call's stdin (`f() { sh; }; curl … | f`).
+        let feed = self.with_stdin(stdin.downloaded, |w| {
+            w.compound(&body.0, ctx, depth + 1, stdin)
+        });
+        let feed = self.redirect_outputs(&redirects, ctx, depth, &feed);
+        for (n, v) in names.iter().zip(saved) {
+            match v {
+                Some(v) => set_var(ctx, n, &v),
+                None => unset_var(ctx, n),
+            }
+        }
+        feed
     }
 
     pub fn fd_feed(&self, name: &str) -> Option<Feed> {
@@ -772,7 +909,8 @@ impl<'o> Walker<'o> {
 
     /// An operation on a path as the command wrote it (pseudo-files are skipped).
     pub fn path_op(&mut self, action: Action, raw: &str, ctx: &Context, content: Option<String>) {
-        let Some(path) = normalize::path(raw, ctx) else {
+        let raw = super::globopts::apply(raw, ctx);
+        let Some(path) = normalize::path(&raw, ctx) else {
             return;
         };
         if pseudo_file(&path) {
@@ -790,11 +928,21 @@ impl<'o> Walker<'o> {
         if action == Action::Read && self.holds_download(&path) {
             self.flow.read_download = true;
         }
+        if action == Action::Write {
+            self.wrote(&path, content.as_deref());
+        }
         let mut op = Operation::path(action, path);
         op.content = content;
         self.out.op(op);
     }
 }
+
+/// What an unknown command output stands for inside a word: any one name, a hidden one
+/// included (bash's extended pattern, which the rules' glob reading takes as any name).
+pub(super) const UNKNOWN: &str = crate::rules::intersect::UNKNOWN_NAME;
+
+/// Files whose written content is remembered, at most.
+const MAX_FILES: usize = 32;
 
 /// A simple command's items, sorted.
 #[derive(Default)]
@@ -853,10 +1001,50 @@ fn is_fd(word: &str) -> bool {
 }
 
 pub(super) fn set_var(ctx: &mut Context, name: &str, value: &str) {
+    if value.contains(param::ELEMENT_BREAK) {
+        set_array(ctx, name, value);
+        return;
+    }
+    if let Some((array, index)) = name.strip_suffix(']').and_then(|n| n.split_once('[')) {
+        // One element: the array grows to hold it; element 0 is also `$array`.
+        let count: usize = ctx
+            .var(&param::count_name(array))
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| usize::from(ctx.var(array).is_some()));
+        if let Ok(i) = index.parse::<usize>() {
+            if i == 0 {
+                set_scalar(ctx, array, value);
+            }
+            set_scalar(
+                ctx,
+                &param::count_name(array),
+                &count.max(i + 1).to_string(),
+            );
+        }
+        set_scalar(ctx, name, value);
+        return;
+    }
+    set_scalar(ctx, name, value);
+}
+
+/// `name=(a b c)`: the elements (separated by `param::ELEMENT_BREAK`) and their count.
+fn set_array(ctx: &mut Context, name: &str, value: &str) {
+    let elements: Vec<&str> = value.split(param::ELEMENT_BREAK).collect();
+    for (i, e) in elements.iter().enumerate().take(MAX_ELEMENTS) {
+        set_scalar(ctx, &param::element_name(name, i), e);
+    }
+    let count = elements.len().min(MAX_ELEMENTS);
+    set_scalar(ctx, &param::count_name(name), &count.to_string());
+    set_scalar(ctx, name, elements.first().copied().unwrap_or(""));
+}
+
+/// Elements of one array that are tracked, at most.
+const MAX_ELEMENTS: usize = 64;
+
+fn set_scalar(ctx: &mut Context, name: &str, value: &str) {
+    // (`PWD=DIR` changes the variable, not the directory: only `cd` moves.)
     if name == "HOME" {
         value.clone_into(&mut ctx.home);
-    } else if name == "PWD" {
-        value.clone_into(&mut ctx.cwd);
     }
     match ctx.env.iter_mut().find(|(k, _)| k == name) {
         Some((_, v)) => value.clone_into(v),
