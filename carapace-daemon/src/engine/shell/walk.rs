@@ -427,11 +427,14 @@ impl<'o> Walker<'o> {
             for (name, value) in &assignments {
                 set_var(ctx, name, value);
             }
-            let stdin = self
-                .redirect_inputs(&redirects, ctx, depth)
-                .unwrap_or(stdin);
-            self.unresolved_runner(unresolved, &stdin);
-            return self.redirect_outputs(&redirects, ctx, depth, &Feed::default());
+            let input = self.redirect_inputs(&redirects, ctx, depth);
+            // `$(< file)` prints the file: a download read so is downloaded still.
+            let printed = input
+                .clone()
+                .filter(|f| f.downloaded && assignments.is_empty())
+                .unwrap_or_default();
+            self.unresolved_runner(unresolved, &input.unwrap_or(stdin));
+            return self.redirect_outputs(&redirects, ctx, depth, &printed);
         }
         let stdin = self
             .redirect_inputs(&redirects, ctx, depth)
@@ -453,9 +456,13 @@ impl<'o> Walker<'o> {
             let feed = self.run(&words, &mut sub, depth, stdin);
             ctx.cwd = sub.cwd;
             // Builtins that set variables (`IFS=: read -r a b`) set them in this shell;
-            // only the prefix assignments themselves were temporary.
+            // only the prefix assignments themselves were temporary. HOME and PWD are
+            // the context's own fields, moved by `cd` and assignments, not copied back.
             for (k, v) in sub.env {
-                if !assignments.iter().any(|(n, _)| *n == k) && ctx.var(&k) != Some(v.as_str()) {
+                if !assignments.iter().any(|(n, _)| *n == k)
+                    && !matches!(k.as_str(), "HOME" | "PWD")
+                    && ctx.var(&k) != Some(v.as_str())
+                {
                     set_scalar(ctx, &k, &v);
                 }
             }
@@ -856,6 +863,10 @@ impl<'o> Walker<'o> {
         let mut value = feed.joined();
         if feed.downloaded {
             value.push_str(super::flow::DOWNLOADED);
+            // `sh -c 'eval "$(cat)"'` fed by a pipe: the whole stream, read as one value.
+            if self.flow.stdin {
+                value.push_str(super::flow::STREAMED);
+            }
         }
         value
     }
@@ -909,7 +920,10 @@ impl<'o> Walker<'o> {
         set_var(ctx, "@", &args.join(" "));
         set_var(ctx, "#", &args.len().to_string());
         let redirects: Vec<&ast::IoRedirect> = body.1.iter().flat_map(|r| r.0.iter()).collect();
-        let feed = self.compound(&body.0, ctx, depth + 1, stdin);
+        // The body reads the call's stdin (`f() { sh; }; curl … | f`).
+        let feed = self.with_stdin(stdin.downloaded, |w| {
+            w.compound(&body.0, ctx, depth + 1, stdin)
+        });
         let feed = self.redirect_outputs(&redirects, ctx, depth, &feed);
         for (n, v) in names.iter().zip(saved) {
             match v {
@@ -987,12 +1001,17 @@ struct Parts<'a> {
 }
 
 /// Whether the command word `raw` expands to no name the analysis knows (`first`, its first
-/// field): an expansion that gave nothing, or a glob.
+/// field): an expansion that gave nothing, or a glob (`[` alone is `test`).
 fn unresolved_command(raw: &str, first: Option<&String>) -> bool {
     let expands = raw.contains(['$', '`']);
+    let glob = |f: &str| {
+        f.contains(['*', '?'])
+            || f.split_once('[')
+                .is_some_and(|(_, after)| after.contains(']'))
+    };
     match first {
         None => expands,
-        Some(f) => (expands && f.is_empty()) || f.contains(['*', '?', '[']),
+        Some(f) => (expands && f.is_empty()) || glob(f),
     }
 }
 
