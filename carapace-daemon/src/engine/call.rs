@@ -1,12 +1,15 @@
 //! Tool calls in the shapes agents send them → [`Extracted`]. Known tools (Claude Code's,
 //! Codex's `shell`, the guardrail task types) are read by their schema; anything else by
-//! its field names, so an unknown or MCP tool still meets path, command, network and
-//! content rules.
+//! the words of its name and of its fields' names (`generic`), so an unknown or MCP tool
+//! still meets path, command, network and content rules.
+mod code;
+mod fields;
+mod generic;
+
 use serde_json::Value;
 
-use super::normalize;
 use super::operation::{Context, Extracted, Operation};
-use super::shell;
+use super::{normalize, patch, shell};
 use crate::rules::Action;
 
 /// A tool call: the tool's name and its input.
@@ -95,7 +98,14 @@ impl ToolCall {
         // The caller's context as it is, unless the call names its own directory (the
         // environment it carries can be large: no copy per call).
         let own;
-        let ctx = match field(&self.input, &["cwd", "workdir", "working_directory"]) {
+        // Gemini's shell tool runs in its `directory`.
+        let name = canonical(&tool);
+        let keys = if is_shell_tool(&name) {
+            SHELL_CWD_KEYS
+        } else {
+            CWD_KEYS
+        };
+        let ctx = match field(&self.input, keys).or_else(|| field(action(&self.input)?, keys)) {
             Some(cwd) => {
                 own = Context {
                     cwd: normalize::path(cwd, ctx).unwrap_or_else(|| ctx.cwd.clone()),
@@ -105,13 +115,18 @@ impl ToolCall {
             }
             None => ctx,
         };
-        let known = known_tool(&tool, &self.input, ctx, &mut out);
+        let known = known_tool(&tool, &name, &self.input, ctx, &mut out);
         if !known {
-            generic(&self.input, ctx, &mut out);
+            generic::extract(&tool, &self.input, ctx, &mut out);
         }
         collect_texts(&self.input, &mut out, 0);
         out
     }
+}
+
+/// Codex's `local_shell` call puts what it runs in an `action` object.
+fn action(input: &Value) -> Option<&Value> {
+    get_ci(input, &["action"]).filter(|a| a.is_object())
 }
 
 /// First string among `keys` (matched case-insensitively, `_`/`-` ignored).
@@ -135,62 +150,28 @@ fn same_key(a: &str, b: &str) -> bool {
     norm(a).eq(norm(b))
 }
 
-const PATH_KEYS: &[&str] = &[
-    "file_path",
-    "filepath",
-    "path",
-    "target_file",
-    "file",
-    "filename",
-    "notebook_path",
-    "absolute_path",
-    "target",
-    "destination",
-    "dest",
-    "source",
-    "src",
+const CWD_KEYS: &[&str] = &["cwd", "workdir", "working_directory", "working_dir"];
+const SHELL_CWD_KEYS: &[&str] = &[
+    "cwd",
+    "workdir",
+    "working_directory",
+    "working_dir",
     "directory",
     "dir",
 ];
-/// Fields that name where a tool puts something: written whatever else the tool does.
-const DEST_KEYS: &[&str] = &[
-    "destination",
-    "dest",
-    "dst",
-    "target",
-    "target_path",
-    "destination_path",
-    "new_path",
-    "to",
-    "output",
-    "output_path",
-    "output_file",
-    "outfile",
-    "out",
-    "save_path",
-    "save_to",
+const COMMAND_KEYS: &[&str] = &[
+    "command",
+    "cmd",
+    "script",
+    "shell_command",
+    "command_line",
+    "cmdline",
+    "argv",
 ];
-/// Fields that name what a move or copy takes.
-const SOURCE_KEYS: &[&str] = &[
-    "source",
-    "src",
-    "source_path",
-    "old_path",
-    "from",
-    "path",
-    "file_path",
-];
-const COMMAND_KEYS: &[&str] = &["command", "cmd", "script", "shell_command"];
+/// A program run with an argument list, not a command line.
+const PROGRAM_KEYS: &[&str] = &["program", "executable", "exe", "binary"];
+const ARGS_KEYS: &[&str] = &["args", "arguments"];
 const URL_KEYS: &[&str] = &["url", "uri", "endpoint", "href", "link"];
-const CONTENT_KEYS: &[&str] = &[
-    "content",
-    "contents",
-    "new_string",
-    "new_source",
-    "text",
-    "data",
-    "body",
-];
 
 fn path_op(action: Action, raw: &str, ctx: &Context, out: &mut Extracted, content: Option<&str>) {
     if let Some(p) = normalize::path(raw, ctx) {
@@ -221,19 +202,37 @@ fn command_text(v: &Value) -> Option<String> {
         Value::String(s) => Some(s.clone()),
         // Codex and others send argv arrays; quote each word so the shell parser sees them
         // as they were.
-        Value::Array(words) => Some(
-            words
-                .iter()
-                .filter_map(Value::as_str)
-                .map(quote)
-                .collect::<Vec<_>>()
-                .join(" "),
-        ),
+        Value::Array(words) => Some(quote_all(words)),
         _ => None,
     }
 }
 
-fn quote(word: &str) -> String {
+fn quote_all(words: &[Value]) -> String {
+    words
+        .iter()
+        .filter_map(Value::as_str)
+        .map(quote)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The command line an object of a tool's input runs: `command`/`cmd`/`argv` (a line or
+/// an argv), or a `program`; either followed by an `args` list (`{"command": "bash",
+/// "args": ["-c", …]}`, as MCP servers and process tools take them).
+fn command_line(obj: &Value) -> Option<String> {
+    let args = get_ci(obj, ARGS_KEYS)
+        .and_then(Value::as_array)
+        .map(|a| quote_all(a));
+    let program = get_ci(obj, COMMAND_KEYS)
+        .and_then(command_text)
+        .or_else(|| field(obj, PROGRAM_KEYS).map(quote))?;
+    Some(match args {
+        Some(args) if !args.is_empty() => format!("{program} {args}"),
+        _ => program,
+    })
+}
+
+pub(super) fn quote(word: &str) -> String {
     if !word.is_empty()
         && word
             .bytes()
@@ -259,94 +258,157 @@ fn local_name(tool: &str) -> &str {
         .map_or(tool, |(_, name)| name)
 }
 
+/// A tool's name as the tables below spell it: without an MCP prefix, lower case, without
+/// `_` and `-` (`ApplyPatch`, `apply-patch` and `mcp__codex__apply_patch` are one tool).
+fn canonical(tool: &str) -> String {
+    local_name(tool)
+        .chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// Tools that run a command line.
+fn is_shell_tool(name: &str) -> bool {
+    matches!(
+        name,
+        "bash"
+            | "shell"
+            | "localshell"
+            | "execcommand"
+            | "runshellcommand"
+            | "runterminalcmd"
+            | "executecommand"
+            | "terminal"
+            | "systemcommand"
+            | "runinterminal"
+            | "runcommand"
+            | "container.exec"
+    )
+}
+
+fn is_write_tool(name: &str) -> bool {
+    matches!(
+        name,
+        "write" | "writefile" | "createfile" | "filewrite" | "foldercreate" | "writetofile"
+    )
+}
+
+fn is_edit_tool(name: &str) -> bool {
+    matches!(
+        name,
+        "edit"
+            | "multiedit"
+            | "notebookedit"
+            | "strreplaceeditor"
+            | "applypatch"
+            | "editfile"
+            | "replace"
+            | "strreplacebasededittool"
+            | "replaceinfile"
+            | "applydiff"
+    )
+}
+
+fn is_read_tool(name: &str) -> bool {
+    matches!(
+        name,
+        "read"
+            | "notebookread"
+            | "readfile"
+            | "readtextfile"
+            | "view"
+            | "fileread"
+            | "readmultiplefiles"
+            | "readmanyfiles"
+            | "readfiles"
+    )
+}
+
 /// The Claude Code name of what a tool of another agent or an MCP server does, so that a
 /// rule written `tool: Bash` (or `Write`, `Edit`, `Read`, `WebFetch`, `WebSearch`) covers
-/// Codex's `shell`, Gemini's `run_shell_command`, `mcp__filesystem__write_file`, and so
-/// on. `None` for a tool of no such family.
+/// Codex's `shell`, Gemini's `run_shell_command`, `mcp__filesystem__write_file`,
+/// `mcp__fs__save_file`, and so on: by the name when it is a known one, else by its verbs
+/// (`save_file` writes, `edit_block` edits). `None` for a tool of no such family.
 #[must_use]
 pub fn tool_family(tool: &str) -> Option<&'static str> {
-    let name = local_name(tool).to_ascii_lowercase();
+    let name = canonical(tool);
     Some(match name.as_str() {
-        "bash" | "shell" | "local_shell" | "exec_command" | "run_shell_command"
-        | "run_terminal_cmd" | "execute_command" | "terminal" | "run_in_terminal"
-        | "run_command" | "system_command" => "Bash",
-        "write" | "write_file" | "create_file" | "file_write" => "Write",
-        "edit"
-        | "edit_file"
-        | "replace"
-        | "apply_patch"
-        | "str_replace_editor"
-        | "str_replace_based_edit_tool"
-        | "multiedit" => "Edit",
-        "read" | "read_file" | "read_text_file" | "read_many_files" | "view" | "file_read" => {
-            "Read"
-        }
-        "webfetch" | "web_fetch" | "fetch" | "browse" => "WebFetch",
-        "websearch" | "web_search" | "google_web_search" | "internet_search" => "WebSearch",
-        _ => return None,
+        n if is_shell_tool(n) => "Bash",
+        n if is_write_tool(n) => "Write",
+        n if is_edit_tool(n) => "Edit",
+        n if is_read_tool(n) => "Read",
+        "webfetch" | "fetch" | "browse" => "WebFetch",
+        "websearch" | "googlewebsearch" | "internetsearch" => "WebSearch",
+        _ => return fields::family_by_verbs(local_name(tool)),
+    })
+}
+
+/// [`tool_family`] of a call, or, for an MCP tool whose name says nothing, what it was found
+/// to do: one that writes or deletes files is of the `Write` family, whatever it is called.
+/// Only MCP tools: a bare operation (a case file's, or one the kernel saw) is no agent's
+/// tool, and a rule that lists tools is there to leave those alone.
+#[must_use]
+pub fn call_family(ext: &Extracted) -> Option<&'static str> {
+    tool_family(&ext.tool).or_else(|| {
+        let writes = ext
+            .ops
+            .iter()
+            .any(|o| o.path.is_some() && matches!(o.action, Some(Action::Write | Action::Delete)));
+        (ext.tool.starts_with("mcp__") && writes).then_some("Write")
     })
 }
 
 /// Tools whose schema Carapace knows; returns false for the rest.
-fn known_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) -> bool {
-    let lower = local_name(tool).to_ascii_lowercase();
-    match lower.as_str() {
-        "bash" | "shell" | "local_shell" | "exec_command" | "run_shell_command"
-        | "run_terminal_cmd" | "execute_command" | "terminal" | "system_command"
-        | "run_in_terminal" | "run_command" => {
-            match get_ci(input, COMMAND_KEYS).and_then(command_text) {
+fn known_tool(tool: &str, name: &str, input: &Value, ctx: &Context, out: &mut Extracted) -> bool {
+    match name {
+        n if is_shell_tool(n) => {
+            match command_line(input).or_else(|| command_line(action(input)?)) {
                 Some(cmd) => shell::extract(&cmd, ctx, out),
                 None => out.unparsable(format!("the {tool} call has no command")),
             }
         }
-        "read" | "notebookread" | "read_file" | "read_text_file" | "view" | "file_read" => {
+        n if is_read_tool(n) => {
             file_tool(Action::Read, tool, input, ctx, out, None);
         }
         // Listing a directory reads it; with no path, the working directory.
-        "ls" | "list_dir" | "glob" | "grep" => {
+        "ls" | "listdir" | "glob" | "grep" => {
             let base = field(input, &["path", "directory", "dir"]).unwrap_or(".");
             path_op(Action::Read, base, ctx, out, None);
             // Grep searches every file below its path.
-            if lower == "grep" {
+            if name == "grep" {
                 if let Some(p) = normalize::path(base, ctx) {
                     let tree = format!("{}/**", p.trim_end_matches('/'));
                     out.op(Operation::path(Action::Read, tree));
                 }
             }
             if let Some(pattern) = field(input, &["pattern"])
-                .filter(|p| lower == "glob" && (p.starts_with('/') || p.starts_with('~')))
+                .filter(|p| name == "glob" && (p.starts_with('/') || p.starts_with('~')))
             {
                 let dir = pattern.split(['*', '?', '[', '{']).next().unwrap_or("/");
                 path_op(Action::Read, dir, ctx, out, None);
             }
         }
-        "write" | "write_file" | "create_file" | "file_write" | "folder_create" => {
+        n if is_write_tool(n) => {
             file_tool(
                 Action::Write,
                 tool,
                 input,
                 ctx,
                 out,
-                field(input, CONTENT_KEYS),
+                generic::content(input),
             );
         }
-        "edit"
-        | "multiedit"
-        | "notebookedit"
-        | "str_replace_editor"
-        | "apply_patch"
-        | "edit_file"
-        | "replace"
-        | "str_replace_based_edit_tool" => {
-            edit_tool(tool, input, ctx, out);
-        }
-        "file_delete" | "delete_file" | "remove_file" => {
+        n if is_edit_tool(n) => edit_tool(tool, input, ctx, out),
+        "filedelete" | "deletefile" | "removefile" => {
             file_tool(Action::Delete, tool, input, ctx, out, None);
         }
         // The source is read (and, moved, loses its name); the destination is written.
-        "move_file" | "move" | "rename_file" | "rename" | "copy_file" | "copy" => {
-            let moves = !lower.starts_with("copy");
-            match field(input, SOURCE_KEYS) {
+        "movefile" | "move" | "renamefile" | "rename" | "copyfile" | "copy" => {
+            let moves = !name.starts_with("copy");
+            match generic::first_of(input, &[fields::Role::Source, fields::Role::BareSource])
+                .or_else(|| generic::first_of(input, &[fields::Role::Path]))
+            {
                 Some(src) => {
                     path_op(Action::Read, src, ctx, out, None);
                     if moves {
@@ -355,12 +417,12 @@ fn known_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) -> 
                 }
                 None => out.unparsable(format!("the {tool} call names no source")),
             }
-            match field(input, DEST_KEYS) {
+            match generic::first_of(input, &[fields::Role::Dest, fields::Role::BareDest]) {
                 Some(dst) => path_op(Action::Write, dst, ctx, out, None),
                 None => out.unparsable(format!("the {tool} call names no destination")),
             }
         }
-        "webfetch" | "web_fetch" | "fetch" | "web_scrape" | "api_request" | "browse" => {
+        "webfetch" | "fetch" | "webscrape" | "apirequest" | "browse" => {
             match field(input, URL_KEYS) {
                 Some(u) => {
                     let body = field(input, &["body", "data", "payload"]);
@@ -369,7 +431,7 @@ fn known_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) -> 
                 None => out.unparsable(format!("the {tool} call has no url")),
             }
         }
-        "download_file" => {
+        "downloadfile" => {
             if let Some(u) = field(input, URL_KEYS) {
                 url_op(u, out, None);
             }
@@ -380,7 +442,7 @@ fn known_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) -> 
                 path_op(Action::Write, p, ctx, out, None);
             }
         }
-        "websearch" | "web_search" | "internet_search" | "search" => {
+        "websearch" | "internetsearch" | "search" => {
             // The query leaves the machine; the host is the search provider's.
             let query = field(input, &["query", "q", "search_query"]).unwrap_or_default();
             out.op(Operation {
@@ -389,7 +451,7 @@ fn known_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) -> 
                 ..Operation::default()
             });
         }
-        "application_open" => {
+        "applicationopen" => {
             if let Some(app) = field(input, &["application", "app", "name", "path"]) {
                 let app = normalize::text(app);
                 if app.contains('/') {
@@ -398,20 +460,21 @@ fn known_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) -> 
                 out.command(app);
             }
         }
-        "run_tool" => {
+        "runtool" => {
             if let Some(name) = field(input, &["tool", "tool_name", "name"]) {
                 out.command(normalize::text(name));
             }
             return false;
         }
-        "bulk_operation" => bulk(input, ctx, out),
+        "bulkoperation" => bulk(input, ctx, out),
         // Subagent prompts and summaries are text only; content rules see them.
-        "task" | "agent" | "text_summarization" | "todowrite" | "exitplanmode" => {}
+        "task" | "agent" | "textsummarization" | "todowrite" | "exitplanmode" => {}
         _ => return false,
     }
     true
 }
 
+/// A file tool: every file it names (`file_path`, `path`, `paths: […]`, `destPath`, …).
 fn file_tool(
     action: Action,
     tool: &str,
@@ -420,23 +483,54 @@ fn file_tool(
     out: &mut Extracted,
     content: Option<&str>,
 ) {
-    match field(input, PATH_KEYS) {
-        Some(p) => path_op(action, p, ctx, out, content),
-        None => out.unparsable(format!("the {tool} call names no file")),
+    let paths = generic::named_paths(input);
+    if paths.is_empty() {
+        out.unparsable(format!("the {tool} call names no file"));
+    }
+    for p in paths {
+        path_op(action, p, ctx, out, content);
     }
 }
 
+/// An edit: the file it names is written with the new text; a patch it carries writes
+/// every file the patch names, whatever the call's own `path` says.
 fn edit_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) {
-    let mut content: Vec<&str> = field(input, CONTENT_KEYS).into_iter().collect();
+    let mut content: Vec<&str> = generic::content(input).into_iter().collect();
     if let Some(edits) = input.get("edits").and_then(Value::as_array) {
-        content.extend(edits.iter().filter_map(|e| field(e, CONTENT_KEYS)));
+        content.extend(edits.iter().filter_map(generic::content));
     }
     let content = content.join("\n");
-    if field(input, PATH_KEYS).is_none() && tool.eq_ignore_ascii_case("apply_patch") {
-        patch_paths(input, ctx, out);
-    } else {
-        file_tool(Action::Write, tool, input, ctx, out, Some(&content));
+    let patched = apply_patches(input, true, ctx, out);
+    if generic::named_paths(input).is_empty() && patched {
+        return;
     }
+    file_tool(Action::Write, tool, input, ctx, out, Some(&content));
+}
+
+/// The files of every patch among the input's strings: in any field when the tool applies
+/// patches (`all`), else in `patch`/`diff` fields. Returns whether there was one.
+fn apply_patches(input: &Value, all: bool, ctx: &Context, out: &mut Extracted) -> bool {
+    let Some(obj) = input.as_object() else {
+        return false;
+    };
+    let mut found = false;
+    for (key, value) in obj {
+        let Some(text) = value.as_str() else {
+            continue;
+        };
+        let patch_key = fields::words(key)
+            .last()
+            .is_some_and(|w| w.eq_ignore_ascii_case("patch") || w.eq_ignore_ascii_case("diff"));
+        if !(all || patch_key) || !patch::is_patch(text) {
+            continue;
+        }
+        found = true;
+        for change in patch::changes(text) {
+            let content = (change.action == Action::Write).then_some(text);
+            path_op(change.action, &change.path, ctx, out, content);
+        }
+    }
+    found
 }
 
 fn bulk(input: &Value, ctx: &Context, out: &mut Extracted) {
@@ -447,83 +541,6 @@ fn bulk(input: &Value, ctx: &Context, out: &mut Extracted) {
             Err(e) => out.unparsable(format!("a bulk operation step is not a task: {e}")),
         }
     }
-}
-
-/// `*** Update File: path` / `+++ b/path` lines of a patch.
-fn patch_paths(input: &Value, ctx: &Context, out: &mut Extracted) {
-    let patch = field(input, &["patch", "input", "diff"]).unwrap_or_default();
-    for line in patch.lines() {
-        let target = line
-            .strip_prefix("*** Update File: ")
-            .or_else(|| line.strip_prefix("*** Add File: "))
-            .or_else(|| line.strip_prefix("+++ b/"))
-            .or_else(|| line.strip_prefix("+++ "));
-        if let Some(p) = target {
-            path_op(Action::Write, p.trim(), ctx, out, Some(patch));
-        }
-        if let Some(p) = line.strip_prefix("*** Delete File: ") {
-            path_op(Action::Delete, p.trim(), ctx, out, None);
-        }
-        // A moved file's new name is written with the patch's content.
-        if let Some(p) = line.strip_prefix("*** Move to: ") {
-            path_op(Action::Write, p.trim(), ctx, out, Some(patch));
-        }
-    }
-}
-
-/// Unknown tools (MCP included): fields that name paths, commands or URLs by their usual
-/// names. A tool that carries content or a `new_string` writes; otherwise it reads.
-fn generic(input: &Value, ctx: &Context, out: &mut Extracted) {
-    walk_fields(input, ctx, out, 0);
-}
-
-fn walk_fields(input: &Value, ctx: &Context, out: &mut Extracted, depth: usize) {
-    if depth > 8 {
-        return;
-    }
-    match input {
-        Value::Object(obj) => {
-            let writes = obj
-                .keys()
-                .any(|k| CONTENT_KEYS.iter().any(|c| same_key(k, c)));
-            let content = field(input, CONTENT_KEYS);
-            for (k, v) in obj {
-                if let Some(s) = v.as_str() {
-                    // A destination spelled as a path (`to: "json"` is a format, not a file).
-                    if DEST_KEYS.iter().any(|p| same_key(k, p))
-                        && looks_like_path(s)
-                        && (s.contains('/') || s.starts_with('~'))
-                    {
-                        path_op(Action::Write, s, ctx, out, content);
-                    } else if PATH_KEYS.iter().any(|p| same_key(k, p)) && looks_like_path(s) {
-                        let action = if writes { Action::Write } else { Action::Read };
-                        path_op(action, s, ctx, out, if writes { content } else { None });
-                    } else if COMMAND_KEYS.iter().any(|c| same_key(k, c)) {
-                        shell::extract(s, ctx, out);
-                    } else if URL_KEYS.iter().any(|u| same_key(k, u)) {
-                        url_op(s, out, None);
-                    }
-                } else if COMMAND_KEYS.iter().any(|c| same_key(k, c)) {
-                    if let Some(cmd) = command_text(v) {
-                        shell::extract(&cmd, ctx, out);
-                    }
-                } else {
-                    walk_fields(v, ctx, out, depth + 1);
-                }
-            }
-        }
-        Value::Array(items) => {
-            for v in items {
-                walk_fields(v, ctx, out, depth + 1);
-            }
-        }
-        _ => {}
-    }
-}
-
-fn looks_like_path(s: &str) -> bool {
-    let s = s.trim();
-    !s.is_empty() && !s.contains('\n') && s.len() < 4096
 }
 
 /// Every string in the input, for content rules (bounded depth: inputs are untrusted).

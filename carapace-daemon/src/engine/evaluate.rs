@@ -384,7 +384,7 @@ impl Matcher<'_> {
                 .find(|c| patterns.iter().any(|p| p.matches(c)))
                 .map(|c| format!("command `{}`", shorten(c))),
             Cond::Tool(patterns) => {
-                let family = crate::engine::call::tool_family(&self.ext.tool);
+                let family = crate::engine::call::call_family(self.ext);
                 patterns
                     .iter()
                     .any(|p| p.matches(&self.ext.tool) || family.is_some_and(|f| p.matches(f)))

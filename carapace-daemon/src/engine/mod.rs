@@ -7,6 +7,7 @@ pub mod evaluate;
 pub mod guardrail;
 pub mod normalize;
 pub mod operation;
+pub mod patch;
 pub mod shell;
 pub mod transcript;
 

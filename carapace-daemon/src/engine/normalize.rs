@@ -159,7 +159,7 @@ pub fn path(raw: &str, ctx: &Context) -> Option<String> {
         joined.push_str(&raw);
         joined
     };
-    if joined.contains("/proc/") {
+    if joined.contains("/proc/") || joined.contains("/dev/fd/") {
         let (seen, literal) = as_agent_sees(&joined, ctx);
         // A link of /proc left as written (`/proc/self/fd/3`) would resolve against the
         // checker's own process, not the agent's.
@@ -177,15 +177,54 @@ pub fn path(raw: &str, ctx: &Context) -> Option<String> {
     })
 }
 
-/// [`lexical`] for a path through /proc, with the process links followed as the agent's
-/// process sees them, before any `..` after them: `/proc/self/cwd` (and `thread-self`) is
-/// the agent's working directory, `/proc/PID/root` the root (sessions cannot chroot),
-/// another process's `cwd` an unknown directory (`**`, which patterns are matched against as
-/// a glob). Other links (`fd/N`, `exe`) are kept as written; the flag says so.
-fn as_agent_sees(path: &str, ctx: &Context) -> (String, bool) {
+/// What a number the shell could not know stands for at a place of /proc that takes one:
+/// `/proc/$BASHPID/root/…` and `/proc/$(pgrep bash)/cwd/…` reach here as `/proc//root/…`.
+const SOME_NUMBER: &str = "[0-9]*";
+
+/// Which process a `/proc/WHO` (or `/proc/PID/task/WHO`) component names.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Process {
+    /// `self`, `thread-self`: the agent's own process.
+    Own,
+    /// A number: some process, perhaps another one.
+    Other,
+    /// A pattern or a number not known (`*`, `[0-9]*`): any process, the agent's included.
+    Unknown,
+}
+
+fn process(who: &str) -> Option<Process> {
+    match who {
+        "self" | "thread-self" => Some(Process::Own),
+        _ if !who.is_empty() && who.bytes().all(|b| b.is_ascii_digit()) => Some(Process::Other),
+        _ if who.contains(['*', '?', '[']) => Some(Process::Unknown),
+        _ => None,
+    }
+}
+
+/// [`lexical`] for a path through /proc (or /dev/fd), with the process links followed as the
+/// agent's process sees them, before any `..` after them: `/proc/self/cwd` (and
+/// `thread-self`, and a thread's `task/TID`) is the agent's working directory,
+/// `/proc/PID/root` the root (sessions cannot chroot), another process's `cwd` an unknown
+/// directory (`**`, which patterns are matched against as a glob), `fd/N` the path the
+/// shell opened as descriptor N, or an unknown directory. Links a path only names (`exe`,
+/// `fd/N` with nothing below it) are kept as written; the flag says so.
+fn as_agent_sees<'a>(path: &'a str, ctx: &'a Context) -> (String, bool) {
     let mut parts: Vec<&str> = Vec::new();
     let mut literal = false;
-    for part in path.split('/') {
+    let components: Vec<&str> = path.split('/').collect();
+    let last_named = components
+        .iter()
+        .rposition(|p| !matches!(*p, "" | "."))
+        .unwrap_or(0);
+    for (i, &part) in components.iter().enumerate() {
+        // Whether the path goes on below this component (a link ending the path is named,
+        // not followed).
+        let below = i < last_named;
+        let part = if part.is_empty() && below && takes_number(&parts) {
+            SOME_NUMBER
+        } else {
+            part
+        };
         match part {
             "" | "." => {}
             // The parent of an unknown directory is unknown too.
@@ -195,29 +234,89 @@ fn as_agent_sees(path: &str, ctx: &Context) -> (String, bool) {
             }
             p => {
                 parts.push(p);
-                let [proc, who, link] = parts.as_slice() else {
-                    continue;
-                };
-                let own = matches!(*who, "self" | "thread-self");
-                if *proc != "proc" || !(own || who.bytes().all(|b| b.is_ascii_digit())) {
-                    continue;
-                }
-                match *link {
-                    "root" => parts.clear(),
-                    "cwd" if own => {
-                        parts.clear();
-                        parts.extend(ctx.cwd.split('/').filter(|c| !c.is_empty()));
-                    }
-                    "cwd" => {
-                        parts.clear();
-                        parts.push("**");
-                    }
-                    _ => literal = true,
+                if let Some(named) = follow(&mut parts, below, ctx) {
+                    literal = named;
                 }
             }
         }
     }
     (absolute(&parts, path.len()), literal)
+}
+
+/// Places of /proc where a number stands: a process, a thread, a descriptor.
+fn takes_number(parts: &[&str]) -> bool {
+    match parts {
+        ["proc"] | ["dev", "fd"] => true,
+        ["proc", who, "task" | "fd"] => process(who).is_some(),
+        ["proc", who, "task", tid, "fd"] => thread(who, tid).is_some(),
+        _ => false,
+    }
+}
+
+/// Who `/proc/WHO/task/TID` is: a thread's links are its process's, and the agent's own
+/// threads are the agent.
+fn thread(who: &str, tid: &str) -> Option<Process> {
+    let whose = process(who)?;
+    let thread = process(tid).filter(|t| *t != Process::Own)?;
+    Some(if whose == Process::Own {
+        Process::Own
+    } else {
+        thread
+    })
+}
+
+/// The process link `parts` ends with: whose, which link, and the descriptor of `fd/N`.
+fn process_link<'a>(parts: &[&'a str]) -> Option<(Process, &'a str, Option<&'a str>)> {
+    match *parts {
+        ["proc", who, "fd", fd] => Some((process(who)?, "fd", Some(fd))),
+        ["proc", who, "task", tid, "fd", fd] => Some((thread(who, tid)?, "fd", Some(fd))),
+        ["dev", "fd", fd] => Some((Process::Own, "fd", Some(fd))),
+        ["proc", who, link] => Some((process(who)?, link, None)),
+        ["proc", who, "task", tid, link] => Some((thread(who, tid)?, link, None)),
+        _ => None,
+    }
+}
+
+/// Follows the process link `parts` ends with, if it is one. Returns whether the path now
+/// names a link left as written (`Some(true)`), a place reached through links
+/// (`Some(false)`), or nothing changed (`None`).
+fn follow<'a>(parts: &mut Vec<&'a str>, below: bool, ctx: &'a Context) -> Option<bool> {
+    let (whose, link, fd) = process_link(parts)?;
+    if let Some(fd) = fd {
+        return below.then(|| descriptor(parts, whose, fd, ctx));
+    }
+    match (link, whose) {
+        // A pattern over processes is followed only into what is below it: listing
+        // `/proc/*/cwd` names the links.
+        ("root" | "cwd", Process::Unknown) if !below => Some(true),
+        ("root", _) => {
+            parts.clear();
+            Some(false)
+        }
+        ("cwd", Process::Own) => {
+            parts.clear();
+            parts.extend(ctx.cwd.split('/').filter(|c| !c.is_empty()));
+            Some(false)
+        }
+        ("cwd", _) => {
+            parts.clear();
+            parts.push("**");
+            Some(false)
+        }
+        _ => Some(true),
+    }
+}
+
+/// `fd/N/…`: below the path the agent's shell opened as N (`exec 3< DIR`) when the
+/// process may be the agent's own, below an unknown directory otherwise.
+fn descriptor<'a>(parts: &mut Vec<&'a str>, whose: Process, fd: &str, ctx: &'a Context) -> bool {
+    let opened = ctx.descriptor(fd).filter(|_| whose != Process::Other);
+    parts.clear();
+    match opened {
+        Some(path) => parts.extend(path.split('/').filter(|c| !c.is_empty())),
+        None => parts.push("**"),
+    }
+    false
 }
 
 /// Removes `.`, `..` and repeated slashes without touching the filesystem.
@@ -520,6 +619,45 @@ mod tests {
             ("~root/.bashrc", "/root/.bashrc"),
             ("～/.ssh/id_rsa", "/home/alice/.ssh/id_rsa"),
             ("/etc/pass\u{200b}wd", "/etc/passwd"),
+        ] {
+            assert_eq!(path(raw, &c).as_deref(), Some(want), "{raw}");
+        }
+    }
+
+    #[test]
+    fn proc_links_as_the_agent_sees_them() {
+        let mut c = ctx();
+        c.set_descriptor("3", Some("/home/alice/.aws".into()));
+        for (raw, want) in [
+            ("/proc/self/cwd/.env", "/home/alice/project/.env"),
+            // A PID the shell could not know (`$BASHPID`) leaves `/proc//`.
+            ("/proc//root/home/alice/.netrc", "/home/alice/.netrc"),
+            ("/proc//cwd/.env", "/**/.env"),
+            ("/proc/[0-9]*/root/etc/shadow", "/etc/shadow"),
+            ("/proc/*/cwd/../.env", "/**/.env"),
+            (
+                "/proc/self/task/*/root/home/alice/.netrc",
+                "/home/alice/.netrc",
+            ),
+            ("/proc/1/task/1/root/etc/shadow", "/etc/shadow"),
+            ("/proc/self/task//cwd/x", "/home/alice/project/x"),
+            (
+                "/proc/self/fd/3/credentials",
+                "/home/alice/.aws/credentials",
+            ),
+            ("/dev/fd/3/credentials", "/home/alice/.aws/credentials"),
+            ("/proc/self/fd/3/../.netrc", "/home/alice/.netrc"),
+            ("/proc//fd/3/credentials", "/home/alice/.aws/credentials"),
+            ("/proc/self/fd/4/credentials", "/**/credentials"),
+            ("/proc/1/fd/3/credentials", "/**/credentials"),
+            ("/dev/fd//x", "/**/x"),
+            // Links named, not followed.
+            ("/proc/*/cwd", "/proc/*/cwd"),
+            ("/proc/self/fd/3", "/proc/self/fd/3"),
+            ("/dev/fd/63", "/dev/fd/63"),
+            ("/proc//status", "/proc/[0-9]*/status"),
+            ("/proc/self/task/*/stat", "/proc/self/task/*/stat"),
+            ("/proc/cpuinfo", "/proc/cpuinfo"),
         ] {
             assert_eq!(path(raw, &c).as_deref(), Some(want), "{raw}");
         }

@@ -196,7 +196,9 @@ pub struct Context {
     pub cwd: String,
     /// The agent user's home directory.
     pub home: String,
-    /// Variables available for `$VAR` expansion (HOME is taken from `home`).
+    /// Variables available for `$VAR` expansion (HOME is taken from `home`), and the
+    /// directories and files the shell holds open as descriptors (`exec 3< DIR`), under
+    /// names no variable can have (see [`Context::descriptor`]).
     pub env: Vec<(String, String)>,
     /// Resolve symlinks on the real filesystem (off in tests that use made-up paths).
     pub follow_symlinks: bool,
@@ -215,6 +217,40 @@ impl Context {
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Where a descriptor is kept among the variables: `/dev/fd/3` can never be a variable's
+/// name, and a subshell inherits descriptors as it inherits variables.
+fn descriptor_key(fd: &str) -> String {
+    format!("/dev/fd/{fd}")
+}
+
+impl Context {
+    /// The path the shell opened as descriptor `fd` (`exec 3< ~/.aws`), so that
+    /// `/proc/self/fd/3/credentials` and `/dev/fd/3/credentials` name what they open.
+    #[must_use]
+    pub fn descriptor(&self, fd: &str) -> Option<&str> {
+        let key = descriptor_key(fd);
+        self.env
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Opens (`Some(path)`) or closes (`None`) descriptor `fd`; returns what it held before,
+    /// so that a redirection scoped to one command can be undone after it.
+    pub fn set_descriptor(&mut self, fd: &str, path: Option<String>) -> Option<String> {
+        let key = descriptor_key(fd);
+        let old = self
+            .env
+            .iter()
+            .position(|(k, _)| *k == key)
+            .map(|i| self.env.swap_remove(i).1);
+        if let Some(path) = path {
+            self.env.push((key, path));
+        }
+        old
     }
 }
 

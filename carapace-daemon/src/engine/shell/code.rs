@@ -221,6 +221,11 @@ impl Walker<'_> {
             _ => (&[], &[], &[]),
         };
         if matches!(name, "pwsh" | "powershell") {
+            // Only options (`-`, `-NoProfile`, `-Command -`): the code comes on stdin.
+            if stdin.downloaded && args.iter().all(|a| a.starts_with('-')) {
+                self.runs_download(name, Reach::Stdin);
+            }
+            self.code_from_download(name, &args.join(" "));
             self.powershell(args, ctx, depth);
             return Feed::default();
         }
@@ -294,6 +299,10 @@ impl Walker<'_> {
             self.path_op(Action::Read, script, ctx, None);
             self.path_op(Action::Execute, script, ctx, None);
             self.script_source(name, script, stdin, ctx);
+            // `deno run https://…`: the script is fetched and run.
+            if flow::fetches_url(script) {
+                self.runs_download(name, Reach::Script);
+            }
             if let Some(feed) = self.fd_feed(script) {
                 self.code(&feed.joined(), ctx, depth);
             }

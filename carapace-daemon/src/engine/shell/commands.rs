@@ -4,6 +4,7 @@ use std::path::Path;
 
 use super::super::normalize;
 use super::super::operation::{Context, Operation};
+use super::super::patch;
 use super::args;
 use super::flow::{self, Reach};
 use super::param::ELEMENT_BREAK;
@@ -175,6 +176,22 @@ fn wrapper_valued(name: &str) -> &'static [&'static str] {
             "--propagation",
         ],
         "nsenter" => &["-t", "--target", "-S", "--setuid", "-G", "--setgid"],
+        "xvfb-run" => &[
+            "-n",
+            "-s",
+            "-f",
+            "-e",
+            "-p",
+            "--server-num",
+            "--server-args",
+            "--auth-file",
+            "--error-file",
+        ],
+        "ssh-agent" => &["-a", "-E", "-t", "-P", "-O"],
+        "cgexec" => &["-g"],
+        "proot" => &[
+            "-r", "-b", "-m", "-w", "-q", "-k", "-R", "-S", "--rootfs", "--bind", "--cwd",
+        ],
         _ => &[],
     }
 }
@@ -224,6 +241,8 @@ impl Walker<'_> {
             if self.is_download(first, ctx) {
                 self.runs_download("sh", Reach::Script);
             }
+        } else if self.on_path_download(first, ctx) {
+            self.runs_download("sh", Reach::Script);
         }
         let line = std::iter::once(base.as_str())
             .chain(args.iter().map(String::as_str))
@@ -268,6 +287,8 @@ impl Walker<'_> {
         // A command that reads a downloaded file prints downloaded bytes (`cat f | sh`).
         let outer = std::mem::take(&mut self.flow.read_download);
         let fetched = self.remote_copy(family(&base), args, ctx);
+        self.installs_download(family(&base), args, ctx);
+        self.unpacks_download(family(&base), args, ctx);
         // What the command runs inside (`sh -c`, `script -c`) inherits its stdin.
         let mut feed = self.with_stdin(stdin.downloaded, |w| {
             w.dispatch(family(&base), args, ctx, depth, stdin)
@@ -346,10 +367,13 @@ impl Walker<'_> {
             | "exec" | "setsid" | "busybox" | "toybox" | "ltrace" | "strace" | "torsocks"
             | "proxychains" | "dbus-run-session" | "pkexec" | "linux32" | "linux64"
             | "proxychains4" | "firejail" | "fakeroot" | "nocache" | "eatmydata" | "setpriv"
-            | "systemd-run" | "unshare" | "nsenter" | "setarch" => {
+            | "systemd-run" | "unshare" | "nsenter" | "setarch" | "xvfb-run" | "valgrind"
+            | "fakechroot" | "ssh-agent" | "dbus-launch" | "cgexec" | "proot" | "faketime"
+            | "sg" => {
                 let valued: &[&str] = match name {
                     "exec" => &["-a"],
-                    "setpriv" | "systemd-run" | "unshare" | "nsenter" => wrapper_valued(name),
+                    "setpriv" | "systemd-run" | "unshare" | "nsenter" | "xvfb-run"
+                    | "ssh-agent" | "cgexec" | "proot" => wrapper_valued(name),
                     "strace" | "ltrace" => &[
                         "-o", "-e", "-p", "-s", "-u", "-E", "-P", "-a", "-b", "-I", "-S", "-X",
                     ],
@@ -365,9 +389,14 @@ impl Walker<'_> {
                     return Feed::default();
                 }
                 let o = args::parse(args, valued, true);
-                // setarch ARCH CMD…
-                let o_rest = if name == "setarch" {
-                    o.rest.get(1..).unwrap_or(&[])
+                // setarch ARCH CMD…, faketime TIME CMD…, sg GROUP [-c] CMD…
+                let o_rest = if matches!(name, "setarch" | "faketime" | "sg") {
+                    let after = o.rest.get(1..).unwrap_or(&[]);
+                    if name == "sg" && after.first().is_some_and(|a| a == "-c") {
+                        let cmd = after.get(1..).unwrap_or(&[]).join(" ");
+                        return self.script(&cmd, ctx, depth + 1);
+                    }
+                    args::parse(after, &[], true).rest
                 } else {
                     o.rest
                 };
@@ -529,8 +558,10 @@ impl Walker<'_> {
                 // its code, a script runner its file.
                 if stdin.downloaded {
                     if let Some(runner) = cmd.first().map(|c| family(c).to_owned()) {
+                        // The stream is piped into the runner, and is its script.
                         if is_shell(&runner) || is_interpreter(&runner) {
                             self.runs_download(&runner, Reach::Script);
+                            self.runs_download(&runner, Reach::Stdin);
                         }
                     }
                 }
@@ -749,8 +780,11 @@ impl Walker<'_> {
                 let name = o.operands.first().copied().unwrap_or("MAPFILE");
                 let text = stdin.joined();
                 let lines: Vec<&str> = text.lines().collect();
-                if valid_name(name) && !lines.is_empty() {
-                    set_var(ctx, name, &lines.join(&ELEMENT_BREAK.to_string()));
+                // A download's lines stay tainted: `eval "${a[*]}"` runs them.
+                let taint = if stdin.downloaded { flow::STREAMED } else { "" };
+                if valid_name(name) && !(lines.is_empty() && taint.is_empty()) {
+                    let elements = lines.join(&ELEMENT_BREAK.to_string());
+                    set_var(ctx, name, &format!("{elements}{taint}"));
                 }
                 Feed::default()
             }
@@ -1045,6 +1079,17 @@ impl Walker<'_> {
             // Interpreters.
             n if is_interpreter(n) => self.interpreter(name, args, ctx, depth, &stdin),
 
+            // Codex's patch tool run from its shell (`apply_patch "$PATCH"`, or the patch
+            // on stdin from a here-doc): every file the patch names is changed.
+            "apply_patch" | "applypatch" => {
+                let text = args.first().cloned().unwrap_or_else(|| stdin.joined());
+                for change in patch::changes(&text) {
+                    let content = (change.action == Action::Write).then(|| text.clone());
+                    self.path_op(change.action, &change.path, ctx, content);
+                }
+                Feed::default()
+            }
+
             // Writing.
             "tee" => {
                 let o = args::parse(args, &["--output-error"], false);
@@ -1150,7 +1195,9 @@ impl Walker<'_> {
                 }
                 Feed::default()
             }
-            "cp" | "mv" | "install" | "ln" | "link" | "rsync" | "scp" => self.copy(name, args, ctx),
+            "cp" | "mv" | "install" | "ln" | "link" | "rsync" | "scp" => {
+                self.copy(name, args, ctx, &stdin)
+            }
             "sponge" => {
                 let content = (!stdin.text.is_empty()).then(|| stdin.joined());
                 for f in args.iter().filter(|a| !a.starts_with('-')) {
@@ -1443,7 +1490,7 @@ impl Walker<'_> {
             | "traceroute" | "tracepath" | "mtr" | "http" | "https" | "xh" | "aria2c"
             | "ssh-copy-id" | "mosh" | "nmap" | "tftp" | "openvpn" | "sshpass" | "autossh"
             | "websocat" | "grpcurl" | "wget2" | "lwp-request" | "lwp-download" | "GET"
-            | "HEAD" | "POST" | "curlie" => {
+            | "HEAD" | "POST" | "curlie" | "fetch" => {
                 let mut feed = self.network(name, args, ctx, depth, stdin);
                 feed.downloaded |= flow::fetches(name);
                 feed
@@ -2014,7 +2061,7 @@ impl Walker<'_> {
         clippy::too_many_lines,
         reason = "cp, mv, install, ln, rsync and scp share the source/destination logic"
     )]
-    fn copy(&mut self, name: &str, args: &[String], ctx: &mut Context) -> Feed {
+    fn copy(&mut self, name: &str, args: &[String], ctx: &mut Context, stdin: &Feed) -> Feed {
         let valued: &[&str] = match name {
             "install" => &[
                 "-m",
@@ -2116,9 +2163,11 @@ impl Walker<'_> {
         }
         self.path_op(Action::Write, dest, ctx, None);
         // A copy of a download, or of a remote file (`scp host:f`), is a download.
-        let downloaded = sources
-            .iter()
-            .any(|s| remote_host(s).is_some() || self.is_download(s, ctx));
+        let downloaded = sources.iter().any(|s| {
+            remote_host(s).is_some()
+                || self.is_download(s, ctx)
+                || (stdin.downloaded && flow::is_stdin_path(s))
+        });
         // Into a directory: the file lands at DEST/NAME, which is what rules on files under a
         // protected directory need to see.
         let into_dir = dest.ends_with('/')

@@ -1,9 +1,11 @@
 //! Fetchers that are not network tools: object-store and release downloads (`aws s3 cp`,
 //! `gsutil cp`, `rclone cat`, `gh release download`, …). What they bring down is downloaded
 //! bytes (`flow`): on stdout when the destination is `-` (or the command prints it), else
-//! in the files or trees they write.
+//! in the files or trees they write. Also where downloads land once unpacked (`gunzip`,
+//! `7z x`) and what runs when a package manager installs one.
 use super::super::operation::Context;
 use super::args;
+use super::flow::Reach;
 use super::walk::Walker;
 
 /// Whether a source names a remote store rather than a local path.
@@ -16,6 +18,13 @@ fn remote(src: &str) -> bool {
 impl Walker<'_> {
     /// Records where `name ARGS` puts what it fetches; true when it prints it.
     pub(super) fn remote_copy(&mut self, name: &str, args: &[String], ctx: &Context) -> bool {
+        // Every command passes here: the others cost one comparison.
+        if !matches!(
+            name,
+            "aws" | "gsutil" | "gcloud" | "s3cmd" | "rclone" | "gh" | "openssl"
+        ) {
+            return false;
+        }
         let words: Vec<&str> = args
             .iter()
             .map(String::as_str)
@@ -37,9 +46,59 @@ impl Walker<'_> {
             }
             ("gsutil" | "rclone", ["cat", ..])
             | ("gcloud", ["storage", "cat", ..])
-            | ("gh", ["api", ..] | ["gist", "view", ..]) => true,
+            | ("gh", ["api", ..] | ["gist", "view", ..])
+            | ("openssl", ["s_client", ..]) => true,
             ("gh", ["release" | "run", "download", ..]) => self.release_download(args, ctx),
             _ => false,
+        }
+    }
+
+    /// A package manager installing a downloaded package file runs its scripts
+    /// (`dpkg -i`, `rpm -U`, `pip install ./x.whl`, `npm i ./x.tgz`).
+    pub(super) fn installs_download(&mut self, name: &str, args: &[String], ctx: &Context) {
+        if !self.flow.downloads.is_empty()
+            && installs(name, args)
+            && args
+                .iter()
+                .any(|a| !a.starts_with('-') && self.is_download(a, ctx))
+        {
+            self.runs_download("sh", Reach::Script);
+        }
+    }
+
+    /// A downloaded archive unpacked by name (`gunzip i.sh.gz` → `i.sh`, `7z x p.7z -oDIR`).
+    pub(super) fn unpacks_download(&mut self, name: &str, args: &[String], ctx: &Context) {
+        if self.flow.downloads.is_empty() {
+            return;
+        }
+        let decompress = matches!(name, "gunzip" | "bunzip2" | "unxz" | "unzstd" | "unlzma")
+            || (matches!(name, "gzip" | "bzip2" | "xz" | "zstd" | "lz4")
+                && args.iter().any(|a| {
+                    a == "--decompress"
+                        || (!a.starts_with("--") && a.starts_with('-') && a.contains('d'))
+                }));
+        let files = args.iter().filter(|a| !a.starts_with('-'));
+        if decompress {
+            for f in files
+                .filter(|f| self.is_download(f, ctx))
+                .collect::<Vec<_>>()
+            {
+                if let Some((stem, _)) = f.rsplit_once('.') {
+                    self.downloaded_to(stem, ctx);
+                }
+            }
+        } else if matches!(name, "7z" | "7za" | "7zr")
+            && args.first().is_some_and(|v| v == "x" || v == "e")
+            && args
+                .iter()
+                .skip(1)
+                .any(|a| !a.starts_with('-') && self.is_download(a, ctx))
+        {
+            let dir = args
+                .iter()
+                .find_map(|a| a.strip_prefix("-o"))
+                .unwrap_or(".");
+            self.downloaded_tree(dir, ctx);
         }
     }
 
@@ -95,5 +154,25 @@ impl Walker<'_> {
             self.downloaded_to(&format!("{}/{p}", dir.trim_end_matches('/')), ctx);
         }
         false
+    }
+}
+
+/// Whether `name ARGS` installs packages (whose maintainer scripts run).
+fn installs(name: &str, args: &[String]) -> bool {
+    let has = |words: &[&str]| args.iter().any(|a| words.contains(&a.as_str()));
+    match name {
+        "dpkg" => has(&["-i", "--install", "--unpack"]),
+        "rpm" => args.iter().any(|a| {
+            a.starts_with("-i")
+                || a.starts_with("-U")
+                || a.starts_with("-F")
+                || matches!(a.as_str(), "--install" | "--upgrade" | "--freshen")
+        }),
+        "pacman" => args.iter().any(|a| a.starts_with("-U")),
+        "apt" | "apt-get" | "yum" | "dnf" | "zypper" | "pip" | "pip3" | "pipx" | "gem" | "snap"
+        | "flatpak" | "brew" | "uv" => has(&["install", "localinstall", "reinstall"]),
+        "npm" | "pnpm" | "yarn" | "bun" => has(&["install", "i", "add"]),
+        "installer" => has(&["-pkg"]),
+        _ => false,
     }
 }

@@ -50,6 +50,7 @@ pub(super) fn fetches(name: &str) -> bool {
             | "HEAD"
             | "POST"
             | "curlie"
+            | "fetch"
             | "dig"
             | "host"
             | "nslookup"
@@ -62,19 +63,26 @@ pub(super) fn fetches(name: &str) -> bool {
 /// character: no real value holds it.
 pub(super) const DOWNLOADED: &str = "\u{e000}downloaded\u{e000}";
 
+/// Where a command given by its bare name is looked for when `PATH` is not known.
+const DEFAULT_PATH: &str =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:~/bin:~/.local/bin";
+
 /// Stands in a line `read` from a downloaded stream: `eval "$line"` in a `while read` loop
 /// runs the stream line by line, as a shell reading its stdin would.
 pub(super) const STREAMED: &str = "\u{e000}streamed\u{e000}";
 
 /// How a value carrying a download marker would reach a runner, if it does.
 pub(super) fn value_reach(value: &str) -> Option<Reach> {
-    if value.contains(DOWNLOADED) {
-        Some(Reach::Script)
-    } else if value.contains(STREAMED) {
-        Some(Reach::Stdin)
-    } else {
-        None
-    }
+    value_reaches(value).next()
+}
+
+/// Every way a value's download markers reach a runner: a stream read whole into a value
+/// (`eval "$(cat)"` under a pipe) is both a script and the stream.
+fn value_reaches(value: &str) -> impl Iterator<Item = Reach> + '_ {
+    [(DOWNLOADED, Reach::Script), (STREAMED, Reach::Stdin)]
+        .into_iter()
+        .filter(|(marker, _)| value.contains(marker))
+        .map(|(_, reach)| reach)
 }
 
 /// Names a program reads its own stdin through, as a script file.
@@ -158,7 +166,7 @@ impl Walker<'_> {
     /// `runs_download` when `code` (a `-c` string, `eval`'s words, a command word) holds a
     /// download.
     pub(super) fn code_from_download(&mut self, runner: &str, code: &str) {
-        if let Some(reach) = value_reach(code) {
+        for reach in value_reaches(code) {
             self.runs_download(runner, reach);
         }
     }
@@ -178,6 +186,19 @@ impl Walker<'_> {
         let out = f(self);
         self.flow.stdin = outer;
         out
+    }
+
+    /// A command run by its bare name that a download was written to on the way there
+    /// (`curl … | sudo tee /usr/local/bin/t; t`).
+    pub(super) fn on_path_download(&self, name: &str, ctx: &Context) -> bool {
+        if self.flow.downloads.is_empty() || name.is_empty() {
+            return false;
+        }
+        let path = ctx.var("PATH").unwrap_or(DEFAULT_PATH).to_owned();
+        path.split(':')
+            .filter(|dir| !dir.is_empty())
+            .filter_map(|dir| normalize::path(&format!("{dir}/{name}"), ctx))
+            .any(|p| self.holds_download(&p))
     }
 
     /// A script file for `runner`: its own stdin (`sh /dev/stdin`, `gawk -f /dev/stdin`)
@@ -390,7 +411,10 @@ impl Walker<'_> {
         if stdin.downloaded || from_files {
             match command.first().map(|c| family(c)) {
                 None => self.runs_download("sh", Reach::Stdin),
-                Some(r) if is_shell(r) || is_interpreter(r) => self.runs_download(r, Reach::Script),
+                Some(r) if is_shell(r) || is_interpreter(r) => {
+                    self.runs_download(r, Reach::Script);
+                    self.runs_download(r, Reach::Stdin);
+                }
                 Some(_) => {}
             }
         }

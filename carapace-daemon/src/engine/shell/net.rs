@@ -381,6 +381,11 @@ impl Walker<'_> {
                     self.path_op(Action::Write, &path, ctx, None);
                     self.downloaded_to(&path, ctx);
                 }
+                // A recursive fetch lands anywhere under its directory.
+                if o.has(&["-r", "--recursive", "-m", "--mirror"]) {
+                    let dir = o.value(&["-P", "--directory-prefix"]).unwrap_or(".");
+                    self.downloaded_tree(dir, ctx);
+                }
                 if out_file.is_none() && named.is_none() {
                     // Saved under the URL's last path segment, in -P DIR or here.
                     let dir = o

@@ -244,8 +244,10 @@ impl<'o> Walker<'o> {
                 let stdin = self
                     .redirect_inputs(&redirects, ctx, depth)
                     .unwrap_or(stdin);
+                let opened = self.open_descriptors(&redirects, ctx, depth);
                 // Every command inside reads the group's stdin unless given another.
                 let feed = self.with_stdin(stdin.downloaded, |w| w.compound(cc, ctx, depth, stdin));
+                close_descriptors(ctx, opened);
                 self.redirect_outputs(&redirects, ctx, depth, &feed)
             }
             ast::Command::Function(f) => {
@@ -425,16 +427,22 @@ impl<'o> Walker<'o> {
             for (name, value) in &assignments {
                 set_var(ctx, name, value);
             }
-            let stdin = self
-                .redirect_inputs(&redirects, ctx, depth)
-                .unwrap_or(stdin);
-            self.unresolved_runner(unresolved, &stdin);
-            return self.redirect_outputs(&redirects, ctx, depth, &Feed::default());
+            let input = self.redirect_inputs(&redirects, ctx, depth);
+            // `$(< file)` prints the file: a download read so is downloaded still.
+            let printed = input
+                .clone()
+                .filter(|f| f.downloaded && assignments.is_empty())
+                .unwrap_or_default();
+            self.unresolved_runner(unresolved, &input.unwrap_or(stdin));
+            return self.redirect_outputs(&redirects, ctx, depth, &printed);
         }
         let stdin = self
             .redirect_inputs(&redirects, ctx, depth)
             .unwrap_or(stdin);
         self.unresolved_runner(unresolved, &stdin);
+        // `exec 3< DIR` keeps the descriptor open in this shell; `cmd 3< DIR`, for cmd only.
+        let opened = self.open_descriptors(&redirects, ctx, depth);
+        let kept = matches!(words.as_slice(), [only] if only == "exec");
         // What a command makes of downloaded bytes is downloaded bytes still.
         let tainted = stdin.downloaded;
         let mut feed = if assignments.is_empty() {
@@ -448,14 +456,21 @@ impl<'o> Walker<'o> {
             let feed = self.run(&words, &mut sub, depth, stdin);
             ctx.cwd = sub.cwd;
             // Builtins that set variables (`IFS=: read -r a b`) set them in this shell;
-            // only the prefix assignments themselves were temporary.
+            // only the prefix assignments themselves were temporary. HOME and PWD are
+            // the context's own fields, moved by `cd` and assignments, not copied back.
             for (k, v) in sub.env {
-                if !assignments.iter().any(|(n, _)| *n == k) && ctx.var(&k) != Some(v.as_str()) {
+                if !assignments.iter().any(|(n, _)| *n == k)
+                    && !matches!(k.as_str(), "HOME" | "PWD")
+                    && ctx.var(&k) != Some(v.as_str())
+                {
                     set_scalar(ctx, &k, &v);
                 }
             }
             feed
         };
+        if !kept {
+            close_descriptors(ctx, opened);
+        }
         feed.downloaded |= tainted;
         self.output_substitutions(&outputs, ctx, depth);
         self.redirect_outputs(&redirects, ctx, depth, &feed)
@@ -676,6 +691,44 @@ impl<'o> Walker<'o> {
         stdin
     }
 
+    /// Descriptors a command's redirections open on paths (`3< DIR`, `3<> FILE`) or copy
+    /// (`4<&3`), and close (`3<&-`), recorded in `ctx` so that `/proc/self/fd/3/…` and
+    /// `/dev/fd/3/…` resolve. Returns what each held before, for [`close_descriptors`].
+    fn open_descriptors(
+        &mut self,
+        redirects: &[&ast::IoRedirect],
+        ctx: &mut Context,
+        depth: usize,
+    ) -> Vec<(String, Option<String>)> {
+        let mut before = Vec::new();
+        for r in redirects {
+            let ast::IoRedirect::File(Some(fd), kind, target) = r else {
+                continue;
+            };
+            let opened = match (kind, target) {
+                (
+                    ast::IoFileRedirectKind::Read | ast::IoFileRedirectKind::ReadAndWrite,
+                    ast::IoFileRedirectTarget::Filename(w),
+                ) => self
+                    .words(&w.value, ctx, depth)
+                    .first()
+                    .and_then(|p| normalize::path(p, ctx)),
+                (
+                    ast::IoFileRedirectKind::DuplicateInput,
+                    ast::IoFileRedirectTarget::Duplicate(w),
+                ) => {
+                    let from = self.word_one(&w.value, ctx, depth);
+                    ctx.descriptor(&from).map(str::to_owned)
+                }
+                _ => continue,
+            };
+            let fd = fd.to_string();
+            let old = ctx.set_descriptor(&fd, opened);
+            before.push((fd, old));
+        }
+        before
+    }
+
     /// `>`, `>>`, `>|`, `&>`, `<>` and `>&file` write their target, with the command's
     /// output as content when it is known. Returns the output that still reaches stdout.
     fn redirect_outputs(
@@ -810,6 +863,10 @@ impl<'o> Walker<'o> {
         let mut value = feed.joined();
         if feed.downloaded {
             value.push_str(super::flow::DOWNLOADED);
+            // `sh -c 'eval "$(cat)"'` fed by a pipe: the whole stream, read as one value.
+            if self.flow.stdin {
+                value.push_str(super::flow::STREAMED);
+            }
         }
         value
     }
@@ -863,7 +920,10 @@ impl<'o> Walker<'o> {
         set_var(ctx, "@", &args.join(" "));
         set_var(ctx, "#", &args.len().to_string());
         let redirects: Vec<&ast::IoRedirect> = body.1.iter().flat_map(|r| r.0.iter()).collect();
-        let feed = self.compound(&body.0, ctx, depth + 1, stdin);
+        // The body reads the call's stdin (`f() { sh; }; curl … | f`).
+        let feed = self.with_stdin(stdin.downloaded, |w| {
+            w.compound(&body.0, ctx, depth + 1, stdin)
+        });
         let feed = self.redirect_outputs(&redirects, ctx, depth, &feed);
         for (n, v) in names.iter().zip(saved) {
             match v {
@@ -941,12 +1001,17 @@ struct Parts<'a> {
 }
 
 /// Whether the command word `raw` expands to no name the analysis knows (`first`, its first
-/// field): an expansion that gave nothing, or a glob.
+/// field): an expansion that gave nothing, or a glob (`[` alone is `test`).
 fn unresolved_command(raw: &str, first: Option<&String>) -> bool {
     let expands = raw.contains(['$', '`']);
+    let glob = |f: &str| {
+        f.contains(['*', '?'])
+            || f.split_once('[')
+                .is_some_and(|(_, after)| after.contains(']'))
+    };
     match first {
         None => expands,
-        Some(f) => (expands && f.is_empty()) || f.contains(['*', '?', '[']),
+        Some(f) => (expands && f.is_empty()) || glob(f),
     }
 }
 
@@ -979,6 +1044,13 @@ fn downloaded_feed() -> Feed {
 fn is_fd(word: &str) -> bool {
     let w = word.trim_end_matches('-');
     w.is_empty() || w.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Undoes [`Walker::open_descriptors`] once the command they were opened for is done.
+fn close_descriptors(ctx: &mut Context, opened: Vec<(String, Option<String>)>) {
+    for (fd, old) in opened.into_iter().rev() {
+        ctx.set_descriptor(&fd, old);
+    }
 }
 
 pub(super) fn set_var(ctx: &mut Context, name: &str, value: &str) {
