@@ -84,6 +84,37 @@ fn cd_path_target(target: &str, ctx: &Context) -> String {
     }
 }
 
+/// `systemd-run`'s options that take a value (the `=` spelling needs no entry).
+const SYSTEMD_RUN_VALUED: &[&str] = &[
+    "-u",
+    "--unit",
+    "-p",
+    "--property",
+    "-E",
+    "--setenv",
+    "-M",
+    "--machine",
+    "-H",
+    "--host",
+    "--description",
+    "--slice",
+    "--uid",
+    "--gid",
+    "--nice",
+    "--working-directory",
+    "--service-type",
+    "--on-active",
+    "--on-boot",
+    "--on-startup",
+    "--on-unit-active",
+    "--on-unit-inactive",
+    "--on-calendar",
+    "--timer-property",
+    "--path-property",
+    "--socket-property",
+    "--expand-environment",
+];
+
 /// Shells that take `-c STRING`, a script file, or read stdin.
 pub(super) fn is_shell(name: &str) -> bool {
     matches!(
@@ -133,6 +164,9 @@ impl Walker<'_> {
             .collect::<Vec<_>>()
             .join(" ");
         self.out.command(line);
+        if let Some(canonical) = super::canon::line(&base, args) {
+            self.out.command(canonical);
+        }
         if let Some(value) = self
             .aliases
             .iter()
@@ -277,6 +311,11 @@ impl Walker<'_> {
                     &["-i", "-o", "-e", "--input", "--output", "--error"],
                     true,
                 );
+                self.wrapped(o.rest, ctx, depth, stdin)
+            }
+            // A transient unit runs the rest of the line (now, or later with `--on-*`).
+            "systemd-run" => {
+                let o = args::parse(args, SYSTEMD_RUN_VALUED, true);
                 self.wrapped(o.rest, ctx, depth, stdin)
             }
             "timeout" => {
@@ -860,7 +899,13 @@ impl Walker<'_> {
                     &["-n", "-s", "--iterations", "--size", "--random-source"],
                     false,
                 );
+                // rm and rmdir refuse to remove `.` (`rm -rf .` deletes nothing). `..` is
+                // refused too, but only by some implementations: still judged.
+                let dot = |f: &str| f.trim_end_matches('/') == ".";
                 for f in o.operands {
+                    if matches!(name, "rm" | "rmdir") && dot(f) {
+                        continue;
+                    }
                     if matches!(name, "shred" | "wipe") {
                         self.path_op(Action::Write, f, ctx, None);
                     }

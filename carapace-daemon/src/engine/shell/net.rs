@@ -429,6 +429,13 @@ impl Walker<'_> {
                 for f in o.values(&["-o", "--output"]) {
                     self.path_op(Action::Write, f, ctx, None);
                 }
+                // `-U PATH`: a unix socket (the docker daemon's), a connect to that path.
+                if o.has(&["-U", "--unixsock"]) {
+                    for sock in &o.operands {
+                        self.path_op(Action::Network, sock, ctx, None);
+                    }
+                    return Feed::default();
+                }
                 let flag_port = o
                     .value(&["-p", "--source-port"])
                     .and_then(|p| p.parse().ok());
