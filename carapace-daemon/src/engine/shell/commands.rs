@@ -84,6 +84,40 @@ fn cd_path_target(target: &str, ctx: &Context) -> String {
     }
 }
 
+const UNIQ_VALUED: &[&str] = &[
+    "-f",
+    "-s",
+    "-w",
+    "--skip-fields",
+    "--skip-chars",
+    "--check-chars",
+];
+const PATCH_VALUED: &[&str] = &[
+    "-p",
+    "-i",
+    "-o",
+    "-d",
+    "-F",
+    "-B",
+    "-V",
+    "-r",
+    "-z",
+    "-D",
+    "-Y",
+    "--strip",
+    "--input",
+    "--output",
+    "--directory",
+    "--fuzz",
+    "--prefix",
+    "--suffix",
+    "--reject-file",
+    "--basename-prefix",
+    "--ifdef",
+    "--backup-if-mismatch",
+    "--quoting-style",
+];
+
 /// `systemd-run`'s options that take a value (the `=` spelling needs no entry).
 const SYSTEMD_RUN_VALUED: &[&str] = &[
     "-u",
@@ -689,6 +723,16 @@ impl Walker<'_> {
                 Feed::text(text)
             }
 
+            // `uniq IN OUT` writes OUT.
+            "uniq" if args::parse(args, UNIQ_VALUED, false).operands.len() > 1 => {
+                let o = args::parse(args, UNIQ_VALUED, false);
+                if let [input, output, ..] = o.operands.as_slice() {
+                    self.path_op(Action::Read, input, ctx, None);
+                    self.path_op(Action::Write, output, ctx, None);
+                }
+                Feed::default()
+            }
+
             // Reading.
             "cat" | "tac" | "nl" | "less" | "more" | "most" | "head" | "tail" | "cut" | "sort"
             | "uniq" | "wc" | "diff" | "diff3" | "sdiff" | "cmp" | "comm" | "strings" | "xxd"
@@ -814,6 +858,51 @@ impl Walker<'_> {
                 }
                 stdin
             }
+            // `sponge FILE` soaks up stdin, then writes (or `-a` appends) it to FILE.
+            "sponge" => {
+                let content = (!stdin.text.is_empty()).then(|| stdin.joined());
+                for f in args.iter().filter(|a| !a.starts_with('-')) {
+                    self.path_op(Action::Write, f, ctx, content.clone());
+                }
+                Feed::default()
+            }
+            // `patch [ORIGFILE [PATCHFILE]]`: the file patched (or `-o OUT`) is written.
+            "patch" => {
+                let o = args::parse(args, PATCH_VALUED, false);
+                for f in o.values(&["-i", "--input"]) {
+                    self.path_op(Action::Read, f, ctx, None);
+                }
+                for f in o.values(&["-o", "--output"]) {
+                    self.path_op(Action::Write, f, ctx, None);
+                }
+                if let Some(orig) = o.operands.first() {
+                    self.path_op(Action::Write, orig, ctx, None);
+                }
+                if let Some(patch) = o.operands.get(1) {
+                    self.path_op(Action::Read, patch, ctx, None);
+                }
+                Feed::default()
+            }
+            // Extended attributes change the file (a write, as the kernel judges it).
+            "setfattr" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-n",
+                        "-v",
+                        "-x",
+                        "--name",
+                        "--value",
+                        "--remove",
+                        "--restore",
+                    ],
+                    false,
+                );
+                for f in o.operands {
+                    self.path_op(Action::Write, f, ctx, None);
+                }
+                Feed::default()
+            }
             "touch" | "truncate" | "mkdir" | "mkfifo" | "mknod" | "setfacl" => {
                 let o = args::parse(
                     args,
@@ -902,6 +991,7 @@ impl Walker<'_> {
                 // rm and rmdir refuse to remove `.` (`rm -rf .` deletes nothing). `..` is
                 // refused too, but only by some implementations: still judged.
                 let dot = |f: &str| f.trim_end_matches('/') == ".";
+                let recursive = o.has(&["-r", "-R", "--recursive"]);
                 for f in o.operands {
                     if matches!(name, "rm" | "rmdir") && dot(f) {
                         continue;
@@ -909,7 +999,11 @@ impl Walker<'_> {
                     if matches!(name, "shred" | "wipe") {
                         self.path_op(Action::Write, f, ctx, None);
                     }
-                    self.path_op(Action::Delete, f, ctx, None);
+                    if name == "rm" && recursive {
+                        self.tree_delete(f, ctx);
+                    } else {
+                        self.path_op(Action::Delete, f, ctx, None);
+                    }
                 }
                 Feed::default()
             }
@@ -1830,6 +1924,9 @@ impl Walker<'_> {
             } else {
                 self.tree_read(s, ctx);
             }
+            if name == "rsync" && o.has(&["--remove-source-files"]) {
+                self.tree_delete(s, ctx);
+            }
         }
         let Some(dest) = dest else {
             return Feed::default();
@@ -1839,6 +1936,10 @@ impl Walker<'_> {
             return Feed::default();
         }
         self.path_op(Action::Write, dest, ctx, None);
+        // `--delete*`: what the destination holds and the source does not goes.
+        if name == "rsync" && o.flags.iter().any(|(f, _)| f.starts_with("--del")) {
+            self.path_op(Action::Delete, dest, ctx, None);
+        }
         // Into a directory: the file lands at DEST/NAME, which is what rules on files under a
         // protected directory need to see.
         let into_dir = dest.ends_with('/')
@@ -1921,8 +2022,12 @@ impl Walker<'_> {
             if let Some(a) = archive {
                 self.path_op(Action::Write, a, ctx, None);
             }
+            let remove = o.has(&["--remove-files"]);
             for f in &o.operands {
                 self.tree_read(f, &sub);
+                if remove {
+                    self.tree_delete(f, &sub);
+                }
             }
         } else {
             if let Some(a) = archive {

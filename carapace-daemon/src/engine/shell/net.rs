@@ -31,6 +31,18 @@ impl Walker<'_> {
         self.out.op(op);
     }
 
+    /// The address curl was told to connect to instead of the URL's host (the first of a
+    /// `--resolve` list); an empty one keeps the URL's.
+    fn redirected_to(&mut self, addr: Option<&str>, port: Option<&str>) {
+        let Some(addr) = addr.and_then(|a| a.split(',').next()) else {
+            return;
+        };
+        let addr = addr.trim_start_matches('[').trim_end_matches(']');
+        if !addr.is_empty() {
+            self.host_op(addr, port.and_then(|p| p.parse().ok()), None);
+        }
+    }
+
     /// A listener or a connection whose peer is unknown.
     fn port_op(&mut self, port: Option<u16>) {
         self.out.op(Operation {
@@ -172,6 +184,15 @@ impl Walker<'_> {
                     }
                 }
                 sent.extend(o.values(&["--form-string"]).into_iter().map(str::to_owned));
+                // `--resolve HOST:PORT:ADDR` and `--connect-to HOST:PORT:ADDR:PORT` send the
+                // request to ADDR, whatever the URL's host.
+                for r in o.values(&["--resolve"]) {
+                    self.redirected_to(r.splitn(3, ':').nth(2), r.split(':').nth(1));
+                }
+                for c in o.values(&["--connect-to"]) {
+                    let mut parts = c.splitn(4, ':').skip(2);
+                    self.redirected_to(parts.next(), parts.next());
+                }
                 // The connection goes to a local socket (e.g. the docker daemon's), which
                 // the kernel sees as a connect to that path.
                 for sock in o.values(&["--unix-socket"]) {

@@ -674,6 +674,18 @@ impl<'o> Walker<'o> {
         }
     }
 
+    /// A delete of `raw` and of everything under it (`rm -r`, `tar --remove-files`): rules on
+    /// a protected tree inside (`/var/lib/carapace/**` for `rm -rf /var/lib`) see it.
+    pub fn tree_delete(&mut self, raw: &str, ctx: &Context) {
+        self.path_op(Action::Delete, raw, ctx, None);
+        if let Some(path) = normalize::path(raw, ctx) {
+            if !pseudo_file(&path) {
+                let tree = format!("{}/**", path.trim_end_matches('/'));
+                self.out.op(Operation::path(Action::Delete, tree));
+            }
+        }
+    }
+
     /// An operation on a path as the command wrote it (pseudo-files are skipped).
     pub fn path_op(&mut self, action: Action, raw: &str, ctx: &Context, content: Option<String>) {
         let Some(path) = normalize::path(raw, ctx) else {
