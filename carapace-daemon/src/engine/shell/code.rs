@@ -315,6 +315,12 @@ impl Walker<'_> {
                 self.url_op(value.trim(), None);
                 continue;
             }
+            // An address written alone is where the code connects
+            // (`socket.create_connection(('169.254.169.254', 80))`, `{host: '…'}`).
+            if value.parse::<std::net::IpAddr>().is_ok() {
+                self.host_op(value, None, None);
+                continue;
+            }
             // Perl's open(F, ">/path") and friends carry the mode in the string.
             let (mode_write, path) = match value
                 .strip_prefix(">>")

@@ -84,6 +84,23 @@ fn cd_path_target(target: &str, ctx: &Context) -> String {
     }
 }
 
+/// Unix sockets a container CLI is pointed at (`--url`, `-H`, `--host`, `--connection`).
+fn engine_sockets(args: &[String]) -> Vec<&str> {
+    let mut socks = Vec::new();
+    let mut it = args.iter().map(String::as_str);
+    while let Some(a) = it.next() {
+        let value = match a.split_once('=') {
+            Some(("--url" | "--host" | "-H", v)) => Some(v),
+            None if matches!(a, "--url" | "--host" | "-H") => it.next(),
+            _ => None,
+        };
+        if let Some(path) = value.and_then(|v| v.strip_prefix("unix://")) {
+            socks.push(path);
+        }
+    }
+    socks
+}
+
 const UNIQ_VALUED: &[&str] = &[
     "-f",
     "-s",
@@ -857,6 +874,27 @@ impl Walker<'_> {
                     }
                 }
                 stdin
+            }
+            // `nvme format|sanitize|write… DEV` rewrites the device.
+            "nvme"
+                if matches!(
+                    args.first().map(String::as_str),
+                    Some("format" | "sanitize" | "write" | "write-zeroes" | "write-uncor" | "dsm")
+                ) =>
+            {
+                for dev in args.iter().filter(|a| a.starts_with("/dev/")) {
+                    self.path_op(Action::Write, dev, ctx, None);
+                }
+                Feed::default()
+            }
+            // Container engines reached at a socket given on the line (`--url unix:///…`).
+            "podman" | "podman-remote" | "docker" | "nerdctl"
+                if !engine_sockets(args).is_empty() =>
+            {
+                for sock in engine_sockets(args) {
+                    self.path_op(Action::Network, sock, ctx, None);
+                }
+                Feed::default()
             }
             // `sponge FILE` soaks up stdin, then writes (or `-a` appends) it to FILE.
             "sponge" => {
