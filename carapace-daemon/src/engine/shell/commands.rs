@@ -215,7 +215,18 @@ impl Walker<'_> {
             .collect::<Vec<_>>()
             .join(" ");
         self.out.command(line);
-        if let Some(canonical) = super::canon::line(&base, args) {
+        let canonical = if base == "git" && !self.git_config.is_empty() {
+            let mut with_config: Vec<String> = self
+                .git_config
+                .iter()
+                .flat_map(|kv| ["-c".to_owned(), kv.clone()])
+                .collect();
+            with_config.extend(args.iter().cloned());
+            super::canon::line(&base, &with_config)
+        } else {
+            super::canon::line(&base, args)
+        };
+        if let Some(canonical) = canonical {
             self.out.command(canonical);
         }
         if let Some(value) = self
@@ -2271,8 +2282,9 @@ impl Walker<'_> {
                     || ro.operands.len() < 2;
                 if !querying {
                     self.path_op(Action::Write, &file, &sub, None);
-                    if let Some(value) = ro.operands.get(1) {
+                    if let [key, value, ..] = ro.operands.as_slice() {
                         self.out.text(*value);
+                        self.git_config.push(format!("{key}={value}"));
                     }
                 }
             }

@@ -50,6 +50,9 @@ pub(super) struct Walker<'o> {
     pub fd_feeds: Vec<(String, Feed)>,
     /// `alias NAME=VALUE` definitions seen so far.
     pub aliases: Vec<(String, String)>,
+    /// `git config KEY VALUE` settings seen so far, as `KEY=VALUE`: later git commands of
+    /// the line run with them (`git config alias.fp 'push -f' && git fp`).
+    pub git_config: Vec<String>,
     /// Running on the caller's own stack (see `super::extract`): every text parsed must be
     /// light enough for it.
     inline: bool,
@@ -68,6 +71,7 @@ impl<'o> Walker<'o> {
             exhausted: false,
             fd_feeds: Vec::new(),
             aliases: Vec::new(),
+            git_config: Vec::new(),
             inline: false,
             escalate: false,
             flow: super::flow::Flow::default(),
