@@ -138,6 +138,7 @@ impl Walker<'_> {
                         "-U",
                         "--proxy-user",
                         "--libcurl",
+                        "--output-dir",
                         "--unix-socket",
                         "--abstract-unix-socket",
                         "--variable",
@@ -237,8 +238,6 @@ impl Walker<'_> {
                     }
                 }
                 for f in o.values(&[
-                    "-o",
-                    "--output",
                     "-c",
                     "--cookie-jar",
                     "-D",
@@ -252,8 +251,21 @@ impl Walker<'_> {
                         self.path_op(Action::Write, f, ctx, None);
                     }
                 }
+                // `--output-dir DIR`: `-o NAME` is saved as DIR/NAME.
+                let out_dir = o.value(&["--output-dir"]);
                 for f in o.values(&["-o", "--output"]) {
-                    self.downloaded_to(f, ctx);
+                    match out_dir.filter(|_| f != "-" && !f.starts_with(['/', '~'])) {
+                        Some(dir) => {
+                            let file = format!("{}/{f}", dir.trim_end_matches('/'));
+                            self.path_op(Action::Write, &file, ctx, None);
+                            self.downloaded_to(&file, ctx);
+                        }
+                        None if f == "-" => {}
+                        None => {
+                            self.path_op(Action::Write, f, ctx, None);
+                            self.downloaded_to(f, ctx);
+                        }
+                    }
                 }
                 // -O / --remote-name: saved under the URL's last path segment.
                 if o.has(&["-O", "--remote-name", "--remote-name-all"]) {
@@ -362,6 +374,15 @@ impl Walker<'_> {
                 let content = (!sent.is_empty()).then(|| sent.join("\n"));
                 for u in &o.operands {
                     self.url_op(u, content.clone());
+                }
+                // aria2c's `-o NAME` names the file saved in `-d DIR` (wget's `-o` is a log).
+                if name == "aria2c" {
+                    let dir = o.value(&["-d", "--dir"]).unwrap_or(".");
+                    for f in o.values(&["-o", "--out"]) {
+                        let file = format!("{}/{f}", dir.trim_end_matches('/'));
+                        self.path_op(Action::Write, &file, ctx, None);
+                        self.downloaded_to(&file, ctx);
+                    }
                 }
                 let out_file = o.value(&["-O", "--output-document", "--out"]);
                 for f in o
