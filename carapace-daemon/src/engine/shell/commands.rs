@@ -242,6 +242,9 @@ impl Walker<'_> {
             }
             return self.script(&src, ctx, depth + 1);
         }
+        if let Some(feed) = self.call_function(&base, args, ctx, depth) {
+            return feed;
+        }
         // A command that reads a downloaded file prints downloaded bytes (`cat f | sh`).
         let outer = std::mem::take(&mut self.flow.read_download);
         let mut feed = self.dispatch(family(&base), args, ctx, depth, stdin);

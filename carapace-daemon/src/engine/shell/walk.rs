@@ -53,6 +53,11 @@ pub(super) struct Walker<'o> {
     /// `git config KEY VALUE` settings seen so far, as `KEY=VALUE`: later git commands of
     /// the line run with them (`git config alias.fp 'push -f' && git fp`).
     pub git_config: Vec<String>,
+    /// Functions defined so far (name, body), walked again at each call with its arguments
+    /// as the positional parameters (`g() { git "$@"; }; g push -f`).
+    pub functions: Vec<(String, String)>,
+    /// Functions being walked for a call: a recursive call is not walked again.
+    pub calling: Vec<String>,
     /// Running on the caller's own stack (see `super::extract`): every text parsed must be
     /// light enough for it.
     inline: bool,
@@ -72,6 +77,8 @@ impl<'o> Walker<'o> {
             fd_feeds: Vec::new(),
             aliases: Vec::new(),
             git_config: Vec::new(),
+            functions: Vec::new(),
+            calling: Vec::new(),
             inline: false,
             escalate: false,
             flow: super::flow::Flow::default(),
@@ -99,6 +106,36 @@ impl<'o> Walker<'o> {
                 .unparsable("the shell command is too complex to analyse (work limit reached)");
         }
         !self.exhausted
+    }
+
+    /// A call of a function defined earlier in the line: its body walked again with the
+    /// call's arguments as `$1…` and `$@`. `None` when `name` is no such function (or is
+    /// already being called: recursion adds nothing the first walk did not see).
+    pub fn call_function(
+        &mut self,
+        name: &str,
+        args: &[String],
+        ctx: &Context,
+        depth: usize,
+    ) -> Option<Feed> {
+        if self.calling.iter().any(|c| c == name) {
+            return None;
+        }
+        let body = self
+            .functions
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, b)| b.clone())?;
+        let mut sub = ctx.clone();
+        for (i, a) in args.iter().enumerate() {
+            set_var(&mut sub, &(i + 1).to_string(), a);
+        }
+        set_var(&mut sub, "@", &args.join(" "));
+        self.calling.push(name.to_owned());
+        let feed = self.script(&body, &mut sub, depth + 1);
+        self.calling.pop();
+        Some(feed)
     }
 
     /// Parses and walks a piece of shell text: the command line itself, or text found inside
@@ -239,6 +276,8 @@ impl<'o> Walker<'o> {
                     f.body.1.iter().flat_map(|r| r.0.iter()).collect();
                 let feed = self.compound(&f.body.0, &mut sub, depth, Feed::default());
                 self.redirect_outputs(&redirects, &mut sub, depth, &feed);
+                self.functions
+                    .push((f.fname.to_string(), f.body.to_string()));
                 Feed::default()
             }
             ast::Command::ExtendedTest(test, _) => {
