@@ -1214,8 +1214,10 @@ impl Walker<'_> {
                     if let Some(archive) = it.next() {
                         self.path_op(Action::Read, archive, ctx, None);
                     }
-                    let dir = o.value(&["-d"]).unwrap_or(".");
-                    self.path_op(Action::Write, dir, ctx, None);
+                    match o.value(&["-d"]) {
+                        Some(dir) => self.tree_write(dir, ctx),
+                        None => self.path_op(Action::Write, ".", ctx, None),
+                    }
                 } else {
                     for f in &o.operands {
                         self.path_op(Action::Read, f, ctx, None);
@@ -1987,7 +1989,14 @@ impl Walker<'_> {
             self.host_op(&host, port, None);
             return Feed::default();
         }
-        self.path_op(Action::Write, dest, ctx, None);
+        let contents = |s: &&str| {
+            s.ends_with("/.") || (name == "rsync" && s.ends_with('/') && remote_host(s).is_none())
+        };
+        if sources.iter().any(contents) {
+            self.tree_write(dest, ctx);
+        } else {
+            self.path_op(Action::Write, dest, ctx, None);
+        }
         // `--delete*`: what the destination holds and the source does not goes.
         if name == "rsync" && o.flags.iter().any(|(f, _)| f.starts_with("--del")) {
             self.path_op(Action::Delete, dest, ctx, None);
@@ -2086,8 +2095,11 @@ impl Walker<'_> {
                 self.path_op(Action::Read, a, ctx, None);
             }
             if extract {
-                if o.operands.is_empty() {
-                    self.path_op(Action::Write, ".", &sub, None);
+                match dir {
+                    // Unpacked into a directory named on the line: any name in it.
+                    Some(d) if o.operands.is_empty() => self.tree_write(d, ctx),
+                    None if o.operands.is_empty() => self.path_op(Action::Write, ".", &sub, None),
+                    _ => {}
                 }
                 for f in &o.operands {
                     self.path_op(Action::Write, f, &sub, None);

@@ -720,11 +720,22 @@ impl<'o> Walker<'o> {
     /// A delete of `raw` and of everything under it (`rm -r`, `tar --remove-files`): rules on
     /// a protected tree inside (`/var/lib/carapace/**` for `rm -rf /var/lib`) see it.
     pub fn tree_delete(&mut self, raw: &str, ctx: &Context) {
-        self.path_op(Action::Delete, raw, ctx, None);
+        self.tree_op(Action::Delete, raw, ctx);
+    }
+
+    /// A write of `raw` and of names under it that the command does not tell (an archive
+    /// unpacked into it, a directory's contents copied in): rules on any file inside
+    /// (`~/.bashrc` for `tar -x -C ~`) see it.
+    pub fn tree_write(&mut self, raw: &str, ctx: &Context) {
+        self.tree_op(Action::Write, raw, ctx);
+    }
+
+    fn tree_op(&mut self, action: Action, raw: &str, ctx: &Context) {
+        self.path_op(action, raw, ctx, None);
         if let Some(path) = normalize::path(raw, ctx) {
             if !pseudo_file(&path) {
                 let tree = format!("{}/**", path.trim_end_matches('/'));
-                self.out.op(Operation::path(Action::Delete, tree));
+                self.out.op(Operation::path(action, tree));
             }
         }
     }
