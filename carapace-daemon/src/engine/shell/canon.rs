@@ -19,7 +19,7 @@
 //! The canonical line is recorded next to the line as written; rules may match either.
 mod specs;
 
-use specs::{Spec, GIT_GLOBAL_VALUED};
+use specs::{Spec, GIT_GLOBAL_VALUED, PASS_VERBS};
 
 /// The canonical line of `base args…`, for the tools the specs know (others: `None`, and the
 /// line as written is all there is).
@@ -52,58 +52,6 @@ fn front_end<'a>(base: &'a str, args: &'a [String]) -> (&'a str, &'a [String]) {
 /// The subcommand a tool runs when the first word names none: `pass NAME` is `pass show
 /// NAME`.
 fn implied_verb(tool: &str, args: &[String]) -> Option<&'static str> {
-    const PASS_VERBS: &[&str] = &[
-        "init",
-        "ls",
-        "list",
-        "find",
-        "search",
-        "show",
-        "grep",
-        "insert",
-        "add",
-        "edit",
-        "generate",
-        "rm",
-        "remove",
-        "delete",
-        "mv",
-        "rename",
-        "cp",
-        "copy",
-        "git",
-        "help",
-        "version",
-        "otp",
-        "sync",
-        "setup",
-        "config",
-        "audit",
-        "fsck",
-        "mounts",
-        "recipients",
-        "templates",
-        "clone",
-        "create",
-        "new",
-        "cat",
-        "update",
-        "env",
-        "completion",
-        "alias",
-        "fscopy",
-        "fsmove",
-        "history",
-        "link",
-        "merge",
-        "process",
-        "pwgen",
-        "rcs",
-        "sum",
-        "age",
-        "convert",
-        "unclip",
-    ];
     let first = args.iter().find(|a| !a.starts_with('-'))?;
     (matches!(tool, "pass" | "gopass") && !PASS_VERBS.contains(&first.as_str())).then_some("show")
 }
