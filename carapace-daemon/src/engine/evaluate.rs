@@ -74,6 +74,61 @@ pub fn matches(
             kernel: false,
         });
     }
+    if !ext.ops.iter().any(|o| o.unknown) {
+        for (i, matched) in rule_hits(rules, ext, activation) {
+            matches.push(rule_match(&rules.rules()[i], layer, matched));
+        }
+        return matches;
+    }
+    // Targets the analysis could not determine (`Operation::unknown`) are matched apart:
+    // a rule they meet, and nothing else of the call does, answers with its mode for an
+    // unknown target, saying why.
+    let (unknown, known): (Vec<Operation>, Vec<Operation>) =
+        ext.ops.iter().cloned().partition(|o| o.unknown);
+    let known = Extracted {
+        ops: known,
+        ..ext.clone()
+    };
+    let unknown = Extracted {
+        tool: ext.tool.clone(),
+        ops: unknown,
+        ..Extracted::default()
+    };
+    let sure = rule_hits(rules, &known, activation);
+    let mut unsure = rule_hits(rules, &unknown, activation);
+    unsure.retain(|(i, _)| !sure.iter().any(|(j, _)| j == i));
+    for (i, matched) in sure {
+        matches.push(rule_match(&rules.rules()[i], layer, matched));
+    }
+    for (i, matched) in unsure {
+        let rule = &rules.rules()[i];
+        let mut m = rule_match(rule, layer, matched);
+        m.mode = rule.on_unknown_target.min(rule.mode);
+        m.message = format!(
+            "{} (the target of this call could not be determined: the code decodes or \
+             computes the path it uses, which may be what this rule protects)",
+            rule.message
+        );
+        matches.push(m);
+    }
+    matches
+}
+
+fn rule_match(rule: &Rule, layer: Layer, matched: String) -> Match {
+    Match {
+        id: rule.id.clone(),
+        mode: rule.mode,
+        layer,
+        message: rule.message.clone(),
+        source: rule.source.clone(),
+        matched,
+        kernel: rule.enforcement == Enforcement::Kernel,
+    }
+}
+
+/// Every rule that applies and matches `ext`, by index, with what it matched.
+fn rule_hits(rules: &RuleSet, ext: &Extracted, activation: &Activation) -> Vec<(usize, String)> {
+    let mut found_all = Vec::new();
     let hits = PathHits::new(rules, ext);
     let commands = rules.command_index();
     let first_command = commands.first_matches(rules.rules().len(), &ext.commands);
@@ -90,18 +145,10 @@ pub fn matches(
             rule_matches_with(rule, ops, Some(&hits), ext)
         };
         if let Some(matched) = found {
-            matches.push(Match {
-                id: rule.id.clone(),
-                mode: rule.mode,
-                layer,
-                message: rule.message.clone(),
-                source: rule.source.clone(),
-                matched,
-                kernel: rule.enforcement == Enforcement::Kernel,
-            });
+            found_all.push((i, matched));
         }
     }
-    matches
+    found_all
 }
 
 /// The session rules whose structured trigger this call fires and that are not on yet,

@@ -24,6 +24,11 @@ pub struct Operation {
     /// actions and for secrets detection.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// The path is what the analysis could make of a target it could not determine (code
+    /// that decodes or computes the name it opens): its known start and `**` for the rest.
+    /// Rules answer it with their mode for an unknown target.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unknown: bool,
 }
 
 impl Operation {

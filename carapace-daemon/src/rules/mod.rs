@@ -74,6 +74,10 @@ pub struct Rule {
     /// The mode that applies when the LLM reviewer cannot answer (not configured, timeout,
     /// error, malformed answer); `approve` (ask the user) unless the rule says otherwise.
     pub on_llm_error: Mode,
+    /// The mode that applies when the call's target could not be determined (inline code
+    /// that decodes or computes the name it opens) but may be what the rule protects;
+    /// `approve` unless the rule says otherwise, and never stricter than `mode`.
+    pub on_unknown_target: Mode,
     pub trigger: Option<Trigger>,
     pub effect: Option<Effect>,
     /// Which layer enforces the rule, and why not the kernel (`carapace rules explain`).

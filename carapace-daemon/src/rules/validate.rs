@@ -66,6 +66,7 @@ const RULE_KEYS: &[&str] = &[
     "llm_review",
     "prompt",
     "on_llm_error",
+    "on_unknown_target",
     "trigger",
     "effect",
 ];
@@ -633,6 +634,9 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
             }
         }
     });
+    let on_unknown_target = node
+        .get("on_unknown_target")
+        .and_then(|n| mode_key(n, "on_unknown_target", rid, sink));
     if llm_review && prompt.is_none() && sink.error_count() == errors_before {
         if let Some(n) = node.get("llm_review") {
             sink.error(
@@ -707,10 +711,39 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
         llm_review,
         prompt,
         on_llm_error: on_llm_error.unwrap_or(Mode::Approve),
+        on_unknown_target: on_unknown_target.unwrap_or(Mode::Approve),
         trigger,
         effect,
         enforcement: Enforcement::Userspace("not compiled yet".into()),
     })
+}
+
+/// A key whose value is a mode (`on_unknown_target: block`).
+fn mode_key(n: &Node, key: &str, rid: &str, sink: &mut Sink) -> Option<Mode> {
+    let name = n.as_str().filter(|_| !n.is_null());
+    match name.map(|s| (s, mode_from_name(s))) {
+        Some((_, Some(m))) => Some(m),
+        Some((name, None)) => {
+            sink.error(
+                n.span,
+                Some(rid),
+                format!("unknown `{key}` mode `{name}`"),
+                &did_you_mean(name, MODES),
+            );
+            None
+        }
+        None => {
+            if !matches!(n.kind, NodeKind::Alias) {
+                sink.error(
+                    n.span,
+                    Some(rid),
+                    format!("`{key}` must be a mode"),
+                    &format!("write `{key}: block` (or approve, warn, log, allow)"),
+                );
+            }
+            None
+        }
+    }
 }
 
 /// A rule only the kernel can match (`unix: outside-session`, `view:`) stands on its own

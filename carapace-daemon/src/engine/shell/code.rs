@@ -4,11 +4,12 @@
 //! handed to `system`/`popen`/`exec`-like calls are walked as shell commands.
 use base64::Engine as _;
 
-use super::super::operation::Context;
+use super::super::normalize;
+use super::super::operation::{Context, Operation};
 use super::args;
+use super::code_eval;
 use super::commands::path_like;
-use super::flow::Reach;
-use super::home_paths;
+use super::flow::{self, Reach};
 use super::walk::{Feed, Walker};
 use crate::rules::Action;
 
@@ -55,6 +56,48 @@ const DELETE_CALLS: &[&str] = &[
     "rm_r(",
     "delete(",
     "unlink ",
+    "remove_tree(",
+    "rimraf(",
+    "rimrafSync(",
+    "removeSync(",
+    "emptyDirSync(",
+    "rm_f(",
+    "rmrf(",
+    "remove_dir_all(",
+];
+/// Calls that read the path they are given (the relative names they take are paths).
+const READ_CALLS: &[&str] = &[
+    "open(",
+    "fopen(",
+    "file(",
+    "readFileSync(",
+    "readFile(",
+    "createReadStream(",
+    "readlines(",
+    "foreach(",
+    "file_get_contents(",
+    "readfile(",
+    "readTextFileSync(",
+    "readTextFile(",
+    "readFileStr(",
+    "Bun.file(",
+    "io.open(",
+    "io.lines(",
+    "IO.read(",
+    "File.read(",
+    "File.open(",
+    "File.readlines(",
+    "File.foreach(",
+    "File.binread(",
+    "open_file(",
+    "loadtxt(",
+    "read_csv(",
+    "getline <",
+    "getline<",
+    "copytree(",
+    "make_archive(",
+    "tarfile.open(",
+    "ZipFile(",
 ];
 /// Calls that write the path they are given.
 const WRITE_CALLS: &[&str] = &[
@@ -136,6 +179,33 @@ impl Walker<'_> {
             ),
             "lua" | "luajit" => (&["-e", "-l"], &["-e"], &[]),
             "Rscript" | "osascript" | "tclsh" | "julia" => (&["-e", "-E"], &["-e", "-E"], &[]),
+            "R" => (&["-e", "-f", "--file"], &["-e"], &["-f", "--file"]),
+            "ts-node" | "tsx" => (
+                &[
+                    "-e",
+                    "--eval",
+                    "-p",
+                    "--print",
+                    "-r",
+                    "--require",
+                    "-P",
+                    "--project",
+                ],
+                &["-e", "--eval", "-p", "--print"],
+                &["-r", "--require"],
+            ),
+            "ipython" => (&["-c", "-m", "-i"], &["-c"], &[]),
+            "sbcl" => (
+                &["--eval", "--load", "--script"],
+                &["--eval"],
+                &["--load", "--script"],
+            ),
+            "clisp" => (&["-x", "-i"], &["-x"], &["-i"]),
+            "guile" => (&["-c", "-l", "-s", "-e"], &["-c"], &["-l", "-s"]),
+            "racket" => (&["-e", "-f", "-t", "-l"], &["-e"], &["-f", "-t"]),
+            "elixir" => (&["-e", "-r"], &["-e"], &["-r"]),
+            "groovy" | "scala" => (&["-e"], &["-e"], &[]),
+            "expect" => (&["-c", "-f"], &["-c"], &["-f"]),
             "deno" | "bun" => (
                 &[
                     "-e",
@@ -154,12 +224,21 @@ impl Walker<'_> {
             self.powershell(args, ctx, depth);
             return Feed::default();
         }
+        // `sbcl --script` with no file reads the script on stdin.
+        let args = &script_flag_value(name, args);
+        // python -m MODULE: what follows is the module's, not python's.
+        let (args, module_args): (&[String], &[String]) = if matches!(name, "python" | "ipython") {
+            split_python_module(args)
+        } else {
+            (args, &[])
+        };
         let o = args::parse(args, valued, true);
         for f in o.values(file_flags) {
             self.path_op(Action::Read, f, ctx, None);
             if name == "php" {
                 self.path_op(Action::Execute, f, ctx, None);
             }
+            self.script_source(name, f, stdin, ctx);
         }
         let codes = o.values(code_flags);
         let mut rest = o.rest;
@@ -180,21 +259,41 @@ impl Walker<'_> {
                 rest = &rest[1..];
             }
         }
-        let module = o.value(&["-m"]).filter(|_| name == "python");
+        let module = o
+            .value(&["-m"])
+            .or_else(|| {
+                args.last()
+                    .and_then(|a| a.strip_prefix("-m"))
+                    .filter(|m| !m.is_empty())
+            })
+            .filter(|_| matches!(name, "python" | "ipython"));
+        if let Some(m) = module {
+            rest = module_args;
+            self.python_module(m, module_args, ctx);
+        }
         let mut script_args = rest;
+        // Code that fetches prints what it fetched, or runs it.
+        let mut fetched = false;
         if !codes.is_empty() {
             for c in codes {
                 self.code_from_download(name, c);
+                fetched |= flow::fetches_url(c);
+                if flow::evaluates_values(c) && (flow::fetches_url(c) || stdin.downloaded) {
+                    self.runs_download(name, Reach::Stdin);
+                }
                 self.code(c, ctx, depth);
             }
-        } else if module.is_some() || (!o.values(file_flags).is_empty() && name == "php") {
+        } else if module.is_some()
+            || (!o.values(file_flags).is_empty() && matches!(name, "php" | "R" | "sbcl"))
+            || (name == "R" && rest.first().is_some_and(|c| c == "CMD"))
+        {
             // python -m MODULE ARGS…: the arguments follow.
-        } else if let Some((script, after)) = rest.split_first().filter(|(s, _)| *s != "-") {
+        } else if let Some((script, after)) =
+            rest.split_first().filter(|(s, _)| *s != "-" && name != "R")
+        {
             self.path_op(Action::Read, script, ctx, None);
             self.path_op(Action::Execute, script, ctx, None);
-            if self.is_download(script, ctx) {
-                self.runs_download(name, Reach::Script);
-            }
+            self.script_source(name, script, stdin, ctx);
             if let Some(feed) = self.fd_feed(script) {
                 self.code(&feed.joined(), ctx, depth);
             }
@@ -219,7 +318,55 @@ impl Walker<'_> {
                 self.path_op(Action::Read, a, ctx, None);
             }
         }
-        Feed::default()
+        Feed {
+            downloaded: fetched,
+            ..Feed::default()
+        }
+    }
+
+    /// `python -m MODULE ARGS…` for the standard modules that read or serve whole trees:
+    /// `http.server` serves its directory (the working one by default), `zipfile -c` and
+    /// `tarfile -c` archive theirs.
+    fn python_module(&mut self, module: &str, args: &[String], ctx: &Context) {
+        match module {
+            "http.server" | "SimpleHTTPServer" => {
+                let o = args::parse(args, &["-d", "--directory", "-b", "--bind"], false);
+                let dir = o.value(&["-d", "--directory"]).unwrap_or(".");
+                self.tree_read(dir, ctx);
+            }
+            "zipfile" | "tarfile" => {
+                let o = args::parse(args, &["-c", "--create", "-e", "--extract"], false);
+                if let Some(out) = o.value(&["-c", "--create"]) {
+                    self.path_op(Action::Write, out, ctx, None);
+                    for src in &o.operands {
+                        self.tree_read(src, ctx);
+                    }
+                }
+                if let Some(archive) = o.value(&["-e", "--extract"]) {
+                    self.path_op(Action::Read, archive, ctx, None);
+                    for dest in &o.operands {
+                        self.path_op(Action::Write, dest, ctx, None);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// sed's script commands that reach files and the shell: `r FILE` / `R FILE` read,
+    /// `w FILE` / `W FILE` (and `s///w FILE`) write, `e COMMAND` runs a command.
+    pub fn sed_script(&mut self, script: &str, ctx: &Context, depth: usize) {
+        for line in script.lines().flat_map(sed_commands).take(256) {
+            let (cmd, arg) = line;
+            match cmd {
+                'r' | 'R' if !arg.is_empty() => self.path_op(Action::Read, arg, ctx, None),
+                'w' | 'W' if !arg.is_empty() => self.path_op(Action::Write, arg, ctx, None),
+                'e' if !arg.is_empty() => {
+                    self.script(arg, &mut ctx.clone(), depth + 1);
+                }
+                _ => {}
+            }
+        }
     }
 
     /// PowerShell takes single-dash long options in any case; `-Command` takes the rest of
@@ -267,149 +414,275 @@ impl Walker<'_> {
         }
     }
 
-    /// Inline code of any language: text for content rules, and the literals it carries.
+    /// Inline code of any language: text for content rules, and the values it builds.
     pub fn code(&mut self, code: &str, ctx: &mut Context, depth: usize) {
+        self.code_with(code, ctx, depth, &[]);
+    }
+
+    /// [`Self::code`] with variables known before it runs (awk's `-v name=value`): every
+    /// value the code builds (`code_eval`) is a path (read, written or deleted as the call
+    /// around it says), a URL, or a command handed to a shell.
+    pub fn code_with(
+        &mut self,
+        code: &str,
+        ctx: &mut Context,
+        depth: usize,
+        vars: &[(String, String)],
+    ) {
         self.out.text(code);
-        if !self.spend(1) {
+        if depth > super::MAX_DEPTH || !self.spend(1) {
             return;
         }
-        let literals = literals(code);
-        let spans: Vec<(usize, usize, &str)> = literals
-            .iter()
-            .map(|l| (l.start, l.end, l.value.as_str()))
-            .collect();
-        let mut parts = Vec::new();
-        for home in home_paths::home_paths(code, &spans) {
-            let before = code
-                .get(floor_boundary(code, home.start.saturating_sub(64))..home.start)
-                .unwrap_or("");
-            // The call that takes the path stands before the join that builds it.
-            let mut before = before.trim_end();
-            for join in [
-                "os.path.join(",
-                "path.join(",
-                "File.join(",
-                "join(",
-                "Path(",
-            ] {
-                before = before.strip_suffix(join).unwrap_or(before).trim_end();
-            }
-            let action = call_action(before, code, &literals, home.end);
-            self.path_op(action, &home.path, ctx, None);
-            parts.extend(home.parts);
-        }
-        for lit in literals.iter().filter(|l| !parts.contains(&l.start)) {
+        for site in code_eval::sites(code, vars) {
             if !self.spend(1) {
                 return;
             }
             let before = code
-                .get(floor_boundary(code, lit.start.saturating_sub(48))..lit.start)
+                .get(floor_boundary(code, site.start.saturating_sub(64))..site.start)
                 .unwrap_or("");
-            let before_trim = before.trim_end();
-            let value = lit.value.as_str();
-            if lit.quote == '`' || SHELL_CALLS.iter().any(|c| before_trim.ends_with(c)) {
-                self.script(value, &mut ctx.clone(), depth + 1);
-                continue;
+            let after = code.get(site.end..).unwrap_or("");
+            self.site(&site, before, after, ctx, depth);
+        }
+    }
+
+    /// What one value the code builds does, from the call it stands in.
+    fn site(
+        &mut self,
+        site: &code_eval::Site,
+        before: &str,
+        after: &str,
+        ctx: &Context,
+        depth: usize,
+    ) {
+        let value = &site.value;
+        if site.chdir {
+            return;
+        }
+        if let Some(argv) = &site.argv {
+            self.argv_command(argv, ctx, depth);
+            return;
+        }
+        if site.runs {
+            if value.complete {
+                self.script(&value.text, &mut ctx.clone(), depth + 1);
             }
-            if value.contains("://") {
-                self.url_op(value.trim(), None);
-                continue;
-            }
-            // An address written alone is where the code connects
-            // (`socket.create_connection(('169.254.169.254', 80))`, `{host: '…'}`).
-            if value.parse::<std::net::IpAddr>().is_ok() {
-                self.host_op(value, None, None);
-                continue;
-            }
-            // Perl's open(F, ">/path") and friends carry the mode in the string.
-            let (mode_write, path) = match value
-                .strip_prefix(">>")
-                .or_else(|| value.strip_prefix('>'))
-                .or_else(|| value.strip_prefix("+<"))
-            {
-                Some(p) => (true, p.trim_start()),
-                None => (
-                    false,
-                    value.strip_prefix('<').map_or(value, str::trim_start),
-                ),
-            };
-            let looks_like_path = (path.starts_with('/')
-                || path.starts_with('~')
-                || path.starts_with("./")
-                || path.starts_with("../")
-                || path.starts_with("$HOME"))
-                && !path.contains(['\n', '\0'])
-                && path.len() < 4096;
-            if !looks_like_path {
-                continue;
-            }
-            let action = if mode_write || before_trim.ends_with('>') {
-                Action::Write
+            return;
+        }
+        if ends_with_call(before, EVAL_CALLS) && value.decoded {
+            // Code hidden behind a decoder and run: its own code, or a shell command.
+            if value.complete {
+                self.code(&value.text, &mut ctx.clone(), depth + 1);
+                if super::parse::program(&value.text).is_ok() {
+                    self.script(&value.text, &mut ctx.clone(), depth + 1);
+                }
             } else {
-                call_action(before, code, &literals, lit.end)
-            };
+                self.unknown_target(Action::Execute, value, ctx);
+            }
+            return;
+        }
+        if value.shell_literal || ends_with_call(before, SHELL_CALLS) {
+            if value.complete {
+                self.script(&value.text, &mut ctx.clone(), depth + 1);
+            } else if value.computed {
+                self.unknown_target(Action::Execute, value, ctx);
+            }
+            return;
+        }
+        if value.complete && value.text.contains("://") {
+            self.url_op(value.text.trim(), None);
+            return;
+        }
+        // An address written alone is where the code connects
+        // (`socket.create_connection(('169.254.169.254', 80))`, `{host: '…'}`).
+        if value.complete && value.text.parse::<std::net::IpAddr>().is_ok() {
+            self.host_op(&value.text, None, None);
+            return;
+        }
+        self.path_site(site, before, after, ctx);
+    }
+
+    /// A value that may be a path: written out, relative in a call that opens files, or
+    /// partly unknown next to one (an unknown target).
+    fn path_site(&mut self, site: &code_eval::Site, before: &str, after: &str, ctx: &Context) {
+        let value = &site.value;
+        let before_trim = before.trim_end();
+        let opens = file_call(before_trim);
+        // Perl's open(F, ">/path") and friends carry the mode in the string.
+        let text = value.text.as_str();
+        let (mode_write, path) = match text
+            .strip_prefix(">>")
+            .or_else(|| text.strip_prefix('>'))
+            .or_else(|| text.strip_prefix("+<"))
+        {
+            Some(p) => (true, p.trim_start()),
+            None => (false, text.strip_prefix('<').map_or(text, str::trim_start)),
+        };
+        let action = if mode_write
+            || before_trim.ends_with('>')
+            || (opens != Some(Action::Delete) && write_mode_after(after))
+        {
+            Action::Write
+        } else {
+            opens
+                .or_else(|| after_action(after))
+                .unwrap_or_else(|| call_action(before, after))
+        };
+        if !value.complete {
+            if opens.is_some() && (value.computed || value.home || path.starts_with('~')) {
+                self.unknown_target(action, value, ctx);
+            } else if written_path(path) && !path.is_empty() {
+                self.path_op(action, path, ctx, None);
+            }
+            return;
+        }
+        let bare_home = path == "~" && value.home;
+        if (written_path(path) && !(bare_home && opens.is_none()))
+            || (opens.is_some() && relative_name(path))
+            || (site.cwd.is_some() && relative_name(path))
+        {
             self.path_op(action, path, ctx, None);
         }
     }
-}
 
-struct Literal {
-    start: usize,
-    end: usize,
-    quote: char,
-    value: String,
-}
-
-/// String literals in code: `'…'`, `"…"` and `` `…` ``, with backslash escapes.
-fn literals(code: &str) -> Vec<Literal> {
-    let mut out = Vec::new();
-    let mut chars = code.char_indices().peekable();
-    while let Some((start, c)) = chars.next() {
-        if !matches!(c, '\'' | '"' | '`') {
-            continue;
-        }
-        let mut value = String::new();
-        let mut end = code.len();
-        while let Some((j, d)) = chars.next() {
-            if d == '\\' {
-                if let Some((_, e)) = chars.next() {
-                    value.push(match e {
-                        'n' => '\n',
-                        't' => '\t',
-                        other => other,
-                    });
-                }
-                continue;
+    /// A command built as an argv list (`subprocess.run(["rm", "-rf", "/etc"])`): its
+    /// words quoted for the shell and walked as a command line.
+    fn argv_command(&mut self, argv: &[code_eval::Value], ctx: &Context, depth: usize) {
+        let words: Vec<String> = argv
+            .iter()
+            .filter(|v| v.complete)
+            .map(|v| shell_quote(&v.text))
+            .collect();
+        if argv.iter().any(|v| !v.complete && v.computed) {
+            if let Some(v) = argv.iter().find(|v| !v.complete) {
+                self.unknown_target(Action::Execute, v, ctx);
             }
-            if d == c {
-                end = j;
-                break;
-            }
-            value.push(d);
         }
-        out.push(Literal {
-            start,
-            end,
-            quote: c,
-            value,
-        });
-        if out.len() >= 4096 {
-            break;
+        if !words.is_empty() {
+            self.script(&words.join(" "), &mut ctx.clone(), depth + 1);
         }
     }
-    out
+
+    /// An operation on a path the code computes and the analysis could not follow: the
+    /// known start of it and anything below (`PATH/**`, or `/**`), marked unknown so that
+    /// rules answer with their mode for an unknown target.
+    fn unknown_target(&mut self, action: Action, value: &code_eval::Value, ctx: &Context) {
+        let known = value.text.trim_end_matches('/');
+        let glob = if known.is_empty() || !written_path(known) {
+            "/**".to_owned()
+        } else {
+            format!("{known}/**")
+        };
+        if let Some(path) = normalize::path(&glob, ctx) {
+            let mut op = Operation::path(action, path);
+            op.unknown = true;
+            self.out.op(op);
+        }
+    }
 }
 
-/// What the call a path stands in does with it, from the code `before` it and what follows
-/// its end (`end`: where its last literal closes): a delete, a write (by the call, or an
-/// `open` mode right after the path), or a read.
-fn call_action(before: &str, code: &str, literals: &[Literal], end: usize) -> Action {
-    let before_trim = before.trim_end();
-    if DELETE_CALLS.iter().any(|c| before_trim.ends_with(c)) {
-        Action::Delete
-    } else if WRITE_CALLS.iter().any(|c| before.contains(c))
-        || write_mode_after(code, literals, end)
+/// Calls whose string argument is code of the same language, run.
+const EVAL_CALLS: &[&str] = &["exec(", "eval(", "eval", "exec", "compile(", "Function("];
+
+/// What a call that opens the path it is given does with it, when the call before the
+/// value is one (`open(`, `readFileSync(`, `rmtree(`, Perl's `open F, "<",`, awk's
+/// `getline <`).
+fn file_call(before: &str) -> Option<Action> {
+    if ends_with_call(before, DELETE_CALLS) {
+        return Some(Action::Delete);
+    }
+    if ends_with_call(before, WRITE_CALLS) {
+        return Some(Action::Write);
+    }
+    if ends_with_call(before, READ_CALLS) || (before.ends_with('<') && before.contains("getline")) {
+        return Some(Action::Read);
+    }
+    // Perl's three-argument open: open(F, "<", PATH).
+    let mode = before.strip_suffix(',')?.trim_end();
+    let mode = mode
+        .strip_suffix(['"', '\''])?
+        .trim_end_matches(['"', '\''].as_slice());
+    let mode = mode.rsplit(['"', '\'']).next().unwrap_or(mode);
+    match mode.trim() {
+        "<" => Some(Action::Read),
+        ">" | ">>" | "+<" | "+>" => Some(Action::Write),
+        _ => None,
+    }
+}
+
+/// Whether the code before a value ends with one of `calls` (those spelled with a trailing
+/// space, `system "…"`, before the value's own spacing is trimmed).
+fn ends_with_call(before: &str, calls: &[&str]) -> bool {
+    let trimmed = before.trim_end();
+    calls
+        .iter()
+        .any(|c| trimmed.ends_with(c) || (c.ends_with(' ') && before.ends_with(c)))
+}
+
+/// `(Path.home() / "x").write_text(…)`: the method called on the path after it.
+fn after_action(after: &str) -> Option<Action> {
+    let rest = after.trim_start().trim_start_matches(')').trim_start();
+    let method = rest.strip_prefix('.')?;
+    if ["unlink(", "rmdir(", "rmtree("]
+        .iter()
+        .any(|m| method.starts_with(m))
     {
+        Some(Action::Delete)
+    } else if [
+        "write_text(",
+        "write_bytes(",
+        "touch(",
+        "mkdir(",
+        "symlink_to(",
+        "chmod(",
+        "rename(",
+        "replace(",
+        "hardlink_to(",
+    ]
+    .iter()
+    .any(|m| method.starts_with(m))
+    {
+        Some(Action::Write)
+    } else {
+        None
+    }
+}
+
+/// A value written as a path: absolute, from home, or explicitly relative.
+fn written_path(path: &str) -> bool {
+    (path.starts_with('/')
+        || path.starts_with('~')
+        || path.starts_with("./")
+        || path.starts_with("../")
+        || path.starts_with("$HOME"))
+        && !path.contains(['\n', '\0'])
+        && path.len() < 4096
+}
+
+/// A bare relative name (`.env`, `data/x.json`) that a call opening files takes as a path.
+fn relative_name(path: &str) -> bool {
+    !path.is_empty()
+        && path.len() < 4096
+        && !path.starts_with('-')
+        && !path.contains("://")
+        && !path.contains(char::is_whitespace)
+        && !path.contains('\0')
+}
+
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./~=:,@%+".contains(&b))
+    {
+        return s.to_owned();
+    }
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// What the call a value stands in does with it when no call that opens files says: a
+/// write when a writing call comes shortly before it (`copy(src, dst)`) or an `open` mode
+/// that writes follows it (`open(p, "w")`), else a read.
+fn call_action(before: &str, after: &str) -> Action {
+    if WRITE_CALLS.iter().any(|c| before.contains(c)) || write_mode_after(after) {
         Action::Write
     } else {
         Action::Read
@@ -418,29 +691,19 @@ fn call_action(before: &str, code: &str, literals: &[Literal], end: usize) -> Ac
 
 /// `open('/x', 'w')`, `open(os.path.join(…), "a")`: the literal after the path, with only
 /// a comma (and the closing of a join) between, is a mode that writes.
-fn write_mode_after(code: &str, literals: &[Literal], end: usize) -> bool {
-    let Some(next) = literals.iter().find(|l| l.start > end) else {
+fn write_mode_after(after: &str) -> bool {
+    let rest = after.trim_start().trim_start_matches(')').trim_start();
+    let Some(rest) = rest.strip_prefix(',') else {
         return false;
     };
-    let gap = code.get(end + 1..next.start).unwrap_or("");
-    gap.trim()
-        .trim_start_matches(')')
-        .trim()
-        .trim_start_matches(',')
-        .trim()
-        .is_empty()
-        && gap.contains(',')
-        && next.value.len() <= 4
-        && (next.value.starts_with(['w', 'a', 'x']) || next.value.contains('+'))
-}
-
-/// The string literals of `code` as (start, end, value): for the tests of `home_paths`.
-#[cfg(test)]
-pub(super) fn literal_spans(code: &str) -> Vec<(usize, usize, String)> {
-    literals(code)
-        .into_iter()
-        .map(|l| (l.start, l.end, l.value))
-        .collect()
+    let rest = rest.trim_start();
+    let Some(quote) = rest.chars().next().filter(|c| matches!(c, '\'' | '"')) else {
+        return false;
+    };
+    let Some(mode) = rest[1..].split(quote).next() else {
+        return false;
+    };
+    mode.len() <= 4 && (mode.starts_with(['w', 'a', 'x']) || mode.contains('+'))
 }
 
 fn floor_boundary(s: &str, mut i: usize) -> usize {
@@ -448,6 +711,105 @@ fn floor_boundary(s: &str, mut i: usize) -> usize {
         i -= 1;
     }
     i
+}
+
+/// Python's own options and, after `-m MODULE` (or `-mMODULE`), the module's arguments.
+fn split_python_module(args: &[String]) -> (&[String], &[String]) {
+    let mut i = 0;
+    while let Some(a) = args.get(i) {
+        match a.as_str() {
+            "-m" => {
+                let end = (i + 2).min(args.len());
+                return (&args[..end], &args[end..]);
+            }
+            m if m.starts_with("-m") => return (&args[..=i], &args[i + 1..]),
+            "-W" | "-X" | "-Q" => i += 2,
+            "-c" | "-" => break,
+            f if f.starts_with('-') => i += 1,
+            _ => break,
+        }
+    }
+    (args, &[])
+}
+
+/// The file and command arguments of one line of a sed script, as (command, argument):
+/// commands split at `;` except those whose argument runs to the end of the line (`r`,
+/// `w`, `e`, …), addresses (`1`, `$`, `/re/`, `1,5`, `!`) skipped; `s///w FILE` too.
+fn sed_commands(line: &str) -> Vec<(char, &str)> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while !rest.is_empty() && out.len() < 64 {
+        rest = skip_sed_address(rest.trim_start_matches([' ', '\t', ';', '{', '}']));
+        let mut chars = rest.chars();
+        let Some(cmd) = chars.next() else { break };
+        let after = chars.as_str();
+        match cmd {
+            'r' | 'R' | 'w' | 'W' | 'e' => {
+                out.push((cmd, after.trim()));
+                break;
+            }
+            's' | 'y' => {
+                let (flags, tail) = sed_substitution_flags(after);
+                if let Some(file) = flags.find('w').map(|i| &flags[i + 1..]) {
+                    out.push(('w', file.trim()));
+                    break;
+                }
+                if flags.contains('e') {
+                    // The pattern space, once substituted, is run: its text is not known.
+                    out.push(('e', ""));
+                }
+                rest = tail;
+            }
+            _ => rest = after.split_once(';').map_or("", |(_, t)| t),
+        }
+    }
+    out
+}
+
+/// Skips a sed address (`1`, `$`, `/re/`, `\%re%`, `1,5`, `1~2`, `!`).
+fn skip_sed_address(mut s: &str) -> &str {
+    for _ in 0..4 {
+        s = s.trim_start_matches(|c: char| {
+            c.is_ascii_digit() || matches!(c, '$' | ',' | '~' | '!' | '+' | ' ')
+        });
+        if let Some(re) = s.strip_prefix('/') {
+            s = re.split_once('/').map_or("", |(_, t)| t);
+        } else if let Some(re) = s.strip_prefix('\\') {
+            let mut chars = re.chars();
+            let Some(delim) = chars.next() else { return "" };
+            s = chars.as_str().split_once(delim).map_or("", |(_, t)| t);
+        } else {
+            break;
+        }
+    }
+    s
+}
+
+/// `s/a/b/FLAGS;rest` → (FLAGS, rest).
+fn sed_substitution_flags(after: &str) -> (&str, &str) {
+    let mut chars = after.char_indices();
+    let Some((_, delim)) = chars.next() else {
+        return ("", "");
+    };
+    let mut seen = 0;
+    let mut escaped = false;
+    for (i, c) in chars {
+        if escaped {
+            escaped = false;
+        } else if c == '\\' {
+            escaped = true;
+        } else if c == delim {
+            seen += 1;
+            if seen == 2 {
+                let tail = &after[i + c.len_utf8()..];
+                return match tail.find(';') {
+                    Some(j) if !tail[..j].contains('w') => (&tail[..j], &tail[j + 1..]),
+                    _ => (tail, ""),
+                };
+            }
+        }
+    }
+    ("", "")
 }
 
 /// PowerShell's `-EncodedCommand`: base64 of UTF-16LE.
@@ -460,4 +822,18 @@ fn utf16_base64(s: &str) -> Option<String> {
         .map(|c| u16::from_le_bytes([c[0], c[1]]))
         .collect();
     String::from_utf16(&units).ok()
+}
+
+/// `sbcl --script` reads its script from stdin when no file follows; written `-` so the
+/// option table need not know that its value is optional.
+fn script_flag_value(name: &str, args: &[String]) -> Vec<String> {
+    let mut out = args.to_vec();
+    if name == "sbcl" {
+        if let Some(i) = out.iter().position(|a| a == "--script") {
+            if out.get(i + 1).is_none_or(|next| next.starts_with('-')) {
+                out.insert(i + 1, "/dev/stdin".to_owned());
+            }
+        }
+    }
+    out
 }

@@ -17,13 +17,18 @@
 mod args;
 mod canon;
 mod code;
+mod code_eval;
 mod commands;
+mod fetch;
 mod flow;
 mod gitconfig;
+mod globopts;
 mod home_paths;
 mod net;
+mod param;
 mod parse;
 mod plain;
+mod textops;
 mod walk;
 mod word;
 
