@@ -66,7 +66,8 @@ pub struct Extracted {
     pub ops: Vec<Operation>,
     /// Command lines: the whole command as given, and each simple command found inside it
     /// (after unwrapping `sh -c`, `eval`, `xargs`, `sudo`, … and decoding payloads), its
-    /// words joined by single spaces.
+    /// words joined by single spaces, and for the tools `shell::canon` knows, the same
+    /// command in its canonical spelling (`git push --force -- origin main`).
     pub commands: Vec<String>,
     /// Every piece of text the call carries (string values of its input, decoded
     /// payloads), Unicode-normalised, for content rules.

@@ -501,6 +501,12 @@ impl Walker<'_> {
             self.url_op(value.text.trim(), None);
             return;
         }
+        // An address written alone is where the code connects
+        // (`socket.create_connection(('169.254.169.254', 80))`, `{host: '…'}`).
+        if value.complete && value.text.parse::<std::net::IpAddr>().is_ok() {
+            self.host_op(&value.text, None, None);
+            return;
+        }
         self.path_site(site, before, after, ctx);
     }
 

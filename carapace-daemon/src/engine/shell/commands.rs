@@ -111,6 +111,57 @@ fn cd_path_target(target: &str, ctx: &Context) -> String {
     }
 }
 
+/// Unix sockets a container CLI is pointed at (`--url`, `-H`, `--host`, `--connection`).
+fn engine_sockets(args: &[String]) -> Vec<&str> {
+    let mut socks = Vec::new();
+    let mut it = args.iter().map(String::as_str);
+    while let Some(a) = it.next() {
+        let value = match a.split_once('=') {
+            Some(("--url" | "--host" | "-H", v)) => Some(v),
+            None if matches!(a, "--url" | "--host" | "-H") => it.next(),
+            _ => None,
+        };
+        if let Some(path) = value.and_then(|v| v.strip_prefix("unix://")) {
+            socks.push(path);
+        }
+    }
+    socks
+}
+
+const UNIQ_VALUED: &[&str] = &[
+    "-f",
+    "-s",
+    "-w",
+    "--skip-fields",
+    "--skip-chars",
+    "--check-chars",
+];
+const PATCH_VALUED: &[&str] = &[
+    "-p",
+    "-i",
+    "-o",
+    "-d",
+    "-F",
+    "-B",
+    "-V",
+    "-r",
+    "-z",
+    "-D",
+    "-Y",
+    "--strip",
+    "--input",
+    "--output",
+    "--directory",
+    "--fuzz",
+    "--prefix",
+    "--suffix",
+    "--reject-file",
+    "--basename-prefix",
+    "--ifdef",
+    "--backup-if-mismatch",
+    "--quoting-style",
+];
+
 /// Options that take a value, of wrappers that run the rest of the line as a command.
 fn wrapper_valued(name: &str) -> &'static [&'static str] {
     match name {
@@ -249,6 +300,20 @@ impl Walker<'_> {
             .collect::<Vec<_>>()
             .join(" ");
         self.out.command(line);
+        let canonical = if base == "git" && !self.git_config.is_empty() {
+            let mut with_config: Vec<String> = self
+                .git_config
+                .iter()
+                .flat_map(|kv| ["-c".to_owned(), kv.clone()])
+                .collect();
+            with_config.extend(args.iter().cloned());
+            super::canon::line(&base, &with_config)
+        } else {
+            super::canon::line(&base, args)
+        };
+        if let Some(canonical) = canonical {
+            self.out.command(canonical);
+        }
         if !first.contains('/') {
             if let Some(body) = self
                 .functions
@@ -923,6 +988,15 @@ impl Walker<'_> {
                 Feed::text(text)
             }
 
+            // `uniq IN OUT` writes OUT.
+            "uniq" if args::parse(args, UNIQ_VALUED, false).operands.len() > 1 => {
+                let o = args::parse(args, UNIQ_VALUED, false);
+                if let [input, output, ..] = o.operands.as_slice() {
+                    self.path_op(Action::Read, input, ctx, None);
+                    self.path_op(Action::Write, output, ctx, None);
+                }
+                Feed::default()
+            }
             // Commands that print a path computed from their operands (`cd "$(dirname …)"`).
             "pwd" => Feed::text(ctx.cwd.clone()),
             "dirname" | "basename" | "realpath" if !args.is_empty() => {
@@ -1102,6 +1176,64 @@ impl Walker<'_> {
                 }
                 stdin
             }
+            // `nvme format|sanitize|write… DEV` rewrites the device.
+            "nvme"
+                if matches!(
+                    args.first().map(String::as_str),
+                    Some("format" | "sanitize" | "write" | "write-zeroes" | "write-uncor" | "dsm")
+                ) =>
+            {
+                for dev in args.iter().filter(|a| a.starts_with("/dev/")) {
+                    self.path_op(Action::Write, dev, ctx, None);
+                }
+                Feed::default()
+            }
+            // Container engines reached at a socket given on the line (`--url unix:///…`).
+            "podman" | "podman-remote" | "docker" | "nerdctl"
+                if !engine_sockets(args).is_empty() =>
+            {
+                for sock in engine_sockets(args) {
+                    self.path_op(Action::Network, sock, ctx, None);
+                }
+                Feed::default()
+            }
+            // `patch [ORIGFILE [PATCHFILE]]`: the file patched (or `-o OUT`) is written.
+            "patch" => {
+                let o = args::parse(args, PATCH_VALUED, false);
+                for f in o.values(&["-i", "--input"]) {
+                    self.path_op(Action::Read, f, ctx, None);
+                }
+                for f in o.values(&["-o", "--output"]) {
+                    self.path_op(Action::Write, f, ctx, None);
+                }
+                if let Some(orig) = o.operands.first() {
+                    self.path_op(Action::Write, orig, ctx, None);
+                }
+                if let Some(patch) = o.operands.get(1) {
+                    self.path_op(Action::Read, patch, ctx, None);
+                }
+                Feed::default()
+            }
+            // Extended attributes change the file (a write, as the kernel judges it).
+            "setfattr" => {
+                let o = args::parse(
+                    args,
+                    &[
+                        "-n",
+                        "-v",
+                        "-x",
+                        "--name",
+                        "--value",
+                        "--remove",
+                        "--restore",
+                    ],
+                    false,
+                );
+                for f in o.operands {
+                    self.path_op(Action::Write, f, ctx, None);
+                }
+                Feed::default()
+            }
             "touch" | "truncate" | "mkdir" | "mkfifo" | "mknod" | "setfacl" => {
                 let o = args::parse(
                     args,
@@ -1187,11 +1319,22 @@ impl Walker<'_> {
                     &["-n", "-s", "--iterations", "--size", "--random-source"],
                     false,
                 );
+                // rm and rmdir refuse to remove `.` (`rm -rf .` deletes nothing). `..` is
+                // refused too, but only by some implementations: still judged.
+                let dot = |f: &str| f.trim_end_matches('/') == ".";
+                let recursive = o.has(&["-r", "-R", "--recursive"]);
                 for f in o.operands {
+                    if matches!(name, "rm" | "rmdir") && dot(f) {
+                        continue;
+                    }
                     if matches!(name, "shred" | "wipe") {
                         self.path_op(Action::Write, f, ctx, None);
                     }
-                    self.path_op(Action::Delete, f, ctx, None);
+                    if name == "rm" && recursive {
+                        self.tree_delete(f, ctx);
+                    } else {
+                        self.path_op(Action::Delete, f, ctx, None);
+                    }
                 }
                 Feed::default()
             }
@@ -1369,10 +1512,15 @@ impl Walker<'_> {
                         self.path_op(Action::Read, archive, ctx, None);
                         downloaded = self.is_download(archive, ctx);
                     }
-                    let dir = o.value(&["-d"]).unwrap_or(".");
+                    let named = o.value(&["-d"]);
+                    let dir = named.unwrap_or(".");
                     let lists = o.has(&["-l", "-t", "-v", "-z", "-Z"]);
                     if !lists {
-                        self.path_op(Action::Write, dir, ctx, None);
+                        // Into a directory named on the line: any name in it.
+                        match named {
+                            Some(d) => self.tree_write(d, ctx),
+                            None => self.path_op(Action::Write, dir, ctx, None),
+                        }
                     }
                     if downloaded && !lists {
                         self.downloaded_tree(dir, ctx);
@@ -2153,6 +2301,9 @@ impl Walker<'_> {
             } else {
                 self.tree_read(s, ctx);
             }
+            if name == "rsync" && o.has(&["--remove-source-files"]) {
+                self.tree_delete(s, ctx);
+            }
         }
         let Some(dest) = dest else {
             return Feed::default();
@@ -2161,7 +2312,18 @@ impl Walker<'_> {
             self.host_op(&host, port, None);
             return Feed::default();
         }
-        self.path_op(Action::Write, dest, ctx, None);
+        let contents = |s: &&str| {
+            s.ends_with("/.") || (name == "rsync" && s.ends_with('/') && remote_host(s).is_none())
+        };
+        if sources.iter().any(contents) {
+            self.tree_write(dest, ctx);
+        } else {
+            self.path_op(Action::Write, dest, ctx, None);
+        }
+        // `--delete*`: what the destination holds and the source does not goes.
+        if name == "rsync" && o.flags.iter().any(|(f, _)| f.starts_with("--del")) {
+            self.path_op(Action::Delete, dest, ctx, None);
+        }
         // A copy of a download, or of a remote file (`scp host:f`), is a download.
         let downloaded = sources.iter().any(|s| {
             remote_host(s).is_some()
@@ -2257,8 +2419,12 @@ impl Walker<'_> {
             if let Some(a) = archive {
                 self.path_op(Action::Write, a, ctx, None);
             }
+            let remove = o.has(&["--remove-files"]);
             for f in &o.operands {
                 self.tree_read(f, &sub);
+                if remove {
+                    self.tree_delete(f, &sub);
+                }
             }
         } else {
             if let Some(a) = archive {
@@ -2271,7 +2437,11 @@ impl Walker<'_> {
             };
             if extract {
                 if o.operands.is_empty() {
-                    self.path_op(Action::Write, ".", &sub, None);
+                    match dir {
+                        // Unpacked into a directory named on the line: any name in it.
+                        Some(d) => self.tree_write(d, ctx),
+                        None => self.path_op(Action::Write, ".", &sub, None),
+                    }
                     if downloaded {
                         self.downloaded_tree(".", &sub);
                     }
@@ -2476,8 +2646,9 @@ impl Walker<'_> {
                     || ro.operands.len() < 2;
                 if !querying {
                     self.path_op(Action::Write, &file, &sub, None);
-                    if let Some(value) = ro.operands.get(1) {
+                    if let [key, value, ..] = ro.operands.as_slice() {
                         self.out.text(*value);
+                        self.git_config.push(format!("{key}={value}"));
                     }
                 }
             }

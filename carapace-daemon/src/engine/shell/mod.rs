@@ -15,6 +15,7 @@
 //! than piling up more. Light command lines, the everyday ones, are walked on the caller's
 //! thread; a parser panic becomes an error either way.
 mod args;
+mod canon;
 mod code;
 mod code_eval;
 mod commands;

@@ -34,6 +34,18 @@ impl Walker<'_> {
         self.out.op(op);
     }
 
+    /// The address curl was told to connect to instead of the URL's host (the first of a
+    /// `--resolve` list); an empty one keeps the URL's.
+    fn redirected_to(&mut self, addr: Option<&str>, port: Option<&str>) {
+        let Some(addr) = addr.and_then(|a| a.split(',').next()) else {
+            return;
+        };
+        let addr = addr.trim_start_matches('[').trim_end_matches(']');
+        if !addr.is_empty() {
+            self.host_op(addr, port.and_then(|p| p.parse().ok()), None);
+        }
+    }
+
     /// A listener or a connection whose peer is unknown.
     fn port_op(&mut self, port: Option<u16>) {
         self.out.op(Operation {
@@ -129,6 +141,7 @@ impl Walker<'_> {
                         "-U",
                         "--proxy-user",
                         "--libcurl",
+                        "--output-dir",
                         "--unix-socket",
                         "--abstract-unix-socket",
                         "--variable",
@@ -176,6 +189,15 @@ impl Walker<'_> {
                     }
                 }
                 sent.extend(o.values(&["--form-string"]).into_iter().map(str::to_owned));
+                // `--resolve HOST:PORT:ADDR` and `--connect-to HOST:PORT:ADDR:PORT` send the
+                // request to ADDR, whatever the URL's host.
+                for r in o.values(&["--resolve"]) {
+                    self.redirected_to(r.splitn(3, ':').nth(2), r.split(':').nth(1));
+                }
+                for c in o.values(&["--connect-to"]) {
+                    let mut parts = c.splitn(4, ':').skip(2);
+                    self.redirected_to(parts.next(), parts.next());
+                }
                 // The connection goes to a local socket (e.g. the docker daemon's), which
                 // the kernel sees as a connect to that path.
                 for sock in o.values(&["--unix-socket"]) {
@@ -220,8 +242,6 @@ impl Walker<'_> {
                     }
                 }
                 for f in o.values(&[
-                    "-o",
-                    "--output",
                     "-c",
                     "--cookie-jar",
                     "-D",
@@ -242,7 +262,12 @@ impl Walker<'_> {
                     }
                     _ => f.to_owned(),
                 };
-                for f in o.values(&["-o", "--output"]) {
+                for f in o
+                    .values(&["-o", "--output"])
+                    .into_iter()
+                    .filter(|f| *f != "-")
+                {
+                    self.path_op(Action::Write, &in_dir(f), ctx, None);
                     self.downloaded_to(&in_dir(f), ctx);
                 }
                 // -O / --remote-name: saved under the URL's last path segment.
@@ -354,6 +379,15 @@ impl Walker<'_> {
                 for u in &o.operands {
                     self.url_op(u, content.clone());
                 }
+                // aria2c's `-o NAME` names the file saved in `-d DIR` (wget's `-o` is a log).
+                if name == "aria2c" {
+                    let dir = o.value(&["-d", "--dir"]).unwrap_or(".");
+                    for f in o.values(&["-o", "--out"]) {
+                        let file = format!("{}/{f}", dir.trim_end_matches('/'));
+                        self.path_op(Action::Write, &file, ctx, None);
+                        self.downloaded_to(&file, ctx);
+                    }
+                }
                 let out_file = o.value(&["-O", "--output-document", "--out"]);
                 for f in o
                     .values(&[
@@ -453,6 +487,13 @@ impl Walker<'_> {
                 }
                 for f in o.values(&["-o", "--output"]) {
                     self.path_op(Action::Write, f, ctx, None);
+                }
+                // `-U PATH`: a unix socket (the docker daemon's), a connect to that path.
+                if o.has(&["-U", "--unixsock"]) {
+                    for sock in &o.operands {
+                        self.path_op(Action::Network, sock, ctx, None);
+                    }
+                    return Feed::default();
                 }
                 let flag_port = o
                     .value(&["-p", "--source-port"])

@@ -980,3 +980,28 @@ proptest! {
         prop_assert!(runs_download(&cmd), "`{}`", cmd);
     }
 }
+
+#[test]
+fn function_calls_walk_the_body_with_their_arguments() {
+    op("c() { cat \"$1\"; }; c ~/.netrc", Read, "/home/u/.netrc");
+    let x = ex("g() { git \"$@\"; }; g push -f origin main");
+    assert!(
+        x.commands
+            .iter()
+            .any(|c| c == "git push --force -- origin main"),
+        "{:?}",
+        x.commands
+    );
+    // A recursive function is walked once per call, not without end.
+    parsed(&ex("f() { f \"$@\"; }; f a"));
+}
+
+#[test]
+fn deletes_of_a_tree_name_what_is_under_it() {
+    let x = op("rm -rf /var/lib", Delete, "/var/lib");
+    assert!(has(&x, Delete, "/var/lib/**"));
+    op("tar --remove-files -cf /tmp/a.tar /opt", Delete, "/opt");
+    op("rsync -a --delete /tmp/e/ /srv/d/", Delete, "/srv/d");
+    // rm refuses `.`.
+    assert!(!has(&ex("rm -rf ."), Delete, "/home/u/project"));
+}

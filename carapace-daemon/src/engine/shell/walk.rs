@@ -50,6 +50,9 @@ pub(super) struct Walker<'o> {
     pub fd_feeds: Vec<(String, Feed)>,
     /// `alias NAME=VALUE` definitions seen so far.
     pub aliases: Vec<(String, String)>,
+    /// `git config KEY VALUE` settings seen so far, as `KEY=VALUE`: later git commands of
+    /// the line run with them (`git config alias.fp 'push -f' && git fp`).
+    pub git_config: Vec<String>,
     /// Running on the caller's own stack (see `super::extract`): every text parsed must be
     /// light enough for it.
     inline: bool,
@@ -77,6 +80,7 @@ impl<'o> Walker<'o> {
             exhausted: false,
             fd_feeds: Vec::new(),
             aliases: Vec::new(),
+            git_config: Vec::new(),
             inline: false,
             escalate: false,
             flow: super::flow::Flow::default(),
@@ -949,6 +953,29 @@ impl<'o> Walker<'o> {
             if !pseudo_file(&path) {
                 let tree = format!("{}/**", path.trim_end_matches('/'));
                 self.out.op(Operation::path(Action::Read, tree));
+            }
+        }
+    }
+
+    /// A delete of `raw` and of everything under it (`rm -r`, `tar --remove-files`): rules on
+    /// a protected tree inside (`/var/lib/carapace/**` for `rm -rf /var/lib`) see it.
+    pub fn tree_delete(&mut self, raw: &str, ctx: &Context) {
+        self.tree_op(Action::Delete, raw, ctx);
+    }
+
+    /// A write of `raw` and of names under it that the command does not tell (an archive
+    /// unpacked into it, a directory's contents copied in): rules on any file inside
+    /// (`~/.bashrc` for `tar -x -C ~`) see it.
+    pub fn tree_write(&mut self, raw: &str, ctx: &Context) {
+        self.tree_op(Action::Write, raw, ctx);
+    }
+
+    fn tree_op(&mut self, action: Action, raw: &str, ctx: &Context) {
+        self.path_op(action, raw, ctx, None);
+        if let Some(path) = normalize::path(raw, ctx) {
+            if !pseudo_file(&path) {
+                let tree = format!("{}/**", path.trim_end_matches('/'));
+                self.out.op(Operation::path(action, tree));
             }
         }
     }

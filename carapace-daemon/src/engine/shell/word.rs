@@ -263,7 +263,8 @@ impl Expansion {
                 };
                 let value = var(ctx, &name);
                 self.started = true;
-                self.expanded(&value, quoted);
+                // `"$@"` is one word per parameter, quoted or not.
+                self.expanded(&value, quoted && c != '@');
                 i + 2
             }
             _ => {

@@ -1,0 +1,323 @@
+//! Canonical command lines: one spelling per meaning, so that command rules match options
+//! reliably. Tools accept many spellings of one option — bundled shorts (`-th HOST`), a value
+//! attached (`--raw=1`, `-v=/:/h`), an abbreviated long name (`git push --force-with`, `gpg
+//! --export-secret-k`), a short alias (`-D` for `--delete --force`), another front end
+//! (`kubecolor`, `microk8s kubectl`) — and a regex over the words as written has to guess
+//! them all. For the tools the packs speak about, the line is rewritten here the way the
+//! tool itself reads it:
+//!
+//! - short options split, each replaced by its long name where it has one, a value as the
+//!   next word (`-th github.com` → `--show-token --hostname github.com`);
+//! - `--name=value` split, a boolean written out dropped or kept (`--raw=1` → `--raw`,
+//!   `--raw=false` → nothing);
+//! - unique prefixes expanded for tools that accept them (git, gpg, GNU coreutils);
+//! - git: global options dropped, `-c alias.NAME=…` and the config that changes what a
+//!   command does applied, and the line written `git VERB OPTIONS -- OPERANDS`, so that text
+//!   in a message (`git commit -m 'never git push --force'`) is never read as a command; a
+//!   dry run gets no canonical line (it does nothing).
+//!
+//! The canonical line is recorded next to the line as written; rules may match either.
+mod specs;
+
+use specs::{Spec, GIT_GLOBAL_VALUED, PASS_VERBS};
+
+/// The canonical line of `base args…`, for the tools the specs know (others: `None`, and the
+/// line as written is all there is).
+pub(super) fn line(base: &str, args: &[String]) -> Option<String> {
+    let (tool, args) = front_end(base, args);
+    if tool == "git" {
+        return git(args);
+    }
+    let renamed = tool != base;
+    if !renamed && !specs::knows(tool) {
+        return None;
+    }
+    let spec = specs::find(tool, args.iter().find(|a| !a.starts_with('-')));
+    let mut words = vec![tool.to_owned()];
+    words.extend(implied_verb(tool, args).map(str::to_owned));
+    words.extend(canonical_args(args, spec).in_order);
+    Some(words.join(" "))
+}
+
+/// Other names and front ends of the tools the packs speak about.
+fn front_end<'a>(base: &'a str, args: &'a [String]) -> (&'a str, &'a [String]) {
+    match (base, args.split_first()) {
+        ("microk8s" | "k3s", Some((first, rest))) if first == "kubectl" => ("kubectl", rest),
+        ("microk8s.kubectl" | "kubecolor", _) => ("kubectl", args),
+        ("gpg2", _) => ("gpg", args),
+        _ => (base, args),
+    }
+}
+
+/// The subcommand a tool runs when the first word names none: `pass NAME` is `pass show
+/// NAME`.
+fn implied_verb(tool: &str, args: &[String]) -> Option<&'static str> {
+    let first = args.iter().find(|a| !a.starts_with('-'))?;
+    (matches!(tool, "pass" | "gopass") && !PASS_VERBS.contains(&first.as_str())).then_some("show")
+}
+
+/// Options (in order, values as the next word) and operands of one command.
+#[derive(Default)]
+struct Canonical {
+    options: Vec<String>,
+    operands: Vec<String>,
+    /// Both, in the order written (for tools that read options anywhere).
+    in_order: Vec<String>,
+}
+
+/// Rewrites `args` as `spec` says the tool reads them (or by the generic rules alone).
+fn canonical_args(args: &[String], spec: Option<&Spec>) -> Canonical {
+    let mut out = Canonical::default();
+    let mut i = 0;
+    while let Some(arg) = args.get(i) {
+        i += 1;
+        if arg == "--" {
+            let rest = args
+                .get(i..)
+                .unwrap_or_default()
+                .iter()
+                .filter(|a| !a.is_empty());
+            out.operands.extend(rest.clone().cloned());
+            out.in_order.push(arg.clone());
+            out.in_order.extend(rest.cloned());
+            break;
+        }
+        let mut options = Vec::new();
+        if let Some(long) = arg.strip_prefix("--") {
+            i += long_option(long, args.get(i), spec, &mut options);
+        } else if arg.len() > 1 && arg.starts_with('-') {
+            i += short_cluster(arg, args.get(i), spec, &mut options);
+        } else if !arg.is_empty() {
+            // An empty word is a value the analysis could not know (`"$(…)"`): no operand
+            // the rules could name.
+            out.operands.push(arg.clone());
+            out.in_order.push(arg.clone());
+        }
+        out.in_order.extend(options.iter().cloned());
+        out.options.extend(options);
+    }
+    out
+}
+
+/// `--name[=value]`: pushes the canonical option; returns how many following words it took.
+fn long_option(
+    long: &str,
+    next: Option<&String>,
+    spec: Option<&Spec>,
+    out: &mut Vec<String>,
+) -> usize {
+    let (name, value) = match long.split_once('=') {
+        Some((n, v)) => (n, Some(v)),
+        None => (long, None),
+    };
+    let name = spec.map_or_else(|| format!("--{name}"), |s| s.long_name(name));
+    let valued = spec.is_some_and(|s| s.valued(&name));
+    match value {
+        Some(v) if !valued => match boolean(v) {
+            Some(true) => out.push(name),
+            Some(false) => {}
+            None => out.extend([name, v.to_owned()]),
+        },
+        Some(v) => out.extend([name, v.to_owned()]),
+        None if valued => {
+            out.push(name);
+            if let Some(v) = next {
+                out.push(v.clone());
+                return 1;
+            }
+        }
+        None => out.push(name),
+    }
+    0
+}
+
+/// `-abc`: each short option in turn, the first that takes a value taking the rest of the
+/// word (or the next word). Returns how many following words it took.
+fn short_cluster(
+    arg: &str,
+    next: Option<&String>,
+    spec: Option<&Spec>,
+    out: &mut Vec<String>,
+) -> usize {
+    let Some(spec) = spec else {
+        out.push(arg.to_owned());
+        return 0;
+    };
+    for (j, c) in arg.char_indices().skip(1) {
+        let name = spec.short_name(c);
+        let valued = spec.valued(&name);
+        // `-D` stands for two options: `--delete --force`.
+        out.extend(name.split_whitespace().map(str::to_owned));
+        if valued {
+            // `-v=/:/h` is `-v /:/h` to tools built on Go's pflag.
+            let attached = arg.get(j + c.len_utf8()..).unwrap_or("");
+            let attached = attached.strip_prefix('=').unwrap_or(attached);
+            if !attached.is_empty() {
+                out.push(attached.to_owned());
+                return 0;
+            }
+            if let Some(v) = next {
+                out.push(v.clone());
+                return 1;
+            }
+            return 0;
+        }
+    }
+    0
+}
+
+/// A boolean option's value as tools accept it (`--raw=1`, `--show-token=true`).
+fn boolean(value: &str) -> Option<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Some(true),
+        "false" | "0" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+/// `git [GLOBAL…] VERB ARGS…` → `git VERB OPTIONS -- OPERANDS`, or nothing for a dry run.
+fn git(args: &[String]) -> Option<String> {
+    let globals = super::args::parse(args, GIT_GLOBAL_VALUED, true);
+    let config: Vec<(String, &str)> = globals
+        .values(&["-c"])
+        .into_iter()
+        .filter_map(|c| c.split_once('='))
+        .map(|(k, v)| (k.to_ascii_lowercase(), v))
+        .collect();
+    let (verb, rest) = globals.rest.split_first()?;
+    // `-c alias.p='push --force' p`: git runs the alias's words (a `!` alias is a shell
+    // command, walked as one by the command table).
+    let expanded: Vec<String>;
+    let (verb, rest) = match config.iter().find(|(k, _)| *k == format!("alias.{verb}")) {
+        Some((_, value)) if !value.starts_with('!') => {
+            expanded = value
+                .split_whitespace()
+                .map(str::to_owned)
+                .chain(rest.iter().cloned())
+                .collect();
+            let (v, r) = expanded.split_first()?;
+            (v.as_str(), r)
+        }
+        _ => (verb.as_str(), rest),
+    };
+    let spec = specs::find("git", Some(&verb.to_owned()));
+    let mut c = canonical_args(rest, spec);
+    if spec.is_some_and(|s| s.is_dry_run(&c.options)) {
+        return None;
+    }
+    apply_git_config(verb, &config, &mut c);
+    let mut words = vec!["git".to_owned(), verb.to_owned()];
+    words.extend(c.options);
+    words.push("--".to_owned());
+    words.extend(c.operands);
+    Some(words.join(" "))
+}
+
+/// Config given with `-c` that changes what the command does, written as the option or
+/// operand it stands for.
+fn apply_git_config(verb: &str, config: &[(String, &str)], c: &mut Canonical) {
+    for (key, value) in config {
+        let remote_key = key
+            .strip_prefix("remote.")
+            .and_then(|k| k.rsplit_once('.'))
+            .map(|(_, last)| last);
+        match (verb, remote_key, key.as_str()) {
+            ("push", Some("mirror"), _) if boolean(value) == Some(true) => {
+                c.options.push("--mirror".to_owned());
+            }
+            // The configured refspec is used when the command line names none.
+            ("push", Some("push"), _) if c.operands.len() <= 1 => {
+                c.operands.push((*value).to_owned());
+            }
+            ("gc", _, "gc.pruneexpire") => {
+                c.options
+                    .extend(["--prune".to_owned(), (*value).to_owned()]);
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::line;
+
+    fn canon(cmd: &str) -> Option<String> {
+        let words: Vec<String> = cmd.split(' ').map(str::to_owned).collect();
+        let (base, args) = words.split_first()?;
+        line(base, args)
+    }
+
+    #[test]
+    fn short_clusters_split_into_long_names_with_their_values() {
+        assert_eq!(
+            canon("gh auth status -th github.com").as_deref(),
+            Some("gh auth status --show-token --hostname github.com")
+        );
+        assert_eq!(
+            canon("chmod -vR 777 /").as_deref(),
+            Some("chmod --verbose --recursive 777 /")
+        );
+        assert_eq!(
+            canon("security find-generic-password -ws github").as_deref(),
+            Some("security find-generic-password -w -s github")
+        );
+    }
+
+    #[test]
+    fn booleans_written_out_are_kept_or_dropped() {
+        assert_eq!(
+            canon("kubectl config view --raw=1").as_deref(),
+            Some("kubectl config view --raw")
+        );
+        assert_eq!(
+            canon("kubectl config view --raw=false").as_deref(),
+            Some("kubectl config view")
+        );
+    }
+
+    #[test]
+    fn unique_prefixes_expand_where_the_tool_accepts_them() {
+        assert_eq!(
+            canon("gpg --export-secret-k ABCD").as_deref(),
+            Some("gpg --export-secret-keys ABCD")
+        );
+        // Ambiguous: `--export-secret-keys` or `--export-secret-subkeys`? Neither here.
+        assert_eq!(
+            canon("gpg --export-s ABCD").as_deref(),
+            Some("gpg --export-s ABCD")
+        );
+        assert_eq!(
+            canon("git push --force-with origin main").as_deref(),
+            Some("git push --force-with-lease -- origin main")
+        );
+    }
+
+    #[test]
+    fn git_lines_name_the_verb_first_and_drop_dry_runs() {
+        assert_eq!(
+            canon("git -C /srv/r -c alias.p=push --no-pager p -fu origin").as_deref(),
+            Some("git push --force --set-upstream -- origin")
+        );
+        assert_eq!(
+            canon("git branch -D old").as_deref(),
+            Some("git branch --delete --force -- old")
+        );
+        assert_eq!(canon("git push -nf origin main"), None);
+        assert_eq!(
+            canon("git -c remote.origin.mirror=true push origin").as_deref(),
+            Some("git push --mirror -- origin")
+        );
+    }
+
+    #[test]
+    fn front_ends_and_implied_verbs() {
+        assert_eq!(
+            canon("microk8s kubectl config view --raw").as_deref(),
+            Some("kubectl config view --raw")
+        );
+        assert_eq!(canon("pass github").as_deref(), Some("pass show github"));
+        assert_eq!(canon("pass ls").as_deref(), Some("pass ls"));
+        assert_eq!(canon("ls -la"), None);
+    }
+}

@@ -1,0 +1,729 @@
+//! How each tool the packs speak about reads its options: short aliases, options that take a
+//! value, the long names it accepts abbreviated, and what makes it a dry run. Only what the
+//! rules need; an option not listed keeps the spelling it was written in.
+
+/// git's own options before the verb that take a value (`git -C DIR push`).
+pub(super) const GIT_GLOBAL_VALUED: &[&str] = &[
+    "-C",
+    "-c",
+    "--git-dir",
+    "--work-tree",
+    "--namespace",
+    "--exec-path",
+    "--config-env",
+    "--super-prefix",
+    "--list-cmds",
+    "--attr-source",
+];
+
+/// `pass` and `gopass` subcommands; any other first word is an entry to show.
+pub(super) const PASS_VERBS: &[&str] = &[
+    "init",
+    "ls",
+    "list",
+    "find",
+    "search",
+    "show",
+    "grep",
+    "insert",
+    "add",
+    "edit",
+    "generate",
+    "rm",
+    "remove",
+    "delete",
+    "mv",
+    "rename",
+    "cp",
+    "copy",
+    "git",
+    "help",
+    "version",
+    "otp",
+    "sync",
+    "setup",
+    "config",
+    "audit",
+    "fsck",
+    "mounts",
+    "recipients",
+    "templates",
+    "clone",
+    "create",
+    "new",
+    "cat",
+    "update",
+    "env",
+    "completion",
+    "alias",
+    "fscopy",
+    "fsmove",
+    "history",
+    "link",
+    "merge",
+    "process",
+    "pwgen",
+    "rcs",
+    "sum",
+    "age",
+    "convert",
+    "unclip",
+];
+
+pub(super) struct Spec {
+    tool: &'static str,
+    /// The verb (git's subcommand, or the first operand: `gh auth`) it is for; `None`: any.
+    verb: Option<&'static str>,
+    /// Short options and the long option(s) each stands for.
+    shorts: &'static [(char, &'static str)],
+    /// Options (canonical names) that take a value.
+    valued: &'static [&'static str],
+    /// Every long option, for tools that accept a unique prefix of one (`getopt_long`,
+    /// git's parse-options, gpg); empty: names are taken as written.
+    longs: &'static [&'static str],
+    /// Options that make the command only say what it would do.
+    dry_run: &'static [&'static str],
+}
+
+impl Spec {
+    /// `--name` as the tool reads it: itself, or the one long option it abbreviates.
+    pub(super) fn long_name(&self, name: &str) -> String {
+        if self.longs.is_empty() || self.longs.iter().any(|l| l[2..] == *name) {
+            return format!("--{name}");
+        }
+        let mut candidates = self.longs.iter().filter(|l| l[2..].starts_with(name));
+        match (candidates.next(), candidates.next()) {
+            (Some(only), None) if !name.is_empty() => (*only).to_owned(),
+            _ => format!("--{name}"),
+        }
+    }
+
+    /// `-c` as the tool reads it: the long option(s) it stands for, or itself.
+    pub(super) fn short_name(&self, c: char) -> String {
+        self.shorts
+            .iter()
+            .find(|(s, _)| *s == c)
+            .map_or_else(|| format!("-{c}"), |(_, long)| (*long).to_owned())
+    }
+
+    pub(super) fn valued(&self, name: &str) -> bool {
+        self.valued.contains(&name)
+    }
+
+    pub(super) fn is_dry_run(&self, options: &[String]) -> bool {
+        options.iter().any(|o| self.dry_run.contains(&o.as_str()))
+    }
+}
+
+/// The spec for `tool` whose verb is `verb` (or that applies to any verb).
+pub(super) fn find(tool: &str, verb: Option<&String>) -> Option<&'static Spec> {
+    SPECS
+        .iter()
+        .find(|s| s.tool == tool && s.verb.is_none_or(|v| verb.is_some_and(|w| w == v)))
+}
+
+/// Whether any spec is for `tool`.
+pub(super) fn knows(tool: &str) -> bool {
+    SPECS.iter().any(|s| s.tool == tool)
+}
+
+const NONE: &[&str] = &[];
+
+/// Shorthand for a spec without abbreviations or dry runs.
+const fn spec(
+    tool: &'static str,
+    verb: Option<&'static str>,
+    shorts: &'static [(char, &'static str)],
+    valued: &'static [&'static str],
+) -> Spec {
+    Spec {
+        tool,
+        verb,
+        shorts,
+        valued,
+        longs: NONE,
+        dry_run: NONE,
+    }
+}
+
+const GH_AUTH_SHORTS: &[(char, &str)] = &[
+    ('t', "--show-token"),
+    ('h', "--hostname"),
+    ('s', "--scopes"),
+    ('p', "--git-protocol"),
+    ('w', "--web"),
+    ('a', "--active"),
+    ('u', "--user"),
+];
+const GH_AUTH_VALUED: &[&str] = &["--hostname", "--scopes", "--git-protocol", "--user"];
+const HOST_SHORTS: &[(char, &str)] = &[('h', "--hostname")];
+const HOST_VALUED: &[&str] = &["--hostname", "--host"];
+
+const KUBECTL_SHORTS: &[(char, &str)] = &[
+    ('n', "--namespace"),
+    ('o', "--output"),
+    ('s', "--server"),
+    ('l', "--selector"),
+];
+const KUBECTL_VALUED: &[&str] = &[
+    "--kubeconfig",
+    "--context",
+    "--cluster",
+    "--user",
+    "--namespace",
+    "--output",
+    "--server",
+    "--token",
+    "--as",
+    "--as-group",
+    "--template",
+    "--selector",
+    "--request-timeout",
+];
+
+const GPG_SHORTS: &[(char, &str)] = &[
+    ('a', "--armor"),
+    ('o', "--output"),
+    ('r', "--recipient"),
+    ('u', "--local-user"),
+    ('k', "--list-keys"),
+    ('K', "--list-secret-keys"),
+    ('e', "--encrypt"),
+    ('d', "--decrypt"),
+    ('s', "--sign"),
+    ('b', "--detach-sign"),
+    ('c', "--symmetric"),
+    ('v', "--verbose"),
+    ('q', "--quiet"),
+    ('n', "--dry-run"),
+    ('z', "-z"),
+];
+const GPG_VALUED: &[&str] = &[
+    "--output",
+    "--recipient",
+    "--local-user",
+    "--homedir",
+    "--export-options",
+    "--import-options",
+    "--default-key",
+    "--passphrase",
+    "--passphrase-fd",
+    "--passphrase-file",
+    "--pinentry-mode",
+    "--keyserver",
+    "--trust-model",
+    "--status-fd",
+    "--compress-level",
+    "--cipher-algo",
+    "--digest-algo",
+    "-z",
+];
+const GPG_LONGS: &[&str] = &[
+    "--armor",
+    "--batch",
+    "--yes",
+    "--no-tty",
+    "--output",
+    "--recipient",
+    "--local-user",
+    "--homedir",
+    "--export",
+    "--export-options",
+    "--export-secret-keys",
+    "--export-secret-subkeys",
+    "--export-ssh-key",
+    "--import",
+    "--import-options",
+    "--list-keys",
+    "--list-public-keys",
+    "--list-secret-keys",
+    "--list-sigs",
+    "--fingerprint",
+    "--sign",
+    "--clearsign",
+    "--clear-sign",
+    "--detach-sign",
+    "--encrypt",
+    "--decrypt",
+    "--symmetric",
+    "--verify",
+    "--default-key",
+    "--passphrase",
+    "--passphrase-fd",
+    "--passphrase-file",
+    "--pinentry-mode",
+    "--keyserver",
+    "--recv-keys",
+    "--send-keys",
+    "--search-keys",
+    "--refresh-keys",
+    "--gen-key",
+    "--full-gen-key",
+    "--quick-gen-key",
+    "--edit-key",
+    "--delete-keys",
+    "--delete-secret-keys",
+    "--trust-model",
+    "--status-fd",
+    "--with-colons",
+    "--verbose",
+    "--quiet",
+    "--dry-run",
+    "--version",
+    "--help",
+];
+const GPGSM_LONGS: &[&str] = &[
+    "--armor",
+    "--base64",
+    "--batch",
+    "--output",
+    "--export",
+    "--export-secret-key-p12",
+    "--export-secret-key-p8",
+    "--export-secret-key-raw",
+    "--import",
+    "--list-keys",
+    "--list-secret-keys",
+    "--sign",
+    "--encrypt",
+    "--decrypt",
+    "--verify",
+    "--recipient",
+    "--local-user",
+    "--homedir",
+];
+
+const CHMOD_SHORTS: &[(char, &str)] = &[
+    ('R', "--recursive"),
+    ('v', "--verbose"),
+    ('c', "--changes"),
+    ('f', "--silent"),
+    ('h', "--no-dereference"),
+];
+const CHMOD_LONGS: &[&str] = &[
+    "--recursive",
+    "--verbose",
+    "--changes",
+    "--silent",
+    "--quiet",
+    "--reference",
+    "--no-dereference",
+    "--dereference",
+    "--from",
+    "--preserve-root",
+    "--no-preserve-root",
+    "--help",
+    "--version",
+];
+const SETFACL_SHORTS: &[(char, &str)] = &[
+    ('R', "--recursive"),
+    ('m', "--modify"),
+    ('x', "--remove"),
+    ('M', "--modify-file"),
+    ('X', "--remove-file"),
+    ('b', "--remove-all"),
+    ('k', "--remove-default"),
+    ('d', "--default"),
+    ('n', "--no-mask"),
+];
+const SETFACL_VALUED: &[&str] = &[
+    "--modify",
+    "--remove",
+    "--modify-file",
+    "--remove-file",
+    "--set",
+    "--set-file",
+];
+
+const PKILL_SHORTS: &[(char, &str)] = &[
+    ('f', "--full"),
+    ('x', "--exact"),
+    ('u', "--euid"),
+    ('U', "--uid"),
+    ('g', "--pgroup"),
+    ('G', "--group"),
+    ('P', "--parent"),
+    ('s', "--session"),
+    ('t', "--terminal"),
+    ('n', "--newest"),
+    ('o', "--oldest"),
+    ('e', "--echo"),
+    ('c', "--count"),
+    ('i', "--ignore-case"),
+];
+const PKILL_VALUED: &[&str] = &[
+    "--signal",
+    "--euid",
+    "--uid",
+    "--pgroup",
+    "--group",
+    "--parent",
+    "--session",
+    "--terminal",
+];
+const KILLALL_SHORTS: &[(char, &str)] = &[
+    ('s', "--signal"),
+    ('e', "--exact"),
+    ('I', "--ignore-case"),
+    ('i', "--interactive"),
+    ('q', "--quiet"),
+    ('r', "--regexp"),
+    ('u', "--user"),
+    ('w', "--wait"),
+    ('v', "--verbose"),
+];
+const KILLALL_VALUED: &[&str] = &["--signal", "--user", "--older-than", "--younger-than"];
+
+/// `security find-generic-password -ws NAME`: single letters, most with a value.
+const SECURITY_VALUED: &[&str] = &[
+    "-a", "-s", "-l", "-D", "-c", "-C", "-j", "-r", "-d", "-P", "-t", "-p",
+];
+
+const GIT_PUSH: Spec = Spec {
+    tool: "git",
+    verb: Some("push"),
+    shorts: &[
+        ('f', "--force"),
+        ('n', "--dry-run"),
+        ('d', "--delete"),
+        ('u', "--set-upstream"),
+        ('q', "--quiet"),
+        ('v', "--verbose"),
+        ('o', "--push-option"),
+    ],
+    valued: &["--push-option", "--repo", "--receive-pack", "--exec"],
+    longs: &[
+        "--all",
+        "--branches",
+        "--mirror",
+        "--tags",
+        "--follow-tags",
+        "--atomic",
+        "--no-atomic",
+        "--dry-run",
+        "--porcelain",
+        "--delete",
+        "--prune",
+        "--force",
+        "--force-with-lease",
+        "--no-force-with-lease",
+        "--force-if-includes",
+        "--no-force-if-includes",
+        "--repo",
+        "--set-upstream",
+        "--thin",
+        "--no-thin",
+        "--quiet",
+        "--verbose",
+        "--progress",
+        "--no-verify",
+        "--verify",
+        "--push-option",
+        "--receive-pack",
+        "--exec",
+        "--signed",
+        "--no-signed",
+        "--recurse-submodules",
+        "--ipv4",
+        "--ipv6",
+    ],
+    dry_run: &["--dry-run"],
+};
+
+const GIT_RESET: Spec = Spec {
+    tool: "git",
+    verb: Some("reset"),
+    shorts: &[('q', "--quiet"), ('p', "--patch"), ('N', "--intent-to-add")],
+    valued: &["--pathspec-from-file"],
+    longs: &[
+        "--hard",
+        "--soft",
+        "--mixed",
+        "--merge",
+        "--keep",
+        "--quiet",
+        "--patch",
+        "--intent-to-add",
+        "--recurse-submodules",
+        "--no-recurse-submodules",
+        "--refresh",
+        "--no-refresh",
+        "--pathspec-from-file",
+        "--pathspec-file-nul",
+    ],
+    dry_run: NONE,
+};
+
+const GIT_CLEAN: Spec = Spec {
+    tool: "git",
+    verb: Some("clean"),
+    shorts: &[
+        ('f', "--force"),
+        ('n', "--dry-run"),
+        ('q', "--quiet"),
+        ('i', "--interactive"),
+        ('e', "--exclude"),
+    ],
+    valued: &["--exclude"],
+    longs: &[
+        "--force",
+        "--dry-run",
+        "--quiet",
+        "--interactive",
+        "--exclude",
+    ],
+    dry_run: &["--dry-run", "--interactive"],
+};
+
+const GIT_BRANCH: Spec = Spec {
+    tool: "git",
+    verb: Some("branch"),
+    shorts: &[
+        ('d', "--delete"),
+        ('D', "--delete --force"),
+        ('f', "--force"),
+        ('m', "--move"),
+        ('M', "--move --force"),
+        ('c', "--copy"),
+        ('C', "--copy --force"),
+        ('l', "--list"),
+        ('a', "--all"),
+        ('r', "--remotes"),
+        ('v', "--verbose"),
+        ('q', "--quiet"),
+        ('t', "--track"),
+        ('u', "--set-upstream-to"),
+    ],
+    valued: &[
+        "--set-upstream-to",
+        "--format",
+        "--sort",
+        "--contains",
+        "--no-contains",
+        "--merged",
+        "--no-merged",
+        "--points-at",
+    ],
+    longs: &[
+        "--delete",
+        "--force",
+        "--move",
+        "--copy",
+        "--list",
+        "--all",
+        "--remotes",
+        "--verbose",
+        "--quiet",
+        "--track",
+        "--no-track",
+        "--set-upstream-to",
+        "--unset-upstream",
+        "--show-current",
+        "--edit-description",
+        "--format",
+        "--sort",
+        "--contains",
+        "--no-contains",
+        "--merged",
+        "--no-merged",
+        "--points-at",
+        "--column",
+        "--no-column",
+        "--create-reflog",
+        "--ignore-case",
+        "--omit-empty",
+        "--recurse-submodules",
+    ],
+    dry_run: NONE,
+};
+
+const GIT_CHECKOUT: Spec = Spec {
+    tool: "git",
+    verb: Some("checkout"),
+    shorts: &[
+        ('f', "--force"),
+        ('q', "--quiet"),
+        ('p', "--patch"),
+        ('m', "--merge"),
+    ],
+    valued: &["-b", "-B", "--orphan", "--conflict", "--pathspec-from-file"],
+    longs: &[
+        "--force",
+        "--quiet",
+        "--patch",
+        "--merge",
+        "--ours",
+        "--theirs",
+        "--detach",
+        "--orphan",
+        "--track",
+        "--no-track",
+        "--conflict",
+        "--overlay",
+        "--no-overlay",
+        "--progress",
+        "--no-progress",
+        "--ignore-other-worktrees",
+        "--ignore-skip-worktree-bits",
+        "--recurse-submodules",
+        "--pathspec-from-file",
+        "--guess",
+        "--no-guess",
+    ],
+    dry_run: NONE,
+};
+
+const GIT_SWITCH: Spec = Spec {
+    tool: "git",
+    verb: Some("switch"),
+    shorts: &[
+        ('f', "--discard-changes"),
+        ('c', "--create"),
+        ('C', "--force-create"),
+        ('d', "--detach"),
+        ('m', "--merge"),
+        ('q', "--quiet"),
+        ('t', "--track"),
+    ],
+    valued: &["--create", "--force-create", "--orphan", "--conflict"],
+    longs: &[
+        "--discard-changes",
+        "--force",
+        "--create",
+        "--force-create",
+        "--detach",
+        "--merge",
+        "--quiet",
+        "--track",
+        "--no-track",
+        "--orphan",
+        "--conflict",
+        "--guess",
+        "--no-guess",
+        "--progress",
+        "--no-progress",
+        "--ignore-other-worktrees",
+        "--recurse-submodules",
+    ],
+    dry_run: NONE,
+};
+
+const GIT_RESTORE: Spec = Spec {
+    tool: "git",
+    verb: Some("restore"),
+    shorts: &[
+        ('s', "--source"),
+        ('S', "--staged"),
+        ('W', "--worktree"),
+        ('p', "--patch"),
+        ('q', "--quiet"),
+        ('m', "--merge"),
+    ],
+    valued: &["--source", "--conflict", "--pathspec-from-file"],
+    longs: &[
+        "--source",
+        "--staged",
+        "--worktree",
+        "--patch",
+        "--quiet",
+        "--merge",
+        "--ours",
+        "--theirs",
+        "--conflict",
+        "--overlay",
+        "--no-overlay",
+        "--progress",
+        "--no-progress",
+        "--ignore-unmerged",
+        "--ignore-skip-worktree-bits",
+        "--recurse-submodules",
+        "--pathspec-from-file",
+    ],
+    dry_run: NONE,
+};
+
+const GIT_PRUNE: Spec = Spec {
+    tool: "git",
+    verb: Some("prune"),
+    shorts: &[('n', "--dry-run"), ('v', "--verbose")],
+    valued: &["--expire"],
+    longs: &["--dry-run", "--verbose", "--progress", "--expire"],
+    dry_run: &["--dry-run"],
+};
+
+const GIT_REFLOG: Spec = Spec {
+    tool: "git",
+    verb: Some("reflog"),
+    shorts: &[('n', "--dry-run")],
+    valued: NONE,
+    longs: NONE,
+    dry_run: &["--dry-run"],
+};
+
+const GIT_GC: Spec = Spec {
+    tool: "git",
+    verb: Some("gc"),
+    shorts: &[('q', "--quiet")],
+    valued: NONE,
+    longs: &[
+        "--aggressive",
+        "--auto",
+        "--prune",
+        "--no-prune",
+        "--quiet",
+        "--force",
+        "--keep-largest-pack",
+        "--cruft",
+        "--no-cruft",
+    ],
+    dry_run: NONE,
+};
+
+const GIT_UPDATE_REF: Spec = spec("git", Some("update-ref"), &[], &["-m"]);
+
+const SPECS: &[Spec] = &[
+    GIT_PUSH,
+    GIT_RESET,
+    GIT_CLEAN,
+    GIT_BRANCH,
+    GIT_CHECKOUT,
+    GIT_SWITCH,
+    GIT_RESTORE,
+    GIT_PRUNE,
+    GIT_REFLOG,
+    GIT_GC,
+    GIT_UPDATE_REF,
+    spec("gh", Some("auth"), GH_AUTH_SHORTS, GH_AUTH_VALUED),
+    spec("gh", Some("config"), HOST_SHORTS, HOST_VALUED),
+    spec("glab", Some("auth"), GH_AUTH_SHORTS, GH_AUTH_VALUED),
+    spec("glab", Some("config"), HOST_SHORTS, HOST_VALUED),
+    spec("kubectl", None, KUBECTL_SHORTS, KUBECTL_VALUED),
+    spec("oc", None, KUBECTL_SHORTS, KUBECTL_VALUED),
+    Spec {
+        longs: GPG_LONGS,
+        ..spec("gpg", None, GPG_SHORTS, GPG_VALUED)
+    },
+    Spec {
+        longs: GPGSM_LONGS,
+        ..spec("gpgsm", None, GPG_SHORTS, GPG_VALUED)
+    },
+    Spec {
+        longs: CHMOD_LONGS,
+        ..spec("chmod", None, CHMOD_SHORTS, &["--reference"])
+    },
+    Spec {
+        longs: CHMOD_LONGS,
+        ..spec("chown", None, CHMOD_SHORTS, &["--reference", "--from"])
+    },
+    Spec {
+        longs: CHMOD_LONGS,
+        ..spec("chgrp", None, CHMOD_SHORTS, &["--reference"])
+    },
+    spec("setfacl", None, SETFACL_SHORTS, SETFACL_VALUED),
+    spec("pkill", None, PKILL_SHORTS, PKILL_VALUED),
+    spec("pgrep", None, PKILL_SHORTS, PKILL_VALUED),
+    spec("killall", None, KILLALL_SHORTS, KILLALL_VALUED),
+    spec("security", None, &[], SECURITY_VALUED),
+    spec("pass", None, &[('c', "--clip")], NONE),
+    spec("gopass", None, &[('c', "--clip")], NONE),
+];
