@@ -458,7 +458,8 @@ impl Walker<'_> {
     fn path_site(&mut self, site: &code_eval::Site, before: &str, after: &str, ctx: &Context) {
         let value = &site.value;
         let before_trim = before.trim_end();
-        let opens = file_call(before_trim);
+        // The call the value is given to, or the method called on it (`Path(p).read_text()`).
+        let opens = file_call(before_trim).or_else(|| after_action(after));
         // Perl's open(F, ">/path") and friends carry the mode in the string.
         let text = value.text.as_str();
         let (mode_write, path) = match text
@@ -475,9 +476,7 @@ impl Walker<'_> {
         {
             Action::Write
         } else {
-            opens
-                .or_else(|| after_action(after))
-                .unwrap_or_else(|| call_action(before, after))
+            opens.unwrap_or_else(|| call_action(before, after))
         };
         if !value.complete {
             if opens.is_some() && (value.computed || value.home || path.starts_with('~')) {
@@ -485,6 +484,10 @@ impl Walker<'_> {
             } else if written_path(path) && !path.is_empty() {
                 self.path_op(action, path, ctx, None);
             }
+            return;
+        }
+        // A name decoded but only printed is not opened.
+        if value.decoded && opens.is_none() {
             return;
         }
         let bare_home = path == "~" && value.home;
@@ -594,6 +597,17 @@ fn after_action(after: &str) -> Option<Action> {
     .any(|m| method.starts_with(m))
     {
         Some(Action::Write)
+    } else if [
+        "read_text(",
+        "read_bytes(",
+        "open(",
+        "readlines(",
+        "iterdir(",
+    ]
+    .iter()
+    .any(|m| method.starts_with(m))
+    {
+        Some(Action::Read)
     } else {
         None
     }

@@ -19,6 +19,10 @@ const MAX_LEN: usize = 8192;
 
 /// What an expression evaluates to.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent facts about one value, each read on its own"
+)]
 pub(super) struct Value {
     /// The text, or the known start of it when `complete` is false. The home directory is
     /// spelled `~`.
@@ -94,16 +98,13 @@ impl Value {
     /// unknown and is now computed.
     fn map(mut self, f: impl FnOnce(&str) -> Option<String>) -> Self {
         self.literal = false;
-        match f(&self.text).filter(|_| self.complete) {
-            Some(t) => {
-                self.text = t;
-                self.decoded = true;
-            }
-            None => {
-                self.text.clear();
-                self.complete = false;
-                self.computed = true;
-            }
+        if let Some(t) = f(&self.text).filter(|_| self.complete) {
+            self.text = t;
+            self.decoded = true;
+        } else {
+            self.text.clear();
+            self.complete = false;
+            self.computed = true;
         }
         self
     }
@@ -271,6 +272,11 @@ impl<'c> Parser<'c> {
             }
             if c == b'[' {
                 let start = self.pos;
+                if let Some(value) = self.expr() {
+                    self.push(start, value);
+                    continue;
+                }
+                self.pos = start;
                 if let Some(items) = self.list() {
                     for v in items {
                         self.push(start, v);
@@ -413,26 +419,26 @@ impl<'c> Parser<'c> {
         }
         self.pos += 1;
         let args = self.args()?;
-        let mut argv = Vec::new();
+        let mut words = Vec::new();
         let mut lists = 0;
         for a in args {
             match a {
-                Arg::Value(v) => argv.push(v),
+                Arg::Value(v) => words.push(v),
                 Arg::List(items) => {
                     lists += 1;
-                    argv.extend(items);
+                    words.extend(items);
                 }
                 Arg::Other => {}
             }
         }
-        if argv.is_empty() {
+        if words.is_empty() {
             return None;
         }
         let site = Site {
             start,
             end: self.pos,
-            value: argv.first().cloned().unwrap_or_default(),
-            argv: (lists > 0 || argv.len() > 1).then_some(argv),
+            value: words.first().cloned().unwrap_or_default(),
+            argv: (lists > 0 || words.len() > 1).then_some(words),
             cwd: self.cwd.clone(),
             chdir: false,
             runs: true,
@@ -460,6 +466,10 @@ impl<'c> Parser<'c> {
                 return None;
             }
             let start = self.pos;
+            if let Some(n) = self.integer() {
+                out.push(Arg::Value(n));
+                continue;
+            }
             if self.peek() == Some(b'[') {
                 if let Some(items) = self.list() {
                     out.push(Arg::List(items));
@@ -480,15 +490,29 @@ impl<'c> Parser<'c> {
         }
     }
 
+    /// An integer argument standing alone (`fromCharCode(47, 104)`), as its digits.
+    fn integer(&mut self) -> Option<Value> {
+        let start = self.pos;
+        while self.peek().is_some_and(|c| c.is_ascii_digit()) {
+            self.pos += 1;
+        }
+        let digits = self.code.get(start..self.pos).unwrap_or("");
+        self.skip_ws(true);
+        if !digits.is_empty() && matches!(self.peek(), Some(b',' | b')')) {
+            return Some(Value::text(digits));
+        }
+        self.pos = start;
+        None
+    }
+
     /// Skips one argument that is not a value (`shell=True`, `{recursive: true}`).
     fn skip_other(&mut self) -> Option<()> {
         let mut depth = 0usize;
         while let Some(c) = self.peek() {
             match c {
                 b'(' | b'[' | b'{' => depth += 1,
-                b')' | b']' | b'}' if depth == 0 => return Some(()),
+                b')' | b']' | b'}' | b',' if depth == 0 => return Some(()),
                 b')' | b']' | b'}' => depth -= 1,
-                b',' if depth == 0 => return Some(()),
                 b'\'' | b'"' | b'`' => {
                     self.string(c)?;
                     continue;
@@ -691,6 +715,20 @@ impl<'c> Parser<'c> {
         let c = self.peek()?;
         match c {
             b'\'' | b'"' | b'`' => self.literal(""),
+            b'[' => {
+                // `["cat", f].join(" ")`: a list joined into one string.
+                let start = self.pos;
+                let items = self.list()?;
+                if self.at(".join(") {
+                    self.pos += 6;
+                    let args = self.args()?;
+                    if let [Arg::Value(sep)] = args.as_slice() {
+                        return Some(join_list(&items, sep));
+                    }
+                }
+                self.pos = start;
+                None
+            }
             b'(' => {
                 let start = self.pos;
                 self.pos += 1;
@@ -715,10 +753,21 @@ impl<'c> Parser<'c> {
                     return self.literal(&name.to_ascii_lowercase());
                 }
                 if self.peek() == Some(b'(') {
-                    return self.transform_call(&name).or_else(|| {
-                        self.pos = start;
-                        None
-                    });
+                    let call = self.pos;
+                    if let Some(v) = self.transform_call(&name) {
+                        return Some(v);
+                    }
+                    // `require("os").homedir()`: a call of unknown value whose method
+                    // gives one.
+                    self.pos = call;
+                    if self.balanced().is_some() && self.at(".") && !self.at("..") {
+                        self.pos += 1;
+                        if let Some(v) = self.primary() {
+                            return Some(v);
+                        }
+                    }
+                    self.pos = start;
+                    return None;
                 }
                 let v = self.var(&name);
                 if v.is_none() {
@@ -914,23 +963,19 @@ impl<'c> Parser<'c> {
             };
             let args = if self.peek() == Some(b'(') {
                 self.pos += 1;
-                match self.args() {
-                    Some(a) => Some(a),
-                    None => {
-                        self.pos = save;
-                        return v;
-                    }
-                }
+                let Some(a) = self.args() else {
+                    self.pos = save;
+                    return v;
+                };
+                Some(a)
             } else {
                 None
             };
-            match method(v.clone(), &name, args.as_deref()) {
-                Some(next) => v = next,
-                None => {
-                    self.pos = save;
-                    return v;
-                }
-            }
+            let Some(next) = method(v.clone(), &name, args.as_deref()) else {
+                self.pos = save;
+                return v;
+            };
+            v = next;
         }
     }
 
@@ -945,11 +990,13 @@ impl<'c> Parser<'c> {
             .cloned()
             .unwrap_or_else(|| Value::unknown(false));
         let second = args.get(1).map(|a| a.text.to_ascii_lowercase());
+        // `parts.join("/")` on something unknown is an array's join, not a path join.
+        let array_join = last == "join"
+            && !(name == "join" || name.ends_with("path.join") || name.ends_with("File.join"))
+            && args.len() < 2;
         Some(match kind {
-            Call::Join => args
-                .iter()
-                .skip(1)
-                .fold(first.clone(), |acc, a| acc.join(a)),
+            Call::Join if array_join => Value::unknown(true),
+            Call::Join => args.iter().skip(1).fold(first.clone(), Value::join),
             Call::Same => first,
             Call::Base64 => first.map(base64_text),
             Call::Hex => first.map(hex_text),
@@ -992,11 +1039,6 @@ enum Call {
 
 fn call_kind(name: &str, last: &str) -> Option<Call> {
     Some(match last {
-        "join"
-            if name != "join" && !name.ends_with("path.join") && !name.ends_with("File.join") =>
-        {
-            return None
-        }
         "join" | "joinpath" | "catfile" | "catdir" | "resolve" | "abspath" | "realpath"
         | "normpath" | "normalize" | "realpathSync" => Call::Join,
         "Path" | "PurePath" | "PosixPath" | "expanduser" | "expand_path" | "str" | "String"
@@ -1039,21 +1081,7 @@ fn method(v: Value, name: &str, args: Option<&[Arg]>) -> Option<Value> {
             ..v
         },
         "join" => match args {
-            Some([Arg::List(items)]) => {
-                let sep = v.text.clone();
-                let complete = v.complete;
-                let mut out = Value::text("");
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out = out.concat(&Value::text(sep.clone()));
-                    }
-                    out = out.concat(item);
-                }
-                if !complete {
-                    out = out.map(|_| None);
-                }
-                out
-            }
+            Some([Arg::List(items)]) => join_list(items, &v),
             Some([Arg::Value(a)]) if a.complete && a.text.is_empty() => Value {
                 literal: false,
                 ..v
@@ -1078,6 +1106,22 @@ fn method(v: Value, name: &str, args: Option<&[Arg]>) -> Option<Value> {
         "dir" | "pw_dir" | "homedir" if v.home => v,
         _ => return None,
     })
+}
+
+/// The items of a list joined with `sep` (Python's `sep.join([…])`, JavaScript's
+/// `[…].join(sep)`).
+fn join_list(items: &[Value], sep: &Value) -> Value {
+    let mut out = Value::text("");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out = out.concat(sep);
+        }
+        out = out.concat(item);
+    }
+    if !sep.complete {
+        out = out.map(|_| None);
+    }
+    out
 }
 
 /// One argument of a call.
@@ -1125,7 +1169,7 @@ fn percent(fmt: Value, args: &[Value]) -> Value {
             continue;
         }
         match chars.next() {
-            Some('%') => text.push('%'),
+            Some('%') | None => text.push('%'),
             Some('s' | 'd' | 'r' | 'i' | 'v') => {
                 out = out.concat(&Value::text(std::mem::take(&mut text)));
                 out = out.concat(args.next().unwrap_or(&Value::unknown(false)));
@@ -1134,7 +1178,6 @@ fn percent(fmt: Value, args: &[Value]) -> Value {
                 text.push('%');
                 text.push(other);
             }
-            None => text.push('%'),
         }
     }
     out.concat(&Value::text(text))
@@ -1206,7 +1249,7 @@ fn base64_text(s: &str) -> Option<String> {
 
 fn hex_text(s: &str) -> Option<String> {
     let digits: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return None;
     }
     let bytes: Option<Vec<u8>> = digits
@@ -1275,5 +1318,169 @@ fn utf8_len(first: u8) -> usize {
         0xe0.. => 3,
         0xc0.. => 2,
         _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The values `code` builds, as `text` (complete) or `text…` (partly known), with
+    /// `?` for a computation that could not be followed.
+    fn values(code: &str) -> Vec<String> {
+        sites(code, &[("f".into(), "/etc/hosts".into())])
+            .into_iter()
+            .filter(|s| !s.value.text.is_empty() || !s.value.complete)
+            .map(|s| {
+                let v = s.value;
+                let mut t = v.text;
+                if !v.complete {
+                    t.push('…');
+                }
+                if v.computed {
+                    t.push('?');
+                }
+                t
+            })
+            .collect()
+    }
+
+    fn has(code: &str, want: &str) {
+        let got = values(code);
+        assert!(got.iter().any(|v| v == want), "{code}: {got:?}");
+    }
+
+    #[test]
+    fn concatenation_and_formatting() {
+        has(
+            "open('/home/alice/.a' + 'ws/credentials')",
+            "/home/alice/.aws/credentials",
+        );
+        has(
+            "open('/home/alice/.aws/' 'credentials')",
+            "/home/alice/.aws/credentials",
+        );
+        has(
+            "open('%s/.aws/%s' % (os.environ['HOME'], 'config'))",
+            "~/.aws/config",
+        );
+        has("open('{}/.netrc'.format(Path.home()))", "~/.netrc");
+        has("open('{1}/{0}'.format('.netrc', Path.home()))", "~/.netrc");
+        has(r#"open(f"{os.environ['HOME']}/.netrc")"#, "~/.netrc");
+        has("readFileSync(`${os.homedir()}/.netrc`)", "~/.netrc");
+        has(r##"File.read("#{ENV["HOME"]}/.netrc")"##, "~/.netrc");
+        has(r#"open F, "<", "$ENV{HOME}/.netrc""#, "~/.netrc");
+        has(
+            r#"file_get_contents($_SERVER["HOME"] . "/.netrc")"#,
+            "~/.netrc",
+        );
+        has(r#"sprintf("%s/.netrc", $ENV{HOME})"#, "~/.netrc");
+        has(r#"getline l < (ENVIRON["HOME"] "/.netrc")"#, "~/.netrc");
+        has(
+            "(Path('~').expanduser() / '.aws' / 'credentials')",
+            "~/.aws/credentials",
+        );
+        has(
+            "path.join(require('os').homedir(), '.aws', 'credentials')",
+            "~/.aws/credentials",
+        );
+        has(
+            "['cat', os.homedir() + '/.netrc'].join(' ')",
+            "cat ~/.netrc",
+        );
+    }
+
+    #[test]
+    fn variables_and_chdir() {
+        has("h = os.environ['HOME']\nopen(h + '/.netrc')", "~/.netrc");
+        has("my $h = $ENV{HOME}; open(F, \"$h/.netrc\")", "~/.netrc");
+        has(
+            "const h = require('os').homedir(); fs.readFileSync(h + '/.netrc')",
+            "~/.netrc",
+        );
+        has("getline l < f", "/etc/hosts");
+        has("os.chdir('/srv'); open('data.db')", "/srv/data.db");
+        has(
+            "Dir.chdir(Dir.home + '/.aws'); File.read('credentials')",
+            "~/.aws/credentials",
+        );
+    }
+
+    #[test]
+    fn decoders() {
+        has("open('crten./ecila/emoh/'[::-1])", "/home/alice/.netrc");
+        has(
+            "b64decode('L2hvbWUvYWxpY2UvLm5ldHJj').decode()",
+            "/home/alice/.netrc",
+        );
+        has(
+            "bytes.fromhex('2f6574632f686f737473').decode()",
+            "/etc/hosts",
+        );
+        has(
+            "Buffer.from('2f6574632f686f737473', 'hex').toString()",
+            "/etc/hosts",
+        );
+        has("codecs.decode('/rgp/ubfgf', 'rot13')", "/etc/hosts");
+        has("strrev('stsoh/cte/')", "/etc/hosts");
+        has("'stsoh/cte/'.split('').reverse().join('')", "/etc/hosts");
+        has("String.fromCharCode(47, 101, 116, 99)", "/etc");
+        has("''.join(['/et', 'c/hosts'])", "/etc/hosts");
+        has("'/x/YY'.replace('YY', 'hosts')", "/x/hosts");
+    }
+
+    #[test]
+    fn what_is_not_known_is_said_so() {
+        has("open(os.path.join(os.environ['HOME'], name))", "~/…");
+        has("open(b64decode(sys.argv[1]))", "…?");
+        has("open(''.join(map(chr, codes)))", "…?");
+        has("open(Dir.home + '/' + ARGV[0])", "~/…");
+        assert!(values("print(len(x))").is_empty());
+    }
+
+    #[test]
+    fn commands_built_as_argv() {
+        let s = sites("subprocess.run(['rm', '-rf', '/etc'])", &[]);
+        let argv: Vec<String> = s
+            .iter()
+            .find_map(|s| s.argv.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|v| v.text)
+            .collect();
+        assert_eq!(argv, ["rm", "-rf", "/etc"]);
+        let s = sites("os.system('c' + 'at ~/.netrc')", &[]);
+        assert!(s.iter().any(|s| s.runs && s.value.text == "cat ~/.netrc"));
+    }
+
+    #[test]
+    fn deep_or_long_code_stays_bounded() {
+        let deep = format!("{}'a'{}", "(".repeat(5000), ")".repeat(5000));
+        let _ = sites(&deep, &[]);
+        let long = "'a' + ".repeat(20_000);
+        let _ = sites(&long, &[]);
+        let interp = format!("f\"{}\"", "{f'".repeat(2000));
+        let _ = sites(&interp, &[]);
+    }
+
+    proptest! {
+        /// Any text: no panic.
+        #[test]
+        fn never_panics(code in "[ -~\\n]{0,200}") {
+            let _ = sites(&code, &[]);
+        }
+
+        #[test]
+        fn never_panics_on_code_like_text(parts in proptest::collection::vec(prop_oneof![
+            Just("'"), Just("\""), Just("`"), Just("${"), Just("#{"), Just("{"), Just("}"),
+            Just("("), Just(")"), Just("["), Just("]"), Just("."), Just("+"), Just("/"),
+            Just("%"), Just(","), Just("os.environ['HOME']"), Just("join("), Just("b64decode("),
+            Just("[::-1]"), Just("f'"), Just("$ENV{HOME}"), Just("x = "), Just("chdir("),
+            Just("é"), Just("\\"), Just("\n"), Just("a"),
+        ], 0..40)) {
+            let _ = sites(&parts.concat(), &[]);
+        }
     }
 }
