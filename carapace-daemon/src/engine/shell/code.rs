@@ -391,7 +391,12 @@ impl Walker<'_> {
         if depth > super::MAX_DEPTH || !self.spend(1) {
             return;
         }
-        for site in code_eval::sites(code, vars) {
+        let Some(sites) = code_eval::sites(code, vars) else {
+            self.out
+                .unparsable("the inline code is too complex to analyse (work limit reached)");
+            return;
+        };
+        for site in sites {
             if !self.spend(1) {
                 return;
             }

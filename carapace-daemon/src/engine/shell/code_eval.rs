@@ -12,8 +12,9 @@ use super::home_paths::home_sources;
 
 /// How deep expressions nest before the rest is taken as unknown.
 const MAX_DEPTH: usize = 12;
-/// Expressions evaluated in one piece of code.
-const MAX_STEPS: usize = 20_000;
+/// Work (characters looked at, expressions tried) in one piece of code; past it the code
+/// is too complex to analyse. Ordinary code costs a few steps per character.
+const MAX_STEPS: usize = 1_000_000;
 /// Longest value built (longer ones are cut and become partly known).
 const MAX_LEN: usize = 8192;
 
@@ -128,15 +129,16 @@ pub(super) struct Site {
 }
 
 /// Every maximal value-building expression of `code`, in order, with `vars` (name, value)
-/// known at the start (awk's `-v name=value`).
-pub(super) fn sites(code: &str, vars: &[(String, String)]) -> Vec<Site> {
+/// known at the start (awk's `-v name=value`); `None` when the code is too complex to
+/// analyse within the work limit.
+pub(super) fn sites(code: &str, vars: &[(String, String)]) -> Option<Vec<Site>> {
     let mut p = Parser::new(code);
     p.vars = vars
         .iter()
         .map(|(k, v)| (k.clone(), Value::text(v.clone())))
         .collect();
     p.scan();
-    p.sites
+    (p.steps <= MAX_STEPS).then_some(p.sites)
 }
 
 /// Calls whose arguments are a command's argv (or, as a single string, a shell line).
@@ -221,6 +223,12 @@ impl<'c> Parser<'c> {
         self.b
             .get(self.pos..)
             .is_some_and(|r| r.starts_with(s.as_bytes()))
+    }
+
+    /// Counts one character looked at; true once the work limit is passed.
+    fn tick(&mut self) -> bool {
+        self.steps += 1;
+        self.steps > MAX_STEPS
     }
 
     fn spent(&mut self) -> bool {
@@ -509,6 +517,9 @@ impl<'c> Parser<'c> {
     fn skip_other(&mut self) -> Option<()> {
         let mut depth = 0usize;
         while let Some(c) = self.peek() {
+            if self.tick() {
+                return None;
+            }
             match c {
                 b'(' | b'[' | b'{' => depth += 1,
                 b')' | b']' | b'}' | b',' if depth == 0 => return Some(()),
@@ -659,6 +670,9 @@ impl<'c> Parser<'c> {
         self.pos += 1;
         let mut depth = 1usize;
         while let Some(c) = self.peek() {
+            if self.tick() {
+                return None;
+            }
             if matches!(c, b'\'' | b'"' | b'`') {
                 self.string(c)?;
                 continue;
@@ -841,6 +855,9 @@ impl<'c> Parser<'c> {
         let mut text = String::new();
         loop {
             let c = self.peek()?;
+            if self.tick() {
+                return None;
+            }
             if c == quote
                 && (!triple || self.b.get(self.pos..self.pos + 3) == Some(&[quote; 3][..]))
             {
@@ -1331,6 +1348,7 @@ mod tests {
     /// `?` for a computation that could not be followed.
     fn values(code: &str) -> Vec<String> {
         sites(code, &[("f".into(), "/etc/hosts".into())])
+            .unwrap_or_default()
             .into_iter()
             .filter(|s| !s.value.text.is_empty() || !s.value.complete)
             .map(|s| {
@@ -1442,7 +1460,7 @@ mod tests {
 
     #[test]
     fn commands_built_as_argv() {
-        let s = sites("subprocess.run(['rm', '-rf', '/etc'])", &[]);
+        let s = sites("subprocess.run(['rm', '-rf', '/etc'])", &[]).unwrap_or_default();
         let argv: Vec<String> = s
             .iter()
             .find_map(|s| s.argv.clone())
@@ -1451,12 +1469,24 @@ mod tests {
             .map(|v| v.text)
             .collect();
         assert_eq!(argv, ["rm", "-rf", "/etc"]);
-        let s = sites("os.system('c' + 'at ~/.netrc')", &[]);
+        let s = sites("os.system('c' + 'at ~/.netrc')", &[]).unwrap_or_default();
         assert!(s.iter().any(|s| s.runs && s.value.text == "cat ~/.netrc"));
     }
 
     #[test]
     fn deep_or_long_code_stays_bounded() {
+        // Quadratic shapes (nested unknown calls, unterminated quotes) hit the work limit
+        // rather than running on.
+        let nested = "f(".repeat(20_000);
+        let start = std::time::Instant::now();
+        let _ = sites(&nested, &[]);
+        let quotes = "'a\n".repeat(20_000);
+        let _ = sites(&quotes, &[]);
+        assert!(start.elapsed() < std::time::Duration::from_secs(2));
+        // An ordinary script of some size is analysed whole.
+        let script =
+            "import os\nh = os.environ['HOME']\nprint(open(h + '/x').read())\n".repeat(400);
+        assert!(sites(&script, &[]).is_some());
         let deep = format!("{}'a'{}", "(".repeat(5000), ")".repeat(5000));
         let _ = sites(&deep, &[]);
         let long = "'a' + ".repeat(20_000);

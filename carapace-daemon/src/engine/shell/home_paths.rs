@@ -56,6 +56,7 @@ mod tests {
     /// an unknown rest.
     fn paths(code: &str) -> Vec<String> {
         super::super::code_eval::sites(code, &[])
+            .unwrap_or_default()
             .into_iter()
             .map(|s| s.value)
             .filter(|v| v.home && v.text != "~")
