@@ -81,6 +81,10 @@ const READ_CALLS: &[&str] = &[
     "readTextFile(",
     "readFileStr(",
     "Bun.file(",
+    "openSync(",
+    "File.new(",
+    "readJsonSync(",
+    "readJSON(",
     "io.open(",
     "io.lines(",
     "IO.read(",
@@ -611,6 +615,12 @@ fn after_action(after: &str) -> Option<Action> {
     ]
     .iter()
     .any(|m| method.starts_with(m))
+        // Ruby's `Pathname.new(p).read` without parentheses.
+        || ["read", "binread", "readlines", "each_line"].iter().any(|m| {
+            method
+                .strip_prefix(m)
+                .is_some_and(|r| !r.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
+        })
     {
         Some(Action::Read)
     } else {

@@ -256,6 +256,22 @@ impl<'c> Parser<'c> {
                 return;
             }
             let prev_ident = self.pos > 0 && self.b.get(self.pos - 1).is_some_and(|p| is_ident(*p));
+            if !prev_ident && (self.at("qx") || self.at("%x")) {
+                let start = self.pos;
+                if let Some(value) = self.quoted_command() {
+                    self.sites.push(Site {
+                        start,
+                        end: self.pos,
+                        value,
+                        argv: None,
+                        cwd: self.cwd.clone(),
+                        chdir: false,
+                        runs: true,
+                    });
+                    continue;
+                }
+                self.pos = start;
+            }
             if (is_ident_start(c) && !prev_ident) || matches!(c, b'\'' | b'"' | b'`') {
                 let start = self.pos;
                 if self.assignment() {
@@ -506,7 +522,7 @@ impl<'c> Parser<'c> {
         }
         let digits = self.code.get(start..self.pos).unwrap_or("");
         self.skip_ws(true);
-        if !digits.is_empty() && matches!(self.peek(), Some(b',' | b')')) {
+        if !digits.is_empty() && matches!(self.peek(), Some(b',' | b')' | b']')) {
             return Some(Value::text(digits));
         }
         self.pos = start;
@@ -554,7 +570,10 @@ impl<'c> Parser<'c> {
                     if self.spent() {
                         return None;
                     }
-                    items.push(self.expr_or_unknown()?);
+                    match self.integer() {
+                        Some(n) => items.push(n),
+                        None => items.push(self.expr_or_unknown()?),
+                    }
                 }
             }
         }
@@ -783,6 +802,16 @@ impl<'c> Parser<'c> {
                     self.pos = start;
                     return None;
                 }
+                if matches!(
+                    name.as_str(),
+                    "os.sep"
+                        | "path.sep"
+                        | "File::SEPARATOR"
+                        | "DIRECTORY_SEPARATOR"
+                        | "os.path.sep"
+                ) {
+                    return Some(Value::text("/"));
+                }
                 let v = self.var(&name);
                 if v.is_none() {
                     self.pos = start;
@@ -808,12 +837,43 @@ impl<'c> Parser<'c> {
     /// A string literal (`prefix`: Python's `f`, `r`, `b`), interpolation applied.
     fn literal(&mut self, prefix: &str) -> Option<Value> {
         let quote = self.peek()?;
+        let start = self.pos;
         // Python's triple quotes.
         let triple = quote != b'`' && self.b.get(self.pos..self.pos + 3) == Some(&[quote; 3][..]);
         let parts = self.string_parts(quote, triple, prefix)?;
-        let mut v = Value::text("");
+        // Backticks run a shell command in Perl, Ruby and PHP (interpolated or not); with
+        // `${…}` they are a JavaScript template.
+        let template = self
+            .code
+            .get(start..self.pos)
+            .is_some_and(|raw| raw.contains("${"));
         let interpolates = prefix.contains('f') || quote != b'\'';
         let plain = !interpolates || parts.iter().all(|p| matches!(p, Part::Text(_)));
+        let mut v = self.fold_parts(parts, interpolates);
+        v.literal = plain;
+        v.shell_literal = quote == b'`' && !template;
+        Some(v)
+    }
+
+    /// Perl's `qx(…)` and Ruby's `%x(…)`: a shell command, interpolated.
+    fn quoted_command(&mut self) -> Option<Value> {
+        let open = self.b.get(self.pos + 2).copied()?;
+        let close = match open {
+            b'(' => b')',
+            b'{' => b'}',
+            b'[' => b']',
+            b'<' => b'>',
+            b'/' | b'|' | b'!' | b'#' => open,
+            _ => return None,
+        };
+        self.pos += 2;
+        let parts = self.string_parts(close, false, "")?;
+        Some(self.fold_parts(parts, open != b'\''))
+    }
+
+    /// A literal's pieces as one value, interpolations evaluated.
+    fn fold_parts(&mut self, parts: Vec<Part>, interpolates: bool) -> Value {
+        let mut v = Value::text("");
         for part in parts {
             match part {
                 Part::Text(t) => v = v.concat(&Value::text(t)),
@@ -833,9 +893,7 @@ impl<'c> Parser<'c> {
                 Part::Code(raw) | Part::Var(raw) => v = v.concat(&Value::text(raw)),
             }
         }
-        v.literal = plain;
-        v.shell_literal = plain && quote == b'`';
-        Some(v)
+        v
     }
 
     /// Skips a string literal starting at the quote `quote` (for skipping only).
@@ -910,7 +968,7 @@ impl<'c> Parser<'c> {
                 parts.push(Part::Code(body.to_owned()));
                 continue;
             }
-            if c == b'$' && quote == b'"' && !fstring {
+            if c == b'$' && quote != b'\'' && !fstring {
                 if let Some(part) = self.dollar_var() {
                     parts.push(Part::Text(std::mem::take(&mut text)));
                     parts.push(part);
@@ -1001,7 +1059,17 @@ impl<'c> Parser<'c> {
         let last = name.rsplit(['.', ':', '>']).next().unwrap_or(name);
         let kind = call_kind(name, last)?;
         self.pos += 1;
-        let args: Vec<Value> = self.args()?.into_iter().map(Arg::value).collect();
+        let raw = self.args()?;
+        // Lists spread, for the calls that take their items (`bytes([47, 101])`,
+        // `implode("/", [...])`).
+        let spread: Vec<Value> = raw
+            .iter()
+            .flat_map(|a| match a {
+                Arg::List(items) => items.clone(),
+                other => vec![other.clone().value()],
+            })
+            .collect();
+        let args: Vec<Value> = raw.into_iter().map(Arg::value).collect();
         let first = args
             .first()
             .cloned()
@@ -1011,10 +1079,22 @@ impl<'c> Parser<'c> {
         let array_join = last == "join"
             && !(name == "join" || name.ends_with("path.join") || name.ends_with("File.join"))
             && args.len() < 2;
+        let perl_join = name == "join"
+            && first.complete
+            && first.text.len() <= 1
+            && args
+                .get(1)
+                .is_some_and(|a| a.home || a.text.starts_with(['/', '~']) || first.text.is_empty());
         Some(match kind {
             Call::Join if array_join => Value::unknown(true),
+            Call::Join if perl_join => implode(&args),
             Call::Join => args.iter().skip(1).fold(first.clone(), Value::join),
             Call::Same => first,
+            Call::ExpandPath => match args.get(1) {
+                Some(dir) => dir.clone().join(&first),
+                None => first,
+            },
+            Call::Implode => implode(&spread),
             Call::Base64 => first.map(base64_text),
             Call::Hex => first.map(hex_text),
             Call::Reverse => first.map(|t| Some(t.chars().rev().collect())),
@@ -1030,7 +1110,7 @@ impl<'c> Parser<'c> {
                 Some("hex") => first.map(hex_text),
                 _ => first,
             },
-            Call::CharCodes => char_codes(&args),
+            Call::CharCodes => char_codes(&spread),
             Call::Sprintf => percent(first, args.get(1..).unwrap_or(&[])),
             Call::Computed => Value::unknown(true),
         })
@@ -1050,6 +1130,10 @@ enum Call {
     Buffer,
     CharCodes,
     Sprintf,
+    /// Ruby's `File.expand_path(name, dir)`.
+    ExpandPath,
+    /// PHP's `implode(sep, list)`, Perl's `join(SEP, LIST)`.
+    Implode,
     /// Computes something from its arguments that is not followed here.
     Computed,
 }
@@ -1057,18 +1141,25 @@ enum Call {
 fn call_kind(name: &str, last: &str) -> Option<Call> {
     Some(match last {
         "join" | "joinpath" | "catfile" | "catdir" | "resolve" | "abspath" | "realpath"
-        | "normpath" | "normalize" | "realpathSync" => Call::Join,
-        "Path" | "PurePath" | "PosixPath" | "expanduser" | "expand_path" | "str" | "String"
-        | "fspath" | "new" | "realpath_s" | "strval" | "URL" => Call::Same,
+        | "normpath" | "normalize" | "realpathSync" | "Path" | "PurePath" | "PosixPath"
+        | "Pathname" => Call::Join,
+        "expand_path" | "absolute_path" => Call::ExpandPath,
+        "expanduser" | "expandvars" | "str" | "String" | "fspath" | "new" | "strval" | "URL"
+        | "normcase" => Call::Same,
+        "implode" => Call::Implode,
         "b64decode" | "standard_b64decode" | "urlsafe_b64decode" | "decodebytes"
         | "decodestring" | "a2b_base64" | "atob" | "base64_decode" | "decode_base64"
         | "decode64" | "strict_decode64" | "urlsafe_decode64" => Call::Base64,
         "fromhex" | "unhexlify" | "a2b_hex" | "hex2bin" => Call::Hex,
         "strrev" | "reverse" => Call::Reverse,
         "str_rot13" => Call::Rot13,
-        "decode" if name.ends_with("codecs.decode") => Call::Codecs,
+        "decode" | "encode"
+            if name.ends_with("codecs.decode") || name.ends_with("codecs.encode") =>
+        {
+            Call::Codecs
+        }
         "from" if name.ends_with("Buffer.from") => Call::Buffer,
-        "chr" | "fromCharCode" | "fromCodePoint" => Call::CharCodes,
+        "chr" | "fromCharCode" | "fromCodePoint" | "bytes" | "bytearray" => Call::CharCodes,
         "sprintf" | "format" if name == last || name.ends_with("String.format") => Call::Sprintf,
         "unescape" | "decodeURIComponent" | "decodeURI" | "pack" | "unpack" | "unpack1"
         | "decompress" | "b32decode" | "b85decode" | "a85decode" | "translate" | "maketrans"
@@ -1103,6 +1194,8 @@ fn method(v: Value, name: &str, args: Option<&[Arg]>) -> Option<Value> {
                 literal: false,
                 ..v
             },
+            // Ruby's `Pathname#join`, a path's join.
+            Some([Arg::Value(a)]) if v.home || v.text.starts_with(['/', '~']) => v.join(a),
             _ => Value::unknown(true),
         },
         "joinpath" | "join_path" => args
@@ -1123,6 +1216,14 @@ fn method(v: Value, name: &str, args: Option<&[Arg]>) -> Option<Value> {
         "dir" | "pw_dir" | "homedir" if v.home => v,
         _ => return None,
     })
+}
+
+/// `implode(sep, [a, b])` / `join(SEP, a, b)`: the rest joined with the first.
+fn implode(args: &[Value]) -> Value {
+    match args.split_first() {
+        Some((sep, rest)) => join_list(rest, sep),
+        None => Value::unknown(false),
+    }
 }
 
 /// The items of a list joined with `sep` (Python's `sep.join([…])`, JavaScript's
