@@ -214,6 +214,10 @@ impl Walker<'_> {
                 self.path_op(Action::Execute, f, ctx, None);
             }
         }
+        // php -S ADDR serves its document root (-t DIR, else the working directory).
+        if name == "php" && o.has(&["-S"]) {
+            self.tree_read(o.value(&["-t"]).unwrap_or("."), ctx);
+        }
         let codes = o.values(code_flags);
         let mut rest = o.rest;
         // deno run FILE / bun run FILE / deno eval CODE.
@@ -480,7 +484,7 @@ impl Walker<'_> {
             None => (false, text.strip_prefix('<').map_or(text, str::trim_start)),
         };
         let action = if mode_write
-            || before_trim.ends_with('>')
+            || redirects_into(before_trim)
             || (opens != Some(Action::Delete) && write_mode_after(after))
         {
             Action::Write
@@ -571,6 +575,12 @@ fn file_call(before: &str) -> Option<Action> {
         ">" | ">>" | "+<" | "+>" => Some(Action::Write),
         _ => None,
     }
+}
+
+/// awk's `print > FILE` and `print >> (DIR "/name")` (not an arrow, `=>` or `->`).
+fn redirects_into(before: &str) -> bool {
+    let b = before.trim_end_matches('(').trim_end();
+    b.ends_with('>') && !b.ends_with("=>") && !b.ends_with("->")
 }
 
 /// Whether the code before a value ends with one of `calls` (those spelled with a trailing
@@ -678,6 +688,10 @@ fn write_mode_after(after: &str) -> bool {
         return false;
     };
     let rest = rest.trim_start();
+    // open(p, mode="a"), File.open(p, mode: "a").
+    let rest = rest.strip_prefix("mode").map_or(rest, |r| {
+        r.trim_start().trim_start_matches(['=', ':']).trim_start()
+    });
     let Some(quote) = rest.chars().next().filter(|c| matches!(c, '\'' | '"')) else {
         return false;
     };

@@ -158,6 +158,16 @@ const ARGV_CALLS: &[&str] = &[
     "execve",
     "execl",
     "execlp",
+    "execle",
+    "execvpe",
+    "spawnl",
+    "spawnlp",
+    "spawnve",
+    "spawnvpe",
+    "create_subprocess_shell",
+    "create_subprocess_exec",
+    "execa",
+    "execaSync",
     "spawnv",
     "spawnvp",
     "posix_spawn",
@@ -851,7 +861,9 @@ impl<'c> Parser<'c> {
         let plain = !interpolates || parts.iter().all(|p| matches!(p, Part::Text(_)));
         let mut v = self.fold_parts(parts, interpolates);
         v.literal = plain;
-        v.shell_literal = quote == b'`' && !template;
+        // Bun's and zx's `$` tag runs its template as a shell command.
+        let tagged = start > 0 && self.b.get(start - 1) == Some(&b'$');
+        v.shell_literal = quote == b'`' && (!template || tagged);
         Some(v)
     }
 
