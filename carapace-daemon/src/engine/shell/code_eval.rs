@@ -8,7 +8,7 @@
 //! partly known (a prefix) and may have gone through a computation it could not follow.
 use base64::Engine as _;
 
-use super::home_paths::home_sources;
+use super::home_paths::{home_sources, user_sources};
 
 /// How deep expressions nest before the rest is taken as unknown.
 const MAX_DEPTH: usize = 12;
@@ -195,6 +195,8 @@ struct Parser<'c> {
     vars: Vec<(String, Value)>,
     /// Where the home directory's spellings are, as (start, end), in order.
     homes: Vec<(usize, usize)>,
+    /// Where the user's name is spelled, as (start, end), in order.
+    users: Vec<(usize, usize)>,
     sites: Vec<Site>,
     cwd: Option<Value>,
     steps: usize,
@@ -209,6 +211,7 @@ impl<'c> Parser<'c> {
             pos: 0,
             vars: Vec::new(),
             homes: home_sources(code),
+            users: user_sources(code),
             sites: Vec::new(),
             cwd: None,
             steps: 0,
@@ -282,7 +285,10 @@ impl<'c> Parser<'c> {
                 }
                 self.pos = start;
             }
-            if (is_ident_start(c) && !prev_ident) || matches!(c, b'\'' | b'"' | b'`') {
+            if (is_ident_start(c) && !prev_ident)
+                || matches!(c, b'\'' | b'"' | b'`')
+                || self.home_here().is_some()
+            {
                 let start = self.pos;
                 if self.assignment() {
                     continue;
@@ -754,6 +760,14 @@ impl<'c> Parser<'c> {
         if let Some(end) = self.home_here() {
             self.pos = end;
             return Some(Value::home());
+        }
+        if let Some(&(_, end)) = self.users.iter().find(|(s, _)| *s == self.pos) {
+            // `"/home/" + getuser()`: someone's home, which one is not known here.
+            self.pos = end;
+            return Some(Value {
+                home: true,
+                ..Value::unknown(true)
+            });
         }
         let c = self.peek()?;
         match c {
