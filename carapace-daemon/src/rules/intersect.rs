@@ -164,9 +164,12 @@ pub fn shell_glob_regex(glob: &str) -> Option<String> {
 /// One name of a shell glob as a regex (no `/`).
 fn name_regex(name: &str, out: &mut String) -> Option<()> {
     // bash's extended patterns (`@(ssh|aws)`, `!(x)`, with `shopt -s extglob`) are not read
-    // here: such a name is any name, a hidden one included.
-    if extglob_at(name).is_some() {
-        out.push_str("[^/]*");
+    // here: such a name is any name; a hidden one too unless the pattern starts the name
+    // without a dot of its own (bash's dot rule: `!(x)` lists no hidden names). An unknown
+    // part (`UNKNOWN_NAME`) may be any name at all.
+    if let Some(at) = extglob_at(name) {
+        let hidden = at > 0 || name.contains(UNKNOWN_NAME) || name[at + 2..].starts_with('.');
+        out.push_str(if hidden { "[^/]*" } else { "(?:[^./][^/]*)?" });
         return Some(());
     }
     let chars: Vec<char> = name.chars().collect();
@@ -190,12 +193,20 @@ fn name_regex(name: &str, out: &mut String) -> Option<()> {
                     body = &body[1..];
                 }
                 out.push_str(if negated { "[[^/" } else { "[[" });
-                for c in body {
-                    if *c == '-' {
+                let mut j = 0;
+                while j < body.len() {
+                    if let Some(len) = posix_class_len(&body[j..]) {
+                        // `[:lower:]` and the like: regex has the same ASCII classes.
+                        out.extend(&body[j..j + len]);
+                        j += len;
+                        continue;
+                    }
+                    if body[j] == '-' {
                         out.push('-');
                     } else {
-                        out.push_str(&regex_syntax::escape(&c.to_string()));
+                        out.push_str(&regex_syntax::escape(&body[j].to_string()));
                     }
+                    j += 1;
                 }
                 out.push_str(if first { "]&&[^./]]" } else { "]&&[^/]]" });
                 i = end;
@@ -220,6 +231,11 @@ fn name_regex(name: &str, out: &mut String) -> Option<()> {
     (depth == 0).then_some(())
 }
 
+/// What Layer 1 writes for a part of a path whose value is not known (the output of a
+/// command it cannot run, `~/.aws/$(ls ~/.aws)`): one name, any name, a hidden one included.
+/// Written as bash's extended pattern so that every glob reader takes it as a wildcard.
+pub const UNKNOWN_NAME: &str = "+(*)";
+
 /// Where the first of bash's extended patterns (`?(…)`, `*(…)`, `+(…)`, `@(…)`, `!(…)`)
 /// opens in `text`.
 #[must_use]
@@ -240,9 +256,27 @@ fn class_end(chars: &[char], open: usize) -> Option<usize> {
         i += 1;
     }
     while *chars.get(i)? != ']' {
-        i += 1;
+        i += posix_class_len(&chars[i..]).unwrap_or(1);
     }
     Some(i)
+}
+
+/// The POSIX classes a bracket expression may hold (`[[:alpha:]]`), which regex knows too.
+const POSIX_CLASSES: [&str; 14] = [
+    "alnum", "alpha", "ascii", "blank", "cntrl", "digit", "graph", "lower", "print", "punct",
+    "space", "upper", "word", "xdigit",
+];
+
+/// The length of a `[:name:]` class at the start of `chars`, when it is one.
+fn posix_class_len(chars: &[char]) -> Option<usize> {
+    if chars.first() != Some(&'[') || chars.get(1) != Some(&':') {
+        return None;
+    }
+    let rest: String = chars[2..].iter().take(8).collect();
+    let name = POSIX_CLASSES
+        .iter()
+        .find(|n| rest.starts_with(&format!("{n}:]")))?;
+    Some(name.len() + 4)
 }
 
 /// Whether the fixed beginnings of two patterns (their text before the first glob

@@ -377,7 +377,7 @@ impl WrittenGlob {
     #[must_use]
     pub fn every_entry(&self) -> Option<String> {
         let (dir, last) = self.glob.rsplit_once('/')?;
-        (!last.is_empty() && last.bytes().all(|b| b == b'*') && !dir.contains(GLOB_START))
+        (every_name(last) && !dir.contains(GLOB_START) && intersect::extglob_at(dir).is_none())
             .then(|| any_entry(dir))
     }
 
@@ -399,9 +399,7 @@ impl WrittenGlob {
             // as a plain directory does (`any_entry`): it names the trees protected there,
             // not each floating name (`**/.env`) some entry might have.
             let glob = match self.glob.rsplit_once('/') {
-                Some((dir, last)) if !last.is_empty() && last.bytes().all(|b| b == b'*') => {
-                    any_entry(dir)
-                }
+                Some((dir, last)) if every_name(last) => any_entry(dir),
                 _ => self.glob.clone(),
             };
             Lang::of(&Source::Glob(intersect::shell_glob_regex(&glob)?)).map(Rc::new)
@@ -413,6 +411,12 @@ impl WrittenGlob {
             _ => true,
         }
     }
+}
+
+/// A last name that stands for a directory's entries as a whole: wildcards alone (`*`,
+/// `**`).
+fn every_name(last: &str) -> bool {
+    !last.is_empty() && last.bytes().all(|b| b == b'*')
 }
 
 /// Where a glob's fixed text ends.

@@ -9,7 +9,7 @@ use super::super::operation::{Context, Operation};
 use super::args;
 use super::code_eval;
 use super::commands::path_like;
-use super::flow::Reach;
+use super::flow::{self, Reach};
 use super::walk::{Feed, Walker};
 use crate::rules::Action;
 
@@ -183,6 +183,33 @@ impl Walker<'_> {
             ),
             "lua" | "luajit" => (&["-e", "-l"], &["-e"], &[]),
             "Rscript" | "osascript" | "tclsh" | "julia" => (&["-e", "-E"], &["-e", "-E"], &[]),
+            "R" => (&["-e", "-f", "--file"], &["-e"], &["-f", "--file"]),
+            "ts-node" | "tsx" => (
+                &[
+                    "-e",
+                    "--eval",
+                    "-p",
+                    "--print",
+                    "-r",
+                    "--require",
+                    "-P",
+                    "--project",
+                ],
+                &["-e", "--eval", "-p", "--print"],
+                &["-r", "--require"],
+            ),
+            "ipython" => (&["-c", "-m", "-i"], &["-c"], &[]),
+            "sbcl" => (
+                &["--eval", "--load", "--script"],
+                &["--eval"],
+                &["--load", "--script"],
+            ),
+            "clisp" => (&["-x", "-i"], &["-x"], &["-i"]),
+            "guile" => (&["-c", "-l", "-s", "-e"], &["-c"], &["-l", "-s"]),
+            "racket" => (&["-e", "-f", "-t", "-l"], &["-e"], &["-f", "-t"]),
+            "elixir" => (&["-e", "-r"], &["-e"], &["-r"]),
+            "groovy" | "scala" => (&["-e"], &["-e"], &[]),
+            "expect" => (&["-c", "-f"], &["-c"], &["-f"]),
             "deno" | "bun" => (
                 &[
                     "-e",
@@ -201,11 +228,13 @@ impl Walker<'_> {
             self.powershell(args, ctx, depth);
             return Feed::default();
         }
+        // `sbcl --script` with no file reads the script on stdin.
+        let args = &script_flag_value(name, args);
         // python -m MODULE: what follows is the module's, not python's.
-        let (args, module_args) = if name == "python" {
+        let (args, module_args): (&[String], &[String]) = if matches!(name, "python" | "ipython") {
             split_python_module(args)
         } else {
-            (args, &[][..])
+            (args, &[])
         };
         let o = args::parse(args, valued, true);
         for f in o.values(file_flags) {
@@ -213,6 +242,7 @@ impl Walker<'_> {
             if name == "php" {
                 self.path_op(Action::Execute, f, ctx, None);
             }
+            self.script_source(name, f, stdin, ctx);
         }
         // php -S ADDR serves its document root (-t DIR, else the working directory).
         if name == "php" && o.has(&["-S"]) {
@@ -244,25 +274,34 @@ impl Walker<'_> {
                     .and_then(|a| a.strip_prefix("-m"))
                     .filter(|m| !m.is_empty())
             })
-            .filter(|_| name == "python");
+            .filter(|_| matches!(name, "python" | "ipython"));
         if let Some(m) = module {
             rest = module_args;
             self.python_module(m, module_args, ctx);
         }
         let mut script_args = rest;
+        // Code that fetches prints what it fetched, or runs it.
+        let mut fetched = false;
         if !codes.is_empty() {
             for c in codes {
                 self.code_from_download(name, c);
+                fetched |= flow::fetches_url(c);
+                if flow::evaluates_values(c) && (flow::fetches_url(c) || stdin.downloaded) {
+                    self.runs_download(name, Reach::Stdin);
+                }
                 self.code(c, ctx, depth);
             }
-        } else if module.is_some() || (!o.values(file_flags).is_empty() && name == "php") {
+        } else if module.is_some()
+            || (!o.values(file_flags).is_empty() && matches!(name, "php" | "R" | "sbcl"))
+            || (name == "R" && rest.first().is_some_and(|c| c == "CMD"))
+        {
             // python -m MODULE ARGS…: the arguments follow.
-        } else if let Some((script, after)) = rest.split_first().filter(|(s, _)| *s != "-") {
+        } else if let Some((script, after)) =
+            rest.split_first().filter(|(s, _)| *s != "-" && name != "R")
+        {
             self.path_op(Action::Read, script, ctx, None);
             self.path_op(Action::Execute, script, ctx, None);
-            if self.is_download(script, ctx) {
-                self.runs_download(name, Reach::Script);
-            }
+            self.script_source(name, script, stdin, ctx);
             if let Some(feed) = self.fd_feed(script) {
                 self.code(&feed.joined(), ctx, depth);
             }
@@ -287,7 +326,10 @@ impl Walker<'_> {
                 self.path_op(Action::Read, a, ctx, None);
             }
         }
-        Feed::default()
+        Feed {
+            downloaded: fetched,
+            ..Feed::default()
+        }
     }
 
     /// `python -m MODULE ARGS…` for the standard modules that read or serve whole trees:
@@ -817,4 +859,18 @@ fn utf16_base64(s: &str) -> Option<String> {
         .map(|c| u16::from_le_bytes([c[0], c[1]]))
         .collect();
     String::from_utf16(&units).ok()
+}
+
+/// `sbcl --script` reads its script from stdin when no file follows; written `-` so the
+/// option table need not know that its value is optional.
+fn script_flag_value(name: &str, args: &[String]) -> Vec<String> {
+    let mut out = args.to_vec();
+    if name == "sbcl" {
+        if let Some(i) = out.iter().position(|a| a == "--script") {
+            if out.get(i + 1).is_none_or(|next| next.starts_with('-')) {
+                out.insert(i + 1, "/dev/stdin".to_owned());
+            }
+        }
+    }
+    out
 }

@@ -6,6 +6,7 @@ use super::super::normalize;
 use super::super::operation::{Context, Operation};
 use super::args;
 use super::flow::{self, Reach};
+use super::param::ELEMENT_BREAK;
 use super::walk::{set_var, unset_var, Feed, Walker};
 use super::MAX_DEPTH;
 use crate::rules::Action;
@@ -20,6 +21,7 @@ pub(super) fn family(word: &str) -> &str {
     for (prefix, fam) in [
         ("python", "python"),
         ("pypy", "python"),
+        ("ipython", "ipython"),
         ("perl5", "perl"),
         ("ruby", "ruby"),
         ("php", "php"),
@@ -38,6 +40,15 @@ pub(super) fn family(word: &str) -> &str {
 }
 
 /// A word that names a file rather than a value: rules want to see it as a path.
+/// A word that could name a file in the working directory: no option, scheme, `host:`,
+/// assignment or spaces.
+fn bare_name(word: &str) -> bool {
+    !word.is_empty()
+        && !word.starts_with('-')
+        && !word.contains([':', '=', ' ', '@', '$', '\n'])
+        && !word.bytes().all(|b| b.is_ascii_digit())
+}
+
 pub(super) fn path_like(word: &str) -> bool {
     !word.contains("://")
         && (word.contains('/') || word.starts_with('~') || word.starts_with('.') && word.len() > 1)
@@ -65,6 +76,21 @@ pub(super) fn is_interpreter(name: &str) -> bool {
             | "osascript"
             | "irb"
             | "julia"
+            | "R"
+            | "ts-node"
+            | "tsx"
+            | "ipython"
+            | "sbcl"
+            | "clisp"
+            | "guile"
+            | "racket"
+            | "elixir"
+            | "groovy"
+            | "jshell"
+            | "scala"
+            | "swift"
+            | "expect"
+            | "wish"
     )
 }
 
@@ -81,6 +107,75 @@ fn cd_path_target(target: &str, ctx: &Context) -> String {
             format!("{}/{target}", dir.trim_end_matches('/'))
         }
         None => target.to_owned(),
+    }
+}
+
+/// Options that take a value, of wrappers that run the rest of the line as a command.
+fn wrapper_valued(name: &str) -> &'static [&'static str] {
+    match name {
+        "setpriv" => &[
+            "--reuid",
+            "--regid",
+            "--ruid",
+            "--euid",
+            "--rgid",
+            "--egid",
+            "--groups",
+            "--inh-caps",
+            "--ambient-caps",
+            "--bounding-set",
+            "--securebits",
+            "--pdeathsig",
+            "--selinux-label",
+            "--apparmor-profile",
+            "--landlock-access",
+            "--landlock-rule",
+        ],
+        "systemd-run" => &[
+            "-u",
+            "--unit",
+            "-p",
+            "--property",
+            "--description",
+            "--slice",
+            "-E",
+            "--setenv",
+            "--uid",
+            "--gid",
+            "--nice",
+            "-M",
+            "--machine",
+            "-H",
+            "--host",
+            "--working-directory",
+            "--on-active",
+            "--on-boot",
+            "--on-startup",
+            "--on-unit-active",
+            "--on-unit-inactive",
+            "--on-calendar",
+            "--timer-property",
+            "--path-property",
+            "--socket-property",
+            "--service-type",
+        ],
+        "unshare" => &[
+            "-S",
+            "--setuid",
+            "-G",
+            "--setgid",
+            "--map-user",
+            "--map-group",
+            "--map-users",
+            "--map-groups",
+            "-R",
+            "--root",
+            "-w",
+            "--wd",
+            "--propagation",
+        ],
+        "nsenter" => &["-t", "--target", "-S", "--setuid", "-G", "--setgid"],
+        _ => &[],
     }
 }
 
@@ -122,6 +217,8 @@ impl Walker<'_> {
             return Feed::default();
         };
         let base = first.rsplit('/').next().unwrap_or(first).to_owned();
+        // `$(curl …)` as the command: the download is the command run.
+        self.code_from_download("sh", first);
         if first.contains('/') {
             self.path_op(Action::Execute, first, ctx, None);
             if self.is_download(first, ctx) {
@@ -133,6 +230,28 @@ impl Walker<'_> {
             .collect::<Vec<_>>()
             .join(" ");
         self.out.command(line);
+        if !first.contains('/') {
+            if let Some(body) = self
+                .functions
+                .iter()
+                .find(|(n, _)| *n == base)
+                .map(|(_, b)| b.clone())
+            {
+                if depth > MAX_DEPTH / 2 {
+                    // A function calling itself: its body was walked at the definition.
+                    return Feed::default();
+                }
+                return self.call_function(&body, args, ctx, depth, stdin);
+            }
+        } else if let Some(script) = self.file_feed(first, ctx) {
+            // `./x.sh` written earlier in this command: its content runs.
+            let mut sub = ctx.clone();
+            let mut out = Feed::default();
+            for text in &script.text {
+                out.extend(self.script(text, &mut sub, depth + 1));
+            }
+            return out;
+        }
         if let Some(value) = self
             .aliases
             .iter()
@@ -148,8 +267,12 @@ impl Walker<'_> {
         }
         // A command that reads a downloaded file prints downloaded bytes (`cat f | sh`).
         let outer = std::mem::take(&mut self.flow.read_download);
-        let mut feed = self.dispatch(family(&base), args, ctx, depth, stdin);
-        feed.downloaded |= self.flow.read_download;
+        let fetched = self.remote_copy(family(&base), args, ctx);
+        // What the command runs inside (`sh -c`, `script -c`) inherits its stdin.
+        let mut feed = self.with_stdin(stdin.downloaded, |w| {
+            w.dispatch(family(&base), args, ctx, depth, stdin)
+        });
+        feed.downloaded |= self.flow.read_download || fetched;
         self.flow.read_download |= outer;
         feed
     }
@@ -220,10 +343,13 @@ impl Walker<'_> {
                 self.wrapped(o.rest, ctx, depth, stdin)
             }
             "nohup" | "time" | "builtin" | "unbuffer" | "caffeinate" | "catchsegv" | "command"
-            | "exec" | "setsid" | "busybox" | "ltrace" | "strace" | "torsocks" | "proxychains"
-            | "proxychains4" | "firejail" | "fakeroot" | "nocache" | "eatmydata" => {
+            | "exec" | "setsid" | "busybox" | "toybox" | "ltrace" | "strace" | "torsocks"
+            | "proxychains" | "dbus-run-session" | "pkexec" | "linux32" | "linux64"
+            | "proxychains4" | "firejail" | "fakeroot" | "nocache" | "eatmydata" | "setpriv"
+            | "systemd-run" | "unshare" | "nsenter" | "setarch" => {
                 let valued: &[&str] = match name {
                     "exec" => &["-a"],
+                    "setpriv" | "systemd-run" | "unshare" | "nsenter" => wrapper_valued(name),
                     "strace" | "ltrace" => &[
                         "-o", "-e", "-p", "-s", "-u", "-E", "-P", "-a", "-b", "-I", "-S", "-X",
                     ],
@@ -239,12 +365,18 @@ impl Walker<'_> {
                     return Feed::default();
                 }
                 let o = args::parse(args, valued, true);
+                // setarch ARCH CMD…
+                let o_rest = if name == "setarch" {
+                    o.rest.get(1..).unwrap_or(&[])
+                } else {
+                    o.rest
+                };
                 if matches!(name, "strace" | "ltrace") {
                     for f in o.values(&["-o"]) {
                         self.path_op(Action::Write, f, ctx, None);
                     }
                 }
-                self.wrapped(o.rest, ctx, depth, stdin)
+                self.wrapped(o_rest, ctx, depth, stdin)
             }
             "nice" | "ionice" | "taskset" | "chrt" | "numactl" | "cpulimit" | "prlimit" => {
                 let o = args::parse(
@@ -429,6 +561,14 @@ impl Walker<'_> {
                 cmd.extend(input);
                 self.wrapped(&cmd, ctx, depth, Feed::default())
             }
+            "trap" => {
+                // `trap 'CMD' EXIT…`: CMD runs later, in this shell.
+                let handler = args.iter().find(|a| *a != "--");
+                match handler {
+                    Some(h) if !h.starts_with('-') => self.script(h, ctx, depth + 1),
+                    _ => Feed::default(),
+                }
+            }
             "eval" => {
                 let src = args.join(" ");
                 self.code_from_download("sh", &src);
@@ -510,10 +650,7 @@ impl Walker<'_> {
                     return Feed::default();
                 };
                 // `source /dev/stdin <<< '…'` runs what comes in on stdin.
-                if matches!(
-                    file.as_str(),
-                    "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0" | "-"
-                ) {
+                if file == "-" || flow::is_stdin_path(file) {
                     return self.shell_stdin(&stdin, ctx, depth);
                 }
                 self.script_file(file, ctx, depth, true)
@@ -530,6 +667,10 @@ impl Walker<'_> {
                 };
                 if let Some(p) = normalize::path(&target, ctx) {
                     let old = std::mem::replace(&mut ctx.cwd, p);
+                    if name == "pushd" {
+                        let stack = ctx.var(DIRSTACK).unwrap_or("").to_owned();
+                        set_var(ctx, DIRSTACK, &format!("{old}\n{stack}"));
+                    }
                     set_var(ctx, "OLDPWD", &old);
                 }
                 Feed::default()
@@ -552,25 +693,117 @@ impl Walker<'_> {
                     &["-a", "-d", "-n", "-N", "-p", "-t", "-u", "-i"],
                     false,
                 );
-                let line = stdin.joined();
+                // A name listed by `find`/`ls` stands in when the text is not known.
+                let line = if stdin.text.is_empty() {
+                    stdin.names.first().cloned().unwrap_or_default()
+                } else {
+                    stdin.joined()
+                };
                 let line = line.lines().next().unwrap_or("");
-                let mut words = line.split_whitespace();
+                let ifs = ctx.var("IFS").unwrap_or(" \t\n").to_owned();
+                let split = |l: &str| -> Vec<String> {
+                    l.split(|c: char| ifs.contains(c))
+                        .filter(|w| !w.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                };
+                if let Some(array) = o.value(&["-a"]) {
+                    let fields = if ifs.is_empty() {
+                        vec![line.to_owned()]
+                    } else {
+                        split(line)
+                    };
+                    set_var(ctx, array, &fields.join(&ELEMENT_BREAK.to_string()));
+                    return Feed::default();
+                }
+                let fields = if ifs.is_empty() {
+                    vec![line.to_owned()]
+                } else {
+                    split(line)
+                };
+                let mut words = fields.iter().map(String::as_str);
                 let names: Vec<&str> = o
                     .operands
                     .iter()
                     .copied()
                     .filter(|n| valid_name(n))
                     .collect();
+                // A line of a download is downloaded text: `eval "$line"` runs it.
+                let taint = if stdin.downloaded { flow::STREAMED } else { "" };
                 for (i, n) in names.iter().enumerate() {
                     let value = if i + 1 == names.len() {
                         words.clone().collect::<Vec<_>>().join(" ")
                     } else {
                         words.next().unwrap_or("").to_owned()
                     };
-                    set_var(ctx, n, &value);
+                    set_var(ctx, n, &format!("{value}{taint}"));
                 }
                 if names.is_empty() {
-                    set_var(ctx, "REPLY", line);
+                    set_var(ctx, "REPLY", &format!("{line}{taint}"));
+                }
+                Feed::default()
+            }
+            "mapfile" | "readarray" => {
+                // mapfile -t NAME: one element per line of stdin.
+                let o = args::parse(args, &["-d", "-n", "-O", "-s", "-u", "-C", "-c"], false);
+                let name = o.operands.first().copied().unwrap_or("MAPFILE");
+                let text = stdin.joined();
+                let lines: Vec<&str> = text.lines().collect();
+                if valid_name(name) && !lines.is_empty() {
+                    set_var(ctx, name, &lines.join(&ELEMENT_BREAK.to_string()));
+                }
+                Feed::default()
+            }
+            "set"
+                if args.first().is_some_and(|a| a == "--")
+                    || args.first().is_some_and(|a| !a.starts_with(['-', '+'])) =>
+            {
+                // `set -- a b`: the positional parameters.
+                let params = args.strip_prefix(&["--".to_owned()]).unwrap_or(args);
+                for i in 1..=9 {
+                    set_var(
+                        ctx,
+                        &i.to_string(),
+                        params.get(i - 1).map_or("", String::as_str),
+                    );
+                }
+                set_var(ctx, "@", &params.join(" "));
+                set_var(ctx, "#", &params.len().to_string());
+                Feed::default()
+            }
+            "popd" => {
+                // Back to the directory the matching `pushd` left.
+                if let Some(stack) = ctx.var(DIRSTACK).map(str::to_owned) {
+                    let (top, rest) = stack.split_once('\n').unwrap_or((stack.as_str(), ""));
+                    if !top.is_empty() {
+                        let old = std::mem::replace(&mut ctx.cwd, top.to_owned());
+                        set_var(ctx, "OLDPWD", &old);
+                    }
+                    set_var(ctx, DIRSTACK, rest);
+                }
+                Feed::default()
+            }
+            "shopt" => {
+                if let Some(options) = super::globopts::shopt(ctx, args) {
+                    set_var(ctx, super::globopts::variable(), &options);
+                }
+                Feed::default()
+            }
+            "shift" => {
+                let n = args
+                    .first()
+                    .and_then(|a| a.parse::<usize>().ok())
+                    .unwrap_or(1);
+                let params: Vec<String> = (1..=9)
+                    .map(|i| ctx.var(&i.to_string()).unwrap_or("").to_owned())
+                    .skip(n)
+                    .collect();
+                for i in 1..=9 {
+                    set_var(
+                        ctx,
+                        &i.to_string(),
+                        params.get(i - 1).map_or("", String::as_str),
+                    );
                 }
                 Feed::default()
             }
@@ -632,12 +865,18 @@ impl Walker<'_> {
                         self.path_op(Action::Write, f, ctx, None);
                     } else {
                         self.path_op(Action::Read, f, ctx, None);
-                        if let Some(feed) = self.fd_feed(f) {
+                        if let Some(feed) = self.file_feed(f, ctx) {
                             input.push_str(&feed.joined());
                         }
                     }
                 }
                 self.decoded(&input)
+            }
+            "tr" if !stdin.text.is_empty() => {
+                // `echo CREDENTIALS | tr A-Z a-z`: the translated text.
+                let text = super::textops::tr(&stdin.joined(), args);
+                self.out.text(text.as_str());
+                Feed::text(text)
             }
             "rev" if !stdin.text.is_empty() => {
                 let text: String = stdin
@@ -646,6 +885,38 @@ impl Walker<'_> {
                     .map(|l| l.chars().rev().collect::<String>())
                     .collect::<Vec<_>>()
                     .join("\n");
+                self.out.text(text.as_str());
+                Feed::text(text)
+            }
+
+            // Commands that print a path computed from their operands (`cd "$(dirname …)"`).
+            "pwd" => Feed::text(ctx.cwd.clone()),
+            "dirname" | "basename" | "realpath" if !args.is_empty() => {
+                let o = args::parse(
+                    args,
+                    &["-s", "--suffix", "--relative-to", "--relative-base"],
+                    false,
+                );
+                let printed: Vec<String> = o
+                    .operands
+                    .iter()
+                    .map(|a| match name {
+                        "dirname" => a
+                            .trim_end_matches('/')
+                            .rsplit_once('/')
+                            .map_or(".", |(d, _)| if d.is_empty() { "/" } else { d })
+                            .to_owned(),
+                        "basename" => a
+                            .trim_end_matches('/')
+                            .rsplit('/')
+                            .next()
+                            .unwrap_or("")
+                            .to_owned(),
+                        // realpath names the file; it reads nothing of it.
+                        _ => normalize::path(a, ctx).unwrap_or_else(|| (*a).to_owned()),
+                    })
+                    .collect();
+                let text = printed.join("\n");
                 self.out.text(text.as_str());
                 Feed::text(text)
             }
@@ -670,18 +941,17 @@ impl Walker<'_> {
                     &["-e", "-f", "-l", "--expression", "--file", "--line-length"],
                     false,
                 );
-                let scripts = o.values(&["-e", "--expression"]);
+                let mut scripts = o.values(&["-e", "--expression"]);
                 let mut files = o.operands.clone();
                 if scripts.is_empty() && o.values(&["-f", "--file"]).is_empty() && !files.is_empty()
                 {
-                    let script = files.remove(0);
-                    self.out.text(script);
-                    self.sed_script(script, ctx, depth);
+                    scripts.push(files.remove(0));
                 }
-                for s in scripts {
-                    self.out.text(s);
+                for s in &scripts {
+                    self.out.text(*s);
                     self.sed_script(s, ctx, depth);
                 }
+                self.sed_runs_input(&scripts, &files, &stdin, ctx);
                 for f in o.values(&["-f", "--file"]) {
                     self.path_op(Action::Read, f, ctx, None);
                 }
@@ -717,9 +987,11 @@ impl Walker<'_> {
                 let mut files = o.operands.clone();
                 for f in &progs {
                     self.path_op(Action::Read, f, ctx, None);
+                    self.script_source("awk", f, &stdin, ctx);
                 }
                 if progs.is_empty() && !files.is_empty() {
                     let prog = files.remove(0);
+                    self.awk_runs_input(prog, &files, &stdin, ctx);
                     // `-v name=value` is known to the program before it runs.
                     let vars: Vec<(String, String)> = o
                         .values(&["-v", "--assign"])
@@ -879,6 +1151,17 @@ impl Walker<'_> {
                 Feed::default()
             }
             "cp" | "mv" | "install" | "ln" | "link" | "rsync" | "scp" => self.copy(name, args, ctx),
+            "sponge" => {
+                let content = (!stdin.text.is_empty()).then(|| stdin.joined());
+                for f in args.iter().filter(|a| !a.starts_with('-')) {
+                    self.path_op(Action::Write, f, ctx, content.clone());
+                    if stdin.downloaded {
+                        self.downloaded_to(f, ctx);
+                    }
+                }
+                Feed::default()
+            }
+            "parallel" => self.parallel(args, ctx, depth, &stdin),
             "dd" => {
                 for a in args {
                     if let Some(f) = a.strip_prefix("if=") {
@@ -886,6 +1169,10 @@ impl Walker<'_> {
                     } else if let Some(f) = a.strip_prefix("of=") {
                         let content = (!stdin.text.is_empty()).then(|| stdin.joined());
                         self.path_op(Action::Write, f, ctx, content);
+                        // A copy of a download (from stdin or `if=`) is a download.
+                        if stdin.downloaded || self.flow.read_download {
+                            self.downloaded_to(f, ctx);
+                        }
                     }
                 }
                 Feed::default()
@@ -935,7 +1222,7 @@ impl Walker<'_> {
                         Some(&"-") | None => (!stdin.text.is_empty()).then(|| stdin.joined()),
                         Some(f) => {
                             self.path_op(Action::Read, f, ctx, None);
-                            self.fd_feed(f).map(|f| f.joined())
+                            self.file_feed(f, ctx).map(|f| f.joined())
                         }
                     };
                     self.path_op(Action::Write, &spool, ctx, content);
@@ -992,7 +1279,7 @@ impl Walker<'_> {
                 }
                 Feed::default()
             }
-            "tar" | "bsdtar" => self.tar(args, ctx),
+            "tar" | "bsdtar" => self.tar(args, ctx, &stdin),
             "zip" | "7z" | "7za" | "rar" => {
                 let o = args::parse(
                     args,
@@ -1030,11 +1317,19 @@ impl Walker<'_> {
                 );
                 if name == "unzip" {
                     let mut it = o.operands.iter();
+                    let mut downloaded = false;
                     if let Some(archive) = it.next() {
                         self.path_op(Action::Read, archive, ctx, None);
+                        downloaded = self.is_download(archive, ctx);
                     }
                     let dir = o.value(&["-d"]).unwrap_or(".");
-                    self.path_op(Action::Write, dir, ctx, None);
+                    let lists = o.has(&["-l", "-t", "-v", "-z", "-Z"]);
+                    if !lists {
+                        self.path_op(Action::Write, dir, ctx, None);
+                    }
+                    if downloaded && !lists {
+                        self.downloaded_tree(dir, ctx);
+                    }
                 } else {
                     for f in &o.operands {
                         self.path_op(Action::Read, f, ctx, None);
@@ -1147,7 +1442,8 @@ impl Walker<'_> {
             | "ftp" | "lftp" | "ping" | "ping6" | "dig" | "nslookup" | "host" | "whois"
             | "traceroute" | "tracepath" | "mtr" | "http" | "https" | "xh" | "aria2c"
             | "ssh-copy-id" | "mosh" | "nmap" | "tftp" | "openvpn" | "sshpass" | "autossh"
-            | "websocat" | "grpcurl" => {
+            | "websocat" | "grpcurl" | "wget2" | "lwp-request" | "lwp-download" | "GET"
+            | "HEAD" | "POST" | "curlie" => {
                 let mut feed = self.network(name, args, ctx, depth, stdin);
                 feed.downloaded |= flow::fetches(name);
                 feed
@@ -1164,7 +1460,9 @@ impl Walker<'_> {
                     } else {
                         a.as_str()
                     };
-                    if path_like(candidate) {
+                    // A bare name is a file in the working directory to a command not in
+                    // the table (`cd ~/.aws && aws s3 cp credentials s3://…`).
+                    if path_like(candidate) || bare_name(candidate) {
                         self.path_op(Action::Read, candidate, ctx, None);
                     }
                 }
@@ -1193,6 +1491,8 @@ impl Walker<'_> {
     fn shell(&mut self, args: &[String], ctx: &mut Context, depth: usize, stdin: &Feed) -> Feed {
         let mut command_mode = false;
         let mut stdin_mode = false;
+        // `-n` (noexec): the shell reads and checks the script, runs nothing in it.
+        let mut check_only = false;
         let mut i = 0;
         while let Some(a) = args.get(i) {
             i += 1;
@@ -1200,6 +1500,7 @@ impl Walker<'_> {
                 break;
             }
             if let Some(long) = a.strip_prefix("--") {
+                check_only |= long == "no-execute";
                 if matches!(long, "rcfile" | "init-file") {
                     if let Some(f) = args.get(i) {
                         self.path_op(Action::Read, f, ctx, None);
@@ -1213,8 +1514,10 @@ impl Walker<'_> {
             if (a.starts_with('-') || a.starts_with('+')) && a.len() > 1 {
                 command_mode |= a[1..].contains('c') && a.starts_with('-');
                 stdin_mode |= a[1..].contains('s') && a.starts_with('-');
+                check_only |= a[1..].contains('n') && a.starts_with('-');
                 // -o OPTION / -O OPTION take a value.
                 if a[1..].contains(['o', 'O']) {
+                    check_only |= a.starts_with('-') && args.get(i).is_some_and(|o| o == "noexec");
                     i += 1;
                 }
                 continue;
@@ -1223,6 +1526,12 @@ impl Walker<'_> {
             break;
         }
         let rest = args.get(i..).unwrap_or(&[]);
+        if check_only {
+            if let Some(file) = rest.first().filter(|_| !command_mode && !stdin_mode) {
+                self.path_op(Action::Read, file, ctx, None);
+            }
+            return Feed::default();
+        }
         if command_mode {
             let Some((src, params)) = rest.split_first() else {
                 return Feed::default();
@@ -1237,6 +1546,8 @@ impl Walker<'_> {
             return self.script(src, &mut sub, depth + 1);
         }
         match rest.first() {
+            // `bash /dev/stdin <<< '…'`: the script is what comes in on stdin.
+            Some(file) if flow::is_stdin_path(file) => self.shell_stdin(stdin, ctx, depth),
             Some(file) if !stdin_mode => self.script_file(file, ctx, depth, false),
             _ => self.shell_stdin(stdin, ctx, depth),
         }
@@ -1269,7 +1580,7 @@ impl Walker<'_> {
         if self.is_download(file, ctx) {
             self.runs_download("sh", Reach::Script);
         }
-        let Some(feed) = self.fd_feed(file) else {
+        let Some(feed) = self.file_feed(file, ctx) else {
             return Feed::default();
         };
         let mut sub = ctx.clone();
@@ -1472,7 +1783,7 @@ impl Walker<'_> {
         let mut feed = Feed::default();
         for f in &operands {
             self.path_op(Action::Read, f, ctx, None);
-            if let Some(inner) = self.fd_feed(f) {
+            if let Some(inner) = self.file_feed(f, ctx) {
                 feed.extend(inner);
             }
             if matches!(name, "ls" | "dir" | "vdir" | "du" | "tree") {
@@ -1804,6 +2115,10 @@ impl Walker<'_> {
             return Feed::default();
         }
         self.path_op(Action::Write, dest, ctx, None);
+        // A copy of a download, or of a remote file (`scp host:f`), is a download.
+        let downloaded = sources
+            .iter()
+            .any(|s| remote_host(s).is_some() || self.is_download(s, ctx));
         // Into a directory: the file lands at DEST/NAME, which is what rules on files under a
         // protected directory need to see.
         let into_dir = dest.ends_with('/')
@@ -1819,13 +2134,20 @@ impl Walker<'_> {
                 let file = s.rsplit(['/', ':']).next().unwrap_or(s);
                 if !file.is_empty() {
                     self.path_op(Action::Write, &format!("{base}/{file}"), ctx, None);
+                    if downloaded {
+                        self.downloaded_to(&format!("{base}/{file}"), ctx);
+                        self.downloaded_tree(&format!("{base}/{file}"), ctx);
+                    }
                 }
             }
+        } else if downloaded {
+            self.downloaded_to(dest, ctx);
+            self.downloaded_tree(dest, ctx);
         }
         Feed::default()
     }
 
-    fn tar(&mut self, args: &[String], ctx: &mut Context) -> Feed {
+    fn tar(&mut self, args: &[String], ctx: &mut Context, stdin: &Feed) -> Feed {
         // The first word may be a bundle of letters without a dash (`tar czf out.tgz dir`).
         let mut args = args.to_vec();
         if let Some(first) = args.first_mut() {
@@ -1893,12 +2215,24 @@ impl Walker<'_> {
             if let Some(a) = archive {
                 self.path_op(Action::Read, a, ctx, None);
             }
+            // Unpacked from a download, every file it writes is downloaded.
+            let downloaded = match archive.filter(|a| *a != "-") {
+                Some(a) => self.is_download(a, ctx),
+                None => stdin.downloaded,
+            };
             if extract {
                 if o.operands.is_empty() {
                     self.path_op(Action::Write, ".", &sub, None);
+                    if downloaded {
+                        self.downloaded_tree(".", &sub);
+                    }
                 }
                 for f in &o.operands {
                     self.path_op(Action::Write, f, &sub, None);
+                    if downloaded {
+                        self.downloaded_to(f, &sub);
+                        self.downloaded_tree(f, &sub);
+                    }
                 }
             }
         }
@@ -2304,3 +2638,6 @@ fn printf(args: &[String]) -> String {
     }
     out
 }
+
+/// Where `pushd` keeps the directories `popd` returns to, newest first, one per line.
+const DIRSTACK: &str = "DIRSTACK";

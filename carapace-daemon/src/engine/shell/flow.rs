@@ -5,14 +5,23 @@
 //! running the file itself — that is "running downloaded code", whatever the spelling of
 //! the shell (absolute path, `env`, `busybox`, `sudo`) or the order of the steps.
 //!
-//! What the analysis found is written as a canonical command line, `curl | INTERPRETER`
-//! for code on stdin and `INTERPRETER <(curl)` for a script, so that command rules match
-//! the fact rather than one spelling of it (the `remote-code` pack's rules do).
+//! Taint is carried three ways: a stream ([`Feed::downloaded`](super::walk::Feed), and the
+//! stdin a group, a loop or a `sh -c` passes on to the commands inside it, `Flow::stdin`),
+//! a value (a private-use marker in the text of `$(curl …)` or of a line `read` from a
+//! download) and a file (`Flow::downloads`, followed through copies, moves and unpacking).
+//!
+//! What the analysis found is written as a canonical command line, `curl | RUNNER` for
+//! code on stdin (every shell is `sh`; interpreters by family name) and `sh <(curl)` for a
+//! shell script, so that command rules match the fact rather than one spelling of it, and
+//! never text that only mentions `curl | sh` (the `remote-code` pack's rules are anchored
+//! on these lines).
 
 use super::super::normalize;
 use super::super::operation::Context;
-use super::commands::is_shell;
-use super::walk::Walker;
+use super::args;
+use super::commands::{family, is_interpreter, is_shell};
+use super::walk::{Feed, Walker};
+use crate::rules::Action;
 
 /// Commands whose stdout carries bytes from the network.
 pub(super) fn fetches(name: &str) -> bool {
@@ -34,6 +43,17 @@ pub(super) fn fetches(name: &str) -> bool {
             | "lftp"
             | "tftp"
             | "ssh"
+            | "wget2"
+            | "lwp-request"
+            | "lwp-download"
+            | "GET"
+            | "HEAD"
+            | "POST"
+            | "curlie"
+            | "dig"
+            | "host"
+            | "nslookup"
+            | "whois"
     )
 }
 
@@ -42,13 +62,40 @@ pub(super) fn fetches(name: &str) -> bool {
 /// character: no real value holds it.
 pub(super) const DOWNLOADED: &str = "\u{e000}downloaded\u{e000}";
 
+/// Stands in a line `read` from a downloaded stream: `eval "$line"` in a `while read` loop
+/// runs the stream line by line, as a shell reading its stdin would.
+pub(super) const STREAMED: &str = "\u{e000}streamed\u{e000}";
+
+/// How a value carrying a download marker would reach a runner, if it does.
+pub(super) fn value_reach(value: &str) -> Option<Reach> {
+    if value.contains(DOWNLOADED) {
+        Some(Reach::Script)
+    } else if value.contains(STREAMED) {
+        Some(Reach::Stdin)
+    } else {
+        None
+    }
+}
+
+/// Names a program reads its own stdin through, as a script file.
+pub(super) fn is_stdin_path(path: &str) -> bool {
+    matches!(
+        path,
+        "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0" | "/dev/fd/stdin"
+    )
+}
+
 /// Where downloaded bytes went so far in one call's analysis.
 #[derive(Debug, Default)]
 pub(super) struct Flow {
     /// Files (and, ending in `/`, trees) written with downloaded bytes.
     pub downloads: Vec<String>,
-    /// Descriptors opened on `/dev/tcp` or `/dev/udp` (`exec 3<>/dev/tcp/…`).
-    pub net_fds: Vec<String>,
+    /// Descriptors that read downloaded bytes: opened on `/dev/tcp` (`exec 3<>/dev/tcp/…`),
+    /// on a downloaded file or on a process substitution fed by a download.
+    pub download_fds: Vec<String>,
+    /// The stdin of the shell being walked carries downloaded bytes (a group, loop, `sh -c`
+    /// or wrapper fed by a download): a command given no other stdin inherits it.
+    pub stdin: bool,
     /// The command being run read a file of `downloads` (its output is downloaded bytes).
     pub read_download: bool,
 }
@@ -97,20 +144,259 @@ impl Walker<'_> {
     }
 
     /// Downloaded bytes reach `runner` (a shell or interpreter, by its family name) as code.
-    /// Interpreters other than shells are written with their code on stdin, the form the
-    /// pack's rule names them in.
+    /// Every shell is written `sh`; interpreters other than shells are written with their
+    /// code on stdin, the form the pack's rule names them in.
     pub(super) fn runs_download(&mut self, runner: &str, reach: Reach) {
         let line = match reach {
-            Reach::Script if is_shell(runner) => format!("{runner} <(curl)"),
+            Reach::Script if is_shell(runner) => "sh <(curl)".to_owned(),
+            _ if is_shell(runner) => "curl | sh".to_owned(),
             _ => format!("curl | {runner}"),
         };
         self.out.command(line);
     }
 
-    /// `runs_download` when `code` (a `-c` string, `eval`'s words) holds a download.
+    /// `runs_download` when `code` (a `-c` string, `eval`'s words, a command word) holds a
+    /// download.
     pub(super) fn code_from_download(&mut self, runner: &str, code: &str) {
-        if code.contains(DOWNLOADED) {
+        if let Some(reach) = value_reach(code) {
+            self.runs_download(runner, reach);
+        }
+    }
+
+    /// What a command given no stdin of its own reads: the enclosing shell's.
+    pub(super) fn inherited_stdin(&self) -> Feed {
+        Feed {
+            downloaded: self.flow.stdin,
+            ..Feed::default()
+        }
+    }
+
+    /// Walks `f` in a shell (a group, a loop, a command and what it runs) whose stdin is
+    /// `downloaded` or not; the enclosing one's is restored after.
+    pub(super) fn with_stdin<T>(&mut self, downloaded: bool, f: impl FnOnce(&mut Self) -> T) -> T {
+        let outer = std::mem::replace(&mut self.flow.stdin, downloaded);
+        let out = f(self);
+        self.flow.stdin = outer;
+        out
+    }
+
+    /// A script file for `runner`: its own stdin (`sh /dev/stdin`, `gawk -f /dev/stdin`)
+    /// or a downloaded file runs downloaded code.
+    pub(super) fn script_source(&mut self, runner: &str, file: &str, stdin: &Feed, ctx: &Context) {
+        if is_stdin_path(file) {
+            if stdin.downloaded {
+                self.runs_download(runner, Reach::Stdin);
+            }
+        } else if self.is_download(file, ctx) {
             self.runs_download(runner, Reach::Script);
         }
+    }
+}
+
+/// Whether a sed script runs its input as commands: GNU sed's `e` command, or the `e` flag
+/// of `s///` (the pattern space after the substitution is run).
+fn sed_executes(script: &str) -> bool {
+    script.split([';', '\n']).any(|cmd| {
+        let cmd = strip_sed_address(cmd.trim());
+        match cmd.chars().next() {
+            Some('e') => true,
+            Some('s') => substitution_flags(&cmd[1..]).contains('e'),
+            _ => false,
+        }
+    })
+}
+
+/// A sed command without its address (`3`, `$`, `/re/`, `1,5`, `/a/,/b/`, `!`).
+fn strip_sed_address(cmd: &str) -> &str {
+    let mut rest = cmd;
+    loop {
+        let before = rest.len();
+        rest = rest.trim_start_matches(|c: char| {
+            c.is_ascii_digit() || matches!(c, '$' | ',' | '!' | '~' | ' ')
+        });
+        if let Some(re) = rest.strip_prefix('/') {
+            rest = re.split_once('/').map_or("", |(_, after)| after);
+        }
+        if rest.len() == before {
+            return rest;
+        }
+    }
+}
+
+/// The flags of `s` given what follows the `s`: the delimiter, pattern, replacement, flags.
+fn substitution_flags(after_s: &str) -> &str {
+    let Some(delim) = after_s.chars().next() else {
+        return "";
+    };
+    let mut seen = 0;
+    let mut escaped = false;
+    for (i, c) in after_s.char_indices().skip(1) {
+        if escaped {
+            escaped = false;
+        } else if c == '\\' {
+            escaped = true;
+        } else if c == delim {
+            seen += 1;
+            if seen == 2 {
+                return after_s.get(i + c.len_utf8()..).unwrap_or("");
+            }
+        }
+    }
+    ""
+}
+
+/// Calls in awk, Python, Perl, Ruby, PHP and JavaScript that run a string as code or as a
+/// shell command.
+const EVAL_CALLS: &[&str] = &[
+    "exec(",
+    "eval(",
+    "eval ",
+    "execSync(",
+    "system(",
+    "system ",
+    "Function(",
+    "instance_eval",
+    "class_eval",
+    "runInThisContext(",
+    "runInNewContext(",
+    "popen(",
+    "shell_exec(",
+    "passthru(",
+    "spawnSync(",
+];
+
+/// Whether `code` hands something other than a string literal to a call that runs it as
+/// code (`exec(urlopen(…).read())`, `system($0)`, `eval get(…)`); literals are walked as
+/// commands already, and `eval { … }` is Perl's `try`.
+pub(super) fn evaluates_values(code: &str) -> bool {
+    EVAL_CALLS.iter().any(|call| {
+        code.match_indices(call).any(|(i, _)| {
+            let after = code.get(i + call.len()..).unwrap_or("").trim_start();
+            !after.is_empty() && !after.starts_with(['\'', '"', '`', '{', ')'])
+        })
+    })
+}
+
+/// Whether `code` fetches from the network itself (a URL literal).
+pub(super) fn fetches_url(code: &str) -> bool {
+    ["http://", "https://", "ftp://"]
+        .iter()
+        .any(|scheme| code.contains(scheme))
+}
+
+/// awk's `print | "sh"`: a pipe into a command string that names a shell or interpreter.
+fn awk_pipes_to_runner(prog: &str) -> bool {
+    prog.match_indices('|').any(|(i, _)| {
+        let after = prog.get(i + 1..).unwrap_or("").trim_start();
+        let Some(quoted) = after.strip_prefix('"') else {
+            return false;
+        };
+        let command = quoted.split('"').next().unwrap_or("");
+        let runner = command.split_whitespace().next().map_or("", family);
+        is_shell(runner) || is_interpreter(runner)
+    })
+}
+
+impl Walker<'_> {
+    /// Whether a filter's input (its stdin or its files) holds downloaded bytes.
+    fn input_downloaded(&self, files: &[&str], stdin: &Feed, ctx: &Context) -> bool {
+        stdin.downloaded || files.iter().any(|f| self.is_download(f, ctx))
+    }
+
+    /// `sed e` of a download runs it line by line.
+    pub(super) fn sed_runs_input(
+        &mut self,
+        scripts: &[&str],
+        files: &[&str],
+        stdin: &Feed,
+        ctx: &Context,
+    ) {
+        if scripts.iter().any(|s| sed_executes(s)) && self.input_downloaded(files, stdin, ctx) {
+            self.runs_download("sh", Reach::Stdin);
+        }
+    }
+
+    /// `awk '{system($0)}'` or `awk '{print | "sh"}'` of a download runs it.
+    pub(super) fn awk_runs_input(
+        &mut self,
+        prog: &str,
+        files: &[&str],
+        stdin: &Feed,
+        ctx: &Context,
+    ) {
+        if (evaluates_values(prog) || awk_pipes_to_runner(prog))
+            && self.input_downloaded(files, stdin, ctx)
+        {
+            self.runs_download("sh", Reach::Stdin);
+        }
+    }
+
+    /// GNU parallel: with no command, each input line is a command; with one, input lines
+    /// become its arguments (a runner's code or script, as for `xargs`).
+    pub(super) fn parallel(
+        &mut self,
+        args: &[String],
+        ctx: &mut Context,
+        depth: usize,
+        stdin: &Feed,
+    ) -> Feed {
+        let o = args::parse(
+            args,
+            &[
+                "-j",
+                "--jobs",
+                "-N",
+                "-n",
+                "--max-args",
+                "-L",
+                "--max-lines",
+                "-S",
+                "--sshlogin",
+                "-d",
+                "--delimiter",
+                "-a",
+                "--arg-file",
+                "-I",
+                "--colsep",
+                "-C",
+                "--halt",
+                "--delay",
+                "--timeout",
+                "--joblog",
+                "--results",
+                "--tmpdir",
+                "--workdir",
+                "-E",
+                "--env",
+                "--tagstring",
+                "--block",
+                "--retries",
+            ],
+            true,
+        );
+        for f in o.values(&["-a", "--arg-file"]) {
+            self.path_op(Action::Read, f, ctx, None);
+        }
+        let command: Vec<String> = o
+            .rest
+            .iter()
+            .take_while(|a| !a.starts_with(":::"))
+            .cloned()
+            .collect();
+        let from_files = o
+            .values(&["-a", "--arg-file"])
+            .iter()
+            .any(|f| self.is_download(f, ctx));
+        if stdin.downloaded || from_files {
+            match command.first().map(|c| family(c)) {
+                None => self.runs_download("sh", Reach::Stdin),
+                Some(r) if is_shell(r) || is_interpreter(r) => self.runs_download(r, Reach::Script),
+                Some(_) => {}
+            }
+        }
+        if command.is_empty() {
+            return Feed::default();
+        }
+        self.run(&command, ctx, depth + 1, Feed::default())
     }
 }

@@ -18,12 +18,16 @@ mod args;
 mod code;
 mod code_eval;
 mod commands;
+mod fetch;
 mod flow;
 mod gitconfig;
+mod globopts;
 mod home_paths;
 mod net;
+mod param;
 mod parse;
 mod plain;
+mod textops;
 mod walk;
 mod word;
 

@@ -21,8 +21,11 @@ impl Walker<'_> {
     }
 
     pub fn host_op(&mut self, host: &str, port: Option<u16>, content: Option<String>) {
-        // `$(whoami).exfil.example` leaves a leading dot where the unknown part was.
-        let host = normalize::host(host.trim_start_matches('.'));
+        // `$(whoami).exfil.example`: the labels after the unknown part are the host named.
+        let known = host
+            .rsplit_once(super::walk::UNKNOWN)
+            .map_or(host, |(_, after)| after);
+        let host = normalize::host(known.trim_start_matches('.'));
         if host.is_empty() {
             return;
         }
@@ -134,6 +137,7 @@ impl Walker<'_> {
                         "--max-filesize",
                         "--oauth2-bearer",
                         "--aws-sigv4",
+                        "--output-dir",
                     ],
                     false,
                 );
@@ -231,15 +235,23 @@ impl Walker<'_> {
                         self.path_op(Action::Write, f, ctx, None);
                     }
                 }
+                // Saved in --output-dir when the name is relative.
+                let in_dir = |f: &str| match o.value(&["--output-dir"]) {
+                    Some(dir) if !f.starts_with(['/', '~']) => {
+                        format!("{}/{f}", dir.trim_end_matches('/'))
+                    }
+                    _ => f.to_owned(),
+                };
                 for f in o.values(&["-o", "--output"]) {
-                    self.downloaded_to(f, ctx);
+                    self.downloaded_to(&in_dir(f), ctx);
                 }
                 // -O / --remote-name: saved under the URL's last path segment.
                 if o.has(&["-O", "--remote-name", "--remote-name-all"]) {
                     for u in o.operands.iter().copied().chain(o.values(&["--url"])) {
                         let path = u.split(['?', '#']).next().unwrap_or(u);
                         if let Some(file) = path.rsplit('/').next().filter(|f| !f.is_empty()) {
-                            self.downloaded_to(file, ctx);
+                            self.path_op(Action::Write, &in_dir(file), ctx, None);
+                            self.downloaded_to(&in_dir(file), ctx);
                         }
                     }
                 }
@@ -255,7 +267,7 @@ impl Walker<'_> {
                 }
                 Feed::default()
             }
-            "wget" | "aria2c" => {
+            "wget" | "wget2" | "aria2c" => {
                 let o = args::parse(
                     args,
                     &[
@@ -361,7 +373,15 @@ impl Walker<'_> {
                 if let Some(f) = out_file.filter(|f| *f != "-") {
                     self.downloaded_to(f, ctx);
                 }
-                if out_file.is_none() {
+                // aria2c -o NAME: the file's name in -d DIR.
+                let named = o.value(&["-o"]).filter(|_| name == "aria2c");
+                if let Some(n) = named {
+                    let dir = o.value(&["-d", "--dir"]).unwrap_or(".");
+                    let path = format!("{}/{n}", dir.trim_end_matches('/'));
+                    self.path_op(Action::Write, &path, ctx, None);
+                    self.downloaded_to(&path, ctx);
+                }
+                if out_file.is_none() && named.is_none() {
                     // Saved under the URL's last path segment, in -P DIR or here.
                     let dir = o
                         .value(&["-P", "--directory-prefix", "-d", "--dir"])

@@ -4,7 +4,7 @@ use brush_parser::ast;
 
 use super::super::normalize;
 use super::super::operation::{Context, Extracted, Operation};
-use super::{parse, word, MAX_DEPTH, MAX_WORK};
+use super::{param, parse, word, MAX_DEPTH, MAX_WORK};
 use crate::rules::Action;
 
 /// What a command prints, as far as it is known, so that `echo … | base64 -d | sh`, `$(…)`
@@ -58,6 +58,15 @@ pub(super) struct Walker<'o> {
     pub escalate: bool,
     /// Where downloaded bytes went so far.
     pub flow: super::flow::Flow,
+    /// Functions defined so far, by name: a call walks the body with its arguments.
+    pub functions: Vec<(String, ast::FunctionBody)>,
+    /// Files this command wrote with known content (`echo 'cat ~/.netrc' > /tmp/s`), by
+    /// absolute path: a later `source`, `sh FILE`, `./FILE`, `< FILE` or `cat FILE` in
+    /// the same command reads that content.
+    pub files: Vec<(String, Feed)>,
+    /// The names the last substitution without known text printed (`$(find ~/.aws)`): a
+    /// word that is that substitution alone stands for them.
+    sub_names: Vec<String>,
 }
 
 impl<'o> Walker<'o> {
@@ -71,6 +80,9 @@ impl<'o> Walker<'o> {
             inline: false,
             escalate: false,
             flow: super::flow::Flow::default(),
+            functions: Vec::new(),
+            files: Vec::new(),
+            sub_names: Vec::new(),
         }
     }
 
@@ -168,7 +180,13 @@ impl<'o> Walker<'o> {
     fn list(&mut self, list: &ast::CompoundList, ctx: &mut Context, depth: usize) -> Feed {
         let mut feed = Feed::default();
         for item in &list.0 {
-            feed.extend(self.and_or(&item.0, ctx, depth));
+            if matches!(item.1, ast::SeparatorOperator::Async) {
+                // `cd DIR & cmd`: a background job runs in a subshell of its own.
+                let mut sub = ctx.clone();
+                feed.extend(self.and_or(&item.0, &mut sub, depth));
+            } else {
+                feed.extend(self.and_or(&item.0, ctx, depth));
+            }
         }
         feed
     }
@@ -184,7 +202,8 @@ impl<'o> Walker<'o> {
 
     fn pipeline(&mut self, p: &ast::Pipeline, ctx: &mut Context, depth: usize) -> Feed {
         if let [only] = p.seq.as_slice() {
-            return self.command(only, ctx, depth, Feed::default());
+            let stdin = self.inherited_stdin();
+            return self.command(only, ctx, depth, stdin);
         }
         // The pipeline as one line, so that command rules like `curl … | sh` can match.
         let line = p
@@ -200,8 +219,9 @@ impl<'o> Walker<'o> {
             .join(" | ");
         self.out.command(line);
         // Each part of a pipeline runs in a subshell: `cd` in one does not move the others.
-        // Downloaded bytes taint every later part: `curl … | grep … | sh` runs them.
-        let mut feed = Feed::default();
+        // Downloaded bytes taint every later part: `curl … | grep … | sh` runs them. The
+        // first part reads the enclosing shell's stdin.
+        let mut feed = self.inherited_stdin();
         let mut downloaded = false;
         for c in &p.seq {
             let mut sub = ctx.clone();
@@ -224,12 +244,15 @@ impl<'o> Walker<'o> {
                 let stdin = self
                     .redirect_inputs(&redirects, ctx, depth)
                     .unwrap_or(stdin);
-                let feed = self.compound(cc, ctx, depth, stdin);
+                // Every command inside reads the group's stdin unless given another.
+                let feed = self.with_stdin(stdin.downloaded, |w| w.compound(cc, ctx, depth, stdin));
                 self.redirect_outputs(&redirects, ctx, depth, &feed)
             }
             ast::Command::Function(f) => {
-                // A function runs whenever it is called; walking its body at the definition
-                // covers every call.
+                // Walking the body at the definition covers calls whose arguments are not
+                // known; a call walks it again with its own (`call_function`).
+                self.functions.retain(|(n, _)| *n != f.fname.value);
+                self.functions.push((f.fname.value.clone(), f.body.clone()));
                 let mut sub = ctx.clone();
                 let redirects: Vec<&ast::IoRedirect> =
                     f.body.1.iter().flat_map(|r| r.0.iter()).collect();
@@ -381,8 +404,11 @@ impl<'o> Walker<'o> {
         for item in c.prefix.iter().flat_map(|p| p.0.iter()) {
             self.item(item, true, ctx, depth, &mut parts);
         }
+        let mut unresolved = false;
         if let Some(name) = &c.word_or_name {
-            parts.words.extend(self.words(&name.value, ctx, depth));
+            let fields = self.words(&name.value, ctx, depth);
+            unresolved = unresolved_command(&name.value, fields.first());
+            parts.words.extend(fields);
         }
         for item in c.suffix.iter().flat_map(|s| s.0.iter()) {
             self.item(item, false, ctx, depth, &mut parts);
@@ -391,6 +417,7 @@ impl<'o> Walker<'o> {
             assignments,
             redirects,
             words,
+            outputs,
         } = parts;
 
         if words.is_empty() {
@@ -398,12 +425,16 @@ impl<'o> Walker<'o> {
             for (name, value) in &assignments {
                 set_var(ctx, name, value);
             }
-            self.redirect_inputs(&redirects, ctx, depth);
+            let stdin = self
+                .redirect_inputs(&redirects, ctx, depth)
+                .unwrap_or(stdin);
+            self.unresolved_runner(unresolved, &stdin);
             return self.redirect_outputs(&redirects, ctx, depth, &Feed::default());
         }
         let stdin = self
             .redirect_inputs(&redirects, ctx, depth)
             .unwrap_or(stdin);
+        self.unresolved_runner(unresolved, &stdin);
         // What a command makes of downloaded bytes is downloaded bytes still.
         let tainted = stdin.downloaded;
         let mut feed = if assignments.is_empty() {
@@ -416,10 +447,47 @@ impl<'o> Walker<'o> {
             }
             let feed = self.run(&words, &mut sub, depth, stdin);
             ctx.cwd = sub.cwd;
+            // Builtins that set variables (`IFS=: read -r a b`) set them in this shell;
+            // only the prefix assignments themselves were temporary.
+            for (k, v) in sub.env {
+                if !assignments.iter().any(|(n, _)| *n == k) && ctx.var(&k) != Some(v.as_str()) {
+                    set_scalar(ctx, &k, &v);
+                }
+            }
             feed
         };
         feed.downloaded |= tainted;
+        self.output_substitutions(&outputs, ctx, depth);
         self.redirect_outputs(&redirects, ctx, depth, &feed)
+    }
+
+    /// A command word the analysis cannot name (`"$SHELL"`, `$(command -v bash)`,
+    /// `/???/ba?h`) reading downloaded bytes may well be a shell: taken as one.
+    fn unresolved_runner(&mut self, unresolved: bool, stdin: &Feed) {
+        if unresolved && stdin.downloaded {
+            self.runs_download("sh", super::flow::Reach::Stdin);
+        }
+    }
+
+    /// `>(…)` given to a command as a file name: walked once the command has run, reading
+    /// what the command wrote there (`tee >(sh)` of a download runs it).
+    fn output_substitutions(
+        &mut self,
+        outputs: &[(String, &ast::SubshellCommand)],
+        ctx: &Context,
+        depth: usize,
+    ) {
+        for (name, sub) in outputs {
+            let downloaded = normalize::path(name, ctx).is_some_and(|p| self.holds_download(&p));
+            let stdin = Feed {
+                downloaded,
+                ..Feed::default()
+            };
+            let mut inner = ctx.clone();
+            self.with_stdin(downloaded, |w| {
+                w.list_with_stdin(&sub.list, &mut inner, depth, stdin)
+            });
+        }
     }
 
     fn item<'a>(
@@ -441,10 +509,38 @@ impl<'o> Walker<'o> {
                     parts.words.extend(self.words(&w.value, ctx, depth));
                     return;
                 }
-                let value = self.assignment_value(&a.value, ctx, depth);
-                if let ast::AssignmentName::VariableName(name) = &a.name {
-                    parts.assignments.push((name.clone(), value));
+                let mut value = self.assignment_value(&a.value, ctx, depth);
+                if let ast::AssignmentValue::Scalar(w) = &a.value {
+                    // `X=~/.aws`: an unquoted leading tilde expands in an assignment too.
+                    if w.value.starts_with('~') && value.starts_with('~') {
+                        if let Some(p) = normalize::path(&value, ctx) {
+                            value = p;
+                        }
+                    }
                 }
+                let name = match &a.name {
+                    ast::AssignmentName::VariableName(name) => name.clone(),
+                    ast::AssignmentName::ArrayElementName(name, index) => {
+                        let index = self.word_one(index, ctx, depth);
+                        match param::arithmetic(&index, ctx).and_then(|i| usize::try_from(i).ok()) {
+                            Some(i) => param::element_name(name, i),
+                            None => return,
+                        }
+                    }
+                };
+                if a.append {
+                    // `p+=/credentials` appends to the value.
+                    value.insert_str(0, ctx.var(&name).unwrap_or(""));
+                }
+                parts.assignments.push((name, value));
+            }
+            ast::CommandPrefixOrSuffixItem::ProcessSubstitution(
+                ast::ProcessSubstitutionKind::Write,
+                sub,
+            ) => {
+                let name = self.fd_name(Feed::default());
+                parts.outputs.push((name.clone(), sub));
+                parts.words.push(name);
             }
             ast::CommandPrefixOrSuffixItem::ProcessSubstitution(kind, sub) => {
                 let name = self.process_substitution(kind, sub, ctx, depth);
@@ -461,11 +557,12 @@ impl<'o> Walker<'o> {
     ) -> String {
         match value {
             ast::AssignmentValue::Scalar(w) => self.word_one(&w.value, ctx, depth),
+            // Elements are words: each may expand to several (`a=(~/.aws/*)`).
             ast::AssignmentValue::Array(items) => items
                 .iter()
-                .map(|(_, w)| self.word_one(&w.value, ctx, depth))
+                .flat_map(|(_, w)| self.words(&w.value, ctx, depth))
                 .collect::<Vec<_>>()
-                .join(" "),
+                .join(&param::ELEMENT_BREAK.to_string()),
         }
     }
 
@@ -478,10 +575,16 @@ impl<'o> Walker<'o> {
     ) -> String {
         let mut inner = ctx.clone();
         let feed = self.list(&sub.list, &mut inner, depth);
-        let name = format!("/dev/fd/{}", 63 - self.fd_feeds.len().min(50));
-        if matches!(kind, ast::ProcessSubstitutionKind::Read) {
-            self.fd_feeds.push((name.clone(), feed));
+        match kind {
+            ast::ProcessSubstitutionKind::Read => self.fd_name(feed),
+            ast::ProcessSubstitutionKind::Write => self.fd_name(Feed::default()),
         }
+    }
+
+    /// The `/dev/fd/N` name of a new process substitution that prints `feed`.
+    fn fd_name(&mut self, feed: Feed) -> String {
+        let name = format!("/dev/fd/{}", 63 - self.fd_feeds.len().min(50));
+        self.fd_feeds.push((name.clone(), feed));
         name
     }
 
@@ -505,13 +608,13 @@ impl<'o> Walker<'o> {
                     };
                     let body = normalize::text(&body);
                     self.out.text(body.as_str());
-                    stdin = Some(Feed::text(body));
+                    stdin = Some(text_feed(body));
                 }
                 ast::IoRedirect::HereString(_, w) => {
                     let mut body = self.word_one(&w.value, ctx, depth);
                     body.push('\n');
                     self.out.text(body.as_str());
-                    stdin = Some(Feed::text(body));
+                    stdin = Some(text_feed(body));
                 }
                 ast::IoRedirect::File(fd, kind, target) => match target {
                     ast::IoFileRedirectTarget::Filename(w) => {
@@ -521,15 +624,23 @@ impl<'o> Walker<'o> {
                         ) {
                             for path in self.words(&w.value, ctx, depth) {
                                 self.path_op(Action::Read, &path, ctx, None);
-                                if fd.is_none_or(|fd| fd == 0) && self.is_download(&path, ctx) {
-                                    stdin = Some(downloaded_feed());
+                                if fd.is_none_or(|fd| fd == 0) {
+                                    if let Some(feed) = self.file_feed(&path, ctx) {
+                                        stdin = Some(feed);
+                                    }
+                                }
+                                if self.is_download(&path, ctx) {
+                                    match fd {
+                                        None | Some(0) => stdin = Some(downloaded_feed()),
+                                        Some(n) => self.flow.download_fds.push(n.to_string()),
+                                    }
                                 }
                                 // bash's network redirects: `sh < /dev/tcp/HOST/PORT`, or
                                 // `exec 3<>/dev/tcp/…` read later through `<&3`.
                                 if path.starts_with("/dev/tcp/") || path.starts_with("/dev/udp/") {
                                     match fd {
                                         None | Some(0) => stdin = Some(downloaded_feed()),
-                                        Some(n) => self.flow.net_fds.push(n.to_string()),
+                                        Some(n) => self.flow.download_fds.push(n.to_string()),
                                     }
                                 }
                             }
@@ -537,8 +648,13 @@ impl<'o> Walker<'o> {
                     }
                     ast::IoFileRedirectTarget::ProcessSubstitution(k, sub) => {
                         let name = self.process_substitution(k, sub, ctx, depth);
-                        if let Some(feed) = self.fd_feed(&name) {
-                            stdin = Some(feed);
+                        match (fd, self.fd_feed(&name)) {
+                            (None | Some(0), Some(feed)) => stdin = Some(feed),
+                            // `exec 3< <(curl …)`, read later through `<&3`.
+                            (Some(n), Some(feed)) if feed.downloaded => {
+                                self.flow.download_fds.push(n.to_string());
+                            }
+                            _ => {}
                         }
                     }
                     ast::IoFileRedirectTarget::Duplicate(w)
@@ -547,7 +663,7 @@ impl<'o> Walker<'o> {
                         for path in self.words(&w.value, ctx, depth) {
                             if !is_fd(&path) {
                                 self.path_op(Action::Read, &path, ctx, None);
-                            } else if self.flow.net_fds.contains(&path) {
+                            } else if self.flow.download_fds.contains(&path) {
                                 stdin = Some(downloaded_feed());
                             }
                         }
@@ -590,7 +706,22 @@ impl<'o> Walker<'o> {
                             (*fd, &w.value)
                         }
                         ast::IoFileRedirectTarget::ProcessSubstitution(k, sub) if writes => {
-                            self.process_substitution(k, sub, ctx, depth);
+                            // `cmd > >(sh)`: the substitution reads what the command prints.
+                            let written = if fd.is_none_or(|fd| fd == 1) {
+                                stdout_kept = false;
+                                output.clone()
+                            } else {
+                                Feed::default()
+                            };
+                            if matches!(k, ast::ProcessSubstitutionKind::Write) {
+                                let mut inner = ctx.clone();
+                                let downloaded = written.downloaded;
+                                self.with_stdin(downloaded, |w| {
+                                    w.list_with_stdin(&sub.list, &mut inner, depth, written)
+                                });
+                            } else {
+                                self.process_substitution(k, sub, ctx, depth);
+                            }
                             continue;
                         }
                         _ => continue,
@@ -630,7 +761,30 @@ impl<'o> Walker<'o> {
             return Vec::new();
         }
         let fields = word::expand(raw, ctx, &mut |inner| self.substitution(inner, ctx, depth));
-        fields.iter().map(|f| normalize::text(f)).collect()
+        let mut out = Vec::with_capacity(fields.len());
+        for f in &fields {
+            if f == UNKNOWN {
+                // A word that is only an unknown output: the names it is known to print,
+                // if any (an unknown whole argument is not taken as a path anywhere).
+                let names = std::mem::take(&mut self.sub_names);
+                if names.is_empty() {
+                    out.push(String::new());
+                }
+                out.extend(names);
+            } else if f.contains(UNKNOWN) && !self.sub_names.is_empty() {
+                // Inside a word, the names' last component (`src/$(ls src)` → `src/*`).
+                let last = self.sub_names[0]
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or("*")
+                    .to_owned();
+                out.push(normalize::text(&f.replace(UNKNOWN, &last)));
+                self.sub_names.clear();
+            } else {
+                out.push(normalize::text(f));
+            }
+        }
+        out
     }
 
     /// One string (assignment values, here-strings): no brace expansion or splitting.
@@ -648,11 +802,76 @@ impl<'o> Walker<'o> {
     fn substitution(&mut self, inner: &str, ctx: &Context, depth: usize) -> String {
         let mut sub = ctx.clone();
         let feed = self.script(inner, &mut sub, depth + 1);
+        if feed.text.is_empty() && !feed.downloaded {
+            // Output not known: part of a word, it is any name (`~/.aws/$(ls ~/.aws)`).
+            self.sub_names = feed.names;
+            return UNKNOWN.to_owned();
+        }
         let mut value = feed.joined();
         if feed.downloaded {
             value.push_str(super::flow::DOWNLOADED);
         }
         value
+    }
+
+    /// Records what a write left in `path`, when its content is known.
+    fn wrote(&mut self, path: &str, content: Option<&str>) {
+        // A write whose bytes are not known (`chmod +x`, a download, which `flow` tracks)
+        // leaves what was known: the analysis may only miss less by keeping it.
+        if let Some(text) = content {
+            self.files.retain(|(p, _)| p != path);
+            if self.files.len() < MAX_FILES {
+                self.files.push((path.to_owned(), Feed::text(text)));
+            }
+        }
+    }
+
+    /// What the command knows a file holds: a process substitution's output by its
+    /// `/dev/fd/N` name, or the content this command wrote there.
+    pub fn file_feed(&self, raw: &str, ctx: &Context) -> Option<Feed> {
+        if let Some(feed) = self.fd_feed(raw) {
+            return Some(feed);
+        }
+        let path = normalize::path(raw, ctx)?;
+        self.files
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map(|(_, f)| f.clone())
+    }
+
+    /// A call of a function defined earlier in the command: its body runs in this shell
+    /// (a `cd` in it moves the caller) with the call's arguments as `$1`….
+    pub fn call_function(
+        &mut self,
+        body: &ast::FunctionBody,
+        args: &[String],
+        ctx: &mut Context,
+        depth: usize,
+        stdin: Feed,
+    ) -> Feed {
+        let names: Vec<String> = (1..=9)
+            .map(|i| i.to_string())
+            .chain(["@".to_owned(), "#".to_owned()])
+            .collect();
+        let saved: Vec<Option<String>> = names
+            .iter()
+            .map(|n| ctx.var(n).map(str::to_owned))
+            .collect();
+        for (i, n) in names.iter().take(9).enumerate() {
+            set_var(ctx, n, args.get(i).map_or("", String::as_str));
+        }
+        set_var(ctx, "@", &args.join(" "));
+        set_var(ctx, "#", &args.len().to_string());
+        let redirects: Vec<&ast::IoRedirect> = body.1.iter().flat_map(|r| r.0.iter()).collect();
+        let feed = self.compound(&body.0, ctx, depth + 1, stdin);
+        let feed = self.redirect_outputs(&redirects, ctx, depth, &feed);
+        for (n, v) in names.iter().zip(saved) {
+            match v {
+                Some(v) => set_var(ctx, n, &v),
+                None => unset_var(ctx, n),
+            }
+        }
+        feed
     }
 
     pub fn fd_feed(&self, name: &str) -> Option<Feed> {
@@ -676,7 +895,8 @@ impl<'o> Walker<'o> {
 
     /// An operation on a path as the command wrote it (pseudo-files are skipped).
     pub fn path_op(&mut self, action: Action, raw: &str, ctx: &Context, content: Option<String>) {
-        let Some(path) = normalize::path(raw, ctx) else {
+        let raw = super::globopts::apply(raw, ctx);
+        let Some(path) = normalize::path(&raw, ctx) else {
             return;
         };
         if pseudo_file(&path) {
@@ -694,11 +914,21 @@ impl<'o> Walker<'o> {
         if action == Action::Read && self.holds_download(&path) {
             self.flow.read_download = true;
         }
+        if action == Action::Write {
+            self.wrote(&path, content.as_deref());
+        }
         let mut op = Operation::path(action, path);
         op.content = content;
         self.out.op(op);
     }
 }
+
+/// What an unknown command output stands for inside a word: any one name, a hidden one
+/// included (bash's extended pattern, which the rules' glob reading takes as any name).
+pub(super) const UNKNOWN: &str = crate::rules::intersect::UNKNOWN_NAME;
+
+/// Files whose written content is remembered, at most.
+const MAX_FILES: usize = 32;
 
 /// A simple command's items, sorted.
 #[derive(Default)]
@@ -706,6 +936,26 @@ struct Parts<'a> {
     assignments: Vec<(String, String)>,
     redirects: Vec<&'a ast::IoRedirect>,
     words: Vec<String>,
+    /// `>(…)` among the words, by the name the command sees, walked after it.
+    outputs: Vec<(String, &'a ast::SubshellCommand)>,
+}
+
+/// Whether the command word `raw` expands to no name the analysis knows (`first`, its first
+/// field): an expansion that gave nothing, or a glob.
+fn unresolved_command(raw: &str, first: Option<&String>) -> bool {
+    let expands = raw.contains(['$', '`']);
+    match first {
+        None => expands,
+        Some(f) => (expands && f.is_empty()) || f.contains(['*', '?', '[']),
+    }
+}
+
+/// A here-document or here-string: its text, downloaded when it holds a `$(curl …)`.
+fn text_feed(body: String) -> Feed {
+    Feed {
+        downloaded: super::flow::value_reach(&body).is_some(),
+        ..Feed::text(body)
+    }
 }
 
 /// Streams that are not files worth reporting.
@@ -732,10 +982,50 @@ fn is_fd(word: &str) -> bool {
 }
 
 pub(super) fn set_var(ctx: &mut Context, name: &str, value: &str) {
+    if value.contains(param::ELEMENT_BREAK) {
+        set_array(ctx, name, value);
+        return;
+    }
+    if let Some((array, index)) = name.strip_suffix(']').and_then(|n| n.split_once('[')) {
+        // One element: the array grows to hold it; element 0 is also `$array`.
+        let count: usize = ctx
+            .var(&param::count_name(array))
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| usize::from(ctx.var(array).is_some()));
+        if let Ok(i) = index.parse::<usize>() {
+            if i == 0 {
+                set_scalar(ctx, array, value);
+            }
+            set_scalar(
+                ctx,
+                &param::count_name(array),
+                &count.max(i + 1).to_string(),
+            );
+        }
+        set_scalar(ctx, name, value);
+        return;
+    }
+    set_scalar(ctx, name, value);
+}
+
+/// `name=(a b c)`: the elements (separated by `param::ELEMENT_BREAK`) and their count.
+fn set_array(ctx: &mut Context, name: &str, value: &str) {
+    let elements: Vec<&str> = value.split(param::ELEMENT_BREAK).collect();
+    for (i, e) in elements.iter().enumerate().take(MAX_ELEMENTS) {
+        set_scalar(ctx, &param::element_name(name, i), e);
+    }
+    let count = elements.len().min(MAX_ELEMENTS);
+    set_scalar(ctx, &param::count_name(name), &count.to_string());
+    set_scalar(ctx, name, elements.first().copied().unwrap_or(""));
+}
+
+/// Elements of one array that are tracked, at most.
+const MAX_ELEMENTS: usize = 64;
+
+fn set_scalar(ctx: &mut Context, name: &str, value: &str) {
+    // (`PWD=DIR` changes the variable, not the directory: only `cd` moves.)
     if name == "HOME" {
         value.clone_into(&mut ctx.home);
-    } else if name == "PWD" {
-        value.clone_into(&mut ctx.cwd);
     }
     match ctx.env.iter_mut().find(|(k, _)| k == name) {
         Some((_, v)) => value.clone_into(v),

@@ -5,6 +5,7 @@
 //! splitting of unquoted expansions. Tildes and glob characters are left in place: paths are
 //! resolved by `normalize::path`, and rules match glob characters as written.
 use super::super::operation::Context;
+use super::param::{parameter, var, ELEMENT_BREAK};
 
 /// Brace expansion stops here; `{a,b}{c,d}…` grows exponentially.
 const MAX_ALTERNATIVES: usize = 64;
@@ -90,6 +91,22 @@ impl Expansion {
 
     /// The result of an expansion; unquoted, it splits on whitespace like `$IFS` does.
     fn expanded(&mut self, value: &str, quoted: bool) {
+        if value.contains(ELEMENT_BREAK) {
+            // `"${a[@]}"`: one field per element, quoted or not.
+            let mut elements = value.split(ELEMENT_BREAK).peekable();
+            while let Some(e) = elements.next() {
+                self.expanded(e, quoted);
+                if elements.peek().is_some() {
+                    if self.no_split {
+                        self.push(' ');
+                    } else {
+                        self.fields.push(std::mem::take(&mut self.current));
+                        self.started = false;
+                    }
+                }
+            }
+            return;
+        }
         if quoted || self.no_split {
             self.push_str(value);
             return;
@@ -274,19 +291,6 @@ impl Expansion {
     }
 }
 
-/// A variable's value; `IFS` has its default when unset (`cat${IFS}/etc/shadow` is a classic).
-fn var(ctx: &Context, name: &str) -> String {
-    match ctx.var(name) {
-        Some(v) => v.to_owned(),
-        None if name == "IFS" => " \t\n".to_owned(),
-        None => String::new(),
-    }
-}
-
-fn valid_name(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
 fn collect(chars: &[char]) -> String {
     chars.iter().collect()
 }
@@ -414,98 +418,6 @@ pub(super) fn radix_prefix(chars: &[char], radix: u32, max: usize) -> (u32, usiz
         n += 1;
     }
     (v, n)
-}
-
-/// `${…}` without the braces.
-fn parameter(inner: &str, ctx: &Context, subst: &mut Subst<'_>) -> String {
-    if let Some(target) = inner.strip_prefix('!') {
-        // ${!name}: the variable named by name's value.
-        return if valid_name(target) {
-            var(ctx, &var(ctx, target))
-        } else {
-            String::new()
-        };
-    }
-    if inner.len() > 1 && inner.starts_with('#') {
-        // Lengths: nothing a path could be made of.
-        return String::new();
-    }
-    let name_len = inner
-        .char_indices()
-        .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_'))
-        .map_or(inner.len(), |(i, _)| i);
-    let (name, op) = inner.split_at(name_len);
-    let value = var(ctx, name);
-    // Array subscripts: arrays are not tracked; the scalar stands in.
-    let op = if op.starts_with('[') {
-        op.find(']').map_or("", |e| &op[e + 1..])
-    } else {
-        op
-    };
-    let set = ctx.var(name).is_some() || name == "IFS";
-    let (colon, rest) = match op.strip_prefix(':') {
-        Some(r) if r.starts_with(['-', '=', '+', '?']) => (true, r),
-        _ => (false, op),
-    };
-    let present = if colon { !value.is_empty() } else { set };
-    let mut it = rest.chars();
-    match it.next() {
-        Some('-' | '=') => {
-            if present {
-                value
-            } else {
-                expand_one(it.as_str(), ctx, subst)
-            }
-        }
-        Some('+') => {
-            if present {
-                expand_one(it.as_str(), ctx, subst)
-            } else {
-                String::new()
-            }
-        }
-        Some('#') => {
-            let pat = expand_one(rest.trim_start_matches('#'), ctx, subst);
-            value
-                .strip_prefix(pat.as_str())
-                .unwrap_or(&value)
-                .to_owned()
-        }
-        Some('%') => {
-            let pat = expand_one(rest.trim_start_matches('%'), ctx, subst);
-            value
-                .strip_suffix(pat.as_str())
-                .unwrap_or(&value)
-                .to_owned()
-        }
-        Some('/') => {
-            let body = rest.trim_start_matches('/');
-            let all = rest.starts_with("//");
-            let (pat, rep) = body.split_once('/').unwrap_or((body, ""));
-            let pat = expand_one(pat, ctx, subst);
-            let rep = expand_one(rep, ctx, subst);
-            if pat.is_empty() {
-                value
-            } else if all {
-                value.replace(&pat, &rep)
-            } else {
-                value.replacen(&pat, &rep, 1)
-            }
-        }
-        Some(':') => {
-            let (off, len) = rest[1..].split_once(':').unwrap_or((&rest[1..], ""));
-            let chars: Vec<char> = value.chars().collect();
-            let off = off.trim().parse::<usize>().unwrap_or(0).min(chars.len());
-            let len = len
-                .trim()
-                .parse::<usize>()
-                .unwrap_or(chars.len())
-                .min(chars.len() - off);
-            collect(&chars[off..off + len])
-        }
-        // No operator, case changes and the rest: the value is close enough for paths.
-        _ => value,
-    }
 }
 
 /// Brace expansion of a raw word (quotes are honoured: `'{a,b}'` stays as it is).
