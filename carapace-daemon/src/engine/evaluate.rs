@@ -594,4 +594,61 @@ mod tests {
             }
         }
     }
+
+    /// A target the analysis resolved gets the rule's own mode; one it could not determine
+    /// gets the rule's mode for an unknown target (approve unless the rule says otherwise,
+    /// never stricter than the rule), with a message saying why.
+    #[test]
+    fn an_unknown_target_gets_the_rules_mode_for_it() {
+        let opts = Options {
+            homes: Homes::fixed(["/home/alice"]),
+            resolver: |_| None,
+        };
+        let rules = RuleSet::parse_with(
+            "t",
+            "version: 1\nrules:\n  - id: my-keys\n    block: \"~/.ssh/**\"\n    message: no keys\n  - id: my-netrc\n    block: \"~/.netrc\"\n    on_unknown_target: block\n  - id: my-history\n    warn: \"~/.bash_history\"\n",
+            &opts,
+        )
+        .expect("the rules compile");
+        let decide = |ops: Vec<Operation>| {
+            let mut ext = Extracted::new("Bash");
+            for op in ops {
+                ext.op(op);
+            }
+            evaluate(&rules, &ext, &Activation::default(), Layer::ToolCall)
+        };
+        let mode_of =
+            |d: &Decision, id: &str| d.matches.iter().find(|m| m.id == id).map(|m| m.mode);
+        let sure = decide(vec![Operation::path(
+            Action::Read,
+            "/home/alice/.ssh/id_ed25519",
+        )]);
+        assert_eq!(sure.decision, Mode::Block);
+        let unknown = Operation {
+            unknown: true,
+            ..Operation::path(Action::Read, "/home/alice/**")
+        };
+        let unsure = decide(vec![unknown.clone()]);
+        assert_eq!(mode_of(&unsure, "my-keys"), Some(Mode::Approve));
+        assert_eq!(mode_of(&unsure, "my-netrc"), Some(Mode::Block));
+        assert_eq!(mode_of(&unsure, "my-history"), Some(Mode::Warn));
+        let keys = unsure.matches.iter().find(|m| m.id == "my-keys");
+        assert!(
+            keys.is_some_and(|m| m.message.starts_with("no keys")
+                && m.message.contains("could not be determined")),
+            "{keys:?}"
+        );
+        // A rule the resolved part of the call meets keeps its own mode.
+        let both = decide(vec![
+            unknown,
+            Operation::path(Action::Read, "/home/alice/.ssh/id_rsa"),
+        ]);
+        assert_eq!(mode_of(&both, "my-keys"), Some(Mode::Block));
+        assert!(RuleSet::parse_with(
+            "t",
+            "version: 1\nrules:\n  - block: /x\n    on_unknown_target: blok\n",
+            &opts
+        )
+        .is_err());
+    }
 }

@@ -81,6 +81,10 @@ const READ_CALLS: &[&str] = &[
     "readTextFile(",
     "readFileStr(",
     "Bun.file(",
+    "openSync(",
+    "File.new(",
+    "readJsonSync(",
+    "readJSON(",
     "io.open(",
     "io.lines(",
     "IO.read(",
@@ -244,6 +248,10 @@ impl Walker<'_> {
                 self.path_op(Action::Execute, f, ctx, None);
             }
             self.script_source(name, f, stdin, ctx);
+        }
+        // php -S ADDR serves its document root (-t DIR, else the working directory).
+        if name == "php" && o.has(&["-S"]) {
+            self.tree_read(o.value(&["-t"]).unwrap_or("."), ctx);
         }
         let codes = o.values(code_flags);
         let mut rest = o.rest;
@@ -442,7 +450,12 @@ impl Walker<'_> {
         if depth > super::MAX_DEPTH || !self.spend(1) {
             return;
         }
-        for site in code_eval::sites(code, vars) {
+        let Some(sites) = code_eval::sites(code, vars) else {
+            self.out
+                .unparsable("the inline code is too complex to analyse (work limit reached)");
+            return;
+        };
+        for site in sites {
             if !self.spend(1) {
                 return;
             }
@@ -515,7 +528,8 @@ impl Walker<'_> {
     fn path_site(&mut self, site: &code_eval::Site, before: &str, after: &str, ctx: &Context) {
         let value = &site.value;
         let before_trim = before.trim_end();
-        let opens = file_call(before_trim);
+        // The call the value is given to, or the method called on it (`Path(p).read_text()`).
+        let opens = file_call(before_trim).or_else(|| after_action(after));
         // Perl's open(F, ">/path") and friends carry the mode in the string.
         let text = value.text.as_str();
         let (mode_write, path) = match text
@@ -527,14 +541,12 @@ impl Walker<'_> {
             None => (false, text.strip_prefix('<').map_or(text, str::trim_start)),
         };
         let action = if mode_write
-            || before_trim.ends_with('>')
+            || redirects_into(before_trim)
             || (opens != Some(Action::Delete) && write_mode_after(after))
         {
             Action::Write
         } else {
-            opens
-                .or_else(|| after_action(after))
-                .unwrap_or_else(|| call_action(before, after))
+            opens.unwrap_or_else(|| call_action(before, after))
         };
         if !value.complete {
             if opens.is_some() && (value.computed || value.home || path.starts_with('~')) {
@@ -542,6 +554,10 @@ impl Walker<'_> {
             } else if written_path(path) && !path.is_empty() {
                 self.path_op(action, path, ctx, None);
             }
+            return;
+        }
+        // A name decoded but only printed is not opened.
+        if value.decoded && opens.is_none() {
             return;
         }
         let bare_home = path == "~" && value.home;
@@ -618,6 +634,12 @@ fn file_call(before: &str) -> Option<Action> {
     }
 }
 
+/// awk's `print > FILE` and `print >> (DIR "/name")` (not an arrow, `=>` or `->`).
+fn redirects_into(before: &str) -> bool {
+    let b = before.trim_end_matches('(').trim_end();
+    b.ends_with('>') && !b.ends_with("=>") && !b.ends_with("->")
+}
+
 /// Whether the code before a value ends with one of `calls` (those spelled with a trailing
 /// space, `system "…"`, before the value's own spacing is trimmed).
 fn ends_with_call(before: &str, calls: &[&str]) -> bool {
@@ -651,6 +673,23 @@ fn after_action(after: &str) -> Option<Action> {
     .any(|m| method.starts_with(m))
     {
         Some(Action::Write)
+    } else if [
+        "read_text(",
+        "read_bytes(",
+        "open(",
+        "readlines(",
+        "iterdir(",
+    ]
+    .iter()
+    .any(|m| method.starts_with(m))
+        // Ruby's `Pathname.new(p).read` without parentheses.
+        || ["read", "binread", "readlines", "each_line"].iter().any(|m| {
+            method
+                .strip_prefix(m)
+                .is_some_and(|r| !r.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
+        })
+    {
+        Some(Action::Read)
     } else {
         None
     }
@@ -706,6 +745,10 @@ fn write_mode_after(after: &str) -> bool {
         return false;
     };
     let rest = rest.trim_start();
+    // open(p, mode="a"), File.open(p, mode: "a").
+    let rest = rest.strip_prefix("mode").map_or(rest, |r| {
+        r.trim_start().trim_start_matches(['=', ':']).trim_start()
+    });
     let Some(quote) = rest.chars().next().filter(|c| matches!(c, '\'' | '"')) else {
         return false;
     };

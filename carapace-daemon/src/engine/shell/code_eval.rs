@@ -8,17 +8,22 @@
 //! partly known (a prefix) and may have gone through a computation it could not follow.
 use base64::Engine as _;
 
-use super::home_paths::home_sources;
+use super::home_paths::{home_sources, user_sources};
 
 /// How deep expressions nest before the rest is taken as unknown.
 const MAX_DEPTH: usize = 12;
-/// Expressions evaluated in one piece of code.
-const MAX_STEPS: usize = 20_000;
+/// Work (characters looked at, expressions tried) in one piece of code; past it the code
+/// is too complex to analyse. Ordinary code costs a few steps per character.
+const MAX_STEPS: usize = 1_000_000;
 /// Longest value built (longer ones are cut and become partly known).
 const MAX_LEN: usize = 8192;
 
 /// What an expression evaluates to.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent facts about one value, each read on its own"
+)]
 pub(super) struct Value {
     /// The text, or the known start of it when `complete` is false. The home directory is
     /// spelled `~`.
@@ -94,16 +99,13 @@ impl Value {
     /// unknown and is now computed.
     fn map(mut self, f: impl FnOnce(&str) -> Option<String>) -> Self {
         self.literal = false;
-        match f(&self.text).filter(|_| self.complete) {
-            Some(t) => {
-                self.text = t;
-                self.decoded = true;
-            }
-            None => {
-                self.text.clear();
-                self.complete = false;
-                self.computed = true;
-            }
+        if let Some(t) = f(&self.text).filter(|_| self.complete) {
+            self.text = t;
+            self.decoded = true;
+        } else {
+            self.text.clear();
+            self.complete = false;
+            self.computed = true;
         }
         self
     }
@@ -127,15 +129,16 @@ pub(super) struct Site {
 }
 
 /// Every maximal value-building expression of `code`, in order, with `vars` (name, value)
-/// known at the start (awk's `-v name=value`).
-pub(super) fn sites(code: &str, vars: &[(String, String)]) -> Vec<Site> {
+/// known at the start (awk's `-v name=value`); `None` when the code is too complex to
+/// analyse within the work limit.
+pub(super) fn sites(code: &str, vars: &[(String, String)]) -> Option<Vec<Site>> {
     let mut p = Parser::new(code);
     p.vars = vars
         .iter()
         .map(|(k, v)| (k.clone(), Value::text(v.clone())))
         .collect();
     p.scan();
-    p.sites
+    (p.steps <= MAX_STEPS).then_some(p.sites)
 }
 
 /// Calls whose arguments are a command's argv (or, as a single string, a shell line).
@@ -155,6 +158,16 @@ const ARGV_CALLS: &[&str] = &[
     "execve",
     "execl",
     "execlp",
+    "execle",
+    "execvpe",
+    "spawnl",
+    "spawnlp",
+    "spawnve",
+    "spawnvpe",
+    "create_subprocess_shell",
+    "create_subprocess_exec",
+    "execa",
+    "execaSync",
     "spawnv",
     "spawnvp",
     "posix_spawn",
@@ -182,6 +195,8 @@ struct Parser<'c> {
     vars: Vec<(String, Value)>,
     /// Where the home directory's spellings are, as (start, end), in order.
     homes: Vec<(usize, usize)>,
+    /// Where the user's name is spelled, as (start, end), in order.
+    users: Vec<(usize, usize)>,
     sites: Vec<Site>,
     cwd: Option<Value>,
     steps: usize,
@@ -196,6 +211,7 @@ impl<'c> Parser<'c> {
             pos: 0,
             vars: Vec::new(),
             homes: home_sources(code),
+            users: user_sources(code),
             sites: Vec::new(),
             cwd: None,
             steps: 0,
@@ -220,6 +236,12 @@ impl<'c> Parser<'c> {
         self.b
             .get(self.pos..)
             .is_some_and(|r| r.starts_with(s.as_bytes()))
+    }
+
+    /// Counts one character looked at; true once the work limit is passed.
+    fn tick(&mut self) -> bool {
+        self.steps += 1;
+        self.steps > MAX_STEPS
     }
 
     fn spent(&mut self) -> bool {
@@ -247,7 +269,26 @@ impl<'c> Parser<'c> {
                 return;
             }
             let prev_ident = self.pos > 0 && self.b.get(self.pos - 1).is_some_and(|p| is_ident(*p));
-            if (is_ident_start(c) && !prev_ident) || matches!(c, b'\'' | b'"' | b'`') {
+            if !prev_ident && (self.at("qx") || self.at("%x")) {
+                let start = self.pos;
+                if let Some(value) = self.quoted_command() {
+                    self.sites.push(Site {
+                        start,
+                        end: self.pos,
+                        value,
+                        argv: None,
+                        cwd: self.cwd.clone(),
+                        chdir: false,
+                        runs: true,
+                    });
+                    continue;
+                }
+                self.pos = start;
+            }
+            if (is_ident_start(c) && !prev_ident)
+                || matches!(c, b'\'' | b'"' | b'`')
+                || self.home_here().is_some()
+            {
                 let start = self.pos;
                 if self.assignment() {
                     continue;
@@ -271,6 +312,11 @@ impl<'c> Parser<'c> {
             }
             if c == b'[' {
                 let start = self.pos;
+                if let Some(value) = self.expr() {
+                    self.push(start, value);
+                    continue;
+                }
+                self.pos = start;
                 if let Some(items) = self.list() {
                     for v in items {
                         self.push(start, v);
@@ -413,26 +459,26 @@ impl<'c> Parser<'c> {
         }
         self.pos += 1;
         let args = self.args()?;
-        let mut argv = Vec::new();
+        let mut words = Vec::new();
         let mut lists = 0;
         for a in args {
             match a {
-                Arg::Value(v) => argv.push(v),
+                Arg::Value(v) => words.push(v),
                 Arg::List(items) => {
                     lists += 1;
-                    argv.extend(items);
+                    words.extend(items);
                 }
                 Arg::Other => {}
             }
         }
-        if argv.is_empty() {
+        if words.is_empty() {
             return None;
         }
         let site = Site {
             start,
             end: self.pos,
-            value: argv.first().cloned().unwrap_or_default(),
-            argv: (lists > 0 || argv.len() > 1).then_some(argv),
+            value: words.first().cloned().unwrap_or_default(),
+            argv: (lists > 0 || words.len() > 1).then_some(words),
             cwd: self.cwd.clone(),
             chdir: false,
             runs: true,
@@ -460,6 +506,10 @@ impl<'c> Parser<'c> {
                 return None;
             }
             let start = self.pos;
+            if let Some(n) = self.integer() {
+                out.push(Arg::Value(n));
+                continue;
+            }
             if self.peek() == Some(b'[') {
                 if let Some(items) = self.list() {
                     out.push(Arg::List(items));
@@ -480,15 +530,32 @@ impl<'c> Parser<'c> {
         }
     }
 
+    /// An integer argument standing alone (`fromCharCode(47, 104)`), as its digits.
+    fn integer(&mut self) -> Option<Value> {
+        let start = self.pos;
+        while self.peek().is_some_and(|c| c.is_ascii_digit()) {
+            self.pos += 1;
+        }
+        let digits = self.code.get(start..self.pos).unwrap_or("");
+        self.skip_ws(true);
+        if !digits.is_empty() && matches!(self.peek(), Some(b',' | b')' | b']')) {
+            return Some(Value::text(digits));
+        }
+        self.pos = start;
+        None
+    }
+
     /// Skips one argument that is not a value (`shell=True`, `{recursive: true}`).
     fn skip_other(&mut self) -> Option<()> {
         let mut depth = 0usize;
         while let Some(c) = self.peek() {
+            if self.tick() {
+                return None;
+            }
             match c {
                 b'(' | b'[' | b'{' => depth += 1,
-                b')' | b']' | b'}' if depth == 0 => return Some(()),
+                b')' | b']' | b'}' | b',' if depth == 0 => return Some(()),
                 b')' | b']' | b'}' => depth -= 1,
-                b',' if depth == 0 => return Some(()),
                 b'\'' | b'"' | b'`' => {
                     self.string(c)?;
                     continue;
@@ -519,7 +586,10 @@ impl<'c> Parser<'c> {
                     if self.spent() {
                         return None;
                     }
-                    items.push(self.expr_or_unknown()?);
+                    match self.integer() {
+                        Some(n) => items.push(n),
+                        None => items.push(self.expr_or_unknown()?),
+                    }
                 }
             }
         }
@@ -635,6 +705,9 @@ impl<'c> Parser<'c> {
         self.pos += 1;
         let mut depth = 1usize;
         while let Some(c) = self.peek() {
+            if self.tick() {
+                return None;
+            }
             if matches!(c, b'\'' | b'"' | b'`') {
                 self.string(c)?;
                 continue;
@@ -688,9 +761,31 @@ impl<'c> Parser<'c> {
             self.pos = end;
             return Some(Value::home());
         }
+        if let Some(&(_, end)) = self.users.iter().find(|(s, _)| *s == self.pos) {
+            // `"/home/" + getuser()`: someone's home, which one is not known here.
+            self.pos = end;
+            return Some(Value {
+                home: true,
+                ..Value::unknown(true)
+            });
+        }
         let c = self.peek()?;
         match c {
             b'\'' | b'"' | b'`' => self.literal(""),
+            b'[' => {
+                // `["cat", f].join(" ")`: a list joined into one string.
+                let start = self.pos;
+                let items = self.list()?;
+                if self.at(".join(") {
+                    self.pos += 6;
+                    let args = self.args()?;
+                    if let [Arg::Value(sep)] = args.as_slice() {
+                        return Some(join_list(&items, sep));
+                    }
+                }
+                self.pos = start;
+                None
+            }
             b'(' => {
                 let start = self.pos;
                 self.pos += 1;
@@ -715,10 +810,31 @@ impl<'c> Parser<'c> {
                     return self.literal(&name.to_ascii_lowercase());
                 }
                 if self.peek() == Some(b'(') {
-                    return self.transform_call(&name).or_else(|| {
-                        self.pos = start;
-                        None
-                    });
+                    let call = self.pos;
+                    if let Some(v) = self.transform_call(&name) {
+                        return Some(v);
+                    }
+                    // `require("os").homedir()`: a call of unknown value whose method
+                    // gives one.
+                    self.pos = call;
+                    if self.balanced().is_some() && self.at(".") && !self.at("..") {
+                        self.pos += 1;
+                        if let Some(v) = self.primary() {
+                            return Some(v);
+                        }
+                    }
+                    self.pos = start;
+                    return None;
+                }
+                if matches!(
+                    name.as_str(),
+                    "os.sep"
+                        | "path.sep"
+                        | "File::SEPARATOR"
+                        | "DIRECTORY_SEPARATOR"
+                        | "os.path.sep"
+                ) {
+                    return Some(Value::text("/"));
                 }
                 let v = self.var(&name);
                 if v.is_none() {
@@ -745,12 +861,45 @@ impl<'c> Parser<'c> {
     /// A string literal (`prefix`: Python's `f`, `r`, `b`), interpolation applied.
     fn literal(&mut self, prefix: &str) -> Option<Value> {
         let quote = self.peek()?;
+        let start = self.pos;
         // Python's triple quotes.
         let triple = quote != b'`' && self.b.get(self.pos..self.pos + 3) == Some(&[quote; 3][..]);
         let parts = self.string_parts(quote, triple, prefix)?;
-        let mut v = Value::text("");
+        // Backticks run a shell command in Perl, Ruby and PHP (interpolated or not); with
+        // `${…}` they are a JavaScript template.
+        let template = self
+            .code
+            .get(start..self.pos)
+            .is_some_and(|raw| raw.contains("${"));
         let interpolates = prefix.contains('f') || quote != b'\'';
         let plain = !interpolates || parts.iter().all(|p| matches!(p, Part::Text(_)));
+        let mut v = self.fold_parts(parts, interpolates);
+        v.literal = plain;
+        // Bun's and zx's `$` tag runs its template as a shell command.
+        let tagged = start > 0 && self.b.get(start - 1) == Some(&b'$');
+        v.shell_literal = quote == b'`' && (!template || tagged);
+        Some(v)
+    }
+
+    /// Perl's `qx(…)` and Ruby's `%x(…)`: a shell command, interpolated.
+    fn quoted_command(&mut self) -> Option<Value> {
+        let open = self.b.get(self.pos + 2).copied()?;
+        let close = match open {
+            b'(' => b')',
+            b'{' => b'}',
+            b'[' => b']',
+            b'<' => b'>',
+            b'/' | b'|' | b'!' | b'#' => open,
+            _ => return None,
+        };
+        self.pos += 2;
+        let parts = self.string_parts(close, false, "")?;
+        Some(self.fold_parts(parts, open != b'\''))
+    }
+
+    /// A literal's pieces as one value, interpolations evaluated.
+    fn fold_parts(&mut self, parts: Vec<Part>, interpolates: bool) -> Value {
+        let mut v = Value::text("");
         for part in parts {
             match part {
                 Part::Text(t) => v = v.concat(&Value::text(t)),
@@ -770,9 +919,7 @@ impl<'c> Parser<'c> {
                 Part::Code(raw) | Part::Var(raw) => v = v.concat(&Value::text(raw)),
             }
         }
-        v.literal = plain;
-        v.shell_literal = plain && quote == b'`';
-        Some(v)
+        v
     }
 
     /// Skips a string literal starting at the quote `quote` (for skipping only).
@@ -792,6 +939,9 @@ impl<'c> Parser<'c> {
         let mut text = String::new();
         loop {
             let c = self.peek()?;
+            if self.tick() {
+                return None;
+            }
             if c == quote
                 && (!triple || self.b.get(self.pos..self.pos + 3) == Some(&[quote; 3][..]))
             {
@@ -844,7 +994,7 @@ impl<'c> Parser<'c> {
                 parts.push(Part::Code(body.to_owned()));
                 continue;
             }
-            if c == b'$' && quote == b'"' && !fstring {
+            if c == b'$' && quote != b'\'' && !fstring {
                 if let Some(part) = self.dollar_var() {
                     parts.push(Part::Text(std::mem::take(&mut text)));
                     parts.push(part);
@@ -914,23 +1064,19 @@ impl<'c> Parser<'c> {
             };
             let args = if self.peek() == Some(b'(') {
                 self.pos += 1;
-                match self.args() {
-                    Some(a) => Some(a),
-                    None => {
-                        self.pos = save;
-                        return v;
-                    }
-                }
+                let Some(a) = self.args() else {
+                    self.pos = save;
+                    return v;
+                };
+                Some(a)
             } else {
                 None
             };
-            match method(v.clone(), &name, args.as_deref()) {
-                Some(next) => v = next,
-                None => {
-                    self.pos = save;
-                    return v;
-                }
-            }
+            let Some(next) = method(v.clone(), &name, args.as_deref()) else {
+                self.pos = save;
+                return v;
+            };
+            v = next;
         }
     }
 
@@ -939,18 +1085,42 @@ impl<'c> Parser<'c> {
         let last = name.rsplit(['.', ':', '>']).next().unwrap_or(name);
         let kind = call_kind(name, last)?;
         self.pos += 1;
-        let args: Vec<Value> = self.args()?.into_iter().map(Arg::value).collect();
+        let raw = self.args()?;
+        // Lists spread, for the calls that take their items (`bytes([47, 101])`,
+        // `implode("/", [...])`).
+        let spread: Vec<Value> = raw
+            .iter()
+            .flat_map(|a| match a {
+                Arg::List(items) => items.clone(),
+                other => vec![other.clone().value()],
+            })
+            .collect();
+        let args: Vec<Value> = raw.into_iter().map(Arg::value).collect();
         let first = args
             .first()
             .cloned()
             .unwrap_or_else(|| Value::unknown(false));
         let second = args.get(1).map(|a| a.text.to_ascii_lowercase());
+        // `parts.join("/")` on something unknown is an array's join, not a path join.
+        let array_join = last == "join"
+            && !(name == "join" || name.ends_with("path.join") || name.ends_with("File.join"))
+            && args.len() < 2;
+        let perl_join = name == "join"
+            && first.complete
+            && first.text.len() <= 1
+            && args
+                .get(1)
+                .is_some_and(|a| a.home || a.text.starts_with(['/', '~']) || first.text.is_empty());
         Some(match kind {
-            Call::Join => args
-                .iter()
-                .skip(1)
-                .fold(first.clone(), |acc, a| acc.join(a)),
+            Call::Join if array_join => Value::unknown(true),
+            Call::Join if perl_join => implode(&args),
+            Call::Join => args.iter().skip(1).fold(first.clone(), Value::join),
             Call::Same => first,
+            Call::ExpandPath => match args.get(1) {
+                Some(dir) => dir.clone().join(&first),
+                None => first,
+            },
+            Call::Implode => implode(&spread),
             Call::Base64 => first.map(base64_text),
             Call::Hex => first.map(hex_text),
             Call::Reverse => first.map(|t| Some(t.chars().rev().collect())),
@@ -966,7 +1136,7 @@ impl<'c> Parser<'c> {
                 Some("hex") => first.map(hex_text),
                 _ => first,
             },
-            Call::CharCodes => char_codes(&args),
+            Call::CharCodes => char_codes(&spread),
             Call::Sprintf => percent(first, args.get(1..).unwrap_or(&[])),
             Call::Computed => Value::unknown(true),
         })
@@ -986,30 +1156,36 @@ enum Call {
     Buffer,
     CharCodes,
     Sprintf,
+    /// Ruby's `File.expand_path(name, dir)`.
+    ExpandPath,
+    /// PHP's `implode(sep, list)`, Perl's `join(SEP, LIST)`.
+    Implode,
     /// Computes something from its arguments that is not followed here.
     Computed,
 }
 
 fn call_kind(name: &str, last: &str) -> Option<Call> {
     Some(match last {
-        "join"
-            if name != "join" && !name.ends_with("path.join") && !name.ends_with("File.join") =>
-        {
-            return None
-        }
         "join" | "joinpath" | "catfile" | "catdir" | "resolve" | "abspath" | "realpath"
-        | "normpath" | "normalize" | "realpathSync" => Call::Join,
-        "Path" | "PurePath" | "PosixPath" | "expanduser" | "expand_path" | "str" | "String"
-        | "fspath" | "new" | "realpath_s" | "strval" | "URL" => Call::Same,
+        | "normpath" | "normalize" | "realpathSync" | "Path" | "PurePath" | "PosixPath"
+        | "Pathname" => Call::Join,
+        "expand_path" | "absolute_path" => Call::ExpandPath,
+        "expanduser" | "expandvars" | "str" | "String" | "fspath" | "new" | "strval" | "URL"
+        | "normcase" => Call::Same,
+        "implode" => Call::Implode,
         "b64decode" | "standard_b64decode" | "urlsafe_b64decode" | "decodebytes"
         | "decodestring" | "a2b_base64" | "atob" | "base64_decode" | "decode_base64"
         | "decode64" | "strict_decode64" | "urlsafe_decode64" => Call::Base64,
         "fromhex" | "unhexlify" | "a2b_hex" | "hex2bin" => Call::Hex,
         "strrev" | "reverse" => Call::Reverse,
         "str_rot13" => Call::Rot13,
-        "decode" if name.ends_with("codecs.decode") => Call::Codecs,
+        "decode" | "encode"
+            if name.ends_with("codecs.decode") || name.ends_with("codecs.encode") =>
+        {
+            Call::Codecs
+        }
         "from" if name.ends_with("Buffer.from") => Call::Buffer,
-        "chr" | "fromCharCode" | "fromCodePoint" => Call::CharCodes,
+        "chr" | "fromCharCode" | "fromCodePoint" | "bytes" | "bytearray" => Call::CharCodes,
         "sprintf" | "format" if name == last || name.ends_with("String.format") => Call::Sprintf,
         "unescape" | "decodeURIComponent" | "decodeURI" | "pack" | "unpack" | "unpack1"
         | "decompress" | "b32decode" | "b85decode" | "a85decode" | "translate" | "maketrans"
@@ -1039,25 +1215,13 @@ fn method(v: Value, name: &str, args: Option<&[Arg]>) -> Option<Value> {
             ..v
         },
         "join" => match args {
-            Some([Arg::List(items)]) => {
-                let sep = v.text.clone();
-                let complete = v.complete;
-                let mut out = Value::text("");
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out = out.concat(&Value::text(sep.clone()));
-                    }
-                    out = out.concat(item);
-                }
-                if !complete {
-                    out = out.map(|_| None);
-                }
-                out
-            }
+            Some([Arg::List(items)]) => join_list(items, &v),
             Some([Arg::Value(a)]) if a.complete && a.text.is_empty() => Value {
                 literal: false,
                 ..v
             },
+            // Ruby's `Pathname#join`, a path's join.
+            Some([Arg::Value(a)]) if v.home || v.text.starts_with(['/', '~']) => v.join(a),
             _ => Value::unknown(true),
         },
         "joinpath" | "join_path" => args
@@ -1078,6 +1242,30 @@ fn method(v: Value, name: &str, args: Option<&[Arg]>) -> Option<Value> {
         "dir" | "pw_dir" | "homedir" if v.home => v,
         _ => return None,
     })
+}
+
+/// `implode(sep, [a, b])` / `join(SEP, a, b)`: the rest joined with the first.
+fn implode(args: &[Value]) -> Value {
+    match args.split_first() {
+        Some((sep, rest)) => join_list(rest, sep),
+        None => Value::unknown(false),
+    }
+}
+
+/// The items of a list joined with `sep` (Python's `sep.join([…])`, JavaScript's
+/// `[…].join(sep)`).
+fn join_list(items: &[Value], sep: &Value) -> Value {
+    let mut out = Value::text("");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out = out.concat(sep);
+        }
+        out = out.concat(item);
+    }
+    if !sep.complete {
+        out = out.map(|_| None);
+    }
+    out
 }
 
 /// One argument of a call.
@@ -1125,7 +1313,7 @@ fn percent(fmt: Value, args: &[Value]) -> Value {
             continue;
         }
         match chars.next() {
-            Some('%') => text.push('%'),
+            Some('%') | None => text.push('%'),
             Some('s' | 'd' | 'r' | 'i' | 'v') => {
                 out = out.concat(&Value::text(std::mem::take(&mut text)));
                 out = out.concat(args.next().unwrap_or(&Value::unknown(false)));
@@ -1134,7 +1322,6 @@ fn percent(fmt: Value, args: &[Value]) -> Value {
                 text.push('%');
                 text.push(other);
             }
-            None => text.push('%'),
         }
     }
     out.concat(&Value::text(text))
@@ -1206,7 +1393,7 @@ fn base64_text(s: &str) -> Option<String> {
 
 fn hex_text(s: &str) -> Option<String> {
     let digits: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return None;
     }
     let bytes: Option<Vec<u8>> = digits
@@ -1275,5 +1462,182 @@ fn utf8_len(first: u8) -> usize {
         0xe0.. => 3,
         0xc0.. => 2,
         _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The values `code` builds, as `text` (complete) or `text…` (partly known), with
+    /// `?` for a computation that could not be followed.
+    fn values(code: &str) -> Vec<String> {
+        sites(code, &[("f".into(), "/etc/hosts".into())])
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|s| !s.value.text.is_empty() || !s.value.complete)
+            .map(|s| {
+                let v = s.value;
+                let mut t = v.text;
+                if !v.complete {
+                    t.push('…');
+                }
+                if v.computed {
+                    t.push('?');
+                }
+                t
+            })
+            .collect()
+    }
+
+    fn has(code: &str, want: &str) {
+        let got = values(code);
+        assert!(got.iter().any(|v| v == want), "{code}: {got:?}");
+    }
+
+    #[test]
+    fn concatenation_and_formatting() {
+        has(
+            "open('/home/alice/.a' + 'ws/credentials')",
+            "/home/alice/.aws/credentials",
+        );
+        has(
+            "open('/home/alice/.aws/' 'credentials')",
+            "/home/alice/.aws/credentials",
+        );
+        has(
+            "open('%s/.aws/%s' % (os.environ['HOME'], 'config'))",
+            "~/.aws/config",
+        );
+        has("open('{}/.netrc'.format(Path.home()))", "~/.netrc");
+        has("open('{1}/{0}'.format('.netrc', Path.home()))", "~/.netrc");
+        has(r#"open(f"{os.environ['HOME']}/.netrc")"#, "~/.netrc");
+        has("readFileSync(`${os.homedir()}/.netrc`)", "~/.netrc");
+        has(r##"File.read("#{ENV["HOME"]}/.netrc")"##, "~/.netrc");
+        has(r#"open F, "<", "$ENV{HOME}/.netrc""#, "~/.netrc");
+        has(
+            r#"file_get_contents($_SERVER["HOME"] . "/.netrc")"#,
+            "~/.netrc",
+        );
+        has(r#"sprintf("%s/.netrc", $ENV{HOME})"#, "~/.netrc");
+        has(r#"getline l < (ENVIRON["HOME"] "/.netrc")"#, "~/.netrc");
+        has(
+            "(Path('~').expanduser() / '.aws' / 'credentials')",
+            "~/.aws/credentials",
+        );
+        has(
+            "path.join(require('os').homedir(), '.aws', 'credentials')",
+            "~/.aws/credentials",
+        );
+        has(
+            "['cat', os.homedir() + '/.netrc'].join(' ')",
+            "cat ~/.netrc",
+        );
+    }
+
+    #[test]
+    fn variables_and_chdir() {
+        has("h = os.environ['HOME']\nopen(h + '/.netrc')", "~/.netrc");
+        has("my $h = $ENV{HOME}; open(F, \"$h/.netrc\")", "~/.netrc");
+        has(
+            "const h = require('os').homedir(); fs.readFileSync(h + '/.netrc')",
+            "~/.netrc",
+        );
+        has("getline l < f", "/etc/hosts");
+        has("os.chdir('/srv'); open('data.db')", "/srv/data.db");
+        has(
+            "Dir.chdir(Dir.home + '/.aws'); File.read('credentials')",
+            "~/.aws/credentials",
+        );
+    }
+
+    #[test]
+    fn decoders() {
+        has("open('crten./ecila/emoh/'[::-1])", "/home/alice/.netrc");
+        has(
+            "b64decode('L2hvbWUvYWxpY2UvLm5ldHJj').decode()",
+            "/home/alice/.netrc",
+        );
+        has(
+            "bytes.fromhex('2f6574632f686f737473').decode()",
+            "/etc/hosts",
+        );
+        has(
+            "Buffer.from('2f6574632f686f737473', 'hex').toString()",
+            "/etc/hosts",
+        );
+        has("codecs.decode('/rgp/ubfgf', 'rot13')", "/etc/hosts");
+        has("strrev('stsoh/cte/')", "/etc/hosts");
+        has("'stsoh/cte/'.split('').reverse().join('')", "/etc/hosts");
+        has("String.fromCharCode(47, 101, 116, 99)", "/etc");
+        has("''.join(['/et', 'c/hosts'])", "/etc/hosts");
+        has("'/x/YY'.replace('YY', 'hosts')", "/x/hosts");
+    }
+
+    #[test]
+    fn what_is_not_known_is_said_so() {
+        has("open(os.path.join(os.environ['HOME'], name))", "~/…");
+        has("open(b64decode(sys.argv[1]))", "…?");
+        has("open(''.join(map(chr, codes)))", "…?");
+        has("open(Dir.home + '/' + ARGV[0])", "~/…");
+        assert!(values("print(len(x))").is_empty());
+    }
+
+    #[test]
+    fn commands_built_as_argv() {
+        let s = sites("subprocess.run(['rm', '-rf', '/etc'])", &[]).unwrap_or_default();
+        let argv: Vec<String> = s
+            .iter()
+            .find_map(|s| s.argv.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|v| v.text)
+            .collect();
+        assert_eq!(argv, ["rm", "-rf", "/etc"]);
+        let s = sites("os.system('c' + 'at ~/.netrc')", &[]).unwrap_or_default();
+        assert!(s.iter().any(|s| s.runs && s.value.text == "cat ~/.netrc"));
+    }
+
+    #[test]
+    fn deep_or_long_code_stays_bounded() {
+        // Quadratic shapes (nested unknown calls, unterminated quotes) hit the work limit
+        // rather than running on.
+        let nested = "f(".repeat(20_000);
+        let start = std::time::Instant::now();
+        let _ = sites(&nested, &[]);
+        let quotes = "'a\n".repeat(20_000);
+        let _ = sites(&quotes, &[]);
+        assert!(start.elapsed() < std::time::Duration::from_secs(2));
+        // An ordinary script of some size is analysed whole.
+        let script =
+            "import os\nh = os.environ['HOME']\nprint(open(h + '/x').read())\n".repeat(400);
+        assert!(sites(&script, &[]).is_some());
+        let deep = format!("{}'a'{}", "(".repeat(5000), ")".repeat(5000));
+        let _ = sites(&deep, &[]);
+        let long = "'a' + ".repeat(20_000);
+        let _ = sites(&long, &[]);
+        let interp = format!("f\"{}\"", "{f'".repeat(2000));
+        let _ = sites(&interp, &[]);
+    }
+
+    proptest! {
+        /// Any text: no panic.
+        #[test]
+        fn never_panics(code in "[ -~\\n]{0,200}") {
+            let _ = sites(&code, &[]);
+        }
+
+        #[test]
+        fn never_panics_on_code_like_text(parts in proptest::collection::vec(prop_oneof![
+            Just("'"), Just("\""), Just("`"), Just("${"), Just("#{"), Just("{"), Just("}"),
+            Just("("), Just(")"), Just("["), Just("]"), Just("."), Just("+"), Just("/"),
+            Just("%"), Just(","), Just("os.environ['HOME']"), Just("join("), Just("b64decode("),
+            Just("[::-1]"), Just("f'"), Just("$ENV{HOME}"), Just("x = "), Just("chdir("),
+            Just("é"), Just("\\"), Just("\n"), Just("a"),
+        ], 0..40)) {
+            let _ = sites(&parts.concat(), &[]);
+        }
     }
 }

@@ -12,9 +12,9 @@ use regex::Regex;
 /// Expressions for the user's home directory, in the languages agents write one-liners in.
 static HOME_EXPR: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(concat!(
-        r#"os\.environ\s*\[\s*['"]HOME['"]\s*\]"#,
-        r#"|os\.environ\.get\(\s*['"]HOME['"][^)]*\)"#,
-        r#"|(?:os\.)?getenv\(\s*['"]HOME['"]\s*\)"#,
+        r#"(?:os\.)?environ\s*\[\s*['"]HOME['"]\s*\]"#,
+        r#"|(?:os\.)?environ\.get\(\s*['"]HOME['"][^)]*\)"#,
+        r#"|(?:os\.)?getenv\(\s*['"]HOME['"][^)]*\)"#,
         r"|(?:pathlib\.)?Path\.home\(\)",
         r"|(?:os\.)?homedir\(\)",
         r"|process\.env\.HOME\b",
@@ -36,9 +36,41 @@ static HOME_EXPR: LazyLock<Regex> = LazyLock::new(|| {
         r#"|ENVIRON\s*\[\s*['"]HOME['"]\s*\]"#,
         r#"|File\.expand_path\(\s*['"]~['"]\s*\)"#,
         r"|\$HOME\b",
+        r"|\(\s*getpw(?:uid|nam)\((?:[^()]|\([^()]*\))*\)\s*\)\s*\[\s*7\s*\]",
+        r"|(?:pwd\.)?getpw(?:uid|nam)\((?:[^()]|\([^()]*\))*\)\s*\[\s*5\s*\]",
+        r"|File::HomeDir->my_home\b",
     ))
     .expect("a valid regex")
 });
+
+/// The user's name, from which code may build the home directory (`"/home/" +
+/// getpass.getuser()`): the value is not known here, so a path built with it is one whose
+/// target could not be determined.
+static USER_EXPR: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(concat!(
+        r"(?:getpass\.)?getuser\(\)",
+        r"|(?:os\.)?getlogin\(\)",
+        r#"|(?:os\.)?environ\s*\[\s*['"](?:USER|LOGNAME)['"]\s*\]"#,
+        r#"|(?:os\.)?getenv\(\s*['"](?:USER|LOGNAME)['"][^)]*\)"#,
+        r"|process\.env\.(?:USER|LOGNAME)\b",
+        r"|(?:os\.)?userInfo\(\)\.username\b",
+        r#"|ENV\s*\[\s*['"](?:USER|LOGNAME)['"]\s*\]"#,
+        r#"|\$ENV\{\s*['"]?(?:USER|LOGNAME)['"]?\s*\}"#,
+        r"|Etc\.getlogin\b",
+        r"|get_current_user\(\)",
+        r"|\$USER\b",
+    ))
+    .expect("a valid regex")
+});
+
+/// Where the user's name is spelled in `code`, as (start, end), in order.
+pub(super) fn user_sources(code: &str) -> Vec<(usize, usize)> {
+    USER_EXPR
+        .find_iter(code)
+        .take(1024)
+        .map(|m| (m.start(), m.end()))
+        .collect()
+}
 
 /// Where the home directory's spellings stand in `code`, as (start, end), in order.
 pub(super) fn home_sources(code: &str) -> Vec<(usize, usize)> {
@@ -56,6 +88,7 @@ mod tests {
     /// an unknown rest.
     fn paths(code: &str) -> Vec<String> {
         super::super::code_eval::sites(code, &[])
+            .unwrap_or_default()
             .into_iter()
             .map(|s| s.value)
             .filter(|v| v.home && v.text != "~")
