@@ -2602,9 +2602,12 @@ impl Walker<'_> {
                 } else {
                     ro.operands.clone()
                 };
+                // It removes what is untracked inside each directory, never the directory
+                // itself (`git clean -fdx` in a project that sits directly in $HOME).
                 if !ro.has(&["-n", "--dry-run"]) {
                     for t in target {
-                        self.path_op(Action::Delete, t, &sub, None);
+                        let entries = format!("{}/*", t.trim_end_matches('/'));
+                        self.path_op(Action::Delete, &entries, &sub, None);
                     }
                 }
             }

@@ -489,7 +489,7 @@ fn file_commands() {
     op("tar -xzf a.tgz -C /etc", Write, "/etc");
     op("unzip x.zip -d /opt", Write, "/opt");
     op("zip -r /tmp/o.zip ~/.aws", Read, "/home/u/.aws");
-    op("git clean -fdx", Delete, "/home/u/project");
+    op("git clean -fdx", Delete, "/home/u/project/*");
     op(
         "ssh-keygen -y -f ~/.ssh/id_ed25519",
         Read,
