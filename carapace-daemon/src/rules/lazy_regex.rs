@@ -137,42 +137,33 @@ fn shortest(list: &[Vec<u8>]) -> Option<usize> {
 }
 
 /// Classes of at most this many characters stand for their characters.
-const MAX_CLASS: u32 = 4;
+const MAX_CLASS: usize = 4;
+
+/// A class's characters as literals, when it has at most `MAX_CLASS` of them (only that
+/// many are looked at).
+fn class_members(class: &Class) -> Option<Vec<Vec<u8>>> {
+    let members: Vec<Vec<u8>> = match class {
+        Class::Unicode(c) => c
+            .iter()
+            .flat_map(|r| r.start()..=r.end())
+            .take(MAX_CLASS + 1)
+            .map(|c| c.to_string().into_bytes())
+            .collect(),
+        Class::Bytes(c) => c
+            .iter()
+            .flat_map(|r| r.start()..=r.end())
+            .take(MAX_CLASS + 1)
+            .map(|b| vec![b])
+            .collect(),
+    };
+    (members.len() <= MAX_CLASS).then_some(members)
+}
 
 /// Literals one of which every match of `hir` contains, found part by part.
 fn required(hir: &Hir) -> Option<Vec<Vec<u8>>> {
     match hir.kind() {
         HirKind::Literal(lit) => Some(vec![lit.0.to_vec()]),
-        HirKind::Class(Class::Unicode(class)) => {
-            let count: u32 = class
-                .ranges()
-                .iter()
-                .map(|r| u32::from(r.end()) - u32::from(r.start()) + 1)
-                .sum();
-            (count <= MAX_CLASS).then(|| {
-                class
-                    .ranges()
-                    .iter()
-                    .flat_map(|r| r.start()..=r.end())
-                    .map(|c| c.to_string().into_bytes())
-                    .collect()
-            })
-        }
-        HirKind::Class(Class::Bytes(class)) => {
-            let count: u32 = class
-                .ranges()
-                .iter()
-                .map(|r| u32::from(r.end()) - u32::from(r.start()) + 1)
-                .sum();
-            (count <= MAX_CLASS).then(|| {
-                class
-                    .ranges()
-                    .iter()
-                    .flat_map(|r| r.start()..=r.end())
-                    .map(|b| vec![b])
-                    .collect()
-            })
-        }
+        HirKind::Class(class) => class_members(class),
         HirKind::Repetition(rep) if rep.min > 0 => required(&rep.sub),
         HirKind::Capture(cap) => required(&cap.sub),
         // Every part occurs in a match: the best part's literals do.

@@ -606,33 +606,7 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
                 "add `llm_review: true` with a `prompt`, or drop `on_llm_error`",
             );
         }
-        match n
-            .as_str()
-            .filter(|_| !n.is_null())
-            .map(|s| (s, mode_from_name(s)))
-        {
-            Some((_, Some(m))) => Some(m),
-            Some((name, None)) => {
-                sink.error(
-                    n.span,
-                    Some(rid),
-                    format!("unknown `on_llm_error` mode `{name}`"),
-                    &did_you_mean(name, MODES),
-                );
-                None
-            }
-            None => {
-                if !matches!(n.kind, NodeKind::Alias) {
-                    sink.error(
-                        n.span,
-                        Some(rid),
-                        "`on_llm_error` must be a mode".into(),
-                        "write `on_llm_error: block` (or approve, warn, log, allow)",
-                    );
-                }
-                None
-            }
-        }
+        mode_key(n, "on_llm_error", rid, sink)
     });
     let on_unknown_target = node
         .get("on_unknown_target")

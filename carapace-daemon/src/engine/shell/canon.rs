@@ -19,7 +19,8 @@
 //! The canonical line is recorded next to the line as written; rules may match either.
 mod specs;
 
-use specs::{Spec, GIT_GLOBAL_VALUED, PASS_VERBS};
+pub(super) use specs::GIT_GLOBAL_VALUED;
+use specs::{Spec, PASS_VERBS};
 
 /// The canonical line of `base args…`, for the tools the specs know (others: `None`, and the
 /// line as written is all there is).

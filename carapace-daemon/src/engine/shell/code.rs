@@ -373,7 +373,7 @@ impl Walker<'_> {
     /// sed's script commands that reach files and the shell: `r FILE` / `R FILE` read,
     /// `w FILE` / `W FILE` (and `s///w FILE`) write, `e COMMAND` runs a command.
     pub fn sed_script(&mut self, script: &str, ctx: &Context, depth: usize) {
-        for line in script.lines().flat_map(sed_commands).take(256) {
+        for line in script.lines().flat_map(super::sed::commands).take(256) {
             let (cmd, arg) = line;
             match cmd {
                 'r' | 'R' if !arg.is_empty() => self.path_op(Action::Read, arg, ctx, None),
@@ -782,86 +782,6 @@ fn split_python_module(args: &[String]) -> (&[String], &[String]) {
         }
     }
     (args, &[])
-}
-
-/// The file and command arguments of one line of a sed script, as (command, argument):
-/// commands split at `;` except those whose argument runs to the end of the line (`r`,
-/// `w`, `e`, …), addresses (`1`, `$`, `/re/`, `1,5`, `!`) skipped; `s///w FILE` too.
-fn sed_commands(line: &str) -> Vec<(char, &str)> {
-    let mut out = Vec::new();
-    let mut rest = line;
-    while !rest.is_empty() && out.len() < 64 {
-        rest = skip_sed_address(rest.trim_start_matches([' ', '\t', ';', '{', '}']));
-        let mut chars = rest.chars();
-        let Some(cmd) = chars.next() else { break };
-        let after = chars.as_str();
-        match cmd {
-            'r' | 'R' | 'w' | 'W' | 'e' => {
-                out.push((cmd, after.trim()));
-                break;
-            }
-            's' | 'y' => {
-                let (flags, tail) = sed_substitution_flags(after);
-                if let Some(file) = flags.find('w').map(|i| &flags[i + 1..]) {
-                    out.push(('w', file.trim()));
-                    break;
-                }
-                if flags.contains('e') {
-                    // The pattern space, once substituted, is run: its text is not known.
-                    out.push(('e', ""));
-                }
-                rest = tail;
-            }
-            _ => rest = after.split_once(';').map_or("", |(_, t)| t),
-        }
-    }
-    out
-}
-
-/// Skips a sed address (`1`, `$`, `/re/`, `\%re%`, `1,5`, `1~2`, `!`).
-fn skip_sed_address(mut s: &str) -> &str {
-    for _ in 0..4 {
-        s = s.trim_start_matches(|c: char| {
-            c.is_ascii_digit() || matches!(c, '$' | ',' | '~' | '!' | '+' | ' ')
-        });
-        if let Some(re) = s.strip_prefix('/') {
-            s = re.split_once('/').map_or("", |(_, t)| t);
-        } else if let Some(re) = s.strip_prefix('\\') {
-            let mut chars = re.chars();
-            let Some(delim) = chars.next() else { return "" };
-            s = chars.as_str().split_once(delim).map_or("", |(_, t)| t);
-        } else {
-            break;
-        }
-    }
-    s
-}
-
-/// `s/a/b/FLAGS;rest` → (FLAGS, rest).
-fn sed_substitution_flags(after: &str) -> (&str, &str) {
-    let mut chars = after.char_indices();
-    let Some((_, delim)) = chars.next() else {
-        return ("", "");
-    };
-    let mut seen = 0;
-    let mut escaped = false;
-    for (i, c) in chars {
-        if escaped {
-            escaped = false;
-        } else if c == '\\' {
-            escaped = true;
-        } else if c == delim {
-            seen += 1;
-            if seen == 2 {
-                let tail = &after[i + c.len_utf8()..];
-                return match tail.find(';') {
-                    Some(j) if !tail[..j].contains('w') => (&tail[..j], &tail[j + 1..]),
-                    _ => (tail, ""),
-                };
-            }
-        }
-    }
-    ("", "")
 }
 
 /// PowerShell's `-EncodedCommand`: base64 of UTF-16LE.

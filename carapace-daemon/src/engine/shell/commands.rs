@@ -658,10 +658,11 @@ impl Walker<'_> {
                 self.wrapped(&cmd, ctx, depth, Feed::default())
             }
             "trap" => {
-                // `trap 'CMD' EXIT…`: CMD runs later, in this shell.
+                // `trap 'CMD' EXIT…`: CMD runs later; what it changes (a `cd`) does not
+                // reach the commands before it.
                 let handler = args.iter().find(|a| *a != "--");
                 match handler {
-                    Some(h) if !h.starts_with('-') => self.script(h, ctx, depth + 1),
+                    Some(h) if !h.starts_with('-') => self.script(h, &mut ctx.clone(), depth + 1),
                     _ => Feed::default(),
                 }
             }
@@ -2460,19 +2461,7 @@ impl Walker<'_> {
 
     #[expect(clippy::too_many_lines, reason = "one arm per git subcommand family")]
     fn git(&mut self, args: &[String], ctx: &mut Context, depth: usize) -> Feed {
-        let o = args::parse(
-            args,
-            &[
-                "-C",
-                "-c",
-                "--git-dir",
-                "--work-tree",
-                "--namespace",
-                "--exec-path",
-                "--config-env",
-            ],
-            true,
-        );
+        let o = args::parse(args, super::canon::GIT_GLOBAL_VALUED, true);
         let mut sub = ctx.clone();
         for d in o.values(&["-C"]) {
             if let Some(p) = normalize::path(d, &sub) {

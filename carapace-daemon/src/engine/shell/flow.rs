@@ -214,58 +214,6 @@ impl Walker<'_> {
     }
 }
 
-/// Whether a sed script runs its input as commands: GNU sed's `e` command, or the `e` flag
-/// of `s///` (the pattern space after the substitution is run).
-fn sed_executes(script: &str) -> bool {
-    script.split([';', '\n']).any(|cmd| {
-        let cmd = strip_sed_address(cmd.trim());
-        match cmd.chars().next() {
-            Some('e') => true,
-            Some('s') => substitution_flags(&cmd[1..]).contains('e'),
-            _ => false,
-        }
-    })
-}
-
-/// A sed command without its address (`3`, `$`, `/re/`, `1,5`, `/a/,/b/`, `!`).
-fn strip_sed_address(cmd: &str) -> &str {
-    let mut rest = cmd;
-    loop {
-        let before = rest.len();
-        rest = rest.trim_start_matches(|c: char| {
-            c.is_ascii_digit() || matches!(c, '$' | ',' | '!' | '~' | ' ')
-        });
-        if let Some(re) = rest.strip_prefix('/') {
-            rest = re.split_once('/').map_or("", |(_, after)| after);
-        }
-        if rest.len() == before {
-            return rest;
-        }
-    }
-}
-
-/// The flags of `s` given what follows the `s`: the delimiter, pattern, replacement, flags.
-fn substitution_flags(after_s: &str) -> &str {
-    let Some(delim) = after_s.chars().next() else {
-        return "";
-    };
-    let mut seen = 0;
-    let mut escaped = false;
-    for (i, c) in after_s.char_indices().skip(1) {
-        if escaped {
-            escaped = false;
-        } else if c == '\\' {
-            escaped = true;
-        } else if c == delim {
-            seen += 1;
-            if seen == 2 {
-                return after_s.get(i + c.len_utf8()..).unwrap_or("");
-            }
-        }
-    }
-    ""
-}
-
 /// Calls in awk, Python, Perl, Ruby, PHP and JavaScript that run a string as code or as a
 /// shell command.
 const EVAL_CALLS: &[&str] = &[
@@ -332,7 +280,9 @@ impl Walker<'_> {
         stdin: &Feed,
         ctx: &Context,
     ) {
-        if scripts.iter().any(|s| sed_executes(s)) && self.input_downloaded(files, stdin, ctx) {
+        if scripts.iter().any(|s| super::sed::executes(s))
+            && self.input_downloaded(files, stdin, ctx)
+        {
             self.runs_download("sh", Reach::Stdin);
         }
     }

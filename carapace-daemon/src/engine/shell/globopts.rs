@@ -3,6 +3,8 @@
 //! `GLOBIGNORE` turns it on as well). A written glob is rewritten into the plain glob that
 //! names the same files, so that rules meet it as bash would expand it.
 
+use std::borrow::Cow;
+
 use super::super::operation::Context;
 
 /// Where `shopt -s` records options: bash's own read-only list of them.
@@ -41,13 +43,18 @@ fn enabled(ctx: &Context, name: &str) -> bool {
 }
 
 /// `raw` as the glob that names what bash would match with the options in force.
-pub(super) fn apply(raw: &str, ctx: &Context) -> String {
+pub(super) fn apply<'a>(raw: &'a str, ctx: &Context) -> Cow<'a, str> {
+    // Most paths have no wildcard: no option lookup, no copy.
+    if !raw.contains(['*', '?', '[']) {
+        return Cow::Borrowed(raw);
+    }
     let nocase = enabled(ctx, "nocaseglob");
     let dotglob = enabled(ctx, "dotglob") || ctx.var("GLOBIGNORE").is_some_and(|g| !g.is_empty());
-    if !(nocase || dotglob) || !raw.contains(['*', '?', '[']) {
-        return raw.to_owned();
+    if !(nocase || dotglob) {
+        return Cow::Borrowed(raw);
     }
-    raw.split('/')
+    let rewritten = raw
+        .split('/')
         .map(|name| {
             if !name.contains(['*', '?', '[']) {
                 // Names without wildcards are looked up as written.
@@ -65,7 +72,8 @@ pub(super) fn apply(raw: &str, ctx: &Context) -> String {
             }
         })
         .collect::<Vec<_>>()
-        .join("/")
+        .join("/");
+    Cow::Owned(rewritten)
 }
 
 /// Each letter as a class of both its cases (`.AW?` → `.[aA][wW]?`); letters already in a

@@ -28,6 +28,7 @@ mod net;
 mod param;
 mod parse;
 mod plain;
+mod sed;
 mod textops;
 mod walk;
 mod word;

@@ -459,10 +459,14 @@ impl<'o> Walker<'o> {
             }
             let feed = self.run(&words, &mut sub, depth, stdin);
             ctx.cwd = sub.cwd;
-            // Builtins that set variables (`IFS=: read -r a b`) set them in this shell;
-            // only the prefix assignments themselves were temporary. HOME and PWD are
-            // the context's own fields, moved by `cd` and assignments, not copied back.
-            for (k, v) in sub.env {
+            // Builtins and functions that set variables (`IFS=: read -r a b`) set them in
+            // this shell; only the prefix assignments themselves were temporary. HOME and
+            // PWD are the context's own fields, moved by `cd` and assignments, not copied
+            // back. Other commands run in a process of their own: nothing to copy.
+            let sets_variables = words.first().is_some_and(|w| {
+                SETS_VARIABLES.contains(&w.as_str()) || self.functions.iter().any(|(n, _)| n == w)
+            });
+            for (k, v) in sub.env.into_iter().filter(|_| sets_variables) {
                 if !assignments.iter().any(|(n, _)| *n == k)
                     && !matches!(k.as_str(), "HOME" | "PWD")
                     && ctx.var(&k) != Some(v.as_str())
@@ -817,6 +821,8 @@ impl<'o> Walker<'o> {
         if !self.spend(1) {
             return Vec::new();
         }
+        // Names a substitution of an earlier word listed are not this word's.
+        self.sub_names.clear();
         let fields = word::expand(raw, ctx, &mut |inner| self.substitution(inner, ctx, depth));
         let mut out = Vec::with_capacity(fields.len());
         for f in &fields {
@@ -1009,6 +1015,30 @@ impl<'o> Walker<'o> {
         self.out.op(op);
     }
 }
+
+/// Builtins that set variables of the shell that runs them.
+const SETS_VARIABLES: &[&str] = &[
+    "read",
+    "mapfile",
+    "readarray",
+    "printf",
+    "declare",
+    "typeset",
+    "local",
+    "export",
+    "readonly",
+    "set",
+    "shift",
+    "eval",
+    "source",
+    ".",
+    "getopts",
+    "shopt",
+    "pushd",
+    "popd",
+    "cd",
+    "unset",
+];
 
 /// What an unknown command output stands for inside a word: any one name, a hidden one
 /// included (bash's extended pattern, which the rules' glob reading takes as any name).

@@ -3,7 +3,7 @@
 //! rules need; an option not listed keeps the spelling it was written in.
 
 /// git's own options before the verb that take a value (`git -C DIR push`).
-pub(super) const GIT_GLOBAL_VALUED: &[&str] = &[
+pub(in super::super) const GIT_GLOBAL_VALUED: &[&str] = &[
     "-C",
     "-c",
     "--git-dir",
