@@ -638,11 +638,15 @@ fn protected_paths_behind_a_symlink_are_protected_at_the_target() {
         "/srv/linked/dotfiles/ssh",
         "/srv/linked/dotfiles/bash",
         "/srv/linked/home",
+        "/srv/linked/dots",
+        "/srv/linked/dotfiles/config",
     ] {
         fs::create_dir_all(dir).expect("mkdir");
         fs::set_permissions(dir, fs::Permissions::from_mode(0o777)).expect("chmod");
     }
-    fs::set_permissions("/srv/linked/dotfiles", fs::Permissions::from_mode(0o777)).expect("chmod");
+    for dir in ["/srv/linked", "/srv/linked/dotfiles"] {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o777)).expect("chmod");
+    }
     fs::write("/srv/linked/dotfiles/ssh/id_rsa", "KEY\n").expect("key");
     fs::write("/srv/linked/dotfiles/bash/.bashrc", "# rc\n").expect("rc");
     fs::write("/srv/linked/dotfiles/notes.txt", "notes\n").expect("notes");
@@ -653,8 +657,12 @@ fn protected_paths_behind_a_symlink_are_protected_at_the_target() {
         )
         .expect("chmod");
     }
-    std::os::unix::fs::symlink("/srv/linked/dotfiles/ssh", "/srv/linked/home/.ssh")
-        .expect("link ssh");
+    // A chain: home/.ssh → dots/ssh → dotfiles/ssh (the middle link relative).
+    std::os::unix::fs::symlink("../dotfiles/ssh", "/srv/linked/dots/ssh").expect("link");
+    std::os::unix::fs::symlink("/srv/linked/dots/ssh", "/srv/linked/home/.ssh").expect("link ssh");
+    // A linked directory whose protected subdirectory is made only later.
+    std::os::unix::fs::symlink("/srv/linked/dotfiles/config", "/srv/linked/home/.config")
+        .expect("link config");
     std::os::unix::fs::symlink(
         "/srv/linked/dotfiles/bash/.bashrc",
         "/srv/linked/home/.bashrc",
@@ -664,6 +672,7 @@ fn protected_paths_behind_a_symlink_are_protected_at_the_target() {
         rules,
         format!(
             "{original}\n  - id: linked-ssh\n    block: \"/srv/linked/home/.ssh/**\"\n\
+             \n  - id: linked-autostart\n    block: \"/srv/linked/home/.config/autostart/**\"\n    actions: [write]\n\
              \n  - id: linked-rc\n    block: \"/srv/linked/home/.bashrc\"\n    actions: [write, delete]\n"
         ),
     )
@@ -677,6 +686,15 @@ fn protected_paths_behind_a_symlink_are_protected_at_the_target() {
          cat ssh/id_rsa >/dev/null 2>&1; echo read_target=$?; \
          echo x >> bash/.bashrc; echo write_target=$?; \
          mv bash bash-old; echo move_parent=$?; \
+         mkdir -p /tmp/evil-ssh; \
+         ln -sfn /tmp/evil-ssh /srv/linked/dots/ssh; echo replace_middle=$?; \
+         rm /srv/linked/dots/ssh; echo unlink_middle=$?; \
+         mv /srv/linked/dots /srv/linked/dots-old; echo move_middle_parent=$?; \
+         ln -sfn /tmp/evil-ssh /srv/linked/home/.ssh; echo replace_first=$?; \
+         ln -s /tmp/evil-ssh /srv/linked/home/other; echo control_link=$?; \
+         mkdir -p /srv/linked/home/.config/autostart && \
+           echo x > /srv/linked/home/.config/autostart/a.desktop; echo late_tree=$?; \
+         mkdir -p /srv/linked/home/.config/other; echo control_late=$?; \
          cat notes.txt >/dev/null; echo control_read=$?; \
          mkdir -p other && mv other other2; echo control_move=$?",
     );
@@ -690,6 +708,13 @@ fn protected_paths_behind_a_symlink_are_protected_at_the_target() {
         ("read_target", "1"),
         ("write_target", "1"),
         ("move_parent", "1"),
+        ("replace_middle", "1"),
+        ("unlink_middle", "1"),
+        ("move_middle_parent", "1"),
+        ("replace_first", "1"),
+        ("control_link", "0"),
+        ("late_tree", "1"),
+        ("control_late", "0"),
         ("control_read", "0"),
         ("control_move", "0"),
     ] {

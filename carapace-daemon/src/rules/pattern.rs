@@ -547,10 +547,23 @@ fn kernel_form(glob: &str) -> Result<KernelForm, String> {
     ))
 }
 
-/// Where `path` leads after symlinks, when that differs and exists.
+/// Where `path` leads after symlinks, when that differs: its deepest existing directory
+/// resolved, the names below it that do not exist yet appended (`~/.config/autostart` when
+/// `~/.config` is a link and `autostart` is still to be made).
 #[must_use]
 pub fn symlink_target(path: &str) -> Option<PathBuf> {
-    let canonical = std::fs::canonicalize(path).ok()?;
+    let mut existing = std::path::Path::new(path);
+    let mut missing = Vec::new();
+    let mut canonical = loop {
+        if let Ok(c) = std::fs::canonicalize(existing) {
+            break c;
+        }
+        missing.push(existing.file_name()?);
+        existing = existing.parent()?;
+    };
+    for name in missing.iter().rev() {
+        canonical.push(name);
+    }
     (canonical.as_os_str() != path).then_some(canonical)
 }
 

@@ -8,7 +8,7 @@ use super::super::patch;
 use super::args;
 use super::flow::{self, Reach};
 use super::param::ELEMENT_BREAK;
-use super::walk::{set_var, unset_var, Feed, Walker};
+use super::walk::{set_var, unset_var, Feed, Lookup, Walker};
 use super::MAX_DEPTH;
 use crate::rules::Action;
 
@@ -314,17 +314,16 @@ impl Walker<'_> {
         if let Some(canonical) = canonical {
             self.out.command(canonical);
         }
+        let bypass = std::mem::take(&mut self.lookup) == Lookup::PastFunctions;
         if !first.contains('/') {
-            if let Some(body) = self
+            // A function calling itself past the depth limit runs as the command of that
+            // name (its body was walked at the definition).
+            let body = self
                 .functions
                 .iter()
-                .find(|(n, _)| *n == base)
-                .map(|(_, b)| b.clone())
-            {
-                if depth > MAX_DEPTH / 2 {
-                    // A function calling itself: its body was walked at the definition.
-                    return Feed::default();
-                }
+                .find(|(n, _)| *n == base && !bypass && depth <= MAX_DEPTH / 2)
+                .map(|(_, b)| b.clone());
+            if let Some(body) = body {
                 return self.call_function(&body, args, ctx, depth, stdin);
             }
         } else if let Some(script) = self.file_feed(first, ctx) {
@@ -469,6 +468,11 @@ impl Walker<'_> {
                     for f in o.values(&["-o"]) {
                         self.path_op(Action::Write, f, ctx, None);
                     }
+                }
+                // `command cat` and `builtin cd` skip functions of that name; so does any
+                // program a wrapper starts (it looks commands up on PATH).
+                if !o_rest.is_empty() {
+                    self.lookup = Lookup::PastFunctions;
                 }
                 self.wrapped(o_rest, ctx, depth, stdin)
             }
@@ -776,8 +780,16 @@ impl Walker<'_> {
                 for a in args {
                     if let Some((k, v)) = a.split_once('=') {
                         let k = k.trim_end_matches('+');
+                        // `declare -a a=(x y)`: the builtin sees the list as text.
+                        let v = match v.strip_prefix('(').and_then(|l| l.strip_suffix(')')) {
+                            Some(list) => list
+                                .split_whitespace()
+                                .collect::<Vec<_>>()
+                                .join(&ELEMENT_BREAK.to_string()),
+                            None => v.to_owned(),
+                        };
                         if valid_name(k) {
-                            set_var(ctx, k, v);
+                            set_var(ctx, k, &v);
                         }
                     }
                 }
@@ -2316,10 +2328,17 @@ impl Walker<'_> {
         let contents = |s: &&str| {
             s.ends_with("/.") || (name == "rsync" && s.ends_with('/') && remote_host(s).is_none())
         };
+        // What the command knows a source holds (written earlier in this command), the
+        // copy holds: `echo 'cmd' > a; cp a b; sh b` runs it.
+        let known = |w: &Self, s: &str| w.file_feed(s, ctx).map(|f| f.joined());
         if sources.iter().any(contents) {
             self.tree_write(dest, ctx);
         } else {
-            self.path_op(Action::Write, dest, ctx, None);
+            let content = match sources.as_slice() {
+                [only] => known(self, only),
+                _ => None,
+            };
+            self.path_op(Action::Write, dest, ctx, content);
         }
         // `--delete*`: what the destination holds and the source does not goes.
         if name == "rsync" && o.flags.iter().any(|(f, _)| f.starts_with("--del")) {
@@ -2345,7 +2364,8 @@ impl Walker<'_> {
                 let s = s.trim_end_matches('/');
                 let file = s.rsplit(['/', ':']).next().unwrap_or(s);
                 if !file.is_empty() {
-                    self.path_op(Action::Write, &format!("{base}/{file}"), ctx, None);
+                    let content = known(self, s);
+                    self.path_op(Action::Write, &format!("{base}/{file}"), ctx, content);
                     if downloaded {
                         self.downloaded_to(&format!("{base}/{file}"), ctx);
                         self.downloaded_tree(&format!("{base}/{file}"), ctx);

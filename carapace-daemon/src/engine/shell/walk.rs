@@ -70,6 +70,8 @@ pub(super) struct Walker<'o> {
     /// The names the last substitution without known text printed (`$(find ~/.aws)`): a
     /// word that is that substitution alone stands for them.
     sub_names: Vec<String>,
+    /// How the next command's name is looked up.
+    pub lookup: Lookup,
 }
 
 impl<'o> Walker<'o> {
@@ -87,6 +89,7 @@ impl<'o> Walker<'o> {
             functions: Vec::new(),
             files: Vec::new(),
             sub_names: Vec::new(),
+            lookup: Lookup::Functions,
         }
     }
 
@@ -1014,6 +1017,16 @@ impl<'o> Walker<'o> {
         op.content = content;
         self.out.op(op);
     }
+}
+
+/// Where a command name is looked up first.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub(super) enum Lookup {
+    /// Functions defined in the command, then builtins and programs.
+    #[default]
+    Functions,
+    /// Past functions: `command cat`, `builtin cd`, or a program a wrapper starts.
+    PastFunctions,
 }
 
 /// Builtins that set variables of the shell that runs them.

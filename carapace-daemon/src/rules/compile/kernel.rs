@@ -491,12 +491,65 @@ fn with_link_targets(forms: &[KernelForm]) -> Vec<KernelForm> {
                 .map(KernelForm::Prefix),
             KernelForm::Name(_) => None,
         };
-        if let Some(t) = target.filter(|t| form_len(t) < PATH_MAX && !out.contains(t)) {
-            out.push(t);
+        let links = match form {
+            KernelForm::Exact(p) | KernelForm::Prefix(p) => links_on(p.trim_end_matches('/')),
+            KernelForm::Name(_) => Vec::new(),
+        };
+        // Every link the path is resolved through is a name to keep: replacing one in the
+        // middle of a chain (`~/.ssh` → `~/dots/ssh` → …) would point the path elsewhere.
+        let links = links.into_iter().map(KernelForm::Exact);
+        for t in target.into_iter().chain(links) {
+            if form_len(&t) < PATH_MAX && !out.contains(&t) {
+                out.push(t);
+            }
         }
     }
     out
 }
+
+/// Links followed when `path` is resolved, hops bounded as the kernel bounds them.
+fn links_on(path: &str) -> Vec<String> {
+    let mut links = Vec::new();
+    let mut resolved = std::path::PathBuf::from("/");
+    let mut rest: Vec<std::ffi::OsString> = std::path::Path::new(path)
+        .components()
+        .rev()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(n) => Some(n.to_owned()),
+            _ => None,
+        })
+        .collect();
+    let mut hops = 0;
+    while let Some(name) = rest.pop() {
+        let next = resolved.join(&name);
+        match std::fs::read_link(&next) {
+            Ok(target) if hops < MAX_LINK_HOPS => {
+                hops += 1;
+                if let Some(l) = next.to_str() {
+                    links.push(l.to_owned());
+                }
+                if target.is_absolute() {
+                    resolved = std::path::PathBuf::from("/");
+                }
+                for c in target.components().rev() {
+                    match c {
+                        std::path::Component::Normal(n) => rest.push(n.to_owned()),
+                        std::path::Component::ParentDir => rest.push("..".into()),
+                        _ => {}
+                    }
+                }
+            }
+            _ if name == ".." => {
+                resolved.pop();
+            }
+            _ => resolved = next,
+        }
+    }
+    links
+}
+
+/// The kernel's own limit on links followed in one lookup.
+const MAX_LINK_HOPS: usize = 40;
 
 fn form_len(form: &KernelForm) -> usize {
     match form {
@@ -727,7 +780,42 @@ mod tests {
         ]);
         assert!(forms.contains(&KernelForm::Prefix(format!("{real}/"))));
         assert!(forms.contains(&KernelForm::Exact(format!("{real}/id_rsa"))));
-        assert_eq!(forms.len(), 4);
+        // The link itself is a name to keep.
+        assert!(forms.contains(&KernelForm::Exact(link.clone())));
+        assert_eq!(forms.len(), 5);
+    }
+
+    #[test]
+    fn a_protected_tree_not_made_yet_behind_a_link_is_protected_at_the_target() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let real = dir.path().join("dotfiles/config");
+        std::fs::create_dir_all(&real).expect("mkdir");
+        let link = dir.path().join(".config");
+        std::os::unix::fs::symlink(&real, &link).expect("symlink");
+        let forms =
+            with_link_targets(&[KernelForm::Prefix(format!("{}/autostart/", link.display()))]);
+        assert!(forms.contains(&KernelForm::Prefix(format!(
+            "{}/autostart/",
+            real.display()
+        ))));
+    }
+
+    #[test]
+    fn every_link_of_a_chain_is_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let real = dir.path().join("data/ssh");
+        std::fs::create_dir_all(&real).expect("mkdir");
+        std::fs::create_dir_all(dir.path().join("dots")).expect("mkdir");
+        let middle = dir.path().join("dots/ssh");
+        std::os::unix::fs::symlink("../data/ssh", &middle).expect("relative link");
+        let link = dir.path().join(".ssh");
+        std::os::unix::fs::symlink(&middle, &link).expect("link");
+        let links = links_on(&format!("{}/id_rsa", link.display()));
+        assert_eq!(
+            links,
+            [link.display().to_string(), middle.display().to_string()]
+        );
+        assert!(links_on(&real.display().to_string()).is_empty());
     }
 
     #[test]
