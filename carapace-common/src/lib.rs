@@ -37,7 +37,7 @@ pub mod op {
     pub const ALL: u32 = READ | WRITE | EXEC | DELETE | NETWORK;
 
     // Operations only the self-protection guards deny (never in a rule's `actions:`).
-    /// A signal to the daemon (`task_kill`).
+    /// A signal to a process outside the session, the daemon included (`task_kill`).
     pub const SIGNAL: u32 = 1 << 5;
     /// ptrace, `/proc/PID/mem`, `process_vm_*`, `pidfd_getfd` and `/proc/PID/fd` of a
     /// process outside the session (`ptrace_access_check`).
@@ -64,6 +64,9 @@ pub mod op {
     pub const ROUTE: u32 = 1 << 15;
     /// A new user namespace (`unshare`, `clone`), refused by a `view: user-namespace` rule.
     pub const USERNS: u32 = 1 << 16;
+    /// Changing the resource limits, priority, scheduling or memory placement of a process
+    /// outside the session (`prlimit`, `renice`, `ionice`, `chrt`, `taskset`, `migratepages`).
+    pub const TASK_CONTROL: u32 = 1 << 17;
 
     /// What removing a name is judged as (unlink, rmdir, a rename onto an existing file): a
     /// delete, and a write too, because a file deleted can be made again with other content,
@@ -105,6 +108,18 @@ pub mod path_op {
     pub const UTIMES: u32 = 14;
     /// `setxattr`, `removexattr` and POSIX ACLs (`setfacl`): an extended attribute changed.
     pub const XATTR: u32 = 15;
+    /// A file of a process outside the session (`/proc/PID/cmdline`, `oom_score_adj`): a
+    /// self-protection denial, whatever the rules.
+    pub const OUTSIDE_PROCESS: u32 = 16;
+    /// A terminal outside the session: a pseudo-terminal whose session leader is outside
+    /// it (the user's shell), a virtual console, the system console, `/dev/vcs*`.
+    pub const OUTSIDE_TERMINAL: u32 = 17;
+    /// A POSIX message queue of an IPC namespace not the session's (`/dev/mqueue/…`).
+    pub const OUTSIDE_IPC: u32 = 18;
+    /// An inode flag change (`chattr`: `FS_IOC_SETFLAGS`, `FS_IOC_FSSETXATTR`).
+    pub const INODE_FLAGS: u32 = 19;
+    /// A read of an extended attribute's value (`getxattr` of `user.*` or `trusted.*`).
+    pub const XATTR_READ: u32 = 20;
 }
 
 /// Rule index used in events when a path was too long to match (see [`PATH_MAX`]).
@@ -547,6 +562,25 @@ pub mod globals {
     pub const OFF_SB_S_MOUNTS: &str = "OFF_SB_S_MOUNTS";
     pub const OFF_MOUNT_MNT_INSTANCE: &str = "OFF_MOUNT_MNT_INSTANCE";
     pub const OFF_VFSMOUNT_MNT_SB: &str = "OFF_VFSMOUNT_MNT_SB";
+    /// From a procfs inode to the process it shows: `proc_inode.pid` (the inode is
+    /// `proc_inode.vfs_inode`), the first task of a `struct pid` (`pid.tasks[0]`, a
+    /// `hlist_node` at `task_struct.pid_links[0]`).
+    pub const OFF_PROC_INODE_PID: &str = "OFF_PROC_INODE_PID";
+    pub const OFF_PROC_INODE_VFS_INODE: &str = "OFF_PROC_INODE_VFS_INODE";
+    pub const OFF_PID_TASKS: &str = "OFF_PID_TASKS";
+    pub const OFF_TASK_PID_LINKS: &str = "OFF_TASK_PID_LINKS";
+    /// A devpts dentry's terminal (`d_fsdata`) and that terminal's session
+    /// (`tty_struct.ctrl.session`, a `struct pid`).
+    pub const OFF_DENTRY_D_FSDATA: &str = "OFF_DENTRY_D_FSDATA";
+    pub const OFF_TTY_SESSION: &str = "OFF_TTY_SESSION";
+    /// An inode's type and device number.
+    pub const OFF_INODE_I_MODE: &str = "OFF_INODE_I_MODE";
+    pub const OFF_INODE_I_RDEV: &str = "OFF_INODE_I_RDEV";
+    /// The caller's IPC namespace (`task_struct.nsproxy->ipc_ns`) and an mqueue super
+    /// block's (`s_fs_info`).
+    pub const OFF_TASK_NSPROXY: &str = "OFF_TASK_NSPROXY";
+    pub const OFF_NSPROXY_IPC_NS: &str = "OFF_NSPROXY_IPC_NS";
+    pub const OFF_SB_S_FS_INFO: &str = "OFF_SB_S_FS_INFO";
     /// A socket's address family (`sock_common.skc_family`, at the start of `struct sock`),
     /// and a message's ancillary data (`msghdr.msg_control`, `msg_controllen`).
     pub const OFF_SOCK_FAMILY: &str = "OFF_SOCK_FAMILY";
@@ -616,12 +650,29 @@ pub const FMODE_WRITE: u32 = 0x2;
 pub const FMODE_EXEC: u32 = 0x20;
 /// `open(2)` flag (include/uapi/asm-generic/fcntl.h): truncates whatever the access mode.
 pub const O_TRUNC: u32 = 0o1000;
+/// `open(2)`'s access mode bits; all set (3) opens a file for ioctls only.
+pub const O_ACCMODE: u32 = 0o3;
 /// `renameat2` flag (include/uapi/linux/fs.h): the two names swap files.
 pub const RENAME_EXCHANGE: u32 = 1 << 1;
 
 // Superblock magics of cgroup filesystems (include/uapi/linux/magic.h).
 pub const CGROUP_SUPER_MAGIC: u64 = 0x0027_e0eb;
 pub const CGROUP2_SUPER_MAGIC: u64 = 0x6367_7270;
+/// procfs, devpts and the POSIX message queue file system (include/uapi/linux/magic.h).
+pub const PROC_SUPER_MAGIC: u64 = 0x9fa0;
+pub const DEVPTS_SUPER_MAGIC: u64 = 0x1cd1;
+pub const MQUEUE_MAGIC: u64 = 0x1980_0202;
+/// Character-device majors of terminals no session owns (Documentation/admin-guide/
+/// devices.txt): virtual consoles and serial lines (4), the system console (5:1), and
+/// the virtual consoles' screen memory (7, `/dev/vcs*`).
+pub const TTY_MAJOR: u32 = 4;
+pub const TTYAUX_MAJOR: u32 = 5;
+pub const CONSOLE_MINOR: u32 = 1;
+pub const VCS_MAJOR: u32 = 7;
+/// `ioctl`s that change a file's inode flags (`chattr`): immutable, append-only, no-dump.
+pub const FS_IOC_SETFLAGS: u32 = 0x4008_6602;
+pub const FS_IOC32_SETFLAGS: u32 = 0x4004_6602;
+pub const FS_IOC_FSSETXATTR: u32 = 0x401c_5820;
 /// `clone3` flag (include/uapi/linux/sched.h).
 pub const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 

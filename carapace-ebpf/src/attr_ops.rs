@@ -7,6 +7,10 @@
 //! | `inode_setattr` | the access or modification time alone is set | write (`path_op::UTIMES`) |
 //! | `inode_setxattr`, `inode_removexattr` | any name | write (`path_op::XATTR`) |
 //! | `inode_set_acl`, `inode_remove_acl` (6.2+; before, ACLs come as xattrs) | any ACL | write (`path_op::XATTR`) |
+//! | `inode_getxattr` | a `user.*` or `trusted.*` name (data people and programs keep) | read (`path_op::XATTR_READ`) |
+//!
+//! Reads of `security.*` and `system.*` names are left alone: `ls -l` and `cp -a` read them
+//! from every file, and they hold labels and ACLs, not data.
 //!
 //! Mode, owner and size changes also reach `inode_setattr`, but `path_chmod`,
 //! `path_chown`, `path_truncate` and `file_open` judge those with their path already; this
@@ -59,6 +63,18 @@ pub fn inode_removexattr(ctx: LsmContext) -> i32 {
     attribute(&ctx, 3)
 }
 
+#[lsm(hook = "inode_getxattr")]
+pub fn inode_getxattr(ctx: LsmContext) -> i32 {
+    let previous: i32 = ctx.arg(2);
+    if previous != 0 {
+        return previous;
+    }
+    if !gate::in_session() || !holds_data(ctx.arg(1)) {
+        return 0;
+    }
+    judge(ctx.arg(0), op::READ, path_op::XATTR_READ)
+}
+
 #[lsm(hook = "inode_set_acl")]
 pub fn inode_set_acl(ctx: LsmContext) -> i32 {
     // inode_set_acl(idmap, dentry, acl_name, kacl)
@@ -90,7 +106,7 @@ fn setattr(ctx: &LsmContext, dentry_arg: usize, previous_arg: usize) -> i32 {
     if valid & (ATTR_ATIME | ATTR_MTIME) == 0 || valid & JUDGED_ELSEWHERE != 0 {
         return 0;
     }
-    verdict(ctx.arg(dentry_arg), path_op::UTIMES)
+    judge(ctx.arg(dentry_arg), op::WRITE, path_op::UTIMES)
 }
 
 /// An extended-attribute hook: the dentry second, the previous verdict at `previous_arg`.
@@ -103,21 +119,33 @@ fn attribute(ctx: &LsmContext, previous_arg: usize) -> i32 {
     if !gate::in_session() {
         return 0;
     }
-    verdict(ctx.arg(1), path_op::XATTR)
+    judge(ctx.arg(1), op::WRITE, path_op::XATTR)
 }
 
-/// Judges a write of `dentry` and reports a refusal with `kind`.
+/// Whether the attribute `name` (a kernel string) is in a namespace that holds data:
+/// `user.` or `trusted.`. Unreadable counts as one (fail closed).
 #[inline(always)]
-fn verdict(dentry: u64, kind: u32) -> i32 {
+fn holds_data(name: *const u8) -> bool {
+    let mut buf = core::mem::MaybeUninit::uninit();
+    let word = kread::zero_in_place::<1>(&mut buf);
+    if kread::read_str(name, kread::bytes_of(word), errsite::READ_INODE).is_none() {
+        return true;
+    }
+    let bytes = word[0].to_ne_bytes();
+    bytes.starts_with(b"user.") || bytes == *b"trusted."
+}
+
+/// Judges `ops` on `dentry` and reports a refusal with `kind`.
+#[inline(always)]
+fn judge(dentry: u64, ops: u32, kind: u32) -> i32 {
     let Some(mnt) = mount_of_dentry(dentry) else {
         return -EACCES;
     };
-    let verdict = name_ops::judge(dentry, mnt, op::WRITE, 0);
-    if verdict == 0 {
-        return 0;
+    if name_ops::refused(dentry, mnt, ops, 0, kind) {
+        -EACCES
+    } else {
+        0
     }
-    name_ops::report(verdict, kind);
-    -EACCES
 }
 
 /// A `struct vfsmount *` the dentry can be spelled through: the task's root mount when it

@@ -4,15 +4,9 @@
 //! rules, and the name is compared only on a cgroup file system, so ordinary writes pay two
 //! reads.
 
-use aya_ebpf::{bindings::path, helpers::generated::bpf_d_path};
-use carapace_common::{errsite, op, subject, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC, PATH_MAX};
+use carapace_common::{errsite, op, path_op, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC};
 
-use crate::{
-    event::Subject,
-    gate::Session,
-    globals, guard, kread,
-    maps::{count_error, SCRATCH},
-};
+use crate::{gate::Session, globals, guard, kread};
 
 /// cgroup levels walked up from a `cgroup.procs` file looking for the session's cgroup;
 /// deeper trees are denied (fail closed).
@@ -43,29 +37,7 @@ pub fn check(session: &Session, file: *const u8) -> Option<i32> {
     if magic == CGROUP2_SUPER_MAGIC && under_cgroup(dentry, session.cgroup) {
         return None;
     }
-    let mut ev = Subject::bare(subject::PATH, 0);
-    if let Some(ptr) = SCRATCH.get_ptr_mut(0) {
-        // SAFETY: per-CPU scratch; programs do not nest on one CPU for these hooks.
-        let scratch = unsafe { &mut *ptr };
-        // SAFETY: f_path is `&file->f_path` of the hook's trusted file; the buffer holds
-        // PATH_MAX bytes.
-        let n = unsafe {
-            bpf_d_path(
-                f_path as *mut path,
-                scratch.key.data.as_mut_ptr().cast(),
-                PATH_MAX as u32,
-            )
-        };
-        // No zeroing of the bytes past the path: the event's reader stops
-        // at the NUL bpf_d_path writes, and that loop, explored once per exit of the
-        // ancestor walk, took 6.1's verifier past its limit (E2BIG).
-        if n > 0 && n as usize <= PATH_MAX {
-            ev.path = Some(&scratch.key.data);
-        } else {
-            count_error(errsite::D_PATH);
-        }
-    }
-    Some(guard::deny(session, op::WRITE, &ev))
+    Some(guard::deny_file(session, op::WRITE, file, path_op::OPEN))
 }
 
 /// Whether the dentry's name is `cgroup.procs`, `cgroup.threads` or `tasks`.

@@ -11,7 +11,7 @@ use aya_ebpf::{
 };
 use carapace_common::{
     errsite, has, op, path_op, subject, InodeKey, FMODE_EXEC, FMODE_READ, FMODE_WRITE, NAME_MAX,
-    O_TRUNC, PATH_MAX, RULE_PATH_TOO_LONG,
+    O_ACCMODE, O_TRUNC, PATH_MAX, RULE_PATH_TOO_LONG,
 };
 
 use crate::{
@@ -21,7 +21,7 @@ use crate::{
     globals, inode, kread,
     maps::{count_error, CONFIG, SCRATCH},
     matcher::{self, PathSubject, Verdict},
-    path_cache, EACCES,
+    outside, path_cache, EACCES,
 };
 
 #[lsm(hook = "file_open")]
@@ -38,8 +38,24 @@ fn try_file_open(ctx: &LsmContext) -> Option<i32> {
         return None;
     }
     let file: *const u8 = ctx.arg(0);
-    // SAFETY: the hook's `struct file *`, an offset from BTF.
-    let f_mode: u32 = unsafe { kread::load(file, globals::file_f_mode()) };
+    // SAFETY: the hook's `struct file *`, offsets from BTF.
+    let (f_mode, f_flags): (u32, u32) = unsafe {
+        (
+            kread::load(file, globals::file_f_mode()),
+            kread::load(file, globals::file_f_flags()),
+        )
+    };
+    // Access mode 3 opens for ioctls only, with neither FMODE_READ nor FMODE_WRITE: ioctls
+    // read (`FS_IOC_GETFLAGS`) and change (`FS_IOC_SETFLAGS`) the file, so it is judged as
+    // both. `O_TRUNC` truncates whatever the access mode (`open(O_RDONLY | O_TRUNC)`
+    // empties a file the caller may write): a write.
+    let ioctl_only = f_flags & O_ACCMODE == O_ACCMODE;
+    let writes = f_mode & FMODE_WRITE != 0 || f_flags & O_TRUNC != 0 || ioctl_only;
+    // Before the rules and the path cache: a process outside the session is out of reach
+    // whatever the rules say.
+    if let Some(denied) = outside::check(file, writes) {
+        return Some(denied);
+    }
     // Before the rules' own checks: a session whose rules name no path still cannot leave.
     let mut session = None;
     if f_mode & FMODE_WRITE != 0 {
@@ -50,14 +66,10 @@ fn try_file_open(ctx: &LsmContext) -> Option<i32> {
         session = Some(member);
     }
     let mut ops = 0;
-    if f_mode & FMODE_READ != 0 {
+    if f_mode & FMODE_READ != 0 || ioctl_only {
         ops |= op::READ;
     }
-    // SAFETY: as above.
-    let f_flags: u32 = unsafe { kread::load(file, globals::file_f_flags()) };
-    // `O_TRUNC` truncates whatever the access mode (`open(O_RDONLY | O_TRUNC)` empties a
-    // file the caller may write): a write.
-    if f_mode & FMODE_WRITE != 0 || f_flags & O_TRUNC != 0 {
+    if writes {
         ops |= op::WRITE;
     }
     if f_mode & FMODE_EXEC != 0 {

@@ -60,6 +60,17 @@ global!(OFF_DENTRY_D_SB: u64);
 global!(OFF_SB_S_MOUNTS: u64);
 global!(OFF_MOUNT_MNT_INSTANCE: u64);
 global!(OFF_VFSMOUNT_MNT_SB: u64);
+global!(OFF_PROC_INODE_PID: u64);
+global!(OFF_PROC_INODE_VFS_INODE: u64);
+global!(OFF_PID_TASKS: u64);
+global!(OFF_TASK_PID_LINKS: u64);
+global!(OFF_DENTRY_D_FSDATA: u64);
+global!(OFF_TTY_SESSION: u64);
+global!(OFF_INODE_I_MODE: u64);
+global!(OFF_INODE_I_RDEV: u64);
+global!(OFF_TASK_NSPROXY: u64);
+global!(OFF_NSPROXY_IPC_NS: u64);
+global!(OFF_SB_S_FS_INFO: u64);
 
 /// Reads a global without letting the compiler fold it to its placeholder value.
 macro_rules! get {
@@ -218,4 +229,37 @@ pub fn mount_mnt_instance() -> u64 {
 }
 pub fn vfsmount_mnt_sb() -> usize {
     get!(OFF_VFSMOUNT_MNT_SB) as usize
+}
+pub fn proc_inode_pid() -> usize {
+    get!(OFF_PROC_INODE_PID) as usize
+}
+pub fn proc_inode_vfs_inode() -> usize {
+    get!(OFF_PROC_INODE_VFS_INODE) as usize
+}
+pub fn pid_tasks() -> usize {
+    get!(OFF_PID_TASKS) as usize
+}
+pub fn task_pid_links() -> usize {
+    get!(OFF_TASK_PID_LINKS) as usize
+}
+pub fn dentry_d_fsdata() -> usize {
+    get!(OFF_DENTRY_D_FSDATA) as usize
+}
+pub fn tty_session() -> usize {
+    get!(OFF_TTY_SESSION) as usize
+}
+pub fn inode_i_mode() -> usize {
+    get!(OFF_INODE_I_MODE) as usize
+}
+pub fn inode_i_rdev() -> usize {
+    get!(OFF_INODE_I_RDEV) as usize
+}
+pub fn task_nsproxy() -> usize {
+    get!(OFF_TASK_NSPROXY) as usize
+}
+pub fn nsproxy_ipc_ns() -> usize {
+    get!(OFF_NSPROXY_IPC_NS) as usize
+}
+pub fn sb_s_fs_info() -> usize {
+    get!(OFF_SB_S_FS_INFO) as usize
 }

@@ -51,6 +51,8 @@ mod mount;
 #[cfg(target_arch = "bpf")]
 mod name_ops;
 #[cfg(target_arch = "bpf")]
+mod outside;
+#[cfg(target_arch = "bpf")]
 mod path_cache;
 #[cfg(target_arch = "bpf")]
 mod ptrace_access_check;

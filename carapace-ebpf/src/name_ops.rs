@@ -224,7 +224,7 @@ fn positive(dentry: u64) -> bool {
 
 /// Judges `ops` on the name and reports a refusal with `kind`; true when refused.
 #[inline(always)]
-fn refused(dentry: u64, mnt: u64, ops: u32, flags: u32, kind: u32) -> bool {
+pub fn refused(dentry: u64, mnt: u64, ops: u32, flags: u32, kind: u32) -> bool {
     let verdict = judge(dentry, mnt, ops, flags);
     if verdict == 0 {
         return false;

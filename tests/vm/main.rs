@@ -27,6 +27,7 @@ mod limits;
 mod matcher;
 mod names;
 mod network_doors;
+mod outside;
 mod path_cache;
 mod self_protection;
 

@@ -724,3 +724,207 @@ fn protected_paths_behind_a_symlink_are_protected_at_the_target() {
         );
     }
 }
+
+/// Runs `carapace` with `args` as root outside any session.
+fn carapace(args: &[&str]) -> bool {
+    std::process::Command::new("carapace")
+        .args(args)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn names_that_change_after_the_rules_loaded_are_followed() {
+    let _g = guard();
+    let rules = "/etc/carapace/rules.yaml";
+    let original = fs::read_to_string(rules).expect("rules file");
+    let _ = std::process::Command::new("umount")
+        .arg("/mnt/late-dots")
+        .status();
+    let _ = fs::remove_dir_all("/srv/late");
+    for dir in ["/srv/late/home", "/srv/late/dots/aws", "/mnt/late-dots"] {
+        fs::create_dir_all(dir).expect("mkdir");
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o777)).expect("chmod");
+    }
+    for (f, text) in [
+        ("/srv/late/dots/aws/credentials", "CRED\n"),
+        ("/srv/late/dots/profile", "# profile\n"),
+        ("/srv/late/dots/notes.txt", "notes\n"),
+    ] {
+        fs::write(f, text).expect("write");
+        fs::set_permissions(f, fs::Permissions::from_mode(0o666)).expect("chmod");
+    }
+    // Loaded while neither protected name exists: nothing to follow yet.
+    fs::write(
+        rules,
+        format!(
+            "{original}\n  - id: late-aws\n    block: \"/srv/late/home/.aws/**\"\n\
+             \n  - id: late-profile\n    block: \"/srv/late/home/.profile\"\n    actions: [write, delete]\n"
+        ),
+    )
+    .expect("write rules");
+    let loaded = carapace(&["rules", "reload"]);
+    // Then the user links both into a dotfiles directory and mounts that directory again
+    // elsewhere, and a new file appears in it.
+    std::os::unix::fs::symlink("/srv/late/dots/aws", "/srv/late/home/.aws").expect("link aws");
+    std::os::unix::fs::symlink("/srv/late/dots/profile", "/srv/late/home/.profile")
+        .expect("link profile");
+    let mounted = std::process::Command::new("mount")
+        .args(["--bind", "/srv/late/dots", "/mnt/late-dots"])
+        .status()
+        .is_ok_and(|s| s.success());
+    fs::write("/srv/late/dots/aws/late.txt", "LATE\n").expect("late file");
+    fs::set_permissions(
+        "/srv/late/dots/aws/late.txt",
+        fs::Permissions::from_mode(0o666),
+    )
+    .expect("chmod");
+    // The daemon notices on its own (two ticks of its watcher): wait, bounded, for the
+    // first refusal before judging the rest.
+    let mut followed = false;
+    for _ in 0..30 {
+        let (text, _) =
+            agent_stdout("cat /srv/late/home/.aws/credentials >/dev/null 2>&1; echo read=$?");
+        if text.contains("read=1") {
+            followed = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let (text, out) = agent_stdout(
+        "cat /srv/late/home/.aws/credentials >/dev/null 2>&1; echo read_link=$?; \
+         cat /mnt/late-dots/aws/late.txt >/dev/null 2>&1; echo read_alias=$?; \
+         echo x >> /srv/late/home/.profile; echo write_link=$?; \
+         echo x >> /mnt/late-dots/profile; echo write_alias=$?; \
+         cat /mnt/late-dots/notes.txt >/dev/null; echo control_alias=$?",
+    );
+    let _ = std::process::Command::new("umount")
+        .arg("/mnt/late-dots")
+        .status();
+    fs::write(rules, &original).expect("restore rules");
+    let restored = carapace(&["rules", "reload"]);
+    assert!(loaded && restored && mounted, "rules reload and bind mount");
+    assert!(
+        followed,
+        "the daemon followed the new link within 15 s: {text}"
+    );
+    for (what, want) in [
+        ("read_link", "1"),
+        ("read_alias", "1"),
+        ("write_link", "1"),
+        ("write_alias", "1"),
+        ("control_alias", "0"),
+    ] {
+        assert!(
+            text.contains(&format!("{what}={want}\n")),
+            "{what} should be {want}: {text}"
+        );
+    }
+    assert_denied_line(
+        &out,
+        "blocked read of /srv/late/dots/aws/credentials (rule late-aws",
+    );
+    assert_denied_line(
+        &out,
+        "blocked read of /mnt/late-dots/aws/late.txt (rule late-aws",
+    );
+}
+
+/// `file:op=errno` lines: an access mode 3 open (ioctls only), an inode flag change through
+/// a descriptor opened read-only (`FS_IOC_SETFLAGS`, nodump), and a read of `user.note`.
+const FLAGS_SCRIPT: &str = r#"
+import fcntl, os, struct, sys
+def report(name, act):
+    try:
+        act(); print(f"{name}=0")
+    except OSError as e:
+        print(f"{name}={e.errno}")
+def ioctl_only(path):
+    os.close(os.open(path, 3))
+def set_flags(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.ioctl(fd, 0x40086602, struct.pack("l", 0x40))
+    finally:
+        os.close(fd)
+for path in sys.argv[1:]:
+    report(path + ":accmode3", lambda: ioctl_only(path))
+    report(path + ":chattr", lambda: set_flags(path))
+    report(path + ":getxattr", lambda: os.getxattr(path, "user.note"))
+    report(path + ":getacl", lambda: os.getxattr(path, "system.posix_acl_access"))
+"#;
+
+#[test]
+fn inode_flags_ioctl_opens_and_attribute_values_are_judged_like_the_file() {
+    let _g = guard();
+    let (readonly, secret, control) = (
+        "/srv/readonly/flags.txt",
+        "/srv/secret/flags.txt",
+        "/srv/open/flags.txt",
+    );
+    let mut xattrs = true;
+    for f in [readonly, secret, control] {
+        fs::write(f, "fixture\n").expect("write");
+        chown(f, Some(1000), Some(1000)).expect("chown");
+        // tmpfs keeps user attributes from Linux 6.6 only.
+        xattrs &= std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import os,sys\nos.setxattr(sys.argv[1],'user.note',b'XATTR-SECRET')",
+                f,
+            ])
+            .status()
+            .is_ok_and(|s| s.success());
+    }
+    fs::write("/tmp/flags.py", FLAGS_SCRIPT).expect("write script");
+    let out = agent(&format!(
+        "python3 /tmp/flags.py {readonly} {secret} {control}"
+    ));
+    let got: std::collections::HashMap<String, String> =
+        super::errnos(&stdout(&out)).into_iter().collect();
+    assert_eq!(got.len(), 12, "every operation ran: {got:?}");
+    let want = |file: &str, op: &str| -> &str {
+        match (file, op) {
+            // The hook comes before the file system's own answer.
+            (f, "getxattr") if f == secret => "13",
+            (_, "getxattr") if !xattrs => "95",
+            (f, _) if f == control => "0",
+            (f, "getxattr") if f == readonly => "0",
+            _ => "13",
+        }
+    };
+    for file in [readonly, secret, control] {
+        for op in ["accmode3", "chattr", "getxattr"] {
+            let key = format!("{file}:{op}");
+            assert_eq!(got[&key], want(file, op), "{key}: {got:?}");
+        }
+        // No ACL on any of them: ENODATA (or no ACLs at all), never a refusal: `ls -l`
+        // reads it from every file.
+        let acl = &got[&format!("{file}:getacl")];
+        assert!(acl == "61" || acl == "95", "{file}:getacl = {acl}");
+    }
+    assert_denied_line(
+        &out,
+        "blocked inode flags change of /srv/readonly/flags.txt (rule readonly-tree",
+    );
+    if xattrs {
+        assert_denied_line(
+            &out,
+            "blocked attribute read of /srv/secret/flags.txt (rule secret-dir",
+        );
+    }
+    // Outside a session the same uid may do all of it.
+    let outside = std::process::Command::new("python3")
+        .args(["/tmp/flags.py", readonly, secret])
+        .uid(1000)
+        .gid(1000)
+        .output()
+        .expect("run outside");
+    let outside = super::errnos(&String::from_utf8_lossy(&outside.stdout));
+    assert!(
+        outside
+            .iter()
+            .all(|(n, e)| e == "0" || n.ends_with(":getacl") || (!xattrs && e == "95")),
+        "outside a session: {outside:?}"
+    );
+}

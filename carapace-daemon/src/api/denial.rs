@@ -35,6 +35,7 @@ pub fn operation_name(bit: u32) -> String {
         op::OUTSIDE => "connect".into(),
         op::ROUTE => "source routing".into(),
         op::USERNS => "creation".into(),
+        op::TASK_CONTROL => "limits or priority change".into(),
         other => format!("operation {other:#x}"),
     }
 }
@@ -56,6 +57,8 @@ fn path_operation(detail: u32) -> Option<&'static str> {
         path_op::CHROOT => "chroot into",
         path_op::UTIMES => "times change",
         path_op::XATTR => "attribute change",
+        path_op::INODE_FLAGS => "inode flags change",
+        path_op::XATTR_READ => "attribute read",
         _ => return None,
     })
 }
@@ -205,8 +208,35 @@ fn bpf_command(cmd: u32) -> String {
 
 /// The message of a self-protection denial, by what was refused.
 fn self_protection_message(event: &DenyEvent) -> &'static str {
+    if event.subject == subject::PATH {
+        match event.detail {
+            path_op::OUTSIDE_PROCESS => {
+                return "agents may not read or change the files of processes outside their \
+                        session in /proc (command lines, limits, OOM scores): those processes \
+                        are the user's";
+            }
+            path_op::OUTSIDE_TERMINAL => {
+                return "agents may not open a terminal outside their session (the user's \
+                        shell, a console): they could read what the user types or fake \
+                        prompts on it";
+            }
+            path_op::OUTSIDE_IPC => {
+                return "agents may not use message queues outside their session's own IPC \
+                        namespace: the processes reading them are the user's";
+            }
+            _ => {}
+        }
+    }
     match event.op {
-        op::SIGNAL => "agents may not signal the Carapace daemon",
+        op::SIGNAL if event.subject == subject::TASK => "agents may not signal the Carapace daemon",
+        op::SIGNAL => {
+            "agents may not signal processes outside their session (the user's shell, editor \
+             or servers)"
+        }
+        op::TASK_CONTROL => {
+            "agents may not change the resource limits, priority or scheduling of processes \
+             outside their session (the user's, or Carapace)"
+        }
         op::PTRACE => {
             "agents may not trace, read the memory of, or take the descriptors of processes \
              outside their session (the user's shell, editor or Carapace): those act with the \
@@ -468,6 +498,28 @@ mod tests {
         );
         assert!(guard_line(op::PTRACE, subject::TASK, 812, b"")
             .starts_with("blocked ptrace of carapaced (pid 812) (agents may not trace"));
+        assert!(guard_line(op::SIGNAL, subject::PROCESS, 640, b"")
+            .starts_with("blocked kill of process 640 outside the session (agents may not signal processes outside"));
+        assert!(guard_line(op::TASK_CONTROL, subject::TASK, 812, b"")
+            .starts_with("blocked limits or priority change of carapaced (pid 812) (agents may not change the resource limits"));
+        assert!(
+            guard_line(op::READ, subject::PATH, path_op::OUTSIDE_PROCESS, b"/proc/640/environ")
+                .starts_with("blocked read of /proc/640/environ (agents may not read or change the files of processes outside")
+        );
+        assert!(guard_line(
+            op::WRITE,
+            subject::PATH,
+            path_op::OUTSIDE_TERMINAL,
+            b"/dev/pts/0"
+        )
+        .starts_with("blocked write of /dev/pts/0 (agents may not open a terminal outside"));
+        assert!(guard_line(
+            op::WRITE,
+            subject::PATH,
+            path_op::OUTSIDE_IPC,
+            b"/dev/mqueue/q"
+        )
+        .contains("message queues outside their session's own IPC namespace"));
         assert!(guard_line(op::PTRACE, subject::PROCESS, 640, b"")
             .starts_with("blocked ptrace of process 640 outside the session (agents may not"));
         let mut e = event();

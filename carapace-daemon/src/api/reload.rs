@@ -245,13 +245,19 @@ impl Daemon {
 }
 
 /// Reloads when the rule file changes: its fingerprint must differ from the last one read
-/// and hold still for one interval, so a file caught half-written is not read.
+/// and hold still for one interval, so a file caught half-written is not read. With the
+/// kernel layer up, also when a path the rules protect now resolves elsewhere than when the
+/// rules were built (a protected directory replaced by a link, a new bind mount), seen on
+/// two ticks running: the kernel judges the names the agent's processes see.
 #[must_use = "the task runs forever; keep or detach its handle"]
 pub fn spawn_watcher(daemon: Arc<Daemon>, interval: Duration) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let path = daemon.source.path.clone();
         let mut seen = *daemon.reload_state.lock().await;
         let mut tick = tokio::time::interval(interval);
+        let mut names_moved = false;
+        // A reload for moved names failed (the rule file no longer loads): wait for the file.
+        let mut hold_names = false;
         loop {
             tick.tick().await;
             let now = fingerprint(&path);
@@ -259,20 +265,35 @@ pub fn spawn_watcher(daemon: Arc<Daemon>, interval: Duration) -> tokio::task::Jo
                 seen = now;
                 continue;
             }
-            if now == *daemon.reload_state.lock().await {
+            if now != *daemon.reload_state.lock().await {
+                if now.is_none() {
+                    // Falling back to fewer rules because a file vanished is left to a
+                    // person (SIGHUP or `carapace rules reload`).
+                    tracing::warn!(
+                        file = %path.display(),
+                        "the rule file disappeared; the current rules stay in force"
+                    );
+                    *daemon.reload_state.lock().await = None;
+                    continue;
+                }
+                let _ = daemon.reload("the rule file changed").await;
+                (names_moved, hold_names) = (false, false);
                 continue;
             }
-            if now.is_none() {
-                // Falling back to fewer rules because a file vanished is left to a person
-                // (SIGHUP or `carapace rules reload`).
-                tracing::warn!(
-                    file = %path.display(),
-                    "the rule file disappeared; the current rules stay in force"
-                );
-                *daemon.reload_state.lock().await = None;
+            let moved = !hold_names && daemon.sessions.kernel_up() && {
+                let rules = daemon.rules();
+                tokio::task::spawn_blocking(move || rules.kernel_image().resolution.moved())
+                    .await
+                    .unwrap_or(false)
+            };
+            if moved && names_moved {
+                let outcome = daemon
+                    .reload("a protected path now leads elsewhere (a link or a mount changed)")
+                    .await;
+                (names_moved, hold_names) = (false, !outcome.ok);
                 continue;
             }
-            let _ = daemon.reload("the rule file changed").await;
+            names_moved = moved;
         }
     })
 }

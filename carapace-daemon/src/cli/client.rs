@@ -489,8 +489,9 @@ fn agent_command(
             if controlling && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            // A network namespace needs the capabilities the drop takes away.
+            // Namespaces need the capabilities the drop takes away.
             limits::isolate_network(limits.network)?;
+            limits::isolate_ipc()?;
             privs.apply()?;
             match &landlock {
                 Some(l) => l.restrict_self(),

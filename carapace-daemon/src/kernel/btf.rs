@@ -216,7 +216,25 @@ impl Btf {
             .ok_or_else(|| BtfError::NoMember(strct.to_owned(), member.to_owned()))
     }
 
-    fn find_member(&self, id: u32, member: &str, depth: u32) -> Option<u64> {
+    /// Byte offset of `path[0].path[1]…` in `struct strct`, where each member but the last
+    /// is itself a struct or union (named or not).
+    pub fn member_path(&self, strct: &str, path: &[&str]) -> Result<u64, BtfError> {
+        let mut id = *self
+            .by_name
+            .get(strct)
+            .ok_or_else(|| BtfError::NoStruct(strct.to_owned()))?;
+        let mut bits = 0;
+        for (i, member) in path.iter().enumerate() {
+            let missing = || BtfError::NoMember(strct.to_owned(), path[..=i].join("."));
+            let (at, type_id) = self.find_typed(id, member, 0).ok_or_else(missing)?;
+            bits += at;
+            id = type_id;
+        }
+        Ok(bits / 8)
+    }
+
+    /// A member's bit offset and type id, looking through anonymous members.
+    fn find_typed(&self, id: u32, member: &str, depth: u32) -> Option<(u64, u32)> {
         // Anonymous members nest only a few levels deep in practice.
         if depth > 8 {
             return None;
@@ -224,22 +242,26 @@ impl Btf {
         let composite = self.composites.get(&id)?;
         for m in &composite.members {
             if m.name_off != 0 && self.string(m.name_off) == member {
-                return Some(u64::from(m.bit_offset));
+                return Some((u64::from(m.bit_offset), m.type_id));
             }
         }
         for m in composite.members.iter().filter(|m| m.name_off == 0) {
-            if let Some(off) = self.find_member(m.type_id, member, depth + 1) {
-                return Some(u64::from(m.bit_offset) + off);
+            if let Some((off, ty)) = self.find_typed(m.type_id, member, depth + 1) {
+                return Some((u64::from(m.bit_offset) + off, ty));
             }
         }
         None
+    }
+
+    fn find_member(&self, id: u32, member: &str, depth: u32) -> Option<u64> {
+        self.find_typed(id, member, depth).map(|(bits, _)| bits)
     }
 }
 
 /// Every offset the programs take, by global name (see `carapace_common::globals`).
 pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> {
     use carapace_common::globals as g;
-    let wanted: [(&str, &str, &str); 37] = [
+    let wanted: [(&str, &str, &str); 47] = [
         (g::OFF_FILE_F_PATH, "file", "f_path"),
         (g::OFF_FILE_F_MODE, "file", "f_mode"),
         (g::OFF_FILE_F_INODE, "file", "f_inode"),
@@ -277,6 +299,16 @@ pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> 
         (g::OFF_DENTRY_D_SB, "dentry", "d_sb"),
         (g::OFF_SB_S_MOUNTS, "super_block", "s_mounts"),
         (g::OFF_VFSMOUNT_MNT_SB, "vfsmount", "mnt_sb"),
+        (g::OFF_PROC_INODE_PID, "proc_inode", "pid"),
+        (g::OFF_PROC_INODE_VFS_INODE, "proc_inode", "vfs_inode"),
+        (g::OFF_PID_TASKS, "pid", "tasks"),
+        (g::OFF_TASK_PID_LINKS, "task_struct", "pid_links"),
+        (g::OFF_DENTRY_D_FSDATA, "dentry", "d_fsdata"),
+        (g::OFF_INODE_I_MODE, "inode", "i_mode"),
+        (g::OFF_INODE_I_RDEV, "inode", "i_rdev"),
+        (g::OFF_TASK_NSPROXY, "task_struct", "nsproxy"),
+        (g::OFF_NSPROXY_IPC_NS, "nsproxy", "ipc_ns"),
+        (g::OFF_SB_S_FS_INFO, "super_block", "s_fs_info"),
     ];
     let mut offsets = wanted
         .iter()
@@ -286,6 +318,11 @@ pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> 
     let sock_cgroup = btf.member_offset("sock", "sk_cgrp_data")?
         + btf.member_offset("sock_cgroup_data", "cgroup")?;
     offsets.push((g::OFF_SOCK_CGROUP, sock_cgroup));
+    // A terminal's session sits in a named member of an anonymous struct (`ctrl`).
+    offsets.push((
+        g::OFF_TTY_SESSION,
+        btf.member_path("tty_struct", &["ctrl", "session"])?,
+    ));
     // A super block's mounts: a list through `mount::mnt_instance`, or from Linux 6.18 a
     // pointer to the first `struct mount` (linked by `mnt_next_for_sb`), which the same
     // arithmetic reads with an offset of 0.
@@ -394,6 +431,18 @@ mod tests {
         assert_eq!(get(carapace_common::globals::OFF_QSTR_NAME), Some(8));
         let f_path = get(carapace_common::globals::OFF_FILE_F_PATH).expect("f_path");
         assert!(f_path > 0 && f_path < 256, "f_path at {f_path}");
+        // procfs finds its process at the start of `proc_inode`; a terminal's session is
+        // a member of `ctrl`, well inside `tty_struct`.
+        assert_eq!(get(carapace_common::globals::OFF_PROC_INODE_PID), Some(0));
+        let session = get(carapace_common::globals::OFF_TTY_SESSION).expect("tty session");
+        assert!(
+            session > 64 && session < 1024,
+            "tty_struct.ctrl.session at {session}"
+        );
+        assert!(matches!(
+            btf.member_path("tty_struct", &["ctrl", "no_such"]),
+            Err(BtfError::NoMember(_, m)) if m == "ctrl.no_such"
+        ));
         let enums = program_enums(&btf).expect("module enumerators");
         assert!(
             enums.iter().all(|(_, v)| *v == 2),

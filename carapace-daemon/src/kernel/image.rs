@@ -35,6 +35,27 @@ pub struct KernelImage {
     /// The automata of `automaton` (none when it is empty).
     pub dfa: Vec<PathAutomaton>,
     pub config: Config,
+    /// The literal paths of the rules, and what they resolved to when this was built.
+    pub resolution: Resolution,
+}
+
+/// The literal paths (exact and `/dir/**`) of a rule set's kernel image and a digest of what
+/// they resolved to when it was built — the links on their way and the other names bind
+/// mounts give them — so that the daemon can tell when one now leads elsewhere (a protected
+/// directory replaced by a link after the rules loaded, a new bind mount) and rebuild.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Resolution {
+    pub forms: Vec<crate::rules::pattern::KernelForm>,
+    pub digest: u64,
+}
+
+impl Resolution {
+    /// Whether the paths resolve differently now (reads the file system and mount table).
+    #[must_use]
+    pub fn moved(&self) -> bool {
+        let mounts = crate::rules::compile::kernel::Mounts::read();
+        crate::rules::compile::kernel::resolution_digest(&self.forms, &mounts) != self.digest
+    }
 }
 
 /// Exception slot (1-based) of every kernel rule that has an exception, by rule index. The

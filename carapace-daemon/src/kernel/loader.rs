@@ -47,9 +47,14 @@ pub const HOOKS: [&str; 8] = [
 /// for (it reads the previous program's verdict right after them). A guard whose hook this
 /// kernel lacks, or declares differently, is skipped with the reason logged: a program that
 /// read the wrong argument as the verdict would refuse or allow at random.
-pub const GUARDS: [(&str, &str, u32); 14] = [
+pub const GUARDS: [(&str, &str, u32); 19] = [
     // (program, LSM hook, parameters)
     ("task_kill", "task_kill", 4),
+    ("task_setrlimit", "task_setrlimit", 3),
+    ("task_setnice", "task_setnice", 2),
+    ("task_setioprio", "task_setioprio", 2),
+    ("task_setscheduler", "task_setscheduler", 1),
+    ("task_movememory", "task_movememory", 1),
     ("ptrace_access_check", "ptrace_access_check", 2),
     ("bpf", "bpf", 3),
     ("sb_mount", "sb_mount", 5),
@@ -88,11 +93,12 @@ pub const NAME_HOOKS: [(&str, &str, u32); 10] = [
 /// Linux 6.8: one program for each form, and the one this kernel declares is attached.
 /// `inode_set_acl` and `inode_remove_acl` exist from 6.2; before, ACLs are extended
 /// attributes and `inode_setxattr` judges them.
-pub const ATTR_HOOKS: [(&str, &str, u32); 6] = [
+pub const ATTR_HOOKS: [(&str, &str, u32); 7] = [
     ("inode_setattr", "inode_setattr", 3),
     ("inode_setattr_v1", "inode_setattr", 2),
     ("inode_setxattr", "inode_setxattr", 6),
     ("inode_removexattr", "inode_removexattr", 3),
+    ("inode_getxattr", "inode_getxattr", 2),
     ("inode_set_acl", "inode_set_acl", 4),
     ("inode_remove_acl", "inode_remove_acl", 3),
 ];

@@ -130,6 +130,25 @@ pub fn format_size(bytes: u64) -> String {
     format!("{bytes} bytes")
 }
 
+/// Moves the calling process into an IPC namespace of its own: the System V shared memory,
+/// semaphores and message queues and the POSIX message queues of processes outside the
+/// session are out of its sight (the kernel layer refuses the host's `/dev/mqueue`, which
+/// still shows the host's queues). For `pre_exec` before capabilities are dropped; a
+/// `carapace run` not started by root cannot, and keeps the host's.
+pub fn isolate_ipc() -> io::Result<()> {
+    // SAFETY: plain system call with a constant flag.
+    if unsafe { libc::unshare(libc::CLONE_NEWIPC) } == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    // SAFETY: geteuid has no arguments and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root && err.raw_os_error() == Some(libc::EPERM) {
+        return Ok(());
+    }
+    Err(err)
+}
+
 /// Moves the calling process into a new network namespace and, for `Loopback`, brings `lo`
 /// up. Meant for `pre_exec` before capabilities are dropped (it needs `CAP_SYS_ADMIN`); it
 /// only makes system calls and does not allocate.

@@ -299,6 +299,7 @@ pub(crate) fn compile_with(
     purpose: Purpose,
 ) -> KernelImage {
     let mut image = KernelImage::default();
+    let mounts = Mounts::for_purpose(purpose);
     let mut next: u32 = 0;
     for rule in rules.iter_mut() {
         rule.kernel_index = None;
@@ -352,11 +353,12 @@ pub(crate) fn compile_with(
             } => {
                 image.config.path_rule_ops |= ops;
                 if purpose == Purpose::Kernel {
+                    image.resolution.forms.extend(forms.iter().cloned());
                     add_path_plan(
                         &mut image,
+                        &mounts,
                         index,
-                        &forms,
-                        &excepts,
+                        (&forms, &excepts),
                         automata,
                         except_automata,
                     );
@@ -364,28 +366,14 @@ pub(crate) fn compile_with(
             }
             Plan::Net { entries, excepts } => {
                 image.config.net_rule_ops |= ops;
-                let all = entries
-                    .iter()
-                    .map(|e| (e, 0))
-                    .chain(excepts.iter().map(|e| (e, REF_EXCEPT)));
-                for (&(cidr, port), flags) in all {
-                    let refs = image.nets.entry((cidr.prefix_len, cidr.addr)).or_default();
-                    let r = NetRef {
-                        rule: index,
-                        port,
-                        pad: 0,
-                        flags,
-                    };
-                    if !refs.contains(&r) {
-                        refs.push(r);
-                    }
-                }
+                add_net_plan(&mut image, index, &entries, &excepts);
             }
             Plan::View { ops } => add_view(&mut image.config, index, ops),
         }
         rule.kernel_index = Some(index);
         rule.enforcement = Enforcement::Kernel;
     }
+    image.resolution.digest = resolution_digest(&image.resolution.forms, &mounts);
     close_prefixes(&mut image);
     close_nets(&mut image);
     let ids: BTreeMap<u32, &str> = rules
@@ -398,6 +386,31 @@ pub(crate) fn compile_with(
         build_automaton(&mut image, rules, diags);
     }
     image
+}
+
+/// Adds a network rule's address entries (exceptions flagged `REF_EXCEPT`).
+fn add_net_plan(
+    image: &mut KernelImage,
+    index: u32,
+    entries: &[(Cidr, u16)],
+    excepts: &[(Cidr, u16)],
+) {
+    let all = entries
+        .iter()
+        .map(|e| (e, 0))
+        .chain(excepts.iter().map(|e| (e, REF_EXCEPT)));
+    for (&(cidr, port), flags) in all {
+        let refs = image.nets.entry((cidr.prefix_len, cidr.addr)).or_default();
+        let r = NetRef {
+            rule: index,
+            port,
+            pad: 0,
+            flags,
+        };
+        if !refs.contains(&r) {
+            refs.push(r);
+        }
+    }
 }
 
 /// Makes rule `index` the one that refuses the views in `ops`, where no rule before it
@@ -414,9 +427,9 @@ fn add_view(config: &mut Config, index: u32, ops: u32) {
 /// Adds a path rule's map entries and automaton patterns (exceptions flagged `REF_EXCEPT`).
 fn add_path_plan(
     image: &mut KernelImage,
+    mounts: &Mounts,
     index: u32,
-    forms: &[KernelForm],
-    excepts: &[KernelForm],
+    (forms, excepts): (&[KernelForm], &[KernelForm]),
     automata: Vec<Automaton>,
     except_automata: Vec<Automaton>,
 ) {
@@ -424,7 +437,7 @@ fn add_path_plan(
         rule: index,
         flags: 0,
     };
-    let forms = &with_link_targets(forms);
+    let forms = &with_link_targets(forms, mounts);
     for a in &automata {
         if let Source::Glob(_) = a.source {
             for dir in glob_ancestors(&a.pattern) {
@@ -477,10 +490,16 @@ fn add_path_plan(
 /// `forms` plus, for each literal path or tree that leads through a symlink when the rules
 /// load (`~/.ssh` linked into a dotfiles checkout, `~/.bashrc` managed by stow), the same
 /// form at the link's target: the kernel sees the target's name, and the target's
-/// directories are ancestors to keep in place. Exceptions never get this (a planted link
-/// must not widen them).
-fn with_link_targets(forms: &[KernelForm]) -> Vec<KernelForm> {
+/// directories are ancestors to keep in place; and the same forms under every other name a
+/// bind mount gives them (`/home` mounted again at `/mnt/home`). Exceptions never get this
+/// (a planted link must not widen them).
+pub(crate) fn with_link_targets(forms: &[KernelForm], mounts: &Mounts) -> Vec<KernelForm> {
     let mut out = forms.to_vec();
+    let add = |t: KernelForm, out: &mut Vec<KernelForm>| {
+        if form_len(&t) < PATH_MAX && !out.contains(&t) {
+            out.push(t);
+        }
+    };
     for form in forms {
         let target = match form {
             KernelForm::Exact(path) => symlink_target(path)
@@ -495,16 +514,153 @@ fn with_link_targets(forms: &[KernelForm]) -> Vec<KernelForm> {
             KernelForm::Exact(p) | KernelForm::Prefix(p) => links_on(p.trim_end_matches('/')),
             KernelForm::Name(_) => Vec::new(),
         };
+        let aliases: Vec<KernelForm> = std::iter::once(form)
+            .chain(target.as_ref())
+            .flat_map(|f| mounts.aliases(f))
+            .collect();
         // Every link the path is resolved through is a name to keep: replacing one in the
         // middle of a chain (`~/.ssh` → `~/dots/ssh` → …) would point the path elsewhere.
         let links = links.into_iter().map(KernelForm::Exact);
-        for t in target.into_iter().chain(links) {
-            if form_len(&t) < PATH_MAX && !out.contains(&t) {
-                out.push(t);
-            }
+        for t in target.into_iter().chain(links).chain(aliases) {
+            add(t, &mut out);
         }
     }
     out
+}
+
+/// What the literal paths of a rule set resolve to now (links followed, other names of bind
+/// mounts), hashed: when it changes, the kernel image no longer names what the rules mean.
+pub(crate) fn resolution_digest(forms: &[KernelForm], mounts: &Mounts) -> u64 {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    with_link_targets(forms, mounts).hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The mount table as `/proc/self/mountinfo` gives it: enough to find the other names a
+/// bind mount gives a path.
+#[derive(Debug, Default)]
+pub(crate) struct Mounts(Vec<Mount>);
+
+#[derive(Debug)]
+struct Mount {
+    /// `major:minor` of the file system.
+    dev: String,
+    /// The directory of the file system mounted here (`/` for a whole file system).
+    root: String,
+    /// Where it is mounted.
+    point: String,
+}
+
+impl Mounts {
+    /// The mount table for the kernel's image; none for Layer 1 alone (`check --local`
+    /// needs no aliases and should not pay for reading it).
+    fn for_purpose(purpose: Purpose) -> Self {
+        if purpose == Purpose::Kernel {
+            Self::read()
+        } else {
+            Self::default()
+        }
+    }
+
+    /// This process's mount table; empty when it cannot be read (no aliases then).
+    pub(crate) fn read() -> Self {
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .map(|text| Self::parse(&text))
+            .unwrap_or_default()
+    }
+
+    fn parse(text: &str) -> Self {
+        Self(
+            text.lines()
+                .filter_map(|line| {
+                    let mut fields = line.split(' ').skip(2);
+                    Some(Mount {
+                        dev: fields.next()?.to_owned(),
+                        root: unescape(fields.next()?),
+                        point: unescape(fields.next()?),
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    /// `form` under the other names mounts give its path: the file system's own path of it
+    /// (through the mount it is on, the last of those stacked on one point) spelled through
+    /// every other mount of that file system whose root lies above it.
+    fn aliases(&self, form: &KernelForm) -> Vec<KernelForm> {
+        let (path, tree) = match form {
+            KernelForm::Exact(p) => (p.as_str(), false),
+            KernelForm::Prefix(p) => (p.trim_end_matches('/'), true),
+            KernelForm::Name(_) => return Vec::new(),
+        };
+        let Some(home) = self
+            .0
+            .iter()
+            .filter(|m| below(path, &m.point).is_some())
+            .max_by_key(|m| m.point.len())
+        else {
+            return Vec::new();
+        };
+        let Some(rest) = below(path, &home.point) else {
+            return Vec::new();
+        };
+        let inside = join(&home.root, rest);
+        self.0
+            .iter()
+            .filter(|m| m.dev == home.dev && !std::ptr::eq(*m, home))
+            .filter_map(|m| below(&inside, &m.root).map(|rest| join(&m.point, rest)))
+            .filter(|alias| alias != path)
+            .map(|alias| {
+                if tree {
+                    KernelForm::Prefix(format!("{}/", alias.trim_end_matches('/')))
+                } else {
+                    KernelForm::Exact(alias)
+                }
+            })
+            .collect()
+    }
+}
+
+/// What follows directory `dir` in `path` ("" for `dir` itself), if `path` is in it.
+fn below<'a>(path: &'a str, dir: &str) -> Option<&'a str> {
+    if dir == "/" {
+        return path.strip_prefix('/');
+    }
+    let rest = path.strip_prefix(dir)?;
+    if rest.is_empty() {
+        Some("")
+    } else {
+        rest.strip_prefix('/')
+    }
+}
+
+fn join(dir: &str, rest: &str) -> String {
+    match (dir.trim_end_matches('/'), rest) {
+        ("", "") => "/".to_owned(),
+        (d, "") => d.to_owned(),
+        (d, r) => format!("{d}/{r}"),
+    }
+}
+
+/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
+fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| bytes[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        if let Some(d) = octal {
+            out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Links followed when `path` is resolved, hops bounded as the kernel bounds them.
@@ -765,6 +921,61 @@ fn sort_and_check(image: &mut KernelImage, rules: &[Rule], diags: &mut Vec<Diagn
 mod tests {
     use super::*;
 
+    const MOUNTINFO: &str = "\
+21 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+22 21 0:5 / /proc rw - proc proc rw
+40 21 8:1 /home /mnt/home\\040alias rw,relatime shared:1 - ext4 /dev/sda1 rw
+41 21 8:2 / /srv rw - ext4 /dev/sdb rw
+42 21 8:2 /secret /mnt/s rw - ext4 /dev/sdb rw
+43 21 8:2 /other /mnt/o rw - ext4 /dev/sdb rw
+";
+
+    #[test]
+    fn bind_mounts_give_protected_paths_their_other_names() {
+        let mounts = Mounts::parse(MOUNTINFO);
+        let exact = |p: &str| KernelForm::Exact(p.to_owned());
+        let tree = |p: &str| KernelForm::Prefix(p.to_owned());
+        assert_eq!(
+            mounts.aliases(&exact("/home/u/.zprofile")),
+            [exact("/mnt/home alias/u/.zprofile")]
+        );
+        // A tree on a second file system, mounted again below its root; a sibling mount of
+        // another directory is no alias.
+        assert_eq!(mounts.aliases(&tree("/srv/secret/")), [tree("/mnt/s/")]);
+        assert_eq!(mounts.aliases(&exact("/srv/secret/a")), [exact("/mnt/s/a")]);
+        // From the alias back to the original, too.
+        assert_eq!(mounts.aliases(&exact("/mnt/s/a")), [exact("/srv/secret/a")]);
+        assert!(mounts.aliases(&exact("/proc/sys/x")).is_empty());
+        assert!(mounts.aliases(&exact("/etc/passwd")).is_empty());
+        let forms = with_link_targets(&[exact("/srv/secret/a")], &mounts);
+        assert!(forms.contains(&exact("/mnt/s/a")), "{forms:?}");
+        // Garbage lines are skipped, not a panic.
+        assert!(Mounts::parse("x\n\n1 2\n").0.is_empty());
+    }
+
+    #[test]
+    fn a_path_that_resolves_elsewhere_changes_the_digest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let aws = dir.path().join(".aws");
+        std::fs::create_dir(&aws).expect("mkdir");
+        let forms = [KernelForm::Prefix(format!("{}/", aws.display()))];
+        let none = Mounts::default();
+        let before = resolution_digest(&forms, &none);
+        assert_eq!(before, resolution_digest(&forms, &none), "stable");
+        // The directory is replaced by a link into a dotfiles checkout after the rules loaded.
+        let real = dir.path().join("dots-aws");
+        std::fs::rename(&aws, &real).expect("move");
+        std::os::unix::fs::symlink(&real, &aws).expect("link");
+        assert_ne!(before, resolution_digest(&forms, &none));
+        // And a new bind mount is seen as well.
+        let mounts = Mounts::parse(MOUNTINFO);
+        let home = [KernelForm::Exact("/home/u/.zprofile".to_owned())];
+        assert_ne!(
+            resolution_digest(&home, &none),
+            resolution_digest(&home, &mounts)
+        );
+    }
+
     #[test]
     fn paths_through_a_symlink_are_protected_at_its_target_too() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -774,10 +985,13 @@ mod tests {
         let link = dir.path().join(".ssh");
         std::os::unix::fs::symlink(&real, &link).expect("symlink");
         let (link, real) = (link.display().to_string(), real.display().to_string());
-        let forms = with_link_targets(&[
-            KernelForm::Prefix(format!("{link}/")),
-            KernelForm::Exact(format!("{link}/id_rsa")),
-        ]);
+        let forms = with_link_targets(
+            &[
+                KernelForm::Prefix(format!("{link}/")),
+                KernelForm::Exact(format!("{link}/id_rsa")),
+            ],
+            &Mounts::default(),
+        );
         assert!(forms.contains(&KernelForm::Prefix(format!("{real}/"))));
         assert!(forms.contains(&KernelForm::Exact(format!("{real}/id_rsa"))));
         // The link itself is a name to keep.
@@ -792,8 +1006,10 @@ mod tests {
         std::fs::create_dir_all(&real).expect("mkdir");
         let link = dir.path().join(".config");
         std::os::unix::fs::symlink(&real, &link).expect("symlink");
-        let forms =
-            with_link_targets(&[KernelForm::Prefix(format!("{}/autostart/", link.display()))]);
+        let forms = with_link_targets(
+            &[KernelForm::Prefix(format!("{}/autostart/", link.display()))],
+            &Mounts::default(),
+        );
         assert!(forms.contains(&KernelForm::Prefix(format!(
             "{}/autostart/",
             real.display()
