@@ -67,6 +67,8 @@ pub mod op {
     /// Changing the resource limits, priority, scheduling or memory placement of a process
     /// outside the session (`prlimit`, `renice`, `ionice`, `chrt`, `taskset`, `migratepages`).
     pub const TASK_CONTROL: u32 = 1 << 17;
+    /// Using a kernel key or keyring not made in the session (the user keyring's tokens).
+    pub const KEY: u32 = 1 << 18;
 
     /// What removing a name is judged as (unlink, rmdir, a rename onto an existing file): a
     /// delete, and a write too, because a file deleted can be made again with other content,
@@ -416,6 +418,8 @@ pub mod subject {
     pub const TTY: u32 = 9;
     /// A socket option or ancillary data; `DenyEvent::detail` is `level << 16 | name`.
     pub const SOCKOPT: u32 = 10;
+    /// A kernel key; `DenyEvent::detail` is its serial number.
+    pub const KEY: u32 = 11;
 }
 
 /// Socket options and ancillary data that route packets by hand (uapi in.h and in6.h):
@@ -581,6 +585,8 @@ pub mod globals {
     pub const OFF_TASK_NSPROXY: &str = "OFF_TASK_NSPROXY";
     pub const OFF_NSPROXY_IPC_NS: &str = "OFF_NSPROXY_IPC_NS";
     pub const OFF_SB_S_FS_INFO: &str = "OFF_SB_S_FS_INFO";
+    /// A kernel key's serial number (`key.serial`).
+    pub const OFF_KEY_SERIAL: &str = "OFF_KEY_SERIAL";
     /// A socket's address family (`sock_common.skc_family`, at the start of `struct sock`),
     /// and a message's ancillary data (`msghdr.msg_control`, `msg_controllen`).
     pub const OFF_SOCK_FAMILY: &str = "OFF_SOCK_FAMILY";

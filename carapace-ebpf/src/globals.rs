@@ -71,6 +71,7 @@ global!(OFF_INODE_I_RDEV: u64);
 global!(OFF_TASK_NSPROXY: u64);
 global!(OFF_NSPROXY_IPC_NS: u64);
 global!(OFF_SB_S_FS_INFO: u64);
+global!(OFF_KEY_SERIAL: u64);
 
 /// Reads a global without letting the compiler fold it to its placeholder value.
 macro_rules! get {
@@ -262,4 +263,7 @@ pub fn nsproxy_ipc_ns() -> usize {
 }
 pub fn sb_s_fs_info() -> usize {
     get!(OFF_SB_S_FS_INFO) as usize
+}
+pub fn key_serial() -> usize {
+    get!(OFF_KEY_SERIAL) as usize
 }

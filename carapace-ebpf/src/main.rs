@@ -39,6 +39,8 @@ mod inode;
 #[cfg(target_arch = "bpf")]
 mod kernel_module;
 #[cfg(target_arch = "bpf")]
+mod keys;
+#[cfg(target_arch = "bpf")]
 mod kread;
 #[cfg(target_arch = "bpf")]
 mod link_rename;

@@ -3,7 +3,7 @@
 
 use aya_ebpf::{
     macros::map,
-    maps::{Array, HashMap, LpmTrie, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, LpmTrie, LruHashMap, PerCpuArray, RingBuf},
 };
 use carapace_common::{
     cache_gen, errsite, Config, DfaEarly, DfaHeader, InodeKey, NetRefs, RuleMeta, RuleRefs,
@@ -15,6 +15,13 @@ use carapace_common::{
 const NO_PREALLOC: u32 = 1;
 /// Entries per rule map; the compiler refuses rule sets that need more.
 pub const MAX_ENTRIES: u32 = 65_536;
+
+/// Kernel keys made inside a session: serial → the session's cgroup id (`keys`).
+#[map(name = "SESSION_KEYS")]
+pub static SESSION_KEYS: LruHashMap<i32, u64> = LruHashMap::pinned(MAX_KEYS, 0);
+
+/// Keys remembered for sessions; the oldest are forgotten first.
+const MAX_KEYS: u32 = 16_384;
 
 /// Session cgroup id → the session's rule state.
 #[map(name = "SESSIONS")]

@@ -99,7 +99,7 @@ echo fresh > src/new.txt && cat src/new.txt
     // enforces what of it the paths allow.
     assert_eq!(
         enforced,
-        "carapace-data, carapace-runtime, carapace-binaries, carapace-kernel-state, kernel-knobs, test-ssh-keys",
+        "carapace-data, carapace-runtime, carapace-binaries, carapace-kernel-state, carapace-logs, kernel-knobs, test-ssh-keys",
         "{context}"
     );
     assert!(
@@ -114,5 +114,5 @@ echo fresh > src/new.txt && cat src/new.txt
         stderr.contains("carapace: landlock: partly enforced: test-names: `**/.env` covers only the 1 such path(s) found at start"),
         "{context}"
     );
-    assert!(stderr.contains("enforces 7 of 10 block rules"), "{context}");
+    assert!(stderr.contains("enforces 8 of 11 block rules"), "{context}");
 }

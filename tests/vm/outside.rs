@@ -273,3 +273,84 @@ fn ipc_objects_outside_the_session_are_out_of_sight() {
         "outside the session"
     );
 }
+
+/// `add=`, `search=` and `read=` lines: the user's key `carapace-user` (in `@u`) searched
+/// for and read, then a key of the session's own (`own=`) added to `@s` and read back.
+const KEYS: &str = r#"python3 - <<'EOF'
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def keyctl(*args):
+    r = libc.syscall(ctypes.c_long(250), *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
+    if r < 0:
+        e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
+    return r
+def read(serial):
+    buf = ctypes.create_string_buffer(64)
+    n = keyctl(11, serial, buf, 64)
+    return buf.raw[:n]
+def report(name, act):
+    try:
+        print(f"{name}={act()}")
+    except OSError as e:
+        print(f"{name}=errno{e.errno}")
+found = []
+def search():
+    found.append(keyctl(10, -4, b"user", b"carapace-user", 0))
+    return "found"
+report("search", search)
+report("read", lambda: read(found[0]).decode() if found else read(int(os.environ.get("KEY", "0"))).decode())
+def own():
+    serial = libc.syscall(ctypes.c_long(248), b"user", b"agent-own", b"OWN", ctypes.c_long(3), ctypes.c_long(-3))
+    if serial < 0:
+        e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
+    return read(serial).decode()
+report("own", own)
+EOF"#;
+
+/// Adds the user's key to the user keyring of uid 1000, outside any session; its serial.
+fn users_key() -> String {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import ctypes\nlibc=ctypes.CDLL(None,use_errno=True)\nlibc.syscall.restype=ctypes.c_long\n\
+             print(libc.syscall(ctypes.c_long(248),b'user',b'carapace-user',b'KEYRING-SECRET',ctypes.c_long(14),ctypes.c_long(-4)))",
+        ])
+        .uid(1000)
+        .gid(1000)
+        .output()
+        .expect("add the user's key");
+    let serial = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(serial.parse::<i64>().is_ok_and(|s| s > 0), "{out:?}");
+    serial
+}
+
+#[test]
+fn the_users_kernel_keys_are_out_of_reach_the_sessions_own_are_not() {
+    let _g = guard();
+    let serial = users_key();
+    let out = agent(&format!("export KEY={serial}\n{KEYS}"));
+    let got = errnos(&stdout(&out));
+    assert_eq!(
+        got,
+        [("search", "errno13"), ("read", "errno13"), ("own", "OWN")]
+            .map(|(a, b)| (a.to_owned(), b.to_owned())),
+        "the user's key is refused, the session's own works"
+    );
+    assert_denied_line(
+        &out,
+        "outside the session (rule self-protection: agents may use only the kernel keys",
+    );
+    let outside = Command::new("bash")
+        .args(["-c", KEYS])
+        .uid(1000)
+        .gid(1000)
+        .output()
+        .expect("run outside");
+    let outside = errnos(&String::from_utf8_lossy(&outside.stdout));
+    assert_eq!(
+        outside.get(1).map(|(n, v)| (n.as_str(), v.as_str())),
+        Some(("read", "KEYRING-SECRET")),
+        "the same uid outside a session reads it: {outside:?}"
+    );
+}

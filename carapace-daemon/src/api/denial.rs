@@ -25,7 +25,7 @@ pub fn operation_name(bit: u32) -> String {
         op::NETWORK => "network".into(),
         op::SIGNAL => "kill".into(),
         op::PTRACE => "ptrace".into(),
-        op::BPF => "use".into(),
+        op::BPF | op::KEY => "use".into(),
         op::MOUNT => "mount".into(),
         op::UNMOUNT => "unmount".into(),
         op::MODULE => "load".into(),
@@ -121,6 +121,10 @@ pub fn format_subject(event: &DenyEvent) -> String {
         subject::TASK => format!("carapaced (pid {})", event.detail),
         subject::PROCESS => format!("process {} outside the session", event.detail),
         subject::SOCKOPT => format!("a socket ({})", socket_option(event.detail)),
+        subject::KEY => format!(
+            "kernel key {} outside the session",
+            event.detail.cast_signed()
+        ),
         subject::TTY => match event.detail {
             TIOCSTI => "a terminal (TIOCSTI)".to_owned(),
             _ => "a terminal (TIOCLINUX)".to_owned(),
@@ -232,6 +236,10 @@ fn self_protection_message(event: &DenyEvent) -> &'static str {
         op::SIGNAL => {
             "agents may not signal processes outside their session (the user's shell, editor \
              or servers)"
+        }
+        op::KEY => {
+            "agents may use only the kernel keys their session made: the user keyring holds \
+             the user's own tokens and passwords"
         }
         op::TASK_CONTROL => {
             "agents may not change the resource limits, priority or scheduling of processes \
@@ -500,6 +508,12 @@ mod tests {
             .starts_with("blocked ptrace of carapaced (pid 812) (agents may not trace"));
         assert!(guard_line(op::SIGNAL, subject::PROCESS, 640, b"")
             .starts_with("blocked kill of process 640 outside the session (agents may not signal processes outside"));
+        assert_eq!(
+            guard_line(op::KEY, subject::KEY, 912_345_678, b""),
+            "blocked use of kernel key 912345678 outside the session (agents may use only the \
+             kernel keys their session made: the user keyring holds the user's own tokens and \
+             passwords)"
+        );
         assert!(guard_line(op::TASK_CONTROL, subject::TASK, 812, b"")
             .starts_with("blocked limits or priority change of carapaced (pid 812) (agents may not change the resource limits"));
         assert!(

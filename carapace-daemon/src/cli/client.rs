@@ -55,8 +55,11 @@ pub enum Command {
     /// The daemon creates a session cgroup and moves this process into it; everything the
     /// command starts, however it starts it, stays inside and is checked by the kernel layer.
     /// When run as root through sudo, the command runs as the sudo user. It never keeps
-    /// capabilities and cannot gain privileges (`no_new_privs`). Denials are printed as they
-    /// happen; carapace exits with the command's status (128+N if killed by signal N).
+    /// capabilities and cannot gain privileges (`no_new_privs`). It starts in a session of
+    /// its own (on a pseudo-terminal of its own when carapace runs on one), with its own IPC
+    /// namespace (System V objects and POSIX queues of other processes out of sight) and an
+    /// empty session keyring. Denials are printed as they happen; carapace exits with the
+    /// command's status (128+N if killed by signal N).
     ///
     /// Where the daemon's kernel layer (BPF LSM) is unavailable but the kernel has Landlock,
     /// the command runs under a Landlock ruleset built from the daemon's block rules instead;
@@ -477,7 +480,7 @@ fn agent_command(
         cmd.stdin(input).stdout(output).stderr(errors);
     }
     let controlling = terminal.is_some();
-    // SAFETY: setsid, ioctl, PrivDrop::apply and Prepared::restrict_self only make
+    // SAFETY: setsid, ioctl, unshare, keyctl, PrivDrop::apply and Prepared::restrict_self only make
     // async-signal-safe system calls and do not allocate, as required between fork and exec.
     // Landlock comes after the drop, which sets the `no_new_privs` it needs.
     unsafe {
@@ -493,6 +496,8 @@ fn agent_command(
             limits::isolate_network(limits.network)?;
             limits::isolate_ipc()?;
             privs.apply()?;
+            // After the drop, so that the keyring is the user's (and counts on their quota).
+            limits::own_keyring()?;
             match &landlock {
                 Some(l) => l.restrict_self(),
                 None => Ok(()),

@@ -261,7 +261,7 @@ impl Btf {
 /// Every offset the programs take, by global name (see `carapace_common::globals`).
 pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> {
     use carapace_common::globals as g;
-    let wanted: [(&str, &str, &str); 47] = [
+    let wanted: [(&str, &str, &str); 48] = [
         (g::OFF_FILE_F_PATH, "file", "f_path"),
         (g::OFF_FILE_F_MODE, "file", "f_mode"),
         (g::OFF_FILE_F_INODE, "file", "f_inode"),
@@ -309,6 +309,7 @@ pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> 
         (g::OFF_TASK_NSPROXY, "task_struct", "nsproxy"),
         (g::OFF_NSPROXY_IPC_NS, "nsproxy", "ipc_ns"),
         (g::OFF_SB_S_FS_INFO, "super_block", "s_fs_info"),
+        (g::OFF_KEY_SERIAL, "key", "serial"),
     ];
     let mut offsets = wanted
         .iter()

@@ -149,6 +149,31 @@ pub fn isolate_ipc() -> io::Result<()> {
     Err(err)
 }
 
+/// Gives the calling process a new, empty session keyring (`KEYCTL_JOIN_SESSION_KEYRING`
+/// with no name): the agent starts with no key of the user's login session in reach, and
+/// the kernel layer refuses it every key its session did not make (the user keyring's
+/// included). For `pre_exec`; it only makes a system call.
+pub fn own_keyring() -> io::Result<()> {
+    const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
+    // SAFETY: keyctl with a null name pointer, which asks for an anonymous keyring.
+    let serial = unsafe {
+        libc::syscall(
+            libc::SYS_keyctl,
+            KEYCTL_JOIN_SESSION_KEYRING,
+            std::ptr::null::<libc::c_char>(),
+        )
+    };
+    if serial < 0 {
+        let err = io::Error::last_os_error();
+        // A kernel built without keys has nothing to keep apart.
+        if err.raw_os_error() == Some(libc::ENOSYS) {
+            return Ok(());
+        }
+        return Err(err);
+    }
+    Ok(())
+}
+
 /// Moves the calling process into a new network namespace and, for `Loopback`, brings `lo`
 /// up. Meant for `pre_exec` before capabilities are dropped (it needs `CAP_SYS_ADMIN`); it
 /// only makes system calls and does not allocate.
