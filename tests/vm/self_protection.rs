@@ -162,7 +162,8 @@ fn a_root_process_in_a_session_cannot_switch_carapace_off() {
 
     let expected = [
         ("kill", format!("blocked kill of carapaced (pid {daemon}) (rule self-protection: agents may not signal")),
-        ("ptrace", format!("blocked ptrace of carapaced (pid {daemon}) (rule self-protection:")),
+        // The daemon's /proc files are refused at the open, before procfs asks ptrace.
+        ("ptrace", format!("blocked read of /proc/{daemon}/environ (rule self-protection:")),
         ("bpf_map_create", "blocked use of bpf(BPF_MAP_CREATE) (rule self-protection: agents may not use bpf()".to_owned()),
         ("bpf_obj_get", "blocked use of bpf(BPF_OBJ_GET) (rule self-protection:".to_owned()),
         ("mount", "blocked mount of none (rule self-protection: agents may not mount".to_owned()),
