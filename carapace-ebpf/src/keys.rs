@@ -3,10 +3,14 @@
 //! and may hold the user's tokens and passwords; `carapace run` gives the session a session
 //! keyring of its own (`KEYCTL_JOIN_SESSION_KEYRING`) before the agent starts.
 //!
-//! `key_alloc` records each key a session makes (serial → session cgroup); `key_permission`
-//! refuses a session any other key, whatever it asks (search, read, write, link, view).
+//! `key_alloc` records each key a session makes (its address → the session's cgroup: the
+//! serial number is given only after the hook), `key_free` forgets it, and
+//! `key_permission` refuses a session any other key, whatever it asks (search, read, write,
+//! link, view).
 
-use aya_ebpf::{macros::lsm, programs::LsmContext};
+use aya_ebpf::{
+    helpers::generated::bpf_get_func_arg, macros::lsm, programs::LsmContext, EbpfContext as _,
+};
 use carapace_common::{errsite, op, subject};
 
 use crate::{event::Subject, gate, globals, guard, kread, maps::SESSION_KEYS, EACCES};
@@ -19,12 +23,19 @@ pub fn key_alloc(ctx: LsmContext) -> i32 {
         return previous;
     }
     if let Some(session) = gate::current_session() {
-        if let Some(serial) = serial_of(ctx.arg(0)) {
-            // A full table only forgets old keys (LRU): a forgotten key of the session is
-            // then refused to it, never granted to another.
-            let _ = SESSION_KEYS.insert(&serial, &session.cgroup, 0);
-        }
+        let key: u64 = ctx.arg(0);
+        // A full table only forgets old keys (LRU): a forgotten key of the session is then
+        // refused to it, never granted to another.
+        let _ = SESSION_KEYS.insert(&key, &session.cgroup, 0);
     }
+    0
+}
+
+/// A key's memory may hold another key next: its record goes with it.
+#[lsm(hook = "key_free")]
+pub fn key_free(ctx: LsmContext) -> i32 {
+    let key: u64 = ctx.arg(0);
+    let _ = SESSION_KEYS.remove(&key);
     0
 }
 
@@ -35,7 +46,15 @@ pub fn key_permission(ctx: LsmContext) -> i32 {
     if previous != 0 {
         return previous;
     }
-    if foreign(ctx.arg(0)) {
+    // The key arrives as a `key_ref_t`, a pointer to a struct the kernel only declares:
+    // the verifier refuses to read it from the context, so it is taken from the
+    // trampoline's saved arguments instead. Unreadable: no key to judge by (fail closed).
+    let mut key_ref: u64 = 0;
+    // SAFETY: the helper writes one u64 through the pointer, to a local.
+    if unsafe { bpf_get_func_arg(ctx.as_ptr(), 0, &raw mut key_ref) } != 0 {
+        key_ref = 0;
+    }
+    if foreign(key_ref) {
         -EACCES
     } else {
         0
@@ -50,11 +69,12 @@ fn foreign(key_ref: u64) -> bool {
         return false;
     };
     // The low bit of a `key_ref_t` says whether the caller possesses the key.
-    let serial = serial_of(key_ref & !1).unwrap_or(0);
+    let key = key_ref & !1;
     // SAFETY: map values live as long as the map.
-    if serial != 0 && unsafe { SESSION_KEYS.get(&serial) } == Some(&session.cgroup) {
+    if key != 0 && unsafe { SESSION_KEYS.get(&key) } == Some(&session.cgroup) {
         return false;
     }
+    let serial = if key == 0 { 0 } else { serial_of(key).unwrap_or(0) };
     guard::deny(
         &session,
         op::KEY,

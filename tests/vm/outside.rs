@@ -331,12 +331,16 @@ fn the_users_kernel_keys_are_out_of_reach_the_sessions_own_are_not() {
     let serial = users_key();
     let out = agent(&format!("export KEY={serial}\n{KEYS}"));
     let got = errnos(&stdout(&out));
-    assert_eq!(
-        got,
-        [("search", "errno13"), ("read", "errno13"), ("own", "OWN")]
-            .map(|(a, b)| (a.to_owned(), b.to_owned())),
-        "the user's key is refused, the session's own works"
-    );
+    assert_eq!(got.len(), 3, "{got:?}");
+    // Refused (EACCES), or not found where the kernel searches keyrings the session may not
+    // look into (ENOKEY): either way the secret stays unread.
+    for (name, value) in &got[..2] {
+        assert!(
+            value == "errno13" || value == "errno126",
+            "{name} of the user's key from a session: {got:?}"
+        );
+    }
+    assert_eq!(got[2], ("own".to_owned(), "OWN".to_owned()), "the session's own key");
     assert_denied_line(
         &out,
         "outside the session (rule self-protection: agents may use only the kernel keys",
