@@ -74,7 +74,11 @@ fn foreign(key_ref: u64) -> bool {
     if key != 0 && unsafe { SESSION_KEYS.get(&key) } == Some(&session.cgroup) {
         return false;
     }
-    let serial = if key == 0 { 0 } else { serial_of(key).unwrap_or(0) };
+    let serial = if key == 0 {
+        0
+    } else {
+        serial_of(key).unwrap_or(0)
+    };
     guard::deny(
         &session,
         op::KEY,

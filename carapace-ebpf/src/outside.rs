@@ -27,13 +27,24 @@ const S_IFCHR: u16 = 0o020_000;
 /// and a denial line for each would bury the ones that matter.
 const QUIET: u32 = u32::MAX;
 
-/// The files of a process outside the session a session may still read: what `ps` and
-/// `top` show of every process (state, times, memory, name), none of it the user's data.
-const READABLE: [u64; 4] = [
-    word(b"stat\0\0\0\0"),
-    word(b"statm\0\0\0"),
-    word(b"status\0\0"),
-    word(b"comm\0\0\0\0"),
+/// The files of a process outside the session a session may still read: what `ps`, `top`,
+/// `pgrep` and container checks read of every process (state, times, memory, name, cgroup,
+/// scheduling, limits, OOM score, login), none of it the user's data. The command line,
+/// environment, memory maps, mounts and the rest stay refused.
+const READABLE: [[u64; 2]; 13] = [
+    name(b"stat"),
+    name(b"statm"),
+    name(b"status"),
+    name(b"comm"),
+    name(b"cgroup"),
+    name(b"sched"),
+    name(b"schedstat"),
+    name(b"wchan"),
+    name(b"oom_score"),
+    name(b"oom_score_adj"),
+    name(b"loginuid"),
+    name(b"sessionid"),
+    name(b"limits"),
 ];
 
 /// `Some(-EACCES)` when opening `file` (for writing, or for ioctls only, when `writes`)
@@ -119,11 +130,13 @@ fn process_file(
     if mode & S_IFMT == S_IFDIR {
         return None;
     }
-    let name = name_word(file);
-    if READABLE.contains(&name) {
+    let words = name_words(file);
+    // Word by word: an array comparison may become a `bcmp` call, which BPF has not.
+    let is = |n: &[u64; 2]| n[0] == words[0] && n[1] == words[1];
+    if READABLE.iter().any(is) {
         return None;
     }
-    if name == word(b"cmdline\0") {
+    if is(&name(b"cmdline")) {
         return Some(QUIET);
     }
     Some(path_op::OUTSIDE_PROCESS)
@@ -193,30 +206,42 @@ fn dentry_of(file: *const u8) -> Option<*const u8> {
     kread::read::<*const u8>(f_path, globals::path_dentry(), errsite::READ_INODE)
 }
 
-/// The first 8 bytes of the file's name, NUL-padded (longer names never equal a short
-/// one's word: their eighth byte is not a NUL).
+/// The file's name in two words, NUL-padded; a name of 16 bytes or more reads as none (no
+/// name compared with is that long).
 #[inline(always)]
-fn name_word(file: *const u8) -> u64 {
+fn name_words(file: *const u8) -> [u64; 2] {
     let Some(dentry) = dentry_of(file) else {
-        return 0;
+        return [0; 2];
     };
     let d_name = dentry.wrapping_add(globals::dentry_d_name());
     let Some(ptr) = kread::read::<*const u8>(d_name, globals::qstr_name(), errsite::READ_INODE)
     else {
-        return 0;
+        return [0; 2];
     };
     let mut buf = core::mem::MaybeUninit::uninit();
-    let name = kread::zero_in_place::<2>(&mut buf);
-    if kread::read_str(ptr, kread::bytes_of(name), errsite::READ_INODE).is_none() {
-        return 0;
+    let words = kread::zero_in_place::<2>(&mut buf);
+    match kread::read_str(ptr, kread::bytes_of(words), errsite::READ_INODE) {
+        // The count includes the NUL: 16 means the name was cut.
+        Some(n) if n < 16 => *words,
+        _ => [0; 2],
     }
-    // A ninth byte means a longer name: never one of the short names compared with.
-    if name[1] != 0 {
-        return 0;
-    }
-    name[0]
 }
 
-const fn word(name: &[u8; 8]) -> u64 {
-    u64::from_ne_bytes(*name)
+/// A short name as `name_words` reads it.
+const fn name(text: &[u8]) -> [u64; 2] {
+    let mut bytes = [0u8; 16];
+    let mut i = 0;
+    while i < text.len() && i < 15 {
+        bytes[i] = text[i];
+        i += 1;
+    }
+    let mut lo = [0u8; 8];
+    let mut hi = [0u8; 8];
+    let mut j = 0;
+    while j < 8 {
+        lo[j] = bytes[j];
+        hi[j] = bytes[8 + j];
+        j += 1;
+    }
+    [u64::from_ne_bytes(lo), u64::from_ne_bytes(hi)]
 }

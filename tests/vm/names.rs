@@ -779,8 +779,13 @@ fn names_that_change_after_the_rules_loaded_are_followed() {
         fs::Permissions::from_mode(0o666),
     )
     .expect("chmod");
-    // The daemon notices on its own (two ticks of its watcher): wait, bounded, for the
-    // first refusal before judging the rest.
+    // The daemon notices on its own while a session is live (two checks of its watcher):
+    // keep one live, and wait, bounded, for the first refusal before judging the rest.
+    let mut live = session_command(&["sleep", "120"], Some(1000))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start a session");
     let mut followed = false;
     for _ in 0..30 {
         let (text, _) =

@@ -62,10 +62,12 @@ attacks = [
     ("affinity", lambda: os.sched_setaffinity(pid, {0})),
     ("oom", lambda: write("oom_score_adj", "900")),
     ("cmdline", lambda: read("cmdline")),
-    ("limits", lambda: read("limits")),
+    ("mountinfo", lambda: read("mountinfo")),
     ("exists", lambda: os.kill(pid, 0)),
     ("stat", lambda: read("stat")),
     ("status", lambda: read("status")),
+    ("oom_read", lambda: read("oom_score_adj")),
+    ("cgroup", lambda: read("cgroup")),
     ("listing", lambda: os.listdir(f"/proc/{pid}")),
     ("kill", lambda: os.kill(pid, signal.SIGUSR1)),
 ]
@@ -78,7 +80,7 @@ EOF"#;
 
 /// What a session may still do to a process outside it: ask whether it exists, and read
 /// what `ps` and `top` show.
-const STILL_ALLOWED: [&str; 4] = ["exists", "stat", "status", "listing"];
+const STILL_ALLOWED: [&str; 6] = ["exists", "stat", "status", "oom_read", "cgroup", "listing"];
 
 #[test]
 fn processes_outside_the_session_cannot_be_signalled_limited_or_read() {
@@ -87,7 +89,7 @@ fn processes_outside_the_session_cannot_be_signalled_limited_or_read() {
     let pid = neighbour.0.id();
     let out = agent(&format!("set -- {pid}\n{ACT_ON}"));
     let inside = errnos(&stdout(&out));
-    assert_eq!(inside.len(), 12, "every attack ran: {inside:?}");
+    assert_eq!(inside.len(), 14, "every attack ran: {inside:?}");
     for (name, errno) in &inside {
         let want = if STILL_ALLOWED.contains(&name.as_str()) {
             "0"
@@ -100,7 +102,7 @@ fn processes_outside_the_session_cannot_be_signalled_limited_or_read() {
         format!("blocked kill of process {pid} outside the session (rule self-protection: agents may not signal processes outside"),
         format!("blocked limits or priority change of process {pid} outside the session (rule self-protection:"),
         format!("blocked write of /proc/{pid}/oom_score_adj (rule self-protection: agents may not read or change the files of processes outside"),
-        format!("blocked read of /proc/{pid}/limits (rule self-protection:"),
+        format!("blocked read of /proc/{pid}/mountinfo (rule self-protection:"),
     ] {
         assert_denied_line(&out, &line);
     }
@@ -117,7 +119,7 @@ fn processes_outside_the_session_cannot_be_signalled_limited_or_read() {
         .output()
         .expect("run outside");
     let outside = errnos(&String::from_utf8_lossy(&outside.stdout));
-    assert_eq!(outside.len(), 12, "{outside:?}");
+    assert_eq!(outside.len(), 14, "{outside:?}");
     assert!(
         outside.iter().all(|(_, e)| e == "0"),
         "outside the session: {outside:?}"
@@ -125,7 +127,7 @@ fn processes_outside_the_session_cannot_be_signalled_limited_or_read() {
     // And the session may on its own processes.
     let out = agent(&format!("sleep 60 & set -- $!\n{ACT_ON}"));
     let own = errnos(&stdout(&out));
-    assert_eq!(own.len(), 12, "{own:?}");
+    assert_eq!(own.len(), 14, "{own:?}");
     assert!(
         own.iter().all(|(_, e)| e == "0"),
         "the session's own: {own:?}"
@@ -340,7 +342,11 @@ fn the_users_kernel_keys_are_out_of_reach_the_sessions_own_are_not() {
             "{name} of the user's key from a session: {got:?}"
         );
     }
-    assert_eq!(got[2], ("own".to_owned(), "OWN".to_owned()), "the session's own key");
+    assert_eq!(
+        got[2],
+        ("own".to_owned(), "OWN".to_owned()),
+        "the session's own key"
+    );
     assert_denied_line(
         &out,
         "outside the session (rule self-protection: agents may use only the kernel keys",

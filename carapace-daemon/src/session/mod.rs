@@ -252,6 +252,12 @@ impl SessionManager {
         self.lock().sessions.get(id).cloned()
     }
 
+    /// Whether no session is live.
+    #[must_use]
+    pub fn is_idle(&self) -> bool {
+        self.lock().sessions.is_empty()
+    }
+
     #[must_use]
     pub fn list(&self) -> Vec<SessionRecord> {
         self.lock().sessions.values().cloned().collect()
