@@ -373,6 +373,9 @@ pub(crate) fn compile_with(
         rule.kernel_index = Some(index);
         rule.enforcement = Enforcement::Kernel;
     }
+    // One entry per path, in path order: the image must not depend on the rules' order.
+    image.resolution.forms.sort();
+    image.resolution.forms.dedup();
     image.resolution.digest = resolution_digest(&image.resolution.forms, &mounts);
     close_prefixes(&mut image);
     close_nets(&mut image);
