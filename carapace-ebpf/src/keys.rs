@@ -3,17 +3,23 @@
 //! and may hold the user's tokens and passwords; `carapace run` gives the session a session
 //! keyring of its own (`KEYCTL_JOIN_SESSION_KEYRING`) before the agent starts.
 //!
-//! `key_alloc` records each key a session makes (its address → the session's cgroup: the
-//! serial number is given only after the hook), `key_free` forgets it, and
-//! `key_permission` refuses a session any other key, whatever it asks (search, read, write,
-//! link, view).
+//! `key_alloc` records each key a session makes by its address (the serial number is given
+//! only after the hook); the first `key_permission` check binds the record to the key's
+//! serial, so a key of someone else's that later takes the freed memory is not mistaken
+//! for it (no BPF program can attach to `key_free`). `key_permission` refuses a session any
+//! other key, whatever it asks (search, read, write, link, view).
 
 use aya_ebpf::{
     helpers::generated::bpf_get_func_arg, macros::lsm, programs::LsmContext, EbpfContext as _,
 };
 use carapace_common::{errsite, op, subject};
 
-use crate::{event::Subject, gate, globals, guard, kread, maps::SESSION_KEYS, EACCES};
+use crate::{
+    event::Subject,
+    gate, globals, guard, kread,
+    maps::{SessionKey, SESSION_KEYS},
+    EACCES,
+};
 
 #[lsm(hook = "key_alloc")]
 pub fn key_alloc(ctx: LsmContext) -> i32 {
@@ -22,20 +28,23 @@ pub fn key_alloc(ctx: LsmContext) -> i32 {
     if previous != 0 {
         return previous;
     }
-    if let Some(session) = gate::current_session() {
-        let key: u64 = ctx.arg(0);
-        // A full table only forgets old keys (LRU): a forgotten key of the session is then
-        // refused to it, never granted to another.
-        let _ = SESSION_KEYS.insert(&key, &session.cgroup, 0);
-    }
-    0
-}
-
-/// A key's memory may hold another key next: its record goes with it.
-#[lsm(hook = "key_free")]
-pub fn key_free(ctx: LsmContext) -> i32 {
     let key: u64 = ctx.arg(0);
-    let _ = SESSION_KEYS.remove(&key);
+    match gate::current_session() {
+        Some(session) => {
+            // A full table only forgets old keys (LRU): a forgotten key of the session is
+            // then refused to it, never granted to another.
+            let made = SessionKey {
+                cgroup: session.cgroup,
+                serial: 0,
+                pad: 0,
+            };
+            let _ = SESSION_KEYS.insert(&key, &made, 0);
+        }
+        // Memory a session's key once had now holds a key made outside.
+        None => {
+            let _ = SESSION_KEYS.remove(&key);
+        }
+    }
     0
 }
 
@@ -70,15 +79,24 @@ fn foreign(key_ref: u64) -> bool {
     };
     // The low bit of a `key_ref_t` says whether the caller possesses the key.
     let key = key_ref & !1;
-    // SAFETY: map values live as long as the map.
-    if key != 0 && unsafe { SESSION_KEYS.get(&key) } == Some(&session.cgroup) {
-        return false;
-    }
     let serial = if key == 0 {
         0
     } else {
         serial_of(key).unwrap_or(0)
     };
+    if let Some(made) = SESSION_KEYS.get_ptr_mut(&key) {
+        // SAFETY: a pointer into the map's value, which lives as long as the map.
+        let made = unsafe { &mut *made };
+        if serial != 0 && made.cgroup == session.cgroup {
+            if made.serial == 0 {
+                made.serial = serial;
+                return false;
+            }
+            if made.serial == serial {
+                return false;
+            }
+        }
+    }
     guard::deny(
         &session,
         op::KEY,

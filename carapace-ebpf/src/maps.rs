@@ -16,10 +16,17 @@ const NO_PREALLOC: u32 = 1;
 /// Entries per rule map; the compiler refuses rule sets that need more.
 pub const MAX_ENTRIES: u32 = 65_536;
 
-/// Kernel keys made inside a session: the `struct key` address → the session's cgroup id
-/// (`keys`).
+/// Kernel keys made inside a session: the `struct key` address → the session and, once
+/// first checked, the key's serial (`keys`).
 #[map(name = "SESSION_KEYS")]
-pub static SESSION_KEYS: LruHashMap<u64, u64> = LruHashMap::pinned(MAX_KEYS, 0);
+pub static SESSION_KEYS: LruHashMap<u64, SessionKey> = LruHashMap::pinned(MAX_KEYS, 0);
+
+#[repr(C)]
+pub struct SessionKey {
+    pub cgroup: u64,
+    pub serial: i32,
+    pub pad: u32,
+}
 
 /// Keys remembered for sessions; the oldest are forgotten first.
 const MAX_KEYS: u32 = 16_384;

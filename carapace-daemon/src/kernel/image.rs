@@ -37,6 +37,9 @@ pub struct KernelImage {
     pub config: Config,
     /// The literal paths of the rules, and what they resolved to when this was built.
     pub resolution: Resolution,
+    /// Keys of `exact` that are links on the way to protected paths (not paths a rule names):
+    /// their refs are capped like ancestors'.
+    pub link_keys: BTreeSet<Vec<u8>>,
 }
 
 /// The literal paths (exact and `/dir/**`) of a rule set's kernel image and a digest of what
@@ -172,8 +175,9 @@ pub fn staging(old: &KernelImage, old_slots: &Slots, new: &KernelImage) -> Optio
     })
 }
 
-/// Keeps at most `REFS_PER_KEY` refs per ancestor directory: always-on rules first, then
-/// in the order `rank` gives rule indices (the compiler ranks by rule id, so that the order
+/// Keeps at most `REFS_PER_KEY` refs per ancestor directory and per link on the way to
+/// protected paths: always-on rules first, those refusing writes or deletes next, then in
+/// the order `rank` gives rule indices (the compiler ranks by rule id, so that the order
 /// of the rules never changes the image).
 pub fn cap_ancestors<K: Ord>(image: &mut KernelImage, rank: impl Fn(u32) -> K) {
     let rules = &image.rules;
@@ -182,8 +186,19 @@ pub fn cap_ancestors<K: Ord>(image: &mut KernelImage, rank: impl Fn(u32) -> K) {
             .get(r.rule as usize)
             .is_some_and(|m| m.flags & carapace_common::RULE_ALWAYS_ON != 0)
     };
-    for refs in image.ancestors.values_mut() {
-        refs.sort_by_cached_key(|r| (!always_on(r), rank(r.rule)));
+    let links = image
+        .exact
+        .iter_mut()
+        .filter(|(key, _)| image.link_keys.contains(*key))
+        .map(|(_, refs)| refs);
+    // A rule that refuses writes or deletes keeps a directory or link in place.
+    let keeps = |r: &RuleRef| {
+        rules.get(r.rule as usize).is_some_and(|m| {
+            m.ops & (carapace_common::op::WRITE | carapace_common::op::DELETE) != 0
+        })
+    };
+    for refs in image.ancestors.values_mut().chain(links) {
+        refs.sort_by_cached_key(|r| (!always_on(r), !keeps(r), rank(r.rule)));
         refs.truncate(REFS_PER_KEY);
     }
 }

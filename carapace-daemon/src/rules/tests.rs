@@ -1457,3 +1457,27 @@ fn the_private_views_pack_is_on_by_default() {
     let set = ok("version: 1\nbuiltin: [credentials]\n");
     assert!(set.by_id("private-views").is_none());
 }
+
+/// A directory many rules lie below, made a link (a dotfiles-managed `~/.config`), is a key
+/// every one of those rules would reference: capped, not an error that stops the daemon.
+#[test]
+fn a_linked_directory_under_many_rules_fits_the_kernel() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let real = dir.path().join("dots/config");
+    std::fs::create_dir_all(&real).expect("mkdir");
+    let link = dir.path().join(".config");
+    std::os::unix::fs::symlink(&real, &link).expect("link");
+    let mut text = String::from("version: 1\nbuiltin: none\nrules:\n");
+    for i in 0..2 * carapace_common::REFS_PER_KEY {
+        text.push_str(&format!(
+            "  - id: r{i}\n    block: \"{}/app{i}/**\"\n    actions: [write]\n",
+            link.display()
+        ));
+    }
+    let set = ok(&text);
+    let image = set.kernel_image();
+    let key = link.display().to_string().into_bytes();
+    let refs = image.exact.get(&key).expect("the link is a key");
+    assert_eq!(refs.len(), carapace_common::REFS_PER_KEY, "{refs:?}");
+    assert!(image.link_keys.contains(&key));
+}

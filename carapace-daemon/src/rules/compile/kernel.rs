@@ -440,7 +440,18 @@ fn add_path_plan(
         rule: index,
         flags: 0,
     };
+    let given = forms;
     let forms = &with_link_targets(forms, mounts);
+    // The links a path is resolved through are names many rules share (`~/.config` for
+    // every rule below it): like ancestors, one rule in force is enough to keep one in
+    // place, so their refs are capped (`cap_ancestors`) instead of overflowing the key.
+    for form in forms.iter().filter(|f| !given.contains(f)) {
+        if let KernelForm::Exact(path) = form {
+            if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+                image.link_keys.insert(path.as_bytes().to_vec());
+            }
+        }
+    }
     for a in &automata {
         if let Source::Glob(_) = a.source {
             for dir in glob_ancestors(&a.pattern) {
