@@ -8,7 +8,8 @@
 //!
 //! Checked by `file_open` on every open in a session, whatever the rules and before the
 //! path cache. The fast path is four direct loads (the file's inode, its mode, its super
-//! block, the magic); only files on procfs, devpts, mqueue or character devices go on.
+//! block, the magic; a fifth, the device number, for character devices); only files on
+//! procfs, devpts or mqueue, and console devices, go on.
 
 use carapace_common::{
     errsite, op, path_op, CONSOLE_MINOR, DEVPTS_SUPER_MAGIC, MQUEUE_MAGIC, PROC_SUPER_MAGIC,
@@ -53,10 +54,11 @@ const READABLE: [[u64; 2]; 13] = [
 pub fn check(file: *const u8, writes: bool) -> Option<i32> {
     // SAFETY: `file` is the hook's trusted `struct file *`; each pointer loaded from it is
     // typed by BTF, and the offsets come from the running kernel's BTF.
-    let (mode, magic): (u16, u64) = unsafe {
+    let (inode, mode, magic): (*const u8, u16, u64) = unsafe {
         let inode: *const u8 = kread::load(file, globals::file_f_inode());
         let sb: *const u8 = kread::load(inode, globals::inode_i_sb());
         (
+            inode,
             kread::load(inode, globals::inode_i_mode()),
             kread::load(sb, globals::sb_s_magic()),
         )
@@ -65,7 +67,13 @@ pub fn check(file: *const u8, writes: bool) -> Option<i32> {
         PROC_SUPER_MAGIC => PROC,
         DEVPTS_SUPER_MAGIC => DEVPTS,
         MQUEUE_MAGIC => MQUEUE,
-        _ if mode & S_IFMT == S_IFCHR => CHARDEV,
+        // Decided here: `/dev/null` and `/dev/urandom` are opened all the time.
+        // SAFETY: as above.
+        _ if mode & S_IFMT == S_IFCHR
+            && console(unsafe { kread::load(inode, globals::inode_i_rdev()) }) =>
+        {
+            CONSOLE
+        }
         _ => return None,
     };
     (judge(file, class | u32::from(mode) << 8, u32::from(writes)) != 0).then_some(-EACCES)
@@ -75,7 +83,7 @@ pub fn check(file: *const u8, writes: bool) -> Option<i32> {
 const PROC: u32 = 1;
 const DEVPTS: u32 = 2;
 const MQUEUE: u32 = 3;
-const CHARDEV: u32 = 4;
+const CONSOLE: u32 = 4;
 
 /// 1 to refuse (reported, or quietly), 0 to allow. A subprogram of scalars (BPF passes at
 /// most five, and no aggregates): its exits merge here instead of multiplying
@@ -94,7 +102,7 @@ fn judge(file: *const u8, class: u32, writes: u32) -> u32 {
         PROC => process_file(&session, file, inode, (class >> 8) as u16, writes),
         DEVPTS => pseudo_terminal(&session, file),
         MQUEUE => message_queue(inode),
-        _ => console(inode),
+        _ => Some(path_op::OUTSIDE_TERMINAL),
     };
     let Some(detail) = detail else {
         return 0;
@@ -174,16 +182,13 @@ fn message_queue(inode: *const u8) -> Option<u32> {
     (theirs != ours).then_some(path_op::OUTSIDE_IPC)
 }
 
-/// Virtual consoles and serial lines, the system console, and the consoles' screen memory:
-/// terminals no session owns (its own is a pseudo-terminal).
+/// Whether character device `rdev` is a terminal no session owns (its own is a
+/// pseudo-terminal): virtual consoles and serial lines, the system console, and the
+/// consoles' screen memory.
 #[inline(always)]
-fn console(inode: *const u8) -> Option<u32> {
-    let rdev = kread::read::<u32>(inode, globals::inode_i_rdev(), errsite::READ_INODE)?;
+fn console(rdev: u32) -> bool {
     let (major, minor) = (rdev >> 20, rdev & 0xf_ffff);
-    let foreign = major == TTY_MAJOR
-        || major == VCS_MAJOR
-        || (major == TTYAUX_MAJOR && minor == CONSOLE_MINOR);
-    foreign.then_some(path_op::OUTSIDE_TERMINAL)
+    major == TTY_MAJOR || major == VCS_MAJOR || (major == TTYAUX_MAJOR && minor == CONSOLE_MINOR)
 }
 
 /// The task a `struct pid` names first (`pid->tasks[PIDTYPE_PID]`), as a `task_struct *`;
