@@ -61,6 +61,8 @@ mod ptrace_access_check;
 #[cfg(target_arch = "bpf")]
 mod route_opts;
 #[cfg(target_arch = "bpf")]
+mod sigio;
+#[cfg(target_arch = "bpf")]
 mod socket_connect;
 #[cfg(target_arch = "bpf")]
 mod socket_sendmsg;

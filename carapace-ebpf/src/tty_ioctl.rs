@@ -5,6 +5,9 @@
 //! terminal — the user's, outside the session — would run them with the user's authority.
 //! Refused on every terminal, whatever the rules; nothing an agent does needs either.
 //!
+//! Setting the owner of a file's I/O signals (`FIOSETOWN`, `SIOCSPGRP`) is judged as
+//! `fcntl(F_SETOWN)` is (`sigio`).
+//!
 //! Inode flags (`chattr`: `FS_IOC_SETFLAGS`, `FS_IOC_FSSETXATTR`) are a write of the file,
 //! judged by the rules like one: the kernel lets the owner change them through a descriptor
 //! opened read-only, so the open's own judgement does not cover them.
@@ -15,7 +18,11 @@ use carapace_common::{
     TIOCLINUX, TIOCSTI,
 };
 
-use crate::{event::Subject, gate, globals, guard, kread, name_ops, EACCES};
+use crate::{event::Subject, gate, globals, guard, kread, name_ops, sigio, EACCES};
+
+/// `ioctl`s that name the owner of a file's I/O signals (see `sigio`).
+const FIOSETOWN: u32 = 0x8901;
+const SIOCSPGRP: u32 = 0x8902;
 
 #[lsm(hook = "file_ioctl")]
 pub fn file_ioctl(ctx: LsmContext) -> i32 {
@@ -38,6 +45,9 @@ fn judge(ctx: &LsmContext) -> i32 {
     let cmd: u32 = ctx.arg(1);
     if cmd == FS_IOC_SETFLAGS || cmd == FS_IOC32_SETFLAGS || cmd == FS_IOC_FSSETXATTR {
         return inode_flags(ctx.arg(0));
+    }
+    if cmd == FIOSETOWN || cmd == SIOCSPGRP {
+        return sigio::ioctl_owner(ctx.arg(2));
     }
     if cmd != TIOCSTI && cmd != TIOCLINUX {
         return 0;

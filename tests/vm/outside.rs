@@ -364,3 +364,55 @@ fn the_users_kernel_keys_are_out_of_reach_the_sessions_own_are_not() {
         "the same uid outside a session reads it: {outside:?}"
     );
 }
+
+/// Names process `$1` as the owner of a socket's I/O signals in three ways (`setown=`,
+/// `setown_ex=`, `fiosetown=`), then the caller itself (`self=`).
+const SIGIO_OWNER: &str = r#"python3 - "$1" <<'EOF'
+import fcntl, os, socket, struct, sys
+pid = int(sys.argv[1])
+a, b = socket.socketpair()
+r = a.fileno()
+def report(name, act):
+    try:
+        act(); print(f"{name}=0")
+    except OSError as e:
+        print(f"{name}={e.errno}")
+report("setown", lambda: fcntl.fcntl(r, fcntl.F_SETOWN, pid))
+report("setown_ex", lambda: fcntl.fcntl(r, 15, struct.pack("ii", 1, pid)))
+report("fiosetown", lambda: fcntl.ioctl(r, 0x8901, struct.pack("i", pid)))
+report("self", lambda: fcntl.fcntl(r, fcntl.F_SETOWN, os.getpid()))
+EOF"#;
+
+#[test]
+fn a_session_cannot_make_the_kernel_signal_a_process_outside_it() {
+    let _g = guard();
+    let neighbour = neighbour();
+    let pid = neighbour.0.id();
+    let out = agent(&format!("set -- {pid}\n{SIGIO_OWNER}"));
+    assert_eq!(
+        errnos(&stdout(&out)),
+        [
+            ("setown", "13"),
+            ("setown_ex", "13"),
+            ("fiosetown", "13"),
+            ("self", "0")
+        ]
+        .map(|(a, b)| (a.to_owned(), b.to_owned())),
+        "F_SETOWN and its kin naming the user's process are refused, the caller itself is not"
+    );
+    assert_denied_line(
+        &out,
+        &format!("blocked kill of process {pid} outside the session (rule self-protection:"),
+    );
+    let outside = Command::new("bash")
+        .args(["-c", SIGIO_OWNER, "owner", &pid.to_string()])
+        .uid(1000)
+        .gid(1000)
+        .output()
+        .expect("run outside");
+    let outside = errnos(&String::from_utf8_lossy(&outside.stdout));
+    assert!(
+        outside.len() == 4 && outside.iter().all(|(_, e)| e == "0"),
+        "outside a session: {outside:?}"
+    );
+}

@@ -47,7 +47,7 @@ pub const HOOKS: [&str; 8] = [
 /// for (it reads the previous program's verdict right after them). A guard whose hook this
 /// kernel lacks, or declares differently, is skipped with the reason logged: a program that
 /// read the wrong argument as the verdict would refuse or allow at random.
-pub const GUARDS: [(&str, &str, u32); 21] = [
+pub const GUARDS: [(&str, &str, u32); 22] = [
     // (program, LSM hook, parameters)
     ("task_kill", "task_kill", 4),
     ("task_setrlimit", "task_setrlimit", 3),
@@ -55,6 +55,7 @@ pub const GUARDS: [(&str, &str, u32); 21] = [
     ("task_setioprio", "task_setioprio", 2),
     ("task_setscheduler", "task_setscheduler", 1),
     ("task_movememory", "task_movememory", 1),
+    ("file_fcntl", "file_fcntl", 3),
     ("key_alloc", "key_alloc", 3),
     ("key_permission", "key_permission", 3),
     ("ptrace_access_check", "ptrace_access_check", 2),
