@@ -132,11 +132,17 @@ pub enum Command {
 #[must_use]
 pub fn main() -> ExitCode {
     let args = Args::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    // A hook or a check is one request and one answer, started once per tool call: a
+    // second thread would only add its start-up to every call.
+    let mut builder = match args.command {
+        Command::Hook(_) | Command::Check(_) => tokio::runtime::Builder::new_current_thread(),
+        _ => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(2);
+            b
+        }
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("carapace: cannot start the async runtime: {e}");
