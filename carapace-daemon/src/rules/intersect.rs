@@ -132,6 +132,25 @@ pub fn rule_lang(source: &Source) -> Option<Arc<Lang>> {
         .clone()
 }
 
+/// Whether a rule's pattern covers a whole tree (`DIR/**`): it takes in any two names at
+/// the end of some path it matches. Answered once per pattern.
+#[must_use]
+pub fn protects_a_tree(source: &Source) -> bool {
+    static CACHE: LazyLock<Mutex<HashMap<Source, bool>>> =
+        LazyLock::new(|| Mutex::new(HashMap::new()));
+    static TAIL: LazyLock<Option<Lang>> =
+        LazyLock::new(|| Lang::of(&Source::Glob(r"^(?:.*/)?\x00/\x00$".to_owned())));
+    let mut cache = CACHE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    *cache
+        .entry(source.clone())
+        .or_insert_with(|| match (rule_lang(source), TAIL.as_ref()) {
+            (Some(rule), Some(tail)) => meet(&rule, tail),
+            _ => false,
+        })
+}
+
 /// The regex of a path the agent wrote as a shell glob, read as the shell reads it: `*`,
 /// `?` and `[…]` stay within a name and, like `**`, never match the leading `.` of a hidden
 /// name (bash without `dotglob`; `find`'s recursion stands in as `**`, and a search for
@@ -141,8 +160,28 @@ pub fn rule_lang(source: &Source) -> Option<Arc<Lang>> {
 pub fn shell_glob_regex(glob: &str) -> Option<String> {
     let names: Vec<&str> = glob.split('/').collect();
     let mut out = String::from("^");
+    let mut after_find = false;
     for (i, name) in names.iter().enumerate() {
         let last = i + 1 == names.len();
+        if *name == FIND_DEPTH {
+            // Any names, hidden ones too, each with its `/` when more follows.
+            out.push_str(if last {
+                "(?:[^/]+(?:/[^/]+)*)?"
+            } else {
+                "(?:[^/]+/)*"
+            });
+            after_find = true;
+            continue;
+        }
+        if after_find {
+            // find's `-name` is fnmatch without FNM_PERIOD: `*.pyc` takes in `.x.pyc`.
+            name_regex(name, &mut out, true)?;
+            after_find = false;
+            if !last {
+                out.push('/');
+            }
+            continue;
+        }
         if *name == "**" {
             // Names that are not hidden, each with its `/` when more follows.
             out.push_str(if last {
@@ -152,7 +191,7 @@ pub fn shell_glob_regex(glob: &str) -> Option<String> {
             });
             continue;
         }
-        name_regex(name, &mut out)?;
+        name_regex(name, &mut out, false)?;
         if !last {
             out.push('/');
         }
@@ -161,22 +200,24 @@ pub fn shell_glob_regex(glob: &str) -> Option<String> {
     Some(out)
 }
 
-/// One name of a shell glob as a regex (no `/`).
-fn name_regex(name: &str, out: &mut String) -> Option<()> {
+/// One name of a shell glob as a regex (no `/`); `hidden` lets a leading wildcard match a
+/// leading dot (`find -name`).
+fn name_regex(name: &str, out: &mut String, hidden: bool) -> Option<()> {
     // bash's extended patterns (`@(ssh|aws)`, `!(x)`, with `shopt -s extglob`) are not read
     // here: such a name is any name; a hidden one too unless the pattern starts the name
     // without a dot of its own (bash's dot rule: `!(x)` lists no hidden names). An unknown
     // part (`UNKNOWN_NAME`) may be any name at all.
     if let Some(at) = extglob_at(name) {
-        let hidden = at > 0 || name.contains(UNKNOWN_NAME) || name[at + 2..].starts_with('.');
-        out.push_str(if hidden { "[^/]*" } else { "(?:[^./][^/]*)?" });
+        let any =
+            hidden || at > 0 || name.contains(UNKNOWN_NAME) || name[at + 2..].starts_with('.');
+        out.push_str(if any { "[^/]*" } else { "(?:[^./][^/]*)?" });
         return Some(());
     }
     let chars: Vec<char> = name.chars().collect();
     let mut i = 0;
     let mut depth = 0usize;
     while i < chars.len() {
-        let first = i == 0;
+        let first = i == 0 && !hidden;
         match chars[i] {
             '*' => {
                 while chars.get(i + 1) == Some(&'*') {
@@ -235,6 +276,12 @@ fn name_regex(name: &str, out: &mut String) -> Option<()> {
 /// command it cannot run, `~/.aws/$(ls ~/.aws)`): one name, any name, a hidden one included.
 /// Written as bash's extended pattern so that every glob reader takes it as a wildcard.
 pub const UNKNOWN_NAME: &str = "+(*)";
+
+/// What Layer 1 writes for the directories `find` walks down: any names at any depth,
+/// hidden ones too (find, unlike the shell's `**`, goes into `.git`), with the name after
+/// it read as `find -name` reads it (a leading `*` matches a leading dot). Written as an
+/// extended pattern so that every glob reader takes it as a wildcard.
+pub const FIND_DEPTH: &str = "+(**)";
 
 /// Where the first of bash's extended patterns (`?(…)`, `*(…)`, `+(…)`, `@(…)`, `!(…)`)
 /// opens in `text`.
@@ -323,6 +370,26 @@ mod tests {
         assert!(!meet(&shell("/root/.ssh/*/x"), &glob("/root/.ssh/id_rsa")));
         assert!(!meet(&shell("/root/*/id_rsa"), &glob("/root/.ssh/**")));
         assert!(!meet(&shell("/p/**/*.pyc"), &glob("**/.git/hooks/**")));
+        // find goes into hidden directories, and its `-name *.x` takes in hidden names.
+        assert!(meet(
+            &shell("/p/+(**)/pre-commit"),
+            &glob("**/.git/hooks/**")
+        ));
+        assert!(meet(&shell("/p/+(**)/*.pyc"), &glob("**/.git/hooks/**")));
+        assert!(meet(&shell("/p/+(**)/*rc"), &glob("/p/.bashrc")));
+        assert!(meet(&shell("/p/+(**)"), &glob("/p/.ssh/id_rsa")));
+        assert!(!meet(
+            &shell("/p/+(**)/*.pyc"),
+            &glob("**/.git/hooks/pre-commit")
+        ));
+        assert!(!meet(&shell("/p/+(**)/*.pyc"), &glob("/q/**")));
+        let tree =
+            |g: &str| protects_a_tree(&Source::Glob(build_glob(g).unwrap().regex().to_owned()));
+        assert!(tree("**/.git/hooks/**"));
+        assert!(tree("/home/u/.ssh/**"));
+        assert!(!tree("**/.env"));
+        assert!(!tree("**/*.pem"));
+        assert!(!tree("**/*.git/hooks/{pre-commit,update}"));
         assert!(!meet(&shell("/p/[.]env"), &glob("**/.env")));
         assert!(meet(&shell("/root/.ssh/**"), &glob("/root/.ssh/id_rsa")));
         assert!(meet(&shell("/p/**/id_rsa"), &glob("**/id_rsa")));

@@ -388,6 +388,14 @@ impl WrittenGlob {
     }
 
     fn meets(&self, rule: &Source) -> bool {
+        // find's walk into hidden directories is judged against rules that name files (a
+        // hook, `settings.json`, a key), not against whole protected trees: every name
+        // find could look for lies in `.claude/hooks/**`, and `find . -name __pycache__
+        // -exec rm -rf {} +` is not aimed there. Against a tree the walk is the shell's.
+        if self.glob.contains(intersect::FIND_DEPTH) && intersect::protects_a_tree(rule) {
+            return written_glob(&self.glob.replace(intersect::FIND_DEPTH, "**"))
+                .is_none_or(|shallow| shallow.meets(rule));
+        }
         // A tree (`src/**`) or a directory's entries (`build/*`) stand for every entry: one
         // literal path, run through the rule's automaton, with no automaton of its own.
         if let Some(entry) = self.every_entry() {

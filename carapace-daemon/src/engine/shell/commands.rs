@@ -10,6 +10,7 @@ use super::flow::{self, Reach};
 use super::param::ELEMENT_BREAK;
 use super::walk::{set_var, unset_var, Feed, Lookup, Walker};
 use super::MAX_DEPTH;
+use crate::rules::intersect::FIND_DEPTH;
 use crate::rules::Action;
 
 /// The name a command is looked up by: `/usr/bin/python3.12` → `python`, `mkfs.ext4` →
@@ -2136,8 +2137,8 @@ impl Walker<'_> {
     }
 
     /// find: the start directories are read; `-exec`/`-execdir`/`-ok` run a command on what
-    /// it finds (`{}` stands for `DIR/**`, or `DIR/**/NAME` with `-name NAME`); `-delete`
-    /// deletes it.
+    /// it finds (`{}` stands for every entry of the tree, hidden ones too, or for the names
+    /// its `-name` tests allow: `find_names`); `-delete` deletes it.
     fn find(&mut self, args: &[String], ctx: &mut Context, depth: usize) -> Feed {
         let mut starts: Vec<&str> = Vec::new();
         let mut i = 0;
@@ -2158,24 +2159,19 @@ impl Walker<'_> {
             starts.push(".");
         }
         let expr = args.get(i..).unwrap_or(&[]);
-        let name = expr
-            .windows(2)
-            .find(|w| {
-                matches!(
-                    w[0].as_str(),
-                    "-name" | "-iname" | "-path" | "-ipath" | "-wholename" | "-regex"
-                )
-            })
-            .map(|w| w[1].as_str());
+        let names = super::find_names::names(expr);
         let found: Vec<String> = starts
             .iter()
             .filter_map(|s| normalize::path(s, ctx))
-            .map(|s| {
+            .flat_map(|s| {
                 let s = s.trim_end_matches('/').to_owned();
-                match name {
-                    Some(n) if !n.contains('/') => format!("{s}/**/{n}"),
-                    _ => format!("{s}/**"),
-                }
+                names
+                    .iter()
+                    .map(move |n| match n {
+                        Some(n) => format!("{s}/{FIND_DEPTH}/{n}"),
+                        None => format!("{s}/**"),
+                    })
+                    .collect::<Vec<_>>()
             })
             .collect();
         for s in &starts {

@@ -20,6 +20,7 @@ mod code;
 mod code_eval;
 mod commands;
 mod fetch;
+mod find_names;
 mod flow;
 mod gitconfig;
 mod globopts;

@@ -227,7 +227,11 @@ fn wrappers() {
     op("script -qc 'cat /etc/g' /dev/null", Read, "/etc/g");
     op("su -c 'cat /etc/h' root", Read, "/etc/h");
     op("eval 'cat /etc/i'", Read, "/etc/i");
-    op("find / -name id_rsa -exec cat {} \\;", Read, "/**/id_rsa");
+    op(
+        "find / -name id_rsa -exec cat {} \\;",
+        Read,
+        "/+(**)/id_rsa",
+    );
     op("find ~/.ssh -delete", Delete, "/home/u/.ssh/**");
     op("ls | xargs rm", Delete, "/home/u/project/*");
     op("echo /etc/j | xargs rm", Delete, "/etc/j");

@@ -1,0 +1,128 @@
+//! Which names a `find` expression can select, as globs of the last path name.
+//!
+//! `find` goes into every directory, hidden ones included, so what it selects is the start
+//! directory's whole tree unless a test narrows the last name. Only tests that must hold
+//! for an entry to be selected narrow it: a `-name` under `!`/`-not` selects everything
+//! else, and each `-o` branch selects on its own (`\( -name a -o -name b \) -delete`
+//! deletes both kinds). Whole-path tests (`-path`, `-regex`) are not read as names: they
+//! leave the last name open. The answer over-approximates: parentheses are read as if
+//! they were not there, which can only add branches.
+
+/// The last-name globs a find expression can select, one per branch of its top-level
+/// `-o`; `None` where a branch leaves the name open (every entry).
+pub(super) fn names(expr: &[String]) -> Vec<Option<String>> {
+    let mut out: Vec<Option<String>> = Vec::new();
+    for branch in expr.split(|w| w == "-o" || w == "-or") {
+        let name = branch_name(branch);
+        if !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    if out.is_empty() {
+        out.push(None);
+    }
+    out
+}
+
+/// The name test that selects in one `-a` chain: its first positive `-name`/`-iname` with
+/// a pattern of one name (every test in a chain must hold, so any one of them bounds it).
+fn branch_name(branch: &[String]) -> Option<String> {
+    let mut negated = false;
+    let mut i = 0;
+    while let Some(w) = branch.get(i) {
+        match w.as_str() {
+            "!" | "-not" => {
+                negated = !negated;
+                i += 1;
+                continue;
+            }
+            "-name" | "-iname" => {
+                let pattern = branch.get(i + 1)?;
+                if !negated && !pattern.contains('/') && !pattern.is_empty() {
+                    return Some(if w == "-iname" {
+                        case_blind(pattern)
+                    } else {
+                        pattern.clone()
+                    });
+                }
+                i += 2;
+            }
+            _ => i += 1,
+        }
+        negated = false;
+    }
+    None
+}
+
+/// A glob that matches `pattern` in any letter case (`-iname`): each letter outside a
+/// bracket expression becomes a bracket of both cases.
+fn case_blind(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len() * 2);
+    let mut chars = pattern.chars();
+    let mut in_class = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                out.push(c);
+                if let Some(next) = chars.next() {
+                    out.push(next);
+                }
+            }
+            '[' if !in_class => {
+                in_class = true;
+                out.push(c);
+            }
+            ']' if in_class => {
+                in_class = false;
+                out.push(c);
+            }
+            c if in_class && c.is_ascii_alphabetic() => {
+                // Inside a bracket both cases join the class (a range `a-z` grows to
+                // `aA-zZ`, which holds more than both cases: an over-approximation).
+                out.push(c.to_ascii_lowercase());
+                out.push(c.to_ascii_uppercase());
+            }
+            c if c.is_ascii_alphabetic() => {
+                out.push('[');
+                out.push(c.to_ascii_lowercase());
+                out.push(c.to_ascii_uppercase());
+                out.push(']');
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn names_are_read_from_the_tests_that_select() {
+        assert_eq!(names(&words("-name *.pyc -delete")), [Some("*.pyc".into())]);
+        assert_eq!(names(&words("-type f -delete")), [None]);
+        assert_eq!(names(&words("! -name *.txt -delete")), [None]);
+        assert_eq!(names(&words("-not -name *.txt -delete")), [None]);
+        assert_eq!(
+            names(&words("( -name a -o -name b ) -delete")),
+            [Some("a".into()), Some("b".into())]
+        );
+        assert_eq!(
+            names(&words("-name a -o -type d")),
+            [Some("a".into()), None]
+        );
+        assert_eq!(names(&words("-path */.aws/* -print")), [None]);
+        assert_eq!(
+            names(&words("-iname ID_rsa")),
+            [Some("[iI][dD]_[rR][sS][aA]".into())]
+        );
+        assert_eq!(names(&words("-iname [I]d")), [Some("[iI][dD]".into())]);
+        assert_eq!(names(&words("! ! -name a")), [Some("a".into())]);
+        assert_eq!(names(&[]), [None]);
+    }
+}
