@@ -109,6 +109,18 @@ pub fn file_url_path(raw: &str) -> Option<&str> {
 /// Returns `None` for an empty path.
 #[must_use]
 pub fn path(raw: &str, ctx: &Context) -> Option<String> {
+    resolve(raw, ctx, true)
+}
+
+/// [`path`] for a word the shell analysis already expanded: a `$` left in it is a literal
+/// character (`cat '$HOME/x'` reads a directory named `$HOME`), not a variable to expand
+/// a second time.
+#[must_use]
+pub fn shell_path(raw: &str, ctx: &Context) -> Option<String> {
+    resolve(raw, ctx, false)
+}
+
+fn resolve(raw: &str, ctx: &Context, expand: bool) -> Option<String> {
     let raw = text(raw.trim());
     let raw = match file_url_path(&raw) {
         // file://host/path: only the local host makes sense; keep the path part.
@@ -119,16 +131,17 @@ pub fn path(raw: &str, ctx: &Context) -> Option<String> {
         }
         None => raw,
     };
-    let raw = expand_vars(&raw, ctx);
+    let raw = if expand { expand_vars(&raw, ctx) } else { raw };
     if raw.is_empty() {
         return None;
     }
     let home = if ctx.home.is_empty() { "/" } else { &ctx.home };
-    // `~+` is the working directory, `~-` the previous one (unknown without `cd` before).
+    // `~+` is the working directory, `~-` the previous one (unknown without `cd` before);
+    // `~N`, `~+N` and `~-N` are entries of the directory stack `pushd` built.
     let tilde_dir = |t: &str| match t {
         "~+" => Some(ctx.cwd.clone()),
         "~-" => Some(ctx.var("OLDPWD").unwrap_or("/**").to_owned()),
-        _ => None,
+        _ => stack_entry(t, ctx),
     };
     let (head, tail) = raw.split_once('/').unwrap_or((raw.as_str(), ""));
     let joined = if let Some(dir) = tilde_dir(head) {
@@ -175,6 +188,36 @@ pub fn path(raw: &str, ctx: &Context) -> Option<String> {
     } else {
         lexical
     })
+}
+
+/// `~N`, `~+N` (the Nth directory of `dirs`, 0 the working one) and `~-N` (counted from
+/// the bottom); an entry the stack does not hold is not known.
+fn stack_entry(tilde: &str, ctx: &Context) -> Option<String> {
+    let spec = tilde.strip_prefix('~')?;
+    let (from_bottom, digits) = match spec.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, spec.strip_prefix('+').unwrap_or(spec)),
+    };
+    let n: usize = digits.parse().ok().filter(|_| !digits.is_empty())?;
+    // `pushd` keeps the stack newest first, one directory a line (see shell/commands.rs).
+    let mut dirs = vec![ctx.cwd.as_str()];
+    dirs.extend(
+        ctx.var("DIRSTACK")
+            .unwrap_or("")
+            .lines()
+            .filter(|l| !l.is_empty()),
+    );
+    let index = if from_bottom {
+        dirs.len().checked_sub(n + 1)
+    } else {
+        Some(n)
+    };
+    Some(
+        index
+            .and_then(|i| dirs.get(i))
+            .map_or("/**", |d| *d)
+            .to_owned(),
+    )
 }
 
 /// What a number the shell could not know stands for at a place of /proc that takes one:

@@ -208,6 +208,7 @@ pub struct Context {
 impl Context {
     #[must_use]
     pub fn var(&self, name: &str) -> Option<&str> {
+        let name = self.referent(name);
         if name == "HOME" {
             return Some(&self.home);
         }
@@ -218,6 +219,43 @@ impl Context {
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Where a nameref (`declare -n r=x`) is kept among the variables: a name with a space is
+/// no variable's.
+fn nameref_key(name: &str) -> String {
+    format!("declare -n {name}")
+}
+
+/// Namerefs followed from one name, at most (`declare -n a=b b=a` loops).
+const MAX_NAMEREF_HOPS: usize = 8;
+
+impl Context {
+    /// The variable `name` stands for: itself, or through namerefs the one they point to
+    /// (`declare -n r=x; cat "$r"` reads `$x`, `r=v` sets x).
+    #[must_use]
+    pub fn referent<'a>(&'a self, name: &'a str) -> &'a str {
+        let mut name = name;
+        for _ in 0..MAX_NAMEREF_HOPS {
+            let target = self.env.iter().find_map(|(k, v)| {
+                k.strip_prefix("declare -n ")
+                    .filter(|n| *n == name)
+                    .map(|_| v.as_str())
+            });
+            match target {
+                Some(t) => name = t,
+                None => break,
+            }
+        }
+        name
+    }
+
+    /// Makes `name` a nameref to `target`.
+    pub fn set_nameref(&mut self, name: &str, target: &str) {
+        let key = nameref_key(name);
+        self.env.retain(|(k, _)| *k != key);
+        self.env.push((key, target.to_owned()));
     }
 }
 

@@ -285,6 +285,16 @@ impl Walker<'_> {
         let Some((first, args)) = words.split_first() else {
             return Feed::default();
         };
+        // A program under another name, or a glob: walked as each program it can be.
+        if let Some(programs) = self.resolve_command(first, ctx) {
+            let mut feed = Feed::default();
+            for program in programs {
+                let mut resolved = vec![program];
+                resolved.extend(args.iter().cloned());
+                feed.extend(self.run(&resolved, ctx, depth + 1, stdin.clone()));
+            }
+            return feed;
+        }
         let base = first.rsplit('/').next().unwrap_or(first).to_owned();
         // `$(curl …)` as the command: the download is the command run.
         self.code_from_download("sh", first);
@@ -314,6 +324,9 @@ impl Walker<'_> {
         };
         if let Some(canonical) = canonical {
             self.out.command(canonical);
+        }
+        if let Some(stops) = super::stop::line(family(&base), args) {
+            self.out.command(stops);
         }
         let bypass = std::mem::take(&mut self.lookup) == Lookup::PastFunctions;
         if !first.contains('/') {
@@ -444,14 +457,19 @@ impl Walker<'_> {
                     ],
                     _ => &[],
                 };
-                // `command -v NAME` / `-V` looks a name up and runs nothing.
+                // `command -v NAME` / `-V` looks a name up and runs nothing; `-v` prints
+                // where the program is.
                 if name == "command"
                     && args
                         .iter()
                         .take_while(|a| a.starts_with('-') && *a != "--")
                         .any(|a| a.contains(['v', 'V']))
                 {
-                    return Feed::default();
+                    return if args.iter().any(|a| a == "-v") {
+                        program_paths(args)
+                    } else {
+                        Feed::default()
+                    };
                 }
                 let o = args::parse(args, valued, true);
                 // setarch ARCH CMD…, faketime TIME CMD…, sg GROUP [-c] CMD…
@@ -562,7 +580,7 @@ impl Walker<'_> {
                     unset_var(&mut sub, n);
                 }
                 if let Some(dir) = o.value(&["-C", "--chdir"]) {
-                    if let Some(p) = normalize::path(dir, &sub) {
+                    if let Some(p) = normalize::shell_path(dir, &sub) {
                         sub.cwd = p;
                     }
                 }
@@ -616,8 +634,15 @@ impl Walker<'_> {
                     ],
                     true,
                 );
+                // `-a FILE`: the arguments come from FILE, stdin stays the command's.
+                let mut stdin = stdin;
                 for f in o.values(&["-a", "--arg-file"]) {
                     self.path_op(Action::Read, f, ctx, None);
+                    let listed = self.file_feed(f, ctx).unwrap_or_default();
+                    stdin = Feed {
+                        downloaded: stdin.downloaded || listed.downloaded,
+                        ..listed
+                    };
                 }
                 let mut cmd: Vec<String> = if o.rest.is_empty() {
                     vec!["echo".into()]
@@ -637,10 +662,16 @@ impl Walker<'_> {
                 }
                 // The input becomes arguments: known text word by word, listed names as the
                 // globs they came from.
+                let delimiter = if o.has(&["-0", "--null"]) {
+                    Some('\0')
+                } else {
+                    o.value(&["-d", "--delimiter"])
+                        .and_then(|d| unescape(d).chars().next())
+                };
                 let input: Vec<String> = stdin
                     .text
                     .iter()
-                    .flat_map(|t| t.split_whitespace().map(str::to_owned))
+                    .flat_map(|t| xargs_items(t, delimiter))
                     .chain(stdin.names.iter().cloned())
                     .collect();
                 let replace = o
@@ -767,7 +798,7 @@ impl Walker<'_> {
                     "-" => ctx.var("OLDPWD").unwrap_or("/**").to_owned(),
                     t => cd_path_target(t, ctx),
                 };
-                if let Some(p) = normalize::path(&target, ctx) {
+                if let Some(p) = normalize::shell_path(&target, ctx) {
                     let old = std::mem::replace(&mut ctx.cwd, p);
                     if name == "pushd" {
                         let stack = ctx.var(DIRSTACK).unwrap_or("").to_owned();
@@ -778,24 +809,11 @@ impl Walker<'_> {
                 Feed::default()
             }
             "export" | "declare" | "typeset" | "local" | "readonly" => {
-                for a in args {
-                    if let Some((k, v)) = a.split_once('=') {
-                        let k = k.trim_end_matches('+');
-                        // `declare -a a=(x y)`: the builtin sees the list as text.
-                        let v = match v.strip_prefix('(').and_then(|l| l.strip_suffix(')')) {
-                            Some(list) => list
-                                .split_whitespace()
-                                .collect::<Vec<_>>()
-                                .join(&ELEMENT_BREAK.to_string()),
-                            None => v.to_owned(),
-                        };
-                        if valid_name(k) {
-                            set_var(ctx, k, &v);
-                        }
-                    }
-                }
+                super::declare::declare(name, args, ctx);
                 Feed::default()
             }
+            // `:` and `true` ignore their arguments (`: "${KEY:=~/.ssh/id_rsa}"` only sets).
+            ":" | "true" | "false" => Feed::default(),
             "read" => {
                 // read NAME… <<< "a b": the line's words, the last name takes the rest.
                 let o = args::parse(
@@ -958,7 +976,20 @@ impl Walker<'_> {
             }
             "printf" => {
                 let o = args::parse(args, &["-v"], true);
-                let text = printf(o.rest);
+                // Arguments are tilde-expanded before `%.18s` cuts them (the walk leaves
+                // tildes for paths to resolve).
+                let filled: Vec<String> = o
+                    .rest
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| match a.strip_prefix('~') {
+                        Some(rest) if i > 0 && (rest.is_empty() || rest.starts_with('/')) => {
+                            format!("{}{rest}", ctx.home)
+                        }
+                        _ => a.clone(),
+                    })
+                    .collect();
+                let text = super::printf::printf(&filled);
                 self.out.text(text.as_str());
                 match o.value(&["-v"]) {
                     Some(var) => {
@@ -1035,7 +1066,7 @@ impl Walker<'_> {
                             .unwrap_or("")
                             .to_owned(),
                         // realpath names the file; it reads nothing of it.
-                        _ => normalize::path(a, ctx).unwrap_or_else(|| (*a).to_owned()),
+                        _ => normalize::shell_path(a, ctx).unwrap_or_else(|| (*a).to_owned()),
                     })
                     .collect();
                 let text = printed.join("\n");
@@ -1658,8 +1689,20 @@ impl Walker<'_> {
                 feed
             }
 
-            // File tests stat their operands; they read nothing.
-            "test" | "[" => Feed::default(),
+            // Lookups print where a program is: `$(which rm)` is rm.
+            "which" => program_paths(args),
+            "type" if args.iter().any(|a| a == "-P" || a == "-p") => program_paths(args),
+            "hash" => {
+                self.hash(args);
+                Feed::default()
+            }
+
+            // Process lookups print PIDs: the daemon's stands as its name (see `stop`).
+            "pgrep" | "pidof" if super::stop::reaches(name, args) => {
+                Feed::text(super::stop::DAEMON)
+            }
+            // File tests stat their operands, signals read nothing: no file is read.
+            "test" | "[" | "pgrep" | "pidof" | "pkill" | "killall" | "kill" => Feed::default(),
 
             // Anything else: arguments that look like paths are read.
             _ => {
@@ -1982,8 +2025,10 @@ impl Walker<'_> {
                 self.path_op(Action::Read, f, ctx, None);
             }
         }
+        // Listings and metadata look at names, sizes and modes, never at the bytes: a
+        // protected file's contents stay unread (`stat ~/.ssh/id_rsa`, `ls -l server.pem`).
+        let metadata = METADATA_ONLY.contains(&name);
         if o.operands.is_empty() && matches!(name, "ls" | "dir" | "vdir" | "du" | "tree") {
-            self.path_op(Action::Read, ".", ctx, None);
             return Feed {
                 names: vec![format!("{}/*", ctx.cwd.trim_end_matches('/'))],
                 ..Feed::default()
@@ -1991,13 +2036,27 @@ impl Walker<'_> {
         }
         let mut feed = Feed::default();
         for f in &operands {
-            self.path_op(Action::Read, f, ctx, None);
-            if let Some(inner) = self.file_feed(f, ctx) {
-                feed.extend(inner);
+            if !metadata {
+                self.path_op(Action::Read, f, ctx, None);
+                if let Some(inner) = self.file_feed(f, ctx) {
+                    feed.extend(inner);
+                }
             }
             if matches!(name, "ls" | "dir" | "vdir" | "du" | "tree") {
-                if let Some(p) = normalize::path(f, ctx) {
-                    feed.names.push(format!("{}/*", p.trim_end_matches('/')));
+                // `ls DIR` prints the entries' bare names (`-a`: hidden ones too), which a
+                // loop puts back under DIR (`cat DIR/$f`); the full names stand for the
+                // other listers and for a file operand.
+                let any = if o.has(&["-a", "-A", "--all", "--almost-all"]) {
+                    super::walk::UNKNOWN
+                } else {
+                    "*"
+                };
+                if matches!(name, "ls" | "dir" | "vdir") && !o.has(&["-d", "--directory"]) {
+                    feed.names.push(any.to_owned());
+                }
+                if let Some(p) = normalize::shell_path(f, ctx) {
+                    feed.names
+                        .push(format!("{}/{any}", p.trim_end_matches('/')));
                 }
             }
         }
@@ -2162,7 +2221,7 @@ impl Walker<'_> {
         let names = super::find_names::names(expr);
         let found: Vec<String> = starts
             .iter()
-            .filter_map(|s| normalize::path(s, ctx))
+            .filter_map(|s| normalize::shell_path(s, ctx))
             .flat_map(|s| {
                 let s = s.trim_end_matches('/').to_owned();
                 names
@@ -2353,7 +2412,7 @@ impl Walker<'_> {
             || sources.len() > 1
             || o.value(&["-t", "--target-directory"]).is_some()
             || (ctx.follow_symlinks
-                && normalize::path(dest, ctx).is_some_and(|p| Path::new(&p).is_dir()));
+                && normalize::shell_path(dest, ctx).is_some_and(|p| Path::new(&p).is_dir()));
         if into_dir {
             let base = dest.trim_end_matches('/');
             for s in &sources {
@@ -2371,6 +2430,20 @@ impl Walker<'_> {
         } else if downloaded {
             self.downloaded_to(dest, ctx);
             self.downloaded_tree(dest, ctx);
+        }
+        // A copy or link of a program runs as that program (`ln -s /bin/rm x; ./x`).
+        if let [source] = sources.as_slice() {
+            if into_dir {
+                let file = source
+                    .trim_end_matches('/')
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or("");
+                let landed = format!("{}/{file}", dest.trim_end_matches('/'));
+                self.copied_program(source, &landed, ctx);
+            } else {
+                self.copied_program(source, dest, ctx);
+            }
         }
         Feed::default()
     }
@@ -2415,7 +2488,7 @@ impl Walker<'_> {
         let archive = o.value(&["-f", "--file"]);
         let dir = o.value(&["-C", "--directory"]);
         let mut sub = ctx.clone();
-        if let Some(d) = dir.and_then(|d| normalize::path(d, ctx)) {
+        if let Some(d) = dir.and_then(|d| normalize::shell_path(d, ctx)) {
             sub.cwd = d;
         }
         for f in o.values(&["-T", "--files-from", "-X", "--exclude-from"]) {
@@ -2480,7 +2553,7 @@ impl Walker<'_> {
         let o = args::parse(args, super::canon::GIT_GLOBAL_VALUED, true);
         let mut sub = ctx.clone();
         for d in o.values(&["-C"]) {
-            if let Some(p) = normalize::path(d, &sub) {
+            if let Some(p) = normalize::shell_path(d, &sub) {
                 sub.cwd = p;
             }
         }
@@ -2818,54 +2891,42 @@ pub(super) fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// What `printf FORMAT ARGS…` prints: escapes decoded, `%s`/`%b`/`%d`… filled in order, the
-/// format reused while arguments remain (as printf does).
-fn printf(args: &[String]) -> String {
-    let Some((format, mut rest)) = args.split_first() else {
-        return String::new();
+/// The items xargs reads from `text`: split at `delimiter` (`-0`, `-d`), else at blanks
+/// (a NUL among them ends an item too).
+fn xargs_items(text: &str, delimiter: Option<char>) -> Vec<String> {
+    let items: Vec<&str> = match delimiter {
+        Some(d) => text.split(d).collect(),
+        None => text
+            .split(|c: char| c.is_whitespace() || c == '\0')
+            .collect(),
     };
-    let format = unescape(format);
-    let mut out = String::new();
-    for _ in 0..64 {
-        let mut consumed = false;
-        let mut chars = format.chars().peekable();
-        while let Some(c) = chars.next() {
-            if c != '%' {
-                out.push(c);
-                continue;
-            }
-            // Flags, width and precision, then the conversion.
-            let mut conv = None;
-            while let Some(&n) = chars.peek() {
-                chars.next();
-                if n.is_ascii_alphabetic() || n == '%' {
-                    conv = Some(n);
-                    break;
-                }
-            }
-            match conv {
-                Some('%') => out.push('%'),
-                Some(conv) => {
-                    let arg = rest.first().map_or("", String::as_str);
-                    if !rest.is_empty() {
-                        rest = &rest[1..];
-                        consumed = true;
-                    }
-                    if conv == 'b' {
-                        out.push_str(&unescape(arg));
-                    } else {
-                        out.push_str(arg);
-                    }
-                }
-                None => {}
-            }
-        }
-        if rest.is_empty() || !consumed {
-            break;
-        }
-    }
-    out
+    items
+        .into_iter()
+        .map(|i| i.trim_end_matches('\n'))
+        .filter(|i| !i.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
+
+/// What `which`, `command -v` and `type -P` print for the names among `args`.
+fn program_paths(args: &[String]) -> Feed {
+    let text: Vec<String> = args
+        .iter()
+        .filter(|a| !a.starts_with('-'))
+        .map(|a| super::resolve::program_path(a))
+        .collect();
+    if text.is_empty() {
+        Feed::default()
+    } else {
+        Feed::text(text.join("\n"))
+    }
+}
+
+/// Readers that only look at a file's metadata or a directory's names (`file`, `wc` and
+/// checksums read the bytes and are not among them).
+const METADATA_ONLY: &[&str] = &[
+    "stat", "readlink", "ls", "dir", "vdir", "du", "tree", "lsattr", "getfacl",
+];
 
 /// Where `pushd` keeps the directories `popd` returns to, newest first, one per line.
 const DIRSTACK: &str = "DIRSTACK";

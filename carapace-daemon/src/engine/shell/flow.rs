@@ -120,7 +120,7 @@ pub(super) enum Reach {
 impl Walker<'_> {
     /// Records that `raw` (a file) now holds downloaded bytes.
     pub(super) fn downloaded_to(&mut self, raw: &str, ctx: &Context) {
-        if let Some(p) = normalize::path(raw, ctx) {
+        if let Some(p) = normalize::shell_path(raw, ctx) {
             if !self.flow.downloads.contains(&p) {
                 self.flow.downloads.push(p);
             }
@@ -129,7 +129,7 @@ impl Walker<'_> {
 
     /// Records that the tree `raw` (a clone) holds downloaded files.
     pub(super) fn downloaded_tree(&mut self, raw: &str, ctx: &Context) {
-        if let Some(p) = normalize::path(raw, ctx) {
+        if let Some(p) = normalize::shell_path(raw, ctx) {
             self.flow
                 .downloads
                 .push(format!("{}/", p.trim_end_matches('/')));
@@ -140,7 +140,7 @@ impl Walker<'_> {
     /// a cloned tree, or a process substitution fed by a download).
     pub(super) fn is_download(&self, raw: &str, ctx: &Context) -> bool {
         self.fd_feed(raw).is_some_and(|f| f.downloaded)
-            || normalize::path(raw, ctx).is_some_and(|p| self.holds_download(&p))
+            || normalize::shell_path(raw, ctx).is_some_and(|p| self.holds_download(&p))
     }
 
     /// [`Self::is_download`] of a normalised path.
@@ -197,7 +197,7 @@ impl Walker<'_> {
         let path = ctx.var("PATH").unwrap_or(DEFAULT_PATH).to_owned();
         path.split(':')
             .filter(|dir| !dir.is_empty())
-            .filter_map(|dir| normalize::path(&format!("{dir}/{name}"), ctx))
+            .filter_map(|dir| normalize::shell_path(&format!("{dir}/{name}"), ctx))
             .any(|p| self.holds_download(&p))
     }
 

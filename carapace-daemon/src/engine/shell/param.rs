@@ -18,6 +18,36 @@ pub(super) fn count_name(array: &str) -> String {
     format!("{array}[#]")
 }
 
+/// The keys of associative array `array` (`declare -A`), separated by [`ELEMENT_BREAK`];
+/// its presence makes the array associative: `${m[key]}` is looked up by key, not index.
+pub(super) fn keys_name(array: &str) -> String {
+    format!("{array}[%]")
+}
+
+pub(super) fn is_assoc(ctx: &Context, array: &str) -> bool {
+    ctx.var(&keys_name(array)).is_some()
+}
+
+/// Every element of `array`, separated by [`ELEMENT_BREAK`] (`${a[@]}`).
+pub(super) fn elements(ctx: &Context, array: &str) -> String {
+    if let Some(keys) = ctx.var(&keys_name(array)) {
+        return keys
+            .split(ELEMENT_BREAK)
+            .filter(|k| !k.is_empty())
+            .map(|k| var(ctx, &format!("{array}[{k}]")))
+            .collect::<Vec<_>>()
+            .join(&ELEMENT_BREAK.to_string());
+    }
+    let count: usize = ctx
+        .var(&count_name(array))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| usize::from(ctx.var(array).is_some()));
+    (0..count)
+        .map(|i| element(ctx, array, i))
+        .collect::<Vec<_>>()
+        .join(&ELEMENT_BREAK.to_string())
+}
+
 /// Separates the elements of `"${a[@]}"`: each is a field of its own even when quoted.
 pub(super) const ELEMENT_BREAK: char = '\u{1}';
 
@@ -40,6 +70,8 @@ pub(super) fn parameter(inner: &str, ctx: &Context, subst: &mut Subst<'_>) -> St
         .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_'))
         .map_or(inner.len(), |(i, _)| i);
     let (name, op) = inner.split_at(name_len);
+    // A nameref's expansions are those of the variable it names.
+    let name = ctx.referent(name);
     let (value, op) = match op.strip_prefix('[') {
         Some(sub) => {
             let Some(end) = sub.find(']') else {
@@ -55,16 +87,17 @@ pub(super) fn parameter(inner: &str, ctx: &Context, subst: &mut Subst<'_>) -> St
 
 /// The value of `name[sub]`: one element, or all of them for `@` / `*`.
 fn subscript(ctx: &Context, name: &str, sub: &str, subst: &mut Subst<'_>) -> String {
+    if sub == "@" || sub == "*" {
+        return elements(ctx, name);
+    }
+    if is_assoc(ctx, name) {
+        let key = expand_one(sub, ctx, subst);
+        return var(ctx, &format!("{name}[{key}]"));
+    }
     let count: usize = ctx
         .var(&count_name(name))
         .and_then(|c| c.parse().ok())
         .unwrap_or_else(|| usize::from(ctx.var(name).is_some()));
-    if sub == "@" || sub == "*" {
-        return (0..count)
-            .map(|i| element(ctx, name, i))
-            .collect::<Vec<_>>()
-            .join(&ELEMENT_BREAK.to_string());
-    }
     let index = arithmetic(&expand_one(sub, ctx, subst), ctx).unwrap_or(0);
     let index = if index < 0 {
         i64::try_from(count).unwrap_or(0) + index

@@ -523,7 +523,6 @@ fn reading_commands() {
         Read,
         "/home/u/.config/gh/hosts.json",
     );
-    op("du -sh ~", Read, "/home/u");
     op("awk -F: '{print $1}' /etc/passwd", Read, "/etc/passwd");
     op("cut -d: -f1 /etc/passwd", Read, "/etc/passwd");
     op("mytool --config=/etc/secret.yml", Read, "/etc/secret.yml");
@@ -625,8 +624,17 @@ fn benign_commands() {
     benign("npm test");
     let x = benign("pytest -q tests/");
     assert!(has(&x, Read, "/home/u/project/tests"));
-    let x = benign("ls -la src");
-    assert!(has(&x, Read, "/home/u/project/src"));
+    // Listings and metadata read no file's bytes.
+    for line in [
+        "ls -la src",
+        "stat src",
+        "du -sh src",
+        "readlink -f src",
+        "tree src",
+    ] {
+        let x = benign(line);
+        assert!(!has(&x, Read, "/home/u/project/src"), "{line}");
+    }
     let x = benign("grep -rn foo src/");
     assert!(has(&x, Read, "/home/u/project/src"));
     benign("cargo test -p carapace-daemon 2>&1 | tail -20");

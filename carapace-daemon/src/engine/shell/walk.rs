@@ -72,6 +72,12 @@ pub(super) struct Walker<'o> {
     sub_names: Vec<String>,
     /// How the next command's name is looked up.
     pub lookup: Lookup,
+    /// Programs under other names (`hash -p /bin/rm x`, `ln -s /bin/rm x`): the name or
+    /// absolute path, and the program it runs (see `resolve`).
+    pub binaries: Vec<(String, String)>,
+    /// Variables `${x:=v}` assigned while the current command's words were expanded; the
+    /// shell keeps them once the command is done with its words.
+    defaults: Vec<(String, String)>,
 }
 
 impl<'o> Walker<'o> {
@@ -90,6 +96,8 @@ impl<'o> Walker<'o> {
             files: Vec::new(),
             sub_names: Vec::new(),
             lookup: Lookup::Functions,
+            binaries: Vec::new(),
+            defaults: Vec::new(),
         }
     }
 
@@ -243,6 +251,18 @@ impl<'o> Walker<'o> {
         if !self.spend(1) {
             return Feed::default();
         }
+        let feed = self.command_kind(c, ctx, depth, stdin);
+        self.keep_defaults(ctx);
+        feed
+    }
+
+    fn command_kind(
+        &mut self,
+        c: &ast::Command,
+        ctx: &mut Context,
+        depth: usize,
+        stdin: Feed,
+    ) -> Feed {
         match c {
             ast::Command::Simple(s) => self.simple(s, ctx, depth, stdin),
             ast::Command::Compound(cc, redirects) => {
@@ -428,6 +448,8 @@ impl<'o> Walker<'o> {
             words,
             outputs,
         } = parts;
+        // `cat ${p:=~/.netrc}`: p is set in this shell before the command runs.
+        self.keep_defaults(ctx);
 
         if words.is_empty() {
             // Plain assignments persist in this shell.
@@ -504,7 +526,8 @@ impl<'o> Walker<'o> {
         depth: usize,
     ) {
         for (name, sub) in outputs {
-            let downloaded = normalize::path(name, ctx).is_some_and(|p| self.holds_download(&p));
+            let downloaded =
+                normalize::shell_path(name, ctx).is_some_and(|p| self.holds_download(&p));
             let stdin = Feed {
                 downloaded,
                 ..Feed::default()
@@ -539,7 +562,7 @@ impl<'o> Walker<'o> {
                 if let ast::AssignmentValue::Scalar(w) = &a.value {
                     // `X=~/.aws`: an unquoted leading tilde expands in an assignment too.
                     if w.value.starts_with('~') && value.starts_with('~') {
-                        if let Some(p) = normalize::path(&value, ctx) {
+                        if let Some(p) = normalize::shell_path(&value, ctx) {
                             value = p;
                         }
                     }
@@ -548,6 +571,11 @@ impl<'o> Walker<'o> {
                     ast::AssignmentName::VariableName(name) => name.clone(),
                     ast::AssignmentName::ArrayElementName(name, index) => {
                         let index = self.word_one(index, ctx, depth);
+                        if param::is_assoc(ctx, name) {
+                            let name = format!("{name}[{index}]");
+                            parts.assignments.push((name, value));
+                            return;
+                        }
                         match param::arithmetic(&index, ctx).and_then(|i| usize::try_from(i).ok()) {
                             Some(i) => param::element_name(name, i),
                             None => return,
@@ -600,7 +628,9 @@ impl<'o> Walker<'o> {
         depth: usize,
     ) -> String {
         let mut inner = ctx.clone();
+        let outer = std::mem::take(&mut self.defaults);
         let feed = self.list(&sub.list, &mut inner, depth);
+        self.defaults = outer;
         match kind {
             ast::ProcessSubstitutionKind::Read => self.fd_name(feed),
             ast::ProcessSubstitutionKind::Write => self.fd_name(Feed::default()),
@@ -723,7 +753,7 @@ impl<'o> Walker<'o> {
                 ) => self
                     .words(&w.value, ctx, depth)
                     .first()
-                    .and_then(|p| normalize::path(p, ctx)),
+                    .and_then(|p| normalize::shell_path(p, ctx)),
                 (
                     ast::IoFileRedirectKind::DuplicateInput,
                     ast::IoFileRedirectTarget::Duplicate(w),
@@ -827,6 +857,7 @@ impl<'o> Walker<'o> {
         // Names a substitution of an earlier word listed are not this word's.
         self.sub_names.clear();
         let fields = word::expand(raw, ctx, &mut |inner| self.substitution(inner, ctx, depth));
+        self.note_defaults(raw, ctx, depth);
         let mut out = Vec::with_capacity(fields.len());
         for f in &fields {
             if f == UNKNOWN {
@@ -858,16 +889,57 @@ impl<'o> Walker<'o> {
         if !self.spend(1) {
             return String::new();
         }
-        normalize::text(&word::expand_one(raw, ctx, &mut |inner| {
+        let value = normalize::text(&word::expand_one(raw, ctx, &mut |inner| {
             self.substitution(inner, ctx, depth)
-        }))
+        }));
+        self.note_defaults(raw, ctx, depth);
+        value
+    }
+
+    /// `${x:=v}` / `${x=v}` in `raw` whose variable is unset (or, with `:`, empty): the
+    /// value it takes, kept for [`Self::keep_defaults`].
+    fn note_defaults(&mut self, raw: &str, ctx: &Context, depth: usize) {
+        if !raw.contains("${") {
+            return;
+        }
+        for (name, colon, word) in word::default_assignments(raw) {
+            let unset = match ctx.var(&name) {
+                None => !self.defaults.iter().any(|(n, _)| *n == name),
+                Some(v) => colon && v.is_empty(),
+            };
+            if !unset || !self.spend(1) {
+                continue;
+            }
+            let outer = std::mem::take(&mut self.defaults);
+            let mut value = normalize::text(&word::expand_one(&word, ctx, &mut |inner| {
+                self.substitution(inner, ctx, depth)
+            }));
+            self.defaults = outer;
+            // As in an assignment, a leading tilde expands.
+            if word.starts_with('~') && value.starts_with('~') {
+                if let Some(p) = normalize::shell_path(&value, ctx) {
+                    value = p;
+                }
+            }
+            self.defaults.push((name, value));
+        }
+    }
+
+    /// Sets the variables `${x:=v}` assigned in the words expanded so far.
+    fn keep_defaults(&mut self, ctx: &mut Context) {
+        for (name, value) in std::mem::take(&mut self.defaults) {
+            set_var(ctx, &name, &value);
+        }
     }
 
     /// `$(…)` and backticks: the inner command is walked in a subshell; what it prints (when
     /// known) is the substitution's value.
     fn substitution(&mut self, inner: &str, ctx: &Context, depth: usize) -> String {
         let mut sub = ctx.clone();
+        // Defaults assigned by the enclosing command's words are not the subshell's.
+        let outer = std::mem::take(&mut self.defaults);
         let feed = self.script(inner, &mut sub, depth + 1);
+        self.defaults = outer;
         if feed.text.is_empty() && !feed.downloaded {
             // Output not known: part of a word, it is any name (`~/.aws/$(ls ~/.aws)`).
             self.sub_names = feed.names;
@@ -902,7 +974,7 @@ impl<'o> Walker<'o> {
         if let Some(feed) = self.fd_feed(raw) {
             return Some(feed);
         }
-        let path = normalize::path(raw, ctx)?;
+        let path = normalize::shell_path(raw, ctx)?;
         self.files
             .iter()
             .find(|(p, _)| *p == path)
@@ -958,7 +1030,7 @@ impl<'o> Walker<'o> {
     /// rules on files below a directory see the directory being read whole.
     pub fn tree_read(&mut self, raw: &str, ctx: &Context) {
         self.path_op(Action::Read, raw, ctx, None);
-        if let Some(path) = normalize::path(raw, ctx) {
+        if let Some(path) = normalize::shell_path(raw, ctx) {
             if !pseudo_file(&path) {
                 let tree = format!("{}/**", path.trim_end_matches('/'));
                 self.out.op(Operation::path(Action::Read, tree));
@@ -981,7 +1053,7 @@ impl<'o> Walker<'o> {
 
     fn tree_op(&mut self, action: Action, raw: &str, ctx: &Context) {
         self.path_op(action, raw, ctx, None);
-        if let Some(path) = normalize::path(raw, ctx) {
+        if let Some(path) = normalize::shell_path(raw, ctx) {
             if !pseudo_file(&path) {
                 let tree = format!("{}/**", path.trim_end_matches('/'));
                 self.out.op(Operation::path(action, tree));
@@ -992,7 +1064,7 @@ impl<'o> Walker<'o> {
     /// An operation on a path as the command wrote it (pseudo-files are skipped).
     pub fn path_op(&mut self, action: Action, raw: &str, ctx: &Context, content: Option<String>) {
         let raw = super::globopts::apply(raw, ctx);
-        let Some(path) = normalize::path(&raw, ctx) else {
+        let Some(path) = normalize::shell_path(&raw, ctx) else {
             return;
         };
         if pseudo_file(&path) {
@@ -1124,11 +1196,26 @@ fn close_descriptors(ctx: &mut Context, opened: Vec<(String, Option<String>)>) {
 }
 
 pub(super) fn set_var(ctx: &mut Context, name: &str, value: &str) {
+    // Through a nameref, the variable it names is set (`declare -n r=x; r=v`).
+    let name = &match name.split_once('[') {
+        Some((base, rest)) => format!("{}[{rest}", ctx.referent(base)),
+        None => ctx.referent(name).to_owned(),
+    };
     if value.contains(param::ELEMENT_BREAK) {
         set_array(ctx, name, value);
         return;
     }
     if let Some((array, index)) = name.strip_suffix(']').and_then(|n| n.split_once('[')) {
+        if let Some(keys) = ctx.var(&param::keys_name(array)).map(str::to_owned) {
+            // An associative array's element: its key joins the list.
+            let listed = keys.split(param::ELEMENT_BREAK).any(|k| k == index);
+            if !listed {
+                let keys = format!("{keys}{}{index}", param::ELEMENT_BREAK);
+                set_scalar(ctx, &param::keys_name(array), &keys);
+            }
+            set_scalar(ctx, name, value);
+            return;
+        }
         // One element: the array grows to hold it; element 0 is also `$array`.
         let count: usize = ctx
             .var(&param::count_name(array))
@@ -1164,7 +1251,7 @@ fn set_array(ctx: &mut Context, name: &str, value: &str) {
 /// Elements of one array that are tracked, at most.
 const MAX_ELEMENTS: usize = 64;
 
-fn set_scalar(ctx: &mut Context, name: &str, value: &str) {
+pub(super) fn set_scalar(ctx: &mut Context, name: &str, value: &str) {
     // (`PWD=DIR` changes the variable, not the directory: only `cd` moves.)
     if name == "HOME" {
         value.clone_into(&mut ctx.home);

@@ -292,6 +292,52 @@ impl Expansion {
     }
 }
 
+/// `${name:=word}` and `${name=word}` in a raw word, outside single quotes, nested ones
+/// included: (name, whether `:` made an empty value count as unset, the raw word). The
+/// expansion assigns the word to the variable, which keeps it for the commands after.
+pub(super) fn default_assignments(raw: &str) -> Vec<(String, bool, String)> {
+    let mut found = Vec::new();
+    defaults_within(raw, 0, &mut found);
+    found
+}
+
+/// Nesting of `${a:=${b:=…}}` followed, at most (each level scans its text again).
+const MAX_DEFAULT_NESTING: usize = 4;
+
+fn defaults_within(raw: &str, nesting: usize, found: &mut Vec<(String, bool, String)>) {
+    let chars: Vec<char> = raw.chars().collect();
+    let mut in_double = false;
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            '\\' => i += 1,
+            '\'' if !in_double => i = find(&chars, i + 1, '\''),
+            '"' => in_double = !in_double,
+            '$' if chars.get(i + 1) == Some(&'{') => {
+                let end = matching(&chars, i + 1, '{', '}');
+                let inner = collect(&chars[(i + 2).min(end)..end]);
+                let name_len = inner
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(inner.len());
+                let (name, op) = inner.split_at(name_len);
+                let assigned = op
+                    .strip_prefix(":=")
+                    .map(|w| (true, w))
+                    .or_else(|| op.strip_prefix('=').map(|w| (false, w)));
+                if let Some((colon, word)) = assigned.filter(|_| !name.is_empty()) {
+                    if nesting < MAX_DEFAULT_NESTING {
+                        defaults_within(word, nesting + 1, found);
+                    }
+                    found.push((name.to_owned(), colon, word.to_owned()));
+                }
+                i = end;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+}
+
 fn collect(chars: &[char]) -> String {
     chars.iter().collect()
 }
