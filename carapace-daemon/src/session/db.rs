@@ -237,6 +237,8 @@ impl Db {
             path: path.clone(),
             source,
         })?;
+        // Room for every statement `run` and `row` cache, with some to spare.
+        conn.set_prepared_statement_cache_capacity(32);
         let db = Self {
             path,
             conn: Mutex::new(conn),
@@ -317,7 +319,8 @@ impl Db {
     pub fn insert_run_session(&self, r: &SessionRecord) -> Result<(), StoreError> {
         let command = serde_json::to_string(&r.command).unwrap_or_else(|_| "[]".into());
         let conn = self.lock();
-        self.sql(conn.execute(
+        self.sql(run(
+            &conn,
             "INSERT INTO sessions (id, kind, owner_uid, created, command, number, leader_pid,
                                    leader_origin, cgroup, cgroup_id)
              VALUES (?1, 'run', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -345,7 +348,7 @@ impl Db {
 
     pub fn run_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
         let conn = self.lock();
-        let mut stmt = self.sql(conn.prepare(
+        let mut stmt = self.sql(conn.prepare_cached(
             "SELECT id, number, owner_uid, leader_pid, leader_origin, cgroup, cgroup_id,
                     command, created
              FROM sessions WHERE kind = 'run' ORDER BY id",
@@ -373,7 +376,7 @@ impl Db {
     /// Forgets a session and everything it accumulated.
     pub fn remove_session(&self, id: &str) -> Result<(), StoreError> {
         let conn = self.lock();
-        self.sql(conn.execute("DELETE FROM sessions WHERE id = ?1", [id]))?;
+        self.sql(run(&conn, "DELETE FROM sessions WHERE id = ?1", [id]))?;
         Ok(())
     }
 
@@ -388,13 +391,15 @@ impl Db {
         external_id: &str,
     ) -> Result<AgentSession, StoreError> {
         let conn = self.lock();
-        self.sql(conn.execute(
+        self.sql(run(
+            &conn,
             "INSERT INTO sessions (id, kind, owner_uid, created, command, agent, external_id)
              VALUES (?1, 'agent', ?2, ?3, '[]', ?4, ?5)
              ON CONFLICT DO NOTHING",
             params![id, owner_uid, now(), agent, external_id],
         ))?;
-        self.sql(conn.query_row(
+        self.sql(row(
+            &conn,
             "SELECT id, owner_uid, agent, external_id, created FROM sessions
              WHERE kind = 'agent' AND owner_uid = ?1 AND agent = ?2 AND external_id = ?3",
             params![owner_uid, agent, external_id],
@@ -404,7 +409,7 @@ impl Db {
 
     pub fn agent_sessions(&self) -> Result<Vec<AgentSession>, StoreError> {
         let conn = self.lock();
-        let mut stmt = self.sql(conn.prepare(
+        let mut stmt = self.sql(conn.prepare_cached(
             "SELECT id, owner_uid, agent, external_id, created FROM sessions
              WHERE kind = 'agent' ORDER BY created, id",
         ))?;
@@ -416,9 +421,12 @@ impl Db {
     pub fn owner_of(&self, id: &str) -> Result<Option<u32>, StoreError> {
         let conn = self.lock();
         self.sql(
-            conn.query_row("SELECT owner_uid FROM sessions WHERE id = ?1", [id], |r| {
-                r.get(0)
-            })
+            row(
+                &conn,
+                "SELECT owner_uid FROM sessions WHERE id = ?1",
+                [id],
+                |r| r.get(0),
+            )
             .optional(),
         )
     }
@@ -436,13 +444,15 @@ impl Db {
     ) -> Result<bool, StoreError> {
         let conn = self.lock();
         let changed = if on {
-            conn.execute(
+            run(
+                &conn,
                 "INSERT INTO rule_state (session_id, rule_id, state, at, reason)
                  VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING",
                 params![session, rule, state.name(), now(), reason],
             )
         } else {
-            conn.execute(
+            run(
+                &conn,
                 "DELETE FROM rule_state WHERE session_id = ?1 AND rule_id = ?2 AND state = ?3",
                 params![session, rule, state.name()],
             )
@@ -456,7 +466,7 @@ impl Db {
         session: &str,
     ) -> Result<Vec<(String, RuleState, u64, String)>, StoreError> {
         let conn = self.lock();
-        let mut stmt = self.sql(conn.prepare(
+        let mut stmt = self.sql(conn.prepare_cached(
             "SELECT rule_id, state, at, reason FROM rule_state WHERE session_id = ?1
              ORDER BY rule_id, state",
         ))?;
@@ -481,7 +491,8 @@ impl Db {
         approval: &str,
     ) -> Result<(), StoreError> {
         let conn = self.lock();
-        self.sql(conn.execute(
+        self.sql(run(
+            &conn,
             "INSERT INTO approved (session_id, signature, at, approval_id) VALUES (?1, ?2, ?3, ?4)
              ON CONFLICT DO NOTHING",
             params![session, signature, now(), approval],
@@ -503,7 +514,8 @@ impl Db {
 
     pub fn approved_count(&self, session: &str) -> Result<u64, StoreError> {
         let conn = self.lock();
-        self.sql(conn.query_row(
+        self.sql(row(
+            &conn,
             "SELECT COUNT(*) FROM approved WHERE session_id = ?1",
             [session],
             |r| r.get(0),
@@ -512,7 +524,8 @@ impl Db {
 
     pub fn push_history(&self, session: &str, e: &HistoryEntry) -> Result<(), StoreError> {
         let conn = self.lock();
-        self.sql(conn.execute(
+        self.sql(run(
+            &conn,
             "INSERT INTO history (session_id, at, tool, summary, decision, signature)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             params![session, e.at, e.tool, e.summary, e.decision, e.signature],
@@ -523,7 +536,7 @@ impl Db {
     /// The last `limit` operations of a session, oldest first.
     pub fn history(&self, session: &str, limit: u32) -> Result<Vec<HistoryEntry>, StoreError> {
         let conn = self.lock();
-        let mut stmt = self.sql(conn.prepare(
+        let mut stmt = self.sql(conn.prepare_cached(
             "SELECT seq, at, tool, summary, decision, signature FROM
                (SELECT * FROM history WHERE session_id = ?1 ORDER BY seq DESC LIMIT ?2)
              ORDER BY seq",
@@ -566,7 +579,8 @@ impl Db {
 
     pub fn insert_approval(&self, a: &ApprovalRow) -> Result<(), StoreError> {
         let conn = self.lock();
-        self.sql(conn.execute(
+        self.sql(run(
+            &conn,
             "INSERT INTO approvals (id, session_id, kind, created, status, request, answer)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             params![
@@ -658,6 +672,22 @@ fn agent_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<AgentSession> {
         external_id: row.get(3)?,
         created: row.get(4)?,
     })
+}
+
+/// A statement compiled once per connection (rusqlite's statement cache): every tool call
+/// runs the same few, and compiling one costs more than running it.
+fn run(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute(params)
+}
+
+/// One row of a cached statement (see [`run`]).
+fn row<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    f: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    conn.prepare_cached(sql)?.query_row(params, f)
 }
 
 #[cfg(test)]
