@@ -10,6 +10,7 @@ pub mod io_error;
 pub mod kernel;
 pub mod llm;
 pub mod metrics;
+pub mod policy_host;
 pub mod rules;
 pub mod sandbox;
 pub mod session;

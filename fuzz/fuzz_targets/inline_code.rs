@@ -29,7 +29,7 @@ fuzz_target!(|data: &[u8]| {
         cwd: "/home/fuzz/project".into(),
         home: "/home/fuzz".into(),
         env: Vec::new(),
-        follow_symlinks: false,
+        host: None,
     };
     let mut out = Extracted::new("Bash");
     shell::extract(&command, &ctx, &mut out);

@@ -702,8 +702,12 @@ fn locked_pack() -> Locked {
     let text = carapace::rules::builtin::text("self-protection")
         .unwrap_or_default()
         .replacen("version: 1\n", "version: 1\nbuiltin: none\n", 1);
-    let set = carapace::rules::RuleSet::parse("builtin:self-protection", &text)
-        .unwrap_or_else(|e| panic!("the self-protection pack compiles: {e}"));
+    let set = carapace::rules::RuleSet::parse_with(
+        "builtin:self-protection",
+        &text,
+        &carapace::policy_host::options(),
+    )
+    .unwrap_or_else(|e| panic!("the self-protection pack compiles: {e}"));
     Locked {
         rules: set.rules().len(),
         kernel: set

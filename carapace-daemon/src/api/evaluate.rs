@@ -164,7 +164,7 @@ pub fn peer_context(peer: &Peer, cwd: &str) -> Context {
         std::fs::read_link(format!("/proc/{}/cwd", peer.pid))
             .map_or_else(|_| "/".to_owned(), |p| p.display().to_string())
     };
-    Context::for_user(peer.uid, &cwd)
+    crate::policy_host::context_for_user(peer.uid, &cwd)
 }
 
 /// A Layer-1 decision in its session, possibly waiting for the user.

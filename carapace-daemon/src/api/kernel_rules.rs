@@ -97,6 +97,7 @@ rules:
         let opts = Options {
             homes: Homes::fixed(["/home/a"]),
             resolver: |_| None,
+            host: crate::policy_host::shared(),
         };
         let set = RuleSet::parse_with("t.yaml", text, &opts).unwrap();
         let rules = kernel_rules(&set);

@@ -80,13 +80,13 @@ impl RuleSource {
         let fingerprint = fingerprint(&self.path);
         if !self.explicit && !self.path.exists() {
             return Ok(Loaded {
-                rules: RuleSet::builtin(),
+                rules: RuleSet::builtin(&crate::policy_host::options()),
                 file: None,
                 fingerprint,
             });
         }
         Ok(Loaded {
-            rules: RuleSet::load(&self.path)?,
+            rules: RuleSet::load(&self.path, &crate::policy_host::options())?,
             file: Some(self.path.clone()),
             fingerprint,
         })
@@ -292,10 +292,14 @@ pub fn spawn_watcher(daemon: Arc<Daemon>, interval: Duration) -> tokio::task::Jo
             }
             let started = std::time::Instant::now();
             let rules = daemon.rules();
-            let moved =
-                tokio::task::spawn_blocking(move || rules.kernel_image().resolution.moved())
-                    .await
-                    .unwrap_or(false);
+            let moved = tokio::task::spawn_blocking(move || {
+                rules
+                    .kernel_image()
+                    .resolution
+                    .moved(&crate::policy_host::RealHost)
+            })
+            .await
+            .unwrap_or(false);
             // About one percent of a core at most, however many paths the rules name.
             next_names_check = std::time::Instant::now() + started.elapsed() * NAMES_CHECK_SPACING;
             if moved && names_moved {

@@ -11,12 +11,13 @@ use serde::Serialize;
 use super::daemon::DEFAULT_DATA_DIR;
 use crate::api::proto::ReloadRulesRequest;
 use crate::api::reload::{Loaded, RuleSource};
+use crate::policy_host::resolve_dns;
 use crate::rules::compile::dfa::PathAutomaton;
 use crate::rules::compile::kernel::{self as kernel_compile, Plan};
 use crate::rules::model::{Cidr, Host};
 use crate::rules::pattern::KernelForm;
 use crate::rules::validate::mode_name;
-use crate::rules::{resolve_dns, Enforcement, Mode, Rule, RuleSet};
+use crate::rules::{Enforcement, Mode, Rule, RuleSet};
 
 const AFTER_HELP: &str = "\
 Without --rules / FILE, the rule file is $CARAPACE_DATA_DIR/rules.yaml (default
@@ -830,6 +831,7 @@ mod tests {
         let opts = Options {
             homes: Homes::fixed(["/home/a"]),
             resolver: |_| None,
+            host: crate::policy_host::shared(),
         };
         RuleSet::parse_with("t.yaml", text, &opts).unwrap()
     }

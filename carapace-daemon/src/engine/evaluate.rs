@@ -522,6 +522,7 @@ mod tests {
         let opts = Options {
             homes: Homes::fixed(["/home/alice", "/root", "/srv/bob"]),
             resolver: |_| None,
+            host: crate::policy_host::shared(),
         };
         RuleSet::parse_with("t", "version: 1\nbuiltin: all\nrules:\n  - block: \"/opt/**/secret-*\"\n  - block: \"re:/proc/[0-9]+/environ\"\n", &opts)
             .expect("the packs compile")
@@ -603,6 +604,7 @@ mod tests {
         let opts = Options {
             homes: Homes::fixed(["/home/alice"]),
             resolver: |_| None,
+            host: crate::policy_host::shared(),
         };
         let rules = RuleSet::parse_with(
             "t",

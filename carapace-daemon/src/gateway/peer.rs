@@ -40,12 +40,12 @@ impl Client {
     #[must_use]
     pub fn context(&self) -> Context {
         match self.uid {
-            Some(uid) => Context::for_user(uid, "/"),
+            Some(uid) => crate::policy_host::context_for_user(uid, "/"),
             None => Context {
                 cwd: "/".into(),
                 home: "/".into(),
                 env: Vec::new(),
-                follow_symlinks: true,
+                host: Some(crate::policy_host::shared()),
             },
         }
     }
