@@ -3,7 +3,6 @@
 pub mod api;
 pub mod audit;
 pub mod cli;
-pub mod engine;
 pub mod gateway;
 pub mod host;
 pub mod io_error;
@@ -11,7 +10,6 @@ pub mod kernel;
 pub mod llm;
 pub mod metrics;
 pub mod policy_host;
-pub mod rules;
 pub mod sandbox;
 pub mod session;
 pub mod settings;

@@ -10,8 +10,8 @@ use std::sync::{Arc, LazyLock};
 
 use carapace_policy::host::{kernel_dev, FileInfo, FileKind, Host};
 
-use crate::engine::Context;
-use crate::rules::{Homes, Options};
+use carapace_policy::engine::Context;
+use carapace_policy::rules::{Homes, Options};
 
 /// The real file system, through `std::fs`.
 #[derive(Debug, Clone, Copy, Default)]

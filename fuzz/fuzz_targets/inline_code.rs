@@ -4,7 +4,7 @@
 //! fail closed with its own message, never as an analyser fault.
 #![no_main]
 
-use carapace::engine::{shell, Context, Extracted};
+use carapace_policy::engine::{shell, Context, Extracted};
 use libfuzzer_sys::fuzz_target;
 
 const RUNNERS: [&str; 6] = [

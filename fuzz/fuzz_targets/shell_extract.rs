@@ -3,8 +3,8 @@
 //! must never report a copy or move (they are split into parts).
 #![no_main]
 
-use carapace::engine::{shell, Context, Extracted};
-use carapace::rules::Action;
+use carapace_policy::engine::{shell, Context, Extracted};
+use carapace_policy::rules::Action;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

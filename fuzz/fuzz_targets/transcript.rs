@@ -4,8 +4,8 @@
 
 use std::sync::OnceLock;
 
-use carapace::engine::{self, Activation, Context, ToolCall};
-use carapace::rules::RuleSet;
+use carapace_policy::engine::{self, Activation, Context, ToolCall};
+use carapace_policy::rules::RuleSet;
 use libfuzzer_sys::fuzz_target;
 
 fn rules() -> &'static RuleSet {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use carapace::gateway::{self, refusal};
-use carapace::rules::RuleSet;
+use carapace_policy::rules::RuleSet;
 use carapace_tests::anthropic::{Block, MessagesServer};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;

@@ -13,8 +13,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use carapace::engine::{self, Activation, Context, ToolCall};
-use carapace::rules::RuleSet;
+use carapace_policy::engine::{self, Activation, Context, ToolCall};
+use carapace_policy::rules::RuleSet;
 use serde_json::{json, Value};
 
 /// A day of a coding agent, with a few things it must not do.

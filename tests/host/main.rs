@@ -699,10 +699,10 @@ struct Locked {
 
 fn locked_pack() -> Locked {
     // The pack on its own: its text, without the default packs a file gets.
-    let text = carapace::rules::builtin::text("self-protection")
+    let text = carapace_policy::rules::builtin::text("self-protection")
         .unwrap_or_default()
         .replacen("version: 1\n", "version: 1\nbuiltin: none\n", 1);
-    let set = carapace::rules::RuleSet::parse_with(
+    let set = carapace_policy::rules::RuleSet::parse_with(
         "builtin:self-protection",
         &text,
         &carapace::policy_host::options(),

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Daemon;
-use crate::rules::{Diagnostic, Diagnostics, RuleSet, Severity};
+use carapace_policy::rules::{Diagnostic, Diagnostics, RuleSet, Severity};
 
 /// How often the watcher looks at the rule file.
 pub const WATCH_INTERVAL: Duration = Duration::from_secs(1);
@@ -119,7 +119,7 @@ fn one_error(origin: &str, message: String) -> Diagnostics {
     Diagnostics(vec![Diagnostic {
         severity: Severity::Error,
         origin: origin.to_owned(),
-        span: crate::rules::yaml::Span { line: 1, col: 1 },
+        span: carapace_policy::rules::yaml::Span { line: 1, col: 1 },
         message,
         rule: None,
         hint: Some("the previous rules stay in force; see the daemon's log".into()),

@@ -9,13 +9,13 @@ use super::client::connect;
 use super::daemon::DEFAULT_DATA_DIR;
 use crate::api::proto::carapace_client::CarapaceClient;
 use crate::api::proto::{EvaluateRequest, ScanHistoryRequest};
-use crate::engine::guardrail::{self, TaskAnswer};
-use crate::engine::{
-    self, Activation, CallError, Context, Decision, HistoryReport, Layer, ToolCall,
-};
 use crate::llm::review::Subject;
 use crate::llm::Reviewer;
-use crate::rules::RuleSet;
+use carapace_policy::engine::guardrail::{self, TaskAnswer};
+use carapace_policy::engine::{
+    self, Activation, CallError, Context, Decision, HistoryReport, Layer, ToolCall,
+};
+use carapace_policy::rules::RuleSet;
 
 /// Which rules to evaluate with.
 #[derive(Clone, Debug, clap::Args)]

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
-use crate::engine::Context;
+use carapace_policy::engine::Context;
 
 /// The process on the client's end of a connection, as far as the kernel tells.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

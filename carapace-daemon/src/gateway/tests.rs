@@ -7,8 +7,8 @@ use serde_json::{json, Value};
 use super::refusal::{Gate, RuleSource};
 use super::sse::{self, Splitter};
 use super::*;
-use crate::engine::Context;
-use crate::rules::RuleSet;
+use carapace_policy::engine::Context;
+use carapace_policy::rules::RuleSet;
 
 fn gate() -> Gate {
     let rules: Arc<RuleSet> = Arc::new(RuleSet::builtin(&crate::policy_host::options()));

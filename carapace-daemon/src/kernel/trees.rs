@@ -13,7 +13,7 @@ use std::path::Path;
 use carapace_common::{RuleRef, REFS_PER_KEY, REF_EXCEPT};
 use carapace_policy::host::kernel_dev;
 
-use super::image::KernelImage;
+use carapace_policy::image::KernelImage;
 
 /// Entries recorded for one tree and for all trees: the inode map holds 65,536 entries,
 /// shared with exact-path rules. A larger tree is recorded in part (paths still match).

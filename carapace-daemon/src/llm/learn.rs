@@ -11,8 +11,8 @@ use serde_json::Value;
 use super::provider::Question;
 use super::review::Reviewer;
 use super::{prompt, schema, LlmError};
-use crate::engine::transcript;
-use crate::rules::{Options, RuleSet};
+use carapace_policy::engine::transcript;
+use carapace_policy::rules::{Options, RuleSet};
 
 /// Largest conversation excerpt sent to the model.
 const MAX_CONVERSATION: usize = 64 << 10;

@@ -16,8 +16,8 @@ use serde_json::{json, Value};
 use super::classify::Hints;
 use super::config::{LlmConfig, Provider};
 use super::review::{Aspect, Reviewer, Subject};
-use crate::engine::{self, Activation, Context, Decision, Layer, ToolCall};
-use crate::rules::{Mode, Options, RuleSet};
+use carapace_policy::engine::{self, Activation, Context, Decision, Layer, ToolCall};
+use carapace_policy::rules::{Mode, Options, RuleSet};
 
 /// A request the server received.
 #[derive(Clone, Debug)]
@@ -261,7 +261,7 @@ fn reviewer(provider: Provider, server: &ModelServer) -> Reviewer {
 
 fn rules(text: &str) -> RuleSet {
     let opts = Options {
-        homes: crate::rules::Homes::fixed(["/home/u"]),
+        homes: carapace_policy::rules::Homes::fixed(["/home/u"]),
         resolver: |_| None,
         host: crate::policy_host::shared(),
     };
@@ -982,7 +982,10 @@ fn the_plain_english_personal_agent_example_validates() {
     )
     .unwrap_or_else(|d| panic!("{d}"));
     assert_eq!(set.rules().len(), 8);
-    assert!(set.rules().iter().all(crate::rules::Rule::needs_llm));
+    assert!(set
+        .rules()
+        .iter()
+        .all(carapace_policy::rules::Rule::needs_llm));
     assert!(set
         .rules()
         .iter()

@@ -2,7 +2,7 @@
 //! commands only wrap another one (`sudo`, `env`, `xargs`, `sh -c`, …).
 use std::path::Path;
 
-use carapace_policy::host::FileKind;
+use crate::host::FileKind;
 
 use super::super::normalize;
 use super::super::operation::{Context, Operation};

@@ -56,7 +56,7 @@ impl Resolution {
     /// Whether the paths resolve differently now (reads `host`'s file system and mount
     /// table).
     #[must_use]
-    pub fn moved(&self, host: &dyn carapace_policy::host::Host) -> bool {
+    pub fn moved(&self, host: &dyn crate::host::Host) -> bool {
         let mounts = crate::rules::compile::kernel::Mounts::read(host);
         crate::rules::compile::kernel::resolution_digest(&self.forms, &mounts, host) != self.digest
     }

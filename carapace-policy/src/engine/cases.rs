@@ -134,7 +134,7 @@ impl CaseFile {
         let opts = Options {
             homes: Homes::fixed(self.homes.clone()),
             resolver: |_| None,
-            host: crate::policy_host::shared(),
+            host: crate::host::real::host(),
         };
         RuleSet::parse_with(
             "case-file",

@@ -522,7 +522,7 @@ mod tests {
         let opts = Options {
             homes: Homes::fixed(["/home/alice", "/root", "/srv/bob"]),
             resolver: |_| None,
-            host: crate::policy_host::shared(),
+            host: crate::host::real::host(),
         };
         RuleSet::parse_with("t", "version: 1\nbuiltin: all\nrules:\n  - block: \"/opt/**/secret-*\"\n  - block: \"re:/proc/[0-9]+/environ\"\n", &opts)
             .expect("the packs compile")
@@ -604,7 +604,7 @@ mod tests {
         let opts = Options {
             homes: Homes::fixed(["/home/alice"]),
             resolver: |_| None,
-            host: crate::policy_host::shared(),
+            host: crate::host::real::host(),
         };
         let rules = RuleSet::parse_with(
             "t",

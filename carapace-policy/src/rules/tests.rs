@@ -19,13 +19,13 @@ fn opts() -> Options {
     Options {
         homes: Homes::fixed(["/home/alice", "/root"]),
         resolver: fake_resolver,
-        host: crate::policy_host::shared(),
+        host: crate::host::real::host(),
     }
 }
 
 /// What the daemon compiles with: this machine's homes, its resolver and file system.
 fn real_opts() -> Options {
-    crate::policy_host::options()
+    crate::host::real::options()
 }
 
 fn parse(text: &str) -> Result<RuleSet, Diagnostics> {
@@ -244,7 +244,7 @@ fn home_patterns_without_homes_warn() {
     let options = Options {
         homes: Homes::fixed(Vec::<String>::new()),
         resolver: fake_resolver,
-        host: crate::policy_host::shared(),
+        host: crate::host::real::host(),
     };
     let set = RuleSet::parse_with(
         "t.yaml",

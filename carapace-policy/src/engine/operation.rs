@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use carapace_policy::host::Host;
+use crate::host::Host;
 
 use crate::rules::Action;
 

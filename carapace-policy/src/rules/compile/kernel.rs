@@ -6,14 +6,14 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use carapace_policy::host::{FileKind, Host};
+use crate::host::{FileKind, Host};
 
 use carapace_common::{
     op, Config, NetRef, RuleMeta, RuleRef, MAX_RULES, NAME_MAX, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
     RULE_ALWAYS_ON,
 };
 
-use crate::kernel::image::KernelImage;
+use crate::image::KernelImage;
 use crate::rules::compile::dfa::{self, BuildError, Source};
 use crate::rules::diag::{Diagnostic, Severity};
 use crate::rules::model::{ops_of, Cidr, Cond, Effect, Enforcement, Trigger};
@@ -385,7 +385,7 @@ pub(crate) fn compile_with(
         .iter()
         .filter_map(|r| r.kernel_index.map(|i| (i, r.id.as_str())))
         .collect();
-    crate::kernel::image::cap_ancestors(&mut image, |rule| ids.get(&rule).copied());
+    crate::image::cap_ancestors(&mut image, |rule| ids.get(&rule).copied());
     sort_and_check(&mut image, rules, diags);
     if purpose == Purpose::Kernel {
         build_automaton(&mut image, rules, diags);
@@ -943,7 +943,7 @@ fn sort_and_check(image: &mut KernelImage, rules: &[Rule], diags: &mut Vec<Diagn
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy_host::shared as host;
+    use crate::host::real::host;
 
     const MOUNTINFO: &str = "\
 21 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw

@@ -6,9 +6,9 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
 
-use carapace_policy::host::Host;
+use crate::host::Host;
 
-use crate::kernel::image::KernelImage;
+use crate::image::KernelImage;
 use compile::kernel::Purpose;
 
 pub mod builtin;

@@ -6,7 +6,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::lazy_regex::LazyRegex;
-use carapace_policy::host::{FileKind, Host};
+use crate::host::{FileKind, Host};
 use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 
 use super::intersect::{self, Lang};
@@ -657,7 +657,7 @@ mod tests {
             ),
         )
         .unwrap();
-        let homes = Homes::from_passwd(&crate::policy_host::RealHost, &passwd, Some("/home/me"));
+        let homes = Homes::from_passwd(&crate::host::real::TestHost, &passwd, Some("/home/me"));
         assert_eq!(
             homes.list(),
             ["/home/me".to_owned(), alice.display().to_string()]

@@ -163,7 +163,7 @@ mod order {
         let opts = Options {
             homes: Homes::fixed(["/home/alice"]),
             resolver: |_| None,
-            host: crate::policy_host::shared(),
+            host: crate::host::real::host(),
         };
         let rules = RuleSet::parse_with("t", &text, &opts).expect("the rules compile");
         let ctx = Context {
@@ -205,7 +205,7 @@ fn tool_rules_cover_other_agents_spellings() {
     let opts = Options {
         homes: Homes::fixed(["/home/alice"]),
         resolver: |_| None,
-        host: crate::policy_host::shared(),
+        host: crate::host::real::host(),
     };
     let rules = RuleSet::parse_with("t", text, &opts).expect("the rules compile");
     let ctx = Context {

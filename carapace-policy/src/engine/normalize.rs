@@ -5,8 +5,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Component, Path, PathBuf};
 
+use crate::host::Host;
 use base64::Engine as _;
-use carapace_policy::host::Host;
 use unicode_normalization::UnicodeNormalization as _;
 
 use super::operation::Context;

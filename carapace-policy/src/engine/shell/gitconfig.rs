@@ -4,7 +4,7 @@
 //! remote that cannot be found stays a network operation without a host.
 use std::path::{Path, PathBuf};
 
-use carapace_policy::host::{FileKind, Host};
+use crate::host::{FileKind, Host};
 
 /// Configs larger than this are not read (a repository's config is a few hundred bytes).
 const MAX_CONFIG: u64 = 256 * 1024;
@@ -156,7 +156,7 @@ fn unquote(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy_host::shared as host;
+    use crate::host::real::host;
 
     fn repo(config: &str) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
