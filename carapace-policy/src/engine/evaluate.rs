@@ -278,9 +278,10 @@ impl PathHits {
     }
 }
 
-/// What in `ext` the rule matches, if anything.
-#[must_use]
-pub fn rule_matches(rule: &Rule, ext: &Extracted) -> Option<String> {
+/// What in `ext` the rule matches, if anything, without the rule set's indexes: the
+/// reference the tests hold the indexed matches to.
+#[cfg(test)]
+pub(crate) fn rule_matches(rule: &Rule, ext: &Extracted) -> Option<String> {
     rule_matches_with(rule, rule.ops(), None, ext)
 }
 

@@ -12,16 +12,16 @@ use crate::image::KernelImage;
 use compile::kernel::Purpose;
 
 pub mod builtin;
-pub mod command_index;
+pub(crate) mod command_index;
 pub mod compile;
 pub mod diag;
-pub mod index;
-pub mod intersect;
-pub mod lazy_regex;
+pub(crate) mod index;
+pub(crate) mod intersect;
+pub(crate) mod lazy_regex;
 pub mod model;
 pub mod pattern;
-pub mod profile;
-pub mod shape;
+pub(crate) mod profile;
+pub(crate) mod shape;
 pub mod validate;
 pub mod yaml;
 

@@ -108,7 +108,7 @@ pub enum GlobMatch {
     /// Every expansion is an exact path, a `/dir/**` prefix or a `**/name` basename: string
     /// comparisons, no regex (most rules, and the Layer 1 latency budget, live here).
     Forms(Vec<KernelForm>),
-    /// Every expansion has one of the shapes matched by string comparisons ([`Shape`]).
+    /// Every expansion has one of the shapes matched by string comparisons (`shape::Shape`).
     Shapes(Vec<Shape>),
     Set(GlobSet),
 }
