@@ -3,14 +3,13 @@
 pub mod api;
 pub mod audit;
 pub mod cli;
-pub mod engine;
 pub mod gateway;
 pub mod host;
 pub mod io_error;
 pub mod kernel;
 pub mod llm;
 pub mod metrics;
-pub mod rules;
+pub mod policy_host;
 pub mod sandbox;
 pub mod session;
 pub mod settings;

@@ -11,9 +11,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::llm::config::FILE_NAME;
-use crate::rules::diag::{did_you_mean, Sink};
-use crate::rules::yaml::{self, Node, NodeKind, Span};
-use crate::rules::Diagnostics;
+use carapace_policy::rules::diag::{did_you_mean, Sink};
+use carapace_policy::rules::yaml::{self, Node, NodeKind, Span};
+use carapace_policy::rules::Diagnostics;
 
 const SECTIONS: &[&str] = &["llm", "approvals"];
 const APPROVAL_KEYS: &[&str] = &["timeout_seconds"];

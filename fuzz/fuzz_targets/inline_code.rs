@@ -4,7 +4,7 @@
 //! fail closed with its own message, never as an analyser fault.
 #![no_main]
 
-use carapace::engine::{shell, Context, Extracted};
+use carapace_policy::engine::{shell, Context, Extracted};
 use libfuzzer_sys::fuzz_target;
 
 const RUNNERS: [&str; 6] = [
@@ -29,7 +29,7 @@ fuzz_target!(|data: &[u8]| {
         cwd: "/home/fuzz/project".into(),
         home: "/home/fuzz".into(),
         env: Vec::new(),
-        follow_symlinks: false,
+        host: None,
     };
     let mut out = Extracted::new("Bash");
     shell::extract(&command, &ctx, &mut out);

@@ -3,8 +3,8 @@
 //! must never report a copy or move (they are split into parts).
 #![no_main]
 
-use carapace::engine::{shell, Context, Extracted};
-use carapace::rules::Action;
+use carapace_policy::engine::{shell, Context, Extracted};
+use carapace_policy::rules::Action;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
         cwd: "/home/fuzz/project".into(),
         home: "/home/fuzz".into(),
         env: vec![("USER".into(), "fuzz".into())],
-        follow_symlinks: false,
+        host: None,
     };
     let mut out = Extracted::new("Bash");
     shell::extract(command, &ctx, &mut out);

@@ -4,13 +4,13 @@
 
 use std::sync::OnceLock;
 
-use carapace::engine::{self, Activation, Context, ToolCall};
-use carapace::rules::RuleSet;
+use carapace_policy::engine::{self, Activation, Context, ToolCall};
+use carapace_policy::rules::RuleSet;
 use libfuzzer_sys::fuzz_target;
 
 fn rules() -> &'static RuleSet {
     static RULES: OnceLock<RuleSet> = OnceLock::new();
-    RULES.get_or_init(RuleSet::builtin)
+    RULES.get_or_init(|| RuleSet::builtin(&carapace::policy_host::options()))
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -21,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
         cwd: "/home/fuzz/project".into(),
         home: "/home/fuzz".into(),
         env: Vec::new(),
-        follow_symlinks: false,
+        host: None,
     };
     let act = Activation::default();
     let report = engine::scan_history(rules(), text, &ctx, &act);

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use carapace::gateway::{self, refusal};
-use carapace::rules::RuleSet;
+use carapace_policy::rules::RuleSet;
 use carapace_tests::anthropic::{Block, MessagesServer};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
@@ -62,7 +62,7 @@ async fn measure(label: &str, turn: Vec<Block>) -> anyhow::Result<()> {
         anthropic: gateway::Upstream::parse(&upstream.base_url()).map_err(anyhow::Error::msg)?,
         openai: gateway::Upstream::parse(gateway::OPENAI_UPSTREAM).map_err(anyhow::Error::msg)?,
     };
-    let rules: Arc<RuleSet> = Arc::new(RuleSet::builtin());
+    let rules: Arc<RuleSet> = Arc::new(RuleSet::builtin(&carapace::policy_host::options()));
     let gate = refusal::Gate::new(Arc::new(rules) as Arc<dyn refusal::RuleSource>);
     tokio::spawn(gateway::serve(
         listener,

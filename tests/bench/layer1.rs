@@ -13,8 +13,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use carapace::engine::{self, Activation, Context, ToolCall};
-use carapace::rules::RuleSet;
+use carapace_policy::engine::{self, Activation, Context, ToolCall};
+use carapace_policy::rules::RuleSet;
 use serde_json::{json, Value};
 
 /// A day of a coding agent, with a few things it must not do.
@@ -69,7 +69,7 @@ fn layer1(rules: &RuleSet) -> anyhow::Result<()> {
         cwd: "/home/alice/project".into(),
         home: "/home/alice".into(),
         env: Vec::new(),
-        follow_symlinks: false,
+        host: None,
     };
     let only: Option<usize> = std::env::var("L1_ONLY").ok().and_then(|v| v.parse().ok());
     let calls: Vec<ToolCall> = calls()
@@ -254,7 +254,7 @@ fn main() -> anyhow::Result<()> {
     pin_to_one_core();
     // The agent's data dir rules must not leak into the measurement.
     std::env::set_var("CARAPACE_DATA_DIR", "/nonexistent-carapace-bench");
-    let rules = RuleSet::builtin();
+    let rules = RuleSet::builtin(&carapace::policy_host::options());
     layer1(&rules)?;
     let carapace: PathBuf = std::env::args_os()
         .nth(1)

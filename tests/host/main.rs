@@ -699,11 +699,15 @@ struct Locked {
 
 fn locked_pack() -> Locked {
     // The pack on its own: its text, without the default packs a file gets.
-    let text = carapace::rules::builtin::text("self-protection")
+    let text = carapace_policy::rules::builtin::text("self-protection")
         .unwrap_or_default()
         .replacen("version: 1\n", "version: 1\nbuiltin: none\n", 1);
-    let set = carapace::rules::RuleSet::parse("builtin:self-protection", &text)
-        .unwrap_or_else(|e| panic!("the self-protection pack compiles: {e}"));
+    let set = carapace_policy::rules::RuleSet::parse_with(
+        "builtin:self-protection",
+        &text,
+        &carapace::policy_host::options(),
+    )
+    .unwrap_or_else(|e| panic!("the self-protection pack compiles: {e}"));
     Locked {
         rules: set.rules().len(),
         kernel: set

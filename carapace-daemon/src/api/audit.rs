@@ -17,8 +17,8 @@ use super::proto::Denial;
 use super::Peer;
 use crate::audit::redact::{self, redact};
 use crate::audit::{Agent, Event, Kind, Ledger, RuleRef};
-use crate::engine::{Decision, HistoryReport};
-use crate::rules::validate::mode_name;
+use carapace_policy::engine::{Decision, HistoryReport};
+use carapace_policy::rules::validate::mode_name;
 
 /// The ledger the daemon records into, attached once at start.
 #[derive(Default)]

@@ -12,15 +12,17 @@ use super::proto::{
 };
 use super::{Daemon, Peer};
 use crate::audit::{record::sha256_hex, redact};
-use crate::engine::guardrail::{self, TaskAnswer};
-use crate::engine::{self, Activation, Context, Decision, Extracted, HistoryReport, ToolCall};
 use crate::llm::review::{Aspect, Subject, MAX_HISTORY};
 use crate::llm::Reviewer;
-use crate::rules::Trigger;
-use crate::rules::{validate::mode_name, Mode, RuleSet};
 use crate::session::approvals::{Approval, GateRule, Request};
 use crate::session::db::{ApprovalStatus, RuleState};
 use crate::session::state::{self, Caller, Checked, SessionRef};
+use carapace_policy::engine::guardrail::{self, TaskAnswer};
+use carapace_policy::engine::{
+    self, Activation, Context, Decision, Extracted, HistoryReport, ToolCall,
+};
+use carapace_policy::rules::Trigger;
+use carapace_policy::rules::{validate::mode_name, Mode, RuleSet};
 
 /// Records an evaluation in the audit ledger (the answer waits for it: a decision that
 /// cannot be recorded is refused) and counts it in the metrics.
@@ -64,7 +66,7 @@ pub async fn handle_scan_history(
     match outcome {
         Ok(report) => {
             let worst = report.findings.iter().map(|(_, d)| d.decision).max();
-            let mode = mode_name(worst.unwrap_or(crate::rules::Mode::Allow));
+            let mode = mode_name(worst.unwrap_or(carapace_policy::rules::Mode::Allow));
             daemon.metrics.decision(
                 "history",
                 mode,
@@ -164,7 +166,7 @@ pub fn peer_context(peer: &Peer, cwd: &str) -> Context {
         std::fs::read_link(format!("/proc/{}/cwd", peer.pid))
             .map_or_else(|_| "/".to_owned(), |p| p.display().to_string())
     };
-    Context::for_user(peer.uid, &cwd)
+    crate::policy_host::context_for_user(peer.uid, &cwd)
 }
 
 /// A Layer-1 decision in its session, possibly waiting for the user.

@@ -2,10 +2,10 @@
 //! `carapace run` can build a fallback kernel layer (Landlock) from exactly the rule set the
 //! daemon runs when the daemon's own layer is unavailable.
 use crate::api::proto::{KernelRule, NetForm};
-use crate::rules::compile::kernel::{plan, rule_ops, Plan};
-use crate::rules::model::Cidr;
-use crate::rules::pattern::KernelForm;
-use crate::rules::{Mode, RuleSet, Trigger};
+use carapace_policy::rules::compile::kernel::{plan, rule_ops, Plan};
+use carapace_policy::rules::model::Cidr;
+use carapace_policy::rules::pattern::KernelForm;
+use carapace_policy::rules::{Mode, RuleSet, Trigger};
 
 /// Every `block` rule, with its kernel forms or why the kernel cannot match it.
 #[must_use]
@@ -77,7 +77,7 @@ pub fn kernel_rules(set: &RuleSet) -> Vec<KernelRule> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rules::{Homes, Options};
+    use carapace_policy::rules::{Homes, Options};
 
     #[test]
     fn block_rules_carry_their_kernel_forms() {
@@ -97,6 +97,7 @@ rules:
         let opts = Options {
             homes: Homes::fixed(["/home/a"]),
             resolver: |_| None,
+            host: crate::policy_host::shared(),
         };
         let set = RuleSet::parse_with("t.yaml", text, &opts).unwrap();
         let rules = kernel_rules(&set);

@@ -43,12 +43,12 @@ use self::reload::{Fingerprint, Loaded, RuleSource};
 use crate::io_error::IoError;
 use crate::kernel::EventStream;
 use crate::llm::Reviewer;
-use crate::rules::RuleSet;
 use crate::session::approvals::Approvals;
 use crate::session::cgroup;
 use crate::session::resources::LimitHit;
 use crate::session::state as session_state;
 use crate::session::{NewSession, SessionError, SessionManager, SessionRecord};
+use carapace_policy::rules::RuleSet;
 
 /// Denials buffered per watcher before the slowest one starts losing some.
 const EVENT_BUFFER: usize = 1024;
@@ -787,7 +787,8 @@ impl Carapace for Service {
         let args = evaluate::Args::of(&req.call_json);
         let agent_session = req.session_id.clone();
         let audit_peer = peer.clone();
-        let task = crate::engine::guardrail::answers_json(&self.daemon.rules(), &req.call_json);
+        let task =
+            carapace_policy::engine::guardrail::answers_json(&self.daemon.rules(), &req.call_json);
         let outcome = self.evaluate_in_session(peer, req).await;
         evaluate::record_evaluation(
             &self.daemon,

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Daemon;
-use crate::rules::{Diagnostic, Diagnostics, RuleSet, Severity};
+use carapace_policy::rules::{Diagnostic, Diagnostics, RuleSet, Severity};
 
 /// How often the watcher looks at the rule file.
 pub const WATCH_INTERVAL: Duration = Duration::from_secs(1);
@@ -80,13 +80,13 @@ impl RuleSource {
         let fingerprint = fingerprint(&self.path);
         if !self.explicit && !self.path.exists() {
             return Ok(Loaded {
-                rules: RuleSet::builtin(),
+                rules: RuleSet::builtin(&crate::policy_host::options()),
                 file: None,
                 fingerprint,
             });
         }
         Ok(Loaded {
-            rules: RuleSet::load(&self.path)?,
+            rules: RuleSet::load(&self.path, &crate::policy_host::options())?,
             file: Some(self.path.clone()),
             fingerprint,
         })
@@ -119,7 +119,7 @@ fn one_error(origin: &str, message: String) -> Diagnostics {
     Diagnostics(vec![Diagnostic {
         severity: Severity::Error,
         origin: origin.to_owned(),
-        span: crate::rules::yaml::Span { line: 1, col: 1 },
+        span: carapace_policy::rules::yaml::Span { line: 1, col: 1 },
         message,
         rule: None,
         hint: Some("the previous rules stay in force; see the daemon's log".into()),
@@ -292,10 +292,14 @@ pub fn spawn_watcher(daemon: Arc<Daemon>, interval: Duration) -> tokio::task::Jo
             }
             let started = std::time::Instant::now();
             let rules = daemon.rules();
-            let moved =
-                tokio::task::spawn_blocking(move || rules.kernel_image().resolution.moved())
-                    .await
-                    .unwrap_or(false);
+            let moved = tokio::task::spawn_blocking(move || {
+                rules
+                    .kernel_image()
+                    .resolution
+                    .moved(&crate::policy_host::RealHost)
+            })
+            .await
+            .unwrap_or(false);
             // About one percent of a core at most, however many paths the rules name.
             next_names_check = std::time::Instant::now() + started.elapsed() * NAMES_CHECK_SPACING;
             if moved && names_moved {

@@ -12,11 +12,11 @@ use super::proto::{
     SessionDetail, SessionRule,
 };
 use super::{Daemon, Peer};
-use crate::engine::{self, Layer};
-use crate::rules::{validate::mode_name, Mode, RuleSet};
 use crate::session::approvals::{Approval, GateRule, PlanStep, Request};
 use crate::session::db::{ApprovalStatus, RuleState};
 use crate::session::state::{self, SessionRef};
+use carapace_policy::engine::{self, Layer};
+use carapace_policy::rules::{validate::mode_name, Mode, RuleSet};
 
 /// Most steps a plan may have.
 pub const MAX_PLAN_STEPS: usize = 200;

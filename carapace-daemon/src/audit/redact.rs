@@ -145,7 +145,7 @@ mod tests {
     #[test]
     fn the_credentials_packs_secret_patterns_are_covered() {
         // Every sample the pack's content rule catches must be redacted here too.
-        let pack = crate::rules::builtin::text("credentials").expect("credentials pack");
+        let pack = carapace_policy::rules::builtin::text("credentials").expect("credentials pack");
         let line = pack
             .lines()
             .find(|l| l.contains("match: { content: \"re:") && l.contains("AKIA"))

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 
 use super::evaluator::{Evaluator, Fallback, InSession, Source};
-use crate::rules::Mode;
+use carapace_policy::rules::Mode;
 
 /// Largest input read from stdin or a file.
 const MAX_INPUT: u64 = 32 << 20;

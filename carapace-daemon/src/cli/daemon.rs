@@ -13,10 +13,10 @@ use crate::audit::{self, Ledger};
 use crate::gateway;
 use crate::kernel::{Kernel, KernelSettings};
 use crate::llm::{self, Reviewer};
-use crate::rules::RuleSet;
 use crate::session::cgroup::{CarapaceRoot, Hierarchy};
 use crate::session::db::Db;
 use crate::session::SessionManager;
+use carapace_policy::rules::RuleSet;
 
 /// Default data directory (rules.yaml, the session database carapace.db).
 pub const DEFAULT_DATA_DIR: &str = "/var/lib/carapace";
@@ -163,7 +163,7 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn load_rules(source: &RuleSource) -> Result<Loaded, crate::rules::Diagnostics> {
+fn load_rules(source: &RuleSource) -> Result<Loaded, carapace_policy::rules::Diagnostics> {
     let loaded = source.load()?;
     let count = loaded.rules.rules().len();
     if let Some(p) = &loaded.file {

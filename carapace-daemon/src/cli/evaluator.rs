@@ -9,13 +9,13 @@ use super::client::connect;
 use super::daemon::DEFAULT_DATA_DIR;
 use crate::api::proto::carapace_client::CarapaceClient;
 use crate::api::proto::{EvaluateRequest, ScanHistoryRequest};
-use crate::engine::guardrail::{self, TaskAnswer};
-use crate::engine::{
-    self, Activation, CallError, Context, Decision, HistoryReport, Layer, ToolCall,
-};
 use crate::llm::review::Subject;
 use crate::llm::Reviewer;
-use crate::rules::RuleSet;
+use carapace_policy::engine::guardrail::{self, TaskAnswer};
+use carapace_policy::engine::{
+    self, Activation, CallError, Context, Decision, HistoryReport, Layer, ToolCall,
+};
+use carapace_policy::rules::RuleSet;
 
 /// Which rules to evaluate with.
 #[derive(Clone, Debug, clap::Args)]
@@ -104,7 +104,7 @@ fn local_rules(file: Option<&Path>) -> anyhow::Result<RuleSet> {
         Some(p) => Some(p.to_path_buf()),
         None => std::fs::File::open(&default).is_ok().then_some(default),
     };
-    RuleSet::load_for_layer1(path.as_deref())
+    RuleSet::load_for_layer1(path.as_deref(), &crate::policy_host::options())
         .map_err(|d| anyhow::anyhow!("{d}"))
         .with_context(|| match &path {
             Some(p) => format!("the rules in {} do not validate", p.display()),
@@ -126,7 +126,7 @@ impl Evaluator {
             let rules = Box::new(local_rules(source.rules.as_deref())?);
             let ctx = Context {
                 cwd,
-                ..Context::current()
+                ..crate::policy_host::current_context()
             };
             Ok(Self::Local { rules, ctx })
         };

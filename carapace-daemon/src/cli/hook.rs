@@ -9,8 +9,8 @@ use anyhow::Context as _;
 use serde_json::{json, Map, Value};
 
 use super::evaluator::{Evaluator, Fallback, InSession, Source};
-use crate::engine::Decision;
-use crate::rules::Mode;
+use carapace_policy::engine::Decision;
+use carapace_policy::rules::Mode;
 
 /// How agent sessions of this harness are named in the daemon.
 pub const AGENT: &str = "claude-code";

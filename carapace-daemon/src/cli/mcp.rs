@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt as _, AsyncWrite, AsyncWriteExt as _, BufReader}
 use tokio::sync::Mutex;
 
 use super::evaluator::{Evaluator, Fallback, Source};
-use crate::rules::Mode;
+use carapace_policy::rules::Mode;
 
 /// Largest message read from either side.
 const MAX_LINE: usize = 32 << 20;

@@ -11,12 +11,13 @@ use serde::Serialize;
 use super::daemon::DEFAULT_DATA_DIR;
 use crate::api::proto::ReloadRulesRequest;
 use crate::api::reload::{Loaded, RuleSource};
-use crate::rules::compile::dfa::PathAutomaton;
-use crate::rules::compile::kernel::{self as kernel_compile, Plan};
-use crate::rules::model::{Cidr, Host};
-use crate::rules::pattern::KernelForm;
-use crate::rules::validate::mode_name;
-use crate::rules::{resolve_dns, Enforcement, Mode, Rule, RuleSet};
+use crate::policy_host::resolve_dns;
+use carapace_policy::rules::compile::dfa::PathAutomaton;
+use carapace_policy::rules::compile::kernel::{self as kernel_compile, Plan};
+use carapace_policy::rules::model::{Cidr, Host};
+use carapace_policy::rules::pattern::KernelForm;
+use carapace_policy::rules::validate::mode_name;
+use carapace_policy::rules::{Enforcement, Mode, Rule, RuleSet};
 
 const AFTER_HELP: &str = "\
 Without --rules / FILE, the rule file is $CARAPACE_DATA_DIR/rules.yaml (default
@@ -694,7 +695,7 @@ fn net_matches<'a>(set: &'a RuleSet, ips: &[IpAddr], port: Option<u16>) -> Vec<&
             .rules()
             .iter()
             .filter_map(|r| match &r.cond {
-                Some(crate::rules::Cond::Net(n)) => Some(n.ports.clone()),
+                Some(carapace_policy::rules::Cond::Net(n)) => Some(n.ports.clone()),
                 _ => None,
             })
             .flatten()
@@ -806,7 +807,7 @@ async fn reload(socket: &Path) -> anyhow::Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rules::{Homes, Options};
+    use carapace_policy::rules::{Homes, Options};
 
     #[test]
     fn urls_name_their_host_and_port() {
@@ -830,6 +831,7 @@ mod tests {
         let opts = Options {
             homes: Homes::fixed(["/home/a"]),
             resolver: |_| None,
+            host: crate::policy_host::shared(),
         };
         RuleSet::parse_with("t.yaml", text, &opts).unwrap()
     }

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
-use crate::engine::Context;
+use carapace_policy::engine::Context;
 
 /// The process on the client's end of a connection, as far as the kernel tells.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -40,12 +40,12 @@ impl Client {
     #[must_use]
     pub fn context(&self) -> Context {
         match self.uid {
-            Some(uid) => Context::for_user(uid, "/"),
+            Some(uid) => crate::policy_host::context_for_user(uid, "/"),
             None => Context {
                 cwd: "/".into(),
                 home: "/".into(),
                 env: Vec::new(),
-                follow_symlinks: true,
+                host: Some(crate::policy_host::shared()),
             },
         }
     }

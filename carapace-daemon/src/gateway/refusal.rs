@@ -16,11 +16,13 @@ use super::peer;
 use crate::api::audit::{self as ledger, agent_of};
 use crate::api::evaluate::{self, Args, Evaluated};
 use crate::api::Daemon;
-use crate::engine::{self, Activation, Context, Decision, Extracted, HistoryReport, ToolCall};
-use crate::rules::validate::mode_name;
-use crate::rules::{Mode, RuleSet};
 use crate::session::approvals::Request;
 use crate::session::state::{self, Caller, SessionRef};
+use carapace_policy::engine::{
+    self, Activation, Context, Decision, Extracted, HistoryReport, ToolCall,
+};
+use carapace_policy::rules::validate::mode_name;
+use carapace_policy::rules::{Mode, RuleSet};
 
 /// Histories up to this size are scanned on the request's own task.
 const INLINE_HISTORY: usize = 64 << 10;

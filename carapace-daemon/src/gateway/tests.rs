@@ -7,11 +7,11 @@ use serde_json::{json, Value};
 use super::refusal::{Gate, RuleSource};
 use super::sse::{self, Splitter};
 use super::*;
-use crate::engine::Context;
-use crate::rules::RuleSet;
+use carapace_policy::engine::Context;
+use carapace_policy::rules::RuleSet;
 
 fn gate() -> Gate {
-    let rules: Arc<RuleSet> = Arc::new(RuleSet::builtin());
+    let rules: Arc<RuleSet> = Arc::new(RuleSet::builtin(&crate::policy_host::options()));
     Gate::new(Arc::new(rules) as Arc<dyn RuleSource>)
 }
 
@@ -22,7 +22,7 @@ fn ctx() -> refusal::Client {
             cwd: "/home/u/project".into(),
             home: "/home/u".into(),
             env: Vec::new(),
-            follow_symlinks: false,
+            host: None,
         },
         session: Ok(None),
     }
@@ -459,9 +459,10 @@ async fn text_streams_through_before_the_upstream_finishes() {
 /// says approval is needed; warn-mode calls pass.
 #[tokio::test]
 async fn approve_mode_calls_are_withheld_and_warn_mode_calls_pass() {
-    let rules = RuleSet::parse(
+    let rules = RuleSet::parse_with(
         "rules.yaml",
         "version: 1\nbuiltin: none\nrules:\n  - approve: \"/srv/prod/**\"\n  - warn: \"/srv/staging/**\"\n",
+        &crate::policy_host::options(),
     )
     .expect("valid rules");
     let gate = Gate::new(Arc::new(Arc::new(rules)) as Arc<dyn RuleSource>);

@@ -19,9 +19,9 @@ use carapace_common::{
     DFA_GROUPS, DFA_STATES, NAME_MAX, PATH_MAX, REFS_PER_KEY, REF_EXCEPT, REF_SLOT_SHIFT,
 };
 
-use crate::rules::compile::dfa::PathAutomaton;
+use carapace_policy::rules::compile::dfa::PathAutomaton;
 
-use super::image::{self, KernelImage, Slots};
+use carapace_policy::image::{self, KernelImage, Slots};
 
 pub struct KernelMaps {
     sessions: HashMap<MapData, u64, SessionState>,

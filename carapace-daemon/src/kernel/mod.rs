@@ -7,7 +7,6 @@
 //! - `kallsyms`: addresses the path cache needs.
 pub mod btf;
 mod events;
-pub mod image;
 mod kallsyms;
 mod kfunc;
 mod loader;
@@ -17,7 +16,9 @@ pub mod trees;
 use std::path::PathBuf;
 
 pub use self::events::EventStream;
-use self::{image::KernelImage, maps::KernelMaps};
+use carapace_policy::image::KernelImage;
+
+use self::maps::KernelMaps;
 
 /// Where and for which cgroups the programs act.
 #[derive(Clone, Debug)]

@@ -11,8 +11,9 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 
 use carapace_common::{RuleRef, REFS_PER_KEY, REF_EXCEPT};
+use carapace_policy::host::kernel_dev;
 
-use super::image::KernelImage;
+use carapace_policy::image::KernelImage;
 
 /// Entries recorded for one tree and for all trees: the inode map holds 65,536 entries,
 /// shared with exact-path rules. A larger tree is recorded in part (paths still match).
@@ -24,12 +25,6 @@ pub const TOTAL: usize = 32_768;
 pub struct TreeInodes {
     pub inodes: BTreeMap<(u64, u64), Vec<RuleRef>>,
     pub truncated: Vec<String>,
-}
-
-/// The kernel's encoding of a device number (`MAJOR << 20 | MINOR`), as `s_dev` holds it.
-#[must_use]
-pub fn kernel_dev(st_dev: u64) -> u64 {
-    (u64::from(libc::major(st_dev)) << 20) | u64::from(libc::minor(st_dev))
 }
 
 /// Walks every prefix entry of `image` (its own directory included), staying on the tree's

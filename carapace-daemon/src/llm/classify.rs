@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::provider::Question;
 use super::review::{Reviewer, Subject};
 use super::{prompt, schema, LlmError};
-use crate::engine::ToolCall;
+use carapace_policy::engine::ToolCall;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Classification {

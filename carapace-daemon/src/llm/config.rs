@@ -14,9 +14,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::rules::diag::{did_you_mean, Sink};
-use crate::rules::yaml::{self, Node, NodeKind, Span};
-use crate::rules::Diagnostics;
+use carapace_policy::rules::diag::{did_you_mean, Sink};
+use carapace_policy::rules::yaml::{self, Node, NodeKind, Span};
+use carapace_policy::rules::Diagnostics;
 
 /// The config file's name in the data directory.
 pub const FILE_NAME: &str = "config.yaml";

@@ -11,8 +11,8 @@ use serde_json::Value;
 use super::provider::Question;
 use super::review::Reviewer;
 use super::{prompt, schema, LlmError};
-use crate::engine::transcript;
-use crate::rules::{Options, RuleSet};
+use carapace_policy::engine::transcript;
+use carapace_policy::rules::{Options, RuleSet};
 
 /// Largest conversation excerpt sent to the model.
 const MAX_CONVERSATION: usize = 64 << 10;
@@ -161,7 +161,7 @@ fn to_yaml(proposals: &[Proposal]) -> Learned {
         let file = format!("version: 1\nbuiltin: none\nrules:\n{rule}");
         let opts = Options {
             resolver: |_| None,
-            ..Options::default()
+            ..crate::policy_host::options()
         };
         match RuleSet::parse_with("proposal", &file, &opts) {
             Ok(_) => kept.push(rule),
@@ -183,7 +183,7 @@ fn to_yaml(proposals: &[Proposal]) -> Learned {
             &learned.yaml,
             &Options {
                 resolver: |_| None,
-                ..Options::default()
+                ..crate::policy_host::options()
             },
         ) {
             learned.rejected.push(format!("together: {d}"));
@@ -271,7 +271,7 @@ mod tests {
         );
         assert!(!learned.yaml.contains("nothing"));
         assert_eq!(learned.rejected.len(), 1, "{:?}", learned.rejected);
-        assert!(RuleSet::parse("x", &learned.yaml).is_ok());
+        assert!(RuleSet::parse_with("x", &learned.yaml, &crate::policy_host::options()).is_ok());
     }
 
     #[test]
@@ -302,7 +302,7 @@ mod tests {
             };
             let learned = to_yaml(&[p]);
             if !learned.yaml.is_empty() {
-                prop_assert!(RuleSet::parse("x", &learned.yaml).is_ok());
+                prop_assert!(RuleSet::parse_with("x", &learned.yaml, &crate::policy_host::options()).is_ok());
             }
         }
 

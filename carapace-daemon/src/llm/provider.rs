@@ -136,7 +136,7 @@ fn strip_fence(s: &str) -> &str {
 /// The start of a body, for error messages (never the request, which may hold secrets).
 #[must_use]
 pub fn excerpt(s: &str) -> String {
-    crate::engine::shorten(s.trim(), 200)
+    carapace_policy::engine::shorten(s.trim(), 200)
 }
 
 #[cfg(test)]

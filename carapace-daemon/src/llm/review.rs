@@ -26,9 +26,11 @@ use super::client::{Llm, Stats};
 use super::config::LlmConfig;
 use super::provider::Question;
 use super::{prompt, schema, LlmError};
-use crate::engine::{Activation, Decision, Extracted, HistoryReport, Layer, Match, ToolCall};
-use crate::rules::validate::mode_name;
-use crate::rules::{Effect, Mode, Rule, RuleSet, Trigger};
+use carapace_policy::engine::{
+    Activation, Decision, Extracted, HistoryReport, Layer, Match, ToolCall,
+};
+use carapace_policy::rules::validate::mode_name;
+use carapace_policy::rules::{Effect, Mode, Rule, RuleSet, Trigger};
 
 /// Verdicts kept before the cache starts over (a long session makes a few thousand calls).
 const CACHE_CAPACITY: usize = 50_000;

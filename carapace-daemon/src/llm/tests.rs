@@ -16,8 +16,8 @@ use serde_json::{json, Value};
 use super::classify::Hints;
 use super::config::{LlmConfig, Provider};
 use super::review::{Aspect, Reviewer, Subject};
-use crate::engine::{self, Activation, Context, Decision, Layer, ToolCall};
-use crate::rules::{Mode, Options, RuleSet};
+use carapace_policy::engine::{self, Activation, Context, Decision, Layer, ToolCall};
+use carapace_policy::rules::{Mode, Options, RuleSet};
 
 /// A request the server received.
 #[derive(Clone, Debug)]
@@ -261,8 +261,9 @@ fn reviewer(provider: Provider, server: &ModelServer) -> Reviewer {
 
 fn rules(text: &str) -> RuleSet {
     let opts = Options {
-        homes: crate::rules::Homes::fixed(["/home/u"]),
+        homes: carapace_policy::rules::Homes::fixed(["/home/u"]),
         resolver: |_| None,
+        host: crate::policy_host::shared(),
     };
     RuleSet::parse_with(
         "rules.yaml",
@@ -289,7 +290,7 @@ fn decide(rules: &RuleSet, call: &Value) -> (Decision, Subject) {
         cwd: "/srv/app".into(),
         home: "/home/u".into(),
         env: Vec::new(),
-        follow_symlinks: false,
+        host: None,
     };
     let ext = call.extract(&ctx);
     let d = engine::evaluate(rules, &ext, &Activation::default(), Layer::ToolCall);
@@ -763,7 +764,12 @@ async fn learn_proposes_validated_rules_from_corrections() {
     let learned = r.learn(&transcript.to_string()).await.unwrap();
     assert_eq!(learned.proposed, 2);
     assert_eq!(learned.rejected.len(), 1, "{:?}", learned.rejected);
-    let set = RuleSet::parse("learned.yaml", &learned.yaml).unwrap();
+    let set = RuleSet::parse_with(
+        "learned.yaml",
+        &learned.yaml,
+        &crate::policy_host::options(),
+    )
+    .unwrap();
     assert!(set.by_id("protect-prod-config").is_some());
     assert_eq!(
         server.seen()[0].body["response_format"]["json_schema"]["name"],
@@ -783,9 +789,10 @@ fn on_llm_error_is_validated() {
         Mode::Approve
     );
     let check = |text: &str| {
-        RuleSet::parse(
+        RuleSet::parse_with(
             "rules.yaml",
             &format!("version: 1\nbuiltin: none\nrules:\n{text}"),
+            &crate::policy_host::options(),
         )
         .unwrap_err()
         .to_string()
@@ -893,7 +900,7 @@ fn history_scans_give_review_rules_their_on_llm_error() {
         cwd: "/srv/app".into(),
         home: "/home/u".into(),
         env: Vec::new(),
-        follow_symlinks: false,
+        host: None,
     };
     let scan = |set: &RuleSet| {
         let report = engine::scan_history(set, &transcript, &ctx, &Activation::default());
@@ -968,9 +975,17 @@ async fn https_is_set_up_and_unreachable_servers_are_transport_errors() {
 #[test]
 fn the_plain_english_personal_agent_example_validates() {
     let text = include_str!("../../../rules/examples/personal-agent-english.yaml");
-    let set = RuleSet::parse("personal-agent-english.yaml", text).unwrap_or_else(|d| panic!("{d}"));
+    let set = RuleSet::parse_with(
+        "personal-agent-english.yaml",
+        text,
+        &crate::policy_host::options(),
+    )
+    .unwrap_or_else(|d| panic!("{d}"));
     assert_eq!(set.rules().len(), 8);
-    assert!(set.rules().iter().all(crate::rules::Rule::needs_llm));
+    assert!(set
+        .rules()
+        .iter()
+        .all(carapace_policy::rules::Rule::needs_llm));
     assert!(set
         .rules()
         .iter()

@@ -145,7 +145,7 @@ impl SessionManager {
     /// not up (nothing to write).
     pub fn apply_rules(
         &self,
-        image: &crate::kernel::image::KernelImage,
+        image: &carapace_policy::image::KernelImage,
     ) -> Result<bool, SessionError> {
         match self.lock().kernel.as_mut() {
             Some(k) => k.apply(image).map(|()| true).map_err(SessionError::Kernel),

@@ -5,9 +5,9 @@ use sha2::{Digest as _, Sha256};
 
 use super::db::{HistoryEntry, RuleState, StoreError};
 use super::{SessionError, SessionManager};
-use crate::engine::{self, Activation, Decision, Extracted, Layer};
-use crate::rules::validate::mode_name;
-use crate::rules::{Mode, RuleSet};
+use carapace_policy::engine::{self, Activation, Decision, Extracted, Layer};
+use carapace_policy::rules::validate::mode_name;
+use carapace_policy::rules::{Mode, RuleSet};
 
 /// Longest agent-side session id accepted (Claude Code's are UUIDs).
 const MAX_EXTERNAL_ID: usize = 256;

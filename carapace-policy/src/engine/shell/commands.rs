@@ -2,6 +2,8 @@
 //! commands only wrap another one (`sudo`, `env`, `xargs`, `sh -c`, …).
 use std::path::Path;
 
+use crate::host::FileKind;
+
 use super::super::normalize;
 use super::super::operation::{Context, Operation};
 use super::super::patch;
@@ -2411,8 +2413,11 @@ impl Walker<'_> {
             || matches!(dest, "." | ".." | "~")
             || sources.len() > 1
             || o.value(&["-t", "--target-directory"]).is_some()
-            || (ctx.follow_symlinks
-                && normalize::shell_path(dest, ctx).is_some_and(|p| Path::new(&p).is_dir()));
+            || ctx.host.as_deref().is_some_and(|host| {
+                normalize::shell_path(dest, ctx)
+                    .and_then(|p| host.stat(Path::new(&p)))
+                    .is_some_and(|f| f.kind == FileKind::Dir)
+            });
         if into_dir {
             let base = dest.trim_end_matches('/');
             for s in &sources {
@@ -2646,15 +2651,17 @@ impl Walker<'_> {
                 // A remote by name, or none (the branch's): its URL is in the repository's
                 // config. Submodule URLs live elsewhere (.gitmodules); left hostless.
                 let configured = || {
-                    (sub.follow_symlinks && *verb != "submodule")
-                        .then(|| {
+                    sub.host
+                        .as_deref()
+                        .filter(|_| *verb != "submodule")
+                        .and_then(|host| {
                             super::gitconfig::remote_url(
+                                host,
                                 &sub.cwd,
                                 target.map(|t| &**t),
                                 *verb == "push",
                             )
                         })
-                        .flatten()
                 };
                 match target {
                     Some(t) if remote(t) => self.git_remote(t, &sub),

@@ -2,23 +2,26 @@
 //! `file:line:column` and a hint, `validate`), compile (userspace matchers in `model` /
 //! `pattern`, the kernel image in `compile::kernel`). Built-in packs live in `builtin`.
 use std::collections::BTreeMap;
-use std::net::{IpAddr, ToSocketAddrs};
+use std::net::IpAddr;
 use std::path::Path;
+use std::sync::Arc;
 
-use crate::kernel::image::KernelImage;
+use crate::host::Host;
+
+use crate::image::KernelImage;
 use compile::kernel::Purpose;
 
 pub mod builtin;
-pub mod command_index;
+pub(crate) mod command_index;
 pub mod compile;
 pub mod diag;
-pub mod index;
-pub mod intersect;
-pub mod lazy_regex;
+pub(crate) mod index;
+pub(crate) mod intersect;
+pub(crate) mod lazy_regex;
 pub mod model;
 pub mod pattern;
-pub mod profile;
-pub mod shape;
+pub(crate) mod profile;
+pub(crate) mod shape;
 pub mod validate;
 pub mod yaml;
 
@@ -127,24 +130,9 @@ pub struct Options {
     pub homes: Homes,
     /// Host name resolution for `host:` rules.
     pub resolver: Resolver,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Self {
-            homes: Homes::system(),
-            resolver: resolve_dns,
-        }
-    }
-}
-
-/// Resolves with the system resolver (std's `ToSocketAddrs`).
-#[must_use]
-pub fn resolve_dns(host: &str) -> Option<Vec<IpAddr>> {
-    let mut ips: Vec<IpAddr> = (host, 0).to_socket_addrs().ok()?.map(|a| a.ip()).collect();
-    ips.sort();
-    ips.dedup();
-    (!ips.is_empty()).then_some(ips)
+    /// The file system the rules' literal paths are resolved on (links on their way, their
+    /// files' inodes, the mount table) and rule files are read from.
+    pub host: Arc<dyn Host>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -160,8 +148,8 @@ pub struct RuleSet {
 impl RuleSet {
     /// The built-in packs that are on by default.
     #[must_use]
-    pub fn builtin() -> Self {
-        match Self::parse_with("builtin", "version: 1\n", &Options::default()) {
+    pub fn builtin(opts: &Options) -> Self {
+        match Self::parse_with("builtin", "version: 1\n", opts) {
             Ok(set) => set,
             Err(diags) => {
                 // The packs are tested at build time (see the fixtures); reaching this is a bug.
@@ -173,16 +161,10 @@ impl RuleSet {
 
     /// Reads, validates and compiles a rule file. The locked packs (`builtin::ALWAYS`, the
     /// self-protection rules) are in force whatever the file's `builtin:` says.
-    pub fn load(path: &Path) -> Result<Self, Diagnostics> {
+    pub fn load(path: &Path, opts: &Options) -> Result<Self, Diagnostics> {
         let origin = path.display().to_string();
-        match std::fs::read_to_string(path) {
-            Ok(text) => Self::compile_text(
-                &origin,
-                &text,
-                &Options::default(),
-                builtin::ALWAYS,
-                Purpose::Kernel,
-            ),
+        match opts.host.read_to_string(path) {
+            Ok(text) => Self::compile_text(&origin, &text, opts, builtin::ALWAYS, Purpose::Kernel),
             Err(e) => Err(Diagnostics(vec![Diagnostic {
                 severity: Severity::Error,
                 origin,
@@ -194,13 +176,9 @@ impl RuleSet {
         }
     }
 
-    /// Validates and compiles rule text; `origin` names it in diagnostics.
-    pub fn parse(origin: &str, text: &str) -> Result<Self, Diagnostics> {
-        Self::parse_with(origin, text, &Options::default())
-    }
-
-    /// [`RuleSet::parse`] with explicit machine facts (homes, resolver). Takes the text as
-    /// it is: `builtin: none` means no pack (see [`RuleSet::load`] for rule files).
+    /// Validates and compiles rule text; `origin` names it in diagnostics, `opts` gives the
+    /// machine's facts (homes, resolver, file system). Takes the text as it is: `builtin:
+    /// none` means no pack (see [`RuleSet::load`] for rule files).
     pub fn parse_with(origin: &str, text: &str, opts: &Options) -> Result<Self, Diagnostics> {
         Self::compile_text(origin, text, opts, &[], Purpose::Kernel)
     }
@@ -209,18 +187,12 @@ impl RuleSet {
     /// `--local`): every rule's plan, but no kernel maps or automaton (nor the kernel's
     /// limits checked: `rules check` and the daemon do), and each regex compiled when a call
     /// first needs it. `None` for the file: the built-in packs.
-    pub fn load_for_layer1(path: Option<&Path>) -> Result<Self, Diagnostics> {
+    pub fn load_for_layer1(path: Option<&Path>, opts: &Options) -> Result<Self, Diagnostics> {
         let Some(path) = path else {
-            return Self::compile_text(
-                "builtin",
-                "version: 1\n",
-                &Options::default(),
-                &[],
-                Purpose::Layer1,
-            );
+            return Self::compile_text("builtin", "version: 1\n", opts, &[], Purpose::Layer1);
         };
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let text = opts.host.read_to_string(path).map_err(|e| {
             Diagnostics(vec![Diagnostic {
                 severity: Severity::Error,
                 origin: origin.clone(),
@@ -230,13 +202,7 @@ impl RuleSet {
                 hint: Some("check the path and its permissions".into()),
             }])
         })?;
-        Self::compile_text(
-            &origin,
-            &text,
-            &Options::default(),
-            builtin::ALWAYS,
-            Purpose::Layer1,
-        )
+        Self::compile_text(&origin, &text, opts, builtin::ALWAYS, Purpose::Layer1)
     }
 
     /// Compiles rule text with the packs it selects plus `locked_packs`.
@@ -292,7 +258,7 @@ impl RuleSet {
             // one-call loader builds those its call asks for.
             lazy_regex::compile_all(&rules, &mut diags);
         }
-        let image = compile::kernel::compile_with(&mut rules, &mut diags, purpose);
+        let image = compile::kernel::compile_with(&mut rules, &mut diags, purpose, &*opts.host);
         let diags = sorted(diags);
         if diags.has_errors() {
             return Err(diags);

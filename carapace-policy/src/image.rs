@@ -53,11 +53,12 @@ pub struct Resolution {
 }
 
 impl Resolution {
-    /// Whether the paths resolve differently now (reads the file system and mount table).
+    /// Whether the paths resolve differently now (reads `host`'s file system and mount
+    /// table).
     #[must_use]
-    pub fn moved(&self) -> bool {
-        let mounts = crate::rules::compile::kernel::Mounts::read();
-        crate::rules::compile::kernel::resolution_digest(&self.forms, &mounts) != self.digest
+    pub fn moved(&self, host: &dyn crate::host::Host) -> bool {
+        let mounts = crate::rules::compile::kernel::Mounts::read(host);
+        crate::rules::compile::kernel::resolution_digest(&self.forms, &mounts, host) != self.digest
     }
 }
 

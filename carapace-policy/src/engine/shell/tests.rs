@@ -9,7 +9,7 @@ fn ctx() -> Context {
         cwd: "/home/u/project".into(),
         home: "/home/u".into(),
         env: vec![("USER".into(), "u".into())],
-        follow_symlinks: false,
+        host: None,
     }
 }
 
@@ -865,7 +865,7 @@ fn git_remotes_by_name_get_their_host_from_the_repository() {
     std::fs::write(repo.path().join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
     let ctx = Context {
         cwd: repo.path().to_str().unwrap().into(),
-        follow_symlinks: true,
+        host: Some(crate::host::real::host()),
         ..ctx()
     };
     let run = |cmd: &str| {

@@ -278,9 +278,10 @@ impl PathHits {
     }
 }
 
-/// What in `ext` the rule matches, if anything.
-#[must_use]
-pub fn rule_matches(rule: &Rule, ext: &Extracted) -> Option<String> {
+/// What in `ext` the rule matches, if anything, without the rule set's indexes: the
+/// reference the tests hold the indexed matches to.
+#[cfg(test)]
+pub(crate) fn rule_matches(rule: &Rule, ext: &Extracted) -> Option<String> {
     rule_matches_with(rule, rule.ops(), None, ext)
 }
 
@@ -522,6 +523,7 @@ mod tests {
         let opts = Options {
             homes: Homes::fixed(["/home/alice", "/root", "/srv/bob"]),
             resolver: |_| None,
+            host: crate::host::real::host(),
         };
         RuleSet::parse_with("t", "version: 1\nbuiltin: all\nrules:\n  - block: \"/opt/**/secret-*\"\n  - block: \"re:/proc/[0-9]+/environ\"\n", &opts)
             .expect("the packs compile")
@@ -603,6 +605,7 @@ mod tests {
         let opts = Options {
             homes: Homes::fixed(["/home/alice"]),
             resolver: |_| None,
+            host: crate::host::real::host(),
         };
         let rules = RuleSet::parse_with(
             "t",

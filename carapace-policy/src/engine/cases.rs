@@ -134,6 +134,7 @@ impl CaseFile {
         let opts = Options {
             homes: Homes::fixed(self.homes.clone()),
             resolver: |_| None,
+            host: crate::host::real::host(),
         };
         RuleSet::parse_with(
             "case-file",
@@ -148,7 +149,7 @@ impl CaseFile {
             cwd: self.cwd.clone(),
             home: self.homes.first().cloned().unwrap_or_else(|| "/".into()),
             env: vec![("USER".into(), "alice".into())],
-            follow_symlinks: false,
+            host: None,
         }
     }
 }

@@ -506,7 +506,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
-            follow_symlinks: false,
+            host: None,
         }
     }
 

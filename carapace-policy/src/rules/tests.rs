@@ -19,7 +19,13 @@ fn opts() -> Options {
     Options {
         homes: Homes::fixed(["/home/alice", "/root"]),
         resolver: fake_resolver,
+        host: crate::host::real::host(),
     }
+}
+
+/// What the daemon compiles with: this machine's homes, its resolver and file system.
+fn real_opts() -> Options {
+    crate::host::real::options()
 }
 
 fn parse(text: &str) -> Result<RuleSet, Diagnostics> {
@@ -238,6 +244,7 @@ fn home_patterns_without_homes_warn() {
     let options = Options {
         homes: Homes::fixed(Vec::<String>::new()),
         resolver: fake_resolver,
+        host: crate::host::real::host(),
     };
     let set = RuleSet::parse_with(
         "t.yaml",
@@ -840,7 +847,7 @@ fn yaml_syntax_errors_have_a_position() {
 
 #[test]
 fn load_reports_unreadable_files() {
-    let e = RuleSet::load(Path::new("/nonexistent/rules.yaml")).unwrap_err();
+    let e = RuleSet::load(Path::new("/nonexistent/rules.yaml"), &real_opts()).unwrap_err();
     assert!(e
         .to_string()
         .starts_with("/nonexistent/rules.yaml:1:1: error: cannot read"));
@@ -1001,7 +1008,7 @@ fn builtin_packs_compile_without_warnings() {
     assert!(set
         .by_id("ssh-private-keys")
         .is_some_and(|r| r.kernel_index.is_some()));
-    assert!(!RuleSet::builtin().rules().is_empty());
+    assert!(!RuleSet::builtin(&real_opts()).rules().is_empty());
     let clash =
         errors("version: 1\nbuiltin: [network]\nrules:\n  - id: cloud-metadata\n    block: /x\n");
     assert!(
@@ -1297,7 +1304,7 @@ fn a_rule_file_cannot_switch_the_locked_self_protection_pack_off() {
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("rules.yaml");
     std::fs::write(&file, user("  - block: \"/srv/x\"\n")).expect("write rule file");
-    let set = RuleSet::load(&file).expect("rule file compiles");
+    let set = RuleSet::load(&file, &real_opts()).expect("rule file compiles");
     let pack = builtin::text("self-protection").expect("pack text");
     let locked: Vec<&Rule> = set
         .rules()

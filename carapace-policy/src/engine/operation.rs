@@ -3,6 +3,9 @@
 //! `transcript`) produce an [`Extracted`]; `evaluate` matches rules against it.
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
+use std::sync::Arc;
+
+use crate::host::Host;
 
 use crate::rules::Action;
 
@@ -201,8 +204,9 @@ pub struct Context {
     /// directories and files the shell holds open as descriptors (`exec 3< DIR`), under
     /// names no variable can have (see [`Context::descriptor`]).
     pub env: Vec<(String, String)>,
-    /// Resolve symlinks on the real filesystem (off in tests that use made-up paths).
-    pub follow_symlinks: bool,
+    /// The file system paths are resolved on (symlinks) and repositories' configs read from;
+    /// `None` resolves paths as written (tests that use made-up paths, fuzzing).
+    pub host: Option<Arc<dyn Host>>,
 }
 
 impl Context {
@@ -290,40 +294,5 @@ impl Context {
             self.env.push((key, path));
         }
         old
-    }
-}
-
-impl Context {
-    /// The context of a local user `uid` working in `cwd`: their home from the password
-    /// database (falling back to `/` so nothing resolves into someone else's home).
-    #[must_use]
-    pub fn for_user(uid: u32, cwd: &str) -> Self {
-        let home = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-            .ok()
-            .flatten()
-            .map_or_else(|| "/".to_owned(), |u| u.dir.display().to_string());
-        Self {
-            cwd: cwd.to_owned(),
-            home,
-            env: Vec::new(),
-            follow_symlinks: true,
-        }
-    }
-
-    /// The context of this process: its working directory, `$HOME` and environment (the
-    /// hook runs with the agent's environment, so `$VAR` in a command means what the
-    /// agent's shell would make of it).
-    #[must_use]
-    pub fn current() -> Self {
-        let cwd =
-            std::env::current_dir().map_or_else(|_| "/".to_owned(), |p| p.display().to_string());
-        // SAFETY: getuid has no preconditions and cannot fail.
-        let uid = unsafe { libc::getuid() };
-        let mut ctx = Self::for_user(uid, &cwd);
-        if let Some(home) = std::env::var_os("HOME") {
-            ctx.home = home.to_string_lossy().into_owned();
-        }
-        ctx.env = std::env::vars().collect();
-        ctx
     }
 }

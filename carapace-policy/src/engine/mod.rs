@@ -1,13 +1,13 @@
 //! Layers 0 and 1: what a tool call does (`call`, `shell`, `normalize` → `operation`), and
 //! which rules it meets (`evaluate` → `decision`). Deterministic and order-independent:
 //! every rule is checked, the strictest mode wins.
-pub mod call;
-pub mod decision;
-pub mod evaluate;
+pub(crate) mod call;
+pub(crate) mod decision;
+pub(crate) mod evaluate;
 pub mod guardrail;
-pub mod normalize;
-pub mod operation;
-pub mod patch;
+pub(crate) mod normalize;
+pub(crate) mod operation;
+pub(crate) mod patch;
 pub mod shell;
 pub mod transcript;
 

@@ -4,15 +4,16 @@
 //! silent downgrade.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use crate::host::{FileKind, Host};
 
 use carapace_common::{
     op, Config, NetRef, RuleMeta, RuleRef, MAX_RULES, NAME_MAX, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
     RULE_ALWAYS_ON,
 };
 
-use crate::kernel::image::KernelImage;
-use crate::kernel::trees::kernel_dev;
+use crate::image::KernelImage;
 use crate::rules::compile::dfa::{self, BuildError, Source};
 use crate::rules::diag::{Diagnostic, Severity};
 use crate::rules::model::{ops_of, Cidr, Cond, Effect, Enforcement, Trigger};
@@ -297,9 +298,10 @@ pub(crate) fn compile_with(
     rules: &mut [Rule],
     diags: &mut Vec<Diagnostic>,
     purpose: Purpose,
+    host: &dyn Host,
 ) -> KernelImage {
     let mut image = KernelImage::default();
-    let mounts = Mounts::for_purpose(purpose);
+    let mounts = Mounts::for_purpose(purpose, host);
     let mut next: u32 = 0;
     for rule in rules.iter_mut() {
         rule.kernel_index = None;
@@ -356,7 +358,7 @@ pub(crate) fn compile_with(
                     image.resolution.forms.extend(forms.iter().cloned());
                     add_path_plan(
                         &mut image,
-                        &mounts,
+                        (&mounts, host),
                         index,
                         (&forms, &excepts),
                         automata,
@@ -376,14 +378,14 @@ pub(crate) fn compile_with(
     // One entry per path, in path order: the image must not depend on the rules' order.
     image.resolution.forms.sort();
     image.resolution.forms.dedup();
-    image.resolution.digest = resolution_digest(&image.resolution.forms, &mounts);
+    image.resolution.digest = resolution_digest(&image.resolution.forms, &mounts, host);
     close_prefixes(&mut image);
     close_nets(&mut image);
     let ids: BTreeMap<u32, &str> = rules
         .iter()
         .filter_map(|r| r.kernel_index.map(|i| (i, r.id.as_str())))
         .collect();
-    crate::kernel::image::cap_ancestors(&mut image, |rule| ids.get(&rule).copied());
+    crate::image::cap_ancestors(&mut image, |rule| ids.get(&rule).copied());
     sort_and_check(&mut image, rules, diags);
     if purpose == Purpose::Kernel {
         build_automaton(&mut image, rules, diags);
@@ -430,7 +432,7 @@ fn add_view(config: &mut Config, index: u32, ops: u32) {
 /// Adds a path rule's map entries and automaton patterns (exceptions flagged `REF_EXCEPT`).
 fn add_path_plan(
     image: &mut KernelImage,
-    mounts: &Mounts,
+    (mounts, host): (&Mounts, &dyn Host),
     index: u32,
     (forms, excepts): (&[KernelForm], &[KernelForm]),
     automata: Vec<Automaton>,
@@ -441,13 +443,16 @@ fn add_path_plan(
         flags: 0,
     };
     let given = forms;
-    let forms = &with_link_targets(forms, mounts);
+    let forms = &with_link_targets(forms, mounts, host);
     // The links a path is resolved through are names many rules share (`~/.config` for
     // every rule below it): like ancestors, one rule in force is enough to keep one in
     // place, so their refs are capped (`cap_ancestors`) instead of overflowing the key.
     for form in forms.iter().filter(|f| !given.contains(f)) {
         if let KernelForm::Exact(path) = form {
-            if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+            if host
+                .lstat(Path::new(path))
+                .is_some_and(|f| f.kind == FileKind::Symlink)
+            {
                 image.link_keys.insert(path.as_bytes().to_vec());
             }
         }
@@ -493,7 +498,7 @@ fn add_path_plan(
             }
             KernelForm::Exact(path) => {
                 add(&mut image.exact, path, r);
-                add_inode(image, path, r);
+                add_inode(image, host, path, r);
             }
             KernelForm::Prefix(p) => add(&mut image.prefix, p, r),
             KernelForm::Name(n) => add(&mut image.names, n, r),
@@ -507,7 +512,11 @@ fn add_path_plan(
 /// directories are ancestors to keep in place; and the same forms under every other name a
 /// bind mount gives them (`/home` mounted again at `/mnt/home`). Exceptions never get this
 /// (a planted link must not widen them).
-pub(crate) fn with_link_targets(forms: &[KernelForm], mounts: &Mounts) -> Vec<KernelForm> {
+pub(crate) fn with_link_targets(
+    forms: &[KernelForm],
+    mounts: &Mounts,
+    host: &dyn Host,
+) -> Vec<KernelForm> {
     let mut out = forms.to_vec();
     let add = |t: KernelForm, out: &mut Vec<KernelForm>| {
         if form_len(&t) < PATH_MAX && !out.contains(&t) {
@@ -516,16 +525,16 @@ pub(crate) fn with_link_targets(forms: &[KernelForm], mounts: &Mounts) -> Vec<Ke
     };
     for form in forms {
         let target = match form {
-            KernelForm::Exact(path) => symlink_target(path)
+            KernelForm::Exact(path) => symlink_target(host, path)
                 .and_then(|t| t.to_str().map(str::to_owned))
                 .map(KernelForm::Exact),
-            KernelForm::Prefix(prefix) => symlink_target(prefix.trim_end_matches('/'))
+            KernelForm::Prefix(prefix) => symlink_target(host, prefix.trim_end_matches('/'))
                 .and_then(|t| t.to_str().map(|t| format!("{}/", t.trim_end_matches('/'))))
                 .map(KernelForm::Prefix),
             KernelForm::Name(_) => None,
         };
         let links = match form {
-            KernelForm::Exact(p) | KernelForm::Prefix(p) => links_on(p.trim_end_matches('/')),
+            KernelForm::Exact(p) | KernelForm::Prefix(p) => links_on(host, p.trim_end_matches('/')),
             KernelForm::Name(_) => Vec::new(),
         };
         let aliases: Vec<KernelForm> = std::iter::once(form)
@@ -544,10 +553,10 @@ pub(crate) fn with_link_targets(forms: &[KernelForm], mounts: &Mounts) -> Vec<Ke
 
 /// What the literal paths of a rule set resolve to now (links followed, other names of bind
 /// mounts), hashed: when it changes, the kernel image no longer names what the rules mean.
-pub(crate) fn resolution_digest(forms: &[KernelForm], mounts: &Mounts) -> u64 {
+pub(crate) fn resolution_digest(forms: &[KernelForm], mounts: &Mounts, host: &dyn Host) -> u64 {
     use std::hash::{Hash as _, Hasher as _};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    with_link_targets(forms, mounts).hash(&mut hasher);
+    with_link_targets(forms, mounts, host).hash(&mut hasher);
     hasher.finish()
 }
 
@@ -569,17 +578,17 @@ struct Mount {
 impl Mounts {
     /// The mount table for the kernel's image; none for Layer 1 alone (`check --local`
     /// needs no aliases and should not pay for reading it).
-    fn for_purpose(purpose: Purpose) -> Self {
+    fn for_purpose(purpose: Purpose, host: &dyn Host) -> Self {
         if purpose == Purpose::Kernel {
-            Self::read()
+            Self::read(host)
         } else {
             Self::default()
         }
     }
 
     /// This process's mount table; empty when it cannot be read (no aliases then).
-    pub(crate) fn read() -> Self {
-        std::fs::read_to_string("/proc/self/mountinfo")
+    pub(crate) fn read(host: &dyn Host) -> Self {
+        host.read_to_string(Path::new("/proc/self/mountinfo"))
             .map(|text| Self::parse(&text))
             .unwrap_or_default()
     }
@@ -678,7 +687,7 @@ fn unescape(field: &str) -> String {
 }
 
 /// Links followed when `path` is resolved, hops bounded as the kernel bounds them.
-fn links_on(path: &str) -> Vec<String> {
+fn links_on(host: &dyn Host, path: &str) -> Vec<String> {
     let mut links = Vec::new();
     let mut resolved = std::path::PathBuf::from("/");
     let mut rest: Vec<std::ffi::OsString> = std::path::Path::new(path)
@@ -692,8 +701,8 @@ fn links_on(path: &str) -> Vec<String> {
     let mut hops = 0;
     while let Some(name) = rest.pop() {
         let next = resolved.join(&name);
-        match std::fs::read_link(&next) {
-            Ok(target) if hops < MAX_LINK_HOPS => {
+        match host.read_link(&next) {
+            Some(target) if hops < MAX_LINK_HOPS => {
                 hops += 1;
                 if let Some(l) = next.to_str() {
                     links.push(l.to_owned());
@@ -810,13 +819,13 @@ fn build_automaton(image: &mut KernelImage, rules: &[Rule], diags: &mut Vec<Diag
 /// directories are there, `kernel::trees`), and an exact rule on a directory (`/home`,
 /// `/srv` in the destructive pack) protects that directory, not everything below it; it
 /// cannot be hard-linked, and its own name is judged by path.
-fn add_inode(image: &mut KernelImage, path: &str, r: RuleRef) {
-    // `metadata` follows symlinks, so a link protects its target's inode.
-    if let Some(meta) = std::fs::metadata(path).ok().filter(|m| !m.is_dir()) {
-        let refs = image
-            .inodes
-            .entry((kernel_dev(meta.dev()), meta.ino()))
-            .or_default();
+fn add_inode(image: &mut KernelImage, host: &dyn Host, path: &str, r: RuleRef) {
+    // `stat` follows symlinks, so a link protects its target's inode.
+    if let Some(file) = host
+        .stat(Path::new(path))
+        .filter(|f| f.kind != FileKind::Dir)
+    {
+        let refs = image.inodes.entry((file.dev, file.ino)).or_default();
         if !refs.contains(&r) {
             refs.push(r);
         }
@@ -934,6 +943,7 @@ fn sort_and_check(image: &mut KernelImage, rules: &[Rule], diags: &mut Vec<Diagn
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::real::host;
 
     const MOUNTINFO: &str = "\
 21 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
@@ -961,7 +971,7 @@ mod tests {
         assert_eq!(mounts.aliases(&exact("/mnt/s/a")), [exact("/srv/secret/a")]);
         assert!(mounts.aliases(&exact("/proc/sys/x")).is_empty());
         assert!(mounts.aliases(&exact("/etc/passwd")).is_empty());
-        let forms = with_link_targets(&[exact("/srv/secret/a")], &mounts);
+        let forms = with_link_targets(&[exact("/srv/secret/a")], &mounts, &*host());
         assert!(forms.contains(&exact("/mnt/s/a")), "{forms:?}");
         // Garbage lines are skipped, not a panic.
         assert!(Mounts::parse("x\n\n1 2\n").0.is_empty());
@@ -974,19 +984,19 @@ mod tests {
         std::fs::create_dir(&aws).expect("mkdir");
         let forms = [KernelForm::Prefix(format!("{}/", aws.display()))];
         let none = Mounts::default();
-        let before = resolution_digest(&forms, &none);
-        assert_eq!(before, resolution_digest(&forms, &none), "stable");
+        let before = resolution_digest(&forms, &none, &*host());
+        assert_eq!(before, resolution_digest(&forms, &none, &*host()), "stable");
         // The directory is replaced by a link into a dotfiles checkout after the rules loaded.
         let real = dir.path().join("dots-aws");
         std::fs::rename(&aws, &real).expect("move");
         std::os::unix::fs::symlink(&real, &aws).expect("link");
-        assert_ne!(before, resolution_digest(&forms, &none));
+        assert_ne!(before, resolution_digest(&forms, &none, &*host()));
         // And a new bind mount is seen as well.
         let mounts = Mounts::parse(MOUNTINFO);
         let home = [KernelForm::Exact("/home/u/.zprofile".to_owned())];
         assert_ne!(
-            resolution_digest(&home, &none),
-            resolution_digest(&home, &mounts)
+            resolution_digest(&home, &none, &*host()),
+            resolution_digest(&home, &mounts, &*host())
         );
     }
 
@@ -1005,6 +1015,7 @@ mod tests {
                 KernelForm::Exact(format!("{link}/id_rsa")),
             ],
             &Mounts::default(),
+            &*host(),
         );
         assert!(forms.contains(&KernelForm::Prefix(format!("{real}/"))));
         assert!(forms.contains(&KernelForm::Exact(format!("{real}/id_rsa"))));
@@ -1023,6 +1034,7 @@ mod tests {
         let forms = with_link_targets(
             &[KernelForm::Prefix(format!("{}/autostart/", link.display()))],
             &Mounts::default(),
+            &*host(),
         );
         assert!(forms.contains(&KernelForm::Prefix(format!(
             "{}/autostart/",
@@ -1040,12 +1052,12 @@ mod tests {
         std::os::unix::fs::symlink("../data/ssh", &middle).expect("relative link");
         let link = dir.path().join(".ssh");
         std::os::unix::fs::symlink(&middle, &link).expect("link");
-        let links = links_on(&format!("{}/id_rsa", link.display()));
+        let links = links_on(&*host(), &format!("{}/id_rsa", link.display()));
         assert_eq!(
             links,
             [link.display().to_string(), middle.display().to_string()]
         );
-        assert!(links_on(&real.display().to_string()).is_empty());
+        assert!(links_on(&*host(), &real.display().to_string()).is_empty());
     }
 
     #[test]

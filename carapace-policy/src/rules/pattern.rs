@@ -6,6 +6,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::lazy_regex::LazyRegex;
+use crate::host::{FileKind, Host};
 use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 
 use super::intersect::{self, Lang};
@@ -18,21 +19,12 @@ use std::rc::Rc;
 pub struct Homes(Vec<String>);
 
 impl Homes {
-    /// The accounts of `/etc/passwd` plus the caller's `$HOME`.
-    #[must_use]
-    pub fn system() -> Self {
-        Self::from_passwd(
-            Path::new("/etc/passwd"),
-            std::env::var("HOME").ok().as_deref(),
-        )
-    }
-
     /// Root and regular accounts (uid 0 or >= 1000) whose home exists, plus `home_env`.
     /// System accounts are left out: their homes (`/`, `/var/lib/…`, `/nonexistent`) would
     /// turn `~/.ssh/**` into patterns over system directories.
     #[must_use]
-    pub fn from_passwd(passwd: &Path, home_env: Option<&str>) -> Self {
-        let text = std::fs::read_to_string(passwd).unwrap_or_default();
+    pub fn from_passwd(host: &dyn Host, passwd: &Path, home_env: Option<&str>) -> Self {
+        let text = host.read_to_string(passwd).unwrap_or_default();
         let mut homes = Vec::new();
         for line in text.lines() {
             let fields: Vec<&str> = line.split(':').collect();
@@ -42,7 +34,12 @@ impl Homes {
             let Ok(uid) = uid.parse::<u32>() else {
                 continue;
             };
-            if (uid == 0 || uid >= 1000) && uid != 65534 && Path::new(home).is_dir() {
+            if (uid == 0 || uid >= 1000)
+                && uid != 65534
+                && host
+                    .stat(Path::new(home))
+                    .is_some_and(|f| f.kind == FileKind::Dir)
+            {
                 homes.push((*home).to_owned());
             }
         }
@@ -111,7 +108,7 @@ pub enum GlobMatch {
     /// Every expansion is an exact path, a `/dir/**` prefix or a `**/name` basename: string
     /// comparisons, no regex (most rules, and the Layer 1 latency budget, live here).
     Forms(Vec<KernelForm>),
-    /// Every expansion has one of the shapes matched by string comparisons ([`Shape`]).
+    /// Every expansion has one of the shapes matched by string comparisons (`shape::Shape`).
     Shapes(Vec<Shape>),
     Set(GlobSet),
 }
@@ -559,11 +556,11 @@ fn kernel_form(glob: &str) -> Result<KernelForm, String> {
 /// resolved, the names below it that do not exist yet appended (`~/.config/autostart` when
 /// `~/.config` is a link and `autostart` is still to be made).
 #[must_use]
-pub fn symlink_target(path: &str) -> Option<PathBuf> {
+pub fn symlink_target(host: &dyn Host, path: &str) -> Option<PathBuf> {
     let mut existing = std::path::Path::new(path);
     let mut missing = Vec::new();
     let mut canonical = loop {
-        if let Ok(c) = std::fs::canonicalize(existing) {
+        if let Some(c) = host.canonicalize(existing) {
             break c;
         }
         missing.push(existing.file_name()?);
@@ -660,7 +657,7 @@ mod tests {
             ),
         )
         .unwrap();
-        let homes = Homes::from_passwd(&passwd, Some("/home/me"));
+        let homes = Homes::from_passwd(&crate::host::real::TestHost, &passwd, Some("/home/me"));
         assert_eq!(
             homes.list(),
             ["/home/me".to_owned(), alice.display().to_string()]

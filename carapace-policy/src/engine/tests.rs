@@ -163,13 +163,14 @@ mod order {
         let opts = Options {
             homes: Homes::fixed(["/home/alice"]),
             resolver: |_| None,
+            host: crate::host::real::host(),
         };
         let rules = RuleSet::parse_with("t", &text, &opts).expect("the rules compile");
         let ctx = Context {
             cwd: "/home/alice/project".into(),
             home: "/home/alice".into(),
             env: Vec::new(),
-            follow_symlinks: false,
+            host: None,
         };
         calls()
             .iter()
@@ -204,13 +205,14 @@ fn tool_rules_cover_other_agents_spellings() {
     let opts = Options {
         homes: Homes::fixed(["/home/alice"]),
         resolver: |_| None,
+        host: crate::host::real::host(),
     };
     let rules = RuleSet::parse_with("t", text, &opts).expect("the rules compile");
     let ctx = Context {
         cwd: "/home/alice/project".into(),
         home: "/home/alice".into(),
         env: Vec::new(),
-        follow_symlinks: false,
+        host: None,
     };
     let decide = |call: serde_json::Value| {
         let call = ToolCall::from_json(&call).expect("a call");

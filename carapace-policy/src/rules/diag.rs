@@ -76,12 +76,13 @@ impl std::error::Error for Diagnostics {}
 
 /// Collects diagnostics for one origin.
 #[derive(Debug)]
-pub(crate) struct Sink {
+pub struct Sink {
     pub origin: String,
     pub items: Vec<Diagnostic>,
 }
 
 impl Sink {
+    #[must_use]
     pub fn new(origin: &str) -> Self {
         Self {
             origin: origin.to_owned(),
@@ -89,6 +90,7 @@ impl Sink {
         }
     }
 
+    #[must_use]
     pub fn error_count(&self) -> usize {
         self.items
             .iter()

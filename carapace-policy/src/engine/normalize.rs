@@ -5,6 +5,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Component, Path, PathBuf};
 
+use crate::host::Host;
 use base64::Engine as _;
 use unicode_normalization::UnicodeNormalization as _;
 
@@ -176,17 +177,15 @@ fn resolve(raw: &str, ctx: &Context, expand: bool) -> Option<String> {
         let (seen, literal) = as_agent_sees(&joined, ctx);
         // A link of /proc left as written (`/proc/self/fd/3`) would resolve against the
         // checker's own process, not the agent's.
-        return Some(if ctx.follow_symlinks && !literal {
-            resolve_symlinks(&seen)
-        } else {
-            seen
+        return Some(match &ctx.host {
+            Some(host) if !literal => resolve_symlinks(&**host, &seen),
+            _ => seen,
         });
     }
     let lexical = lexical(&joined);
-    Some(if ctx.follow_symlinks {
-        resolve_symlinks(&lexical)
-    } else {
-        lexical
+    Some(match &ctx.host {
+        Some(host) => resolve_symlinks(&**host, &lexical),
+        None => lexical,
     })
 }
 
@@ -399,12 +398,12 @@ fn absolute(parts: &[&str], capacity: usize) -> String {
 
 /// Resolves symlinks in the longest existing prefix of `path` (the rest may not exist yet,
 /// e.g. a file about to be written through a symlinked directory).
-fn resolve_symlinks(path: &str) -> String {
+fn resolve_symlinks(host: &dyn Host, path: &str) -> String {
     let p = Path::new(path);
     let mut existing = p.to_path_buf();
     let mut tail: Vec<std::ffi::OsString> = Vec::new();
     loop {
-        if let Ok(real) = std::fs::canonicalize(&existing) {
+        if let Some(real) = host.canonicalize(&existing) {
             let mut out: PathBuf = real;
             for t in tail.iter().rev() {
                 out.push(t);
@@ -640,7 +639,7 @@ mod tests {
             cwd: "/home/alice/project".into(),
             home: "/home/alice".into(),
             env: vec![("KEYS".into(), "/home/alice/.ssh".into())],
-            follow_symlinks: false,
+            host: None,
         }
     }
 

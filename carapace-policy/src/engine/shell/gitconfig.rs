@@ -1,8 +1,10 @@
 //! Where `git push origin` goes: the remote's URL from the repository's own config, so that
 //! host rules see the host rather than a network operation to nowhere. Read from the real
-//! filesystem (only when the context allows it), bounded in size, and best effort: a remote
-//! that cannot be found stays a network operation without a host.
+//! filesystem (only when the context has a host), bounded in size, and best effort: a
+//! remote that cannot be found stays a network operation without a host.
 use std::path::{Path, PathBuf};
+
+use crate::host::{FileKind, Host};
 
 /// Configs larger than this are not read (a repository's config is a few hundred bytes).
 const MAX_CONFIG: u64 = 256 * 1024;
@@ -11,15 +13,20 @@ const MAX_UP: usize = 64;
 
 /// The URL `git push`/`fetch`/`pull` (`push` tells which) would use for `remote` — a name, or
 /// `None` for the current branch's default — in the repository containing `cwd`.
-pub(super) fn remote_url(cwd: &str, remote: Option<&str>, push: bool) -> Option<String> {
-    let git_dir = find_git_dir(Path::new(cwd))?;
-    let common = read_small(&git_dir.join("commondir"))
+pub(super) fn remote_url(
+    host: &dyn Host,
+    cwd: &str,
+    remote: Option<&str>,
+    push: bool,
+) -> Option<String> {
+    let git_dir = find_git_dir(host, Path::new(cwd))?;
+    let common = read_small(host, &git_dir.join("commondir"))
         .map_or_else(|| git_dir.clone(), |c| git_dir.join(c.trim()));
-    let config = Config::parse(&read_small(&common.join("config"))?);
+    let config = Config::parse(&read_small(host, &common.join("config"))?);
     let name = if let Some(r) = remote {
         r.to_owned()
     } else {
-        let head = read_small(&git_dir.join("HEAD")).unwrap_or_default();
+        let head = read_small(host, &git_dir.join("HEAD")).unwrap_or_default();
         let branch = head.trim().strip_prefix("ref: refs/heads/").unwrap_or("");
         let branch_key = |k: &str| config.get(&format!("branch.{branch}.{k}"));
         (push.then(|| branch_key("pushremote")).flatten())
@@ -35,16 +42,16 @@ pub(super) fn remote_url(cwd: &str, remote: Option<&str>, push: bool) -> Option<
     Some(config.rewrite(url, push))
 }
 
-fn find_git_dir(cwd: &Path) -> Option<PathBuf> {
+fn find_git_dir(host: &dyn Host, cwd: &Path) -> Option<PathBuf> {
     let mut dir = Some(cwd);
     for _ in 0..MAX_UP {
         let d = dir?;
         let dot_git = d.join(".git");
-        if dot_git.is_dir() {
+        if host.stat(&dot_git).is_some_and(|f| f.kind == FileKind::Dir) {
             return Some(dot_git);
         }
         // A worktree or submodule: `.git` is a file naming the real git dir.
-        if let Some(text) = read_small(&dot_git) {
+        if let Some(text) = read_small(host, &dot_git) {
             let target = text.trim().strip_prefix("gitdir:")?.trim().to_owned();
             return Some(d.join(target));
         }
@@ -53,12 +60,12 @@ fn find_git_dir(cwd: &Path) -> Option<PathBuf> {
     None
 }
 
-fn read_small(path: &Path) -> Option<String> {
-    let meta = std::fs::metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > MAX_CONFIG {
+fn read_small(host: &dyn Host, path: &Path) -> Option<String> {
+    let file = host.stat(path)?;
+    if file.kind != FileKind::File || file.len > MAX_CONFIG {
         return None;
     }
-    std::fs::read_to_string(path).ok()
+    host.read_to_string(path).ok()
 }
 
 /// Just enough of git's config format: `[section "sub"]` headers, `key = value` lines,
@@ -149,6 +156,7 @@ fn unquote(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::real::host;
 
     fn repo(config: &str) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
@@ -169,23 +177,23 @@ mod tests {
         let cwd = r.path().join("src/deep");
         let cwd = cwd.to_str().unwrap();
         assert_eq!(
-            remote_url(cwd, Some("origin"), true).as_deref(),
+            remote_url(&*host(), cwd, Some("origin"), true).as_deref(),
             Some("git@github.com:me/x.git")
         );
         assert_eq!(
-            remote_url(cwd, Some("leak"), false).as_deref(),
+            remote_url(&*host(), cwd, Some("leak"), false).as_deref(),
             Some("https://paste.example/x")
         );
         assert_eq!(
-            remote_url(cwd, Some("leak"), true).as_deref(),
+            remote_url(&*host(), cwd, Some("leak"), true).as_deref(),
             Some("https://push.example/x")
         );
         // No remote named: the branch's.
         assert_eq!(
-            remote_url(cwd, None, false).as_deref(),
+            remote_url(&*host(), cwd, None, false).as_deref(),
             Some("https://paste.example/x")
         );
-        assert_eq!(remote_url(cwd, Some("nope"), true), None);
+        assert_eq!(remote_url(&*host(), cwd, Some("nope"), true), None);
     }
 
     #[test]
@@ -204,7 +212,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            remote_url(wt.path().to_str().unwrap(), None, true).as_deref(),
+            remote_url(&*host(), wt.path().to_str().unwrap(), None, true).as_deref(),
             Some("https://evil.example/me/x")
         );
     }
