@@ -65,17 +65,31 @@ impl Steps {
     }
 }
 
-/// The parsers of untrusted input, each fuzzed for a bounded time on every run.
-const FUZZ_TARGETS: &[&str] = &["shell_extract", "transcript"];
+/// The parsers of untrusted input, each fuzzed for a bounded time on every run, with the
+/// directories (under fuzz/) that seed it: the corpus it grows first, then read-only seeds.
+const FUZZ_TARGETS: &[(&str, &[&str])] = &[
+    ("shell_extract", &[]),
+    ("transcript", &[]),
+    ("inline_code", &[]),
+    ("tool_call", &["corpus/tool_call", "seeds/tool_call"]),
+    (
+        "rules",
+        &["corpus/rules", "../rules/builtin", "../rules/examples"],
+    ),
+];
 const FUZZ_SECONDS: u32 = 45;
 
 /// Runs one cargo-fuzz target (fuzz/) for `FUZZ_SECONDS`; a crash, hang or failed assertion
 /// fails the step and leaves the input under fuzz/artifacts/.
-fn fuzz(target: &str) -> Result<()> {
+fn fuzz(target: &str, seeds: &[&str]) -> Result<()> {
     let root = workspace_root();
+    if let Some(grown) = seeds.first() {
+        std::fs::create_dir_all(root.join("fuzz").join(grown))?;
+    }
     run(Command::new("cargo")
         .current_dir(root.join("fuzz"))
         .args(["+nightly", "fuzz", "run", target, "--fuzz-dir", "."])
+        .args(seeds)
         .arg("--")
         .arg(format!("-max_total_time={FUZZ_SECONDS}"))
         // A single input taking this long is a hang.
@@ -160,9 +174,9 @@ pub fn test(args: &TestArgs) -> Result<()> {
             .env("CARAPACE_CLAUDE_BIN", claude))
     })?;
     if !args.no_fuzz {
-        for target in FUZZ_TARGETS {
+        for (target, seeds) in FUZZ_TARGETS {
             s.step(&format!("fuzz {target} ({FUZZ_SECONDS} s)"), || {
-                fuzz(target)
+                fuzz(target, seeds)
             })?;
         }
     }
