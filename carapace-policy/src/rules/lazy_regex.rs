@@ -16,13 +16,15 @@ use std::fmt;
 use std::sync::OnceLock;
 
 use regex::Regex;
-use regex_syntax::hir::literal::{ExtractKind, Extractor};
-use regex_syntax::hir::{Class, Hir, HirKind};
 
 use super::diag::{Diagnostic, Severity};
 use super::model::{Cond, Effect, TextPattern, Trigger};
+use super::needles::needles;
 use super::pattern::PathPattern;
 use super::Rule;
+
+// `BUILTIN`: every `re:` pattern of rules/builtin/*.yaml with its literals, sorted.
+include!(concat!(env!("OUT_DIR"), "/builtin_regexes.rs"));
 
 pub struct LazyRegex {
     source: String,
@@ -34,6 +36,17 @@ pub struct LazyRegex {
 impl LazyRegex {
     /// A pattern whose syntax `regex` accepts; the error says what is wrong otherwise.
     pub fn new(source: &str) -> Result<Self, String> {
+        // The built-in packs' patterns were parsed, and their literals found, when the crate
+        // was built (`build.rs`): a one-call loader does not parse a hundred regexes again.
+        if let Ok(i) = BUILTIN.binary_search_by(|(known, _)| (*known).cmp(source)) {
+            return Ok(Self {
+                source: source.to_owned(),
+                needles: BUILTIN[i]
+                    .1
+                    .map(|list| list.iter().map(|n| n.to_vec()).collect()),
+                compiled: OnceLock::new(),
+            });
+        }
         let hir = regex_syntax::ParserBuilder::new()
             .nest_limit(NEST_LIMIT)
             .build()
@@ -49,6 +62,12 @@ impl LazyRegex {
     #[must_use]
     pub fn as_str(&self) -> &str {
         &self.source
+    }
+
+    /// The literals tried before the regex is compiled.
+    #[cfg(test)]
+    pub(crate) fn literals(&self) -> Option<&[Vec<u8>]> {
+        self.needles.as_deref()
     }
 
     /// The compiled regex, or why it cannot be built (its automaton would exceed the size
@@ -105,87 +124,6 @@ impl LazyGlob {
     }
 }
 
-/// More literals than this are not worth trying one by one before the regex.
-const MAX_NEEDLES: usize = 64;
-
-/// Literals one of which every match of `hir` contains: its prefix literals, its suffix
-/// literals, or the required literals of one of its parts (`()` in a fork bomb's
-/// `\w+\s*\(\)…`), whichever list has the longest shortest literal; `None` when no list
-/// is finite, short and free of the empty literal (which every text contains).
-fn needles(hir: &Hir) -> Option<Vec<Vec<u8>>> {
-    [ExtractKind::Prefix, ExtractKind::Suffix]
-        .into_iter()
-        .filter_map(|kind| {
-            let seq = Extractor::new().kind(kind).extract(hir);
-            Some(
-                seq.literals()?
-                    .iter()
-                    .map(|l| l.as_bytes().to_vec())
-                    .collect(),
-            )
-        })
-        .chain(required(hir))
-        .filter(|list: &Vec<Vec<u8>>| list.len() <= MAX_NEEDLES)
-        .filter_map(|list| Some((shortest(&list)?, list)))
-        .max_by_key(|(len, list)| (*len, std::cmp::Reverse(list.len())))
-        .map(|(_, list)| list)
-}
-
-/// The length of the shortest literal of `list`, when none is empty.
-fn shortest(list: &[Vec<u8>]) -> Option<usize> {
-    list.iter().map(Vec::len).min().filter(|&n| n > 0)
-}
-
-/// Classes of at most this many characters stand for their characters.
-const MAX_CLASS: usize = 4;
-
-/// A class's characters as literals, when it has at most `MAX_CLASS` of them (only that
-/// many are looked at).
-fn class_members(class: &Class) -> Option<Vec<Vec<u8>>> {
-    let members: Vec<Vec<u8>> = match class {
-        Class::Unicode(c) => c
-            .iter()
-            .flat_map(|r| r.start()..=r.end())
-            .take(MAX_CLASS + 1)
-            .map(|c| c.to_string().into_bytes())
-            .collect(),
-        Class::Bytes(c) => c
-            .iter()
-            .flat_map(|r| r.start()..=r.end())
-            .take(MAX_CLASS + 1)
-            .map(|b| vec![b])
-            .collect(),
-    };
-    (members.len() <= MAX_CLASS).then_some(members)
-}
-
-/// Literals one of which every match of `hir` contains, found part by part.
-fn required(hir: &Hir) -> Option<Vec<Vec<u8>>> {
-    match hir.kind() {
-        HirKind::Literal(lit) => Some(vec![lit.0.to_vec()]),
-        HirKind::Class(class) => class_members(class),
-        HirKind::Repetition(rep) if rep.min > 0 => required(&rep.sub),
-        HirKind::Capture(cap) => required(&cap.sub),
-        // Every part occurs in a match: the best part's literals do.
-        HirKind::Concat(parts) => parts
-            .iter()
-            .filter_map(required)
-            .filter(|list| list.len() <= MAX_NEEDLES)
-            .filter_map(|list| Some((shortest(&list)?, list)))
-            .max_by_key(|(len, list)| (*len, std::cmp::Reverse(list.len())))
-            .map(|(_, list)| list),
-        // One branch matches: the union of the branches' literals.
-        HirKind::Alternation(branches) => {
-            let mut all = Vec::new();
-            for b in branches {
-                all.extend(required(b)?);
-            }
-            Some(all)
-        }
-        HirKind::Empty | HirKind::Look(_) | HirKind::Repetition(_) => None,
-    }
-}
-
 /// Compiles every `re:` pattern of `rules` now, with an error naming the rule for each one
 /// that cannot be built: for loaders that serve many calls, or report.
 pub fn compile_all(rules: &[Rule], diags: &mut Vec<Diagnostic>) {
@@ -209,6 +147,20 @@ pub fn compile_all(rules: &[Rule], diags: &mut Vec<Diagnostic>) {
             }
         }
     }
+}
+
+/// The regexes of one rule (every condition, exception and trigger).
+#[cfg(test)]
+pub(crate) fn regexes_of<'a>(rule: &'a Rule, out: &mut Vec<&'a LazyRegex>) {
+    of_rule(rule, out);
+}
+
+/// Whether `source` is a pattern of the built-in packs, parsed when the crate was built.
+#[cfg(test)]
+pub(crate) fn is_builtin(source: &str) -> bool {
+    BUILTIN
+        .binary_search_by(|(known, _)| (*known).cmp(source))
+        .is_ok()
 }
 
 fn of_rule<'a>(rule: &'a Rule, out: &mut Vec<&'a LazyRegex>) {
@@ -249,7 +201,7 @@ fn of_paths<'a>(paths: &'a [PathPattern], out: &mut Vec<&'a LazyRegex>) {
 }
 
 /// `regex`'s own default nesting limit, so that what loads here is what `Regex::new` parses.
-const NEST_LIMIT: u32 = 250;
+const NEST_LIMIT: u32 = super::needles::NEST_LIMIT;
 
 fn last_line(message: &str) -> String {
     message.lines().last().unwrap_or_default().trim().to_owned()

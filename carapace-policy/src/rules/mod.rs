@@ -19,6 +19,7 @@ pub(crate) mod index;
 pub(crate) mod intersect;
 pub(crate) mod lazy_regex;
 pub mod model;
+pub(crate) mod needles;
 pub mod pattern;
 pub(crate) mod profile;
 pub(crate) mod shape;

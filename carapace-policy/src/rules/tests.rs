@@ -1491,3 +1491,32 @@ fn a_linked_directory_under_many_rules_fits_the_kernel() {
     assert_eq!(refs.len(), carapace_common::REFS_PER_KEY, "{refs:?}");
     assert!(image.link_keys.contains(&key));
 }
+
+/// Every regex of the built-in packs is found in the table `build.rs` makes (so a one-call
+/// loader parses none), with the literals parsing it would find.
+#[test]
+fn builtin_regexes_come_parsed_from_the_build() {
+    let all = ok("version: 1\nbuiltin: all\n");
+    let mut found = Vec::new();
+    for rule in all.rules() {
+        super::lazy_regex::regexes_of(rule, &mut found);
+    }
+    assert!(found.len() > 50, "{} regexes", found.len());
+    for regex in found {
+        assert!(
+            super::lazy_regex::is_builtin(regex.as_str()),
+            "`{}` was not in the build's table",
+            regex.as_str()
+        );
+        let hir = regex_syntax::ParserBuilder::new()
+            .build()
+            .parse(regex.as_str())
+            .expect("parses");
+        assert_eq!(
+            regex.literals(),
+            super::needles::needles(&hir).as_deref(),
+            "{}",
+            regex.as_str()
+        );
+    }
+}

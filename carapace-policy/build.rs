@@ -1,0 +1,71 @@
+//! Finds, once per build, the literals of every `re:` pattern in the built-in packs
+//! (`rules/builtin/*.yaml`), so that `carapace hook --local` and `check --local`, which load
+//! the packs for a single call, parse none of them (`rules::lazy_regex`). A pattern of a
+//! pack that does not parse fails the build.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use yaml_rust2::{Yaml, YamlLoader};
+
+#[path = "src/rules/needles.rs"]
+mod needles;
+
+fn main() {
+    let packs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rules/builtin");
+    println!("cargo:rerun-if-changed={}", packs.display());
+    println!("cargo:rerun-if-changed=src/rules/needles.rs");
+    let mut found = std::collections::BTreeMap::new();
+    let mut files: Vec<_> = std::fs::read_dir(&packs)
+        .unwrap_or_else(|e| panic!("{}: {e}", packs.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    for file in files {
+        println!("cargo:rerun-if-changed={}", file.display());
+        let text =
+            std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let docs =
+            YamlLoader::load_from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        for doc in &docs {
+            regexes(doc, &mut |source| {
+                let hir = regex_syntax::ParserBuilder::new()
+                    .nest_limit(needles::NEST_LIMIT)
+                    .build()
+                    .parse(source)
+                    .unwrap_or_else(|e| panic!("{}: `re:{source}`: {e}", file.display()));
+                found.insert(source.to_owned(), needles::needles(&hir));
+            });
+        }
+    }
+    let mut out = String::from("static BUILTIN: &[(&str, Option<&[&[u8]]>)] = &[\n");
+    for (source, list) in &found {
+        let list = list.as_ref().map_or_else(
+            || "None".to_owned(),
+            |l| {
+                let items: Vec<String> = l.iter().map(|n| format!("&{n:?}")).collect();
+                format!("Some(&[{}])", items.join(", "))
+            },
+        );
+        writeln!(out, "    ({source:?}, {list}),").expect("writing to a String");
+    }
+    out.push_str("];\n");
+    let dest = Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"))
+        .join("builtin_regexes.rs");
+    std::fs::write(&dest, out).unwrap_or_else(|e| panic!("{}: {e}", dest.display()));
+}
+
+/// Calls `f` with each `re:` pattern among the strings of `node`.
+fn regexes(node: &Yaml, f: &mut impl FnMut(&str)) {
+    match node {
+        Yaml::String(s) => {
+            if let Some(re) = s.strip_prefix("re:") {
+                f(re);
+            }
+        }
+        Yaml::Array(items) => items.iter().for_each(|i| regexes(i, f)),
+        Yaml::Hash(map) => map.values().for_each(|v| regexes(v, f)),
+        _ => {}
+    }
+}
