@@ -40,7 +40,7 @@ fn branch_name(branch: &[String]) -> Option<String> {
                 let pattern = branch.get(i + 1)?;
                 if !negated && !pattern.contains('/') && !pattern.is_empty() {
                     return Some(if w == "-iname" {
-                        case_blind(pattern)
+                        super::globopts::caseless(pattern)
                     } else {
                         pattern.clone()
                     });
@@ -52,46 +52,6 @@ fn branch_name(branch: &[String]) -> Option<String> {
         negated = false;
     }
     None
-}
-
-/// A glob that matches `pattern` in any letter case (`-iname`): each letter outside a
-/// bracket expression becomes a bracket of both cases.
-fn case_blind(pattern: &str) -> String {
-    let mut out = String::with_capacity(pattern.len() * 2);
-    let mut chars = pattern.chars();
-    let mut in_class = false;
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => {
-                out.push(c);
-                if let Some(next) = chars.next() {
-                    out.push(next);
-                }
-            }
-            '[' if !in_class => {
-                in_class = true;
-                out.push(c);
-            }
-            ']' if in_class => {
-                in_class = false;
-                out.push(c);
-            }
-            c if in_class && c.is_ascii_alphabetic() => {
-                // Inside a bracket both cases join the class (a range `a-z` grows to
-                // `aA-zZ`, which holds more than both cases: an over-approximation).
-                out.push(c.to_ascii_lowercase());
-                out.push(c.to_ascii_uppercase());
-            }
-            c if c.is_ascii_alphabetic() => {
-                out.push('[');
-                out.push(c.to_ascii_lowercase());
-                out.push(c.to_ascii_uppercase());
-                out.push(']');
-            }
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

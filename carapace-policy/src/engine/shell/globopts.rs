@@ -78,11 +78,17 @@ pub(super) fn apply<'a>(raw: &'a str, ctx: &Context) -> Cow<'a, str> {
 
 /// Each letter as a class of both its cases (`.AW?` → `.[aA][wW]?`); letters already in a
 /// bracket expression get their other case added.
-fn caseless(name: &str) -> String {
+pub(super) fn caseless(name: &str) -> String {
     let mut out = String::with_capacity(name.len() * 3);
     let mut in_class = false;
-    for c in name.chars() {
+    let mut chars = name.chars();
+    while let Some(c) = chars.next() {
         match c {
+            // An escaped character stays as written (`\*` is a star).
+            '\\' => {
+                out.push(c);
+                out.extend(chars.next());
+            }
             '[' if !in_class => {
                 in_class = true;
                 out.push(c);
