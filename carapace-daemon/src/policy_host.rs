@@ -4,11 +4,10 @@
 //! and environment).
 
 use std::net::{IpAddr, ToSocketAddrs as _};
-use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 
-use carapace_policy::host::{kernel_dev, FileInfo, FileKind, Host};
+use carapace_policy::host::{FileInfo, Host};
 
 use carapace_policy::engine::Context;
 use carapace_policy::rules::{Homes, Options};
@@ -24,31 +23,15 @@ pub fn shared() -> Arc<dyn Host> {
     Arc::clone(&HOST)
 }
 
-fn info(meta: &std::fs::Metadata) -> FileInfo {
-    let t = meta.file_type();
-    FileInfo {
-        kind: if t.is_symlink() {
-            FileKind::Symlink
-        } else if t.is_dir() {
-            FileKind::Dir
-        } else if t.is_file() {
-            FileKind::File
-        } else {
-            FileKind::Other
-        },
-        dev: kernel_dev(meta.dev()),
-        ino: meta.ino(),
-        len: meta.len(),
-    }
-}
-
 impl Host for RealHost {
     fn stat(&self, path: &Path) -> Option<FileInfo> {
-        std::fs::metadata(path).ok().map(|m| info(&m))
+        std::fs::metadata(path).ok().map(|m| FileInfo::from(&m))
     }
 
     fn lstat(&self, path: &Path) -> Option<FileInfo> {
-        std::fs::symlink_metadata(path).ok().map(|m| info(&m))
+        std::fs::symlink_metadata(path)
+            .ok()
+            .map(|m| FileInfo::from(&m))
     }
 
     fn read_link(&self, path: &Path) -> Option<PathBuf> {

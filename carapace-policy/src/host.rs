@@ -30,6 +30,28 @@ pub struct FileInfo {
     pub len: u64,
 }
 
+impl From<&std::fs::Metadata> for FileInfo {
+    /// What a `stat` the caller made says (the conversion does no I/O of its own).
+    fn from(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt as _;
+        let t = meta.file_type();
+        Self {
+            kind: if t.is_symlink() {
+                FileKind::Symlink
+            } else if t.is_dir() {
+                FileKind::Dir
+            } else if t.is_file() {
+                FileKind::File
+            } else {
+                FileKind::Other
+            },
+            dev: kernel_dev(meta.dev()),
+            ino: meta.ino(),
+            len: meta.len(),
+        }
+    }
+}
+
 /// The file system as the policy core sees it. Every method answers for the machine the
 /// rules protect; `None` (or an error) means the path cannot be looked at, and the callers
 /// fall back to the path as written.
@@ -58,11 +80,10 @@ pub fn kernel_dev(st_dev: u64) -> u64 {
 /// daemon depends on this crate).
 #[cfg(test)]
 pub(crate) mod real {
-    use std::os::unix::fs::MetadataExt as _;
     use std::path::{Path, PathBuf};
     use std::sync::Arc;
 
-    use super::{kernel_dev, FileInfo, FileKind, Host};
+    use super::{FileInfo, Host};
 
     #[derive(Debug)]
     pub(crate) struct TestHost;
@@ -94,30 +115,14 @@ pub(crate) mod real {
         (!ips.is_empty()).then_some(ips)
     }
 
-    fn info(meta: &std::fs::Metadata) -> FileInfo {
-        let t = meta.file_type();
-        FileInfo {
-            kind: if t.is_symlink() {
-                FileKind::Symlink
-            } else if t.is_dir() {
-                FileKind::Dir
-            } else if t.is_file() {
-                FileKind::File
-            } else {
-                FileKind::Other
-            },
-            dev: kernel_dev(meta.dev()),
-            ino: meta.ino(),
-            len: meta.len(),
-        }
-    }
-
     impl Host for TestHost {
         fn stat(&self, path: &Path) -> Option<FileInfo> {
-            std::fs::metadata(path).ok().map(|m| info(&m))
+            std::fs::metadata(path).ok().map(|m| FileInfo::from(&m))
         }
         fn lstat(&self, path: &Path) -> Option<FileInfo> {
-            std::fs::symlink_metadata(path).ok().map(|m| info(&m))
+            std::fs::symlink_metadata(path)
+                .ok()
+                .map(|m| FileInfo::from(&m))
         }
         fn read_link(&self, path: &Path) -> Option<PathBuf> {
             std::fs::read_link(path).ok()
