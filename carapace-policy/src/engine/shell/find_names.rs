@@ -47,11 +47,41 @@ fn branch_name(branch: &[String]) -> Option<String> {
                 }
                 i += 2;
             }
+            "-path" | "-wholename" | "-regex" => {
+                // A whole-path test names the last name only when it ends in one written
+                // out (`*/hooks/pre-commit`, `.*pre-commit`): its wildcards cross `/`.
+                if let Some(name) = branch.get(i + 1).and_then(|p| last_name(w, p)) {
+                    if !negated {
+                        return Some(name);
+                    }
+                }
+                i += 2;
+            }
             _ => i += 1,
         }
         negated = false;
     }
     None
+}
+
+/// The name a whole-path test's pattern ends with: after its last `/`, or, for a
+/// `-regex` of the form `.*NAME`, a `*NAME` glob; `None` when that end has wildcards (they
+/// could span several names) or is empty.
+fn last_name(test: &str, pattern: &str) -> Option<String> {
+    if test == "-regex" {
+        let mut literal = String::new();
+        let mut chars = pattern.strip_prefix(".*")?.trim_end_matches('$').chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' if chars.next() == Some('.') => literal.push('.'),
+                c if c.is_ascii_alphanumeric() || c == '-' || c == '_' => literal.push(c),
+                _ => return None,
+            }
+        }
+        return (!literal.is_empty()).then(|| format!("*{literal}"));
+    }
+    let tail = &pattern[pattern.rfind('/')? + 1..];
+    (!tail.is_empty() && !tail.contains(['*', '?', '[', '\\'])).then(|| tail.to_owned())
 }
 
 #[cfg(test)]
@@ -77,6 +107,17 @@ mod tests {
             [Some("a".into()), None]
         );
         assert_eq!(names(&words("-path */.aws/* -print")), [None]);
+        assert_eq!(
+            names(&words("-path */hooks/pre-commit")),
+            [Some("pre-commit".into())]
+        );
+        assert_eq!(
+            names(&words("-regex .*pre-commit -delete")),
+            [Some("*pre-commit".into())]
+        );
+        assert_eq!(names(&words("-regex .*\\.pyc")), [Some("*.pyc".into())]);
+        assert_eq!(names(&words("-regex .*.pyc")), [None]);
+        assert_eq!(names(&words("-regex .*/x.*")), [None]);
         assert_eq!(
             names(&words("-iname ID_rsa")),
             [Some("[iI][dD]_[rR][sS][aA]".into())]
