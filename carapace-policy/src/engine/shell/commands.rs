@@ -2029,7 +2029,8 @@ impl Walker<'_> {
         }
         // Listings and metadata look at names, sizes and modes, never at the bytes: a
         // protected file's contents stay unread (`stat ~/.ssh/id_rsa`, `ls -l server.pem`).
-        let metadata = METADATA_ONLY.contains(&name);
+        // `tree --fromfile FILE` prints FILE's lines as a tree: its operands are read.
+        let metadata = METADATA_ONLY.contains(&name) && !(name == "tree" && o.has(&["--fromfile"]));
         if o.operands.is_empty() && matches!(name, "ls" | "dir" | "vdir" | "du" | "tree") {
             return Feed {
                 names: vec![format!("{}/*", ctx.cwd.trim_end_matches('/'))],
