@@ -2,7 +2,8 @@
 //! a mix of everyday and hostile tool calls (extraction, normalisation and every rule), then
 //! the throughput of `carapace check --batch` and the end-to-end latency of
 //! `carapace hook claude-code` as separate processes. Run by `cargo xtask bench`.
-//! `L1_ONLY=N` measures only the N-th call of the day (0-based), for profiling one kind.
+//! `L1_ONLY=N` measures only the N-th call of the day (0-based), for profiling one kind;
+//! `L1_ROUNDS=N` repeats the day N times (20,000 by default) so a profiler sees the checks.
 // The allocator of carapaced and carapace, so that the figures are theirs.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -83,7 +84,10 @@ fn layer1(rules: &RuleSet) -> anyhow::Result<()> {
     for c in &calls {
         std::hint::black_box(engine::check(rules, c, &ctx, &act));
     }
-    let rounds = 20_000;
+    let rounds = std::env::var("L1_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
     let mut all = Vec::with_capacity(rounds * calls.len());
     let mut per_tool: Vec<Vec<Duration>> = vec![Vec::with_capacity(rounds); calls.len()];
     for _ in 0..rounds {

@@ -3,6 +3,7 @@
 //! directory that `~` expanded to. Layer 1 checks every rule on every call, so this is what
 //! keeps a decision within its microsecond budget as packs and accounts grow.
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 /// The index's maps: looked up several times per path of every call, so with a hash much
 /// cheaper than `SipHash` (their keys come from rules, and a lookup adds nothing to them).
@@ -10,7 +11,7 @@ type Map = HashMap<String, Vec<u32>, foldhash::fast::RandomState>;
 
 use super::model::Cond;
 use carapace_common::op;
-use globset::{Glob, GlobSet, GlobSetBuilder};
+use globset::{Glob, GlobMatcher, GlobSet, GlobSetBuilder};
 
 use super::pattern::{build_glob, GlobMatch, KernelForm, PathPattern, WrittenGlob};
 use super::shape::Shape;
@@ -33,10 +34,13 @@ pub struct PathIndex {
     longest_prefix: usize,
     /// Per rule: its top-level condition is a path match held (at least partly) here.
     indexed: Vec<bool>,
-    /// The globs the forms cannot hold (`~/.aws/cred*`, `**/*.pem`), of every rule in one
-    /// set per kind of operation (`op::*` bit) and one for any: a path is run through the
-    /// set of its operation once, instead of through each rule's own.
-    globs: Vec<(u32, Globs)>,
+    /// The globs the forms cannot hold (`~/.aws/cred*`, `**/*.pem`), each with its rule.
+    globs: Vec<(Glob, u32)>,
+    /// The globs of every rule in one set per kind of operation (`op::*` bit, in
+    /// [`OP_BITS`] order) and one for any ([`ANY`], last): a path is run through the set of
+    /// its operation once, instead of through each rule's own. Each set is built when
+    /// first used (a one-call loader needs one or two), or by [`PathIndex::build_all`].
+    sets: [OnceLock<Globs>; OP_BITS.len() + 1],
     /// `**/DIRS/**` globs ([`Shape::Within`]), with their rules.
     within: Vec<(Shape, u32)>,
     /// `DIR/NAME*` globs ([`Shape::Entry`]) by `DIR/`: names and rules.
@@ -54,9 +58,21 @@ pub struct PathIndex {
 /// Globs of several rules, in one set.
 #[derive(Clone, Debug, Default)]
 struct Globs {
-    set: GlobSet,
+    set: Matchers,
     /// Per glob of `set`: its rule.
     rule: Vec<u32>,
+}
+
+#[derive(Clone, Debug)]
+enum Matchers {
+    Set(GlobSet),
+    Each(Vec<GlobMatcher>),
+}
+
+impl Default for Matchers {
+    fn default() -> Self {
+        Self::Set(GlobSet::empty())
+    }
 }
 
 /// The operation bits that get a glob set of their own; `ANY` is the set of every glob.
@@ -163,28 +179,47 @@ impl PathIndex {
         }
         index.expanded.sort_unstable();
         index.longest_prefix = index.prefix.keys().map(String::len).max().unwrap_or(0);
-        for bits in OP_BITS.into_iter().chain([ANY]) {
-            let mut set = GlobSetBuilder::new();
-            let mut rule = Vec::new();
-            for (g, id) in &globs {
-                let ops = index.ops[*id as usize];
-                if bits == ANY || ops == 0 || ops & bits != 0 {
-                    set.add(g.clone());
-                    rule.push(*id);
-                }
-            }
-            match set.build() {
-                Ok(set) => index.globs.push((bits, Globs { set, rule })),
-                Err(_) => {
-                    // Each glob compiled alone (its rule parsed), so this is not expected;
-                    // should it happen, these rules are tested pattern by pattern.
-                    for id in rule {
-                        index.slow[id as usize] = true;
-                    }
-                }
-            }
-        }
+        index.globs = globs;
         index
+    }
+
+    /// Builds every glob set now: for loaders that serve many calls.
+    pub fn build_all(&self) {
+        for slot in 0..self.sets.len() {
+            self.set(slot);
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn sets_built(&self) -> usize {
+        self.sets.iter().filter(|s| s.get().is_some()).count()
+    }
+
+    /// The glob set of slot `slot` ([`PathIndex::sets`]), built if it was not.
+    fn set(&self, slot: usize) -> &Globs {
+        self.sets[slot].get_or_init(|| {
+            let bits = OP_BITS.get(slot).copied().unwrap_or(ANY);
+            let (chosen, rule): (Vec<&Glob>, Vec<u32>) = self
+                .globs
+                .iter()
+                .filter(|(_, id)| {
+                    let ops = self.ops[*id as usize];
+                    bits == ANY || ops == 0 || ops & bits != 0
+                })
+                .map(|(g, id)| (g, *id))
+                .unzip();
+            let mut set = GlobSetBuilder::new();
+            for g in &chosen {
+                set.add((*g).clone());
+            }
+            // Each glob parsed alone, so a set of them fails only on a size limit (thousands
+            // of rules): then each glob is matched on its own, slower but the same answer.
+            let set = set.build().map_or_else(
+                |_| Matchers::Each(chosen.iter().map(|g| g.compile_matcher()).collect()),
+                Matchers::Set,
+            );
+            Globs { set, rule }
+        })
     }
 
     /// Whether rule `i` is matched through this index (its top-level condition is a path).
@@ -257,14 +292,25 @@ impl PathIndex {
                 set(self.suffix.get(&path[at..]).map(Vec::as_slice));
             }
         }
-        let globs = self
-            .globs
-            .iter()
-            .find(|(bits, _)| *bits == ops)
-            .or_else(|| self.globs.iter().find(|(bits, _)| *bits == ANY));
-        if let Some((_, globs)) = globs.filter(|(_, g)| !g.rule.is_empty()) {
-            for g in globs.set.matches(path) {
-                set(globs.rule.get(g..=g));
+        if !self.globs.is_empty() {
+            let slot = OP_BITS
+                .iter()
+                .position(|b| *b == ops)
+                .unwrap_or(OP_BITS.len());
+            let globs = self.set(slot);
+            match &globs.set {
+                Matchers::Set(s) => {
+                    for g in s.matches(path) {
+                        set(globs.rule.get(g..=g));
+                    }
+                }
+                Matchers::Each(each) => {
+                    for (m, id) in each.iter().zip(&globs.rule) {
+                        if m.is_match(path) {
+                            set(Some(std::slice::from_ref(id)));
+                        }
+                    }
+                }
             }
         }
         for (shape, id) in &self.within {

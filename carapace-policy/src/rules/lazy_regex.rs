@@ -1,4 +1,5 @@
-//! A rule's `re:` pattern, checked when the rules load and compiled when first matched.
+//! A rule's `re:` patterns and path globs, checked when the rules load and compiled when
+//! first matched.
 //!
 //! `carapace hook --local` and `check --local` load every pack for one call, and building
 //! the matchers of a hundred Unicode-aware regexes was most of what such a call cost; most
@@ -20,7 +21,7 @@ use regex::Regex;
 use super::diag::{Diagnostic, Severity};
 use super::model::{Cond, Effect, TextPattern, Trigger};
 use super::needles::needles;
-use super::pattern::PathPattern;
+use super::pattern::{GlobMatch, PathPattern};
 use super::Rule;
 
 // `BUILTIN`: every `re:` pattern of rules/builtin/*.yaml with its literals, sorted.
@@ -124,27 +125,109 @@ impl LazyGlob {
     }
 }
 
-/// Compiles every `re:` pattern of `rules` now, with an error naming the rule for each one
-/// that cannot be built: for loaders that serve many calls, or report.
+/// A path pattern's globs (one per home `~` stands for), checked when the rules load and
+/// built into one matcher when first used.
+pub struct LazyGlobSet {
+    globs: Vec<globset::Glob>,
+    set: OnceLock<Result<globset::GlobSet, String>>,
+}
+
+impl LazyGlobSet {
+    /// Globs that parsed: building their matcher can then only fail on a size limit.
+    #[must_use]
+    pub fn new(globs: Vec<globset::Glob>) -> Self {
+        Self {
+            globs,
+            set: OnceLock::new(),
+        }
+    }
+
+    /// The matcher, or why it cannot be built.
+    pub fn compile(&self) -> Result<&globset::GlobSet, &str> {
+        self.set
+            .get_or_init(|| {
+                let mut builder = globset::GlobSetBuilder::new();
+                for g in &self.globs {
+                    builder.add(g.clone());
+                }
+                builder.build().map_err(|e| last_line(&e.to_string()))
+            })
+            .as_ref()
+            .map_err(String::as_str)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn is_built(&self) -> bool {
+        self.set.get().is_some()
+    }
+
+    /// Whether `path` matches. A set that cannot be built matches everything, as a regex
+    /// that cannot ([`LazyRegex::is_match`]); the daemon and `rules check` build every set
+    /// first and refuse the file.
+    #[must_use]
+    pub fn is_match(&self, path: &str) -> bool {
+        self.compile().map_or(true, |s| s.is_match(path))
+    }
+}
+
+impl Clone for LazyGlobSet {
+    fn clone(&self) -> Self {
+        let set = OnceLock::new();
+        if let Some(done) = self.set.get() {
+            let _ = set.set(done.clone());
+        }
+        Self {
+            globs: self.globs.clone(),
+            set,
+        }
+    }
+}
+
+impl fmt::Debug for LazyGlobSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let globs: Vec<&str> = self.globs.iter().map(globset::Glob::glob).collect();
+        f.debug_tuple("LazyGlobSet").field(&globs).finish()
+    }
+}
+
+/// Something of a rule built when first used.
+enum Deferred<'a> {
+    Regex(&'a LazyRegex),
+    Globs(&'a str, &'a LazyGlobSet),
+}
+
+/// Builds every `re:` pattern and glob set of `rules` now, with an error naming the rule for
+/// each one that cannot be built: for loaders that serve many calls, or report.
 pub fn compile_all(rules: &[Rule], diags: &mut Vec<Diagnostic>) {
     for rule in rules {
         let mut found = Vec::new();
         of_rule(rule, &mut found);
-        for regex in found {
-            if let Err(e) = regex.compile() {
-                diags.push(Diagnostic {
-                    severity: Severity::Error,
-                    origin: rule.source.clone(),
-                    span: rule.span,
-                    message: format!("regex `{}` cannot be built: {e}", regex.as_str()),
-                    rule: Some(rule.id.clone()),
-                    hint: Some(
+        for deferred in found {
+            let (message, hint) = match deferred {
+                Deferred::Regex(regex) => match regex.compile() {
+                    Ok(_) => continue,
+                    Err(e) => (
+                        format!("regex `{}` cannot be built: {e}", regex.as_str()),
                         "make it smaller: fewer or shorter repetitions, or ASCII classes \
-                         (`(?-u:\\w)`) instead of Unicode ones"
-                            .into(),
+                         (`(?-u:\\w)`) instead of Unicode ones",
                     ),
-                });
-            }
+                },
+                Deferred::Globs(source, set) => match set.compile() {
+                    Ok(_) => continue,
+                    Err(e) => (
+                        format!("glob `{source}` cannot be built: {e}"),
+                        "make it simpler: fewer alternatives or brackets",
+                    ),
+                },
+            };
+            diags.push(Diagnostic {
+                severity: Severity::Error,
+                origin: rule.source.clone(),
+                span: rule.span,
+                message,
+                rule: Some(rule.id.clone()),
+                hint: Some(hint.into()),
+            });
         }
     }
 }
@@ -152,7 +235,12 @@ pub fn compile_all(rules: &[Rule], diags: &mut Vec<Diagnostic>) {
 /// The regexes of one rule (every condition, exception and trigger).
 #[cfg(test)]
 pub(crate) fn regexes_of<'a>(rule: &'a Rule, out: &mut Vec<&'a LazyRegex>) {
-    of_rule(rule, out);
+    let mut found = Vec::new();
+    of_rule(rule, &mut found);
+    out.extend(found.into_iter().filter_map(|d| match d {
+        Deferred::Regex(r) => Some(r),
+        Deferred::Globs(..) => None,
+    }));
 }
 
 /// Whether `source` is a pattern of the built-in packs, parsed when the crate was built.
@@ -163,7 +251,7 @@ pub(crate) fn is_builtin(source: &str) -> bool {
         .is_ok()
 }
 
-fn of_rule<'a>(rule: &'a Rule, out: &mut Vec<&'a LazyRegex>) {
+fn of_rule<'a>(rule: &'a Rule, out: &mut Vec<Deferred<'a>>) {
     of_cond(rule.cond.as_ref(), out);
     of_paths(&rule.except, out);
     if let Some(Trigger::After { cond, .. }) = &rule.trigger {
@@ -174,12 +262,12 @@ fn of_rule<'a>(rule: &'a Rule, out: &mut Vec<&'a LazyRegex>) {
     }
 }
 
-fn of_cond<'a>(cond: Option<&'a Cond>, out: &mut Vec<&'a LazyRegex>) {
+fn of_cond<'a>(cond: Option<&'a Cond>, out: &mut Vec<Deferred<'a>>) {
     match cond {
         Some(Cond::Path(paths)) => of_paths(paths, out),
         Some(Cond::Command(texts) | Cond::Tool(texts) | Cond::Content(texts)) => {
             out.extend(texts.iter().filter_map(|t| match t {
-                TextPattern::Regex { regex, .. } => Some(regex),
+                TextPattern::Regex { regex, .. } => Some(Deferred::Regex(regex)),
                 _ => None,
             }));
         }
@@ -193,9 +281,14 @@ fn of_cond<'a>(cond: Option<&'a Cond>, out: &mut Vec<&'a LazyRegex>) {
     }
 }
 
-fn of_paths<'a>(paths: &'a [PathPattern], out: &mut Vec<&'a LazyRegex>) {
+fn of_paths<'a>(paths: &'a [PathPattern], out: &mut Vec<Deferred<'a>>) {
     out.extend(paths.iter().filter_map(|p| match p {
-        PathPattern::Regex { regex, .. } => Some(regex),
+        PathPattern::Regex { regex, .. } => Some(Deferred::Regex(regex)),
+        PathPattern::Glob {
+            source,
+            matcher: GlobMatch::Set(set),
+            ..
+        } => Some(Deferred::Globs(source, set)),
         PathPattern::Glob { .. } => None,
     }));
 }

@@ -264,8 +264,12 @@ impl RuleSet {
         if diags.has_errors() {
             return Err(diags);
         }
+        let paths = index::PathIndex::build(&rules);
+        if purpose == Purpose::Kernel {
+            paths.build_all();
+        }
         Ok(Self {
-            paths: index::PathIndex::build(&rules),
+            paths,
             commands: match purpose {
                 Purpose::Kernel => command_index::CommandIndex::build(&rules),
                 Purpose::Layer1 => command_index::CommandIndex::default(),

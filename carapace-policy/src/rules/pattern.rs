@@ -5,9 +5,9 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::lazy_regex::LazyRegex;
+use super::lazy_regex::{LazyGlobSet, LazyRegex};
 use crate::host::{FileKind, Host};
-use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
+use globset::{Glob, GlobBuilder, GlobMatcher};
 
 use super::intersect::{self, Lang};
 use super::shape::Shape;
@@ -110,7 +110,9 @@ pub enum GlobMatch {
     Forms(Vec<KernelForm>),
     /// Every expansion has one of the shapes matched by string comparisons (`shape::Shape`).
     Shapes(Vec<Shape>),
-    Set(GlobSet),
+    /// Globs neither of the above holds (brackets, braces, several `*` in one name), built
+    /// into one matcher when first used: a one-call loader builds few of them.
+    Set(LazyGlobSet),
 }
 
 impl GlobMatch {
@@ -190,21 +192,17 @@ impl PathPattern {
                 matcher: GlobMatch::Shapes(shapes),
             });
         }
-        let mut builder = GlobSetBuilder::new();
-        for glob in &expanded {
-            builder.add(build_glob(glob).map_err(|e| {
+        let globs = expanded
+            .iter()
+            .map(|glob| build_glob(glob))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| {
                 err(
                     format!("invalid glob `{source}`: {e}"),
                     "check the brackets and braces",
                 )
-            })?);
-        }
-        let matcher = builder.build().map_err(|e| {
-            err(
-                format!("invalid glob `{source}`: {e}"),
-                "check the brackets and braces",
-            )
-        })?;
+            })?;
+        let matcher = LazyGlobSet::new(globs);
         Ok(Self::Glob {
             source: source.to_owned(),
             expanded,

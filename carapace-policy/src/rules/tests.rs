@@ -1520,3 +1520,69 @@ fn builtin_regexes_come_parsed_from_the_build() {
         );
     }
 }
+
+/// A one-call loader builds a glob set (the rule's own, the index's per operation) only when
+/// a path needs it; the answers are those of the loader that builds them all first.
+#[test]
+fn one_call_loads_build_glob_sets_when_first_needed() {
+    let text = user(
+        "  - { id: brace, block: \"/srv/{a,b}/*.key\", actions: [read] }\n  \
+         - { id: class, block: \"/srv/[xy]z/**\", actions: [write] }\n",
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("rules.yaml");
+    std::fs::write(&file, &text).expect("write rules");
+    let lazy = RuleSet::load_for_layer1(Some(&file), &opts()).expect("compiles");
+    let eager = parse(&text).expect("compiles");
+    let built = |set: &RuleSet| {
+        set.rules()
+            .iter()
+            .filter_map(|r| match r.cond.as_ref() {
+                Some(Cond::Path(p)) => Some(p),
+                _ => None,
+            })
+            .flatten()
+            .filter(|p| matches!(p, PathPattern::Glob { matcher: pattern::GlobMatch::Set(s), .. } if s.is_built()))
+            .count()
+    };
+    assert_eq!(built(&lazy), 0, "nothing built before a call");
+    assert_eq!(built(&eager), 2, "the daemon's loader builds every set");
+    assert_eq!(lazy.path_index().sets_built(), 0);
+    assert_eq!(eager.path_index().sets_built(), 6);
+    for (path, op, expected) in [
+        ("/srv/a/x.key", op::READ, "brace"),
+        ("/srv/c/x.key", op::READ, ""),
+        ("/srv/xz/deep/f", op::WRITE, "class"),
+        ("/srv/zz/f", op::WRITE, ""),
+    ] {
+        let ids = |set: &RuleSet| -> Vec<String> {
+            set.matches_path(path, op)
+                .iter()
+                .map(|r| r.id.clone())
+                .collect()
+        };
+        assert_eq!(ids(&lazy), ids(&eager), "{path}");
+        // The one-call loader adds the locked packs: compare the two rules by id.
+        let hits = |set: &RuleSet| {
+            let mut hits = vec![false; set.rules().len()];
+            set.path_index().mark(path, op, &mut hits);
+            let mut ids: Vec<&str> = set
+                .rules()
+                .iter()
+                .zip(hits)
+                .filter(|(r, hit)| *hit && ["brace", "class"].contains(&r.id.as_str()))
+                .map(|(r, _)| r.id.as_str())
+                .collect();
+            ids.sort_unstable();
+            ids.join(",")
+        };
+        assert_eq!(hits(&lazy), expected, "{path}");
+        assert_eq!(hits(&eager), expected, "{path}");
+    }
+    assert_eq!(built(&lazy), 2);
+    assert_eq!(
+        lazy.path_index().sets_built(),
+        2,
+        "the read and the write sets"
+    );
+}
