@@ -276,9 +276,10 @@ pub struct ListRow {
 }
 
 fn layers(rule: &Rule) -> Vec<&'static str> {
-    match rule.enforcement {
-        Enforcement::Kernel => vec!["kernel", "userspace"],
-        Enforcement::Userspace(_) => vec!["userspace"],
+    if rule.kernel_enforced() {
+        vec!["kernel", "userspace"]
+    } else {
+        vec!["userspace"]
     }
 }
 
@@ -550,6 +551,7 @@ pub fn explain(set: &RuleSet, rule: &Rule) -> Explanation {
         },
         (Enforcement::Kernel, None) => (None, Some("not compiled for the kernel".into())),
         (Enforcement::Userspace(reason), _) => (None, Some(reason.clone())),
+        (Enforcement::Unplanned, _) => (None, Some(Enforcement::Unplanned.to_string())),
     };
     Explanation {
         id: rule.id.clone(),

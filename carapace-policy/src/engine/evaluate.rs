@@ -12,7 +12,7 @@ use carapace_common::op;
 use crate::rules::index::top_level_paths;
 use crate::rules::model::{Cidr, Host, NetMatch, TextPattern};
 use crate::rules::pattern::{any_entry, written_glob, WrittenGlob};
-use crate::rules::{Action, Cond, Effect, Enforcement, Mode, PathPattern, Rule, RuleSet, Trigger};
+use crate::rules::{Action, Cond, Effect, Mode, PathPattern, Rule, RuleSet, Trigger};
 
 /// A session's rule state: session rules switched on by their trigger, and rules the user
 /// switched off (locked rules ignore that).
@@ -122,7 +122,7 @@ fn rule_match(rule: &Rule, layer: Layer, matched: String) -> Match {
         message: rule.message.clone(),
         source: rule.source.clone(),
         matched,
-        kernel: rule.enforcement == Enforcement::Kernel,
+        kernel: rule.kernel_enforced(),
     }
 }
 

@@ -89,6 +89,17 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// Whether the kernel enforces this rule too (worked out now for a rule a one-call load
+    /// did not plan).
+    #[must_use]
+    pub fn kernel_enforced(&self) -> bool {
+        match self.enforcement {
+            Enforcement::Kernel => true,
+            Enforcement::Userspace(_) => false,
+            Enforcement::Unplanned => compile::kernel::would_enforce(self),
+        }
+    }
+
     /// The `op::*` bits the rule covers (`copy` → read+write, `move` → write+delete).
     #[must_use]
     pub fn ops(&self) -> u32 {
@@ -259,7 +270,20 @@ impl RuleSet {
             // one-call loader builds those its call asks for.
             lazy_regex::compile_all(&rules, &mut diags);
         }
-        let image = compile::kernel::compile_with(&mut rules, &mut diags, purpose, &*opts.host);
+        // A one-call load plans a rule for the kernel only if a call matches it (the
+        // decision's message says whether the kernel refuses it too): planning every
+        // pattern was a tenth of such a call.
+        let image = match purpose {
+            Purpose::Kernel => {
+                compile::kernel::compile_with(&mut rules, &mut diags, purpose, &*opts.host)
+            }
+            Purpose::Layer1 => {
+                for rule in &mut rules {
+                    rule.enforcement = Enforcement::Unplanned;
+                }
+                KernelImage::default()
+            }
+        };
         let diags = sorted(diags);
         if diags.has_errors() {
             return Err(diags);

@@ -357,6 +357,9 @@ pub enum Enforcement {
     Kernel,
     /// Layer 1 only; the reason is shown by `carapace rules explain`.
     Userspace(String),
+    /// Not worked out: a one-call load (`check --local`, `hook --local`) plans a rule
+    /// for the kernel only when a call matches it ([`Rule::kernel_enforced`]).
+    Unplanned,
 }
 
 impl std::fmt::Display for Enforcement {
@@ -364,6 +367,7 @@ impl std::fmt::Display for Enforcement {
         match self {
             Self::Kernel => f.write_str("kernel and userspace"),
             Self::Userspace(reason) => write!(f, "userspace only: {reason}"),
+            Self::Unplanned => f.write_str("not planned (a one-call load)"),
         }
     }
 }

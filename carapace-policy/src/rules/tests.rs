@@ -80,6 +80,7 @@ fn userspace_reason(set: &RuleSet, id: &str) -> String {
     {
         Enforcement::Userspace(reason) => reason.clone(),
         Enforcement::Kernel => panic!("rule {id} compiled to the kernel"),
+        Enforcement::Unplanned => panic!("rule {id} was not planned"),
     }
 }
 
@@ -1585,4 +1586,29 @@ fn one_call_loads_build_glob_sets_when_first_needed() {
         2,
         "the read and the write sets"
     );
+}
+
+/// A one-call load plans no rule for the kernel, and says for a matched rule what the
+/// daemon's load says of it.
+#[test]
+fn one_call_loads_plan_a_rule_for_the_kernel_when_asked() {
+    let lazy = RuleSet::load_for_layer1(None, &opts()).expect("the packs compile");
+    let eager = RuleSet::builtin(&opts());
+    assert!(lazy
+        .rules()
+        .iter()
+        .all(|r| r.enforcement == Enforcement::Unplanned));
+    assert!(lazy.kernel_image().rules.is_empty());
+    let mut kernel = 0;
+    for rule in eager.rules() {
+        let other = lazy.by_id(&rule.id).expect("the same rules");
+        assert_eq!(
+            other.kernel_enforced(),
+            rule.kernel_enforced(),
+            "{}",
+            rule.id
+        );
+        kernel += usize::from(rule.kernel_enforced());
+    }
+    assert!(kernel > 10 && kernel < eager.rules().len(), "{kernel}");
 }

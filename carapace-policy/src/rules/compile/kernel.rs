@@ -254,6 +254,19 @@ fn error(rule: &Rule, message: String, hint: &str) -> Diagnostic {
     }
 }
 
+/// Whether the kernel would enforce `rule` (its plan exists and fits the kernel's keys),
+/// for a rule a one-call load did not plan.
+pub(crate) fn would_enforce(rule: &Rule) -> bool {
+    match plan(rule) {
+        Ok(Plan::Path { forms, excepts, .. }) => forms
+            .iter()
+            .chain(&excepts)
+            .all(|f| check_limits(rule, f, &mut Vec::new())),
+        Ok(Plan::Net { .. } | Plan::View { .. }) => true,
+        Err(_) => false,
+    }
+}
+
 /// Checks a form against the kernel's key sizes.
 fn check_limits(rule: &Rule, form: &KernelForm, diags: &mut Vec<Diagnostic>) -> bool {
     let (value, limit, what) = match form {
