@@ -128,10 +128,47 @@ pub enum Command {
     Mcp(super::mcp::McpCommand),
 }
 
+/// `carapace hook …` alone: the same global option and the same `hook` subcommand as
+/// [`Args`], without the other subcommands. The hook starts once per tool call, and
+/// building every subcommand's help text was a fifth of its start-up.
+#[derive(Debug, Parser)]
+#[command(name = "carapace")]
+struct HookArgs {
+    #[arg(long, global = true, value_name = "PATH", env = "CARAPACE_SOCKET", default_value = DEFAULT_SOCKET)]
+    socket: PathBuf,
+    #[command(subcommand)]
+    command: HookOnly,
+}
+
+#[derive(Debug, Subcommand)]
+enum HookOnly {
+    #[command(subcommand)]
+    Hook(super::hook::HookCommand),
+}
+
+/// The arguments: a hook's through [`HookArgs`]; anything else (and any error or request
+/// for help, so that messages name every subcommand) through the full parser.
+fn parse_args<I>(argv: I) -> Result<Args, clap::Error>
+where
+    I: IntoIterator<Item = OsString> + Clone,
+{
+    if let Ok(HookArgs { socket, command }) = HookArgs::try_parse_from(argv.clone()) {
+        let HookOnly::Hook(hook) = command;
+        return Ok(Args {
+            socket,
+            command: Command::Hook(hook),
+        });
+    }
+    Args::try_parse_from(argv)
+}
+
 /// Entry point of the `carapace` binary.
 #[must_use]
 pub fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match parse_args(std::env::args_os().collect::<Vec<_>>()) {
+        Ok(args) => args,
+        Err(e) => e.exit(),
+    };
     // A hook or a check is one request and one answer, started once per tool call: a
     // second thread would only add its start-up to every call.
     let mut builder = match args.command {
@@ -638,6 +675,52 @@ mod tests {
     use std::os::unix::process::ExitStatusExt as _;
 
     use super::*;
+
+    /// The hook's own parser reads every hook command line as the full one does, and leaves
+    /// everything else (other commands, help, mistakes) to it.
+    #[test]
+    fn the_hooks_parser_agrees_with_the_full_one() {
+        let argv = |s: &str| -> Vec<OsString> { s.split(' ').map(OsString::from).collect() };
+        for line in [
+            "carapace hook claude-code",
+            "carapace --socket /tmp/s.sock hook claude-code",
+            "carapace hook claude-code --socket /tmp/s.sock --grant",
+            "carapace hook claude-code --local --wait 30",
+            "carapace hook claude-code --rules /etc/r.yaml --cwd /srv",
+            "carapace hook install claude-code --project",
+            "carapace hook install claude-code --settings x.json --hook-args --local",
+        ] {
+            let full = Args::try_parse_from(argv(line)).expect(line);
+            let hot = HookArgs::try_parse_from(argv(line)).expect(line);
+            let hot = Args {
+                socket: hot.socket,
+                command: match hot.command {
+                    HookOnly::Hook(h) => Command::Hook(h),
+                },
+            };
+            assert_eq!(format!("{hot:?}"), format!("{full:?}"), "{line}");
+            let parsed = parse_args(argv(line)).expect(line);
+            assert_eq!(format!("{parsed:?}"), format!("{full:?}"), "{line}");
+        }
+        for line in [
+            "carapace status",
+            "carapace --socket /tmp/s.sock check --local --json {}",
+            "carapace run -- hook claude-code",
+        ] {
+            let full = Args::try_parse_from(argv(line)).expect(line);
+            let parsed = parse_args(argv(line)).expect(line);
+            assert_eq!(format!("{parsed:?}"), format!("{full:?}"), "{line}");
+        }
+        for line in [
+            "carapace hook claude-code --nope",
+            "carapace hook --help",
+            "carapace",
+        ] {
+            let full = Args::try_parse_from(argv(line)).expect_err(line);
+            let parsed = parse_args(argv(line)).expect_err(line);
+            assert_eq!(parsed.to_string(), full.to_string(), "{line}");
+        }
+    }
 
     #[test]
     fn denial_lines() {
