@@ -241,6 +241,78 @@ pub struct NetRefs {
     pub refs: [NetRef; REFS_PER_KEY],
 }
 
+/// The port of DNS: a session with a resolver of its own has every connect and datagram to
+/// it, on any address, redirected there (`dns_redirect`).
+pub const DNS_PORT: u16 = 53;
+
+/// Loopback addresses the resolvers listen on (network byte order for IPv4 as the kernel
+/// stores it in `bpf_sock_addr.user_ip4`, and the 16 bytes of `::1`).
+pub const LOOPBACK4: [u8; 4] = [127, 0, 0, 1];
+pub const LOOPBACK6: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+
+/// Entries of [`LEARNED`](maps::LEARNED) (addresses a session's resolver handed out).
+pub const MAX_LEARNED: u32 = 65_536;
+
+/// Rules an address learned for one name can be an exception to.
+pub const LEARNED_RULES: usize = 8;
+
+/// Key of the learned addresses: the session's cgroup id and the address, IPv4 mapped as
+/// in [`NetKey`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LearnedKey {
+    pub cgroup: u64,
+    pub addr: [u8; 16],
+}
+
+/// An address the session's resolver answered for an allowed name: until `expires`
+/// (`CLOCK_BOOTTIME` nanoseconds, as `bpf_ktime_get_boot_ns`), it is an exception to the
+/// network rules listed (kernel rule indices), as the name is to their `except:`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Learned {
+    pub expires: u64,
+    pub count: u32,
+    pub rules: [u32; LEARNED_RULES],
+    pub pad: u32,
+}
+
+impl Learned {
+    /// Whether this entry, read at `now`, excepts `rule`.
+    #[expect(
+        clippy::inline_always,
+        reason = "called by eBPF programs; a call adds verifier work"
+    )]
+    #[inline(always)]
+    #[must_use]
+    pub fn excepts(&self, rule: u32, now: u64) -> bool {
+        if now >= self.expires {
+            return false;
+        }
+        let mut i = 0;
+        while i < LEARNED_RULES {
+            if (i as u32) < self.count && self.rules[i] == rule {
+                return true;
+            }
+            i += 1;
+        }
+        false
+    }
+}
+
+/// Where a redirected DNS socket first meant to go, by socket cookie: a reply read from the
+/// resolver is shown as coming from there (resolvers check the source of an answer).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OrigDst {
+    /// IPv4 in the first four bytes for `AF_INET`; the whole IPv6 address otherwise.
+    pub addr: [u8; 16],
+    /// Network byte order, as in `bpf_sock_addr.user_port`.
+    pub port: u16,
+    pub family: u16,
+    pub pad: u32,
+}
+
 /// `RuleMeta::flags`: the rule is on in every session unless disabled (no trigger).
 pub const RULE_ALWAYS_ON: u32 = 1;
 
@@ -627,6 +699,9 @@ pub mod maps {
     pub const INODES: &str = "INODES";
     pub const ANCESTORS: &str = "ANCESTORS";
     pub const NETS: &str = "NETS";
+    pub const RESOLVERS: &str = "RESOLVERS";
+    pub const LEARNED: &str = "LEARNED";
+    pub const ORIG_DST: &str = "ORIG_DST";
     pub const EVENTS: &str = "EVENTS";
     pub const ERRORS: &str = "ERRORS";
     pub const SCRATCH: &str = "SCRATCH";
@@ -711,13 +786,16 @@ const _: () = {
     assert!((DFA_STATES as u32) < DFA_EARLY_FLAG);
     assert!(core::mem::size_of::<DenyEvent>() == 8 + 4 * 6 + 2 + 2 + 4 + 16 + 16 + PATH_MAX);
     assert!(MAX_RULES.is_multiple_of(64));
+    assert!(core::mem::size_of::<LearnedKey>() == 24);
+    assert!(core::mem::size_of::<Learned>() == 16 + 4 * LEARNED_RULES);
+    assert!(core::mem::size_of::<OrigDst>() == 24);
 };
 
 #[cfg(feature = "user")]
 mod pod {
     use super::{
-        Config, DfaEarly, DfaHeader, InodeKey, NameKey, NetKey, NetRefs, PathKey, PrefixKey,
-        RuleMeta, RuleRefs, SessionState,
+        Config, DfaEarly, DfaHeader, InodeKey, Learned, LearnedKey, NameKey, NetKey, NetRefs,
+        OrigDst, PathKey, PrefixKey, RuleMeta, RuleRefs, SessionState,
     };
 
     // SAFETY: each type is #[repr(C)], has no padding the compiler inserts (the size
@@ -745,6 +823,12 @@ mod pod {
     unsafe impl aya::Pod for DfaHeader {}
     // SAFETY: see above.
     unsafe impl aya::Pod for DfaEarly {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for LearnedKey {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for Learned {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for OrigDst {}
 }
 
 #[cfg(feature = "user")]

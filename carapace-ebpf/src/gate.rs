@@ -37,6 +37,16 @@ pub fn member_session() -> Option<Session> {
     Some(Session { cgroup, state })
 }
 
+/// The cgroup id naming the current task's session, if it is in one (its state not read).
+#[inline(always)]
+pub fn session_cgroup() -> Option<u64> {
+    if !in_session() {
+        return None;
+    }
+    // SAFETY: helper call with a plain integer argument.
+    Some(unsafe { bpf_get_current_ancestor_cgroup_id(globals::root_level() as i32 + 1) })
+}
+
 /// Whether the current task is in some session, without finding which: one helper call.
 #[inline(always)]
 pub fn in_session() -> bool {

@@ -23,6 +23,8 @@ mod bprm_check_security;
 #[cfg(target_arch = "bpf")]
 mod cgroup_escape;
 #[cfg(target_arch = "bpf")]
+mod dns_redirect;
+#[cfg(target_arch = "bpf")]
 mod dpath;
 #[cfg(target_arch = "bpf")]
 mod event;

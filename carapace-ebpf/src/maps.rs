@@ -6,9 +6,9 @@ use aya_ebpf::{
     maps::{Array, HashMap, LpmTrie, LruHashMap, PerCpuArray, RingBuf},
 };
 use carapace_common::{
-    cache_gen, errsite, Config, DfaEarly, DfaHeader, InodeKey, NetRefs, RuleMeta, RuleRefs,
-    SessionState, DFA_CELLS, DFA_CHUNK, DFA_SLOTS, DFA_STATES, MAX_RULES, MAX_SESSIONS, NAME_MAX,
-    PATH_MAX,
+    cache_gen, errsite, Config, DfaEarly, DfaHeader, InodeKey, Learned, LearnedKey, NetRefs,
+    OrigDst, RuleMeta, RuleRefs, SessionState, DFA_CELLS, DFA_CHUNK, DFA_SLOTS, DFA_STATES,
+    MAX_LEARNED, MAX_RULES, MAX_SESSIONS, NAME_MAX, PATH_MAX,
 };
 
 /// Hash maps grow on demand instead of preallocating every entry.
@@ -73,6 +73,27 @@ pub static ANCESTORS: HashMap<[u8; PATH_MAX], RuleRefs> = HashMap::pinned(MAX_EN
 /// IPv4-mapped / IPv6 CIDR → rules with ports.
 #[map(name = "NETS")]
 pub static NETS: LpmTrie<[u8; 16], NetRefs> = LpmTrie::pinned(MAX_ENTRIES, 0);
+
+/// Session cgroup id → the port of its resolver in carapaced, on loopback. Present only
+/// while the DNS redirection programs are attached (`dns_redirect`).
+#[map(name = "RESOLVERS")]
+pub static RESOLVERS: HashMap<u64, u32> = HashMap::pinned(MAX_SESSIONS, NO_PREALLOC);
+
+/// Addresses each session's resolver answered for allowed names, with the rules they are an
+/// exception to and until when (`carapace_common::Learned`). The least recently used go
+/// first: a session that looks up more than this many addresses loses its oldest, which are
+/// then refused until looked up again (fail closed).
+#[map(name = "LEARNED")]
+pub static LEARNED: LruHashMap<LearnedKey, Learned> = LruHashMap::pinned(MAX_LEARNED, 0);
+
+/// The key of a `LEARNED` lookup, built here rather than on the hooks' stack, which is
+/// nearly full where `socket_connect` and `socket_sendmsg` judge an address.
+#[map(name = "LEARNED_KEY")]
+pub static LEARNED_KEY: PerCpuArray<LearnedKey> = PerCpuArray::with_max_entries(1, 0);
+
+/// Redirected DNS sockets (by cookie) → where they first meant to go.
+#[map(name = "ORIG_DST")]
+pub static ORIG_DST: LruHashMap<u64, OrigDst> = LruHashMap::pinned(MAX_LEARNED, 0);
 
 /// Path automata (see `carapace_common::DfaHeader`): headers by slot.
 #[map(name = "DFA")]

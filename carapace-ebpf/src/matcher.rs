@@ -8,17 +8,21 @@
 //! verifier explores once per ref, not once per combination.
 
 use carapace_common::{
-    has, op, slot_bit, Config, InodeKey, NetRefs, RuleRefs, SessionState, DFA_CELLS, DFA_CHUNK,
-    DFA_EARLY_FLAG, DFA_GROUPS, DFA_STATES, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
+    has, op, slot_bit, Config, InodeKey, NetRefs, RuleRefs, DFA_CELLS, DFA_CHUNK, DFA_EARLY_FLAG,
+    DFA_GROUPS, DFA_STATES, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
 };
 
-use aya_ebpf::{cty::c_void, helpers::generated::bpf_loop};
+use aya_ebpf::{
+    cty::c_void,
+    helpers::generated::{bpf_ktime_get_boot_ns, bpf_loop},
+};
 
 use core::ptr::addr_of_mut;
 
+use crate::gate::Session;
 use crate::maps::{
     Scratch, ANCESTORS, DFA, DFA_ACCEPT, DFA_EARLY, DFA_EARLY_REFS, DFA_LIVE, DFA_TRANS,
-    EXACT_PATHS, INODES, NAMES, NETS, PREFIX_PATHS, RULES, SCRATCH,
+    EXACT_PATHS, INODES, LEARNED, LEARNED_KEY, NAMES, NETS, PREFIX_PATHS, RULES, SCRATCH,
 };
 
 /// A denial: the rule and the one operation bit it denied.
@@ -381,9 +385,30 @@ pub fn check_inode(key: &InodeKey, ops: u32) -> Option<Verdict> {
     judge(&mut j)
 }
 
+/// Whether the session's resolver answered `addr` for a name that `rule`'s `except:`
+/// allows, and the answer has not expired.
+#[inline(always)]
+fn learned_excepts(cgroup: u64, addr: &[u8; 16], rule: u32) -> bool {
+    let Some(key) = LEARNED_KEY.get_ptr_mut(0) else {
+        return false;
+    };
+    // SAFETY: per-CPU value, no concurrent writer on this CPU (the hooks do not nest).
+    let key = unsafe { &mut *key };
+    key.cgroup = cgroup;
+    key.addr = *addr;
+    // SAFETY: map values live as long as the map; only read here.
+    let Some(learned) = (unsafe { LEARNED.get(key) }) else {
+        return false;
+    };
+    // SAFETY: helper without arguments.
+    let now = unsafe { bpf_ktime_get_boot_ns() };
+    learned.excepts(rule, now)
+}
+
 /// Judges a connect to `addr` (IPv4-mapped for IPv4) and `port` (host order).
 #[inline(always)]
-pub fn check_net(addr: [u8; 16], port: u16, state: &SessionState) -> Option<Verdict> {
+pub fn check_net(addr: [u8; 16], port: u16, session: &Session) -> Option<Verdict> {
+    let state = session.state;
     let key = aya_ebpf::maps::lpm_trie::Key::new(128, addr);
     let refs: &NetRefs = NETS.get(&key)?;
     let mut excepted = 0u64;
@@ -407,6 +432,9 @@ pub fn check_net(addr: [u8; 16], port: u16, state: &SessionState) -> Option<Verd
         let Some(meta) = RULES.get(r.rule) else {
             continue;
         };
+        if learned_excepts(session.cgroup, &addr, r.rule) {
+            continue;
+        }
         if meta.ops & op::NETWORK != 0 && state.is_active(r.rule, meta) {
             return Some(Verdict {
                 rule: r.rule,

@@ -2,13 +2,13 @@
 //! socket paths.
 
 use aya_ebpf::{macros::lsm, programs::LsmContext};
-use carapace_common::{errsite, op, subject, AF_INET, AF_INET6, AF_UNIX, UNIX_PATH_MAX};
+use carapace_common::{errsite, op, subject, AF_INET, AF_INET6, AF_UNIX, DNS_PORT, UNIX_PATH_MAX};
 
 use crate::{
     event::{self, Subject},
     gate::{self, Session},
     kread,
-    maps::{CONFIG, SCRATCH},
+    maps::{CONFIG, RESOLVERS, SCRATCH},
     matcher::{self, PathSubject},
     EACCES,
 };
@@ -54,7 +54,13 @@ pub fn inet(session: &Session, sockaddr: *const u8, family: u16) -> Option<i32> 
     } else {
         kread::read::<[u8; 16]>(sockaddr, 8, errsite::READ_SOCKADDR)?
     };
-    let verdict = matcher::check_net(addr, port, session.state)?;
+    // The DNS redirection programs send this to the session's resolver (they run after
+    // this hook, on the same address).
+    // SAFETY: map values live as long as the map; only presence is read.
+    if port == DNS_PORT && unsafe { RESOLVERS.get(&session.cgroup) }.is_some() {
+        return None;
+    }
+    let verdict = matcher::check_net(addr, port, session)?;
     let subject = Subject {
         kind: subject::INET,
         path: None,

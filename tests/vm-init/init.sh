@@ -24,6 +24,8 @@ for c in $(cat /sys/fs/cgroup/cgroup.controllers 2>/dev/null); do
     echo "+$c" >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null
 done
 ip link set lo up
+# No network: tests that need DNS serve it themselves on 127.0.0.53 (tests/vm/dns.rs).
+printf 'nameserver 127.0.0.53\noptions timeout:2 attempts:2\n' >/etc/resolv.conf
 hostname carapace-vm
 echo carapace-vm >/etc/hostname
 

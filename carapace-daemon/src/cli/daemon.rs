@@ -184,6 +184,7 @@ pub fn start_kernel(root: &CarapaceRoot, rules: &RuleSet) -> Result<Kernel, Stri
         pin_dir: PathBuf::from(PIN_DIR),
         cgroup_root_id: root.id,
         cgroup_root_level: root.level,
+        cgroup_root: root.dir.clone(),
     };
     match Kernel::start(&settings, rules.kernel_image()) {
         Ok(kernel) => {

@@ -25,7 +25,7 @@ use aya::{
 };
 use carapace_common::{globals, maps as names};
 
-use super::{btf, kfunc, KernelSettings, KernelUnavailable};
+use super::{btf, dns_programs, kfunc, KernelSettings, KernelUnavailable};
 
 /// The programs, built by build.rs (empty when built with `AYA_BUILD_SKIP=1`).
 pub(super) static PROGRAMS: &[u8] =
@@ -250,6 +250,10 @@ pub struct Programs {
     /// In attach order: the path cache's invalidation hooks first.
     plan: Vec<Attach>,
     links_dir: PathBuf,
+    /// The Carapace root cgroup, where the DNS redirection programs attach.
+    cgroup_root: PathBuf,
+    /// Whether the DNS redirection programs loaded (`dns_programs`).
+    dns: bool,
     armed: bool,
     /// The links this daemon attached, by program. Held, not only pinned: a pin removed by
     /// someone else (a `rm` of the pin directory) then leaves the programs attached. Pins
@@ -267,6 +271,14 @@ impl Programs {
             let (link, was_pinned) = attach_as(&mut self.ebpf, name, hook, &self.links_dir)?;
             self.held.push(link);
             replaced |= was_pinned;
+        }
+        if self.dns {
+            for (link, was_pinned) in
+                dns_programs::attach(&mut self.ebpf, &self.cgroup_root, &self.links_dir)?
+            {
+                self.held.push(link);
+                replaced |= was_pinned;
+            }
         }
         self.armed = true;
         Ok(replaced)
@@ -306,7 +318,19 @@ impl Programs {
     /// The programs attached while armed.
     #[must_use]
     pub fn names(&self) -> Vec<&'static str> {
-        self.plan.iter().map(|&(name, _)| name).collect()
+        let dns = self
+            .dns
+            .then_some(dns_programs::PROGRAMS)
+            .into_iter()
+            .flatten();
+        self.plan.iter().map(|&(name, _)| name).chain(dns).collect()
+    }
+
+    /// Whether sessions' DNS can be sent to their resolvers (the redirection programs
+    /// loaded; they are attached whenever the LSM programs are).
+    #[must_use]
+    pub fn redirects_dns(&self) -> bool {
+        self.dns
     }
 }
 
@@ -363,6 +387,23 @@ fn load_plan(
     Ok((plan, skipped))
 }
 
+/// Loads the DNS redirection programs; a kernel that refuses them runs without.
+fn load_dns(ebpf: &mut aya::Ebpf, links_dir: &Path, skipped: &mut Vec<String>) -> bool {
+    match dns_programs::load(ebpf) {
+        Ok(()) => true,
+        Err(why) => {
+            tracing::warn!(
+                "{why}; host names in network rules are enforced by their load-time addresses"
+            );
+            for name in dns_programs::PROGRAMS {
+                let _ = fs::remove_file(links_dir.join(name));
+            }
+            skipped.push(why);
+            false
+        }
+    }
+}
+
 fn load_programs(
     settings: &KernelSettings,
     inputs: &Inputs<'_>,
@@ -411,7 +452,8 @@ fn load_programs(
         KernelUnavailable::new(format!("cannot load the eBPF object: {}", chain(&e)))
     })?;
 
-    let (plan, skipped) = load_plan(&mut ebpf, inputs, aya_btf, links_dir)?;
+    let (plan, mut skipped) = load_plan(&mut ebpf, inputs, aya_btf, links_dir)?;
+    let dns = load_dns(&mut ebpf, links_dir, &mut skipped);
     for name in RETIRED_LINKS {
         let _ = fs::remove_file(links_dir.join(name));
     }
@@ -429,6 +471,8 @@ fn load_programs(
         names::INODES,
         names::ANCESTORS,
         names::NETS,
+        names::RESOLVERS,
+        names::LEARNED,
         names::DFA,
         names::DFA_TRANS,
         names::DFA_ACCEPT,
@@ -456,6 +500,8 @@ fn load_programs(
             ebpf,
             plan,
             links_dir: links_dir.to_path_buf(),
+            cgroup_root: settings.cgroup_root.clone(),
+            dns,
             armed: false,
             held: Vec::new(),
         },
@@ -516,7 +562,7 @@ fn attach_as(
 /// Pins `link` at `path`; an older link pinned there is removed only after the new one is
 /// attached and pinned. Returns the pinned link (its file descriptor still open) and whether
 /// an older link was replaced.
-fn pin_replacing(link: FdLink, path: &Path) -> io::Result<(PinnedLink, bool)> {
+pub(super) fn pin_replacing(link: FdLink, path: &Path) -> io::Result<(PinnedLink, bool)> {
     // bpffs refuses names with a dot, so no `.new` suffix.
     let name = path
         .file_name()
@@ -575,7 +621,7 @@ fn refused(hook: &str, e: &ProgramError) -> KernelUnavailable {
     KernelUnavailable::new(format!("cannot attach {hook}: {}", chain(e)))
 }
 
-fn chain(e: &dyn std::error::Error) -> String {
+pub(super) fn chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

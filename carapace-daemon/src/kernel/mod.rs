@@ -6,6 +6,8 @@
 //! - `events`: the denial ring buffer.
 //! - `kallsyms`: addresses the path cache needs.
 pub mod btf;
+pub mod dns_maps;
+mod dns_programs;
 mod events;
 mod kallsyms;
 mod kfunc;
@@ -14,10 +16,12 @@ mod maps;
 pub mod trees;
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 pub use self::events::EventStream;
 use carapace_policy::image::KernelImage;
 
+use self::dns_maps::DnsMaps;
 use self::maps::KernelMaps;
 
 /// Where and for which cgroups the programs act.
@@ -29,6 +33,8 @@ pub struct KernelSettings {
     pub cgroup_root_id: u64,
     /// Level of that cgroup in the hierarchy (the cgroup2 root is level 0).
     pub cgroup_root_level: u32,
+    /// Its directory, where the DNS redirection programs attach.
+    pub cgroup_root: PathBuf,
 }
 
 /// Why the kernel layer cannot run on this machine, in one line for the user.
@@ -56,6 +62,9 @@ pub struct Kernel {
     adopted: Vec<(u64, u32)>,
     adopted_links: bool,
     path_cache: Result<&'static str, String>,
+    /// Resolver ports and learned addresses, when this kernel redirects sessions' DNS;
+    /// shared with the resolvers, which write it as they answer.
+    dns: Option<Arc<Mutex<DnsMaps>>>,
 }
 
 impl Kernel {
@@ -76,6 +85,14 @@ impl Kernel {
                 "path cache off, every open inside a session is judged in full: {why}"
             ),
         }
+        let mut loaded = loaded;
+        let dns = if loaded.programs.redirects_dns() {
+            let maps = DnsMaps::take(&mut loaded.maps)
+                .map_err(|e| KernelUnavailable::new(format!("cannot open the DNS maps: {e:#}")))?;
+            Some(Arc::new(Mutex::new(maps)))
+        } else {
+            None
+        };
         let mut maps = KernelMaps::new(loaded.maps).map_err(|e| {
             KernelUnavailable::new(format!("cannot open the programs' maps: {e:#}"))
         })?;
@@ -95,6 +112,7 @@ impl Kernel {
             adopted,
             adopted_links: false,
             path_cache: loaded.path_cache,
+            dns,
         };
         if kernel.programs.pinned() {
             kernel.adopted_links = kernel.attach()?;
@@ -165,6 +183,12 @@ impl Kernel {
     #[must_use]
     pub fn adopted_sessions(&self) -> Vec<(u64, u32)> {
         self.adopted.clone()
+    }
+
+    /// The maps of sessions' resolvers and learned addresses, if this kernel redirects DNS.
+    #[must_use]
+    pub fn dns(&self) -> Option<Arc<Mutex<DnsMaps>>> {
+        self.dns.clone()
     }
 
     /// The denial stream; can be taken once.
