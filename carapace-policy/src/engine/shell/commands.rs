@@ -1281,6 +1281,12 @@ impl Walker<'_> {
                 }
                 Feed::default()
             }
+            "sysctl" => {
+                for (action, path) in super::sysctl::operations(args) {
+                    self.path_op(action, &path, ctx, None);
+                }
+                Feed::default()
+            }
             "touch" | "truncate" | "mkdir" | "mkfifo" | "mknod" | "setfacl" => {
                 let o = args::parse(
                     args,

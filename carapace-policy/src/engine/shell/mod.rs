@@ -34,6 +34,7 @@ mod printf;
 mod resolve;
 mod sed;
 mod stop;
+mod sysctl;
 mod textops;
 mod walk;
 mod word;
