@@ -370,7 +370,7 @@ impl Walker<'_> {
         self.installs_download(family(&base), args, ctx);
         self.unpacks_download(family(&base), args, ctx);
         // What the command runs inside (`sh -c`, `script -c`) inherits its stdin.
-        let mut feed = self.with_stdin(stdin.downloaded, |w| {
+        let mut feed = self.with_stdin(&stdin.clone(), |w| {
             w.dispatch(family(&base), args, ctx, depth, stdin)
         });
         feed.downloaded |= self.flow.read_download || fetched;
@@ -1400,9 +1400,19 @@ impl Walker<'_> {
             }
             "parallel" => self.parallel(args, ctx, depth, &stdin),
             "dd" => {
+                // Without `of=`, dd prints what it reads: its stdin, or a file whose text
+                // this command wrote.
+                let mut printed = if args.iter().any(|a| a.starts_with("of=")) {
+                    None
+                } else {
+                    Some(stdin.clone())
+                };
                 for a in args {
                     if let Some(f) = a.strip_prefix("if=") {
                         self.path_op(Action::Read, f, ctx, None);
+                        if !flow::is_stdin_path(f) {
+                            printed = printed.and(self.file_feed(f, ctx));
+                        }
                     } else if let Some(f) = a.strip_prefix("of=") {
                         let content = (!stdin.text.is_empty()).then(|| stdin.joined());
                         self.path_op(Action::Write, f, ctx, content);
@@ -1412,7 +1422,7 @@ impl Walker<'_> {
                         }
                     }
                 }
-                Feed::default()
+                printed.unwrap_or_default()
             }
             "mkfs" | "mke2fs" | "mkswap" | "wipefs" | "fdisk" | "sfdisk" | "cfdisk" | "parted"
             | "gdisk" | "sgdisk" | "blkdiscard" | "mkdosfs" | "mkntfs" | "hdparm" | "badblocks"
@@ -2066,7 +2076,8 @@ impl Walker<'_> {
         if matches!(
             name,
             "cat" | "tac" | "head" | "tail" | "sort" | "uniq" | "less" | "more"
-        ) && (operands.is_empty() || operands.contains(&"-"))
+        ) && (operands.is_empty()
+            || operands.iter().any(|f| *f == "-" || flow::is_stdin_path(f)))
         {
             feed.extend(stdin);
         }

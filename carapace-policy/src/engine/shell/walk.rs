@@ -78,6 +78,9 @@ pub(super) struct Walker<'o> {
     /// Variables `${x:=v}` assigned while the current command's words were expanded; the
     /// shell keeps them once the command is done with its words.
     defaults: Vec<(String, String)>,
+    /// The known text of the stdin that commands without one of their own read (see
+    /// `with_stdin`).
+    pub stdin_text: Vec<String>,
 }
 
 impl<'o> Walker<'o> {
@@ -98,6 +101,7 @@ impl<'o> Walker<'o> {
             lookup: Lookup::Functions,
             binaries: Vec::new(),
             defaults: Vec::new(),
+            stdin_text: Vec::new(),
         }
     }
 
@@ -273,7 +277,7 @@ impl<'o> Walker<'o> {
                     .unwrap_or(stdin);
                 let opened = self.open_descriptors(&redirects, ctx, depth);
                 // Every command inside reads the group's stdin unless given another.
-                let feed = self.with_stdin(stdin.downloaded, |w| w.compound(cc, ctx, depth, stdin));
+                let feed = self.with_stdin(&stdin.clone(), |w| w.compound(cc, ctx, depth, stdin));
                 close_descriptors(ctx, opened);
                 self.redirect_outputs(&redirects, ctx, depth, &feed)
             }
@@ -430,18 +434,22 @@ impl<'o> Walker<'o> {
         stdin: Feed,
     ) -> Feed {
         let mut parts = Parts::default();
-        for item in c.prefix.iter().flat_map(|p| p.0.iter()) {
-            self.item(item, true, ctx, depth, &mut parts);
-        }
         let mut unresolved = false;
-        if let Some(name) = &c.word_or_name {
-            let fields = self.words(&name.value, ctx, depth);
-            unresolved = unresolved_command(&name.value, fields.first());
-            parts.words.extend(fields);
-        }
-        for item in c.suffix.iter().flat_map(|s| s.0.iter()) {
-            self.item(item, false, ctx, depth, &mut parts);
-        }
+        // The words are expanded before the command's own redirections are made: their
+        // substitutions read the stdin the command came with (`… | eval "$(cat)"`).
+        self.with_stdin(&stdin, |w| {
+            for item in c.prefix.iter().flat_map(|p| p.0.iter()) {
+                w.item(item, true, ctx, depth, &mut parts);
+            }
+            if let Some(name) = &c.word_or_name {
+                let fields = w.words(&name.value, ctx, depth);
+                unresolved = unresolved_command(&name.value, fields.first());
+                parts.words.extend(fields);
+            }
+            for item in c.suffix.iter().flat_map(|s| s.0.iter()) {
+                w.item(item, false, ctx, depth, &mut parts);
+            }
+        });
         let Parts {
             assignments,
             redirects,
@@ -457,10 +465,11 @@ impl<'o> Walker<'o> {
                 set_var(ctx, name, value);
             }
             let input = self.redirect_inputs(&redirects, ctx, depth);
-            // `$(< file)` prints the file: a download read so is downloaded still.
+            // `$(< file)` prints the file: a download read so is downloaded still, and
+            // known text (`$(< /dev/stdin)` of a here-string) is that text.
             let printed = input
                 .clone()
-                .filter(|f| f.downloaded && assignments.is_empty())
+                .filter(|f| (f.downloaded || !f.text.is_empty()) && assignments.is_empty())
                 .unwrap_or_default();
             self.unresolved_runner(unresolved, &input.unwrap_or(stdin));
             return self.redirect_outputs(&redirects, ctx, depth, &printed);
@@ -533,7 +542,7 @@ impl<'o> Walker<'o> {
                 ..Feed::default()
             };
             let mut inner = ctx.clone();
-            self.with_stdin(downloaded, |w| {
+            self.with_stdin(&stdin.clone(), |w| {
                 w.list_with_stdin(&sub.list, &mut inner, depth, stdin)
             });
         }
@@ -683,6 +692,9 @@ impl<'o> Walker<'o> {
                                 if fd.is_none_or(|fd| fd == 0) {
                                     if let Some(feed) = self.file_feed(&path, ctx) {
                                         stdin = Some(feed);
+                                    } else if super::flow::is_stdin_path(&path) {
+                                        // `$(< /dev/stdin)`: the stdin it came with.
+                                        stdin = Some(self.inherited_stdin());
                                     }
                                 }
                                 if self.is_download(&path, ctx) {
@@ -809,8 +821,7 @@ impl<'o> Walker<'o> {
                             };
                             if matches!(k, ast::ProcessSubstitutionKind::Write) {
                                 let mut inner = ctx.clone();
-                                let downloaded = written.downloaded;
-                                self.with_stdin(downloaded, |w| {
+                                self.with_stdin(&written.clone(), |w| {
                                     w.list_with_stdin(&sub.list, &mut inner, depth, written)
                                 });
                             } else {
@@ -1006,7 +1017,7 @@ impl<'o> Walker<'o> {
         set_var(ctx, "#", &args.len().to_string());
         let redirects: Vec<&ast::IoRedirect> = body.1.iter().flat_map(|r| r.0.iter()).collect();
         // The body reads the call's stdin (`f() { sh; }; curl … | f`).
-        let feed = self.with_stdin(stdin.downloaded, |w| {
+        let feed = self.with_stdin(&stdin.clone(), |w| {
             w.compound(&body.0, ctx, depth + 1, stdin)
         });
         let feed = self.redirect_outputs(&redirects, ctx, depth, &feed);
