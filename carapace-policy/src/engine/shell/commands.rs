@@ -98,20 +98,25 @@ pub(super) fn is_interpreter(name: &str) -> bool {
     )
 }
 
-/// Where `cd DIR` goes with `CDPATH` set: a relative name that does not start with `.` or
-/// `..` as a component is looked for in CDPATH's directories first. Which one holds it is
-/// for the filesystem to say; the first is what such a command aims at.
-fn cd_path_target(target: &str, ctx: &Context) -> String {
+/// The directories `cd DIR` may go to with `CDPATH` set: a relative name that does not
+/// start with `.` or `..` as a component is looked for in CDPATH's directories in turn (an
+/// empty entry is the working directory), then in the working directory. Which one holds
+/// it is for the file system to say when the command runs: all of them, in that order.
+fn cd_path_targets(target: &str, ctx: &Context) -> Vec<String> {
     let relative =
         !target.starts_with(['/', '~']) && !matches!(target.split('/').next(), Some("." | ".."));
-    match ctx.var("CDPATH").filter(|_| relative) {
-        Some(cdpath) => {
-            let first = cdpath.split(':').next().unwrap_or("");
-            let dir = if first.is_empty() { "." } else { first };
-            format!("{}/{target}", dir.trim_end_matches('/'))
+    let Some(cdpath) = ctx.var("CDPATH").filter(|_| relative) else {
+        return vec![target.to_owned()];
+    };
+    let mut dirs: Vec<String> = Vec::new();
+    for entry in cdpath.split(':').chain(std::iter::once(".")) {
+        let dir = if entry.is_empty() { "." } else { entry };
+        let joined = format!("{}/{target}", dir.trim_end_matches('/'));
+        if !dirs.contains(&joined) {
+            dirs.push(joined);
         }
-        None => target.to_owned(),
     }
+    dirs
 }
 
 /// Unix sockets a container CLI is pointed at (`--url`, `-H`, `--host`, `--connection`).
@@ -798,7 +803,12 @@ impl Walker<'_> {
                 let target = match target {
                     // `cd -`: back to the previous directory, unknown unless a `cd` set it.
                     "-" => ctx.var("OLDPWD").unwrap_or("/**").to_owned(),
-                    t => cd_path_target(t, ctx),
+                    t => {
+                        let mut dirs = cd_path_targets(t, ctx);
+                        self.cd_choices = self.cd_choices.max(dirs.len());
+                        let pick = self.cd_pick.min(dirs.len().saturating_sub(1));
+                        dirs.swap_remove(pick)
+                    }
                 };
                 if let Some(p) = normalize::shell_path(&target, ctx) {
                     let old = std::mem::replace(&mut ctx.cwd, p);

@@ -81,6 +81,11 @@ pub(super) struct Walker<'o> {
     /// The known text of the stdin that commands without one of their own read (see
     /// `with_stdin`).
     pub stdin_text: Vec<String>,
+    /// Which of `CDPATH`'s directories a `cd NAME` looked up there lands in, this walk
+    /// (see `super::walk_every_cd`).
+    pub cd_pick: usize,
+    /// The most directories one such `cd` could land in, met this walk.
+    pub cd_choices: usize,
 }
 
 impl<'o> Walker<'o> {
@@ -102,6 +107,8 @@ impl<'o> Walker<'o> {
             binaries: Vec::new(),
             defaults: Vec::new(),
             stdin_text: Vec::new(),
+            cd_pick: 0,
+            cd_choices: 1,
         }
     }
 
