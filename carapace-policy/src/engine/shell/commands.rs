@@ -784,6 +784,16 @@ impl Walker<'_> {
                 Feed::default()
             }
             "find" => self.find(args, ctx, depth),
+            "locate" | "plocate" | "mlocate" | "slocate" => {
+                let found = super::locate::locate(args);
+                for db in found.databases {
+                    self.path_op(Action::Read, db, ctx, None);
+                }
+                Feed {
+                    names: found.names,
+                    ..Feed::default()
+                }
+            }
             n if is_shell(n) => self.shell(args, ctx, depth, &stdin),
             "source" | "." => {
                 let Some(file) = args.first() else {
