@@ -151,6 +151,22 @@ pub fn protects_a_tree(source: &Source) -> bool {
         })
 }
 
+/// Whether some one name is both selected by `find -name FOUND` (its fnmatch reading: a
+/// leading wildcard takes in a leading dot) and matched by a rule's name (the language of
+/// one name of a rule glob). Answers "meet" when either cannot be read.
+#[must_use]
+pub fn found_name_meets(found: &str, rule_name: &Source) -> bool {
+    let mut regex = String::from("^");
+    if name_regex(found, &mut regex, true).is_none() {
+        return true;
+    }
+    regex.push('$');
+    match (Lang::of(&Source::Glob(regex)), Lang::of(rule_name)) {
+        (Some(found), Some(rule)) => meet(&found, &rule),
+        _ => true,
+    }
+}
+
 /// The regex of a path the agent wrote as a shell glob, read as the shell reads it: `*`,
 /// `?` and `[…]` stay within a name and, like `**`, never match the leading `.` of a hidden
 /// name (bash without `dotglob`; `find`'s recursion stands in as `**`, and a search for
@@ -403,6 +419,19 @@ mod tests {
             &shell("/root/@(.ssh|x)/id_rsa"),
             &glob("/root/.ssh/**")
         ));
+    }
+
+    #[test]
+    fn a_found_name_meets_a_rule_name_as_find_reads_it() {
+        let name = |g: &str| Source::Glob(build_glob(g).unwrap().regex().to_owned());
+        assert!(found_name_meets("hooks", &name("hooks")));
+        assert!(found_name_meets("hook*", &name("hooks")));
+        assert!(found_name_meets("*ks", &name("hooks")));
+        assert!(found_name_meets("*", &name(".ssh")));
+        assert!(found_name_meets("[hH][oO]oks", &name("hooks")));
+        assert!(!found_name_meets("__pycache__", &name("hooks")));
+        assert!(!found_name_meets("*.pyc", &name("hooks")));
+        assert!(!found_name_meets("node_modules", &name(".husky")));
     }
 
     #[test]

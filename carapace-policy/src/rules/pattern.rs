@@ -366,7 +366,10 @@ impl WrittenGlob {
         let Ok(glob) = build_glob(pattern) else {
             return false;
         };
-        self.meets(&Source::Glob(glob.regex().to_owned()))
+        self.meets(
+            &Source::Glob(glob.regex().to_owned()),
+            tree_root_name(pattern),
+        )
     }
 
     /// [`any_entry`] of its directory, when it is a directory without wildcards followed by
@@ -381,17 +384,46 @@ impl WrittenGlob {
     /// Whether it names some path the `re:` pattern `regex` finds a match in.
     #[must_use]
     pub fn names_search(&self, regex: &str) -> bool {
-        self.meets(&Source::Search(regex.to_owned()))
+        self.meets(&Source::Search(regex.to_owned()), None)
     }
 
-    fn meets(&self, rule: &Source) -> bool {
+    /// Whether the name `find` looks for (the one right after its walk) can be `root`, the
+    /// last name of a protected tree's root: `find . -name hooks` may find `.git/hooks`.
+    fn finds_tree_root(&self, root: Option<&str>) -> bool {
+        let Some(root) = root else {
+            return false;
+        };
+        let Some((_, after)) = self
+            .glob
+            .split_once(intersect::FIND_DEPTH)
+            .and_then(|(_, rest)| rest.split_once('/'))
+        else {
+            return false;
+        };
+        let found = after.split('/').next().unwrap_or(after);
+        // Every name (`-name '*'`) is the whole walk, read as the shell's like a walk
+        // without a name test (`find . -delete`, `rm -rf .`).
+        if every_name(found) {
+            return false;
+        }
+        build_glob(root).map_or(true, |g| {
+            intersect::found_name_meets(found, &Source::Glob(g.regex().to_owned()))
+        })
+    }
+
+    fn meets(&self, rule: &Source, root: Option<&str>) -> bool {
         // find's walk into hidden directories is judged against rules that name files (a
         // hook, `settings.json`, a key), not against whole protected trees: every name
         // find could look for lies in `.claude/hooks/**`, and `find . -name __pycache__
-        // -exec rm -rf {} +` is not aimed there. Against a tree the walk is the shell's.
-        if self.glob.contains(intersect::FIND_DEPTH) && intersect::protects_a_tree(rule) {
+        // -exec rm -rf {} +` is not aimed there. Against a tree the walk is the shell's,
+        // unless the name found can be the tree's root (`-name hooks`, `-name 'hook*'` for
+        // `**/.git/hooks/**`): then the walk goes into hidden directories to reach it.
+        if self.glob.contains(intersect::FIND_DEPTH)
+            && intersect::protects_a_tree(rule)
+            && !self.finds_tree_root(root)
+        {
             return written_glob(&self.glob.replace(intersect::FIND_DEPTH, "**"))
-                .is_none_or(|shallow| shallow.meets(rule));
+                .is_none_or(|shallow| shallow.meets(rule, None));
         }
         // A tree (`src/**`) or a directory's entries (`build/*`) stand for every entry: one
         // literal path, run through the rule's automaton, with no automaton of its own.
@@ -416,6 +448,14 @@ impl WrittenGlob {
             _ => true,
         }
     }
+}
+
+/// The last name of the directory a rule glob protects whole (`hooks` for
+/// `**/.git/hooks/**`); `None` for a pattern that is not `DIR/**`.
+fn tree_root_name(pattern: &str) -> Option<&str> {
+    let root = pattern.strip_suffix("/**")?;
+    let name = root.rsplit('/').next().unwrap_or(root);
+    (!name.is_empty()).then_some(name)
 }
 
 /// A last name that stands for a directory's entries as a whole: wildcards alone (`*`,
