@@ -76,6 +76,18 @@ impl Lang {
         self.accepts_here(state)
     }
 
+    /// The state after `bytes`, `None` once no path with that beginning can match.
+    fn state_after(&self, bytes: &[u8]) -> Option<StateID> {
+        let mut state = self.start;
+        for &b in bytes {
+            state = self.dfa.next_state(state, b);
+            if self.stuck(state) {
+                return None;
+            }
+        }
+        Some(state)
+    }
+
     fn accepts_here(&self, state: StateID) -> bool {
         self.dfa.is_match_state(self.dfa.next_eoi_state(state))
     }
@@ -115,6 +127,37 @@ pub fn meet(a: &Lang, b: &Lang) -> bool {
         }
     }
     false
+}
+
+/// How many names deep a written directory's unknown entries are judged
+/// ([`names_entries_of`]).
+const ENTRY_DEPTH: usize = 3;
+
+/// Whether `rule` names some entry of directory `dir` (absolute, written out), at most
+/// [`ENTRY_DEPTH`] names below it, because of what `dir` is: no entry as deep below a
+/// made-up directory is in it. A directory moved, copied or linked into place may hold
+/// anything; rules that name files by their directory (`**/*.git/hooks/pre-receive` for
+/// `remote.git/hooks`, `**/.git/hooks/**` for `.git`, `~/.bashrc` for `~`) see what it
+/// could hold, rules that name a file wherever it is (`**/.env`) do not.
+#[must_use]
+pub fn names_entries_of(rule: &Lang, dir: &str) -> bool {
+    const MADE_UP: &str = "/\x00";
+    let dir = dir.trim_end_matches('/');
+    let Some(here) = rule.state_after(format!("{dir}/").as_bytes()) else {
+        return false;
+    };
+    // The same state as below a made-up directory: the same entries are named.
+    if rule.state_after(b"/\0/") == Some(here) {
+        return false;
+    }
+    let below = |base: &str, depth: usize| {
+        Lang::of(&Source::Glob(format!("^{base}(?:/[^/]+){{{depth}}}$")))
+    };
+    let base = regex_syntax::escape(dir);
+    (1..=ENTRY_DEPTH).any(|depth| match (below(&base, depth), below(MADE_UP, depth)) {
+        (Some(mine), Some(made_up)) => meet(&mine, rule) && !meet(&made_up, rule),
+        _ => true,
+    })
 }
 
 /// The language of a rule's pattern, compiled once per process (rule sets are reloaded,
@@ -432,6 +475,22 @@ mod tests {
         assert!(!found_name_meets("__pycache__", &name("hooks")));
         assert!(!found_name_meets("*.pyc", &name("hooks")));
         assert!(!found_name_meets("node_modules", &name(".husky")));
+    }
+
+    #[test]
+    fn a_directory_names_the_entries_rules_bind_to_it() {
+        let hook = glob("**/*.git/hooks/{pre-receive,update}");
+        assert!(names_entries_of(&hook, "/srv/remote.git/hooks"));
+        assert!(names_entries_of(&hook, "/srv/remote.git"));
+        assert!(!names_entries_of(&hook, "/srv/remote"));
+        assert!(!names_entries_of(&hook, "/tmp/x"));
+        let tree = glob("**/.git/hooks/**");
+        assert!(names_entries_of(&tree, "/p/.git"));
+        assert!(!names_entries_of(&tree, "/p/src"));
+        assert!(names_entries_of(&glob("/root/.bashrc"), "/root"));
+        assert!(!names_entries_of(&glob("/root/.bashrc"), "/root/project"));
+        // A name protected wherever it is is not bound to any directory.
+        assert!(!names_entries_of(&glob("**/.env"), "/p"));
     }
 
     #[test]

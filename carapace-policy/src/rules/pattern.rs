@@ -2,8 +2,10 @@
 //! `$HOME` expanded for every account with a home, and `re:` regexes; plus the translation
 //! of a glob into the forms the kernel maps can hold.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex};
 
 use super::lazy_regex::LazyRegex;
 use crate::host::{FileKind, Host};
@@ -363,13 +365,10 @@ impl WrittenGlob {
         if self.is_match(pattern) {
             return true;
         }
-        let Ok(glob) = build_glob(pattern) else {
+        let Some(source) = rule_glob_source(pattern) else {
             return false;
         };
-        self.meets(
-            &Source::Glob(glob.regex().to_owned()),
-            tree_root_name(pattern),
-        )
+        self.meets(&source, Some(pattern))
     }
 
     /// [`any_entry`] of its directory, when it is a directory without wildcards followed by
@@ -411,7 +410,9 @@ impl WrittenGlob {
         })
     }
 
-    fn meets(&self, rule: &Source, root: Option<&str>) -> bool {
+    /// Whether some path of the rule (`pattern`: its glob, when it is one) is named.
+    fn meets(&self, rule: &Source, pattern: Option<&str>) -> bool {
+        let root = pattern.and_then(tree_root_name);
         // find's walk into hidden directories is judged against rules that name files (a
         // hook, `settings.json`, a key), not against whole protected trees: every name
         // find could look for lies in `.claude/hooks/**`, and `find . -name __pycache__
@@ -428,8 +429,14 @@ impl WrittenGlob {
         // A tree (`src/**`) or a directory's entries (`build/*`) stand for every entry: one
         // literal path, run through the rule's automaton, with no automaton of its own.
         if let Some(entry) = self.every_entry() {
-            return intersect::rule_lang(rule)
-                .is_none_or(|theirs| theirs.accepts(entry.as_bytes()));
+            let dir = entry.strip_suffix("/\0").unwrap_or(&entry);
+            return intersect::rule_lang(rule).is_none_or(|theirs| {
+                theirs.accepts(entry.as_bytes())
+                    || (pattern.is_none_or(|p| {
+                        // Patterns below its text are named as its text matches them.
+                        !p.starts_with(self.literal()) && may_name_entries_of(p, dir)
+                    }) && intersect::names_entries_of(&theirs, dir))
+            });
         }
         let mine = self.lang.get_or_init(|| {
             // A last name of wildcards alone (`build/*`, `src/**`) stands for every entry,
@@ -447,6 +454,56 @@ impl WrittenGlob {
             (Some(mine), Some(theirs)) => intersect::meet(mine, &theirs),
             _ => true,
         }
+    }
+}
+
+/// The regex of a rule's glob, built once per process: every written tree (`cp -r`,
+/// `grep -r`) asks it of the patterns that start with wildcards.
+fn rule_glob_source(pattern: &str) -> Option<Source> {
+    static CACHE: LazyLock<Mutex<HashMap<String, Option<Source>>>> =
+        LazyLock::new(|| Mutex::new(HashMap::new()));
+    let mut cache = CACHE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(source) = cache.get(pattern) {
+        return source.clone();
+    }
+    let source = build_glob(pattern)
+        .ok()
+        .map(|g| Source::Glob(g.regex().to_owned()));
+    cache.insert(pattern.to_owned(), source.clone());
+    source
+}
+
+/// Whether rule glob `pattern` can name entries of `dir` because of what `dir` is
+/// ([`intersect::names_entries_of`]), as far as its text tells: a pattern that starts
+/// with `**/` does only when some name of `dir` can be one of the pattern's directories.
+/// Most patterns are settled here, before any automaton is built.
+fn may_name_entries_of(pattern: &str, dir: &str) -> bool {
+    let Some(rest) = pattern.strip_prefix("**/") else {
+        return true;
+    };
+    let mut dirs: Vec<&str> = rest.split('/').collect();
+    dirs.pop();
+    dirs.iter().any(|d| {
+        *d != "**"
+            && dir
+                .split('/')
+                .any(|name| !name.is_empty() && name_may_match(d, name))
+    })
+}
+
+/// A rough glob match of one name: exact text, or one `*` between a fixed start and end;
+/// any other glob may match.
+fn name_may_match(glob: &str, name: &str) -> bool {
+    if !glob.contains(GLOB_START) {
+        return glob == name;
+    }
+    match glob.split_once('*') {
+        Some((start, end)) if !start.contains(GLOB_START) && !end.contains(GLOB_START) => {
+            name.len() >= start.len() + end.len() && name.starts_with(start) && name.ends_with(end)
+        }
+        _ => true,
     }
 }
 

@@ -2420,6 +2420,15 @@ impl Walker<'_> {
         // What the command knows a source holds (written earlier in this command), the
         // copy holds: `echo 'cmd' > a; cp a b; sh b` runs it.
         let known = |w: &Self, s: &str| w.file_feed(s, ctx).map(|f| f.joined());
+        // A directory moved, copied or linked into place brings whatever it holds: the
+        // destination is written whole (`mv /tmp/h .git/hooks`).
+        let whole = match name {
+            "mv" => true,
+            "ln" | "link" => o.has(&["-s", "--symbolic"]),
+            "cp" => o.has(&["-r", "-R", "-a", "--recursive", "--archive"]),
+            "rsync" => o.has(&["-r", "-a", "--recursive", "--archive"]),
+            _ => false,
+        };
         if sources.iter().any(contents) {
             self.tree_write(dest, ctx);
         } else {
@@ -2458,15 +2467,23 @@ impl Walker<'_> {
                 if !file.is_empty() {
                     let content = known(self, s);
                     self.path_op(Action::Write, &format!("{base}/{file}"), ctx, content);
+                    if whole {
+                        self.tree_write(&format!("{base}/{file}"), ctx);
+                    }
                     if downloaded {
                         self.downloaded_to(&format!("{base}/{file}"), ctx);
                         self.downloaded_tree(&format!("{base}/{file}"), ctx);
                     }
                 }
             }
-        } else if downloaded {
-            self.downloaded_to(dest, ctx);
-            self.downloaded_tree(dest, ctx);
+        } else {
+            if whole {
+                self.tree_write(dest, ctx);
+            }
+            if downloaded {
+                self.downloaded_to(dest, ctx);
+                self.downloaded_tree(dest, ctx);
+            }
         }
         // A copy or link of a program runs as that program (`ln -s /bin/rm x; ./x`).
         if let [source] = sources.as_slice() {
