@@ -346,6 +346,11 @@ impl Walker<'_> {
     /// `tarfile -c` archive theirs.
     fn python_module(&mut self, module: &str, args: &[String], ctx: &Context) {
         match module {
+            "pip" => {
+                for dir in super::installs::pip(args, ctx) {
+                    self.tree_write(&dir, ctx);
+                }
+            }
             "http.server" | "SimpleHTTPServer" => {
                 let o = args::parse(args, &["-d", "--directory", "-b", "--bind"], false);
                 let dir = o.value(&["-d", "--directory"]).unwrap_or(".");

@@ -31,6 +31,7 @@ pub(super) fn family(word: &str) -> &str {
         ("php", "php"),
         ("node", "node"),
         ("lua", "lua"),
+        ("pip", "pip"),
     ] {
         if base.starts_with(prefix)
             && base[prefix.len()..]
@@ -1736,21 +1737,42 @@ impl Walker<'_> {
             // File tests stat their operands, signals read nothing: no file is read.
             "test" | "[" | "pgrep" | "pidof" | "pkill" | "killall" | "kill" => Feed::default(),
 
+            "pip" | "uv" | "npm" => {
+                let dirs = match name {
+                    "pip" => super::installs::pip(args, ctx),
+                    "uv" if args.first().is_some_and(|a| a == "pip") => {
+                        super::installs::pip(&args[1..], ctx)
+                    }
+                    "npm" => super::installs::npm(args, ctx),
+                    _ => Vec::new(),
+                };
+                for d in dirs {
+                    self.tree_write(&d, ctx);
+                }
+                self.other_command(args, ctx);
+                Feed::default()
+            }
+
             // Anything else: arguments that look like paths are read.
             _ => {
-                for a in args {
-                    let candidate = if a.starts_with('-') {
-                        a.split_once('=').map_or("", |(_, v)| v)
-                    } else {
-                        a.as_str()
-                    };
-                    // A bare name is a file in the working directory to a command not in
-                    // the table (`cd ~/.aws && aws s3 cp credentials s3://…`).
-                    if path_like(candidate) || bare_name(candidate) {
-                        self.path_op(Action::Read, candidate, ctx, None);
-                    }
-                }
+                self.other_command(args, ctx);
                 Feed::default()
+            }
+        }
+    }
+
+    /// A command not in the table: arguments that look like paths are read.
+    fn other_command(&mut self, args: &[String], ctx: &Context) {
+        for a in args {
+            let candidate = if a.starts_with('-') {
+                a.split_once('=').map_or("", |(_, v)| v)
+            } else {
+                a.as_str()
+            };
+            // A bare name is a file in the working directory to a command not in the
+            // table (`cd ~/.aws && aws s3 cp credentials s3://…`).
+            if path_like(candidate) || bare_name(candidate) {
+                self.path_op(Action::Read, candidate, ctx, None);
             }
         }
     }

@@ -26,6 +26,7 @@ mod flow;
 mod gitconfig;
 mod globopts;
 mod home_paths;
+mod installs;
 mod locate;
 mod net;
 mod param;

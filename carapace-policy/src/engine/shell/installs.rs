@@ -1,0 +1,194 @@
+//! Where package installers put what they install, when the command line says: `pip
+//! install --user` writes the user's site-packages (which Python imports, `.pth` files
+//! included, before the user's own code), `--target`/`--prefix`/`--root` the directories
+//! named, `npm install --prefix` a `node_modules` there. A plain `pip install` writes the
+//! active environment (a virtualenv, or the system's, which rules name on their own), not a
+//! place this can know better than the rules' patterns: nothing is added for it.
+use super::super::operation::Context;
+use super::args;
+
+/// pip's options, before and after the subcommand, that take a value.
+const PIP_VALUED: &[&str] = &[
+    "-r",
+    "--requirement",
+    "-c",
+    "--constraint",
+    "-e",
+    "--editable",
+    "-t",
+    "--target",
+    "--prefix",
+    "--root",
+    "-i",
+    "--index-url",
+    "--extra-index-url",
+    "-f",
+    "--find-links",
+    "--platform",
+    "--python-version",
+    "--implementation",
+    "--abi",
+    "--src",
+    "--upgrade-strategy",
+    "--install-option",
+    "--global-option",
+    "-C",
+    "--config-settings",
+    "--progress-bar",
+    "--report",
+    "--proxy",
+    "--retries",
+    "--timeout",
+    "--exists-action",
+    "--trusted-host",
+    "--cert",
+    "--client-cert",
+    "--cache-dir",
+    "--log",
+    "--log-file",
+    "--python",
+    "--keyring-provider",
+    "--use-feature",
+    "--use-deprecated",
+    "--only-binary",
+    "--no-binary",
+    "--root-user-action",
+];
+
+/// The directories `pip ARGS` (or `python -m pip ARGS`, `uv pip ARGS`) installs into, as
+/// the command wrote them; each is written whole.
+pub(super) fn pip(args: &[String], ctx: &Context) -> Vec<String> {
+    let o = args::parse(args, PIP_VALUED, false);
+    if o.operands.first() != Some(&"install") {
+        return Vec::new();
+    }
+    // `--isolated` ignores PIP_* variables (and config files).
+    let env = |name: &str| {
+        ctx.var(name)
+            .filter(|_| !o.has(&["--isolated"]))
+            .filter(|v| !v.is_empty())
+    };
+    let mut dirs: Vec<String> = Vec::new();
+    let user = o.has(&["--user"])
+        || env("PIP_USER").is_some_and(|v| {
+            matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on")
+        });
+    if user {
+        let base = ctx
+            .var("PYTHONUSERBASE")
+            .filter(|v| !v.is_empty())
+            .unwrap_or("~/.local")
+            .trim_end_matches('/')
+            .to_owned();
+        dirs.push(format!("{base}/lib/python*/site-packages"));
+        dirs.push(format!("{base}/bin"));
+    }
+    let target = o.values(&["-t", "--target"]);
+    dirs.extend(
+        target
+            .iter()
+            .map(|t| (*t).to_owned())
+            .chain(env("PIP_TARGET").map(str::to_owned)),
+    );
+    for prefix in o.values(&["--prefix"]).into_iter().chain(env("PIP_PREFIX")) {
+        let prefix = prefix.trim_end_matches('/');
+        dirs.push(format!("{prefix}/lib/python*/site-packages"));
+        dirs.push(format!("{prefix}/bin"));
+    }
+    dirs.extend(
+        o.values(&["--root"])
+            .into_iter()
+            .chain(env("PIP_ROOT"))
+            .map(str::to_owned),
+    );
+    dirs
+}
+
+/// The directories `npm ARGS` installs into when its prefix is named (`--prefix`, or
+/// `npm_config_prefix` in its environment): `PREFIX/lib/node_modules` and `PREFIX/bin`
+/// with `-g`, `PREFIX/node_modules` without.
+pub(super) fn npm(args: &[String], ctx: &Context) -> Vec<String> {
+    let o = args::parse(
+        args,
+        &["--prefix", "-C", "--cache", "--registry", "-w"],
+        false,
+    );
+    if !matches!(
+        o.operands.first().copied(),
+        Some(
+            "install"
+                | "i"
+                | "add"
+                | "in"
+                | "ins"
+                | "inst"
+                | "insta"
+                | "instal"
+                | "isnt"
+                | "isntall"
+                | "update"
+                | "up"
+                | "link"
+                | "ln"
+                | "ci"
+        )
+    ) {
+        return Vec::new();
+    }
+    let global = o.has(&["-g", "--global"]);
+    let prefix = o
+        .value(&["--prefix", "-C"])
+        .or_else(|| ctx.var("npm_config_prefix"))
+        .or_else(|| ctx.var("NPM_CONFIG_PREFIX"))
+        .filter(|p| !p.is_empty());
+    let Some(prefix) = prefix else {
+        return Vec::new();
+    };
+    let prefix = prefix.trim_end_matches('/');
+    if global {
+        vec![
+            format!("{prefix}/lib/node_modules"),
+            format!("{prefix}/bin"),
+        ]
+    } else {
+        vec![format!("{prefix}/node_modules")]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn pip_installs_where_the_line_says() {
+        let ctx = Context::default();
+        assert_eq!(
+            pip(&words("install --user requests"), &ctx),
+            ["~/.local/lib/python*/site-packages", "~/.local/bin"]
+        );
+        assert_eq!(
+            pip(&words("-q install -t /tmp/x requests"), &ctx),
+            ["/tmp/x"]
+        );
+        assert_eq!(
+            pip(&words("install --prefix=/opt/p x"), &ctx),
+            ["/opt/p/lib/python*/site-packages", "/opt/p/bin"]
+        );
+        assert!(pip(&words("install -r requirements.txt"), &ctx).is_empty());
+        assert!(pip(&words("download --user x"), &ctx).is_empty());
+        assert!(pip(&words("show --user"), &ctx).is_empty());
+        assert_eq!(
+            npm(&words("install -g --prefix ~/.node_modules x"), &ctx),
+            ["~/.node_modules/lib/node_modules", "~/.node_modules/bin"]
+        );
+        assert_eq!(
+            npm(&words("i --prefix=/tmp/p x"), &ctx),
+            ["/tmp/p/node_modules"]
+        );
+        assert!(npm(&words("install -g x"), &ctx).is_empty());
+    }
+}
