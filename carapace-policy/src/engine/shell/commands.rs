@@ -898,7 +898,12 @@ impl Walker<'_> {
                 // mapfile -t NAME: one element per line of stdin.
                 let o = args::parse(args, &["-d", "-n", "-O", "-s", "-u", "-C", "-c"], false);
                 let name = o.operands.first().copied().unwrap_or("MAPFILE");
-                let text = stdin.joined();
+                // Names listed by `find`/`locate` stand in when the text is not known.
+                let text = if stdin.text.is_empty() {
+                    stdin.names.join("\n")
+                } else {
+                    stdin.joined()
+                };
                 let lines: Vec<&str> = text.lines().collect();
                 // A download's lines stay tainted: `eval "${a[*]}"` runs them.
                 let taint = if stdin.downloaded { flow::STREAMED } else { "" };
@@ -1109,7 +1114,7 @@ impl Walker<'_> {
             | "shuf" | "split" | "csplit" | "sha1" | "md5" | "nm" | "objdump" | "readelf"
             | "ldd" | "exiftool" | "pdftotext" => self.reader(name, args, ctx, stdin),
             "grep" | "egrep" | "fgrep" | "zgrep" | "rg" | "ag" | "ack" | "ugrep" => {
-                self.grep(name, args, ctx, depth)
+                self.grep(name, args, ctx, depth, stdin)
             }
             "sed" | "gsed" => {
                 let o = args::parse(
@@ -2130,7 +2135,14 @@ impl Walker<'_> {
         clippy::too_many_lines,
         reason = "the per-tool option table is most of it"
     )]
-    fn grep(&mut self, name: &str, args: &[String], ctx: &mut Context, depth: usize) -> Feed {
+    fn grep(
+        &mut self,
+        name: &str,
+        args: &[String],
+        ctx: &mut Context,
+        depth: usize,
+        stdin: Feed,
+    ) -> Feed {
         let valued: &[&str] = match name {
             "rg" => &[
                 "-e",
@@ -2241,6 +2253,24 @@ impl Walker<'_> {
         if files.is_empty() && recursive {
             self.tree_read(".", ctx);
         }
+        // Filtering its stdin, grep prints some of its lines (text or names): all of them
+        // stand for those (`locate x | grep y | xargs cat`, `… | eval "$(grep .)"`).
+        let counts = o.has(&[
+            "-c",
+            "--count",
+            "-l",
+            "--files-with-matches",
+            "-L",
+            "--files-without-match",
+            "-q",
+            "--quiet",
+            "--silent",
+        ]);
+        let filtered = if files.is_empty() && !recursive && !counts {
+            stdin
+        } else {
+            Feed::default()
+        };
         for f in files {
             if recursive {
                 self.tree_read(f, ctx);
@@ -2248,7 +2278,7 @@ impl Walker<'_> {
                 self.path_op(Action::Read, f, ctx, None);
             }
         }
-        Feed::default()
+        filtered
     }
 
     /// find: the start directories are read; `-exec`/`-execdir`/`-ok` run a command on what

@@ -46,7 +46,8 @@ pub(super) fn locate(args: &[String]) -> Located<'_> {
     Located { names, databases }
 }
 
-/// The paths one pattern matches. A pattern with wildcards must match the whole path (or
+/// The paths one pattern matches, the pattern's own first (a value that holds one name
+/// holds it). A pattern with wildcards must match the whole path (or
 /// name, with `-b`), its `*` crossing `/`; a plain one is found anywhere in it, so it also
 /// selects every path below a directory whose name holds it (`locate .ssh` lists the keys).
 fn pattern_names(pattern: &str, caseless: bool, basename: bool, any: &str) -> Vec<String> {
@@ -70,10 +71,11 @@ fn pattern_names(pattern: &str, caseless: bool, basename: bool, any: &str) -> Ve
     let literal = fold(&escape(pattern));
     let Some((first, rest)) = literal.split_once('/') else {
         let name = format!("{any}/*{literal}*");
+        let tree = format!("{name}/**");
         return if basename {
             vec![name]
         } else {
-            vec![format!("{name}/**"), name]
+            vec![name, tree]
         };
     };
     // `.aws/credentials`: the end of one name, whole names, the start of another.
@@ -91,7 +93,7 @@ fn pattern_names(pattern: &str, caseless: bool, basename: bool, any: &str) -> Ve
     if last.is_empty() {
         return vec![format!("{dir}**")];
     }
-    vec![format!("{dir}{last}*/**"), format!("{dir}{last}*")]
+    vec![format!("{dir}{last}*"), format!("{dir}{last}*/**")]
 }
 
 /// A plain pattern's characters that the glob reader would take as syntax, escaped.
@@ -117,11 +119,11 @@ mod tests {
 
     #[test]
     fn patterns_become_globs_of_the_paths_they_match() {
-        assert_eq!(names("id_rsa"), ["/+(**)/*id_rsa*/**", "/+(**)/*id_rsa*"]);
+        assert_eq!(names("id_rsa"), ["/+(**)/*id_rsa*", "/+(**)/*id_rsa*/**"]);
         assert_eq!(names("-b id_rsa"), ["/+(**)/*id_rsa*"]);
         assert_eq!(
             names(".aws/credentials"),
-            ["/+(**)/*.aws/credentials*/**", "/+(**)/*.aws/credentials*"]
+            ["/+(**)/*.aws/credentials*", "/+(**)/*.aws/credentials*/**"]
         );
         assert_eq!(names("/root/.ssh/"), ["/+(**)/root/.ssh/**"]);
         assert_eq!(names("*.pem"), ["/+(**)/*.pem"]);

@@ -161,6 +161,13 @@ fn walk_every_cd(command: &str, ctx: &Context, inline: bool, out: &mut Extracted
         if walker.escalate {
             return true;
         }
+        if walker.cd_choices > MAX_CD_CHOICES && pick == 0 {
+            // Each directory more is one walk more: past the bound, fail closed rather
+            // than judge the command in some of them only.
+            walker.out.unparsable(format!(
+                "a cd may land in more than {MAX_CD_CHOICES} directories of CDPATH"
+            ));
+        }
         choices = walker.cd_choices.clamp(1, MAX_CD_CHOICES);
         // Reasons the text could not be analysed are the same in every walk: once each.
         let reasons = std::mem::take(&mut found.unparsable);

@@ -481,13 +481,18 @@ impl<'o> Walker<'o> {
             self.unresolved_runner(unresolved, &input.unwrap_or(stdin));
             return self.redirect_outputs(&redirects, ctx, depth, &printed);
         }
-        let stdin = self
-            .redirect_inputs(&redirects, ctx, depth)
-            .unwrap_or(stdin);
+        let own_input = self.redirect_inputs(&redirects, ctx, depth);
+        let kept = matches!(words.as_slice(), [only] if only == "exec");
+        if let Some(input) = own_input.as_ref().filter(|_| kept) {
+            // `exec < FILE`, `exec <<< TEXT`: the stdin of every later command of this
+            // shell.
+            self.stdin_text.clone_from(&input.text);
+            self.flow.stdin |= input.downloaded;
+        }
+        let stdin = own_input.unwrap_or(stdin);
         self.unresolved_runner(unresolved, &stdin);
         // `exec 3< DIR` keeps the descriptor open in this shell; `cmd 3< DIR`, for cmd only.
         let opened = self.open_descriptors(&redirects, ctx, depth);
-        let kept = matches!(words.as_slice(), [only] if only == "exec");
         // What a command makes of downloaded bytes is downloaded bytes still.
         let tainted = stdin.downloaded;
         let mut feed = if assignments.is_empty() {
@@ -907,9 +912,18 @@ impl<'o> Walker<'o> {
         if !self.spend(1) {
             return String::new();
         }
-        let value = normalize::text(&word::expand_one(raw, ctx, &mut |inner| {
+        self.sub_names.clear();
+        let mut value = normalize::text(&word::expand_one(raw, ctx, &mut |inner| {
             self.substitution(inner, ctx, depth)
         }));
+        // `f=$(locate -n1 id_rsa)`: a value that is only an unknown output holds the first
+        // name it is known to print.
+        if value == UNKNOWN {
+            if let Some(first) = self.sub_names.first() {
+                value.clone_from(first);
+            }
+        }
+        self.sub_names.clear();
         self.note_defaults(raw, ctx, depth);
         value
     }
