@@ -2332,9 +2332,19 @@ impl Walker<'_> {
                         .position(|w| w == ";" || w == "+")
                         .map_or(expr.len(), |p| j + p);
                     let cmd = &expr[j..end];
+                    // `-execdir` runs in the directory that holds the entry, given as
+                    // `./NAME`: the command's own relative names are there too.
+                    let in_dir = matches!(a.as_str(), "-execdir" | "-okdir");
                     for f in &found {
-                        let words: Vec<String> = cmd.iter().map(|w| w.replace("{}", f)).collect();
-                        self.wrapped(&words, &mut ctx.clone(), depth, Feed::default());
+                        let mut sub = ctx.clone();
+                        let mut entry = f.clone();
+                        if let Some((dir, name)) = f.rsplit_once('/').filter(|_| in_dir) {
+                            if dir.is_empty() { "/" } else { dir }.clone_into(&mut sub.cwd);
+                            entry = format!("./{name}");
+                        }
+                        let words: Vec<String> =
+                            cmd.iter().map(|w| w.replace("{}", &entry)).collect();
+                        self.wrapped(&words, &mut sub, depth, Feed::default());
                     }
                     j = end + 1;
                 }
