@@ -314,6 +314,11 @@ impl Walker<'_> {
             if let Some(feed) = self.fd_feed(script) {
                 self.code(&feed.joined(), ctx, depth);
             }
+            if name == "python" && script.rsplit('/').next() == Some("setup.py") {
+                for dir in super::installs::setup_py(after, ctx) {
+                    self.tree_write(&dir, ctx);
+                }
+            }
             script_args = after;
         } else {
             if stdin.downloaded {

@@ -120,6 +120,16 @@ fn cd_path_targets(target: &str, ctx: &Context) -> Vec<String> {
     dirs
 }
 
+/// The directory `git clone URL` makes: the URL's last name without `.git`.
+fn clone_dest(url: &str) -> String {
+    url.trim_end_matches('/')
+        .rsplit(['/', ':'])
+        .next()
+        .unwrap_or("repo")
+        .trim_end_matches(".git")
+        .to_owned()
+}
+
 /// Unix sockets a container CLI is pointed at (`--url`, `-H`, `--host`, `--connection`).
 fn engine_sockets(args: &[String]) -> Vec<&str> {
     let mut socks = Vec::new();
@@ -1742,9 +1752,10 @@ impl Walker<'_> {
             // File tests stat their operands, signals read nothing: no file is read.
             "test" | "[" | "pgrep" | "pidof" | "pkill" | "killall" | "kill" => Feed::default(),
 
-            "pip" | "uv" | "npm" => {
+            "pip" | "uv" | "npm" | "easy_install" => {
                 let dirs = match name {
                     "pip" => super::installs::pip(args, ctx),
+                    "easy_install" => super::installs::setup_py(args, ctx),
                     "uv" if args.first().is_some_and(|a| a == "pip") => {
                         super::installs::pip(&args[1..], ctx)
                     }
@@ -2664,6 +2675,47 @@ impl Walker<'_> {
         Feed::default()
     }
 
+    /// `git init` / `git clone` with a template directory (`--template`, `-c
+    /// init.templateDir=`, `GIT_TEMPLATE_DIR`) copy its hooks into the new repository's:
+    /// they are written whole, with whatever the template holds.
+    fn template_hooks(&mut self, verb: &str, ro: &args::Opts<'_>, config: &[&str], ctx: &Context) {
+        let repo = match verb {
+            "init" => ro
+                .operands
+                .first()
+                .map_or_else(|| ".".to_owned(), |r| (*r).to_owned()),
+            "clone" => match ro.operands.as_slice() {
+                [_, dest, ..] => (*dest).to_owned(),
+                [url] => clone_dest(url),
+                [] => return,
+            },
+            _ => return,
+        };
+        let template = ro
+            .value(&["--template"])
+            .or_else(|| {
+                config.iter().rev().find_map(|c| {
+                    c.split_once('=')
+                        .filter(|(k, _)| k.eq_ignore_ascii_case("init.templatedir"))
+                        .map(|(_, v)| v)
+                })
+            })
+            .or_else(|| ctx.var("GIT_TEMPLATE_DIR"))
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned);
+        let Some(template) = template else {
+            return;
+        };
+        self.tree_read(&template, ctx);
+        let repo = repo.trim_end_matches('/');
+        let hooks = if ro.has(&["--bare"]) {
+            format!("{repo}/hooks")
+        } else {
+            format!("{repo}/.git/hooks")
+        };
+        self.tree_write(&hooks, ctx);
+    }
+
     #[expect(clippy::too_many_lines, reason = "one arm per git subcommand family")]
     fn git(&mut self, args: &[String], ctx: &mut Context, depth: usize) -> Feed {
         let o = args::parse(args, super::canon::GIT_GLOBAL_VALUED, true);
@@ -2721,22 +2773,15 @@ impl Walker<'_> {
             false,
         );
         let remote = |w: &str| w.contains("://") || remote_host(w).is_some();
+        self.template_hooks(verb, &ro, &o.values(&["-c"]), &sub);
         match verb.as_str() {
             "clone" => {
                 let mut ops = ro.operands.iter();
                 if let Some(url) = ops.next() {
                     self.git_remote(url, &sub);
-                    let dest = ops.next().map_or_else(
-                        || {
-                            url.trim_end_matches('/')
-                                .rsplit(['/', ':'])
-                                .next()
-                                .unwrap_or("repo")
-                                .trim_end_matches(".git")
-                                .to_owned()
-                        },
-                        |d| (*d).to_owned(),
-                    );
+                    let dest = ops
+                        .next()
+                        .map_or_else(|| clone_dest(url), |d| (*d).to_owned());
                     self.path_op(Action::Write, &dest, &sub, None);
                     self.downloaded_tree(&dest, &sub);
                 }

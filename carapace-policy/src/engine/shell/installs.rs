@@ -55,10 +55,90 @@ const PIP_VALUED: &[&str] = &[
     "--root-user-action",
 ];
 
+/// Long options whose abbreviations matter here, with the shortest prefix taken for each
+/// (pip's option parser takes any prefix that names one option; a prefix it finds
+/// ambiguous fails there, and reading it as the option only adds writes).
+const PIP_ABBREVIATED: &[(&str, usize)] = &[("user", 2), ("target", 2), ("prefix", 4), ("root", 3)];
+
+/// `--ta=DIR` as `--target=DIR`, `--us` as `--user`.
+fn pip_long(arg: &str) -> String {
+    let Some(body) = arg.strip_prefix("--") else {
+        return arg.to_owned();
+    };
+    let (name, value) = body
+        .split_once('=')
+        .map_or((body, None), |(n, v)| (n, Some(v)));
+    let full = PIP_ABBREVIATED
+        .iter()
+        .find(|(full, min)| name.len() >= *min && full.starts_with(name))
+        .map_or(name, |(full, _)| full);
+    match value {
+        Some(v) => format!("--{full}={v}"),
+        None => format!("--{full}"),
+    }
+}
+
+/// The user's site directories: `PYTHONUSERBASE`, by default `~/.local`.
+fn user_site(ctx: &Context) -> Vec<String> {
+    let base = ctx
+        .var("PYTHONUSERBASE")
+        .filter(|v| !v.is_empty())
+        .unwrap_or("~/.local")
+        .trim_end_matches('/')
+        .to_owned();
+    vec![
+        format!("{base}/lib/python*/site-packages"),
+        format!("{base}/bin"),
+    ]
+}
+
+/// `python setup.py install` (and `easy_install`) with `--user`, `--prefix`, `--home`,
+/// `--root`, `--install-lib` or `--install-dir`/`-d`.
+pub(super) fn setup_py(args: &[String], ctx: &Context) -> Vec<String> {
+    let o = args::parse(
+        args,
+        &[
+            "--prefix",
+            "--home",
+            "--root",
+            "--install-lib",
+            "--install-dir",
+            "--install-scripts",
+            "-d",
+            "-s",
+        ],
+        false,
+    );
+    let mut dirs = Vec::new();
+    if o.has(&["--user"]) {
+        dirs.extend(user_site(ctx));
+    }
+    for prefix in o.values(&["--prefix", "--home"]) {
+        let prefix = prefix.trim_end_matches('/');
+        dirs.push(format!("{prefix}/lib/python*/site-packages"));
+        dirs.push(format!("{prefix}/lib/python"));
+        dirs.push(format!("{prefix}/bin"));
+    }
+    dirs.extend(
+        o.values(&[
+            "--root",
+            "--install-lib",
+            "--install-dir",
+            "--install-scripts",
+            "-d",
+            "-s",
+        ])
+        .into_iter()
+        .map(str::to_owned),
+    );
+    dirs
+}
+
 /// The directories `pip ARGS` (or `python -m pip ARGS`, `uv pip ARGS`) installs into, as
 /// the command wrote them; each is written whole.
 pub(super) fn pip(args: &[String], ctx: &Context) -> Vec<String> {
-    let o = args::parse(args, PIP_VALUED, false);
+    let args: Vec<String> = args.iter().map(|a| pip_long(a)).collect();
+    let o = args::parse(&args, PIP_VALUED, false);
     if o.operands.first() != Some(&"install") {
         return Vec::new();
     }
@@ -74,14 +154,7 @@ pub(super) fn pip(args: &[String], ctx: &Context) -> Vec<String> {
             matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on")
         });
     if user {
-        let base = ctx
-            .var("PYTHONUSERBASE")
-            .filter(|v| !v.is_empty())
-            .unwrap_or("~/.local")
-            .trim_end_matches('/')
-            .to_owned();
-        dirs.push(format!("{base}/lib/python*/site-packages"));
-        dirs.push(format!("{base}/bin"));
+        dirs.extend(user_site(ctx));
     }
     let target = o.values(&["-t", "--target"]);
     dirs.extend(
@@ -179,6 +252,13 @@ mod tests {
             ["/opt/p/lib/python*/site-packages", "/opt/p/bin"]
         );
         assert!(pip(&words("install -r requirements.txt"), &ctx).is_empty());
+        assert_eq!(pip(&words("install --ta=/x y"), &ctx), ["/x"]);
+        assert_eq!(pip(&words("install --us y"), &ctx).len(), 2);
+        assert!(pip(&words("install --pre y"), &ctx).is_empty());
+        assert_eq!(
+            setup_py(&words("install --user"), &ctx),
+            ["~/.local/lib/python*/site-packages", "~/.local/bin"]
+        );
         assert!(pip(&words("download --user x"), &ctx).is_empty());
         assert!(pip(&words("show --user"), &ctx).is_empty());
         assert_eq!(
