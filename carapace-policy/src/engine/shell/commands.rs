@@ -722,6 +722,7 @@ impl Walker<'_> {
             }
             "eval" => {
                 let src = args.join(" ");
+                self.runs_unknown_words(ctx, depth);
                 self.code_from_download("sh", &src);
                 self.script(&src, ctx, depth + 1)
             }
@@ -854,8 +855,12 @@ impl Walker<'_> {
                     &["-a", "-d", "-n", "-N", "-p", "-t", "-u", "-i"],
                     false,
                 );
-                // A name listed by `find`/`ls` stands in when the text is not known.
-                let line = if stdin.text.is_empty() {
+                // A name listed by `find`/`ls` stands in when the text is not known; what a
+                // filter printed is not known either, though it may be run.
+                let line = if stdin.approximate {
+                    self.keep_approximate(stdin.text.clone());
+                    super::walk::UNKNOWN.to_owned()
+                } else if stdin.text.is_empty() {
                     stdin.names.first().cloned().unwrap_or_default()
                 } else {
                     stdin.joined()
@@ -909,7 +914,10 @@ impl Walker<'_> {
                 let o = args::parse(args, &["-d", "-n", "-O", "-s", "-u", "-C", "-c"], false);
                 let name = o.operands.first().copied().unwrap_or("MAPFILE");
                 // Names listed by `find`/`locate` stand in when the text is not known.
-                let text = if stdin.text.is_empty() {
+                let text = if stdin.approximate {
+                    self.keep_approximate(stdin.text.clone());
+                    super::walk::UNKNOWN.to_owned()
+                } else if stdin.text.is_empty() {
                     stdin.names.join("\n")
                 } else {
                     stdin.joined()
@@ -1147,13 +1155,27 @@ impl Walker<'_> {
                     self.path_op(Action::Read, f, ctx, None);
                 }
                 let in_place = o.has(&["-i", "-I", "--in-place"]);
+                // Filtering its stdin, sed prints it edited (`… | sed s/X/e/ | sh`).
+                let printed = if files.is_empty() && o.values(&["-f", "--file"]).is_empty() {
+                    Feed {
+                        text: stdin
+                            .text
+                            .iter()
+                            .map(|t| super::textops::sed(t, &scripts))
+                            .collect(),
+                        approximate: true,
+                        ..stdin
+                    }
+                } else {
+                    Feed::default()
+                };
                 for f in files {
                     self.path_op(Action::Read, f, ctx, None);
                     if in_place {
                         self.path_op(Action::Write, f, ctx, None);
                     }
                 }
-                Feed::default()
+                printed
             }
             "awk" | "gawk" | "mawk" | "nawk" => {
                 let o = args::parse(
@@ -1192,10 +1214,20 @@ impl Walker<'_> {
                         .collect();
                     self.code_with(prog, ctx, depth, &vars);
                 }
-                for f in files.into_iter().filter(|f| !f.contains('=')) {
+                let files: Vec<&str> = files.into_iter().filter(|f| !f.contains('=')).collect();
+                for f in &files {
                     self.path_op(Action::Read, f, ctx, None);
                 }
-                Feed::default()
+                // Filtering its stdin, awk prints something made of it: the text stands
+                // for it (`… | awk 1 | sh`).
+                if files.is_empty() && progs.is_empty() {
+                    Feed {
+                        approximate: true,
+                        ..stdin
+                    }
+                } else {
+                    Feed::default()
+                }
             }
             "jq" | "yq" | "gojq" => {
                 let o = args::parse(
@@ -1859,6 +1891,7 @@ impl Walker<'_> {
                 return Feed::default();
             };
             self.code_from_download("sh", src);
+            self.runs_unknown_words(ctx, depth);
             // `sh -c 'cat "$1"' NAME FILE`: $0 is NAME, $1… the rest.
             let mut sub = ctx.clone();
             for (i, p) in params.iter().enumerate() {
@@ -2131,13 +2164,38 @@ impl Walker<'_> {
                 }
             }
         }
+        // Filters of lines and columns print their stdin, or parts of it.
         if matches!(
             name,
-            "cat" | "tac" | "head" | "tail" | "sort" | "uniq" | "less" | "more"
+            "cat"
+                | "tac"
+                | "head"
+                | "tail"
+                | "sort"
+                | "uniq"
+                | "less"
+                | "more"
+                | "cut"
+                | "paste"
+                | "fold"
+                | "fmt"
+                | "nl"
+                | "expand"
+                | "unexpand"
+                | "pr"
         ) && (operands.is_empty()
             || operands.iter().any(|f| *f == "-" || flow::is_stdin_path(f)))
         {
-            feed.extend(stdin);
+            // Columns cut, lines joined or folded: not the text itself.
+            let approximate = stdin.approximate
+                || matches!(
+                    name,
+                    "cut" | "paste" | "fold" | "fmt" | "nl" | "expand" | "unexpand" | "pr"
+                );
+            feed.extend(Feed {
+                approximate,
+                ..stdin
+            });
         }
         feed
     }
@@ -2278,7 +2336,12 @@ impl Walker<'_> {
             "--silent",
         ]);
         let filtered = if files.is_empty() && !recursive && !counts {
-            stdin
+            // One line is printed or not; of several, some.
+            let several = stdin.text.iter().any(|t| t.trim_end().contains('\n'));
+            Feed {
+                approximate: stdin.approximate || several,
+                ..stdin
+            }
         } else {
             Feed::default()
         };

@@ -17,6 +17,9 @@ pub(super) struct Feed {
     pub names: Vec<String>,
     /// The bytes came from the network (`flow`).
     pub downloaded: bool,
+    /// `text` stands for what was printed without being it (a filter's input: `grep`,
+    /// `awk`, `cut` of known text): code in it runs, but it is no value.
+    pub approximate: bool,
 }
 
 impl Feed {
@@ -39,6 +42,7 @@ impl Feed {
         self.text.extend(other.text);
         self.names.extend(other.names);
         self.downloaded |= other.downloaded;
+        self.approximate |= other.approximate;
     }
 }
 
@@ -86,6 +90,19 @@ pub(super) struct Walker<'o> {
     pub cd_pick: usize,
     /// The most directories one such `cd` could land in, met this walk.
     pub cd_choices: usize,
+    /// Text that stood for a filter's output in a value (see `Feed::approximate`): a
+    /// script whose text holds an unknown part (`eval "$(… | awk 1)"`) may be any of it.
+    pub approximate: Vec<String>,
+    /// Whether the current command's words hold a part whose value is not known.
+    words: Words,
+}
+
+/// What the analysis knows of the current command's words.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Words {
+    Known,
+    /// Some part of them is not known (an output, a value read from a filter).
+    PartlyUnknown,
 }
 
 impl<'o> Walker<'o> {
@@ -109,6 +126,8 @@ impl<'o> Walker<'o> {
             stdin_text: Vec::new(),
             cd_pick: 0,
             cd_choices: 1,
+            approximate: Vec::new(),
+            words: Words::Known,
         }
     }
 
@@ -442,6 +461,7 @@ impl<'o> Walker<'o> {
     ) -> Feed {
         let mut parts = Parts::default();
         let mut unresolved = false;
+        self.words = Words::Known;
         // The words are expanded before the command's own redirections are made: their
         // substitutions read the stdin the command came with (`… | eval "$(cat)"`).
         self.with_stdin(&stdin, |w| {
@@ -880,6 +900,9 @@ impl<'o> Walker<'o> {
         // Names a substitution of an earlier word listed are not this word's.
         self.sub_names.clear();
         let fields = word::expand(raw, ctx, &mut |inner| self.substitution(inner, ctx, depth));
+        if fields.iter().any(|f| f.contains(UNKNOWN)) {
+            self.words = Words::PartlyUnknown;
+        }
         self.note_defaults(raw, ctx, depth);
         let mut out = Vec::with_capacity(fields.len());
         for f in &fields {
@@ -970,8 +993,11 @@ impl<'o> Walker<'o> {
         let mut sub = ctx.clone();
         // Defaults assigned by the enclosing command's words are not the subshell's.
         let outer = std::mem::take(&mut self.defaults);
-        let feed = self.script(inner, &mut sub, depth + 1);
+        let mut feed = self.script(inner, &mut sub, depth + 1);
         self.defaults = outer;
+        if feed.approximate && !feed.downloaded {
+            self.keep_approximate(std::mem::take(&mut feed.text));
+        }
         if feed.text.is_empty() && !feed.downloaded {
             // Output not known: part of a word, it is any name (`~/.aws/$(ls ~/.aws)`).
             self.sub_names = feed.names;
@@ -986,6 +1012,30 @@ impl<'o> Walker<'o> {
             }
         }
         value
+    }
+
+    /// A command that runs its words as code (`eval`, `sh -c`) with a part not known: that
+    /// part may be any text a filter printed in this command line (`… | awk 1` read into a
+    /// value), each of which is walked.
+    pub fn runs_unknown_words(&mut self, ctx: &Context, depth: usize) {
+        if self.words == Words::Known || self.approximate.is_empty() {
+            return;
+        }
+        self.words = Words::Known;
+        let texts = std::mem::take(&mut self.approximate);
+        for t in &texts {
+            self.script(t, &mut ctx.clone(), depth + 1);
+        }
+        self.approximate = texts;
+    }
+
+    /// Keeps text that stood for a filter's output (bounded).
+    pub fn keep_approximate(&mut self, texts: Vec<String>) {
+        for t in texts {
+            if self.approximate.len() < MAX_APPROXIMATE && !self.approximate.contains(&t) {
+                self.approximate.push(t);
+            }
+        }
     }
 
     /// Records what a write left in `path`, when its content is known.
@@ -1160,6 +1210,9 @@ const SETS_VARIABLES: &[&str] = &[
 /// What an unknown command output stands for inside a word: any one name, a hidden one
 /// included (bash's extended pattern, which the rules' glob reading takes as any name).
 pub(super) const UNKNOWN: &str = crate::rules::intersect::UNKNOWN_NAME;
+
+/// Texts kept for values that filters printed, at most.
+const MAX_APPROXIMATE: usize = 8;
 
 /// Files whose written content is remembered, at most.
 const MAX_FILES: usize = 32;
