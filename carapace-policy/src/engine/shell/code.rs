@@ -352,7 +352,7 @@ impl Walker<'_> {
     fn python_module(&mut self, module: &str, args: &[String], ctx: &Context) {
         match module {
             "pip" => {
-                for dir in super::installs::pip(args, ctx) {
+                for dir in self.pip_dirs(args, ctx) {
                     self.tree_write(&dir, ctx);
                 }
             }

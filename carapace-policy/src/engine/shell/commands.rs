@@ -22,6 +22,13 @@ pub(super) fn family(word: &str) -> &str {
     if base.starts_with("mkfs.") {
         return "mkfs";
     }
+    // `pip-3.12`, as some distributions name it.
+    if base
+        .strip_prefix("pip-")
+        .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+    {
+        return "pip";
+    }
     for (prefix, fam) in [
         ("python", "python"),
         ("pypy", "python"),
@@ -1786,10 +1793,10 @@ impl Walker<'_> {
 
             "pip" | "uv" | "npm" | "easy_install" => {
                 let dirs = match name {
-                    "pip" => super::installs::pip(args, ctx),
+                    "pip" => self.pip_dirs(args, ctx),
                     "easy_install" => super::installs::setup_py(args, ctx),
                     "uv" if args.first().is_some_and(|a| a == "pip") => {
-                        super::installs::pip(&args[1..], ctx)
+                        super::installs::pip(&args[1..], ctx, &[])
                     }
                     "npm" => super::installs::npm(args, ctx),
                     _ => Vec::new(),
@@ -1807,6 +1814,30 @@ impl Walker<'_> {
                 Feed::default()
             }
         }
+    }
+
+    /// Where `pip ARGS` installs, with the settings of this command line's `pip config set`
+    /// and of configuration files it wrote (`PIP_CONFIG_FILE`, the user's, the system's).
+    pub(super) fn pip_dirs(&mut self, args: &[String], ctx: &Context) -> Vec<String> {
+        if let Some(setting) = super::installs::pip_config_set(args) {
+            self.pip_config.push(setting);
+            return Vec::new();
+        }
+        let files = [
+            ctx.var("PIP_CONFIG_FILE").unwrap_or(""),
+            "/etc/pip.conf",
+            "/etc/xdg/pip/pip.conf",
+            "~/.pip/pip.conf",
+            "~/.config/pip/pip.conf",
+        ];
+        let mut config = Vec::new();
+        for f in files.iter().filter(|f| !f.is_empty()) {
+            if let Some(feed) = self.file_feed(f, ctx) {
+                config.extend(super::installs::pip_config(&feed.joined()));
+            }
+        }
+        config.extend(self.pip_config.iter().cloned());
+        super::installs::pip(args, ctx, &config)
     }
 
     /// A command not in the table: arguments that look like paths are read.

@@ -134,17 +134,50 @@ pub(super) fn setup_py(args: &[String], ctx: &Context) -> Vec<String> {
     dirs
 }
 
+/// Settings of pip's configuration files (`key = value` lines of an INI file) that say
+/// where it installs: `user`, `target`, `prefix`, `root`, as the `PIP_…` variables that
+/// set them.
+pub(super) fn pip_config(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .filter(|(k, _)| matches!(k.as_str(), "user" | "target" | "prefix" | "root"))
+        .map(|(k, v)| (format!("PIP_{}", k.to_ascii_uppercase()), v))
+        .collect()
+}
+
+/// `pip config set SECTION.KEY VALUE`: the setting, as [`pip_config`] gives it.
+pub(super) fn pip_config_set(args: &[String]) -> Option<(String, String)> {
+    let o = args::parse(args, PIP_VALUED, false);
+    let [config, set, key, value, ..] = o.operands.as_slice() else {
+        return None;
+    };
+    if (*config, *set) != ("config", "set") {
+        return None;
+    }
+    let key = key.rsplit('.').next().unwrap_or(key);
+    pip_config(&format!("{key} = {value}")).pop()
+}
+
 /// The directories `pip ARGS` (or `python -m pip ARGS`, `uv pip ARGS`) installs into, as
-/// the command wrote them; each is written whole.
-pub(super) fn pip(args: &[String], ctx: &Context) -> Vec<String> {
+/// the command wrote them; each is written whole. `config`: settings of configuration
+/// files whose text is known ([`pip_config`]).
+pub(super) fn pip(args: &[String], ctx: &Context, config: &[(String, String)]) -> Vec<String> {
     let args: Vec<String> = args.iter().map(|a| pip_long(a)).collect();
     let o = args::parse(&args, PIP_VALUED, false);
     if o.operands.first() != Some(&"install") {
         return Vec::new();
     }
-    // `--isolated` ignores PIP_* variables (and config files).
+    // `--isolated` ignores PIP_* variables and configuration files.
     let env = |name: &str| {
         ctx.var(name)
+            .or_else(|| {
+                config
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| k == name)
+                    .map(|(_, v)| v.as_str())
+            })
             .filter(|_| !o.has(&["--isolated"]))
             .filter(|v| !v.is_empty())
     };
@@ -240,27 +273,27 @@ mod tests {
     fn pip_installs_where_the_line_says() {
         let ctx = Context::default();
         assert_eq!(
-            pip(&words("install --user requests"), &ctx),
+            pip(&words("install --user requests"), &ctx, &[]),
             ["~/.local/lib/python*/site-packages", "~/.local/bin"]
         );
         assert_eq!(
-            pip(&words("-q install -t /tmp/x requests"), &ctx),
+            pip(&words("-q install -t /tmp/x requests"), &ctx, &[]),
             ["/tmp/x"]
         );
         assert_eq!(
-            pip(&words("install --prefix=/opt/p x"), &ctx),
+            pip(&words("install --prefix=/opt/p x"), &ctx, &[]),
             ["/opt/p/lib/python*/site-packages", "/opt/p/bin"]
         );
-        assert!(pip(&words("install -r requirements.txt"), &ctx).is_empty());
-        assert_eq!(pip(&words("install --ta=/x y"), &ctx), ["/x"]);
-        assert_eq!(pip(&words("install --us y"), &ctx).len(), 2);
-        assert!(pip(&words("install --pre y"), &ctx).is_empty());
+        assert!(pip(&words("install -r requirements.txt"), &ctx, &[]).is_empty());
+        assert_eq!(pip(&words("install --ta=/x y"), &ctx, &[]), ["/x"]);
+        assert_eq!(pip(&words("install --us y"), &ctx, &[]).len(), 2);
+        assert!(pip(&words("install --pre y"), &ctx, &[]).is_empty());
         assert_eq!(
             setup_py(&words("install --user"), &ctx),
             ["~/.local/lib/python*/site-packages", "~/.local/bin"]
         );
-        assert!(pip(&words("download --user x"), &ctx).is_empty());
-        assert!(pip(&words("show --user"), &ctx).is_empty());
+        assert!(pip(&words("download --user x"), &ctx, &[]).is_empty());
+        assert!(pip(&words("show --user"), &ctx, &[]).is_empty());
         assert_eq!(
             npm(&words("install -g --prefix ~/.node_modules x"), &ctx),
             ["~/.node_modules/lib/node_modules", "~/.node_modules/bin"]
@@ -270,5 +303,11 @@ mod tests {
             ["/tmp/p/node_modules"]
         );
         assert!(npm(&words("install -g x"), &ctx).is_empty());
+        let config = pip_config("[install]\nuser = true\n");
+        assert_eq!(pip(&words("install x"), &ctx, &config).len(), 2);
+        assert_eq!(
+            pip_config_set(&words("config set global.target /t")),
+            Some(("PIP_TARGET".to_owned(), "/t".to_owned()))
+        );
     }
 }

@@ -95,6 +95,8 @@ pub(super) struct Walker<'o> {
     pub approximate: Vec<String>,
     /// Whether the current command's words hold a part whose value is not known.
     words: Words,
+    /// Settings `pip config set` made in this command line, as `PIP_…` variables.
+    pub pip_config: Vec<(String, String)>,
 }
 
 /// What the analysis knows of the current command's words.
@@ -128,6 +130,7 @@ impl<'o> Walker<'o> {
             cd_choices: 1,
             approximate: Vec::new(),
             words: Words::Known,
+            pip_config: Vec::new(),
         }
     }
 
