@@ -127,6 +127,52 @@ fn cd_path_targets(target: &str, ctx: &Context) -> Vec<String> {
     dirs
 }
 
+/// Whether a copy's sources land inside `dest` (`DEST/NAME`): a directory by its
+/// spelling, several sources, `-t`, or a directory that exists.
+fn lands_inside(dest: &str, sources: usize, o: &args::Opts<'_>, ctx: &Context) -> bool {
+    dest.ends_with('/')
+        || matches!(dest, "." | ".." | "~")
+        || sources > 1
+        || o.value(&["-t", "--target-directory"]).is_some()
+        || ctx.host.as_deref().is_some_and(|host| {
+            normalize::shell_path(dest, ctx)
+                .and_then(|p| host.stat(Path::new(&p)))
+                .is_some_and(|f| f.kind == FileKind::Dir)
+        })
+}
+
+/// Whether a copy writes its destination whole: a directory moved, copied or linked into
+/// place brings whatever it holds (`mv /tmp/h .git/hooks`).
+fn writes_whole(name: &str, o: &args::Opts<'_>) -> bool {
+    match name {
+        "mv" => true,
+        "ln" | "link" => o.has(&["-s", "--symbolic"]),
+        "cp" => o.has(&["-r", "-R", "-a", "--recursive", "--archive"]),
+        "rsync" => o.has(&["-r", "-a", "--recursive", "--archive"]),
+        _ => false,
+    }
+}
+
+/// What a reader given its stdin (no file, `-`, `/dev/stdin`) prints of it: filters of
+/// lines print it, or some lines; filters of columns and lines print parts of it, which
+/// stand for code run but are no value (`Feed::approximate`).
+fn filtered_stdin(name: &str, operands: &[&str], stdin: Feed) -> Option<Feed> {
+    let reads_stdin =
+        operands.is_empty() || operands.iter().any(|f| *f == "-" || flow::is_stdin_path(f));
+    let exact = matches!(
+        name,
+        "cat" | "tac" | "head" | "tail" | "sort" | "uniq" | "less" | "more"
+    );
+    let parts = matches!(
+        name,
+        "cut" | "paste" | "fold" | "fmt" | "nl" | "expand" | "unexpand" | "pr"
+    );
+    (reads_stdin && (exact || parts)).then_some(Feed {
+        approximate: stdin.approximate || parts,
+        ..stdin
+    })
+}
+
 /// The directory `git clone URL` makes: the URL's last name without `.git`.
 fn clone_dest(url: &str) -> String {
     url.trim_end_matches('/')
@@ -803,16 +849,7 @@ impl Walker<'_> {
                 Feed::default()
             }
             "find" => self.find(args, ctx, depth),
-            "locate" | "plocate" | "mlocate" | "slocate" => {
-                let found = super::locate::locate(args);
-                for db in found.databases {
-                    self.path_op(Action::Read, db, ctx, None);
-                }
-                Feed {
-                    names: found.names,
-                    ..Feed::default()
-                }
-            }
+            "locate" | "plocate" | "mlocate" | "slocate" => self.locate(args, ctx),
             n if is_shell(n) => self.shell(args, ctx, depth, &stdin),
             "source" | "." => {
                 let Some(file) = args.first() else {
@@ -826,29 +863,7 @@ impl Walker<'_> {
             }
 
             // State of this shell.
-            "cd" | "pushd" => {
-                let o = args::parse(args, &[], false);
-                let target = o.operands.first().copied().unwrap_or("~");
-                let target = match target {
-                    // `cd -`: back to the previous directory, unknown unless a `cd` set it.
-                    "-" => ctx.var("OLDPWD").unwrap_or("/**").to_owned(),
-                    t => {
-                        let mut dirs = cd_path_targets(t, ctx);
-                        self.cd_choices = self.cd_choices.max(dirs.len());
-                        let pick = self.cd_pick.min(dirs.len().saturating_sub(1));
-                        dirs.swap_remove(pick)
-                    }
-                };
-                if let Some(p) = normalize::shell_path(&target, ctx) {
-                    let old = std::mem::replace(&mut ctx.cwd, p);
-                    if name == "pushd" {
-                        let stack = ctx.var(DIRSTACK).unwrap_or("").to_owned();
-                        set_var(ctx, DIRSTACK, &format!("{old}\n{stack}"));
-                    }
-                    set_var(ctx, "OLDPWD", &old);
-                }
-                Feed::default()
-            }
+            "cd" | "pushd" => self.cd(name, args, ctx),
             "export" | "declare" | "typeset" | "local" | "readonly" => {
                 super::declare::declare(name, args, ctx);
                 Feed::default()
@@ -1474,31 +1489,7 @@ impl Walker<'_> {
                 Feed::default()
             }
             "parallel" => self.parallel(args, ctx, depth, &stdin),
-            "dd" => {
-                // Without `of=`, dd prints what it reads: its stdin, or a file whose text
-                // this command wrote.
-                let mut printed = if args.iter().any(|a| a.starts_with("of=")) {
-                    None
-                } else {
-                    Some(stdin.clone())
-                };
-                for a in args {
-                    if let Some(f) = a.strip_prefix("if=") {
-                        self.path_op(Action::Read, f, ctx, None);
-                        if !flow::is_stdin_path(f) {
-                            printed = printed.and(self.file_feed(f, ctx));
-                        }
-                    } else if let Some(f) = a.strip_prefix("of=") {
-                        let content = (!stdin.text.is_empty()).then(|| stdin.joined());
-                        self.path_op(Action::Write, f, ctx, content);
-                        // A copy of a download (from stdin or `if=`) is a download.
-                        if stdin.downloaded || self.flow.read_download {
-                            self.downloaded_to(f, ctx);
-                        }
-                    }
-                }
-                printed.unwrap_or_default()
-            }
+            "dd" => self.dd(args, ctx, &stdin),
             "mkfs" | "mke2fs" | "mkswap" | "wipefs" | "fdisk" | "sfdisk" | "cfdisk" | "parted"
             | "gdisk" | "sgdisk" | "blkdiscard" | "mkdosfs" | "mkntfs" | "hdparm" | "badblocks"
             | "losetup" | "cryptsetup" | "mount" | "umount" | "swapon" | "swapoff" | "tune2fs"
@@ -1792,19 +1783,7 @@ impl Walker<'_> {
             "test" | "[" | "pgrep" | "pidof" | "pkill" | "killall" | "kill" => Feed::default(),
 
             "pip" | "uv" | "npm" | "easy_install" => {
-                let dirs = match name {
-                    "pip" => self.pip_dirs(args, ctx),
-                    "easy_install" => super::installs::setup_py(args, ctx),
-                    "uv" if args.first().is_some_and(|a| a == "pip") => {
-                        super::installs::pip(&args[1..], ctx, &[])
-                    }
-                    "npm" => super::installs::npm(args, ctx),
-                    _ => Vec::new(),
-                };
-                for d in dirs {
-                    self.tree_write(&d, ctx);
-                }
-                self.other_command(args, ctx);
+                self.installer(name, args, ctx);
                 Feed::default()
             }
 
@@ -1814,6 +1793,88 @@ impl Walker<'_> {
                 Feed::default()
             }
         }
+    }
+
+    /// dd: `if=` is read, `of=` written with what it copies.
+    fn dd(&mut self, args: &[String], ctx: &Context, stdin: &Feed) -> Feed {
+        // Without `of=`, dd prints what it reads: its stdin, or a file whose text
+        // this command wrote.
+        let mut printed = if args.iter().any(|a| a.starts_with("of=")) {
+            None
+        } else {
+            Some(stdin.clone())
+        };
+        for a in args {
+            if let Some(f) = a.strip_prefix("if=") {
+                self.path_op(Action::Read, f, ctx, None);
+                if !flow::is_stdin_path(f) {
+                    printed = printed.and(self.file_feed(f, ctx));
+                }
+            } else if let Some(f) = a.strip_prefix("of=") {
+                let content = (!stdin.text.is_empty()).then(|| stdin.joined());
+                self.path_op(Action::Write, f, ctx, content);
+                // A copy of a download (from stdin or `if=`) is a download.
+                if stdin.downloaded || self.flow.read_download {
+                    self.downloaded_to(f, ctx);
+                }
+            }
+        }
+        printed.unwrap_or_default()
+    }
+
+    /// cd / pushd: the working directory moves (see `cd_path_targets` for `CDPATH`).
+    fn cd(&mut self, name: &str, args: &[String], ctx: &mut Context) -> Feed {
+        let o = args::parse(args, &[], false);
+        let target = o.operands.first().copied().unwrap_or("~");
+        let target = match target {
+            // `cd -`: back to the previous directory, unknown unless a `cd` set it.
+            "-" => ctx.var("OLDPWD").unwrap_or("/**").to_owned(),
+            t => {
+                let mut dirs = cd_path_targets(t, ctx);
+                self.cd_choices = self.cd_choices.max(dirs.len());
+                let pick = self.cd_pick.min(dirs.len().saturating_sub(1));
+                dirs.swap_remove(pick)
+            }
+        };
+        if let Some(p) = normalize::shell_path(&target, ctx) {
+            let old = std::mem::replace(&mut ctx.cwd, p);
+            if name == "pushd" {
+                let stack = ctx.var(DIRSTACK).unwrap_or("").to_owned();
+                set_var(ctx, DIRSTACK, &format!("{old}\n{stack}"));
+            }
+            set_var(ctx, "OLDPWD", &old);
+        }
+        Feed::default()
+    }
+
+    /// `locate` and its kin print globs of the paths they may list (`super::locate`).
+    fn locate(&mut self, args: &[String], ctx: &Context) -> Feed {
+        let found = super::locate::locate(args);
+        for db in found.databases {
+            self.path_op(Action::Read, db, ctx, None);
+        }
+        Feed {
+            names: found.names,
+            ..Feed::default()
+        }
+    }
+
+    /// Package installers: the directories the line installs into are written whole
+    /// (`super::installs`); their other arguments are read like any command's.
+    fn installer(&mut self, name: &str, args: &[String], ctx: &Context) {
+        let dirs = match name {
+            "pip" => self.pip_dirs(args, ctx),
+            "easy_install" => super::installs::setup_py(args, ctx),
+            "uv" if args.first().is_some_and(|a| a == "pip") => {
+                super::installs::pip(&args[1..], ctx, &[])
+            }
+            "npm" => super::installs::npm(args, ctx),
+            _ => Vec::new(),
+        };
+        for d in dirs {
+            self.tree_write(&d, ctx);
+        }
+        self.other_command(args, ctx);
     }
 
     /// Where `pip ARGS` installs, with the settings of this command line's `pip config set`
@@ -2195,38 +2256,8 @@ impl Walker<'_> {
                 }
             }
         }
-        // Filters of lines and columns print their stdin, or parts of it.
-        if matches!(
-            name,
-            "cat"
-                | "tac"
-                | "head"
-                | "tail"
-                | "sort"
-                | "uniq"
-                | "less"
-                | "more"
-                | "cut"
-                | "paste"
-                | "fold"
-                | "fmt"
-                | "nl"
-                | "expand"
-                | "unexpand"
-                | "pr"
-        ) && (operands.is_empty()
-            || operands.iter().any(|f| *f == "-" || flow::is_stdin_path(f)))
-        {
-            // Columns cut, lines joined or folded: not the text itself.
-            let approximate = stdin.approximate
-                || matches!(
-                    name,
-                    "cut" | "paste" | "fold" | "fmt" | "nl" | "expand" | "unexpand" | "pr"
-                );
-            feed.extend(Feed {
-                approximate,
-                ..stdin
-            });
+        if let Some(printed) = filtered_stdin(name, &operands, stdin) {
+            feed.extend(printed);
         }
         feed
     }
@@ -2587,15 +2618,7 @@ impl Walker<'_> {
         // What the command knows a source holds (written earlier in this command), the
         // copy holds: `echo 'cmd' > a; cp a b; sh b` runs it.
         let known = |w: &Self, s: &str| w.file_feed(s, ctx).map(|f| f.joined());
-        // A directory moved, copied or linked into place brings whatever it holds: the
-        // destination is written whole (`mv /tmp/h .git/hooks`).
-        let whole = match name {
-            "mv" => true,
-            "ln" | "link" => o.has(&["-s", "--symbolic"]),
-            "cp" => o.has(&["-r", "-R", "-a", "--recursive", "--archive"]),
-            "rsync" => o.has(&["-r", "-a", "--recursive", "--archive"]),
-            _ => false,
-        };
+        let whole = writes_whole(name, &o);
         if sources.iter().any(contents) {
             self.tree_write(dest, ctx);
         } else {
@@ -2617,15 +2640,7 @@ impl Walker<'_> {
         });
         // Into a directory: the file lands at DEST/NAME, which is what rules on files under a
         // protected directory need to see.
-        let into_dir = dest.ends_with('/')
-            || matches!(dest, "." | ".." | "~")
-            || sources.len() > 1
-            || o.value(&["-t", "--target-directory"]).is_some()
-            || ctx.host.as_deref().is_some_and(|host| {
-                normalize::shell_path(dest, ctx)
-                    .and_then(|p| host.stat(Path::new(&p)))
-                    .is_some_and(|f| f.kind == FileKind::Dir)
-            });
+        let into_dir = lands_inside(dest, sources.len(), &o, ctx);
         if into_dir {
             let base = dest.trim_end_matches('/');
             for s in &sources {
