@@ -173,6 +173,31 @@ fn filtered_stdin(name: &str, operands: &[&str], stdin: Feed) -> Option<Feed> {
     })
 }
 
+/// What `git rev-parse` prints of the repository's own places (`--git-dir`,
+/// `--git-path hooks`), taking the working directory as the top of a repository with a
+/// `.git` directory: `cp -r x $(git rev-parse --git-path hooks)` writes `.git/hooks`.
+fn git_dir_paths(args: &[String], ctx: &Context) -> Feed {
+    let mut lines = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--git-dir" | "--git-common-dir" => lines.push(".git".to_owned()),
+            "--absolute-git-dir" => lines.push(format!("{}/.git", ctx.cwd.trim_end_matches('/'))),
+            "--show-toplevel" => lines.push(ctx.cwd.clone()),
+            "--git-path" => {
+                if let Some(p) = it.next() {
+                    lines.push(format!(".git/{p}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    if lines.is_empty() {
+        return Feed::default();
+    }
+    Feed::text(lines.join("\n"))
+}
+
 /// The directory `git clone URL` makes: the URL's last name without `.git`.
 fn clone_dest(url: &str) -> String {
     url.trim_end_matches('/')
@@ -2882,6 +2907,10 @@ impl Walker<'_> {
             false,
         );
         let remote = |w: &str| w.contains("://") || remote_host(w).is_some();
+        if verb == "rev-parse" {
+            self.path_op(Action::Read, ".", &sub, None);
+            return git_dir_paths(rest, &sub);
+        }
         self.template_hooks(verb, &ro, &o.values(&["-c"]), &sub);
         match verb.as_str() {
             "clone" => {
