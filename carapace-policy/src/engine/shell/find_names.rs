@@ -47,13 +47,23 @@ fn branch_name(branch: &[String]) -> Option<String> {
                 }
                 i += 2;
             }
-            "-path" | "-wholename" | "-regex" => {
+            "-path" | "-wholename" | "-regex" | "-ipath" | "-iwholename" | "-iregex" => {
                 // A whole-path test names the last name only when it ends in one written
                 // out (`*/hooks/pre-commit`, `.*pre-commit`): its wildcards cross `/`.
-                if let Some(name) = branch.get(i + 1).and_then(|p| last_name(w, p)) {
-                    if !negated {
-                        return Some(name);
-                    }
+                // The `-i` tests match either case.
+                let caseless = w.starts_with("-i");
+                let test = if caseless {
+                    w.replacen("-i", "-", 1)
+                } else {
+                    w.clone()
+                };
+                let name = branch.get(i + 1).and_then(|p| last_name(&test, p));
+                if let Some(name) = name.filter(|_| !negated) {
+                    return Some(if caseless {
+                        super::globopts::caseless(&name)
+                    } else {
+                        name
+                    });
                 }
                 i += 2;
             }
@@ -153,6 +163,10 @@ mod tests {
         assert_eq!(names(&words("-regex .*x/.*/hooks")), [None]);
         assert_eq!(names(&words("-wholename *hooks")), [Some("*hooks".into())]);
         assert_eq!(names(&words("-path */hoo*")), [None]);
+        assert_eq!(
+            names(&words("-iregex .*/HOOKS")),
+            [Some("[hH][oO][oO][kK][sS]".into())]
+        );
         assert_eq!(
             names(&words("-iname ID_rsa")),
             [Some("[iI][dD]_[rR][sS][aA]".into())]
