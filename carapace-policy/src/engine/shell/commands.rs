@@ -153,6 +153,33 @@ fn writes_whole(name: &str, o: &args::Opts<'_>) -> bool {
     }
 }
 
+/// grep's options that print counts or file names, or nothing, instead of lines.
+const GREP_NO_LINES: &[&str] = &[
+    "-c",
+    "--count",
+    "-l",
+    "--files-with-matches",
+    "-L",
+    "--files-without-match",
+    "-q",
+    "--quiet",
+    "--silent",
+];
+
+/// What a lister of whole trees prints (`rg --files DIR…`): every name below each
+/// directory, the working one when none is given.
+fn listed_trees(dirs: &[&str], ctx: &Context) -> Feed {
+    let dirs = if dirs.is_empty() { &["."][..] } else { dirs };
+    Feed {
+        names: dirs
+            .iter()
+            .filter_map(|d| normalize::shell_path(d, ctx))
+            .map(|d| format!("{}/**", d.trim_end_matches('/')))
+            .collect(),
+        ..Feed::default()
+    }
+}
+
 /// What a reader given its stdin (no file, `-`, `/dev/stdin`) prints of it: filters of
 /// lines print it, or some lines; filters of columns and lines print parts of it, which
 /// stand for code run but are no value (`Feed::approximate`).
@@ -875,6 +902,7 @@ impl Walker<'_> {
             }
             "find" => self.find(args, ctx, depth),
             "locate" | "plocate" | "mlocate" | "slocate" => self.locate(args, ctx),
+            "fd" | "fdfind" => self.fd(args, ctx, depth),
             n if is_shell(n) => self.shell(args, ctx, depth, &stdin),
             "source" | "." => {
                 let Some(file) = args.first() else {
@@ -1884,6 +1912,33 @@ impl Walker<'_> {
         }
     }
 
+    /// fd: what it lists (`super::locate::fd`), below its directories, and the command
+    /// `-x`/`-X` runs on each.
+    fn fd(&mut self, args: &[String], ctx: &mut Context, depth: usize) -> Feed {
+        let found = super::locate::fd(args);
+        let names: Vec<String> = found
+            .names
+            .iter()
+            .filter_map(|n| normalize::shell_path(n, ctx))
+            .collect();
+        if !found.exec.is_empty() {
+            for n in &names {
+                let words: Vec<String> = found.exec.iter().map(|w| w.replace("{}", n)).collect();
+                // A command without `{}` is given the entries after its words.
+                let words = if found.exec.iter().any(|w| w.contains("{}")) {
+                    words
+                } else {
+                    words.into_iter().chain([n.clone()]).collect()
+                };
+                self.wrapped(&words, &mut ctx.clone(), depth, Feed::default());
+            }
+        }
+        Feed {
+            names,
+            ..Feed::default()
+        }
+    }
+
     /// Package installers: the directories the line installs into are written whole
     /// (`super::installs`); their other arguments are read like any command's.
     fn installer(&mut self, name: &str, args: &[String], ctx: &Context) {
@@ -2380,6 +2435,11 @@ impl Walker<'_> {
             ],
         };
         let o = args::parse(args, valued, false);
+        // `rg --files DIR…` lists the files below its directories (the working one by
+        // default) rather than searching them.
+        if name == "rg" && o.has(&["--files"]) {
+            return listed_trees(&o.operands, ctx);
+        }
         let explicit = o.values(&["-e", "--regexp", "-f", "--file"]);
         let mut files = o.operands.clone();
         if explicit.is_empty() && !files.is_empty() {
@@ -2411,17 +2471,7 @@ impl Walker<'_> {
         }
         // Filtering its stdin, grep prints some of its lines (text or names): all of them
         // stand for those (`locate x | grep y | xargs cat`, `… | eval "$(grep .)"`).
-        let counts = o.has(&[
-            "-c",
-            "--count",
-            "-l",
-            "--files-with-matches",
-            "-L",
-            "--files-without-match",
-            "-q",
-            "--quiet",
-            "--silent",
-        ]);
+        let counts = o.has(GREP_NO_LINES);
         let filtered = if files.is_empty() && !recursive && !counts {
             // One line is printed or not; of several, some.
             let several = stdin.text.iter().any(|t| t.trim_end().contains('\n'));

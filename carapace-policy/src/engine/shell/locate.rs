@@ -2,7 +2,8 @@
 //! file system, hidden directories included, that match its patterns. The analysis does
 //! not read the database: the output is any path the patterns allow, written as globs
 //! whose directories are `find`'s walk ([`FIND_DEPTH`]), so that rules judge them as they
-//! judge what `find / -name …` finds.
+//! judge what `find / -name …` finds. `fd` (fd-find) is read the same way below its
+//! directories.
 use super::args;
 use super::globopts;
 use crate::rules::intersect::FIND_DEPTH;
@@ -96,6 +97,90 @@ fn pattern_names(pattern: &str, caseless: bool, basename: bool, any: &str) -> Ve
     vec![format!("{dir}{last}*"), format!("{dir}{last}*/**")]
 }
 
+/// What `fd ARGS` (fd-find) lists, and the command it runs on each (`-x`/`-X` and the
+/// words after it, `{}` standing for the entry).
+pub(super) struct Found<'a> {
+    pub names: Vec<String>,
+    pub exec: &'a [String],
+}
+
+/// Options of fd that take a value.
+const FD_VALUED: &[&str] = &[
+    "-e",
+    "--extension",
+    "-t",
+    "--type",
+    "-d",
+    "--max-depth",
+    "--min-depth",
+    "--exact-depth",
+    "-E",
+    "--exclude",
+    "-c",
+    "--color",
+    "-j",
+    "--threads",
+    "-S",
+    "--size",
+    "--changed-within",
+    "--changed-before",
+    "-o",
+    "--owner",
+    "--base-directory",
+    "--path-separator",
+    "--search-path",
+    "--max-results",
+    "--ignore-file",
+    "--format",
+];
+
+/// fd searches directories (the working one by default) for names its pattern, a regex
+/// found anywhere in the name (`-g`: a glob of the whole name; `-F`: plain text), matches;
+/// hidden ones too with `-H`/`-u`, which the analysis does not tell apart.
+pub(super) fn fd(args: &[String]) -> Found<'_> {
+    let split = args
+        .iter()
+        .position(|a| matches!(a.as_str(), "-x" | "--exec" | "-X" | "--exec-batch"))
+        .unwrap_or(args.len());
+    let exec = args.get(split + 1..).unwrap_or(&[]);
+    let o = args::parse(&args[..split], FD_VALUED, false);
+    let mut operands = o.operands.iter().copied();
+    let pattern = operands.next().unwrap_or("");
+    let mut dirs: Vec<&str> = operands.chain(o.values(&["--search-path"])).collect();
+    if dirs.is_empty() {
+        dirs.push(".");
+    }
+    let plain = |p: &str| {
+        p.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '~'))
+    };
+    let name = if matches!(pattern, "" | "." | "^") {
+        None
+    } else if o.has(&["-p", "--full-path"]) {
+        Some(None)
+    } else if o.has(&["-g", "--glob"]) {
+        Some(Some(pattern.to_owned()))
+    } else if o.has(&["-F", "--fixed-strings"]) || plain(&pattern.replace("\\.", ".")) {
+        Some(Some(format!("*{}*", escape(&pattern.replace("\\.", ".")))))
+    } else {
+        Some(None)
+    };
+    let extension = o.value(&["-e", "--extension"]);
+    let names = dirs
+        .iter()
+        .map(|d| {
+            let d = d.trim_end_matches('/');
+            match (&name, extension) {
+                (None, None) => format!("{d}/**"),
+                (None, Some(ext)) => format!("{d}/{FIND_DEPTH}/*.{ext}"),
+                (Some(None), _) => format!("{d}/{FIND_DEPTH}"),
+                (Some(Some(n)), _) => format!("{d}/{FIND_DEPTH}/{n}"),
+            }
+        })
+        .collect();
+    Found { names, exec }
+}
+
 /// A plain pattern's characters that the glob reader would take as syntax, escaped.
 fn escape(pattern: &str) -> String {
     let mut out = String::with_capacity(pattern.len());
@@ -135,5 +220,20 @@ mod tests {
         assert_eq!(names("-b a{b}"), ["/+(**)/*a\\{b\\}*"]);
         let args: Vec<String> = ["-d", "/tmp/db", "x"].map(str::to_owned).to_vec();
         assert_eq!(locate(&args).databases, ["/tmp/db"]);
+    }
+
+    #[test]
+    fn fd_lists_what_its_pattern_matches_below_its_directories() {
+        let fd_names = |line: &str| {
+            let args: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
+            fd(&args).names
+        };
+        assert_eq!(fd_names("-H id_rsa /r"), ["/r/+(**)/*id_rsa*"]);
+        assert_eq!(fd_names("-g *.pem"), ["./+(**)/*.pem"]);
+        assert_eq!(fd_names("-H . /r"), ["/r/**"]);
+        assert_eq!(fd_names("^id_.*$ /r"), ["/r/+(**)"]);
+        assert_eq!(fd_names("-e py"), ["./+(**)/*.py"]);
+        let args: Vec<String> = ["x", "-x", "cat", "{}"].map(str::to_owned).to_vec();
+        assert_eq!(fd(&args).exec, ["cat", "{}"]);
     }
 }
