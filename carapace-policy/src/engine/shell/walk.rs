@@ -885,7 +885,12 @@ impl<'o> Walker<'o> {
                 } else {
                     None
                 };
+                let listed = content.is_none() && fd.is_none_or(|fd| fd == 1);
                 self.path_op(Action::Write, &path, ctx, content);
+                // Names a lister printed into the file (`locate x > l; xargs cat < l`).
+                if listed && !output.names.is_empty() {
+                    self.wrote_names(&path, ctx, &output.names);
+                }
             }
         }
         if stdout_kept {
@@ -1038,6 +1043,21 @@ impl<'o> Walker<'o> {
             if self.approximate.len() < MAX_APPROXIMATE && !self.approximate.contains(&t) {
                 self.approximate.push(t);
             }
+        }
+    }
+
+    /// Records that a write left names a lister printed in `path` (raw, as written).
+    fn wrote_names(&mut self, raw: &str, ctx: &Context, names: &[String]) {
+        let Some(path) = normalize::shell_path(raw, ctx) else {
+            return;
+        };
+        self.files.retain(|(p, _)| *p != path);
+        if self.files.len() < MAX_FILES {
+            let feed = Feed {
+                names: names.to_vec(),
+                ..Feed::default()
+            };
+            self.files.push((path, feed));
         }
     }
 
