@@ -257,6 +257,15 @@ impl PathIndex {
                     *h = *h || written.is_match(e);
                 }
             }
+            // Patterns with wildcards before its text ends may still name entries of this
+            // very directory (`**/*.git/hooks/pre-receive` for `remote.git/hooks/**`).
+            for (e, id) in &self.expanded {
+                if let Some(h) = hits.get_mut(*id as usize) {
+                    if !*h && !e.starts_with(literal) && written.names(e) {
+                        *h = true;
+                    }
+                }
+            }
             return;
         }
         for (e, id) in &self.expanded {

@@ -76,6 +76,18 @@ impl Lang {
         self.accepts_here(state)
     }
 
+    /// The state after `bytes`, `None` once no path with that beginning can match.
+    fn state_after(&self, bytes: &[u8]) -> Option<StateID> {
+        let mut state = self.start;
+        for &b in bytes {
+            state = self.dfa.next_state(state, b);
+            if self.stuck(state) {
+                return None;
+            }
+        }
+        Some(state)
+    }
+
     fn accepts_here(&self, state: StateID) -> bool {
         self.dfa.is_match_state(self.dfa.next_eoi_state(state))
     }
@@ -117,6 +129,37 @@ pub fn meet(a: &Lang, b: &Lang) -> bool {
     false
 }
 
+/// How many names deep a written directory's unknown entries are judged
+/// ([`names_entries_of`]).
+const ENTRY_DEPTH: usize = 3;
+
+/// Whether `rule` names some entry of directory `dir` (absolute, written out), at most
+/// [`ENTRY_DEPTH`] names below it, because of what `dir` is: no entry as deep below a
+/// made-up directory is in it. A directory moved, copied or linked into place may hold
+/// anything; rules that name files by their directory (`**/*.git/hooks/pre-receive` for
+/// `remote.git/hooks`, `**/.git/hooks/**` for `.git`, `~/.bashrc` for `~`) see what it
+/// could hold, rules that name a file wherever it is (`**/.env`) do not.
+#[must_use]
+pub fn names_entries_of(rule: &Lang, dir: &str) -> bool {
+    const MADE_UP: &str = "/\x00";
+    let dir = dir.trim_end_matches('/');
+    let Some(here) = rule.state_after(format!("{dir}/").as_bytes()) else {
+        return false;
+    };
+    // The same state as below a made-up directory: the same entries are named.
+    if rule.state_after(b"/\0/") == Some(here) {
+        return false;
+    }
+    let below = |base: &str, depth: usize| {
+        Lang::of(&Source::Glob(format!("^{base}(?:/[^/]+){{{depth}}}$")))
+    };
+    let base = regex_syntax::escape(dir);
+    (1..=ENTRY_DEPTH).any(|depth| match (below(&base, depth), below(MADE_UP, depth)) {
+        (Some(mine), Some(made_up)) => meet(&mine, rule) && !meet(&made_up, rule),
+        _ => true,
+    })
+}
+
 /// The language of a rule's pattern, compiled once per process (rule sets are reloaded,
 /// their patterns mostly the same): `None` when it cannot be compiled.
 #[must_use]
@@ -149,6 +192,22 @@ pub fn protects_a_tree(source: &Source) -> bool {
             (Some(rule), Some(tail)) => meet(&rule, tail),
             _ => false,
         })
+}
+
+/// Whether some one name is both selected by `find -name FOUND` (its fnmatch reading: a
+/// leading wildcard takes in a leading dot) and matched by a rule's name (the language of
+/// one name of a rule glob). Answers "meet" when either cannot be read.
+#[must_use]
+pub fn found_name_meets(found: &str, rule_name: &Source) -> bool {
+    let mut regex = String::from("^");
+    if name_regex(found, &mut regex, true).is_none() {
+        return true;
+    }
+    regex.push('$');
+    match (Lang::of(&Source::Glob(regex)), Lang::of(rule_name)) {
+        (Some(found), Some(rule)) => meet(&found, &rule),
+        _ => true,
+    }
 }
 
 /// The regex of a path the agent wrote as a shell glob, read as the shell reads it: `*`,
@@ -403,6 +462,35 @@ mod tests {
             &shell("/root/@(.ssh|x)/id_rsa"),
             &glob("/root/.ssh/**")
         ));
+    }
+
+    #[test]
+    fn a_found_name_meets_a_rule_name_as_find_reads_it() {
+        let name = |g: &str| Source::Glob(build_glob(g).unwrap().regex().to_owned());
+        assert!(found_name_meets("hooks", &name("hooks")));
+        assert!(found_name_meets("hook*", &name("hooks")));
+        assert!(found_name_meets("*ks", &name("hooks")));
+        assert!(found_name_meets("*", &name(".ssh")));
+        assert!(found_name_meets("[hH][oO]oks", &name("hooks")));
+        assert!(!found_name_meets("__pycache__", &name("hooks")));
+        assert!(!found_name_meets("*.pyc", &name("hooks")));
+        assert!(!found_name_meets("node_modules", &name(".husky")));
+    }
+
+    #[test]
+    fn a_directory_names_the_entries_rules_bind_to_it() {
+        let hook = glob("**/*.git/hooks/{pre-receive,update}");
+        assert!(names_entries_of(&hook, "/srv/remote.git/hooks"));
+        assert!(names_entries_of(&hook, "/srv/remote.git"));
+        assert!(!names_entries_of(&hook, "/srv/remote"));
+        assert!(!names_entries_of(&hook, "/tmp/x"));
+        let tree = glob("**/.git/hooks/**");
+        assert!(names_entries_of(&tree, "/p/.git"));
+        assert!(!names_entries_of(&tree, "/p/src"));
+        assert!(names_entries_of(&glob("/root/.bashrc"), "/root"));
+        assert!(!names_entries_of(&glob("/root/.bashrc"), "/root/project"));
+        // A name protected wherever it is is not bound to any directory.
+        assert!(!names_entries_of(&glob("**/.env"), "/p"));
     }
 
     #[test]

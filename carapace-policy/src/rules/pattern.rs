@@ -2,8 +2,10 @@
 //! `$HOME` expanded for every account with a home, and `re:` regexes; plus the translation
 //! of a glob into the forms the kernel maps can hold.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex};
 
 use super::lazy_regex::{LazyGlobSet, LazyRegex};
 use crate::host::{FileKind, Host};
@@ -361,10 +363,10 @@ impl WrittenGlob {
         if self.is_match(pattern) {
             return true;
         }
-        let Ok(glob) = build_glob(pattern) else {
+        let Some(source) = rule_glob_source(pattern) else {
             return false;
         };
-        self.meets(&Source::Glob(glob.regex().to_owned()))
+        self.meets(&source, Some(pattern))
     }
 
     /// [`any_entry`] of its directory, when it is a directory without wildcards followed by
@@ -379,23 +381,60 @@ impl WrittenGlob {
     /// Whether it names some path the `re:` pattern `regex` finds a match in.
     #[must_use]
     pub fn names_search(&self, regex: &str) -> bool {
-        self.meets(&Source::Search(regex.to_owned()))
+        self.meets(&Source::Search(regex.to_owned()), None)
     }
 
-    fn meets(&self, rule: &Source) -> bool {
+    /// Whether the name `find` looks for (the one right after its walk) can be `root`, the
+    /// last name of a protected tree's root: `find . -name hooks` may find `.git/hooks`.
+    fn finds_tree_root(&self, root: Option<&str>) -> bool {
+        let Some(root) = root else {
+            return false;
+        };
+        let Some((_, after)) = self
+            .glob
+            .split_once(intersect::FIND_DEPTH)
+            .and_then(|(_, rest)| rest.split_once('/'))
+        else {
+            return false;
+        };
+        let found = after.split('/').next().unwrap_or(after);
+        // Every name (`-name '*'`) is the whole walk, read as the shell's like a walk
+        // without a name test (`find . -delete`, `rm -rf .`).
+        if every_name(found) {
+            return false;
+        }
+        build_glob(root).map_or(true, |g| {
+            intersect::found_name_meets(found, &Source::Glob(g.regex().to_owned()))
+        })
+    }
+
+    /// Whether some path of the rule (`pattern`: its glob, when it is one) is named.
+    fn meets(&self, rule: &Source, pattern: Option<&str>) -> bool {
+        let root = pattern.and_then(tree_root_name);
         // find's walk into hidden directories is judged against rules that name files (a
         // hook, `settings.json`, a key), not against whole protected trees: every name
         // find could look for lies in `.claude/hooks/**`, and `find . -name __pycache__
-        // -exec rm -rf {} +` is not aimed there. Against a tree the walk is the shell's.
-        if self.glob.contains(intersect::FIND_DEPTH) && intersect::protects_a_tree(rule) {
+        // -exec rm -rf {} +` is not aimed there. Against a tree the walk is the shell's,
+        // unless the name found can be the tree's root (`-name hooks`, `-name 'hook*'` for
+        // `**/.git/hooks/**`): then the walk goes into hidden directories to reach it.
+        if self.glob.contains(intersect::FIND_DEPTH)
+            && intersect::protects_a_tree(rule)
+            && !self.finds_tree_root(root)
+        {
             return written_glob(&self.glob.replace(intersect::FIND_DEPTH, "**"))
-                .is_none_or(|shallow| shallow.meets(rule));
+                .is_none_or(|shallow| shallow.meets(rule, None));
         }
         // A tree (`src/**`) or a directory's entries (`build/*`) stand for every entry: one
         // literal path, run through the rule's automaton, with no automaton of its own.
         if let Some(entry) = self.every_entry() {
-            return intersect::rule_lang(rule)
-                .is_none_or(|theirs| theirs.accepts(entry.as_bytes()));
+            let dir = entry.strip_suffix("/\0").unwrap_or(&entry);
+            return intersect::rule_lang(rule).is_none_or(|theirs| {
+                theirs.accepts(entry.as_bytes())
+                    || (pattern.is_none_or(|p| {
+                        // Patterns below its text are named as its text matches them.
+                        !p.starts_with(self.literal()) && may_name_entries_of(p, dir)
+                    }) && intersect::names_entries_of(&theirs, dir))
+            });
         }
         let mine = self.lang.get_or_init(|| {
             // A last name of wildcards alone (`build/*`, `src/**`) stands for every entry,
@@ -414,6 +453,64 @@ impl WrittenGlob {
             _ => true,
         }
     }
+}
+
+/// The regex of a rule's glob, built once per process: every written tree (`cp -r`,
+/// `grep -r`) asks it of the patterns that start with wildcards.
+fn rule_glob_source(pattern: &str) -> Option<Source> {
+    static CACHE: LazyLock<Mutex<HashMap<String, Option<Source>>>> =
+        LazyLock::new(|| Mutex::new(HashMap::new()));
+    let mut cache = CACHE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(source) = cache.get(pattern) {
+        return source.clone();
+    }
+    let source = build_glob(pattern)
+        .ok()
+        .map(|g| Source::Glob(g.regex().to_owned()));
+    cache.insert(pattern.to_owned(), source.clone());
+    source
+}
+
+/// Whether rule glob `pattern` can name entries of `dir` because of what `dir` is
+/// ([`intersect::names_entries_of`]), as far as its text tells: a pattern that starts
+/// with `**/` does only when some name of `dir` can be one of the pattern's directories.
+/// Most patterns are settled here, before any automaton is built.
+fn may_name_entries_of(pattern: &str, dir: &str) -> bool {
+    let Some(rest) = pattern.strip_prefix("**/") else {
+        return true;
+    };
+    let mut dirs: Vec<&str> = rest.split('/').collect();
+    dirs.pop();
+    dirs.iter().any(|d| {
+        *d != "**"
+            && dir
+                .split('/')
+                .any(|name| !name.is_empty() && name_may_match(d, name))
+    })
+}
+
+/// A rough glob match of one name: exact text, or one `*` between a fixed start and end;
+/// any other glob may match.
+fn name_may_match(glob: &str, name: &str) -> bool {
+    if !glob.contains(GLOB_START) {
+        return glob == name;
+    }
+    match glob.split_once('*') {
+        Some((start, end)) if !start.contains(GLOB_START) && !end.contains(GLOB_START) => {
+            name.len() >= start.len() + end.len() && name.starts_with(start) && name.ends_with(end)
+        }
+        _ => true,
+    }
+}
+
+/// The last name of the directory a rule glob protects whole (`hooks` for
+/// `**/.git/hooks/**`); `None` for a pattern that is not `DIR/**`.
+fn tree_root_name(pattern: &str) -> Option<&str> {
+    let root = pattern.strip_suffix("/**")?;
+    let name = root.rsplit('/').next().unwrap_or(root);
+    (!name.is_empty()).then_some(name)
 }
 
 /// A last name that stands for a directory's entries as a whole: wildcards alone (`*`,

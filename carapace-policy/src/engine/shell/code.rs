@@ -314,6 +314,11 @@ impl Walker<'_> {
             if let Some(feed) = self.fd_feed(script) {
                 self.code(&feed.joined(), ctx, depth);
             }
+            if name == "python" && script.rsplit('/').next() == Some("setup.py") {
+                for dir in super::installs::setup_py(after, ctx) {
+                    self.tree_write(&dir, ctx);
+                }
+            }
             script_args = after;
         } else {
             if stdin.downloaded {
@@ -346,6 +351,11 @@ impl Walker<'_> {
     /// `tarfile -c` archive theirs.
     fn python_module(&mut self, module: &str, args: &[String], ctx: &Context) {
         match module {
+            "pip" => {
+                for dir in self.pip_dirs(args, ctx) {
+                    self.tree_write(&dir, ctx);
+                }
+            }
             "http.server" | "SimpleHTTPServer" => {
                 let o = args::parse(args, &["-d", "--directory", "-b", "--bind"], false);
                 let dir = o.value(&["-d", "--directory"]).unwrap_or(".");

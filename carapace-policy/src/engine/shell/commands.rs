@@ -22,6 +22,13 @@ pub(super) fn family(word: &str) -> &str {
     if base.starts_with("mkfs.") {
         return "mkfs";
     }
+    // `pip-3.12`, as some distributions name it.
+    if base
+        .strip_prefix("pip-")
+        .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+    {
+        return "pip";
+    }
     for (prefix, fam) in [
         ("python", "python"),
         ("pypy", "python"),
@@ -31,6 +38,7 @@ pub(super) fn family(word: &str) -> &str {
         ("php", "php"),
         ("node", "node"),
         ("lua", "lua"),
+        ("pip", "pip"),
     ] {
         if base.starts_with(prefix)
             && base[prefix.len()..]
@@ -98,20 +106,133 @@ pub(super) fn is_interpreter(name: &str) -> bool {
     )
 }
 
-/// Where `cd DIR` goes with `CDPATH` set: a relative name that does not start with `.` or
-/// `..` as a component is looked for in CDPATH's directories first. Which one holds it is
-/// for the filesystem to say; the first is what such a command aims at.
-fn cd_path_target(target: &str, ctx: &Context) -> String {
+/// The directories `cd DIR` may go to with `CDPATH` set: a relative name that does not
+/// start with `.` or `..` as a component is looked for in CDPATH's directories in turn (an
+/// empty entry is the working directory), then in the working directory. Which one holds
+/// it is for the file system to say when the command runs: all of them, in that order.
+fn cd_path_targets(target: &str, ctx: &Context) -> Vec<String> {
     let relative =
         !target.starts_with(['/', '~']) && !matches!(target.split('/').next(), Some("." | ".."));
-    match ctx.var("CDPATH").filter(|_| relative) {
-        Some(cdpath) => {
-            let first = cdpath.split(':').next().unwrap_or("");
-            let dir = if first.is_empty() { "." } else { first };
-            format!("{}/{target}", dir.trim_end_matches('/'))
+    let Some(cdpath) = ctx.var("CDPATH").filter(|_| relative) else {
+        return vec![target.to_owned()];
+    };
+    let mut dirs: Vec<String> = Vec::new();
+    for entry in cdpath.split(':').chain(std::iter::once(".")) {
+        let dir = if entry.is_empty() { "." } else { entry };
+        let joined = format!("{}/{target}", dir.trim_end_matches('/'));
+        if !dirs.contains(&joined) {
+            dirs.push(joined);
         }
-        None => target.to_owned(),
     }
+    dirs
+}
+
+/// Whether a copy's sources land inside `dest` (`DEST/NAME`): a directory by its
+/// spelling, several sources, `-t`, or a directory that exists.
+fn lands_inside(dest: &str, sources: usize, o: &args::Opts<'_>, ctx: &Context) -> bool {
+    dest.ends_with('/')
+        || matches!(dest, "." | ".." | "~")
+        || sources > 1
+        || o.value(&["-t", "--target-directory"]).is_some()
+        || ctx.host.as_deref().is_some_and(|host| {
+            normalize::shell_path(dest, ctx)
+                .and_then(|p| host.stat(Path::new(&p)))
+                .is_some_and(|f| f.kind == FileKind::Dir)
+        })
+}
+
+/// Whether a copy writes its destination whole: a directory moved, copied or linked into
+/// place brings whatever it holds (`mv /tmp/h .git/hooks`).
+fn writes_whole(name: &str, o: &args::Opts<'_>) -> bool {
+    match name {
+        "mv" => true,
+        "ln" | "link" => o.has(&["-s", "--symbolic"]),
+        "cp" => o.has(&["-r", "-R", "-a", "--recursive", "--archive"]),
+        "rsync" => o.has(&["-r", "-a", "--recursive", "--archive"]),
+        _ => false,
+    }
+}
+
+/// grep's options that print counts or file names, or nothing, instead of lines.
+const GREP_NO_LINES: &[&str] = &[
+    "-c",
+    "--count",
+    "-l",
+    "--files-with-matches",
+    "-L",
+    "--files-without-match",
+    "-q",
+    "--quiet",
+    "--silent",
+];
+
+/// What a lister of whole trees prints (`rg --files DIR…`): every name below each
+/// directory, the working one when none is given.
+fn listed_trees(dirs: &[&str], ctx: &Context) -> Feed {
+    let dirs = if dirs.is_empty() { &["."][..] } else { dirs };
+    Feed {
+        names: dirs
+            .iter()
+            .filter_map(|d| normalize::shell_path(d, ctx))
+            .map(|d| format!("{}/**", d.trim_end_matches('/')))
+            .collect(),
+        ..Feed::default()
+    }
+}
+
+/// What a reader given its stdin (no file, `-`, `/dev/stdin`) prints of it: filters of
+/// lines print it, or some lines; filters of columns and lines print parts of it, which
+/// stand for code run but are no value (`Feed::approximate`).
+fn filtered_stdin(name: &str, operands: &[&str], stdin: Feed) -> Option<Feed> {
+    let reads_stdin =
+        operands.is_empty() || operands.iter().any(|f| *f == "-" || flow::is_stdin_path(f));
+    let exact = matches!(
+        name,
+        "cat" | "tac" | "head" | "tail" | "sort" | "uniq" | "less" | "more"
+    );
+    let parts = matches!(
+        name,
+        "cut" | "paste" | "fold" | "fmt" | "nl" | "expand" | "unexpand" | "pr"
+    );
+    (reads_stdin && (exact || parts)).then_some(Feed {
+        approximate: stdin.approximate || parts,
+        ..stdin
+    })
+}
+
+/// What `git rev-parse` prints of the repository's own places (`--git-dir`,
+/// `--git-path hooks`), taking the working directory as the top of a repository with a
+/// `.git` directory: `cp -r x $(git rev-parse --git-path hooks)` writes `.git/hooks`.
+fn git_dir_paths(args: &[String], ctx: &Context) -> Feed {
+    let mut lines = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--git-dir" | "--git-common-dir" => lines.push(".git".to_owned()),
+            "--absolute-git-dir" => lines.push(format!("{}/.git", ctx.cwd.trim_end_matches('/'))),
+            "--show-toplevel" => lines.push(ctx.cwd.clone()),
+            "--git-path" => {
+                if let Some(p) = it.next() {
+                    lines.push(format!(".git/{p}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    if lines.is_empty() {
+        return Feed::default();
+    }
+    Feed::text(lines.join("\n"))
+}
+
+/// The directory `git clone URL` makes: the URL's last name without `.git`.
+fn clone_dest(url: &str) -> String {
+    url.trim_end_matches('/')
+        .rsplit(['/', ':'])
+        .next()
+        .unwrap_or("repo")
+        .trim_end_matches(".git")
+        .to_owned()
 }
 
 /// Unix sockets a container CLI is pointed at (`--url`, `-H`, `--host`, `--connection`).
@@ -370,7 +491,7 @@ impl Walker<'_> {
         self.installs_download(family(&base), args, ctx);
         self.unpacks_download(family(&base), args, ctx);
         // What the command runs inside (`sh -c`, `script -c`) inherits its stdin.
-        let mut feed = self.with_stdin(stdin.downloaded, |w| {
+        let mut feed = self.with_stdin(&stdin.clone(), |w| {
             w.dispatch(family(&base), args, ctx, depth, stdin)
         });
         feed.downloaded |= self.flow.read_download || fetched;
@@ -706,6 +827,7 @@ impl Walker<'_> {
             }
             "eval" => {
                 let src = args.join(" ");
+                self.runs_unknown_words(ctx, depth);
                 self.code_from_download("sh", &src);
                 self.script(&src, ctx, depth + 1)
             }
@@ -779,6 +901,8 @@ impl Walker<'_> {
                 Feed::default()
             }
             "find" => self.find(args, ctx, depth),
+            "locate" | "plocate" | "mlocate" | "slocate" => self.locate(args, ctx),
+            "fd" | "fdfind" => self.fd(args, ctx, depth),
             n if is_shell(n) => self.shell(args, ctx, depth, &stdin),
             "source" | "." => {
                 let Some(file) = args.first() else {
@@ -792,24 +916,7 @@ impl Walker<'_> {
             }
 
             // State of this shell.
-            "cd" | "pushd" => {
-                let o = args::parse(args, &[], false);
-                let target = o.operands.first().copied().unwrap_or("~");
-                let target = match target {
-                    // `cd -`: back to the previous directory, unknown unless a `cd` set it.
-                    "-" => ctx.var("OLDPWD").unwrap_or("/**").to_owned(),
-                    t => cd_path_target(t, ctx),
-                };
-                if let Some(p) = normalize::shell_path(&target, ctx) {
-                    let old = std::mem::replace(&mut ctx.cwd, p);
-                    if name == "pushd" {
-                        let stack = ctx.var(DIRSTACK).unwrap_or("").to_owned();
-                        set_var(ctx, DIRSTACK, &format!("{old}\n{stack}"));
-                    }
-                    set_var(ctx, "OLDPWD", &old);
-                }
-                Feed::default()
-            }
+            "cd" | "pushd" => self.cd(name, args, ctx),
             "export" | "declare" | "typeset" | "local" | "readonly" => {
                 super::declare::declare(name, args, ctx);
                 Feed::default()
@@ -823,8 +930,12 @@ impl Walker<'_> {
                     &["-a", "-d", "-n", "-N", "-p", "-t", "-u", "-i"],
                     false,
                 );
-                // A name listed by `find`/`ls` stands in when the text is not known.
-                let line = if stdin.text.is_empty() {
+                // A name listed by `find`/`ls` stands in when the text is not known; what a
+                // filter printed is not known either, though it may be run.
+                let line = if stdin.approximate {
+                    self.keep_approximate(stdin.text.clone());
+                    super::walk::UNKNOWN.to_owned()
+                } else if stdin.text.is_empty() {
                     stdin.names.first().cloned().unwrap_or_default()
                 } else {
                     stdin.joined()
@@ -877,7 +988,15 @@ impl Walker<'_> {
                 // mapfile -t NAME: one element per line of stdin.
                 let o = args::parse(args, &["-d", "-n", "-O", "-s", "-u", "-C", "-c"], false);
                 let name = o.operands.first().copied().unwrap_or("MAPFILE");
-                let text = stdin.joined();
+                // Names listed by `find`/`locate` stand in when the text is not known.
+                let text = if stdin.approximate {
+                    self.keep_approximate(stdin.text.clone());
+                    super::walk::UNKNOWN.to_owned()
+                } else if stdin.text.is_empty() {
+                    stdin.names.join("\n")
+                } else {
+                    stdin.joined()
+                };
                 let lines: Vec<&str> = text.lines().collect();
                 // A download's lines stay tainted: `eval "${a[*]}"` runs them.
                 let taint = if stdin.downloaded { flow::STREAMED } else { "" };
@@ -1088,7 +1207,7 @@ impl Walker<'_> {
             | "shuf" | "split" | "csplit" | "sha1" | "md5" | "nm" | "objdump" | "readelf"
             | "ldd" | "exiftool" | "pdftotext" => self.reader(name, args, ctx, stdin),
             "grep" | "egrep" | "fgrep" | "zgrep" | "rg" | "ag" | "ack" | "ugrep" => {
-                self.grep(name, args, ctx, depth)
+                self.grep(name, args, ctx, depth, stdin)
             }
             "sed" | "gsed" => {
                 let o = args::parse(
@@ -1111,13 +1230,27 @@ impl Walker<'_> {
                     self.path_op(Action::Read, f, ctx, None);
                 }
                 let in_place = o.has(&["-i", "-I", "--in-place"]);
+                // Filtering its stdin, sed prints it edited (`… | sed s/X/e/ | sh`).
+                let printed = if files.is_empty() && o.values(&["-f", "--file"]).is_empty() {
+                    Feed {
+                        text: stdin
+                            .text
+                            .iter()
+                            .map(|t| super::textops::sed(t, &scripts))
+                            .collect(),
+                        approximate: true,
+                        ..stdin
+                    }
+                } else {
+                    Feed::default()
+                };
                 for f in files {
                     self.path_op(Action::Read, f, ctx, None);
                     if in_place {
                         self.path_op(Action::Write, f, ctx, None);
                     }
                 }
-                Feed::default()
+                printed
             }
             "awk" | "gawk" | "mawk" | "nawk" => {
                 let o = args::parse(
@@ -1156,10 +1289,20 @@ impl Walker<'_> {
                         .collect();
                     self.code_with(prog, ctx, depth, &vars);
                 }
-                for f in files.into_iter().filter(|f| !f.contains('=')) {
+                let files: Vec<&str> = files.into_iter().filter(|f| !f.contains('=')).collect();
+                for f in &files {
                     self.path_op(Action::Read, f, ctx, None);
                 }
-                Feed::default()
+                // Filtering its stdin, awk prints something made of it: the text stands
+                // for it (`… | awk 1 | sh`).
+                if files.is_empty() && progs.is_empty() {
+                    Feed {
+                        approximate: true,
+                        ..stdin
+                    }
+                } else {
+                    Feed::default()
+                }
             }
             "jq" | "yq" | "gojq" => {
                 let o = args::parse(
@@ -1405,21 +1548,7 @@ impl Walker<'_> {
                 Feed::default()
             }
             "parallel" => self.parallel(args, ctx, depth, &stdin),
-            "dd" => {
-                for a in args {
-                    if let Some(f) = a.strip_prefix("if=") {
-                        self.path_op(Action::Read, f, ctx, None);
-                    } else if let Some(f) = a.strip_prefix("of=") {
-                        let content = (!stdin.text.is_empty()).then(|| stdin.joined());
-                        self.path_op(Action::Write, f, ctx, content);
-                        // A copy of a download (from stdin or `if=`) is a download.
-                        if stdin.downloaded || self.flow.read_download {
-                            self.downloaded_to(f, ctx);
-                        }
-                    }
-                }
-                Feed::default()
-            }
+            "dd" => self.dd(args, ctx, &stdin),
             "mkfs" | "mke2fs" | "mkswap" | "wipefs" | "fdisk" | "sfdisk" | "cfdisk" | "parted"
             | "gdisk" | "sgdisk" | "blkdiscard" | "mkdosfs" | "mkntfs" | "hdparm" | "badblocks"
             | "losetup" | "cryptsetup" | "mount" | "umount" | "swapon" | "swapoff" | "tune2fs"
@@ -1712,21 +1841,164 @@ impl Walker<'_> {
             // File tests stat their operands, signals read nothing: no file is read.
             "test" | "[" | "pgrep" | "pidof" | "pkill" | "killall" | "kill" => Feed::default(),
 
+            "pip" | "uv" | "npm" | "easy_install" => {
+                self.installer(name, args, ctx);
+                Feed::default()
+            }
+
             // Anything else: arguments that look like paths are read.
             _ => {
-                for a in args {
-                    let candidate = if a.starts_with('-') {
-                        a.split_once('=').map_or("", |(_, v)| v)
-                    } else {
-                        a.as_str()
-                    };
-                    // A bare name is a file in the working directory to a command not in
-                    // the table (`cd ~/.aws && aws s3 cp credentials s3://…`).
-                    if path_like(candidate) || bare_name(candidate) {
-                        self.path_op(Action::Read, candidate, ctx, None);
-                    }
-                }
+                self.other_command(args, ctx);
                 Feed::default()
+            }
+        }
+    }
+
+    /// dd: `if=` is read, `of=` written with what it copies.
+    fn dd(&mut self, args: &[String], ctx: &Context, stdin: &Feed) -> Feed {
+        // Without `of=`, dd prints what it reads: its stdin, or a file whose text
+        // this command wrote.
+        let mut printed = if args.iter().any(|a| a.starts_with("of=")) {
+            None
+        } else {
+            Some(stdin.clone())
+        };
+        for a in args {
+            if let Some(f) = a.strip_prefix("if=") {
+                self.path_op(Action::Read, f, ctx, None);
+                if !flow::is_stdin_path(f) {
+                    printed = printed.and(self.file_feed(f, ctx));
+                }
+            } else if let Some(f) = a.strip_prefix("of=") {
+                let content = (!stdin.text.is_empty()).then(|| stdin.joined());
+                self.path_op(Action::Write, f, ctx, content);
+                // A copy of a download (from stdin or `if=`) is a download.
+                if stdin.downloaded || self.flow.read_download {
+                    self.downloaded_to(f, ctx);
+                }
+            }
+        }
+        printed.unwrap_or_default()
+    }
+
+    /// cd / pushd: the working directory moves (see `cd_path_targets` for `CDPATH`).
+    fn cd(&mut self, name: &str, args: &[String], ctx: &mut Context) -> Feed {
+        let o = args::parse(args, &[], false);
+        let target = o.operands.first().copied().unwrap_or("~");
+        let target = match target {
+            // `cd -`: back to the previous directory, unknown unless a `cd` set it.
+            "-" => ctx.var("OLDPWD").unwrap_or("/**").to_owned(),
+            t => {
+                let mut dirs = cd_path_targets(t, ctx);
+                self.cd_choices = self.cd_choices.max(dirs.len());
+                let pick = self.cd_pick.min(dirs.len().saturating_sub(1));
+                dirs.swap_remove(pick)
+            }
+        };
+        if let Some(p) = normalize::shell_path(&target, ctx) {
+            let old = std::mem::replace(&mut ctx.cwd, p);
+            if name == "pushd" {
+                let stack = ctx.var(DIRSTACK).unwrap_or("").to_owned();
+                set_var(ctx, DIRSTACK, &format!("{old}\n{stack}"));
+            }
+            set_var(ctx, "OLDPWD", &old);
+        }
+        Feed::default()
+    }
+
+    /// `locate` and its kin print globs of the paths they may list (`super::locate`).
+    fn locate(&mut self, args: &[String], ctx: &Context) -> Feed {
+        let found = super::locate::locate(args);
+        for db in found.databases {
+            self.path_op(Action::Read, db, ctx, None);
+        }
+        Feed {
+            names: found.names,
+            ..Feed::default()
+        }
+    }
+
+    /// fd: what it lists (`super::locate::fd`), below its directories, and the command
+    /// `-x`/`-X` runs on each.
+    fn fd(&mut self, args: &[String], ctx: &mut Context, depth: usize) -> Feed {
+        let found = super::locate::fd(args);
+        let names: Vec<String> = found
+            .names
+            .iter()
+            .filter_map(|n| normalize::shell_path(n, ctx))
+            .collect();
+        if !found.exec.is_empty() {
+            for n in &names {
+                let words: Vec<String> = found.exec.iter().map(|w| w.replace("{}", n)).collect();
+                // A command without `{}` is given the entries after its words.
+                let words = if found.exec.iter().any(|w| w.contains("{}")) {
+                    words
+                } else {
+                    words.into_iter().chain([n.clone()]).collect()
+                };
+                self.wrapped(&words, &mut ctx.clone(), depth, Feed::default());
+            }
+        }
+        Feed {
+            names,
+            ..Feed::default()
+        }
+    }
+
+    /// Package installers: the directories the line installs into are written whole
+    /// (`super::installs`); their other arguments are read like any command's.
+    fn installer(&mut self, name: &str, args: &[String], ctx: &Context) {
+        let dirs = match name {
+            "pip" => self.pip_dirs(args, ctx),
+            "easy_install" => super::installs::setup_py(args, ctx),
+            "uv" if args.first().is_some_and(|a| a == "pip") => {
+                super::installs::pip(&args[1..], ctx, &[])
+            }
+            "npm" => super::installs::npm(args, ctx),
+            _ => Vec::new(),
+        };
+        for d in dirs {
+            self.tree_write(&d, ctx);
+        }
+        self.other_command(args, ctx);
+    }
+
+    /// Where `pip ARGS` installs, with the settings of this command line's `pip config set`
+    /// and of configuration files it wrote (`PIP_CONFIG_FILE`, the user's, the system's).
+    pub(super) fn pip_dirs(&mut self, args: &[String], ctx: &Context) -> Vec<String> {
+        if let Some(setting) = super::installs::pip_config_set(args) {
+            self.pip_config.push(setting);
+            return Vec::new();
+        }
+        let files = [
+            ctx.var("PIP_CONFIG_FILE").unwrap_or(""),
+            "/etc/pip.conf",
+            "/etc/xdg/pip/pip.conf",
+            "~/.pip/pip.conf",
+            "~/.config/pip/pip.conf",
+        ];
+        let mut config = Vec::new();
+        for f in files.iter().filter(|f| !f.is_empty()) {
+            if let Some(feed) = self.file_feed(f, ctx) {
+                config.extend(super::installs::pip_config(&feed.joined()));
+            }
+        }
+        config.extend(self.pip_config.iter().cloned());
+        super::installs::pip(args, ctx, &config)
+    }
+
+    /// A command not in the table: arguments that look like paths are read.
+    fn other_command(&mut self, args: &[String], ctx: &Context) {
+        for a in args {
+            let candidate = if a.starts_with('-') {
+                a.split_once('=').map_or("", |(_, v)| v)
+            } else {
+                a.as_str()
+            };
+            // A bare name is a file in the working directory to a command not in the
+            // table (`cd ~/.aws && aws s3 cp credentials s3://…`).
+            if path_like(candidate) || bare_name(candidate) {
+                self.path_op(Action::Read, candidate, ctx, None);
             }
         }
     }
@@ -1797,6 +2069,7 @@ impl Walker<'_> {
                 return Feed::default();
             };
             self.code_from_download("sh", src);
+            self.runs_unknown_words(ctx, depth);
             // `sh -c 'cat "$1"' NAME FILE`: $0 is NAME, $1… the rest.
             let mut sub = ctx.clone();
             for (i, p) in params.iter().enumerate() {
@@ -2069,12 +2342,8 @@ impl Walker<'_> {
                 }
             }
         }
-        if matches!(
-            name,
-            "cat" | "tac" | "head" | "tail" | "sort" | "uniq" | "less" | "more"
-        ) && (operands.is_empty() || operands.contains(&"-"))
-        {
-            feed.extend(stdin);
+        if let Some(printed) = filtered_stdin(name, &operands, stdin) {
+            feed.extend(printed);
         }
         feed
     }
@@ -2083,7 +2352,14 @@ impl Walker<'_> {
         clippy::too_many_lines,
         reason = "the per-tool option table is most of it"
     )]
-    fn grep(&mut self, name: &str, args: &[String], ctx: &mut Context, depth: usize) -> Feed {
+    fn grep(
+        &mut self,
+        name: &str,
+        args: &[String],
+        ctx: &mut Context,
+        depth: usize,
+        stdin: Feed,
+    ) -> Feed {
         let valued: &[&str] = match name {
             "rg" => &[
                 "-e",
@@ -2165,6 +2441,11 @@ impl Walker<'_> {
             ],
         };
         let o = args::parse(args, valued, false);
+        // `rg --files DIR…` lists the files below its directories (the working one by
+        // default) rather than searching them.
+        if name == "rg" && o.has(&["--files"]) {
+            return listed_trees(&o.operands, ctx);
+        }
         let explicit = o.values(&["-e", "--regexp", "-f", "--file"]);
         let mut files = o.operands.clone();
         if explicit.is_empty() && !files.is_empty() {
@@ -2194,6 +2475,19 @@ impl Walker<'_> {
         if files.is_empty() && recursive {
             self.tree_read(".", ctx);
         }
+        // Filtering its stdin, grep prints some of its lines (text or names): all of them
+        // stand for those (`locate x | grep y | xargs cat`, `… | eval "$(grep .)"`).
+        let counts = o.has(GREP_NO_LINES);
+        let filtered = if files.is_empty() && !recursive && !counts {
+            // One line is printed or not; of several, some.
+            let several = stdin.text.iter().any(|t| t.trim_end().contains('\n'));
+            Feed {
+                approximate: stdin.approximate || several,
+                ..stdin
+            }
+        } else {
+            Feed::default()
+        };
         for f in files {
             if recursive {
                 self.tree_read(f, ctx);
@@ -2201,7 +2495,7 @@ impl Walker<'_> {
                 self.path_op(Action::Read, f, ctx, None);
             }
         }
-        Feed::default()
+        filtered
     }
 
     /// find: the start directories are read; `-exec`/`-execdir`/`-ok` run a command on what
@@ -2255,9 +2549,19 @@ impl Walker<'_> {
                         .position(|w| w == ";" || w == "+")
                         .map_or(expr.len(), |p| j + p);
                     let cmd = &expr[j..end];
+                    // `-execdir` runs in the directory that holds the entry, given as
+                    // `./NAME`: the command's own relative names are there too.
+                    let in_dir = matches!(a.as_str(), "-execdir" | "-okdir");
                     for f in &found {
-                        let words: Vec<String> = cmd.iter().map(|w| w.replace("{}", f)).collect();
-                        self.wrapped(&words, &mut ctx.clone(), depth, Feed::default());
+                        let mut sub = ctx.clone();
+                        let mut entry = f.clone();
+                        if let Some((dir, name)) = f.rsplit_once('/').filter(|_| in_dir) {
+                            if dir.is_empty() { "/" } else { dir }.clone_into(&mut sub.cwd);
+                            entry = format!("./{name}");
+                        }
+                        let words: Vec<String> =
+                            cmd.iter().map(|w| w.replace("{}", &entry)).collect();
+                        self.wrapped(&words, &mut sub, depth, Feed::default());
                     }
                     j = end + 1;
                 }
@@ -2395,6 +2699,7 @@ impl Walker<'_> {
         // What the command knows a source holds (written earlier in this command), the
         // copy holds: `echo 'cmd' > a; cp a b; sh b` runs it.
         let known = |w: &Self, s: &str| w.file_feed(s, ctx).map(|f| f.joined());
+        let whole = writes_whole(name, &o);
         if sources.iter().any(contents) {
             self.tree_write(dest, ctx);
         } else {
@@ -2416,15 +2721,7 @@ impl Walker<'_> {
         });
         // Into a directory: the file lands at DEST/NAME, which is what rules on files under a
         // protected directory need to see.
-        let into_dir = dest.ends_with('/')
-            || matches!(dest, "." | ".." | "~")
-            || sources.len() > 1
-            || o.value(&["-t", "--target-directory"]).is_some()
-            || ctx.host.as_deref().is_some_and(|host| {
-                normalize::shell_path(dest, ctx)
-                    .and_then(|p| host.stat(Path::new(&p)))
-                    .is_some_and(|f| f.kind == FileKind::Dir)
-            });
+        let into_dir = lands_inside(dest, sources.len(), &o, ctx);
         if into_dir {
             let base = dest.trim_end_matches('/');
             for s in &sources {
@@ -2433,15 +2730,23 @@ impl Walker<'_> {
                 if !file.is_empty() {
                     let content = known(self, s);
                     self.path_op(Action::Write, &format!("{base}/{file}"), ctx, content);
+                    if whole {
+                        self.tree_write(&format!("{base}/{file}"), ctx);
+                    }
                     if downloaded {
                         self.downloaded_to(&format!("{base}/{file}"), ctx);
                         self.downloaded_tree(&format!("{base}/{file}"), ctx);
                     }
                 }
             }
-        } else if downloaded {
-            self.downloaded_to(dest, ctx);
-            self.downloaded_tree(dest, ctx);
+        } else {
+            if whole {
+                self.tree_write(dest, ctx);
+            }
+            if downloaded {
+                self.downloaded_to(dest, ctx);
+                self.downloaded_tree(dest, ctx);
+            }
         }
         // A copy or link of a program runs as that program (`ln -s /bin/rm x; ./x`).
         if let [source] = sources.as_slice() {
@@ -2560,6 +2865,47 @@ impl Walker<'_> {
         Feed::default()
     }
 
+    /// `git init` / `git clone` with a template directory (`--template`, `-c
+    /// init.templateDir=`, `GIT_TEMPLATE_DIR`) copy its hooks into the new repository's:
+    /// they are written whole, with whatever the template holds.
+    fn template_hooks(&mut self, verb: &str, ro: &args::Opts<'_>, config: &[&str], ctx: &Context) {
+        let repo = match verb {
+            "init" => ro
+                .operands
+                .first()
+                .map_or_else(|| ".".to_owned(), |r| (*r).to_owned()),
+            "clone" => match ro.operands.as_slice() {
+                [_, dest, ..] => (*dest).to_owned(),
+                [url] => clone_dest(url),
+                [] => return,
+            },
+            _ => return,
+        };
+        let template = ro
+            .value(&["--template"])
+            .or_else(|| {
+                config.iter().rev().find_map(|c| {
+                    c.split_once('=')
+                        .filter(|(k, _)| k.eq_ignore_ascii_case("init.templatedir"))
+                        .map(|(_, v)| v)
+                })
+            })
+            .or_else(|| ctx.var("GIT_TEMPLATE_DIR"))
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned);
+        let Some(template) = template else {
+            return;
+        };
+        self.tree_read(&template, ctx);
+        let repo = repo.trim_end_matches('/');
+        let hooks = if ro.has(&["--bare"]) {
+            format!("{repo}/hooks")
+        } else {
+            format!("{repo}/.git/hooks")
+        };
+        self.tree_write(&hooks, ctx);
+    }
+
     #[expect(clippy::too_many_lines, reason = "one arm per git subcommand family")]
     fn git(&mut self, args: &[String], ctx: &mut Context, depth: usize) -> Feed {
         let o = args::parse(args, super::canon::GIT_GLOBAL_VALUED, true);
@@ -2617,22 +2963,19 @@ impl Walker<'_> {
             false,
         );
         let remote = |w: &str| w.contains("://") || remote_host(w).is_some();
+        if verb == "rev-parse" {
+            self.path_op(Action::Read, ".", &sub, None);
+            return git_dir_paths(rest, &sub);
+        }
+        self.template_hooks(verb, &ro, &o.values(&["-c"]), &sub);
         match verb.as_str() {
             "clone" => {
                 let mut ops = ro.operands.iter();
                 if let Some(url) = ops.next() {
                     self.git_remote(url, &sub);
-                    let dest = ops.next().map_or_else(
-                        || {
-                            url.trim_end_matches('/')
-                                .rsplit(['/', ':'])
-                                .next()
-                                .unwrap_or("repo")
-                                .trim_end_matches(".git")
-                                .to_owned()
-                        },
-                        |d| (*d).to_owned(),
-                    );
+                    let dest = ops
+                        .next()
+                        .map_or_else(|| clone_dest(url), |d| (*d).to_owned());
                     self.path_op(Action::Write, &dest, &sub, None);
                     self.downloaded_tree(&dest, &sub);
                 }

@@ -47,13 +47,23 @@ fn branch_name(branch: &[String]) -> Option<String> {
                 }
                 i += 2;
             }
-            "-path" | "-wholename" | "-regex" => {
+            "-path" | "-wholename" | "-regex" | "-ipath" | "-iwholename" | "-iregex" => {
                 // A whole-path test names the last name only when it ends in one written
                 // out (`*/hooks/pre-commit`, `.*pre-commit`): its wildcards cross `/`.
-                if let Some(name) = branch.get(i + 1).and_then(|p| last_name(w, p)) {
-                    if !negated {
-                        return Some(name);
-                    }
+                // The `-i` tests match either case.
+                let caseless = w.starts_with("-i");
+                let test = if caseless {
+                    w.replacen("-i", "-", 1)
+                } else {
+                    w.clone()
+                };
+                let name = branch.get(i + 1).and_then(|p| last_name(&test, p));
+                if let Some(name) = name.filter(|_| !negated) {
+                    return Some(if caseless {
+                        super::globopts::caseless(&name)
+                    } else {
+                        name
+                    });
                 }
                 i += 2;
             }
@@ -64,24 +74,51 @@ fn branch_name(branch: &[String]) -> Option<String> {
     None
 }
 
-/// The name a whole-path test's pattern ends with: after its last `/`, or, for a
-/// `-regex` of the form `.*NAME`, a `*NAME` glob; `None` when that end has wildcards (they
-/// could span several names) or is empty.
+/// The name a whole-path test's pattern ends with: after its last `/` (`*/.git/hooks`:
+/// `hooks`), or, where a wildcard that may cross `/` comes last, any name ending in the
+/// text after it (`*hooks`: `*hooks`); for a `-regex` of the form `.*NAME` or `.*/NAME`,
+/// `*NAME` or `NAME`. `None` when that end has other wildcards or is empty.
 fn last_name(test: &str, pattern: &str) -> Option<String> {
     if test == "-regex" {
-        let mut literal = String::new();
-        let mut chars = pattern.strip_prefix(".*")?.trim_end_matches('$').chars();
-        while let Some(c) = chars.next() {
-            match c {
-                '\\' if chars.next() == Some('.') => literal.push('.'),
-                c if c.is_ascii_alphanumeric() || c == '-' || c == '_' => literal.push(c),
-                _ => return None,
-            }
-        }
-        return (!literal.is_empty()).then(|| format!("*{literal}"));
+        let rest = pattern.strip_prefix(".*")?.trim_end_matches('$');
+        let (whole, rest) = match rest.rsplit_once('/') {
+            // Only a `.*` may come before the last name's `/`: literal names.
+            Some((dirs, name)) if dirs.is_empty() || literal_regex(dirs).is_some() => (true, name),
+            Some(_) => return None,
+            None => (false, rest),
+        };
+        let literal = literal_regex(rest).filter(|l| !l.is_empty())?;
+        return Some(if whole {
+            literal
+        } else {
+            format!("*{literal}")
+        });
     }
-    let tail = &pattern[pattern.rfind('/')? + 1..];
-    (!tail.is_empty() && !tail.contains(['*', '?', '[', '\\'])).then(|| tail.to_owned())
+    let tail = pattern.rsplit('/').next().unwrap_or(pattern);
+    if tail.is_empty() {
+        return None;
+    }
+    if !tail.contains(['*', '?', '[', '\\']) {
+        return Some(tail.to_owned());
+    }
+    let end = &tail[tail.rfind('*')? + 1..];
+    (!end.is_empty() && !end.contains(['?', '[', '\\'])).then(|| format!("*{end}"))
+}
+
+/// The text a regex of literal characters stands for (`\.git` → `.git`); `None` for any
+/// other regex.
+fn literal_regex(regex: &str) -> Option<String> {
+    let mut literal = String::new();
+    let mut chars = regex.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.next() == Some('.') => literal.push('.'),
+            '/' => literal.push('/'),
+            c if c.is_ascii_alphanumeric() || c == '-' || c == '_' => literal.push(c),
+            _ => return None,
+        }
+    }
+    Some(literal)
 }
 
 #[cfg(test)]
@@ -118,6 +155,18 @@ mod tests {
         assert_eq!(names(&words("-regex .*\\.pyc")), [Some("*.pyc".into())]);
         assert_eq!(names(&words("-regex .*.pyc")), [None]);
         assert_eq!(names(&words("-regex .*/x.*")), [None]);
+        assert_eq!(names(&words("-regex .*/hooks")), [Some("hooks".into())]);
+        assert_eq!(
+            names(&words("-regex .*/\\.git/hooks$")),
+            [Some("hooks".into())]
+        );
+        assert_eq!(names(&words("-regex .*x/.*/hooks")), [None]);
+        assert_eq!(names(&words("-wholename *hooks")), [Some("*hooks".into())]);
+        assert_eq!(names(&words("-path */hoo*")), [None]);
+        assert_eq!(
+            names(&words("-iregex .*/HOOKS")),
+            [Some("[hH][oO][oO][kK][sS]".into())]
+        );
         assert_eq!(
             names(&words("-iname ID_rsa")),
             [Some("[iI][dD]_[rR][sS][aA]".into())]

@@ -174,17 +174,22 @@ impl Walker<'_> {
     /// What a command given no stdin of its own reads: the enclosing shell's.
     pub(super) fn inherited_stdin(&self) -> Feed {
         Feed {
+            text: self.stdin_text.clone(),
             downloaded: self.flow.stdin,
             ..Feed::default()
         }
     }
 
-    /// Walks `f` in a shell (a group, a loop, a command and what it runs) whose stdin is
-    /// `downloaded` or not; the enclosing one's is restored after.
-    pub(super) fn with_stdin<T>(&mut self, downloaded: bool, f: impl FnOnce(&mut Self) -> T) -> T {
-        let outer = std::mem::replace(&mut self.flow.stdin, downloaded);
+    /// Walks `f` in a shell (a group, a loop, a command and what it runs, the
+    /// substitutions in a command's words) whose stdin is `stdin`; the enclosing one's is
+    /// restored after. Its known text is kept too: every command inside may read it, and
+    /// one that runs it (`{ eval "$(cat)"; } <<< '…'`) runs shell code.
+    pub(super) fn with_stdin<T>(&mut self, stdin: &Feed, f: impl FnOnce(&mut Self) -> T) -> T {
+        let outer = std::mem::replace(&mut self.flow.stdin, stdin.downloaded);
+        let outer_text = std::mem::replace(&mut self.stdin_text, stdin.text.clone());
         let out = f(self);
         self.flow.stdin = outer;
+        self.stdin_text = outer_text;
         out
     }
 

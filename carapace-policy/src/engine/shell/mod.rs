@@ -26,6 +26,8 @@ mod flow;
 mod gitconfig;
 mod globopts;
 mod home_paths;
+mod installs;
+mod locate;
 mod net;
 mod param;
 mod parse;
@@ -56,6 +58,8 @@ const MAX_DEPTH: usize = 8;
 const MAX_WORK: usize = 10_000;
 /// The walk's own stack; the nesting limit keeps real use far below it.
 const STACK_SIZE: usize = 64 << 20;
+/// Walks of one command line, one per `CDPATH` entry a `cd` may land in, at most.
+const MAX_CD_CHOICES: usize = 8;
 /// How long one command line may take to analyse (real ones take milliseconds).
 const DEADLINE: Duration = Duration::from_secs(5);
 /// Analyses that overran their deadline and are still running; past this many, refuse.
@@ -77,11 +81,8 @@ pub fn extract(command: &str, ctx: &Context, out: &mut Extracted) {
     // analysis thread at the first text that is not light, including text it finds inside
     // (`sh -c`, decoded payloads).
     let mut found = Extracted::default();
-    let mut ctx_inline = ctx.clone();
     let inline = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut walker = walk::Walker::inline(&mut found);
-        walker.script(&command, &mut ctx_inline, 0);
-        walker.escalate
+        walk_every_cd(&command, ctx, true, &mut found)
     }));
     match inline {
         Ok(false) => {
@@ -141,6 +142,47 @@ pub fn extract(command: &str, ctx: &Context, out: &mut Extracted) {
     }
 }
 
+/// Walks `command` once per directory a `cd NAME` under a `CDPATH` of several entries may
+/// land in (`CDPATH=/tmp:~ cd .ssh`): which entry holds NAME is the file system's to say
+/// when the command runs, so the rest of the command is judged in each. Every `cd` of one
+/// walk takes the same entry (the `pick`th, bounded). Returns whether an inline walk met
+/// text that must be walked on an analysis thread.
+fn walk_every_cd(command: &str, ctx: &Context, inline: bool, out: &mut Extracted) -> bool {
+    let mut choices = 1;
+    let mut pick = 0;
+    while pick < choices {
+        let mut found = Extracted::default();
+        let mut walker = if inline {
+            walk::Walker::inline(&mut found)
+        } else {
+            walk::Walker::new(&mut found)
+        };
+        walker.cd_pick = pick;
+        walker.script(command, &mut ctx.clone(), 0);
+        if walker.escalate {
+            return true;
+        }
+        if walker.cd_choices > MAX_CD_CHOICES && pick == 0 {
+            // Each directory more is one walk more: past the bound, fail closed rather
+            // than judge the command in some of them only.
+            walker.out.unparsable(format!(
+                "a cd may land in more than {MAX_CD_CHOICES} directories of CDPATH"
+            ));
+        }
+        choices = walker.cd_choices.clamp(1, MAX_CD_CHOICES);
+        // Reasons the text could not be analysed are the same in every walk: once each.
+        let reasons = std::mem::take(&mut found.unparsable);
+        out.merge(found);
+        for why in reasons {
+            if !out.unparsable.contains(&why) {
+                out.unparsable.push(why);
+            }
+        }
+        pick += 1;
+    }
+    false
+}
+
 type Job = (String, Context, Arc<Mutex<bool>>);
 
 /// A long-lived analysis thread with a big stack. Spawning one per command cost more than
@@ -163,9 +205,9 @@ impl Worker {
             .name("shell-extract".into())
             .stack_size(STACK_SIZE)
             .spawn(move || {
-                while let Ok((command, mut ctx, abandoned)) = job_rx.recv() {
+                while let Ok((command, ctx, abandoned)) = job_rx.recv() {
                     let mut found = Extracted::default();
-                    walk::Walker::new(&mut found).script(&command, &mut ctx, 0);
+                    walk_every_cd(&command, &ctx, false, &mut found);
                     let abandoned = abandoned.lock().unwrap_or_else(PoisonError::into_inner);
                     if *abandoned {
                         STUCK.fetch_sub(1, Ordering::Relaxed);

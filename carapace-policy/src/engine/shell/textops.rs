@@ -38,6 +38,47 @@ pub(super) fn tr(input: &str, args: &[String]) -> String {
         .collect()
 }
 
+/// What `sed SCRIPT…` prints of `input`, as far as plain substitutions tell: each
+/// `s/OLD/NEW/[g]` whose two sides are plain text is applied; every other command and
+/// pattern leaves the text as it was (the text stands for what it prints).
+pub(super) fn sed(input: &str, scripts: &[&str]) -> String {
+    let mut text = input.to_owned();
+    for command in scripts
+        .iter()
+        .flat_map(|s| s.split(['\n', ';']))
+        .take(MAX_SED_COMMANDS)
+    {
+        if let Some((old, new, global)) = plain_substitution(command.trim()) {
+            text = text
+                .lines()
+                .map(|line| {
+                    if global {
+                        line.replace(&old, &new)
+                    } else {
+                        line.replacen(&old, &new, 1)
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+        }
+    }
+    text
+}
+
+/// Substitution commands one sed call is read for, at most.
+const MAX_SED_COMMANDS: usize = 64;
+
+/// `s/OLD/NEW/FLAGS` with plain text on both sides (any delimiter).
+fn plain_substitution(command: &str) -> Option<(String, String, bool)> {
+    let rest = command.strip_prefix('s')?;
+    let delim = rest.chars().next()?;
+    let mut parts = rest[delim.len_utf8()..].split(delim);
+    let (old, new, flags) = (parts.next()?, parts.next()?, parts.next()?);
+    let plain = |t: &str, special: &[char]| !t.contains(special) && !t.contains('\\');
+    (plain(old, &['.', '[', ']', '*', '^', '$']) && !old.is_empty() && plain(new, &['&']))
+        .then(|| (old.to_owned(), new.to_owned(), flags.contains('g')))
+}
+
 /// A `tr` set: ranges (`a-z`), classes (`[:upper:]`) and backslash escapes.
 fn expand_set(set: &str) -> Vec<char> {
     let chars: Vec<char> = set.chars().collect();
@@ -100,5 +141,11 @@ mod tests {
         assert_eq!(tr("x_aws", &args(&["_", "."])), "x.aws");
         assert_eq!(tr("abc", &args(&["-cd", "b"])), "b");
         assert_eq!(tr("abc", &args(&[])), "abc");
+        assert_eq!(
+            sed("cat ~/.aws/credXntials", &["s/X/e/"]),
+            "cat ~/.aws/credentials"
+        );
+        assert_eq!(sed("a.a.a", &["s|a|b|g"]), "b.b.b");
+        assert_eq!(sed("abc", &["s/a.c/x/", "y/a/b/"]), "abc");
     }
 }

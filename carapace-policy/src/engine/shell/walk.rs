@@ -17,6 +17,9 @@ pub(super) struct Feed {
     pub names: Vec<String>,
     /// The bytes came from the network (`flow`).
     pub downloaded: bool,
+    /// `text` stands for what was printed without being it (a filter's input: `grep`,
+    /// `awk`, `cut` of known text): code in it runs, but it is no value.
+    pub approximate: bool,
 }
 
 impl Feed {
@@ -39,6 +42,7 @@ impl Feed {
         self.text.extend(other.text);
         self.names.extend(other.names);
         self.downloaded |= other.downloaded;
+        self.approximate |= other.approximate;
     }
 }
 
@@ -78,6 +82,29 @@ pub(super) struct Walker<'o> {
     /// Variables `${x:=v}` assigned while the current command's words were expanded; the
     /// shell keeps them once the command is done with its words.
     defaults: Vec<(String, String)>,
+    /// The known text of the stdin that commands without one of their own read (see
+    /// `with_stdin`).
+    pub stdin_text: Vec<String>,
+    /// Which of `CDPATH`'s directories a `cd NAME` looked up there lands in, this walk
+    /// (see `super::walk_every_cd`).
+    pub cd_pick: usize,
+    /// The most directories one such `cd` could land in, met this walk.
+    pub cd_choices: usize,
+    /// Text that stood for a filter's output in a value (see `Feed::approximate`): a
+    /// script whose text holds an unknown part (`eval "$(… | awk 1)"`) may be any of it.
+    pub approximate: Vec<String>,
+    /// Whether the current command's words hold a part whose value is not known.
+    words: Words,
+    /// Settings `pip config set` made in this command line, as `PIP_…` variables.
+    pub pip_config: Vec<(String, String)>,
+}
+
+/// What the analysis knows of the current command's words.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Words {
+    Known,
+    /// Some part of them is not known (an output, a value read from a filter).
+    PartlyUnknown,
 }
 
 impl<'o> Walker<'o> {
@@ -98,6 +125,12 @@ impl<'o> Walker<'o> {
             lookup: Lookup::Functions,
             binaries: Vec::new(),
             defaults: Vec::new(),
+            stdin_text: Vec::new(),
+            cd_pick: 0,
+            cd_choices: 1,
+            approximate: Vec::new(),
+            words: Words::Known,
+            pip_config: Vec::new(),
         }
     }
 
@@ -273,7 +306,7 @@ impl<'o> Walker<'o> {
                     .unwrap_or(stdin);
                 let opened = self.open_descriptors(&redirects, ctx, depth);
                 // Every command inside reads the group's stdin unless given another.
-                let feed = self.with_stdin(stdin.downloaded, |w| w.compound(cc, ctx, depth, stdin));
+                let feed = self.with_stdin(&stdin.clone(), |w| w.compound(cc, ctx, depth, stdin));
                 close_descriptors(ctx, opened);
                 self.redirect_outputs(&redirects, ctx, depth, &feed)
             }
@@ -430,18 +463,23 @@ impl<'o> Walker<'o> {
         stdin: Feed,
     ) -> Feed {
         let mut parts = Parts::default();
-        for item in c.prefix.iter().flat_map(|p| p.0.iter()) {
-            self.item(item, true, ctx, depth, &mut parts);
-        }
         let mut unresolved = false;
-        if let Some(name) = &c.word_or_name {
-            let fields = self.words(&name.value, ctx, depth);
-            unresolved = unresolved_command(&name.value, fields.first());
-            parts.words.extend(fields);
-        }
-        for item in c.suffix.iter().flat_map(|s| s.0.iter()) {
-            self.item(item, false, ctx, depth, &mut parts);
-        }
+        self.words = Words::Known;
+        // The words are expanded before the command's own redirections are made: their
+        // substitutions read the stdin the command came with (`… | eval "$(cat)"`).
+        self.with_stdin(&stdin, |w| {
+            for item in c.prefix.iter().flat_map(|p| p.0.iter()) {
+                w.item(item, true, ctx, depth, &mut parts);
+            }
+            if let Some(name) = &c.word_or_name {
+                let fields = w.words(&name.value, ctx, depth);
+                unresolved = unresolved_command(&name.value, fields.first());
+                parts.words.extend(fields);
+            }
+            for item in c.suffix.iter().flat_map(|s| s.0.iter()) {
+                w.item(item, false, ctx, depth, &mut parts);
+            }
+        });
         let Parts {
             assignments,
             redirects,
@@ -457,21 +495,27 @@ impl<'o> Walker<'o> {
                 set_var(ctx, name, value);
             }
             let input = self.redirect_inputs(&redirects, ctx, depth);
-            // `$(< file)` prints the file: a download read so is downloaded still.
+            // `$(< file)` prints the file: a download read so is downloaded still, and
+            // known text (`$(< /dev/stdin)` of a here-string) is that text.
             let printed = input
                 .clone()
-                .filter(|f| f.downloaded && assignments.is_empty())
+                .filter(|f| (f.downloaded || !f.text.is_empty()) && assignments.is_empty())
                 .unwrap_or_default();
             self.unresolved_runner(unresolved, &input.unwrap_or(stdin));
             return self.redirect_outputs(&redirects, ctx, depth, &printed);
         }
-        let stdin = self
-            .redirect_inputs(&redirects, ctx, depth)
-            .unwrap_or(stdin);
+        let own_input = self.redirect_inputs(&redirects, ctx, depth);
+        let kept = matches!(words.as_slice(), [only] if only == "exec");
+        if let Some(input) = own_input.as_ref().filter(|_| kept) {
+            // `exec < FILE`, `exec <<< TEXT`: the stdin of every later command of this
+            // shell.
+            self.stdin_text.clone_from(&input.text);
+            self.flow.stdin |= input.downloaded;
+        }
+        let stdin = own_input.unwrap_or(stdin);
         self.unresolved_runner(unresolved, &stdin);
         // `exec 3< DIR` keeps the descriptor open in this shell; `cmd 3< DIR`, for cmd only.
         let opened = self.open_descriptors(&redirects, ctx, depth);
-        let kept = matches!(words.as_slice(), [only] if only == "exec");
         // What a command makes of downloaded bytes is downloaded bytes still.
         let tainted = stdin.downloaded;
         let mut feed = if assignments.is_empty() {
@@ -533,7 +577,7 @@ impl<'o> Walker<'o> {
                 ..Feed::default()
             };
             let mut inner = ctx.clone();
-            self.with_stdin(downloaded, |w| {
+            self.with_stdin(&stdin.clone(), |w| {
                 w.list_with_stdin(&sub.list, &mut inner, depth, stdin)
             });
         }
@@ -683,6 +727,9 @@ impl<'o> Walker<'o> {
                                 if fd.is_none_or(|fd| fd == 0) {
                                     if let Some(feed) = self.file_feed(&path, ctx) {
                                         stdin = Some(feed);
+                                    } else if super::flow::is_stdin_path(&path) {
+                                        // `$(< /dev/stdin)`: the stdin it came with.
+                                        stdin = Some(self.inherited_stdin());
                                     }
                                 }
                                 if self.is_download(&path, ctx) {
@@ -809,8 +856,7 @@ impl<'o> Walker<'o> {
                             };
                             if matches!(k, ast::ProcessSubstitutionKind::Write) {
                                 let mut inner = ctx.clone();
-                                let downloaded = written.downloaded;
-                                self.with_stdin(downloaded, |w| {
+                                self.with_stdin(&written.clone(), |w| {
                                     w.list_with_stdin(&sub.list, &mut inner, depth, written)
                                 });
                             } else {
@@ -839,7 +885,12 @@ impl<'o> Walker<'o> {
                 } else {
                     None
                 };
+                let listed = content.is_none() && fd.is_none_or(|fd| fd == 1);
                 self.path_op(Action::Write, &path, ctx, content);
+                // Names a lister printed into the file (`locate x > l; xargs cat < l`).
+                if listed && !output.names.is_empty() {
+                    self.wrote_names(&path, ctx, &output.names);
+                }
             }
         }
         if stdout_kept {
@@ -857,6 +908,9 @@ impl<'o> Walker<'o> {
         // Names a substitution of an earlier word listed are not this word's.
         self.sub_names.clear();
         let fields = word::expand(raw, ctx, &mut |inner| self.substitution(inner, ctx, depth));
+        if fields.iter().any(|f| f.contains(UNKNOWN)) {
+            self.words = Words::PartlyUnknown;
+        }
         self.note_defaults(raw, ctx, depth);
         let mut out = Vec::with_capacity(fields.len());
         for f in &fields {
@@ -889,9 +943,18 @@ impl<'o> Walker<'o> {
         if !self.spend(1) {
             return String::new();
         }
-        let value = normalize::text(&word::expand_one(raw, ctx, &mut |inner| {
+        self.sub_names.clear();
+        let mut value = normalize::text(&word::expand_one(raw, ctx, &mut |inner| {
             self.substitution(inner, ctx, depth)
         }));
+        // `f=$(locate -n1 id_rsa)`: a value that is only an unknown output holds the first
+        // name it is known to print.
+        if value == UNKNOWN {
+            if let Some(first) = self.sub_names.first() {
+                value.clone_from(first);
+            }
+        }
+        self.sub_names.clear();
         self.note_defaults(raw, ctx, depth);
         value
     }
@@ -938,8 +1001,11 @@ impl<'o> Walker<'o> {
         let mut sub = ctx.clone();
         // Defaults assigned by the enclosing command's words are not the subshell's.
         let outer = std::mem::take(&mut self.defaults);
-        let feed = self.script(inner, &mut sub, depth + 1);
+        let mut feed = self.script(inner, &mut sub, depth + 1);
         self.defaults = outer;
+        if feed.approximate && !feed.downloaded {
+            self.keep_approximate(std::mem::take(&mut feed.text));
+        }
         if feed.text.is_empty() && !feed.downloaded {
             // Output not known: part of a word, it is any name (`~/.aws/$(ls ~/.aws)`).
             self.sub_names = feed.names;
@@ -954,6 +1020,45 @@ impl<'o> Walker<'o> {
             }
         }
         value
+    }
+
+    /// A command that runs its words as code (`eval`, `sh -c`) with a part not known: that
+    /// part may be any text a filter printed in this command line (`… | awk 1` read into a
+    /// value), each of which is walked.
+    pub fn runs_unknown_words(&mut self, ctx: &Context, depth: usize) {
+        if self.words == Words::Known || self.approximate.is_empty() {
+            return;
+        }
+        self.words = Words::Known;
+        let texts = std::mem::take(&mut self.approximate);
+        for t in &texts {
+            self.script(t, &mut ctx.clone(), depth + 1);
+        }
+        self.approximate = texts;
+    }
+
+    /// Keeps text that stood for a filter's output (bounded).
+    pub fn keep_approximate(&mut self, texts: Vec<String>) {
+        for t in texts {
+            if self.approximate.len() < MAX_APPROXIMATE && !self.approximate.contains(&t) {
+                self.approximate.push(t);
+            }
+        }
+    }
+
+    /// Records that a write left names a lister printed in `path` (raw, as written).
+    fn wrote_names(&mut self, raw: &str, ctx: &Context, names: &[String]) {
+        let Some(path) = normalize::shell_path(raw, ctx) else {
+            return;
+        };
+        self.files.retain(|(p, _)| *p != path);
+        if self.files.len() < MAX_FILES {
+            let feed = Feed {
+                names: names.to_vec(),
+                ..Feed::default()
+            };
+            self.files.push((path, feed));
+        }
     }
 
     /// Records what a write left in `path`, when its content is known.
@@ -1006,7 +1111,7 @@ impl<'o> Walker<'o> {
         set_var(ctx, "#", &args.len().to_string());
         let redirects: Vec<&ast::IoRedirect> = body.1.iter().flat_map(|r| r.0.iter()).collect();
         // The body reads the call's stdin (`f() { sh; }; curl … | f`).
-        let feed = self.with_stdin(stdin.downloaded, |w| {
+        let feed = self.with_stdin(&stdin.clone(), |w| {
             w.compound(&body.0, ctx, depth + 1, stdin)
         });
         let feed = self.redirect_outputs(&redirects, ctx, depth, &feed);
@@ -1128,6 +1233,9 @@ const SETS_VARIABLES: &[&str] = &[
 /// What an unknown command output stands for inside a word: any one name, a hidden one
 /// included (bash's extended pattern, which the rules' glob reading takes as any name).
 pub(super) const UNKNOWN: &str = crate::rules::intersect::UNKNOWN_NAME;
+
+/// Texts kept for values that filters printed, at most.
+const MAX_APPROXIMATE: usize = 8;
 
 /// Files whose written content is remembered, at most.
 const MAX_FILES: usize = 32;
