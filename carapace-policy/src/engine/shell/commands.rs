@@ -731,8 +731,13 @@ impl Walker<'_> {
                 if let Some(pos) = rest.first().and_then(|c| args.iter().position(|a| a == c)) {
                     rest = args[pos..].to_vec();
                 }
+                if rest.is_empty() {
+                    // No command: env prints the environment.
+                    return environment_feed();
+                }
                 self.wrapped(&rest, &mut sub, depth, stdin)
             }
+            "printenv" => environment_feed(),
             "xargs" => {
                 let o = args::parse(
                     args,
@@ -919,8 +924,15 @@ impl Walker<'_> {
             "cd" | "pushd" => self.cd(name, args, ctx),
             "export" | "declare" | "typeset" | "local" | "readonly" => {
                 super::declare::declare(name, args, ctx);
+                // `export`, `export -p`, `declare -x`: the exported variables, listed.
+                let names = args.iter().any(|a| !a.starts_with('-'));
+                if matches!(name, "export" | "declare" | "typeset") && !names {
+                    return environment_feed();
+                }
                 Feed::default()
             }
+            // `set` alone lists every variable.
+            "set" if args.is_empty() => environment_feed(),
             // `:` and `true` ignore their arguments (`: "${KEY:=~/.ssh/id_rsa}"` only sets).
             ":" | "true" | "false" => Feed::default(),
             "read" => {
@@ -3302,3 +3314,11 @@ const METADATA_ONLY: &[&str] = &[
 
 /// Where `pushd` keeps the directories `popd` returns to, newest first, one per line.
 const DIRSTACK: &str = "DIRSTACK";
+
+/// What `env`, `printenv` and `export -p` print: the environment.
+fn environment_feed() -> Feed {
+    Feed {
+        environment: true,
+        ..Feed::default()
+    }
+}

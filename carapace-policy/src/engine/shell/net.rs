@@ -68,6 +68,21 @@ impl Walker<'_> {
         stdin: Feed,
     ) -> Feed {
         let piped = (!stdin.text.is_empty()).then(|| stdin.joined());
+        let sends_environ_file = args.iter().any(|a| {
+            let file = a.rsplit_once('@').map_or(
+                a.strip_prefix("--post-file=").unwrap_or(a.as_str()),
+                |(_, f)| f,
+            );
+            self.file_feed(file, ctx).is_some_and(|f| f.environment)
+        });
+        if (stdin.environment && sends_stdin(name, args))
+            || self.env_words > 0
+            || sends_environ_file
+        {
+            // The environment (API keys, tokens) sent out: the canonical line the
+            // `environment-to-network` rule names.
+            self.out.command("env | curl".to_owned());
+        }
         match name {
             "curl" => {
                 let o = args::parse(
@@ -871,4 +886,22 @@ fn is_socat_network(addr: &str) -> bool {
     ]
     .iter()
     .any(|k| kind.starts_with(k))
+}
+
+/// Whether a network command sends what it reads on stdin: nc, socat, ssh and the like
+/// always do, `HTTPie` unless told not to; curl and wget when told to (`-d @-`,
+/// `--data-binary @-`, `-T -`, `--post-file=/dev/stdin`).
+fn sends_stdin(name: &str, args: &[String]) -> bool {
+    match name {
+        "xh" | "http" | "https" => !args.iter().any(|a| a == "--ignore-stdin" || a == "-I"),
+        "curl" | "curlie" | "wget" | "wget2" => args.iter().any(|a| {
+            a.ends_with("@-")
+                || a.contains("@/dev/stdin")
+                || a == "-"
+                || a.ends_with("=-")
+                || a.ends_with("/dev/stdin")
+                || a.ends_with("@/proc/self/fd/0")
+        }),
+        _ => true,
+    }
 }

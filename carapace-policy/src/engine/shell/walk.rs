@@ -20,6 +20,9 @@ pub(super) struct Feed {
     /// `text` stands for what was printed without being it (a filter's input: `grep`,
     /// `awk`, `cut` of known text): code in it runs, but it is no value.
     pub approximate: bool,
+    /// The bytes hold the process environment (`env`, `printenv`, `/proc/self/environ`),
+    /// where API keys and tokens live.
+    pub environment: bool,
 }
 
 impl Feed {
@@ -43,6 +46,7 @@ impl Feed {
         self.names.extend(other.names);
         self.downloaded |= other.downloaded;
         self.approximate |= other.approximate;
+        self.environment |= other.environment;
     }
 }
 
@@ -99,6 +103,9 @@ pub(super) struct Walker<'o> {
     pub pip_config: Vec<(String, String)>,
     /// Pipelines being walked a second time (see `pipeline`): at most one.
     rewalks: usize,
+    /// Substitutions in the current command's words that printed the environment
+    /// (`curl -d "$(env)" …`).
+    pub env_words: usize,
 }
 
 /// What the analysis knows of the current command's words.
@@ -134,6 +141,7 @@ impl<'o> Walker<'o> {
             words: Words::Known,
             pip_config: Vec::new(),
             rewalks: 0,
+            env_words: 0,
         }
     }
 
@@ -290,12 +298,18 @@ impl<'o> Walker<'o> {
     fn pipeline_parts(&mut self, p: &ast::Pipeline, ctx: &Context, depth: usize) -> Feed {
         let mut feed = self.inherited_stdin();
         let mut downloaded = false;
+        // The environment stays in the bytes through filters (`env | base64 | curl …`).
+        let mut environment = false;
         for c in &p.seq {
             let mut sub = ctx.clone();
             feed.downloaded |= downloaded;
+            feed.environment |= environment;
+            let input = feed.environment;
             feed = self.command(c, &mut sub, depth, feed);
             downloaded |= feed.downloaded;
+            environment |= input || feed.environment;
         }
+        feed.environment |= environment;
         feed
     }
 
@@ -484,6 +498,7 @@ impl<'o> Walker<'o> {
         let mut parts = Parts::default();
         let mut unresolved = false;
         self.words = Words::Known;
+        self.env_words = 0;
         // The words are expanded before the command's own redirections are made: their
         // substitutions read the stdin the command came with (`… | eval "$(cat)"`).
         self.with_stdin(&stdin, |w| {
@@ -535,8 +550,10 @@ impl<'o> Walker<'o> {
         self.unresolved_runner(unresolved, &stdin);
         // `exec 3< DIR` keeps the descriptor open in this shell; `cmd 3< DIR`, for cmd only.
         let opened = self.open_descriptors(&redirects, ctx, depth);
-        // What a command makes of downloaded bytes is downloaded bytes still.
+        // What a command makes of downloaded bytes is downloaded bytes still; of the
+        // environment, the environment still (`tr '\0' '\n' < /proc/self/environ`).
         let tainted = stdin.downloaded;
+        let environment = stdin.environment;
         let mut feed = if assignments.is_empty() {
             self.run(&words, ctx, depth, stdin)
         } else {
@@ -568,6 +585,7 @@ impl<'o> Walker<'o> {
             close_descriptors(ctx, opened);
         }
         feed.downloaded |= tainted;
+        feed.environment |= environment;
         self.output_substitutions(&outputs, ctx, depth);
         self.redirect_outputs(&redirects, ctx, depth, &feed)
     }
@@ -993,9 +1011,10 @@ impl<'o> Walker<'o> {
                 };
                 let listed = content.is_none() && fd.is_none_or(|fd| fd == 1);
                 self.path_op(Action::Write, &path, ctx, content);
-                // Names a lister printed into the file (`locate x > l; xargs cat < l`).
-                if listed && !output.names.is_empty() {
-                    self.wrote_names(&path, ctx, &output.names);
+                // Names a lister printed into the file (`locate x > l; xargs cat < l`), or
+                // the environment (`env > /tmp/e; curl -F f=@/tmp/e …`).
+                if listed && (!output.names.is_empty() || output.environment) {
+                    self.wrote_names(&path, ctx, &output.names, output.environment);
                 }
             }
         }
@@ -1107,8 +1126,11 @@ impl<'o> Walker<'o> {
         let mut sub = ctx.clone();
         // Defaults assigned by the enclosing command's words are not the subshell's.
         let outer = std::mem::take(&mut self.defaults);
+        let outer_env = self.env_words;
         let mut feed = self.script(inner, &mut sub, depth + 1);
         self.defaults = outer;
+        // The inner commands counted for their own words.
+        self.env_words = outer_env + usize::from(feed.environment);
         if feed.approximate && !feed.downloaded {
             self.keep_approximate(std::mem::take(&mut feed.text));
         }
@@ -1152,8 +1174,9 @@ impl<'o> Walker<'o> {
         }
     }
 
-    /// Records that a write left names a lister printed in `path` (raw, as written).
-    fn wrote_names(&mut self, raw: &str, ctx: &Context, names: &[String]) {
+    /// Records that a write left names a lister printed in `path` (raw, as written), or
+    /// the environment.
+    fn wrote_names(&mut self, raw: &str, ctx: &Context, names: &[String], environment: bool) {
         let Some(path) = normalize::shell_path(raw, ctx) else {
             return;
         };
@@ -1161,6 +1184,7 @@ impl<'o> Walker<'o> {
         if self.files.len() < MAX_FILES {
             let feed = Feed {
                 names: names.to_vec(),
+                environment,
                 ..Feed::default()
             };
             self.files.push((path, feed));
@@ -1186,6 +1210,12 @@ impl<'o> Walker<'o> {
             return Some(feed);
         }
         let path = normalize::shell_path(raw, ctx)?;
+        if is_environ(&path) {
+            return Some(Feed {
+                environment: true,
+                ..Feed::default()
+            });
+        }
         self.files
             .iter()
             .find(|(p, _)| *p == path)
@@ -1390,6 +1420,12 @@ fn pseudo_file(path: &str) -> bool {
 
 /// A redirect target naming a file descriptor (`2>&1`, `>&-`).
 /// What a network descriptor feeds a command.
+/// A process's environment as a file: `/proc/self/environ`, `/proc/PID/environ`,
+/// `/proc/PID/task/TID/environ`.
+fn is_environ(path: &str) -> bool {
+    path.starts_with("/proc/") && path.ends_with("/environ")
+}
+
 /// bash's network paths: opening one connects a socket.
 fn is_socket_path(path: &str) -> bool {
     path.starts_with("/dev/tcp/") || path.starts_with("/dev/udp/")
