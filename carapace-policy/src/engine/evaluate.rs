@@ -222,11 +222,12 @@ impl PathHits {
             }
             // A path written as a glob may name protected files: the rules with a pattern
             // it could name (`PathPattern::covers`).
-            if let Some(written) = written_glob(path) {
+            let writes = op.action != Some(Action::Read);
+            if let Some(written) = written_glob(path).map(|w| w.bringing_entries(writes)) {
                 if let Some(entry) = written.every_entry() {
                     rules.path_index().mark(&entry, ops, row);
                 }
-                rules.path_index().mark_named_by(&written, row);
+                rules.path_index().mark_named_by(&written, ops, row);
                 glob[o] = Some(written);
             }
         }

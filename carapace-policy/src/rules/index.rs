@@ -243,7 +243,7 @@ impl PathIndex {
     /// Sets `hits[i]` for every rule `i` with a glob pattern that `written` could name
     /// ([`WrittenGlob::names`]). Every glob is visited; most are settled by their fixed
     /// beginning, and paths written as globs are rare.
-    pub fn mark_named_by(&self, written: &WrittenGlob, hits: &mut [bool]) {
+    pub fn mark_named_by(&self, written: &WrittenGlob, ops: u32, hits: &mut [bool]) {
         if written.every_entry().is_some() {
             // A tree or a directory's entries (`src/**`): the caller looks its stand-in
             // entry up like a path; here, the patterns below it, which start with its text.
@@ -258,8 +258,18 @@ impl PathIndex {
                 }
             }
             // Patterns with wildcards before its text ends may still name entries of this
-            // very directory (`**/*.git/hooks/pre-receive` for `remote.git/hooks/**`).
+            // very directory (`**/*.git/hooks/pre-receive` for `remote.git/hooks/**`). Each
+            // is an intersection of automata: only the rules that cover the operation at all
+            // are tried (a read of a tree meets no write-only rule), and only for a tree
+            // written or moved into place.
+            if !written.brings_entries() {
+                return;
+            }
             for (e, id) in &self.expanded {
+                let rule_ops = self.ops.get(*id as usize).copied().unwrap_or(0);
+                if rule_ops != 0 && rule_ops & ops == 0 {
+                    continue;
+                }
                 if let Some(h) = hits.get_mut(*id as usize) {
                     if !*h && !e.starts_with(literal) && written.names(e) {
                         *h = true;

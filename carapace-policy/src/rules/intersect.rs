@@ -133,6 +133,33 @@ pub fn meet(a: &Lang, b: &Lang) -> bool {
 /// ([`names_entries_of`]).
 const ENTRY_DEPTH: usize = 3;
 
+/// [`names_entries_of`] for a rule's pattern, answered once per (pattern, directory): each
+/// answer is a few automata built and intersected, and an agent names the same directories
+/// call after call (`grep -rn … src/`).
+#[must_use]
+pub fn rule_names_entries_of(source: &Source, rule: &Lang, dir: &str) -> bool {
+    static CACHE: LazyLock<Mutex<HashMap<(Source, String), bool>>> =
+        LazyLock::new(|| Mutex::new(HashMap::new()));
+    const MAX_CACHED: usize = 4096;
+    let key = (source.clone(), dir.to_owned());
+    if let Some(known) = CACHE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&key)
+    {
+        return *known;
+    }
+    let answer = names_entries_of(rule, dir);
+    let mut cache = CACHE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if cache.len() >= MAX_CACHED {
+        cache.clear();
+    }
+    cache.insert(key, answer);
+    answer
+}
+
 /// Whether `rule` names some entry of directory `dir` (absolute, written out), at most
 /// [`ENTRY_DEPTH`] names below it, because of what `dir` is: no entry as deep below a
 /// made-up directory is in it. A directory moved, copied or linked into place may hold

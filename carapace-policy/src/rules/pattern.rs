@@ -238,7 +238,8 @@ impl PathPattern {
     #[must_use]
     pub fn covers(&self, path: &str, whole_dir: bool) -> bool {
         let entry = whole_dir.then(|| any_entry(path));
-        self.covers_with(path, entry.as_deref(), written_glob(path).as_ref())
+        let written = written_glob(path).map(|w| w.bringing_entries(whole_dir));
+        self.covers_with(path, entry.as_deref(), written.as_ref())
     }
 
     /// [`PathPattern::covers`] with what depends only on `path` prepared by the caller, so
@@ -332,9 +333,25 @@ pub struct WrittenGlob {
     matcher: std::cell::OnceCell<Option<GlobMatcher>>,
     /// Its language, for patterns its text does not match (`intersect`).
     lang: std::cell::OnceCell<Option<Rc<Lang>>>,
+    /// A tree written, copied or moved into place (not read): it may bring entries the
+    /// rules bind to its directory (`**/*.git/hooks/pre-receive` for `remote.git/hooks/**`).
+    brings_entries: bool,
 }
 
 impl WrittenGlob {
+    /// The same glob, as the path of a write, delete or move (`yes`) or of a read.
+    #[must_use]
+    pub fn bringing_entries(mut self, yes: bool) -> Self {
+        self.brings_entries = yes;
+        self
+    }
+
+    /// Whether it is a tree written, copied or moved into place.
+    #[must_use]
+    pub fn brings_entries(&self) -> bool {
+        self.brings_entries
+    }
+
     /// The text before its first glob character: every pattern it names starts with it.
     #[must_use]
     pub fn literal(&self) -> &str {
@@ -422,6 +439,7 @@ impl WrittenGlob {
             && !self.finds_tree_root(root)
         {
             return written_glob(&self.glob.replace(intersect::FIND_DEPTH, "**"))
+                .map(|w| w.bringing_entries(self.brings_entries))
                 .is_none_or(|shallow| shallow.meets(rule, None));
         }
         // A tree (`src/**`) or a directory's entries (`build/*`) stand for every entry: one
@@ -430,10 +448,12 @@ impl WrittenGlob {
             let dir = entry.strip_suffix("/\0").unwrap_or(&entry);
             return intersect::rule_lang(rule).is_none_or(|theirs| {
                 theirs.accepts(entry.as_bytes())
-                    || (pattern.is_none_or(|p| {
-                        // Patterns below its text are named as its text matches them.
-                        !p.starts_with(self.literal()) && may_name_entries_of(p, dir)
-                    }) && intersect::names_entries_of(&theirs, dir))
+                    || (self.brings_entries
+                        && pattern.is_none_or(|p| {
+                            // Patterns below its text are named as its text matches them.
+                            !p.starts_with(self.literal()) && may_name_entries_of(p, dir)
+                        })
+                        && intersect::rule_names_entries_of(rule, &theirs, dir))
             });
         }
         let mine = self.lang.get_or_init(|| {
@@ -541,6 +561,7 @@ pub fn written_glob(path: &str) -> Option<WrittenGlob> {
         literal,
         matcher: std::cell::OnceCell::new(),
         lang: std::cell::OnceCell::new(),
+        brings_entries: false,
     })
 }
 
