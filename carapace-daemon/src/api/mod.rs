@@ -10,6 +10,7 @@ pub mod evaluate;
 pub mod kernel_rules;
 pub mod proto;
 pub mod reload;
+pub mod resolvers;
 pub mod sessions;
 
 use std::fs;
@@ -93,6 +94,10 @@ pub struct Daemon {
     gateway: std::sync::OnceLock<String>,
     /// Session time limits (`carapace run --timeout`).
     pub deadlines: deadline::Deadlines,
+    /// The sessions' DNS resolvers (network rules by name, see `crate::dns`).
+    pub resolvers: crate::dns::SessionResolvers,
+    /// Signalled when a reload swapped the rules in (resolvers may be needed now).
+    pub rules_changed: tokio::sync::Notify,
 }
 
 /// Default of `carapaced --approval-timeout`.
@@ -124,7 +129,16 @@ impl Daemon {
             metrics: crate::metrics::Metrics::default(),
             gateway: std::sync::OnceLock::new(),
             deadlines: deadline::Deadlines::default(),
+            resolvers: crate::dns::SessionResolvers::default(),
+            rules_changed: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Uses `resolvers` for the sessions' DNS (settings, upstream).
+    #[must_use]
+    pub fn with_resolvers(mut self, resolvers: crate::dns::SessionResolvers) -> Self {
+        self.resolvers = resolvers;
+        self
     }
 
     /// Uses `reviewer` for rules the model decides (by default: none, so those rules get
@@ -402,6 +416,7 @@ pub fn spawn_reaper(daemon: Arc<Daemon>) -> tokio::task::JoinHandle<()> {
             };
             for (id, hits) in ended {
                 tracing::info!(session = %id, "ended a session whose processes are all gone");
+                daemon.resolvers.stop(&id);
                 if let Some(limit) = daemon.deadlines.take_expired(&id) {
                     let message = deadline::expired_message(limit, false);
                     daemon
@@ -706,6 +721,8 @@ impl Carapace for Service {
             let limit = std::time::Duration::from_secs(req.timeout_secs);
             deadline::start(&self.daemon, record.id.clone(), limit);
         }
+        // Before the reply: the session's first lookup must find its resolver listening.
+        resolvers::start_if_needed(&self.daemon, &record.id, record.cgroup_id).await;
         let (kernel_enforcing, kernel_status) = self.daemon.kernel_state();
         Ok(Response::new(CreateSessionReply {
             session_id: record.id,
@@ -764,6 +781,7 @@ impl Carapace for Service {
                 .note(audit::limit_reached(&id, "time", &message))
                 .await;
         }
+        self.daemon.resolvers.stop(&id);
         record_limits(&self.daemon, &id, &hits).await;
         let event = audit::session_changed(
             crate::audit::Kind::SessionEnded,
