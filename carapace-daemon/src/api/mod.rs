@@ -381,7 +381,13 @@ pub fn spawn_denial_pump(
             let rule = rules
                 .by_kernel_index(event.rule)
                 .map(|r| (r.id.as_str(), r.message.as_str()));
-            let d = denial::denial_from_event(&event, &session_id, rule);
+            let mut d = denial::denial_from_event(&event, &session_id, rule);
+            // "connect of 140.82.112.5:443 (api.github.com)": the name the session resolved.
+            let learned = denial::inet_addr(&event)
+                .and_then(|a| daemon.resolvers.learned().lookup(event.session_cgroup, a));
+            if let Some(name) = learned {
+                d.subject = format!("{} ({name})", d.subject);
+            }
             tracing::warn!(
                 session = %d.session_id,
                 pid = d.pid,

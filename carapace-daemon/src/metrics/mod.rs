@@ -250,5 +250,8 @@ mod tests {
         let denials = m.denials_per_layer();
         assert_eq!(denials.get("tool-call"), Some(&1));
         assert_eq!(denials.get("kernel"), Some(&1));
+        assert_eq!(denials.get("dns"), None, "listed once a lookup was refused");
+        m.lookup_refused();
+        assert_eq!(m.denials_per_layer().get("dns"), Some(&1));
     }
 }
