@@ -2,7 +2,9 @@
 //! refuse with a denial. The steps that read untrusted bytes ([`Handler::screen_query`],
 //! [`Handler::screen_answer`]) are synchronous and take the rules as arguments, so tests
 //! and the fuzzer reach them without sockets.
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use carapace_policy::engine::names::{self, NameVerdict};
 use carapace_policy::engine::Activation;
@@ -69,6 +71,40 @@ pub enum Screened {
     Fail(Vec<u8>),
 }
 
+/// How long a refusal of the same name by the same rule is not reported again.
+const QUIET: Duration = Duration::from_secs(10);
+/// Refusals remembered for [`QUIET`]; past this many, older ones are forgotten.
+const MAX_RECENT: usize = 1024;
+
+/// Refusals reported lately. One `curl` asks for A and AAAA and retries each, and an agent
+/// in a loop asks again and again: each would be a ledger record and a line for the user
+/// otherwise. The answer is refused every time; only the report is spared.
+#[derive(Default)]
+pub struct RecentDenials(Mutex<HashMap<(String, String), Instant>>);
+
+impl RecentDenials {
+    /// Whether (`name`, `rule_id`) was not reported in the last [`QUIET`]; marks it reported.
+    fn first(&self, name: &str, rule_id: &str) -> bool {
+        let now = Instant::now();
+        let mut recent = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if recent.len() >= MAX_RECENT {
+            recent.retain(|_, at| now.duration_since(*at) < QUIET);
+            if recent.len() >= MAX_RECENT {
+                // A flood of distinct names: report them all again rather than grow.
+                recent.clear();
+            }
+        }
+        let key = (name.to_owned(), rule_id.to_owned());
+        match recent.get(&key) {
+            Some(at) if now.duration_since(*at) < QUIET => false,
+            _ => {
+                recent.insert(key, now);
+                true
+            }
+        }
+    }
+}
+
 /// A session's query handling.
 pub struct Handler {
     pub session_id: String,
@@ -80,6 +116,7 @@ pub struct Handler {
     /// The kernel's map, when the kernel layer runs.
     pub kernel: Option<Arc<dyn Learner>>,
     pub denials: Arc<dyn DenialSink>,
+    pub recent: RecentDenials,
     /// Now on `CLOCK_BOOTTIME` (injectable so tests can check expiries exactly).
     pub clock: fn() -> u64,
 }
@@ -248,6 +285,9 @@ impl Handler {
     }
 
     fn deny(&self, name: String, rule_id: String, message: String) {
+        if !self.recent.first(&name, &rule_id) {
+            return;
+        }
         self.denials.refused(Denial {
             session_id: self.session_id.clone(),
             // A datagram does not say which process sent it.

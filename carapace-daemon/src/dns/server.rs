@@ -23,6 +23,8 @@ const MAX_CONNECTIONS: usize = 16;
 const IDLE: Duration = Duration::from_secs(10);
 /// Largest query taken: a question is at most 255 bytes of name plus EDNS options.
 const MAX_QUERY: usize = 4096;
+/// Pause after a socket error, so that one that persists does not spin a core.
+const ERROR_PAUSE: Duration = Duration::from_millis(50);
 /// Tries at finding a port free for UDP and TCP on every loopback.
 const BIND_TRIES: usize = 16;
 
@@ -158,8 +160,10 @@ async fn serve_udp(socket: Arc<UdpSocket>, handler: Arc<Handler>, in_flight: Arc
         let (n, from) = match received {
             Ok(r) => r,
             Err(e) => {
-                // ICMP errors of earlier replies surface here on Linux; keep serving.
+                // A transient error (e.g. out of memory for buffers): keep serving, but do not
+                // spin on one that persists.
                 tracing::debug!("session resolver: UDP receive: {e}");
+                tokio::time::sleep(ERROR_PAUSE).await;
                 continue;
             }
         };
@@ -188,8 +192,14 @@ async fn serve_tcp(listener: TcpListener, handler: Arc<Handler>, connections: Ar
             r = listener.accept() => r,
             Some(_) = open.join_next(), if !open.is_empty() => continue,
         };
-        let Ok((stream, _)) = accepted else {
-            continue;
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of file descriptors, typically: let some close before accepting again.
+                tracing::debug!("session resolver: TCP accept: {e}");
+                tokio::time::sleep(ERROR_PAUSE).await;
+                continue;
+            }
         };
         let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
             // Too many connections: closing this one is the answer.

@@ -107,6 +107,7 @@ impl SessionResolvers {
             learned: Arc::clone(&self.learned),
             kernel: self.kernel.get().map(|(_, l)| Arc::clone(l)),
             denials,
+            recent: super::handler::RecentDenials::default(),
             clock: boot_time_ns,
         };
         let handle = Resolver::start(Arc::new(handler)).await?;

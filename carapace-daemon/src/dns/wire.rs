@@ -60,6 +60,11 @@ pub fn parse_query(bytes: &[u8]) -> Parsed {
     let [query] = message.queries.as_slice() else {
         return Parsed::Reply(error_bytes(id, ResponseCode::FormErr, None, rd));
     };
+    // Zone transfers are not lookups (and span several TCP messages): no program needs one
+    // to connect anywhere.
+    if matches!(query.query_type(), RecordType::AXFR | RecordType::IXFR) {
+        return Parsed::Reply(error_bytes(id, ResponseCode::Refused, Some(query), rd));
+    }
     let name = query.name().to_ascii().to_ascii_lowercase();
     let name = name.trim_end_matches('.').to_owned();
     let udp_payload = message

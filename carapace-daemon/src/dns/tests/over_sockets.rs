@@ -83,6 +83,7 @@ async fn setup_with(servers: impl FnOnce(SocketAddr) -> Vec<SocketAddr>) -> Setu
         learned: Arc::clone(&learned),
         kernel: Some(Arc::clone(&kernel) as _),
         denials: Arc::clone(&denials) as _,
+        recent: crate::dns::handler::RecentDenials::default(),
         clock: now,
     };
     let resolver = Resolver::start(Arc::new(handler)).await.unwrap();
@@ -190,6 +191,16 @@ async fn refused_names_get_refused_and_a_denial_and_never_reach_upstream() {
     }
     assert!(s.upstream.asked().is_empty(), "{:?}", s.upstream.asked());
     assert!(s.kernel.learned.lock().unwrap().is_empty());
+    // Asked again (AAAA, a retry): refused again, reported once.
+    for record_type in [RecordType::AAAA, RecordType::A] {
+        let m = udp(port, "example.org", record_type).await;
+        assert_eq!(m.metadata.response_code, ResponseCode::Refused);
+    }
+    assert!(s.denials.taken().is_empty());
+    // Zone transfers are refused whatever the name, without a denial.
+    let m = udp(port, "api.github.com", RecordType::AXFR).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::Refused);
+    assert!(s.denials.taken().is_empty() && s.upstream.asked().is_empty());
 }
 
 #[tokio::test]
