@@ -34,9 +34,9 @@ fn zone(name: &str) -> Option<Zone> {
             ("www.github.com", 300, cname("github.com.")),
             ("github.com", 1, a([140, 82, 112, 3])),
         ]),
-        "gist.github.com" | "example.org" | "pythonhosted.org" => {
-            Zone::Records(vec![("x", 60, a([93, 184, 215, 14]))])
-        }
+        "example.org" => Zone::Records(vec![("example.org", 60, a([93, 184, 215, 14]))]),
+        "gist.github.com" => Zone::Records(vec![("gist.github.com", 60, a([140, 82, 112, 4]))]),
+        "pythonhosted.org" => Zone::Records(vec![("pythonhosted.org", 60, a([151, 101, 0, 1]))]),
         "files.pythonhosted.org" => {
             Zone::Records(vec![("files.pythonhosted.org", 300, a([151, 101, 0, 223]))])
         }
@@ -297,6 +297,19 @@ async fn tcp_carries_several_queries_per_connection_on_the_udp_port() {
     if s.resolver.ipv6() {
         let m = tokio::net::TcpStream::connect(("::1", s.resolver.port())).await;
         assert!(m.is_ok(), "listens on [::1] too");
+        let socket = tokio::net::UdpSocket::bind("[::1]:0").await.unwrap();
+        let q = query(5, "api.github.com", RecordType::A);
+        socket
+            .send_to(&q, ("::1", s.resolver.port()))
+            .await
+            .unwrap();
+        let mut buf = vec![0; 4096];
+        let (n, _) = tokio::time::timeout(Duration::from_secs(5), socket.recv_from(&mut buf))
+            .await
+            .expect("an answer over IPv6 in time")
+            .unwrap();
+        let m = Message::from_vec(&buf[..n]).unwrap();
+        assert_eq!(addresses(&m), [ip("140.82.112.5")]);
     }
 }
 
@@ -421,4 +434,66 @@ async fn session_resolvers_start_register_refuse_with_nxdomain_and_stop() {
     )
     .await;
     assert_eq!(closed, None, "the stopped resolver does not answer");
+}
+
+/// Rules that change under a running resolver, as a reload or a trigger changes them.
+struct Changing(std::sync::Mutex<(Arc<carapace_policy::rules::RuleSet>, Activation)>);
+
+impl crate::dns::RulesInForce for Changing {
+    fn current(&self) -> Result<(Arc<carapace_policy::rules::RuleSet>, Activation), String> {
+        Ok(self.0.lock().unwrap().clone())
+    }
+}
+
+#[tokio::test]
+async fn each_query_is_judged_by_the_rules_in_force_at_that_moment() {
+    let upstream = FakeUpstream::start(zone).await;
+    let triggered = "  - id: after-fetch
+    block: { host: \"*\" }
+    except: [github.com]
+    trigger: { after: { actions: [network], tool: [WebFetch] } }
+";
+    let rules = Arc::new(Changing(std::sync::Mutex::new((
+        rule_set("  - block: \"~/.ssh/**\"\n"),
+        Activation::default(),
+    ))));
+    let resolvers = SessionResolvers::new(
+        DnsSettings::default(),
+        Some(Upstream::new(
+            vec![upstream.addr],
+            Duration::from_millis(300),
+        )),
+    );
+    let denials = Arc::new(Collected::default());
+    let port = resolvers
+        .start(
+            "s1",
+            CGROUP,
+            Arc::clone(&rules) as _,
+            Arc::clone(&denials) as _,
+        )
+        .await
+        .unwrap();
+    // No rule speaks of names: answered, learned without exceptions.
+    let m = udp(port, "example.org", RecordType::A).await;
+    assert_eq!(addresses(&m), [ip("93.184.215.14")]);
+    assert_eq!(
+        resolvers.learned().list(CGROUP)[0].excepted,
+        Vec::<u32>::new()
+    );
+    // A reload brings a triggered allow-list: not in force yet.
+    *rules.0.lock().unwrap() = (rule_set(triggered), Activation::default());
+    let m = udp(port, "example.org", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+    // The trigger fires: the next query is refused.
+    rules
+        .0
+        .lock()
+        .unwrap()
+        .1
+        .activated
+        .insert("after-fetch".into());
+    let m = udp(port, "example.org", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::Refused);
+    assert_eq!(denials.taken()[0].rule_id, "after-fetch");
 }
