@@ -15,6 +15,18 @@
 //! - `sessions`: which sessions have a resolver, started and stopped with them, and the
 //!   hook ([`ResolverRegistry`]) that tells the kernel where each listens.
 //! - `settings`: the `dns:` section of `config.yaml`.
+//!
+//! The kernel plugs in with [`SessionResolvers::attach_kernel`] (`Daemon::resolvers`), giving
+//! a [`ResolverRegistry`] (where each session's resolver listens) and a [`Learner`] (the
+//! addresses each handed out, with their expiry and the rules that except them). Until it
+//! does, resolvers run for sessions whose rules need one and learn only into [`Learned`].
+//!
+//! Rebinding: an answer that gives a name allowed through an allow-list's exception an
+//! address in a private range (loopback, RFC 1918, link-local and the metadata service,
+//! CGNAT, `fc00::/7`, unspecified) is refused, unless the same rule excepts that address
+//! (`except: [10.20.0.0/16]`) or the name is `localhost` (or below it), excepted, and the
+//! address loopback. Names no allow-list speaks of are passed as they are: learning their
+//! addresses opens nothing the kernel would otherwise refuse.
 mod handler;
 mod learned;
 mod server;
