@@ -581,6 +581,8 @@ impl Carapace for Service {
             .list()
             .into_iter()
             .map(|s| SessionInfo {
+                resolver_port: self.daemon.resolvers.port(&s.id).map_or(0, u32::from),
+                learned: resolvers::learned(&self.daemon, s.cgroup_id),
                 id: s.id,
                 owner_uid: s.owner_uid,
                 cgroup: s.cgroup.display().to_string(),

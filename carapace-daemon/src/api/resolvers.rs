@@ -50,6 +50,24 @@ impl DenialSink for Denials {
     }
 }
 
+/// The addresses session `cgroup`'s resolver handed out that are still allowed, for
+/// `carapace status`.
+#[must_use]
+pub fn learned(daemon: &Daemon, cgroup: u64) -> Vec<super::proto::LearnedAddress> {
+    let now = crate::dns::boot_time_ns();
+    daemon
+        .resolvers
+        .learned()
+        .list(cgroup)
+        .into_iter()
+        .map(|e| super::proto::LearnedAddress {
+            address: e.addr.to_string(),
+            name: e.name,
+            expires_in_secs: e.expires_at_boot_ns.saturating_sub(now) / 1_000_000_000,
+        })
+        .collect()
+}
+
 /// Starts session `id`'s resolver if the rules in force need one. A resolver that cannot
 /// start is logged, not fatal: the kernel keeps refusing names it never learned.
 pub async fn start_if_needed(daemon: &Arc<Daemon>, id: &str, cgroup: u64) -> Option<u16> {
