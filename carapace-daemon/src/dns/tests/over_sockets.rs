@@ -362,6 +362,45 @@ async fn malformed_queries_get_formerr_or_silence_and_the_resolver_keeps_serving
 }
 
 #[tokio::test]
+async fn tcp_connections_are_bounded_per_session() {
+    let s = setup().await;
+    let port = s.resolver.port();
+    let mut held = Vec::new();
+    for _ in 0..16 {
+        let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        held.push(stream);
+    }
+    // Let the resolver accept them all before the next one.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut extra = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let q = query(1, "api.github.com", RecordType::A);
+    let mut framed = u16::try_from(q.len()).unwrap().to_be_bytes().to_vec();
+    framed.extend_from_slice(&q);
+    let _ = extra.write_all(&framed).await;
+    let mut buf = [0u8; 2];
+    let read = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::io::AsyncReadExt::read(&mut extra, &mut buf),
+    )
+    .await
+    .expect("closed in time");
+    assert_eq!(
+        read.unwrap_or(0),
+        0,
+        "the 17th connection is closed unanswered"
+    );
+    // One closes: a new connection is served.
+    held.pop();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let answers = tcp(port, &[("api.github.com", RecordType::A)]).await;
+    assert_eq!(addresses(&answers[0]), [ip("140.82.112.5")]);
+}
+
+#[tokio::test]
 async fn a_flood_of_queries_is_bounded_and_the_resolver_answers_after_it() {
     let s = setup().await;
     let port = s.resolver.port();

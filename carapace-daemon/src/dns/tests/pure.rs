@@ -107,6 +107,30 @@ fn the_learned_table_forgets_expired_entries_and_ended_sessions() {
 }
 
 #[test]
+fn the_learned_table_is_bounded_per_session() {
+    let learned = Learned::default();
+    let entry = |i: u32, expires_at_boot_ns| LearnedAddress {
+        addr: std::net::IpAddr::V4(i.into()),
+        name: format!("n{i}.test"),
+        expires_at_boot_ns,
+        excepted: vec![],
+    };
+    // Full of live entries, the one expiring first makes room for a new one.
+    for i in 0..16_384 {
+        learned.record(1, entry(i, u64::MAX - u64::from(16_384 - i)), 0);
+    }
+    learned.record(1, entry(99_999, u64::MAX), 0);
+    let list = learned.list(1);
+    assert_eq!(list.len(), 16_384);
+    assert!(!list
+        .iter()
+        .any(|e| e.addr == std::net::IpAddr::V4(0.into())));
+    assert!(list
+        .iter()
+        .any(|e| e.addr == std::net::IpAddr::V4(99_999.into())));
+}
+
+#[test]
 fn queries_parse_names_lowercase_without_the_trailing_dot() {
     let Parsed::Question(q) = wire::parse_query(&query(1, "WWW.Example.COM.", RecordType::AAAA))
     else {
