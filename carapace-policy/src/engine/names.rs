@@ -17,7 +17,8 @@ use crate::rules::{Cond, Mode, Rule, RuleSet};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NameVerdict {
     /// The name may be resolved. `excepted` holds the kernel indices of the rules whose
-    /// `except:` allows it: the addresses learned for it are exceptions of those rules.
+    /// `except:` allows it on every port: the addresses learned for it are exceptions of
+    /// those rules.
     Allowed { excepted: Vec<u32> },
     /// The first rule (in rule order) that refuses the name.
     Refused { rule_id: String, message: String },
@@ -67,6 +68,16 @@ fn excepted(rule: &Rule, name: &str) -> bool {
     rule.except_net.iter().any(|e| names_cover(e, name))
 }
 
+/// Whether an `except:` of `rule` names `name` on every port. The kernel learns a name's
+/// addresses as exceptions of whole rules; an exception on some ports only
+/// (`{ host: pypi.org, port: 443 }`) would open every port that way, so it lets the lookup
+/// through but adds no kernel exception (fail closed: connects stay refused).
+fn excepted_on_every_port(rule: &Rule, name: &str) -> bool {
+    rule.except_net
+        .iter()
+        .any(|e| e.ports.is_empty() && names_cover(e, name))
+}
+
 /// What the rules in force say about resolving `name` (case-insensitive, a trailing dot
 /// ignored).
 #[must_use]
@@ -80,9 +91,9 @@ pub fn verdict(rules: &RuleSet, activation: &Activation, name: &str) -> NameVerd
         if !is_allow_list(net) && !names_cover(net, name) {
             continue;
         }
-        if excepted(rule, name) {
+        if excepted_on_every_port(rule, name) {
             allowed_by.extend(rule.kernel_index);
-        } else if net.ports.is_empty() {
+        } else if net.ports.is_empty() && !excepted(rule, name) {
             return NameVerdict::Refused {
                 rule_id: rule.id.clone(),
                 message: rule.message.clone(),

@@ -78,12 +78,11 @@ fn an_allow_list_refuses_names_it_does_not_except() {
             excepted: vec![egress]
         }
     );
-    // An exception on some ports still allows the lookup (the kernel judges the port).
+    // An exception on some ports still allows the lookup, but adds no kernel exception:
+    // learned as one, its addresses would be open on every port.
     assert_eq!(
         verdict(&set, &all, "pypi.org"),
-        NameVerdict::Allowed {
-            excepted: vec![egress]
-        }
+        NameVerdict::Allowed { excepted: vec![] }
     );
     match verdict(&set, &all, "pythonhosted.org") {
         NameVerdict::Refused { rule_id, message } => {
