@@ -5,6 +5,8 @@
 //! ```yaml
 //! approvals:
 //!   timeout_seconds: 300   # longest a call waits for the user's answer; then it expires (= deny)
+//! dns:
+//!   refuse_with: refused   # or nxdomain: the answer to a lookup the rules refuse
 //! llm: { … }
 //! ```
 use std::path::Path;
@@ -15,7 +17,7 @@ use carapace_policy::rules::diag::{did_you_mean, Sink};
 use carapace_policy::rules::yaml::{self, Node, NodeKind, Span};
 use carapace_policy::rules::Diagnostics;
 
-const SECTIONS: &[&str] = &["llm", "approvals"];
+const SECTIONS: &[&str] = &["llm", "approvals", "dns"];
 const APPROVAL_KEYS: &[&str] = &["timeout_seconds"];
 /// A day: longer waits would park agents (and their sessions) indefinitely.
 const MAX_APPROVAL_TIMEOUT: u64 = 86_400;
@@ -24,6 +26,8 @@ const MAX_APPROVAL_TIMEOUT: u64 = 86_400;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Settings {
     pub approval_timeout: Option<Duration>,
+    /// The `dns:` section: how the sessions' resolvers refuse names (`crate::dns`).
+    pub dns: crate::dns::DnsSettings,
 }
 
 /// The text of `dir/config.yaml` and its name for diagnostics; `None` when there is none.
@@ -88,6 +92,9 @@ pub fn parse(origin: &str, text: &str) -> Result<Settings, Diagnostics> {
     let mut settings = Settings::default();
     if let Some(node) = root.get("approvals") {
         settings.approval_timeout = approvals(node, &mut sink);
+    }
+    if let Some(node) = root.get("dns") {
+        settings.dns = crate::dns::settings::parse(node, &mut sink);
     }
     if sink.error_count() > 0 {
         return Err(Diagnostics(sink.items));

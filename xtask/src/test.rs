@@ -72,6 +72,7 @@ const FUZZ_TARGETS: &[(&str, &[&str])] = &[
     ("transcript", &[]),
     ("inline_code", &[]),
     ("tool_call", &["corpus/tool_call", "seeds/tool_call"]),
+    ("dns_query", &["corpus/dns_query"]),
     (
         "rules",
         &["corpus/rules", "../rules/builtin", "../rules/examples"],

@@ -281,6 +281,24 @@ pub fn denied(d: &Denial) -> Event {
     e
 }
 
+/// The record of a lookup a session's resolver refused (`crate::dns`): the name is the
+/// subject, as a path is a kernel denial's.
+#[must_use]
+pub fn lookup_refused(d: &Denial) -> Event {
+    let mut e = Event::new(Kind::LookupRefused);
+    e.session = Some(d.session_id.clone());
+    e.decision = Some("block".to_owned());
+    e.layer = Some(d.layer.clone());
+    e.rules = vec![RuleRef {
+        id: d.rule_id.clone(),
+        mode: "block".to_owned(),
+        matched: redact(&format!("{} {}", d.operation, d.subject)).into_owned(),
+    }];
+    e.risk = vec![d.operation.clone()];
+    e.detail = redact::field(&d.message);
+    e
+}
+
 /// The record of a session created or ended.
 #[must_use]
 pub fn session_changed(

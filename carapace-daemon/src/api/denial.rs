@@ -106,6 +106,25 @@ pub fn format_inet(family: u16, addr: [u8; 16], port: u16) -> String {
     }
 }
 
+/// The address a network event names (IPv4-mapped as IPv4), to find the host name a
+/// session's resolver handed it out for.
+#[must_use]
+pub fn inet_addr(event: &DenyEvent) -> Option<std::net::IpAddr> {
+    use std::net::{IpAddr, Ipv4Addr};
+    if event.subject != subject::INET {
+        return None;
+    }
+    let v6 = Ipv6Addr::from(event.addr);
+    Some(match v6.to_ipv4_mapped() {
+        Some(v4) => IpAddr::V4(v4),
+        None if event.family == AF_INET => {
+            let [a, b, c, d, ..] = event.addr;
+            IpAddr::V4(Ipv4Addr::new(a, b, c, d))
+        }
+        None => IpAddr::V6(v6),
+    })
+}
+
 /// The event's subject as text.
 #[must_use]
 pub fn format_subject(event: &DenyEvent) -> String {
@@ -477,6 +496,16 @@ mod tests {
             (d.operation.as_str(), d.subject.as_str()),
             ("network", "[::1]:22")
         );
+        assert_eq!(
+            inet_addr(&e),
+            Some(std::net::IpAddr::V6(Ipv6Addr::LOCALHOST))
+        );
+        (e.family, e.addr) = (AF_INET, mapped);
+        assert_eq!(inet_addr(&e), Some([1, 2, 3, 4].into()));
+        e.addr = raw4;
+        assert_eq!(inet_addr(&e), Some([169, 254, 169, 254].into()));
+        e.subject = subject::PATH;
+        assert_eq!(inet_addr(&e), None);
     }
 
     #[test]

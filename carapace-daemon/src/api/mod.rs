@@ -10,6 +10,7 @@ pub mod evaluate;
 pub mod kernel_rules;
 pub mod proto;
 pub mod reload;
+pub mod resolvers;
 pub mod sessions;
 
 use std::fs;
@@ -93,6 +94,10 @@ pub struct Daemon {
     gateway: std::sync::OnceLock<String>,
     /// Session time limits (`carapace run --timeout`).
     pub deadlines: deadline::Deadlines,
+    /// The sessions' DNS resolvers (network rules by name, see `crate::dns`).
+    pub resolvers: crate::dns::SessionResolvers,
+    /// Signalled when a reload swapped the rules in (resolvers may be needed now).
+    pub rules_changed: tokio::sync::Notify,
 }
 
 /// Default of `carapaced --approval-timeout`.
@@ -124,7 +129,16 @@ impl Daemon {
             metrics: crate::metrics::Metrics::default(),
             gateway: std::sync::OnceLock::new(),
             deadlines: deadline::Deadlines::default(),
+            resolvers: crate::dns::SessionResolvers::default(),
+            rules_changed: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Uses `resolvers` for the sessions' DNS (settings, upstream).
+    #[must_use]
+    pub fn with_resolvers(mut self, resolvers: crate::dns::SessionResolvers) -> Self {
+        self.resolvers = resolvers;
+        self
     }
 
     /// Uses `reviewer` for rules the model decides (by default: none, so those rules get
@@ -367,7 +381,13 @@ pub fn spawn_denial_pump(
             let rule = rules
                 .by_kernel_index(event.rule)
                 .map(|r| (r.id.as_str(), r.message.as_str()));
-            let d = denial::denial_from_event(&event, &session_id, rule);
+            let mut d = denial::denial_from_event(&event, &session_id, rule);
+            // "connect of 140.82.112.5:443 (api.github.com)": the name the session resolved.
+            let learned = denial::inet_addr(&event)
+                .and_then(|a| daemon.resolvers.learned().lookup(event.session_cgroup, a));
+            if let Some(name) = learned {
+                d.subject = format!("{} ({name})", d.subject);
+            }
             tracing::warn!(
                 session = %d.session_id,
                 pid = d.pid,
@@ -402,6 +422,7 @@ pub fn spawn_reaper(daemon: Arc<Daemon>) -> tokio::task::JoinHandle<()> {
             };
             for (id, hits) in ended {
                 tracing::info!(session = %id, "ended a session whose processes are all gone");
+                daemon.resolvers.stop(&id);
                 if let Some(limit) = daemon.deadlines.take_expired(&id) {
                     let message = deadline::expired_message(limit, false);
                     daemon
@@ -560,6 +581,8 @@ impl Carapace for Service {
             .list()
             .into_iter()
             .map(|s| SessionInfo {
+                resolver_port: self.daemon.resolvers.port(&s.id).map_or(0, u32::from),
+                learned: resolvers::learned(&self.daemon, s.cgroup_id),
                 id: s.id,
                 owner_uid: s.owner_uid,
                 cgroup: s.cgroup.display().to_string(),
@@ -706,6 +729,8 @@ impl Carapace for Service {
             let limit = std::time::Duration::from_secs(req.timeout_secs);
             deadline::start(&self.daemon, record.id.clone(), limit);
         }
+        // Before the reply: the session's first lookup must find its resolver listening.
+        resolvers::start_if_needed(&self.daemon, &record.id, record.cgroup_id).await;
         let (kernel_enforcing, kernel_status) = self.daemon.kernel_state();
         Ok(Response::new(CreateSessionReply {
             session_id: record.id,
@@ -764,6 +789,7 @@ impl Carapace for Service {
                 .note(audit::limit_reached(&id, "time", &message))
                 .await;
         }
+        self.daemon.resolvers.stop(&id);
         record_limits(&self.daemon, &id, &hits).await;
         let event = audit::session_changed(
             crate::audit::Kind::SessionEnded,

@@ -146,6 +146,9 @@ impl Daemon {
             event.error = Some("invalid-rules".to_owned());
         }
         self.audit.note(event).await;
+        if outcome.ok {
+            self.rules_changed.notify_one();
+        }
         outcome
     }
 

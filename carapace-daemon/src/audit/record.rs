@@ -36,6 +36,8 @@ pub enum Kind {
     LedgerOpened,
     /// A session ran into one of its limits (memory, pids, time).
     SessionLimit,
+    /// A session's resolver refused a lookup (network rules by name).
+    LookupRefused,
 }
 
 /// A rule that matched, as recorded.

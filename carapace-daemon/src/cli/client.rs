@@ -647,8 +647,38 @@ async fn status(socket: &Path) -> anyhow::Result<()> {
             session.cgroup,
             session.command.join(" ")
         );
+        for line in resolver_lines(session) {
+            println!("    {line}");
+        }
     }
     Ok(())
+}
+
+/// Most learned addresses `carapace status` lists per session.
+const LEARNED_SHOWN: usize = 20;
+
+/// A session's resolver and the addresses it handed out (none when it has no resolver).
+#[must_use]
+pub fn resolver_lines(s: &crate::api::proto::SessionInfo) -> Vec<String> {
+    if s.resolver_port == 0 {
+        return Vec::new();
+    }
+    let mut out = vec![format!(
+        "DNS: resolver on 127.0.0.1:{}, {} address{} handed out",
+        s.resolver_port,
+        s.learned.len(),
+        if s.learned.len() == 1 { "" } else { "es" }
+    )];
+    out.extend(s.learned.iter().take(LEARNED_SHOWN).map(|l| {
+        format!(
+            "  {}  {}  ({} s left)",
+            l.address, l.name, l.expires_in_secs
+        )
+    }));
+    if s.learned.len() > LEARNED_SHOWN {
+        out.push(format!("  … and {} more", s.learned.len() - LEARNED_SHOWN));
+    }
+    out
 }
 
 /// One line about the LLM reviewer: what it uses and what it cost so far.
@@ -675,6 +705,29 @@ mod tests {
     use std::os::unix::process::ExitStatusExt as _;
 
     use super::*;
+
+    #[test]
+    fn status_lists_a_sessions_resolver_and_what_it_handed_out() {
+        use crate::api::proto::{LearnedAddress, SessionInfo};
+        let mut s = SessionInfo::default();
+        assert!(resolver_lines(&s).is_empty(), "no resolver, no line");
+        s.resolver_port = 40_000;
+        s.learned = (0..22)
+            .map(|i| LearnedAddress {
+                address: format!("192.0.2.{i}"),
+                name: "api.github.com".into(),
+                expires_in_secs: 85,
+            })
+            .collect();
+        let lines = resolver_lines(&s);
+        assert_eq!(
+            lines[0],
+            "DNS: resolver on 127.0.0.1:40000, 22 addresses handed out"
+        );
+        assert_eq!(lines[1], "  192.0.2.0  api.github.com  (85 s left)");
+        assert_eq!(lines.len(), 1 + LEARNED_SHOWN + 1);
+        assert_eq!(lines.last().map(String::as_str), Some("  … and 2 more"));
+    }
 
     /// The hook's own parser reads every hook command line as the full one does, and leaves
     /// everything else (other commands, help, mistakes) to it.

@@ -265,7 +265,8 @@ async fn run(
     let daemon = Arc::new(
         Daemon::new(loaded, source, Arc::new(sessions), unavailable)
             .with_approval_timeout(timeout)
-            .with_reviewer(reviewer),
+            .with_reviewer(reviewer)
+            .with_resolvers(crate::dns::SessionResolvers::new(settings.dns, None)),
     );
     daemon.audit.attach(Arc::clone(&ledger));
     let _metrics = match args.metrics {
@@ -275,6 +276,8 @@ async fn run(
     // Detached: the pump lives as long as the kernel's ring buffer.
     let _pump = events.map(|stream| api::spawn_denial_pump(Arc::clone(&daemon), stream));
     let _reaper = api::spawn_reaper(Arc::clone(&daemon));
+    // Resolvers for resumed sessions now, and for every session after a reload that needs them.
+    let _resolvers = api::resolvers::spawn_keeper(Arc::clone(&daemon));
     let _watcher = reload::spawn_watcher(Arc::clone(&daemon), reload::WATCH_INTERVAL);
     let gateway = start_gateway(&args, &daemon).await?;
     let listener = api::bind(&args.socket)?;

@@ -50,6 +50,8 @@ pub struct Metrics {
     latency: Mutex<BTreeMap<String, Histogram>>,
     /// Requests refused because they were not valid (bad JSON, unknown tool shape).
     rejected: AtomicU64,
+    /// Lookups the sessions' resolvers refused (`crate::dns`).
+    lookups_refused: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -102,6 +104,11 @@ impl Metrics {
             .or_default() += 1;
     }
 
+    /// One lookup refused by a session's resolver.
+    pub fn lookup_refused(&self) {
+        self.lookups_refused.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Blocked decisions per layer since start (`tool-call`, `history`, `kernel`).
     #[must_use]
     pub fn denials_per_layer(&self) -> BTreeMap<String, u64> {
@@ -116,6 +123,11 @@ impl Metrics {
         }
         let kernel: u64 = lock(&self.kernel_denials).values().sum();
         out.insert("kernel".to_owned(), kernel);
+        // Listed once a resolver refused something: most daemons run none.
+        let lookups = self.lookups_refused.load(Ordering::Relaxed);
+        if lookups > 0 {
+            out.insert("dns".to_owned(), lookups);
+        }
         out
     }
 
@@ -238,5 +250,8 @@ mod tests {
         let denials = m.denials_per_layer();
         assert_eq!(denials.get("tool-call"), Some(&1));
         assert_eq!(denials.get("kernel"), Some(&1));
+        assert_eq!(denials.get("dns"), None, "listed once a lookup was refused");
+        m.lookup_refused();
+        assert_eq!(m.denials_per_layer().get("dns"), Some(&1));
     }
 }

@@ -470,11 +470,7 @@ fn net_matches(net: &NetMatch, op: &Operation, unknown: Port) -> bool {
     net.hosts.iter().any(|h| match h {
         Host::Ip(want) => ip == Some(canonical(*want)),
         Host::Name { name, resolved } => {
-            let name = name.trim_end_matches('.').to_ascii_lowercase();
-            host == name
-                || host
-                    .strip_suffix(name.as_str())
-                    .is_some_and(|p| p.ends_with('.'))
+            super::names::covers(name, host)
                 || ip.is_some_and(|ip| resolved.iter().any(|r| canonical(*r) == ip))
         }
     })

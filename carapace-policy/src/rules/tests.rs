@@ -677,6 +677,46 @@ fn network_exceptions_are_validated_at_their_position() {
     }
 }
 
+#[test]
+fn wildcard_hosts_name_subdomains_and_are_matched_by_name() {
+    use crate::engine::{check, Activation, Context, ToolCall};
+    let set = ok(&user(
+        "  - id: no-ngrok\n    block: { host: \"*.ngrok.io\" }\n  - id: egress\n    block: { host: \"*\" }\n    except: [\"*.github.io\"]\n",
+    ));
+    let warnings = set.warnings().to_string();
+    assert!(
+        warnings.contains("`*.ngrok.io` has no fixed addresses"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains("allowed host `*.github.io` has no fixed addresses"),
+        "{warnings}"
+    );
+    let ctx = Context {
+        cwd: "/home/alice".into(),
+        home: "/home/alice".into(),
+        env: Vec::new(),
+        host: None,
+    };
+    let decide = |url: &str| {
+        let call =
+            ToolCall::from_json(&serde_json::json!({"tool": "WebFetch", "input": {"url": url}}))
+                .expect("a call");
+        let d = check(&set, &call, &ctx, &Activation::default());
+        let mut ids: Vec<String> = d.matches.iter().map(|m| m.id.clone()).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(decide("https://abc.ngrok.io/x"), ["egress", "no-ngrok"]);
+    assert_eq!(decide("https://ngrok.io/"), ["egress"]);
+    assert!(decide("https://me.github.io/").is_empty());
+    assert_eq!(decide("https://github.io/"), ["egress"]);
+    for bad in ["\"*.\"", "\"**.x.com\"", "\"a.*.com\"", "\"*x.com\""] {
+        let e = errors(&user(&format!("  - block: {{ host: {bad} }}\n")));
+        assert!(e.contains("invalid host"), "{bad}: {e}");
+    }
+}
+
 // ---- limits ----
 
 #[test]

@@ -1108,9 +1108,12 @@ fn host(
     if let Ok(ip) = bare.parse::<IpAddr>() {
         return Some(Host::Ip(ip));
     }
-    let valid = !text.is_empty()
+    // `*.example.com`: the subdomains of a name, not the name itself.
+    let wildcard = text.strip_prefix("*.");
+    let labels = wildcard.unwrap_or(text);
+    let valid = !labels.is_empty()
         && text.len() <= 253
-        && text.split('.').all(|l| {
+        && labels.split('.').all(|l| {
             !l.is_empty()
                 && l.len() <= 63
                 && l.chars()
@@ -1121,9 +1124,34 @@ fn host(
             span,
             Some(rule),
             format!("invalid host `{text}`"),
-            "write a host name or an IP address (ranges go under `cidr`)",
+            "write a host name, `*.` and a name for its subdomains, or an IP address (ranges \
+             go under `cidr`)",
         );
         return None;
+    }
+    if wildcard.is_some() {
+        // A wildcard names no address to look up: only names are matched (tool calls, and
+        // lookups where a session resolver runs), so the kernel cannot hold it by address.
+        sink.warning(
+            span,
+            Some(rule),
+            if allowed {
+                format!(
+                    "allowed host `{text}` has no fixed addresses; the kernel allows its \
+                     subdomains only by the addresses a session's resolver hands out"
+                )
+            } else {
+                format!(
+                    "host `{text}` has no fixed addresses; the kernel cannot enforce this rule \
+                     by address"
+                )
+            },
+            "tool calls and lookups naming a subdomain are still checked",
+        );
+        return Some(Host::Name {
+            name: text.to_owned(),
+            resolved: Vec::new(),
+        });
     }
     let resolved = (ctx.resolver)(text).unwrap_or_default();
     if resolved.is_empty() && allowed {

@@ -1,0 +1,124 @@
+//! Addresses a session's resolver handed out, until they expire. The kernel allows connects
+//! to them (through a [`Learner`] it implements); the daemon keeps its own table
+//! ([`Learned`]) to name the host in a kernel denial ("connect to 140.82.112.5:443
+//! (api.github.com)") and to list them in `carapace status`.
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+/// Entries kept per session in [`Learned`]: an agent that resolves names without end (a
+/// wildcard exception) must not grow the daemon without end. Expired entries go first.
+const MAX_PER_SESSION: usize = 16_384;
+
+/// Receives the addresses an allowed name resolved to. The kernel side implements it to
+/// fill its map of learned addresses (keyed by session cgroup and address).
+pub trait Learner: Send + Sync {
+    /// `addr` was handed out to session `session_cgroup` and may be connected to until
+    /// `expires_at_boot_ns` (`CLOCK_BOOTTIME`, as `bpf_ktime_get_boot_ns` reads it).
+    /// `excepted` holds the kernel indices of the rules whose `except:` allows the name
+    /// (empty: no rule speaks of it).
+    fn learn(&self, session_cgroup: u64, addr: IpAddr, expires_at_boot_ns: u64, excepted: &[u32]);
+}
+
+/// Now on `CLOCK_BOOTTIME` in nanoseconds: the clock the kernel's map expiries use (it keeps
+/// counting while the machine sleeps, like TTLs do).
+#[must_use]
+pub fn boot_time_ns() -> u64 {
+    match nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME) {
+        Ok(t) => (t.tv_sec() as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(t.tv_nsec() as u64),
+        // CLOCK_BOOTTIME exists since Linux 2.6.39; without it nothing learned would expire
+        // correctly, so expire everything at once (fail closed).
+        Err(_) => 0,
+    }
+}
+
+/// When an address answered with `ttl` seconds stops being allowed: the TTL clamped to
+/// between 5 s (programs connect a moment after they resolve) and an hour (a long TTL must
+/// not outlive a change of the rules by long), plus 30 s for connects that began in time.
+#[must_use]
+pub fn expiry(now_boot_ns: u64, ttl: u32) -> u64 {
+    const GRACE: Duration = Duration::from_secs(30);
+    let kept = Duration::from_secs(u64::from(ttl.clamp(5, 3600))) + GRACE;
+    now_boot_ns.saturating_add(kept.as_nanos() as u64)
+}
+
+/// One learned address as `carapace status` lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LearnedAddress {
+    pub addr: IpAddr,
+    pub name: String,
+    pub expires_at_boot_ns: u64,
+    pub excepted: Vec<u32>,
+}
+
+/// Learned addresses per session cgroup.
+#[derive(Default)]
+pub struct Learned {
+    sessions: Mutex<HashMap<u64, HashMap<IpAddr, LearnedAddress>>>,
+}
+
+impl Learned {
+    fn lock(&self) -> MutexGuard<'_, HashMap<u64, HashMap<IpAddr, LearnedAddress>>> {
+        // Plain data, each change a single insert or remove: usable after a panic.
+        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records `entry` for `session_cgroup` as of `now_boot_ns`. A later answer for the same
+    /// address replaces the earlier one (the name most recently resolved is the one the
+    /// program is about to connect to).
+    pub fn record(&self, session_cgroup: u64, entry: LearnedAddress, now_boot_ns: u64) {
+        let mut sessions = self.lock();
+        let table = sessions.entry(session_cgroup).or_default();
+        if table.len() >= MAX_PER_SESSION && !table.contains_key(&entry.addr) {
+            table.retain(|_, e| e.expires_at_boot_ns > now_boot_ns);
+            if table.len() >= MAX_PER_SESSION {
+                // Still full of live entries: the one expiring first makes room.
+                if let Some(oldest) = table
+                    .values()
+                    .min_by_key(|e| e.expires_at_boot_ns)
+                    .map(|e| e.addr)
+                {
+                    table.remove(&oldest);
+                }
+            }
+        }
+        table.insert(entry.addr, entry);
+    }
+
+    /// The name `addr` was handed out for in the session, if it has not expired.
+    #[must_use]
+    pub fn lookup(&self, session_cgroup: u64, addr: IpAddr) -> Option<String> {
+        let now = boot_time_ns();
+        self.lock()
+            .get(&session_cgroup)?
+            .get(&addr)
+            .filter(|e| e.expires_at_boot_ns > now)
+            .map(|e| e.name.clone())
+    }
+
+    /// The session's unexpired addresses, by address.
+    #[must_use]
+    pub fn list(&self, session_cgroup: u64) -> Vec<LearnedAddress> {
+        let now = boot_time_ns();
+        let mut out: Vec<LearnedAddress> = self
+            .lock()
+            .get(&session_cgroup)
+            .map(|t| {
+                t.values()
+                    .filter(|e| e.expires_at_boot_ns > now)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort_by_key(|e| e.addr);
+        out
+    }
+
+    /// Forgets a session that ended.
+    pub fn forget(&self, session_cgroup: u64) {
+        self.lock().remove(&session_cgroup);
+    }
+}

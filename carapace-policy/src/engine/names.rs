@@ -1,0 +1,196 @@
+//! Host names as network rules judge them, for a lookup rather than a connection: the
+//! per-session resolver asks here whether a name may be resolved at all, and whether an
+//! answer's address may be handed out for it.
+//!
+//! The semantics are Layer 1's (`evaluate::net_matches`): a rule name `example.com` covers
+//! the name and its subdomains, `*.example.com` the subdomains only. Only rules in force
+//! (`Activation::applies`) in `block` mode whose whole condition is a network match speak
+//! of names; a lookup never reveals a port, so a rule restricted to some ports never
+//! refuses one (the kernel decides per port on connect).
+use std::net::IpAddr;
+
+use super::evaluate::Activation;
+use crate::rules::model::{Cidr, Host, NetMatch};
+use crate::rules::{Cond, Mode, Rule, RuleSet};
+
+/// What the rules say about resolving one name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NameVerdict {
+    /// The name may be resolved. `excepted` holds the kernel indices of the rules whose
+    /// `except:` allows it on every port: the addresses learned for it are exceptions of
+    /// those rules.
+    Allowed { excepted: Vec<u32> },
+    /// The first rule (in rule order) that refuses the name.
+    Refused { rule_id: String, message: String },
+}
+
+/// Whether rule name `pattern` (`example.com`, `*.example.com`, a trailing dot allowed)
+/// covers `name`. ASCII case is ignored; both sides are plain host names.
+#[must_use]
+pub fn covers(pattern: &str, name: &str) -> bool {
+    let pattern = pattern.trim_end_matches('.');
+    let name = name.trim_end_matches('.');
+    match pattern.strip_prefix("*.") {
+        Some(parent) => is_subdomain(name, parent),
+        None => name.eq_ignore_ascii_case(pattern) || is_subdomain(name, pattern),
+    }
+}
+
+/// `name` is `<something>.parent`. Compares bytes so that no slice can split a character.
+fn is_subdomain(name: &str, parent: &str) -> bool {
+    let (name, parent) = (name.as_bytes(), parent.as_bytes());
+    name.len() > parent.len() + 1
+        && name[name.len() - parent.len() - 1] == b'.'
+        && name[name.len() - parent.len()..].eq_ignore_ascii_case(parent)
+}
+
+/// The network match of a rule that speaks of names: `block` mode, in force, a network
+/// condition of its own (composite conditions hold tool or command parts a lookup has not).
+fn network_block<'r>(rule: &'r Rule, activation: &Activation) -> Option<&'r NetMatch> {
+    match &rule.cond {
+        Some(Cond::Net(net)) if rule.mode == Mode::Block && activation.applies(rule) => Some(net),
+        _ => None,
+    }
+}
+
+/// The base of an allow-list: the match holds every address (`host: "*"`, `::/0`,
+/// `0.0.0.0/0`), whatever a name resolves to.
+fn is_allow_list(net: &NetMatch) -> bool {
+    net.cidrs.iter().any(Cidr::is_whole_family)
+}
+
+fn names_cover(net: &NetMatch, name: &str) -> bool {
+    net.names().any(|pattern| covers(pattern, name))
+}
+
+/// Whether an `except:` of `rule` names `name`.
+fn excepted(rule: &Rule, name: &str) -> bool {
+    rule.except_net.iter().any(|e| names_cover(e, name))
+}
+
+/// Whether an `except:` of `rule` names `name` on every port. The kernel learns a name's
+/// addresses as exceptions of whole rules; an exception on some ports only
+/// (`{ host: pypi.org, port: 443 }`) would open every port that way, so it lets the lookup
+/// through but adds no kernel exception (fail closed: connects stay refused).
+fn excepted_on_every_port(rule: &Rule, name: &str) -> bool {
+    rule.except_net
+        .iter()
+        .any(|e| e.ports.is_empty() && names_cover(e, name))
+}
+
+/// What the rules in force say about resolving `name` (case-insensitive, a trailing dot
+/// ignored).
+#[must_use]
+pub fn verdict(rules: &RuleSet, activation: &Activation, name: &str) -> NameVerdict {
+    let name = name.trim_end_matches('.');
+    let mut allowed_by = Vec::new();
+    for rule in rules.rules() {
+        let Some(net) = network_block(rule, activation) else {
+            continue;
+        };
+        if !is_allow_list(net) && !names_cover(net, name) {
+            continue;
+        }
+        if excepted_on_every_port(rule, name) {
+            allowed_by.extend(rule.kernel_index);
+        } else if net.ports.is_empty() && !excepted(rule, name) {
+            return NameVerdict::Refused {
+                rule_id: rule.id.clone(),
+                message: rule.message.clone(),
+            };
+        }
+    }
+    allowed_by.sort_unstable();
+    allowed_by.dedup();
+    NameVerdict::Allowed {
+        excepted: allowed_by,
+    }
+}
+
+/// Whether a rule set needs a resolver per session: some network `block` rule (in force now
+/// or once triggered) names hosts, wildcards included, or is the base of an allow-list.
+#[must_use]
+pub fn needs_resolver(rules: &RuleSet) -> bool {
+    rules.rules().iter().any(|rule| {
+        matches!(&rule.cond, Some(Cond::Net(net))
+            if rule.mode == Mode::Block && (is_allow_list(net) || net.names().next().is_some()))
+    })
+}
+
+/// Addresses no public name should resolve to: pointing an allowed name at them would
+/// turn an allow-list exception into a door to the machine, its network or the cloud
+/// metadata service (DNS rebinding).
+#[must_use]
+pub fn is_private(addr: IpAddr) -> bool {
+    let addr = match addr {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
+        IpAddr::V4(_) => addr,
+    };
+    match addr {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                // 100.64.0.0/10, carrier-grade NAT.
+                || (a == 100 && (64..128).contains(&b))
+        }
+        IpAddr::V6(v6) => {
+            let first = v6.segments()[0];
+            v6.is_loopback()
+                || v6.is_unspecified()
+                // fc00::/7 unique local, fe80::/10 link-local.
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80
+        }
+    }
+}
+
+/// `localhost` and names below it, which resolve to loopback by definition (RFC 6761).
+fn is_localhost(name: &str) -> bool {
+    covers("localhost", name)
+}
+
+/// Whether an answer may give `addr` for `name`: the first rule in force whose allow-list
+/// exception admits `name` but whose exceptions do not hold the private address `addr`, if
+/// any. Such an answer would let the kernel allow what the rule's author refused. A name
+/// allowed explicitly that is `localhost`-like may point at loopback; any other private
+/// address is allowed only through an address exception (`except: [10.1.0.0/16]`).
+#[must_use]
+pub fn private_answer_refused<'r>(
+    rules: &'r RuleSet,
+    activation: &Activation,
+    name: &str,
+    addr: IpAddr,
+) -> Option<&'r Rule> {
+    let addr = match addr {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
+        IpAddr::V4(_) => addr,
+    };
+    if !is_private(addr) {
+        return None;
+    }
+    let name = name.trim_end_matches('.');
+    rules.rules().iter().find(|rule| {
+        let Some(net) = network_block(rule, activation) else {
+            return false;
+        };
+        if !is_allow_list(net) || !excepted(rule, name) {
+            return false;
+        }
+        let by_address = rule.except_net.iter().any(|e| {
+            e.cidrs.iter().any(|c| c.contains(addr))
+                || e.hosts
+                    .iter()
+                    .any(|h| matches!(h, Host::Ip(ip) if *ip == addr))
+        });
+        let loopback_name = is_localhost(name) && addr.is_loopback();
+        !by_address && !loopback_name
+    })
+}
+
+#[cfg(test)]
+#[path = "names_tests.rs"]
+mod tests;

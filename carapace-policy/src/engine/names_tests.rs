@@ -1,0 +1,308 @@
+use std::net::IpAddr;
+
+use super::*;
+use crate::rules::{Homes, Options};
+
+fn fake_resolver(host: &str) -> Option<Vec<IpAddr>> {
+    match host {
+        "pastebin.com" => Some(vec!["192.0.2.9".parse().ok()?]),
+        _ => None,
+    }
+}
+
+fn set(rules: &str) -> RuleSet {
+    let text = format!("version: 1\nbuiltin: none\nrules:\n{rules}");
+    let opts = Options {
+        homes: Homes::fixed(["/home/alice"]),
+        resolver: fake_resolver,
+        host: crate::host::real::host(),
+    };
+    RuleSet::parse_with("t.yaml", &text, &opts).unwrap_or_else(|d| panic!("{d}\n{text}"))
+}
+
+const ALLOW_LIST: &str = "  - id: egress
+    block: { host: \"*\" }
+    except: [api.github.com, \"*.pythonhosted.org\", 10.20.0.0/16, { host: pypi.org, port: 443 }]
+    message: only listed hosts
+";
+
+fn refused_by(v: &NameVerdict) -> Option<&str> {
+    match v {
+        NameVerdict::Refused { rule_id, .. } => Some(rule_id),
+        NameVerdict::Allowed { .. } => None,
+    }
+}
+
+fn index(set: &RuleSet, id: &str) -> u32 {
+    set.by_id(id)
+        .and_then(|r| r.kernel_index)
+        .unwrap_or_else(|| panic!("{id} has no kernel index"))
+}
+
+#[test]
+fn names_cover_themselves_and_their_subdomains_wildcards_only_subdomains() {
+    assert!(covers("example.com", "example.com"));
+    assert!(covers("example.com", "API.Example.COM."));
+    assert!(covers("example.com.", "a.b.example.com"));
+    assert!(!covers("example.com", "badexample.com"));
+    assert!(!covers("example.com", "com"));
+    assert!(covers("*.example.com", "a.example.com"));
+    assert!(!covers("*.example.com", "example.com"));
+    assert!(!covers("*.example.com", "aexample.com"));
+    assert!(!covers("example.com", ""));
+    // Bytes, not characters: no slice splits one.
+    assert!(!covers("é.com", "xé.com"));
+    assert!(covers("é.com", "x.é.com"));
+}
+
+#[test]
+fn an_allow_list_refuses_names_it_does_not_except() {
+    let set = set(ALLOW_LIST);
+    let all = Activation::default();
+    let egress = index(&set, "egress");
+    assert_eq!(
+        verdict(&set, &all, "api.github.com."),
+        NameVerdict::Allowed {
+            excepted: vec![egress]
+        }
+    );
+    assert_eq!(
+        verdict(&set, &all, "uploads.API.github.com"),
+        NameVerdict::Allowed {
+            excepted: vec![egress]
+        }
+    );
+    assert_eq!(
+        verdict(&set, &all, "files.pythonhosted.org"),
+        NameVerdict::Allowed {
+            excepted: vec![egress]
+        }
+    );
+    // An exception on some ports still allows the lookup, but adds no kernel exception:
+    // learned as one, its addresses would be open on every port.
+    assert_eq!(
+        verdict(&set, &all, "pypi.org"),
+        NameVerdict::Allowed { excepted: vec![] }
+    );
+    match verdict(&set, &all, "pythonhosted.org") {
+        NameVerdict::Refused { rule_id, message } => {
+            assert_eq!(
+                (rule_id.as_str(), message.as_str()),
+                ("egress", "only listed hosts")
+            );
+        }
+        v @ NameVerdict::Allowed { .. } => panic!("the apex is not a subdomain: {v:?}"),
+    }
+    assert_eq!(
+        refused_by(&verdict(&set, &all, "github.com")),
+        Some("egress")
+    );
+    assert_eq!(
+        refused_by(&verdict(&set, &all, "evil.example")),
+        Some("egress")
+    );
+}
+
+#[test]
+fn a_port_restricted_allow_list_never_refuses_a_lookup() {
+    let set = set("  - id: web-only
+    block: { host: \"*\", port: [80, 443] }
+    except: [example.org]
+");
+    let all = Activation::default();
+    assert_eq!(
+        verdict(&set, &all, "elsewhere.test"),
+        NameVerdict::Allowed { excepted: vec![] }
+    );
+    assert_eq!(
+        verdict(&set, &all, "www.example.org"),
+        NameVerdict::Allowed {
+            excepted: vec![index(&set, "web-only")]
+        }
+    );
+}
+
+#[test]
+fn rules_naming_hosts_refuse_them_and_their_subdomains() {
+    let set = set("  - id: no-paste
+    block: { host: pastebin.com }
+    message: no pastes
+  - id: no-ngrok
+    block: { host: \"*.ngrok.io\" }
+  - id: ssh-to-git
+    block: { host: git.example.com, port: 22 }
+  - id: warned
+    warn: { host: warned.example }
+");
+    let all = Activation::default();
+    assert_eq!(
+        refused_by(&verdict(&set, &all, "pastebin.com")),
+        Some("no-paste")
+    );
+    assert_eq!(
+        refused_by(&verdict(&set, &all, "Raw.Pastebin.com")),
+        Some("no-paste")
+    );
+    assert_eq!(
+        refused_by(&verdict(&set, &all, "abc.ngrok.io")),
+        Some("no-ngrok")
+    );
+    for allowed in [
+        "ngrok.io",
+        "git.example.com",
+        "warned.example",
+        "docs.rs",
+        "pastebin.co",
+    ] {
+        assert_eq!(
+            verdict(&set, &all, allowed),
+            NameVerdict::Allowed { excepted: vec![] },
+            "{allowed}"
+        );
+    }
+}
+
+#[test]
+fn the_first_refusing_rule_wins_and_exceptions_are_per_rule() {
+    let set = set(&format!(
+        "  - id: no-gist
+    block: {{ host: gist.github.com }}
+  - id: corp
+    block: {{ host: corp.example }}
+    except: [docs.corp.example]
+{ALLOW_LIST}"
+    ));
+    let all = Activation::default();
+    assert_eq!(
+        refused_by(&verdict(&set, &all, "gist.github.com")),
+        Some("no-gist")
+    );
+    assert_eq!(
+        refused_by(&verdict(&set, &all, "corp.example")),
+        Some("corp")
+    );
+    // Excepted by `corp`, refused by the allow-list all the same.
+    assert_eq!(
+        refused_by(&verdict(&set, &all, "docs.corp.example")),
+        Some("egress")
+    );
+    // Named by no rule but the allow-list's exception.
+    assert!(matches!(
+        verdict(&set, &all, "api.github.com"),
+        NameVerdict::Allowed { excepted } if excepted == vec![index(&set, "egress")]
+    ));
+}
+
+#[test]
+fn only_rules_in_force_speak() {
+    let set = set("  - id: after-fetch
+    block: { host: \"*\" }
+    except: [docs.rs]
+    trigger: { after: { actions: [network], tool: [WebFetch] } }
+  - id: no-paste
+    block: { host: pastebin.com }
+");
+    let idle = Activation::default();
+    assert_eq!(
+        verdict(&set, &idle, "example.com"),
+        NameVerdict::Allowed { excepted: vec![] }
+    );
+    let triggered = Activation {
+        activated: ["after-fetch".to_owned()].into(),
+        ..Activation::default()
+    };
+    assert_eq!(
+        refused_by(&verdict(&set, &triggered, "example.com")),
+        Some("after-fetch")
+    );
+    let disabled = Activation {
+        disabled: ["no-paste".to_owned()].into(),
+        ..Activation::default()
+    };
+    assert_eq!(
+        verdict(&set, &disabled, "pastebin.com"),
+        NameVerdict::Allowed { excepted: vec![] }
+    );
+    assert_eq!(
+        refused_by(&verdict(&set, &idle, "pastebin.com")),
+        Some("no-paste")
+    );
+}
+
+#[test]
+fn which_rule_sets_need_a_resolver() {
+    assert!(needs_resolver(&set(ALLOW_LIST)));
+    assert!(needs_resolver(&set("  - block: { host: pastebin.com }\n")));
+    assert!(needs_resolver(&set(
+        "  - block: { host: \"*.ngrok.io\" }\n"
+    )));
+    assert!(needs_resolver(&set(
+        "  - block: { cidr: \"::/0\" }\n    except: [::1]\n"
+    )));
+    // Triggered rules may come into force later in the session.
+    assert!(needs_resolver(&set(
+        "  - block: { host: \"*\" }\n    trigger: { after: { actions: [network] } }\n"
+    )));
+    assert!(!needs_resolver(&set(
+        "  - block: { host: 169.254.169.254 }\n"
+    )));
+    assert!(!needs_resolver(&set("  - block: { cidr: 10.0.0.0/8 }\n")));
+    assert!(!needs_resolver(&set("  - warn: { host: pastebin.com }\n")));
+    assert!(!needs_resolver(&set("  - block: \"~/.ssh/**\"\n")));
+}
+
+#[test]
+fn private_ranges() {
+    for private in [
+        "127.0.0.1",
+        "10.1.2.3",
+        "172.16.0.1",
+        "192.168.1.1",
+        "169.254.169.254",
+        "100.64.0.1",
+        "100.127.255.255",
+        "0.0.0.0",
+        "::1",
+        "::",
+        "fd00::1",
+        "fc00::1",
+        "fe80::1",
+        "::ffff:10.0.0.1",
+    ] {
+        assert!(is_private(private.parse().unwrap()), "{private}");
+    }
+    for public in [
+        "8.8.8.8",
+        "100.128.0.1",
+        "172.32.0.1",
+        "2606:4700::1111",
+        "192.0.2.1",
+    ] {
+        assert!(!is_private(public.parse().unwrap()), "{public}");
+    }
+}
+
+#[test]
+fn allowed_names_may_point_at_private_addresses_only_through_address_exceptions() {
+    let set = set(&format!(
+        "{ALLOW_LIST}  - id: local
+    block: {{ cidr: \"::/0\" }}
+    except: [localhost]
+"
+    ));
+    let all = Activation::default();
+    let refused = |name: &str, addr: &str| {
+        private_answer_refused(&set, &all, name, addr.parse().unwrap()).map(|r| r.id.clone())
+    };
+    assert_eq!(refused("api.github.com", "140.82.112.5"), None);
+    assert_eq!(
+        refused("api.github.com", "169.254.169.254"),
+        Some("egress".into())
+    );
+    assert_eq!(refused("api.github.com", "10.0.0.8"), Some("egress".into()));
+    assert_eq!(refused("api.github.com", "10.20.3.4"), None);
+    assert_eq!(refused("api.github.com", "::ffff:10.20.3.4"), None);
+    // localhost is excepted by `local` but not by the allow-list `egress`.
+    assert_eq!(refused("localhost", "127.0.0.1"), None);
+    assert_eq!(refused("localhost", "10.0.0.1"), Some("local".into()));
+}
