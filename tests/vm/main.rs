@@ -22,6 +22,7 @@ use std::{
 
 mod allowlist;
 mod attach;
+mod dns;
 mod isolation;
 mod limits;
 mod matcher;

@@ -251,6 +251,7 @@ async fn run(
         Err(reason) => (None, Some(reason)),
     };
     let events = kernel.as_mut().and_then(Kernel::take_events);
+    let dns_maps = kernel.as_ref().and_then(Kernel::dns);
     let db = Db::open(&args.data_dir).context("cannot open the session database")?;
     let sessions = SessionManager::open(hierarchy, root, Arc::new(db), kernel)
         .context("cannot load the session store")?;
@@ -269,6 +270,13 @@ async fn run(
             .with_resolvers(crate::dns::SessionResolvers::new(settings.dns, None)),
     );
     daemon.audit.attach(Arc::clone(&ledger));
+    // Sessions' DNS reaches their resolvers only where the kernel redirects it.
+    if let Some(maps) = dns_maps {
+        let kernel_dns = Arc::new(crate::kernel::dns_maps::KernelDns(maps));
+        daemon
+            .resolvers
+            .attach_kernel(kernel_dns.clone(), kernel_dns);
+    }
     let _metrics = match args.metrics {
         Some(addr) => Some(serve_metrics(Arc::clone(&daemon), addr).await?),
         None => None,

@@ -4,6 +4,7 @@
 //! both (`dns_redirect`, `matcher::check_net`); only the daemon writes them.
 
 use std::net::IpAddr;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context as _;
 use aya::maps::{HashMap, Map, MapData};
@@ -68,6 +69,16 @@ impl DnsMaps {
         Ok(())
     }
 
+    /// Forgets every learned address: after a reload, rule indices may name other rules, so
+    /// an exception learned for one must not carry over to another. Sessions look the names
+    /// up again; until they do, connects to those addresses are refused (fail closed).
+    pub fn forget_learned(&mut self) {
+        let keys: Vec<LearnedKey> = self.learned.keys().filter_map(Result::ok).collect();
+        for k in keys {
+            let _ = self.learned.remove(&k);
+        }
+    }
+
     /// Records that session `cgroup`'s resolver answered `addr` for a name the rules
     /// `rules` (kernel indices) allow, until `expires` (`CLOCK_BOOTTIME` ns). An address
     /// already learned keeps its other rules and the later expiry; rules past
@@ -98,5 +109,48 @@ impl DnsMaps {
         self.learned
             .insert(key, entry, 0)
             .with_context(|| format!("cannot record the address {addr} for session {cgroup}"))
+    }
+}
+
+/// The maps as the sessions' resolvers use them (`crate::dns`): where each listens, and
+/// what each handed out.
+pub struct KernelDns(pub Arc<Mutex<DnsMaps>>);
+
+impl crate::dns::ResolverRegistry for KernelDns {
+    fn set_resolver(&self, session_cgroup: u64, port: u16) -> anyhow::Result<()> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .set_resolver(session_cgroup, port)
+    }
+
+    fn clear_resolver(&self, session_cgroup: u64) {
+        if let Err(e) = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear_resolver(session_cgroup)
+        {
+            tracing::warn!(cgroup = session_cgroup, "{e:#}");
+        }
+    }
+}
+
+impl crate::dns::Learner for KernelDns {
+    fn learn(&self, session_cgroup: u64, addr: IpAddr, expires_at_boot_ns: u64, excepted: &[u32]) {
+        // An address no rule excepts opens nothing in the kernel: the userspace table
+        // keeps its name for messages.
+        if excepted.is_empty() {
+            return;
+        }
+        if let Err(e) = self.0.lock().unwrap_or_else(PoisonError::into_inner).learn(
+            session_cgroup,
+            addr,
+            expires_at_boot_ns,
+            excepted,
+        ) {
+            // Not recorded: connects to it stay refused (fail closed).
+            tracing::warn!(cgroup = session_cgroup, "{e:#}");
+        }
     }
 }

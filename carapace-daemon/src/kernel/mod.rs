@@ -156,7 +156,13 @@ impl Kernel {
     /// Replaces the rules in the maps with `image`, never leaving a moment where neither the
     /// old nor the new rules apply (see `KernelMaps::replace_image`).
     pub fn apply(&mut self, image: &KernelImage) -> anyhow::Result<()> {
-        self.maps.replace_image(image)
+        self.maps.replace_image(image)?;
+        if let Some(dns) = &self.dns {
+            dns.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .forget_learned();
+        }
+        Ok(())
     }
 
     /// Tags a session cgroup so the programs act on it and its descendants. Keeps the rule
