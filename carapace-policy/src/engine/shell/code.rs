@@ -465,6 +465,11 @@ impl Walker<'_> {
                 .unparsable("the inline code is too complex to analyse (work limit reached)");
             return;
         };
+        if fetches_and_evaluates(code) {
+            // `fetch(URL).then(r => r.text()).then(eval)`: the fetched text is handed to the
+            // language's own evaluator by reference, where no call site shows it.
+            self.runs_download("code", Reach::Stdin);
+        }
         let remote = remote_stdio(code);
         if remote && RUNS.iter().any(|r| code.contains(r)) {
             // Whatever it runs may come from the connection (`system $_ while <>`).
@@ -849,6 +854,35 @@ fn script_flag_value(name: &str, args: &[String]) -> Vec<String> {
         }
     }
     out
+}
+
+/// Whether inline code fetches a URL and hands text to the language's evaluator as a
+/// function value (a promise's continuation, a callback), the spelling the call-site
+/// analysis cannot follow.
+fn fetches_and_evaluates(code: &str) -> bool {
+    const FETCHES: &[&str] = &[
+        "fetch(",
+        "axios",
+        "http.get(",
+        "https.get(",
+        "('http').get(",
+        "('https').get(",
+        "(\"http\").get(",
+        "(\"https\").get(",
+        "got(",
+        "request(",
+    ];
+    const EVALUATES: &[&str] = &[
+        "then(eval)",
+        "then(Function",
+        "then(new Function",
+        "then(vm.runInThisContext)",
+        "then(vm.runInNewContext)",
+        "(eval)",
+    ];
+    code.contains("://")
+        && FETCHES.iter().any(|f| code.contains(f))
+        && EVALUATES.iter().any(|e| code.contains(e))
 }
 
 /// Words of code that starts programs, in the languages agents write one-liners in.
