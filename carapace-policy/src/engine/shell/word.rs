@@ -261,7 +261,19 @@ impl Expansion {
                 } else {
                     c.to_string()
                 };
-                let value = var(ctx, &name);
+                let mut value = var(ctx, &name);
+                if c == '*' && quoted {
+                    // `"$*"` joins the parameters with IFS's first character (none when IFS
+                    // is empty): `IFS=/; set -- root .ssh id_rsa; cat "/$*"`. They are kept
+                    // joined by spaces, so a parameter's own spaces change too: a wider
+                    // reading, never a narrower one.
+                    if let Some(ifs) = ctx.var("IFS") {
+                        let sep: String = ifs.chars().take(1).collect();
+                        if sep != " " {
+                            value = value.replace(' ', &sep);
+                        }
+                    }
+                }
                 self.started = true;
                 // `"$@"` is one word per parameter, quoted or not.
                 self.expanded(&value, quoted && c != '@');
