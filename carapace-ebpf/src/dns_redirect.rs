@@ -110,20 +110,28 @@ fn remember(ctx: &SockAddrContext, orig: &OrigDst) {
     let _ = ORIG_DST.insert(&cookie, orig, 0);
 }
 
+/// For a DNS connect or datagram of a session with a resolver: the resolver's port, and
+/// the record of where the socket meant to go (address to be filled in).
+#[inline(always)]
+fn dns_target(sa: &bpf_sock_addr, family: u16) -> Option<(u16, OrigDst)> {
+    if sa.user_port != wire_port(DNS_PORT) {
+        return None;
+    }
+    let port = resolver_port()?;
+    let orig = OrigDst {
+        port: DNS_PORT.to_be(),
+        family,
+        ..OrigDst::default()
+    };
+    Some((port, orig))
+}
+
 #[inline(always)]
 fn redirect4(ctx: &SockAddrContext) {
     // SAFETY: the kernel passes a valid `bpf_sock_addr` for the program's lifetime.
     let sa: &mut bpf_sock_addr = unsafe { &mut *ctx.sock_addr };
-    if sa.user_port != wire_port(DNS_PORT) {
+    let Some((port, mut orig)) = dns_target(sa, AF_INET) else {
         return;
-    }
-    let Some(port) = resolver_port() else {
-        return;
-    };
-    let mut orig = OrigDst {
-        port: DNS_PORT.to_be(),
-        family: AF_INET,
-        ..OrigDst::default()
     };
     orig.addr[..4].copy_from_slice(&sa.user_ip4.to_ne_bytes());
     remember(ctx, &orig);
@@ -135,16 +143,8 @@ fn redirect4(ctx: &SockAddrContext) {
 fn redirect6(ctx: &SockAddrContext) {
     // SAFETY: as in `redirect4`.
     let sa: &mut bpf_sock_addr = unsafe { &mut *ctx.sock_addr };
-    if sa.user_port != wire_port(DNS_PORT) {
+    let Some((port, mut orig)) = dns_target(sa, AF_INET6) else {
         return;
-    }
-    let Some(port) = resolver_port() else {
-        return;
-    };
-    let mut orig = OrigDst {
-        port: DNS_PORT.to_be(),
-        family: AF_INET6,
-        ..OrigDst::default()
     };
     let words = [
         sa.user_ip6[0],
