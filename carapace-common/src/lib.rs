@@ -316,6 +316,11 @@ pub struct OrigDst {
 /// `RuleMeta::flags`: the rule is on in every session unless disabled (no trigger).
 pub const RULE_ALWAYS_ON: u32 = 1;
 
+/// `RuleMeta::flags`: a network rule that blocks every address (the base of an allow-list,
+/// `host: "*"`). For DNS of a session with a resolver it gives way: the resolver judges the
+/// names, and the connect goes to it. Rules that name addresses still refuse port 53 there.
+pub const RULE_EVERY_ADDRESS: u32 = 2;
+
 /// Per-rule data the programs need, in an array indexed by rule index.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -9,7 +9,7 @@
 
 use carapace_common::{
     has, op, slot_bit, Config, InodeKey, NetRefs, RuleRefs, DFA_CELLS, DFA_CHUNK, DFA_EARLY_FLAG,
-    DFA_GROUPS, DFA_STATES, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
+    DFA_GROUPS, DFA_STATES, PATH_MAX, REFS_PER_KEY, REF_EXCEPT, RULE_EVERY_ADDRESS,
 };
 
 use aya_ebpf::{
@@ -407,7 +407,7 @@ fn learned_excepts(cgroup: u64, addr: &[u8; 16], rule: u32) -> bool {
 
 /// Judges a connect to `addr` (IPv4-mapped for IPv4) and `port` (host order).
 #[inline(always)]
-pub fn check_net(addr: [u8; 16], port: u16, session: &Session) -> Option<Verdict> {
+pub fn check_net(addr: [u8; 16], port: u16, session: &Session, dns: bool) -> Option<Verdict> {
     let state = session.state;
     let key = aya_ebpf::maps::lpm_trie::Key::new(128, addr);
     let refs: &NetRefs = NETS.get(&key)?;
@@ -432,6 +432,11 @@ pub fn check_net(addr: [u8; 16], port: u16, session: &Session) -> Option<Verdict
         let Some(meta) = RULES.get(r.rule) else {
             continue;
         };
+        // DNS going to the session's resolver: an allow-list's base leaves it to the
+        // resolver, which judges the names (`RULE_EVERY_ADDRESS`).
+        if dns && meta.flags & RULE_EVERY_ADDRESS != 0 {
+            continue;
+        }
         if learned_excepts(session.cgroup, &addr, r.rule) {
             continue;
         }

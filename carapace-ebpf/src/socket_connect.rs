@@ -55,12 +55,11 @@ pub fn inet(session: &Session, sockaddr: *const u8, family: u16) -> Option<i32> 
         kread::read::<[u8; 16]>(sockaddr, 8, errsite::READ_SOCKADDR)?
     };
     // The DNS redirection programs send this to the session's resolver (they run after
-    // this hook, on the same address).
+    // this hook, on the same address): allow-lists leave it to the resolver, rules naming
+    // this address still refuse it.
     // SAFETY: map values live as long as the map; only presence is read.
-    if port == DNS_PORT && unsafe { RESOLVERS.get(&session.cgroup) }.is_some() {
-        return None;
-    }
-    let verdict = matcher::check_net(addr, port, session)?;
+    let dns = port == DNS_PORT && unsafe { RESOLVERS.get(&session.cgroup) }.is_some();
+    let verdict = matcher::check_net(addr, port, session, dns)?;
     let subject = Subject {
         kind: subject::INET,
         path: None,

@@ -1652,3 +1652,30 @@ fn one_call_loads_plan_a_rule_for_the_kernel_when_asked() {
     }
     assert!(kernel > 10 && kernel < eager.rules().len(), "{kernel}");
 }
+
+/// An allow-list's base (every address) is flagged so that DNS to a session's resolver gets
+/// past it in the kernel; a rule naming addresses is not, and still refuses port 53 there.
+#[test]
+fn allow_list_bases_are_flagged_for_the_resolver() {
+    let set = ok(&user(
+        "  - { id: egress, block: { host: \"*\" }, except: [10.1.2.3] }\n  \
+         - { id: meta, block: { host: 169.254.169.254 } }\n  \
+         - { id: v4, block: { cidr: 0.0.0.0/0, port: 8093 } }\n",
+    ));
+    let flags = |id: &str| {
+        let index = set
+            .by_id(id)
+            .and_then(|r| r.kernel_index)
+            .expect("in the kernel");
+        set.kernel_image().rules[index as usize].flags
+    };
+    assert_eq!(
+        flags("egress"),
+        RULE_ALWAYS_ON | carapace_common::RULE_EVERY_ADDRESS
+    );
+    assert_eq!(flags("meta"), RULE_ALWAYS_ON);
+    assert_eq!(
+        flags("v4"),
+        RULE_ALWAYS_ON | carapace_common::RULE_EVERY_ADDRESS
+    );
+}

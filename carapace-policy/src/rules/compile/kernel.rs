@@ -10,7 +10,7 @@ use crate::host::{FileKind, Host};
 
 use carapace_common::{
     op, Config, NetRef, RuleMeta, RuleRef, MAX_RULES, NAME_MAX, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
-    RULE_ALWAYS_ON,
+    RULE_ALWAYS_ON, RULE_EVERY_ADDRESS,
 };
 
 use crate::image::KernelImage;
@@ -354,10 +354,14 @@ pub(crate) fn compile_with(
         let index = next;
         next += 1;
         let ops = rule_ops(rule);
+        let every_address = matches!(
+            &plan,
+            Plan::Net { entries, .. } if entries.iter().any(|(cidr, _)| cidr.is_whole_family())
+        );
         let flags = match rule.trigger {
             None | Some(Trigger::Always) => RULE_ALWAYS_ON,
             Some(_) => 0,
-        };
+        } | if every_address { RULE_EVERY_ADDRESS } else { 0 };
         image.rules.push(RuleMeta { ops, flags });
         match plan {
             Plan::Path {
