@@ -68,13 +68,19 @@ impl Walker<'_> {
         stdin: Feed,
     ) -> Feed {
         let piped = (!stdin.text.is_empty()).then(|| stdin.joined());
-        let sends_environ_file = args.iter().any(|a| {
-            let file = a.rsplit_once('@').map_or(
-                a.strip_prefix("--post-file=").unwrap_or(a.as_str()),
-                |(_, f)| f,
-            );
-            self.file_feed(file, ctx).is_some_and(|f| f.environment)
-        });
+        // Only when some file could hold the environment: this normalises every argument
+        // as a path, on every network command.
+        let may_hold_environment = self.files.iter().any(|(_, f)| f.environment)
+            || self.fd_feeds.iter().any(|(_, f)| f.environment)
+            || args.iter().any(|a| a.contains("environ"));
+        let sends_environ_file = may_hold_environment
+            && args.iter().any(|a| {
+                let file = a.rsplit_once('@').map_or(
+                    a.strip_prefix("--post-file=").unwrap_or(a.as_str()),
+                    |(_, f)| f,
+                );
+                self.file_feed(file, ctx).is_some_and(|f| f.environment)
+            });
         if (stdin.environment && sends_stdin(name, args))
             || self.env_words > 0
             || sends_environ_file
