@@ -3,10 +3,10 @@
 
 use std::{
     fs,
-    io::{BufRead as _, BufReader, Write as _},
+    io::{BufRead as _, BufReader, Write},
     path::{Path, PathBuf},
     process::{Command, Stdio},
-    sync::mpsc,
+    sync::{mpsc, Mutex},
     thread,
     time::{Duration, Instant},
 };
@@ -73,19 +73,44 @@ pub fn vm(args: &VmArgs) -> Result<i32> {
     run_vm(args, bins.as_deref())
 }
 
-/// Boots the VM with the Carapace binaries of `bins` (none: no daemon).
+/// Boots the VM with the Carapace binaries of `bins` (none: no daemon), its console on
+/// stdout.
 pub fn run_vm(args: &VmArgs, bins: Option<&Path>) -> Result<i32> {
-    let vmlinuz = kernel::ensure(args.kernel)?;
-    let base = initramfs::base()?;
-    let mut overlay = overlay(args, bins)?;
-    let runs = vm_cache_dir()?.join("runs");
-    fs::create_dir_all(&runs)?;
-    remove_stale(&runs);
-    let initrd = runs.join(format!("initrd-{}.cpio", std::process::id()));
-    let written = initramfs::write_initrd(&base, &mut overlay, &initrd);
-    let _ = fs::remove_dir_all(strip_dir()?);
-    written?;
-    let result = boot(args, &vmlinuz, &initrd);
+    run_vm_to(args, bins, Box::new(std::io::stdout()))
+}
+
+/// Held while a run downloads its kernel and writes its initrd: VMs of several kernels boot
+/// side by side (`cargo xtask test`), but the shared cache and the strip directory are
+/// filled one run at a time.
+static PREPARE: Mutex<()> = Mutex::new(());
+
+/// [`run_vm`] with the guest's console written to `console` instead of stdout.
+pub fn run_vm_to(
+    args: &VmArgs,
+    bins: Option<&Path>,
+    console: Box<dyn Write + Send>,
+) -> Result<i32> {
+    let (vmlinuz, initrd) = {
+        let _one_at_a_time = PREPARE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let vmlinuz = kernel::ensure(args.kernel)?;
+        let base = initramfs::base()?;
+        let mut overlay = overlay(args, bins)?;
+        let runs = vm_cache_dir()?.join("runs");
+        fs::create_dir_all(&runs)?;
+        remove_stale(&runs);
+        let initrd = runs.join(format!(
+            "initrd-{}-{}.cpio",
+            std::process::id(),
+            args.kernel.name()
+        ));
+        let written = initramfs::write_initrd(&base, &mut overlay, &initrd);
+        let _ = fs::remove_dir_all(strip_dir()?);
+        written?;
+        (vmlinuz, initrd)
+    };
+    let result = boot(args, &vmlinuz, &initrd, console);
     let _ = fs::remove_file(&initrd);
     result
 }
@@ -97,10 +122,13 @@ fn remove_stale(runs: &Path) {
     };
     for e in entries.filter_map(Result::ok) {
         let name = e.file_name().to_string_lossy().into_owned();
+        // initrd-PID-KERNEL.cpio, stripped-PID
         let pid = name
             .trim_start_matches("initrd-")
             .trim_start_matches("stripped-")
-            .trim_end_matches(".cpio");
+            .split('-')
+            .next()
+            .unwrap_or_default();
         if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
             let path = e.path();
             let _ = fs::remove_dir_all(&path);
@@ -263,7 +291,7 @@ fn qemu(args: &VmArgs, vmlinuz: &Path, initrd: &Path) -> Command {
     cmd
 }
 
-fn boot(args: &VmArgs, vmlinuz: &Path, initrd: &Path) -> Result<i32> {
+fn boot(args: &VmArgs, vmlinuz: &Path, initrd: &Path, out: Box<dyn Write + Send>) -> Result<i32> {
     let mut cmd = qemu(args, vmlinuz, initrd);
     let t0 = Instant::now();
     let mut child = cmd
@@ -271,7 +299,8 @@ fn boot(args: &VmArgs, vmlinuz: &Path, initrd: &Path) -> Result<i32> {
         .context("cannot start qemu-system-x86_64 (run `cargo xtask setup`)")?;
     let stdout = child.stdout.take().expect("piped stdout");
     let (tx, rx) = mpsc::channel();
-    let reader = thread::spawn(move || console(stdout, &tx));
+    let reader = thread::spawn(move || console(stdout, &tx, out));
+    let vm = format!("vm {}", args.kernel.name());
 
     let deadline = t0 + Duration::from_secs(args.timeout);
     let mut status = None;
@@ -300,7 +329,7 @@ fn boot(args: &VmArgs, vmlinuz: &Path, initrd: &Path) -> Result<i32> {
         match event {
             Ok(Event::Started) => {
                 eprintln!(
-                    "vm: command started {:.1} s after QEMU",
+                    "{vm}: command started {:.1} s after QEMU",
                     t0.elapsed().as_secs_f64()
                 );
             }
@@ -336,7 +365,7 @@ fn boot(args: &VmArgs, vmlinuz: &Path, initrd: &Path) -> Result<i32> {
     let elapsed = t0.elapsed().as_secs_f64();
     match status {
         Some(s) => {
-            eprintln!("vm: command exited with status {s} ({elapsed:.1} s in total)");
+            eprintln!("{vm}: command exited with status {s} ({elapsed:.1} s in total)");
             Ok(s)
         }
         None if timed_out => bail!(
@@ -351,9 +380,12 @@ fn boot(args: &VmArgs, vmlinuz: &Path, initrd: &Path) -> Result<i32> {
     }
 }
 
-/// Streams the serial console to stdout (without \r) and reports the markers.
-fn console(stdout: std::process::ChildStdout, tx: &mpsc::Sender<Event>) {
-    let mut out = std::io::stdout();
+/// Streams the serial console to `out` (without \r) and reports the markers.
+fn console(
+    stdout: std::process::ChildStdout,
+    tx: &mpsc::Sender<Event>,
+    mut out: Box<dyn Write + Send>,
+) {
     let mut r = BufReader::new(stdout);
     let mut buf = Vec::new();
     loop {
