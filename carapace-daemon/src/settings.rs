@@ -7,18 +7,22 @@
 //!   timeout_seconds: 300   # longest a call waits for the user's answer; then it expires (= deny)
 //! dns:
 //!   refuse_with: refused   # or nxdomain: the answer to a lookup the rules refuse
+//! audit:
+//!   acknowledge: written   # or synced: a decision waits for its record's fdatasync too
 //! llm: { … }
 //! ```
 use std::path::Path;
 use std::time::Duration;
 
+use crate::audit::ledger::Acknowledge;
 use crate::llm::config::FILE_NAME;
 use carapace_policy::rules::diag::{did_you_mean, Sink};
 use carapace_policy::rules::yaml::{self, Node, NodeKind, Span};
 use carapace_policy::rules::Diagnostics;
 
-const SECTIONS: &[&str] = &["llm", "approvals", "dns"];
+const SECTIONS: &[&str] = &["llm", "approvals", "dns", "audit"];
 const APPROVAL_KEYS: &[&str] = &["timeout_seconds"];
+const AUDIT_KEYS: &[&str] = &["acknowledge"];
 /// A day: longer waits would park agents (and their sessions) indefinitely.
 const MAX_APPROVAL_TIMEOUT: u64 = 86_400;
 
@@ -28,6 +32,8 @@ pub struct Settings {
     pub approval_timeout: Option<Duration>,
     /// The `dns:` section: how the sessions' resolvers refuse names (`crate::dns`).
     pub dns: crate::dns::DnsSettings,
+    /// The `audit:` section: when a decision may be given relative to its record's sync.
+    pub audit_acknowledge: Acknowledge,
 }
 
 /// The text of `dir/config.yaml` and its name for diagnostics; `None` when there is none.
@@ -96,6 +102,9 @@ pub fn parse(origin: &str, text: &str) -> Result<Settings, Diagnostics> {
     if let Some(node) = root.get("dns") {
         settings.dns = crate::dns::settings::parse(node, &mut sink);
     }
+    if let Some(node) = root.get("audit") {
+        settings.audit_acknowledge = audit(node, &mut sink);
+    }
     if sink.error_count() > 0 {
         return Err(Diagnostics(sink.items));
     }
@@ -141,6 +150,52 @@ fn approvals(node: &Node, sink: &mut Sink) -> Option<Duration> {
     secs.map(Duration::from_secs)
 }
 
+fn audit(node: &Node, sink: &mut Sink) -> Acknowledge {
+    let NodeKind::Map(entries) = &node.kind else {
+        if !node.is_null() {
+            sink.error(
+                node.span,
+                None,
+                format!("`audit` must be a mapping, found {}", node.describe()),
+                "write `audit:` and indent `acknowledge: written` below it",
+            );
+        }
+        return Acknowledge::default();
+    };
+    for (k, _) in entries {
+        let name = k.as_str().unwrap_or("");
+        if !AUDIT_KEYS.contains(&name) {
+            sink.error(
+                k.span,
+                None,
+                format!("unknown `audit` setting `{name}`"),
+                &did_you_mean(name, AUDIT_KEYS),
+            );
+        }
+    }
+    let Some(value) = node.get("acknowledge") else {
+        return Acknowledge::default();
+    };
+    match value.as_str().map(str::trim) {
+        Some("written") => Acknowledge::Written,
+        Some("synced") => Acknowledge::Synced,
+        _ => {
+            sink.error(
+                value.span,
+                None,
+                format!(
+                    "`acknowledge` must be `written` or `synced`, found {}",
+                    value.describe()
+                ),
+                "`written`: a decision is given once its audit record is written (survives a \
+                 crash of carapaced); `synced`: also after the disk flushed it (survives a power \
+                 loss, slower)",
+            );
+            Acknowledge::default()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,6 +218,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("timeout_seconds"), "{e}");
+    }
+
+    #[test]
+    fn the_audit_acknowledgement() {
+        assert_eq!(
+            parse("c", "").unwrap().audit_acknowledge,
+            Acknowledge::Written
+        );
+        let s = parse("c", "audit:\n  acknowledge: synced\n").unwrap();
+        assert_eq!(s.audit_acknowledge, Acknowledge::Synced);
+        let e = parse("c", "audit:\n  acknowledge: always\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("c:2:") && e.contains("`written` or `synced`"),
+            "{e}"
+        );
+        let e = parse("c", "audit:\n  acknowlege: synced\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("acknowledge"), "{e}");
     }
 
     proptest! {

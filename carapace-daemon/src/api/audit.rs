@@ -383,7 +383,10 @@ mod tests {
         assert_eq!(status.code(), tonic::Code::Unavailable);
 
         let dir = tempfile::tempdir().unwrap();
-        let options = crate::audit::Options { segment_bytes: 1 };
+        let options = crate::audit::Options {
+            segment_bytes: 1,
+            ..crate::audit::Options::default()
+        };
         let (ledger, _) = Ledger::open(dir.path(), options).unwrap();
         let log = AuditLog::default();
         log.attach(Arc::new(ledger));

@@ -1080,27 +1080,36 @@ impl Service {
         let rules = self.daemon.rules();
         let wait = std::time::Duration::from_secs(u64::from(req.wait_seconds))
             .min(self.daemon.approval_timeout);
-        // One rule set for the whole decision: check, LLM review, recording.
+        // One rule set for the whole decision: check, LLM review, recording. Without a model
+        // to ask, check and record run in one blocking task (one thread hop per call).
         let (daemon, rules2, peer2, req2) = (
             Arc::clone(&self.daemon),
             Arc::clone(&rules),
             peer.clone(),
             req.clone(),
         );
-        let (mut ev, for_review) =
-            tokio::task::spawn_blocking(move || evaluate::check(&daemon, &rules2, &peer2, &req2))
-                .await
-                .map_err(|e| blocking_failed(&e))??;
-        let fired = match &for_review {
-            Some(r) => evaluate::review(&self.daemon.reviewer, &rules, &mut ev, r).await,
-            None => Vec::new(),
-        };
-        let (daemon, rules2) = (Arc::clone(&self.daemon), Arc::clone(&rules));
-        let mut ev = tokio::task::spawn_blocking(move || {
-            evaluate::settle(&daemon, &rules2, &peer, &req, ev, &fired)
+        let checked = tokio::task::spawn_blocking(move || {
+            let (ev, for_review) = evaluate::check(&daemon, &rules2, &peer2, &req2)?;
+            match for_review {
+                Some(r) => Ok(Err((ev, r))),
+                None => evaluate::settle(&daemon, &rules2, &peer2, &req2, ev, &[]).map(Ok),
+            }
         })
         .await
         .map_err(|e| blocking_failed(&e))??;
+        let mut ev = match checked {
+            Ok(settled) => settled,
+            Err((mut ev, for_review)) => {
+                let fired =
+                    evaluate::review(&self.daemon.reviewer, &rules, &mut ev, &for_review).await;
+                let (daemon, rules2) = (Arc::clone(&self.daemon), Arc::clone(&rules));
+                tokio::task::spawn_blocking(move || {
+                    evaluate::settle(&daemon, &rules2, &peer, &req, ev, &fired)
+                })
+                .await
+                .map_err(|e| blocking_failed(&e))??
+            }
+        };
         if let Some(pending) = ev.approval.as_ref().filter(|_| !wait.is_zero()) {
             let answer = self
                 .daemon

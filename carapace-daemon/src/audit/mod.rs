@@ -17,13 +17,22 @@
 //! what a rule matched, paths) goes through [`redact::redact`] first.
 //!
 //! # Durability (fsync policy)
-//! A record is acknowledged only after it is written and `fdatasync`ed; then the head is
-//! rewritten in place (not synced per commit: it can only lag behind synced records after a
-//! power loss, never point past them). Callers wait for the acknowledgement before they
-//! answer (group commit: records arriving while a batch is being synced go out together in
-//! the next one). So a crash — `kill -9` of the daemon included — loses no acknowledged
-//! record; at worst it leaves an unfinished last line, never acknowledged, which the next
-//! start cuts off and mentions in its `ledger-opened` record.
+//! Records are written in batches (group commit: records arriving while a batch is written
+//! and synced go out together in the next), each batch followed by one `fdatasync`; then the
+//! head is rewritten in place (not synced per commit: it can only lag behind synced records
+//! after a power loss, never point past them). Callers wait for the acknowledgement before
+//! they answer. When, is config.yaml's `audit: { acknowledge: … }`:
+//! - `written` (default): once the batch is written. A crash of carapaced — `kill -9`
+//!   included — loses no acknowledged record (the kernel's page cache holds it); a power
+//!   loss or kernel crash can lose the one batch written but not yet synced (the sync starts
+//!   at once: about a millisecond). The flush's latency (0.2–4 ms by disk) stays out of every
+//!   decision. A sync that fails after the acknowledgement cannot be taken back: the ledger
+//!   stops and every later decision is refused until restart.
+//! - `synced`: only after the `fdatasync`, so not even a power loss loses an acknowledged
+//!   record.
+//!
+//! Either way a crash leaves at worst an unfinished last line, never acknowledged, which the
+//! next start cuts off and mentions in its `ledger-opened` record.
 //!
 //! # Failure policy (fail closed)
 //! The daemon does not start when the ledger cannot be opened, or when its end is damaged or

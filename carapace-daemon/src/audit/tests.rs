@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 
 use super::files::{self, audit_dir};
+use super::ledger::Acknowledge;
 use super::verify::{verify, Problem};
 use super::{Event, Kind, Ledger, Options};
 
@@ -26,7 +27,14 @@ fn event(n: u64) -> Event {
 /// A ledger with `n` records (segments of `segment_bytes`), closed.
 fn ledger(n: u64, segment_bytes: u64) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let (ledger, _) = Ledger::open(dir.path(), Options { segment_bytes }).unwrap();
+    let (ledger, _) = Ledger::open(
+        dir.path(),
+        Options {
+            segment_bytes,
+            ..Options::default()
+        },
+    )
+    .unwrap();
     for i in 1..=n {
         assert_eq!(ledger.append_blocking(event(i)).unwrap(), i);
     }
@@ -178,6 +186,7 @@ fn rotation_chains_across_segments_and_tampering_there_is_found() {
         dir.path(),
         Options {
             segment_bytes: 1024,
+            ..Options::default()
         },
     )
     .unwrap();
@@ -269,7 +278,14 @@ fn a_failed_write_is_refused_and_the_chain_stays_whole() {
     let dir = ledger(2, u64::MAX);
     let path = segment(dir.path(), 1);
     let before = fs::read(&path).unwrap();
-    let (ledger, _) = Ledger::open(dir.path(), Options { segment_bytes: 1 }).unwrap();
+    let (ledger, _) = Ledger::open(
+        dir.path(),
+        Options {
+            segment_bytes: 1,
+            ..Options::default()
+        },
+    )
+    .unwrap();
     // The next record starts segment 2, which points at a device that is always full.
     std::os::unix::fs::symlink("/dev/full", segment(dir.path(), 2)).unwrap();
     let err = ledger.append_blocking(event(3)).unwrap_err();
@@ -290,6 +306,33 @@ fn a_failed_write_is_refused_and_the_chain_stays_whole() {
     ledger.close();
     let report = verify(&audit_dir(dir.path())).unwrap();
     assert_eq!((report.records, report.segments), (3, 2));
+}
+
+#[test]
+fn an_acknowledged_record_is_in_its_segment_whichever_the_acknowledgement() {
+    for acknowledge in [Acknowledge::Written, Acknowledge::Synced] {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options {
+            acknowledge,
+            ..Options::default()
+        };
+        let (ledger, _) = Ledger::open(dir.path(), options).unwrap();
+        for i in 1..=5 {
+            assert_eq!(ledger.append_blocking(event(i)).unwrap(), i);
+            // What a crash of carapaced right after the answer leaves (the page cache keeps
+            // a written record): the record is in the segment already.
+            let on_disk = lines(&segment(dir.path(), 1));
+            assert_eq!(on_disk.len() as u64, i, "{acknowledge:?}");
+            assert!(on_disk[i as usize - 1].contains(&format!("call {i}")));
+        }
+        ledger.close();
+        let report = verify(&audit_dir(dir.path())).unwrap();
+        assert_eq!(report.records, 5, "{acknowledge:?}");
+        // Closed, the head names the last record in both modes.
+        let (reopened, recovery) = Ledger::open(dir.path(), options).unwrap();
+        assert_eq!((recovery.head.seq, recovery.beyond_head), (5, 0));
+        reopened.close();
+    }
 }
 
 proptest! {

@@ -323,7 +323,14 @@ mod tests {
     #[test]
     fn follow_reads_complete_lines_across_segments() {
         let dir = tempfile::tempdir().unwrap();
-        let (ledger, _) = Ledger::open(dir.path(), Options { segment_bytes: 600 }).unwrap();
+        let (ledger, _) = Ledger::open(
+            dir.path(),
+            Options {
+                segment_bytes: 600,
+                ..Options::default()
+            },
+        )
+        .unwrap();
         let audit = audit_dir(dir.path());
         let mut cursor = Cursor {
             segment: 1,

@@ -209,9 +209,16 @@ fn create_data_dir(dir: &Path) -> anyhow::Result<()> {
 
 /// Opens the audit ledger; a ledger that cannot be opened or whose end is damaged stops the
 /// start (see `audit` for why).
-async fn open_ledger(data_dir: &Path) -> anyhow::Result<Arc<Ledger>> {
-    let (ledger, recovery) = Ledger::open(data_dir, audit::Options::default())
-        .context("cannot open the audit ledger")?;
+async fn open_ledger(
+    data_dir: &Path,
+    acknowledge: audit::ledger::Acknowledge,
+) -> anyhow::Result<Arc<Ledger>> {
+    let options = audit::Options {
+        acknowledge,
+        ..audit::Options::default()
+    };
+    let (ledger, recovery) =
+        Ledger::open(data_dir, options).context("cannot open the audit ledger")?;
     let ledger = Arc::new(ledger);
     let seq = ledger
         .append(audit::ledger::opened_event(&recovery))
@@ -237,7 +244,7 @@ async fn run(
     settings: crate::settings::Settings,
 ) -> anyhow::Result<()> {
     create_data_dir(&args.data_dir)?;
-    let ledger = open_ledger(&args.data_dir).await?;
+    let ledger = open_ledger(&args.data_dir, settings.audit_acknowledge).await?;
     let hierarchy = Hierarchy::discover().context("cannot find the cgroup v2 hierarchy")?;
     let root = CarapaceRoot::create(&hierarchy).context("cannot create the Carapace cgroup")?;
     tracing::info!(
