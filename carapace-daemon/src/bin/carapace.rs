@@ -1,9 +1,8 @@
 //! `carapace`: the Carapace command-line client. See `carapace::cli::client`.
-
-// Layer 1 allocates many small strings per decision; mimalloc serves them faster than glibc
-// (see BENCHMARKS.md).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+//!
+//! The system allocator, not carapaced's mimalloc: most runs are one call (`hook`, `check`),
+//! and mimalloc's start-up (reserving and mapping its arena) cost a fifth of such a process's
+//! CPU, more than it saves on one decision (see BENCHMARKS.md, session 19).
 
 fn main() -> std::process::ExitCode {
     carapace::cli::client::main()
