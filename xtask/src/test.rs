@@ -66,23 +66,28 @@ impl Steps {
 }
 
 /// The parsers of untrusted input, each fuzzed for a bounded time on every run, with the
-/// directories (under fuzz/) that seed it: the corpus it grows first, then read-only seeds.
-const FUZZ_TARGETS: &[(&str, &[&str])] = &[
-    ("shell_extract", &[]),
-    ("transcript", &[]),
-    ("inline_code", &[]),
-    ("tool_call", &["corpus/tool_call", "seeds/tool_call"]),
-    ("dns_query", &["corpus/dns_query"]),
+/// directories (under fuzz/) that seed it (the corpus it grows first, then read-only seeds)
+/// and the seconds past which one input counts as a hang.
+const FUZZ_TARGETS: &[(&str, &[&str], u32)] = &[
+    ("shell_extract", &[], 10),
+    ("transcript", &[], 10),
+    ("inline_code", &[], 10),
+    ("tool_call", &["corpus/tool_call", "seeds/tool_call"], 10),
+    ("dns_query", &["corpus/dns_query"], 10),
+    // A rule file compiles every built-in pack for the kernel too (unless it says
+    // `builtin: none`): one new set of path patterns takes about 5 s to determinise under
+    // the fuzzer's instrumentation (the automaton of the last build is reused after).
     (
         "rules",
         &["corpus/rules", "../rules/builtin", "../rules/examples"],
+        30,
     ),
 ];
 const FUZZ_SECONDS: u32 = 45;
 
 /// Runs one cargo-fuzz target (fuzz/) for `FUZZ_SECONDS`; a crash, hang or failed assertion
 /// fails the step and leaves the input under fuzz/artifacts/.
-fn fuzz(target: &str, seeds: &[&str]) -> Result<()> {
+fn fuzz(target: &str, seeds: &[&str], hang_seconds: u32) -> Result<()> {
     let root = workspace_root();
     if let Some(grown) = seeds.first() {
         std::fs::create_dir_all(root.join("fuzz").join(grown))?;
@@ -94,7 +99,7 @@ fn fuzz(target: &str, seeds: &[&str]) -> Result<()> {
         .arg("--")
         .arg(format!("-max_total_time={FUZZ_SECONDS}"))
         // A single input taking this long is a hang.
-        .arg("-timeout=10")
+        .arg(format!("-timeout={hang_seconds}"))
         .arg("-rss_limit_mb=4096")
         // The fuzz workspace needs no eBPF object (userspace parsers only).
         .env("AYA_BUILD_SKIP", "1"))
@@ -175,9 +180,9 @@ pub fn test(args: &TestArgs) -> Result<()> {
             .env("CARAPACE_CLAUDE_BIN", claude))
     })?;
     if !args.no_fuzz {
-        for (target, seeds) in FUZZ_TARGETS {
+        for (target, seeds, hang_seconds) in FUZZ_TARGETS {
             s.step(&format!("fuzz {target} ({FUZZ_SECONDS} s)"), || {
-                fuzz(target, seeds)
+                fuzz(target, seeds, *hang_seconds)
             })?;
         }
     }

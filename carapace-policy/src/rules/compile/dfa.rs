@@ -12,6 +12,7 @@
 //! determinises and minimises each automaton, and its byte classes keep the rows short.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Mutex, PoisonError};
 
 use carapace_common::{RuleRef, DFA_CELLS, DFA_GROUPS, DFA_STATES, REFS_PER_KEY, REF_EXCEPT};
 use regex_automata::{
@@ -289,6 +290,27 @@ struct Entry<'a> {
 /// does not fit the maps, at most `DFA_GROUPS` automata in all. Exceptions that can be are
 /// matched early; so are the block patterns of up to [`EARLY_BLOCKS`] rules.
 pub fn build(patterns: &[(Source, RuleRef)]) -> Result<Vec<PathAutomaton>, BuildError> {
+    // Determinising and minimising is most of a compile (seconds for every pack under the
+    // fuzzer's instrumentation); a reload, or the next input of the rules fuzz target, that
+    // keeps every path pattern gets the automata of the last build. One entry: no growth.
+    static LAST: Mutex<Option<Built>> = Mutex::new(None);
+    if let Some((known, built)) = LAST.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+        if known.as_slice() == patterns {
+            return built.clone();
+        }
+    }
+    let built = build_anew(patterns);
+    *LAST.lock().unwrap_or_else(PoisonError::into_inner) = Some((patterns.to_vec(), built.clone()));
+    built
+}
+
+/// Patterns, and what [`build`] made of them.
+type Built = (
+    Vec<(Source, RuleRef)>,
+    Result<Vec<PathAutomaton>, BuildError>,
+);
+
+fn build_anew(patterns: &[(Source, RuleRef)]) -> Result<Vec<PathAutomaton>, BuildError> {
     let mut early_blocks: BTreeSet<(u32, u32)> = BTreeSet::new();
     let mut entries = Vec::with_capacity(patterns.len());
     for (source, r) in patterns {
