@@ -101,7 +101,7 @@ pub enum Command {
     Check(super::check::CheckArgs),
     /// Scan a conversation transcript for past tool calls the rules block (Layer 0)
     ScanHistory(super::check::ScanArgs),
-    /// Agent hooks (Claude Code) and their installation
+    /// Agent hooks (Claude Code, Codex CLI, Gemini CLI) and their installation
     #[command(subcommand)]
     Hook(super::hook::HookCommand),
     /// Check, list, explain and test rules; make the daemon reload its rule file
@@ -742,6 +742,11 @@ mod tests {
             "carapace hook claude-code --rules /etc/r.yaml --cwd /srv",
             "carapace hook install claude-code --project",
             "carapace hook install claude-code --settings x.json --hook-args --local",
+            "carapace hook codex",
+            "carapace hook codex --local --wait 5",
+            "carapace hook gemini --rules /etc/r.yaml",
+            "carapace hook install codex --project",
+            "carapace hook install gemini --uninstall",
         ] {
             let full = Args::try_parse_from(argv(line)).expect(line);
             let hot = HookArgs::try_parse_from(argv(line)).expect(line);
@@ -766,6 +771,8 @@ mod tests {
         }
         for line in [
             "carapace hook claude-code --nope",
+            "carapace hook codex --grant",
+            "carapace hook install copilot",
             "carapace hook --help",
             "carapace",
         ] {

@@ -156,18 +156,22 @@ pub async fn run(socket: &Path, command: HookCommand) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-/// The hook's whole stdout for one event.
+/// The hook's whole stdout for the event on stdin.
 async fn respond(socket: &Path, agent: Agent, common: &Common) -> Value {
-    let text = match read_input(std::io::stdin()) {
-        Ok(text) => text,
-        Err(reason) => return agent.deny(&reason),
-    };
+    match read_input(std::io::stdin()) {
+        Ok(text) => answer_event(socket, agent, common, &text).await,
+        Err(reason) => agent.deny(&reason),
+    }
+}
+
+/// The hook's whole stdout for one event.
+async fn answer_event(socket: &Path, agent: Agent, common: &Common, text: &str) -> Value {
     if matches!(agent, Agent::ClaudeCode { .. }) {
-        if let Some(out) = super::slash::user_prompt(socket, &text).await {
+        if let Some(out) = super::slash::user_prompt(socket, text).await {
             return out;
         }
     }
-    match decide(socket, agent, common, &text).await {
+    match decide(socket, agent, common, text).await {
         Ok(Some(verdict)) => agent.answer(&verdict),
         // Not a tool call's event: nothing to decide.
         Ok(None) => json!({}),
@@ -246,3 +250,6 @@ fn shell_quote(s: &str) -> String {
         format!("'{}'", s.replace('\'', r"'\''"))
     }
 }
+
+#[cfg(test)]
+mod tests;

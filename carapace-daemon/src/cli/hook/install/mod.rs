@@ -1,0 +1,262 @@
+//! `carapace hook install AGENT [--project|--user] [--uninstall]`: merges Carapace's hook
+//! into the agent's own config file, keeping everything already there, and takes out exactly
+//! what it added. Claude Code and Gemini CLI keep hooks in a settings.json (`settings_json`),
+//! Codex in its config.toml (`config_toml`, comments and layout kept).
+//!
+//! What Carapace added is recognised by its command (`… carapace… hook AGENT …`), so a
+//! second install changes nothing and an uninstall leaves the user's own hooks alone.
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+
+mod config_toml;
+mod settings_json;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  carapace hook install claude-code            ~/.claude/settings.json
+  carapace hook install codex                  $CODEX_HOME/config.toml (~/.codex/config.toml)
+  carapace hook install gemini --project       ./.gemini/settings.json
+  carapace hook install codex --uninstall      take out what install added, nothing else
+  carapace hook install gemini --hook-args --local
+                                               check calls in-process, without the daemon")]
+pub struct InstallArgs {
+    /// The agent whose config gets the hook
+    #[arg(value_enum)]
+    agent: Target,
+    /// This project only (the agent's config directory in the working directory)
+    #[arg(long, conflicts_with_all = ["user", "settings"])]
+    project: bool,
+    /// Every session of this user (the default)
+    #[arg(long)]
+    user: bool,
+    /// Write this config file instead
+    #[arg(long, value_name = "FILE", conflicts_with = "user")]
+    settings: Option<PathBuf>,
+    /// Extra arguments for the hook command (e.g. "--rules /path/rules.yaml")
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    hook_args: Option<String>,
+    /// Remove the hook that install added (and nothing else)
+    #[arg(long, conflicts_with = "hook_args")]
+    uninstall: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Target {
+    /// Claude Code: .claude/settings.json
+    ClaudeCode,
+    /// Codex CLI (`@openai/codex`): .codex/config.toml
+    Codex,
+    /// Google Gemini CLI: .gemini/settings.json
+    Gemini,
+}
+
+/// One hook entry to add: the event, the matcher (`None`: the event takes none).
+type Event = (&'static str, Option<&'static str>);
+
+impl Target {
+    /// The hook subcommand, also how an installed hook is recognised.
+    fn subcommand(self) -> &'static str {
+        match self {
+            Self::ClaudeCode => "claude-code",
+            Self::Codex => "codex",
+            Self::Gemini => "gemini",
+        }
+    }
+
+    fn events(self) -> &'static [Event] {
+        match self {
+            // PreToolUse checks every call; UserPromptSubmit carries the user's
+            // `/carapace …` commands (the user, not the model, types those).
+            Self::ClaudeCode => &[("PreToolUse", Some("*")), ("UserPromptSubmit", None)],
+            Self::Codex => &[("PreToolUse", Some("*"))],
+            // Gemini's matchers are regular expressions.
+            Self::Gemini => &[("BeforeTool", Some(".*"))],
+        }
+    }
+
+    /// The config file: the project's, or the user's.
+    fn path(self, project: bool) -> anyhow::Result<PathBuf> {
+        let (dir, file) = match self {
+            Self::ClaudeCode => (".claude", "settings.json"),
+            Self::Codex => (".codex", "config.toml"),
+            Self::Gemini => (".gemini", "settings.json"),
+        };
+        if project {
+            return Ok(Path::new(dir).join(file));
+        }
+        if self == Self::Codex {
+            if let Some(home) = std::env::var_os("CODEX_HOME").filter(|h| !h.is_empty()) {
+                return Ok(PathBuf::from(home).join(file));
+            }
+        }
+        let home = std::env::var_os("HOME").context("HOME is not set")?;
+        Ok(PathBuf::from(home).join(dir).join(file))
+    }
+
+    /// What the agent should be told after an install, beyond "added".
+    fn note(self) -> Option<&'static str> {
+        match self {
+            Self::Codex => Some(
+                "Codex runs a new hook only after you trust it: start `codex`, open /hooks and \
+                 trust Carapace's PreToolUse hook. Until then Codex skips it without a word.",
+            ),
+            _ => None,
+        }
+    }
+}
+
+pub fn run(socket: &Path, args: &InstallArgs) -> anyhow::Result<u8> {
+    let target = args.agent;
+    let path = match &args.settings {
+        Some(p) => p.clone(),
+        None => target.path(args.project)?,
+    };
+    let marker = format!("hook {}", target.subcommand());
+    let old = read(&path)?;
+    if args.uninstall {
+        let new = match &old {
+            Some(text) => edit(&path, |p| remove(p, text, &marker))?,
+            None => None,
+        };
+        match new {
+            Some(new) => {
+                write(&path, &new)?;
+                println!(
+                    "carapace: removed Carapace's {} hook from {}",
+                    target.subcommand(),
+                    path.display()
+                );
+            }
+            None => println!(
+                "carapace: {} holds no Carapace hook; nothing changed",
+                path.display()
+            ),
+        }
+        return Ok(0);
+    }
+    let exe = std::env::current_exe().context("cannot find the carapace binary")?;
+    let mut command = format!(
+        "{} {marker}",
+        super::shell_quote(&exe.display().to_string())
+    );
+    if let Some(extra) = &args.hook_args {
+        command.push(' ');
+        command.push_str(extra);
+    }
+    let hook = Hook {
+        events: target.events(),
+        command: &command,
+        marker: &marker,
+    };
+    let text = old.as_deref().unwrap_or_default();
+    match edit(&path, |p| merge(p, text, &hook))? {
+        Some(new) => {
+            write(&path, &new)?;
+            let events: Vec<&str> = target.events().iter().map(|(e, _)| *e).collect();
+            println!(
+                "carapace: added to {}: a {} hook (every tool call is checked before it runs)",
+                path.display(),
+                events.join(" and ")
+            );
+            if let Some(note) = target.note() {
+                println!("carapace: {note}");
+            }
+        }
+        None => println!(
+            "carapace: {} already runs the hook; nothing changed",
+            path.display()
+        ),
+    }
+    let evaluates_locally = command.contains("--local") || command.contains("--rules");
+    if !evaluates_locally && std::os::unix::net::UnixStream::connect(socket).is_err() {
+        eprintln!(
+            "carapace: warning: no daemon answers on {}; until `sudo carapaced` runs, the hook \
+             denies every tool call (it fails closed). To check calls without the daemon, \
+             install with --hook-args --local",
+            socket.display()
+        );
+    }
+    Ok(0)
+}
+
+/// The hook an install adds.
+struct Hook<'a> {
+    events: &'a [Event],
+    command: &'a str,
+    /// `hook AGENT`: a command holding it and `carapace` is Carapace's hook.
+    marker: &'a str,
+}
+
+fn is_ours(command: &str, marker: &str) -> bool {
+    command.contains("carapace") && command.contains(marker)
+}
+
+/// The config's format, by its file name.
+#[derive(Clone, Copy)]
+enum Format {
+    Json,
+    Toml,
+}
+
+fn format_of(path: &Path) -> Format {
+    if path.extension().is_some_and(|e| e == "toml") {
+        Format::Toml
+    } else {
+        Format::Json
+    }
+}
+
+/// The file's new text with the hook merged in; `None` when it already has it.
+fn merge(format: Format, text: &str, hook: &Hook<'_>) -> anyhow::Result<Option<String>> {
+    match format {
+        Format::Json => settings_json::merge(text, hook),
+        Format::Toml => config_toml::merge(text, hook),
+    }
+}
+
+/// The file's new text without Carapace's hook; `None` when it has none.
+fn remove(format: Format, text: &str, marker: &str) -> anyhow::Result<Option<String>> {
+    match format {
+        Format::Json => settings_json::remove(text, marker),
+        Format::Toml => config_toml::remove(text, marker),
+    }
+}
+
+/// Runs an edit, naming the file in its error and saying it was left alone.
+fn edit(
+    path: &Path,
+    f: impl FnOnce(Format) -> anyhow::Result<Option<String>>,
+) -> anyhow::Result<Option<String>> {
+    f(format_of(path)).with_context(|| {
+        format!(
+            "cannot edit {} (it was left untouched; fix it first)",
+            path.display()
+        )
+    })
+}
+
+fn read(path: &Path) -> anyhow::Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// Replaces the file atomically (a reader never sees half of it), keeping its permissions.
+fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".carapace-tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+    if let Ok(meta) = std::fs::metadata(path) {
+        std::fs::set_permissions(&tmp, meta.permissions())
+            .with_context(|| format!("cannot set the permissions of {}", tmp.display()))?;
+    }
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))
+}
