@@ -427,22 +427,19 @@ fn known_tool(tool: &str, name: &str, input: &Value, ctx: &Context, out: &mut Ex
             }
         }
         "webfetch" | "fetch" | "webscrape" | "apirequest" | "browse" => {
-            match field(input, URL_KEYS) {
-                Some(u) => {
-                    let body = field(input, &["body", "data", "payload"]);
-                    url_op(u, out, body.map(|b| format!("{u}\n{b}")));
-                }
+            if let Some(u) = field(input, URL_KEYS) {
+                let body = field(input, &["body", "data", "payload"]);
+                url_op(u, out, body.map(|b| format!("{u}\n{b}")));
+            } else {
                 // Gemini CLI's web_fetch takes no url: it fetches every URL its `prompt`
                 // names (up to 20).
-                None => {
-                    let prompt = field(input, &["prompt"]).unwrap_or_default();
-                    let mut urls = urls_in(prompt).peekable();
-                    if urls.peek().is_none() {
-                        out.unparsable(format!("the {tool} call has no url"));
-                    }
-                    for u in urls {
-                        url_op(u, out, Some(prompt.to_owned()));
-                    }
+                let prompt = field(input, &["prompt"]).unwrap_or_default();
+                let mut urls = urls_in(prompt).peekable();
+                if urls.peek().is_none() {
+                    out.unparsable(format!("the {tool} call has no url"));
+                }
+                for u in urls {
+                    url_op(u, out, Some(prompt.to_owned()));
                 }
             }
         }
