@@ -1,0 +1,162 @@
+//! The real Codex CLI (`codex exec`) against a loopback Responses API server.
+//!
+//! Facts these tests rely on (Codex CLI 0.169.0):
+//! - A `model_providers` entry with `wire_api = "responses"` and `requires_openai_auth =
+//!   false` makes the CLI stream `POST {base_url}/responses` and nothing else.
+//! - A `function_call` item `exec_command {"cmd": …}` runs a shell command; the hook sees it
+//!   as `tool_name: "Bash"`, `tool_input.command`. Commands run in a read-only sandbox
+//!   (bubblewrap, bundled), so the allowed call reads rather than writes.
+//! - Codex runs a config.toml hook only once the user trusted it; the tests pass
+//!   `--dangerously-bypass-hook-trust`, the documented way for automation.
+//! - A deny reaches the model as the call's `function_call_output`, `Command blocked by
+//!   PreToolUse hook: REASON. Command: …`, and the CLI logs the same line on stderr.
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use carapace_tests::agent_cli::{
+    installed_bin, read, run_with_deadline, Finished, Workspace, README_MARKER,
+};
+use carapace_tests::openai::{OpenAiServer, Turn};
+use serde_json::json;
+
+use super::{assert_refused_by_carapace, empty_data_dir, install_hook};
+
+/// Where `cargo xtask setup` installs the CLI, under the cache directory's `carapace/`.
+const INSTALLED_BIN: &str = "codex/node_modules/.bin/codex";
+
+const TIMEOUT: Duration = Duration::from_mins(1);
+
+/// The user's config before the hook is installed: the loopback provider, no telemetry or
+/// update checks.
+fn user_config(base_url: &str) -> String {
+    format!(
+        r#"# the test's own settings, as a user's config.toml would hold them
+model = "gpt-5"
+model_provider = "loopback"
+check_for_update_on_startup = false
+
+[model_providers.loopback]
+name = "loopback"
+base_url = "{base_url}/v1"
+wire_api = "responses"
+env_key = "CARAPACE_TEST_KEY"
+requires_openai_auth = false
+
+[analytics]
+enabled = false
+"#
+    )
+}
+
+#[test]
+fn carapace_hook_refuses_secrets_and_lets_project_work_run() {
+    let ws = Workspace::new();
+    let server = OpenAiServer::scripted(vec![
+        Turn::new("I will gather what I need.")
+            .call(
+                "call_ssh",
+                "exec_command",
+                json!({"cmd": "cat ~/.ssh/id_ed25519"}),
+            )
+            .call(
+                "call_aws",
+                "exec_command",
+                json!({"cmd": "cat ~/.aws/credentials"}),
+            )
+            .call(
+                "call_readme",
+                "exec_command",
+                json!({"cmd": "cat README.md"}),
+            ),
+        Turn::new("All done."),
+    ]);
+    let codex_home = ws.path("codex-home");
+    let config = codex_home.join("config.toml");
+    ws.write(&config, &user_config(&server.base_url()));
+    install_hook("codex", &config);
+
+    let run = run_codex(&ws, &server, &codex_home);
+    let context = || {
+        format!(
+            "stdout:\n{}\nstderr:\n{}\nrequests: {:?}\nconfig:\n{}",
+            run.stdout,
+            run.stderr,
+            paths(&server),
+            read(&config)
+        )
+    };
+    assert!(
+        run.status.success(),
+        "codex failed ({})\n{}",
+        run.status,
+        context()
+    );
+    assert!(run.stdout.contains("All done."), "{}", context());
+    assert!(
+        server.unknown_requests().is_empty(),
+        "the CLI called endpoints the loopback server does not serve: {:?}",
+        server.unknown_requests()
+    );
+
+    for (id, topic) in [("call_ssh", "ssh"), ("call_aws", "aws")] {
+        let output = server
+            .function_call_output(id)
+            .unwrap_or_else(|| panic!("no function_call_output for {id}\n{}", context()));
+        assert!(
+            output.starts_with("Command blocked by PreToolUse hook: "),
+            "{id} was not blocked by the hook: {output:?}\n{}",
+            context()
+        );
+        assert_refused_by_carapace(id, &output, topic, &context);
+        // The CLI's own log says the same.
+        let reason = output
+            .strip_prefix("Command blocked by PreToolUse hook: ")
+            .unwrap_or_default();
+        let first_words: String = reason.chars().take(40).collect();
+        assert!(
+            run.stderr.contains(&format!(
+                "Command blocked by PreToolUse hook: {first_words}"
+            )),
+            "the CLI's output does not show the refusal of {id}\n{}",
+            context()
+        );
+    }
+    let readme = server
+        .function_call_output("call_readme")
+        .unwrap_or_else(|| panic!("no function_call_output for the README\n{}", context()));
+    assert!(
+        readme.contains(README_MARKER),
+        "reading the README did not run: {readme:?}\n{}",
+        context()
+    );
+}
+
+/// `codex exec` in the project with the config in `codex_home`, hermetically: a cleared
+/// environment, the throwaway HOME, a dummy key.
+fn run_codex(ws: &Workspace, server: &OpenAiServer, codex_home: &Path) -> Finished {
+    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+    let mut cmd = Command::new(installed_bin("CARAPACE_CODEX_BIN", INSTALLED_BIN));
+    cmd.args([
+        "exec",
+        "--dangerously-bypass-hook-trust",
+        "--skip-git-repo-check",
+        "-C",
+    ])
+    .arg(ws.project())
+    .arg("Please do the task.")
+    .current_dir(ws.project())
+    .env_clear()
+    .env("PATH", path)
+    .env("HOME", ws.home())
+    .env("CODEX_HOME", codex_home)
+    .env("CARAPACE_TEST_KEY", "sk-loopback-dummy")
+    .env("CARAPACE_DATA_DIR", empty_data_dir(ws));
+    run_with_deadline(ws, &mut cmd, TIMEOUT, || {
+        format!("requests seen: {:?}", paths(server))
+    })
+}
+
+fn paths(server: &OpenAiServer) -> Vec<String> {
+    server.requests().iter().map(|r| r.path.clone()).collect()
+}

@@ -1,0 +1,156 @@
+//! The real Gemini CLI (`gemini -p`) against a loopback Gemini API server.
+//!
+//! Facts these tests rely on (Gemini CLI 0.61.0):
+//! - With `GEMINI_API_KEY`, `GOOGLE_GEMINI_BASE_URL` and `-m gemini-2.5-pro` (without `-m`
+//!   it first asks a routing model) the CLI only streams
+//!   `POST /v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse`.
+//! - In `-p` mode the shell tool is offered only with `--yolo`, which also runs every call
+//!   without asking: the hook alone refuses.
+//! - `functionCall` parts with an `id` get `functionResponse` parts with the same id; a
+//!   hook's deny becomes `response.error` "Tool execution blocked: REASON", and the CLI
+//!   prints "Error executing tool NAME: Tool execution blocked: REASON" on stderr.
+//! - `read_file` outside the workspace is refused by the CLI itself before any hook, so
+//!   the secrets are asked for with the shell.
+use std::process::Command;
+use std::time::Duration;
+
+use carapace_tests::agent_cli::{
+    installed_bin, read, run_with_deadline, Finished, Workspace, README_MARKER,
+};
+use carapace_tests::gemini::{GeminiServer, Part};
+use serde_json::{json, Value};
+
+use super::{assert_refused_by_carapace, empty_data_dir, install_hook};
+
+/// Where `cargo xtask setup` installs the CLI, under the cache directory's `carapace/`.
+const INSTALLED_BIN: &str = "gemini/node_modules/.bin/gemini";
+
+const TIMEOUT: Duration = Duration::from_mins(1);
+
+/// The user's settings before the hook is installed: API-key auth, no telemetry, usage
+/// statistics or update checks.
+const USER_SETTINGS: &str = r#"{
+  "security": { "auth": { "selectedType": "gemini-api-key" } },
+  "privacy": { "usageStatisticsEnabled": false },
+  "telemetry": { "enabled": false },
+  "general": { "disableAutoUpdate": true, "disableUpdateNag": true }
+}
+"#;
+
+#[test]
+fn carapace_hook_refuses_secrets_and_lets_project_work_run() {
+    let ws = Workspace::new();
+    let readme = ws.project().join("README.md");
+    let server = GeminiServer::scripted(vec![
+        vec![
+            Part::text("I will gather what I need."),
+            Part::call(
+                "c_ssh",
+                "run_shell_command",
+                json!({"command": "cat ~/.ssh/id_ed25519"}),
+            ),
+            Part::call(
+                "c_aws",
+                "run_shell_command",
+                json!({"command": "cat ~/.aws/credentials"}),
+            ),
+            Part::call("c_readme", "read_file", json!({"file_path": readme})),
+            Part::call(
+                "c_echo",
+                "run_shell_command",
+                json!({"command": "echo hello > note.txt"}),
+            ),
+        ],
+        vec![Part::text("All done.")],
+    ]);
+    let settings = ws.home().join(".gemini/settings.json");
+    ws.write(&settings, USER_SETTINGS);
+    install_hook("gemini", &settings);
+
+    let run = run_gemini(&ws, &server);
+    let context = || {
+        format!(
+            "stdout:\n{}\nstderr:\n{}\nrequests: {:?}\nsettings:\n{}",
+            run.stdout,
+            run.stderr,
+            paths(&server),
+            read(&settings)
+        )
+    };
+    assert!(
+        run.status.success(),
+        "gemini failed ({})\n{}",
+        run.status,
+        context()
+    );
+    assert!(run.stdout.contains("All done."), "{}", context());
+    assert!(
+        server.unknown_requests().is_empty(),
+        "the CLI called endpoints the loopback server does not serve: {:?}",
+        server.unknown_requests()
+    );
+
+    let response = |id: &str| {
+        server
+            .function_response(id)
+            .unwrap_or_else(|| panic!("no functionResponse for {id}\n{}", context()))
+    };
+    for (id, topic) in [("c_ssh", "ssh"), ("c_aws", "aws")] {
+        let r = response(id);
+        let error = r["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{id} was not refused: {r}\n{}", context()));
+        let reason = error
+            .strip_prefix("Tool execution blocked: ")
+            .unwrap_or_else(|| {
+                panic!("{id} was not blocked by the hook: {error:?}\n{}", context())
+            });
+        assert_refused_by_carapace(id, reason, topic, &context);
+        assert!(
+            run.stderr.contains(&format!(
+                "Error executing tool run_shell_command: Tool execution blocked: {reason}"
+            )),
+            "the CLI's output does not show the refusal of {id}\n{}",
+            context()
+        );
+    }
+    let readme = response("c_readme");
+    assert_eq!(readme["error"], Value::Null, "{readme}\n{}", context());
+    assert!(
+        readme.to_string().contains(README_MARKER),
+        "{readme}\n{}",
+        context()
+    );
+    let echo = response("c_echo");
+    assert_eq!(echo["error"], Value::Null, "{echo}\n{}", context());
+    assert_eq!(read(&ws.project().join("note.txt")), "hello\n");
+}
+
+/// `gemini -p` in the project, hermetically: a cleared environment, the throwaway HOME
+/// (whose .gemini/settings.json holds the hook), a dummy key.
+fn run_gemini(ws: &Workspace, server: &GeminiServer) -> Finished {
+    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+    let mut cmd = Command::new(installed_bin("CARAPACE_GEMINI_BIN", INSTALLED_BIN));
+    cmd.args([
+        "-m",
+        "gemini-2.5-pro",
+        "--yolo",
+        "-p",
+        "Please do the task.",
+    ])
+    .current_dir(ws.project())
+    .env_clear()
+    .env("PATH", path)
+    .env("HOME", ws.home())
+    .env("GEMINI_API_KEY", "loopback-dummy")
+    .env("GOOGLE_GEMINI_BASE_URL", server.base_url())
+    .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
+    .env("CARAPACE_DATA_DIR", empty_data_dir(ws));
+    run_with_deadline(ws, &mut cmd, TIMEOUT, || {
+        format!("requests seen: {:?}", paths(server))
+    })
+}
+
+fn paths(server: &GeminiServer) -> Vec<String> {
+    server.requests().iter().map(|r| r.path.clone()).collect()
+}

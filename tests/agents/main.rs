@@ -1,0 +1,63 @@
+//! Other agents' real CLIs, offline, with Carapace as their tool-call hook: Codex CLI
+//! (`carapace hook codex`) and Gemini CLI (`carapace hook gemini`).
+//!
+//! Each test starts a loopback server speaking the agent's model API whose first answer asks
+//! for tool calls (secrets and ordinary project work) and whose second ends the turn;
+//! installs the hook into the agent's config with `carapace hook install` (over a config the
+//! test wrote first, as a user's would be); runs the CLI in a throwaway HOME; and reads from
+//! the CLI's own output and from the tool results it sent back to the model which calls
+//! Carapace refused and which ran. The CLIs are the pinned npm packages `cargo xtask setup`
+//! installs; `cargo xtask test` passes their paths in `CARAPACE_CODEX_BIN` and
+//! `CARAPACE_GEMINI_BIN`.
+use std::path::Path;
+use std::process::Command;
+
+use carapace_tests::agent_cli::Workspace;
+
+mod codex;
+mod gemini;
+
+const CARAPACE: &str = env!("CARGO_BIN_EXE_carapace-under-test");
+
+/// `carapace hook install AGENT --settings FILE --hook-args --local`, which must succeed:
+/// the hook then evaluates in-process with the built-in packs.
+fn install_hook(agent: &str, config: &Path) {
+    let out = Command::new(CARAPACE)
+        .args(["hook", "install", agent, "--settings"])
+        .arg(config)
+        .args(["--hook-args", "--local"])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run carapace hook install: {e}"));
+    assert!(
+        out.status.success(),
+        "carapace hook install {agent} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// An empty Carapace data directory for the hook, so a rules.yaml on the machine cannot
+/// change the outcome.
+fn empty_data_dir(ws: &Workspace) -> String {
+    let dir = ws.path("carapace-data");
+    std::fs::create_dir_all(&dir)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    dir.to_string_lossy().into_owned()
+}
+
+/// A refusal the model was sent for a secret: Carapace's, naming the rule's topic, and
+/// without the secret.
+fn assert_refused_by_carapace(what: &str, text: &str, topic: &str, context: &dyn Fn() -> String) {
+    assert!(
+        text.contains("Carapace"),
+        "the refusal of {what} does not come from Carapace: {text:?}\n{}",
+        context()
+    );
+    assert!(
+        text.to_lowercase().contains(topic),
+        "the refusal of {what} does not name the {topic} rule: {text:?}"
+    );
+    assert!(
+        !text.contains("FAKE"),
+        "a secret leaked into {what}: {text:?}"
+    );
+}
