@@ -20,7 +20,7 @@ use carapace_tests::agent_cli::{
 use carapace_tests::gemini::{GeminiServer, Part};
 use serde_json::{json, Value};
 
-use super::{assert_refused_by_carapace, empty_data_dir, install_hook};
+use super::{assert_finished_offline, assert_refused_by_carapace, empty_data_dir, install_hook};
 
 /// Where `cargo xtask setup` installs the CLI, under the cache directory's `carapace/`.
 const INSTALLED_BIN: &str = "gemini/node_modules/.bin/gemini";
@@ -77,18 +77,7 @@ fn carapace_hook_refuses_secrets_and_lets_project_work_run() {
             read(&settings)
         )
     };
-    assert!(
-        run.status.success(),
-        "gemini failed ({})\n{}",
-        run.status,
-        context()
-    );
-    assert!(run.stdout.contains("All done."), "{}", context());
-    assert!(
-        server.unknown_requests().is_empty(),
-        "the CLI called endpoints the loopback server does not serve: {:?}",
-        server.unknown_requests()
-    );
+    assert_finished_offline(&run, &server.unknown_requests(), &context);
 
     let response = |id: &str| {
         server

@@ -12,7 +12,8 @@
 use std::path::Path;
 use std::process::Command;
 
-use carapace_tests::agent_cli::Workspace;
+use carapace_tests::agent_cli::{Finished, Workspace};
+use carapace_tests::loopback::Received;
 
 mod codex;
 mod gemini;
@@ -59,5 +60,21 @@ fn assert_refused_by_carapace(what: &str, text: &str, topic: &str, context: &dyn
     assert!(
         !text.contains("FAKE"),
         "a secret leaked into {what}: {text:?}"
+    );
+}
+
+/// The CLI finished its turn (the script's closing "All done.") and asked the loopback
+/// server for nothing it does not serve: the run was offline and complete.
+fn assert_finished_offline(run: &Finished, unknown: &[Received], context: &dyn Fn() -> String) {
+    assert!(
+        run.status.success(),
+        "the CLI failed ({})\n{}",
+        run.status,
+        context()
+    );
+    assert!(run.stdout.contains("All done."), "{}", context());
+    assert!(
+        unknown.is_empty(),
+        "the CLI called endpoints the loopback server does not serve: {unknown:?}"
     );
 }
