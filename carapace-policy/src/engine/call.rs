@@ -377,13 +377,27 @@ fn known_tool(tool: &str, name: &str, input: &Value, ctx: &Context, out: &mut Ex
         // names its own `list_directory` and `grep_search` (once `search_file_content`).
         "ls" | "listdir" | "listdirectory" | "glob" | "grep" | "grepsearch"
         | "searchfilecontent" => {
-            let base = field(input, &["path", "directory", "dir", "dir_path"]).unwrap_or(".");
-            path_op(Action::Read, base, ctx, out, None);
-            // Grep searches every file below its path.
-            if matches!(name, "grep" | "grepsearch" | "searchfilecontent") {
-                if let Some(p) = normalize::path(base, ctx) {
-                    let tree = format!("{}/**", p.trim_end_matches('/'));
-                    out.op(Operation::path(Action::Read, tree));
+            // One directory, or a list of them (Copilot CLI's grep and glob take `paths`).
+            let mut bases: Vec<&str> = field(input, &["path", "directory", "dir", "dir_path"])
+                .into_iter()
+                .collect();
+            if bases.is_empty() {
+                bases = get_ci(input, &["paths"])
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+            }
+            if bases.is_empty() {
+                bases.push(".");
+            }
+            for base in bases {
+                path_op(Action::Read, base, ctx, out, None);
+                // Grep searches every file below its path.
+                if matches!(name, "grep" | "grepsearch" | "searchfilecontent") {
+                    if let Some(p) = normalize::path(base, ctx) {
+                        let tree = format!("{}/**", p.trim_end_matches('/'));
+                        out.op(Operation::path(Action::Read, tree));
+                    }
                 }
             }
             if let Some(pattern) = field(input, &["pattern"])
