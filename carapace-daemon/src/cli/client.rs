@@ -101,7 +101,7 @@ pub enum Command {
     Check(super::check::CheckArgs),
     /// Scan a conversation transcript for past tool calls the rules block (Layer 0)
     ScanHistory(super::check::ScanArgs),
-    /// Agent hooks (Claude Code, Codex CLI, Gemini CLI) and their installation
+    /// Agent hooks (Claude Code, Codex CLI, Gemini CLI, Copilot CLI) and their installation
     #[command(subcommand)]
     Hook(super::hook::HookCommand),
     /// Check, list, explain and test rules; make the daemon reload its rule file
@@ -747,6 +747,8 @@ mod tests {
             "carapace hook gemini --rules /etc/r.yaml",
             "carapace hook install codex --project",
             "carapace hook install gemini --uninstall",
+            "carapace hook copilot --wait 10",
+            "carapace hook install copilot --project --hook-args --local",
         ] {
             let full = Args::try_parse_from(argv(line)).expect(line);
             let hot = HookArgs::try_parse_from(argv(line)).expect(line);
@@ -772,7 +774,7 @@ mod tests {
         for line in [
             "carapace hook claude-code --nope",
             "carapace hook codex --grant",
-            "carapace hook install copilot",
+            "carapace hook install cursor",
             "carapace hook --help",
             "carapace",
         ] {

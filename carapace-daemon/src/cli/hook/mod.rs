@@ -1,11 +1,11 @@
-//! Agent hooks: `carapace hook claude-code|codex|gemini` speaks each agent's tool-call hook
+//! Agent hooks: `carapace hook claude-code|codex|gemini|copilot` speaks each agent's tool-call hook
 //! protocol (one module per agent says how its events read and how its answers are
 //! written), and `carapace hook install AGENT` merges the hook into the agent's config.
 //!
 //! One flow serves every agent: read the event, check the call like `carapace check` does,
 //! answer in the agent's terms. The hook never lets a call through because of its own
 //! failure: no daemon, bad input or any error is a refusal with the reason, in the form each
-//! agent honours (all three run a call whose hook crashed or answered what they cannot read).
+//! agent honours (they all run a call whose hook crashed or answered what they cannot read).
 use std::io::Read as _;
 use std::path::Path;
 
@@ -16,6 +16,7 @@ use super::evaluator::{Evaluator, Fallback, InSession, Source, Verdict};
 
 mod claude_code;
 mod codex;
+mod copilot;
 mod gemini;
 mod install;
 
@@ -75,6 +76,18 @@ Install it with `carapace hook install gemini`, or add to ~/.gemini/settings.jso
         #[command(flatten)]
         common: Common,
     },
+    /// GitHub Copilot CLI `preToolUse` hook: reads the event on stdin, prints the decision
+    ///
+    /// Blocked calls are denied with Carapace's message (Copilot shows it to the model as the
+    /// call's result), approve-mode rules make Copilot ask the user (a denial in `-p` mode,
+    /// where nobody can answer). Any failure denies the call.
+    #[command(after_help = "\
+Install it with `carapace hook install copilot`, or add to ~/.copilot/settings.json:
+  {\"hooks\":{\"preToolUse\":[{\"type\":\"command\",\"bash\":\"carapace hook copilot\"}]}}")]
+    Copilot {
+        #[command(flatten)]
+        common: Common,
+    },
     /// Add the hook to an agent's config (or remove it), keeping everything already there
     Install(install::InstallArgs),
 }
@@ -96,6 +109,7 @@ enum Agent {
     ClaudeCode { grant: bool },
     Codex,
     Gemini,
+    Copilot,
 }
 
 /// A tool call as an agent's hook event describes it.
@@ -115,6 +129,7 @@ impl Agent {
             Self::ClaudeCode { .. } => claude_code::AGENT,
             Self::Codex => codex::AGENT,
             Self::Gemini => gemini::AGENT,
+            Self::Copilot => copilot::AGENT,
         }
     }
 
@@ -124,6 +139,7 @@ impl Agent {
             Self::ClaudeCode { .. } => claude_code::call(event),
             Self::Codex => codex::call(event),
             Self::Gemini => gemini::call(event),
+            Self::Copilot => copilot::call(event),
         }
     }
 
@@ -132,6 +148,7 @@ impl Agent {
             Self::ClaudeCode { grant } => claude_code::answer(&v.decision, grant),
             Self::Codex => codex::answer(&v.decision, &v.approval_id),
             Self::Gemini => gemini::answer(&v.decision),
+            Self::Copilot => copilot::answer(&v.decision),
         }
     }
 
@@ -140,6 +157,7 @@ impl Agent {
             Self::ClaudeCode { .. } => claude_code::deny(reason),
             Self::Codex => codex::deny(reason),
             Self::Gemini => gemini::deny(reason),
+            Self::Copilot => copilot::deny(reason),
         }
     }
 }
@@ -149,6 +167,7 @@ pub async fn run(socket: &Path, command: HookCommand) -> anyhow::Result<u8> {
         HookCommand::ClaudeCode { grant, common } => (Agent::ClaudeCode { grant }, common),
         HookCommand::Codex { common } => (Agent::Codex, common),
         HookCommand::Gemini { common } => (Agent::Gemini, common),
+        HookCommand::Copilot { common } => (Agent::Copilot, common),
         HookCommand::Install(args) => return install::run(socket, &args),
     };
     let out = respond(socket, agent, &common).await;
@@ -218,8 +237,9 @@ async fn decide(
         .map(Some)
 }
 
-/// The fields Claude Code and Codex (which copied its protocol) share: `hook_event_name`
-/// `event`, `tool_name`, `tool_input`, `cwd`, `session_id`. `None` for another event.
+/// The fields Claude Code, Codex and Gemini CLI share (and Copilot CLI sends under a
+/// PascalCase event name): `hook_event_name` (`event_name` or absent), `tool_name`,
+/// `tool_input`, `cwd`, `session_id`. `None` for another event.
 fn pre_tool_use_call(event: &Value, event_name: &str) -> anyhow::Result<Option<HookCall>> {
     let name = event.get("hook_event_name").and_then(Value::as_str);
     if name.is_some_and(|n| n != event_name) {

@@ -10,11 +10,12 @@ use super::*;
 use carapace_policy::engine::Decision;
 use carapace_policy::rules::Mode;
 
-const AGENTS: [Agent; 4] = [
+const AGENTS: [Agent; 5] = [
     Agent::ClaudeCode { grant: false },
     Agent::ClaudeCode { grant: true },
     Agent::Codex,
     Agent::Gemini,
+    Agent::Copilot,
 ];
 
 /// What Codex CLI 0.169.0 sent its `PreToolUse` hook for `exec_command {"cmd": …}`.
@@ -45,6 +46,50 @@ fn gemini_event(tool: &str, input: Value) -> Value {
     });
     event["tool_input"] = input;
     event
+}
+
+/// What GitHub Copilot CLI 1.0.102 sent its `preToolUse` hook for `bash {command}`.
+fn copilot_event(args: Value) -> Value {
+    let mut event = json!({
+        "sessionId": "bfa5365e-1bf5-45aa-9450-0e9880a0fe3e",
+        "timestamp": 1_795_709_220_128_u64,
+        "cwd": "/home/u/project",
+        "toolName": "bash",
+    });
+    event["toolArgs"] = args;
+    event
+}
+
+#[test]
+fn copilot_events_read_with_their_arguments_as_object_or_text() {
+    let args = json!({"command": "cat ~/.ssh/id_rsa", "description": "show key"});
+    let call = Agent::Copilot
+        .call(&copilot_event(args.clone()))
+        .unwrap()
+        .expect("a tool call");
+    assert_eq!(
+        call,
+        HookCall {
+            tool: "bash".into(),
+            input: args.clone(),
+            cwd: Some("/home/u/project".into()),
+            session_id: "bfa5365e-1bf5-45aa-9450-0e9880a0fe3e".into(),
+        }
+    );
+    let text = Agent::Copilot
+        .call(&copilot_event(json!(args.to_string())))
+        .unwrap()
+        .expect("a tool call");
+    assert_eq!(text.input, args);
+    assert!(Agent::Copilot
+        .call(&copilot_event(json!("{not json")))
+        .is_err());
+    // Configured as `PreToolUse`, Copilot sends Claude Code's field names.
+    let pascal = Agent::Copilot
+        .call(&codex_event("ls"))
+        .unwrap()
+        .expect("a tool call");
+    assert_eq!(pascal.tool, "Bash");
 }
 
 #[test]
@@ -141,6 +186,18 @@ fn answers_in_each_agents_terms() {
     assert_eq!(gemini.answer(&warn), json!({"systemMessage": "careful"}));
     assert_eq!(gemini.answer(&allow), json!({}));
 
+    let copilot = Agent::Copilot;
+    assert_eq!(
+        copilot.answer(&block),
+        json!({"permissionDecision": "deny", "permissionDecisionReason": "no keys"})
+    );
+    assert_eq!(
+        copilot.answer(&approve),
+        json!({"permissionDecision": "ask", "permissionDecisionReason": "needs a look"})
+    );
+    assert_eq!(copilot.answer(&warn), json!({}));
+    assert_eq!(copilot.answer(&allow), json!({}));
+
     let claude = Agent::ClaudeCode { grant: false };
     assert_eq!(
         claude.answer(&approve)["hookSpecificOutput"]["permissionDecision"],
@@ -162,6 +219,9 @@ fn is_denial(agent: Agent, out: &Value) -> bool {
             (h["permissionDecision"] == "deny").then(|| &h["permissionDecisionReason"])
         }
         Agent::Gemini => (out["decision"] == "deny").then(|| &out["reason"]),
+        Agent::Copilot => {
+            (out["permissionDecision"] == "deny").then(|| &out["permissionDecisionReason"])
+        }
     };
     reason
         .and_then(Value::as_str)
@@ -193,6 +253,7 @@ fn every_failure_of_its_own_is_a_refusal() {
     for agent in AGENTS {
         let event = match agent {
             Agent::Gemini => gemini_event("run_shell_command", json!({"command": "ls"})),
+            Agent::Copilot => copilot_event(json!({"command": "ls"})),
             _ => codex_event("ls"),
         };
         for input in [
@@ -244,6 +305,11 @@ fn local_evaluation_refuses_a_secret_and_lets_work_run() {
                 json!({"file_path": "/home/u/project/README.md"}),
             ),
         ),
+        (
+            Agent::Copilot,
+            copilot_event(json!({"command": "cat /root/.aws/credentials"})),
+            copilot_event(json!({"command": "cargo build", "description": "build"})),
+        ),
     ];
     for (agent, secret, work) in cases {
         let out = rt.block_on(answer_event(
@@ -282,6 +348,8 @@ fn arb_event() -> impl Strategy<Value = Value> {
         ]
     });
     let key = prop::sample::select(vec![
+        "toolName",
+        "toolArgs",
         "hook_event_name",
         "tool_name",
         "tool_input",
@@ -305,7 +373,10 @@ proptest! {
     fn reading_any_event_never_panics(event in arb_event()) {
         for agent in AGENTS {
             if let Ok(Some(call)) = agent.call(&event) {
-                let named = event["tool_name"].as_str();
+                let named = match agent {
+                    Agent::Copilot if event.get("toolName").is_some() => event["toolName"].as_str(),
+                    _ => event["tool_name"].as_str(),
+                };
                 prop_assert!(named == Some(call.tool.as_str()) || call.tool.starts_with("mcp__"));
             }
         }
@@ -316,7 +387,7 @@ proptest! {
     #[test]
     fn any_input_is_answered_without_the_daemon(text in ".{0,40}") {
         let rt = runtime();
-        for agent in [Agent::Codex, Agent::Gemini] {
+        for agent in [Agent::Codex, Agent::Gemini, Agent::Copilot] {
             let out = rt.block_on(answer_event(
                 Path::new("/nonexistent"), agent, &no_daemon(), &text));
             prop_assert!(is_denial(agent, &out) || out == json!({}), "{}", out);

@@ -179,6 +179,7 @@ mod tests {
 
     const HOOK: Hook<'static> = Hook {
         events: &[("PreToolUse", Some("*"))],
+        layout: super::super::Layout::Grouped,
         command: "/usr/local/bin/carapace hook codex",
         marker: "hook codex",
     };

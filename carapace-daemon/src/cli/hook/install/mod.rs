@@ -1,7 +1,7 @@
 //! `carapace hook install AGENT [--project|--user] [--uninstall]`: merges Carapace's hook
 //! into the agent's own config file, keeping everything already there, and takes out exactly
-//! what it added. Claude Code and Gemini CLI keep hooks in a settings.json (`settings_json`),
-//! Codex in its config.toml (`config_toml`, comments and layout kept).
+//! what it added. Claude Code, Gemini CLI and Copilot CLI keep hooks in a settings.json
+//! (`settings_json`), Codex in its config.toml (`config_toml`, comments and layout kept).
 //!
 //! What Carapace added is recognised by its command (`… carapace… hook AGENT …`), so a
 //! second install changes nothing and an uninstall leaves the user's own hooks alone.
@@ -18,6 +18,7 @@ Examples:
   carapace hook install claude-code            ~/.claude/settings.json
   carapace hook install codex                  $CODEX_HOME/config.toml (~/.codex/config.toml)
   carapace hook install gemini --project       ./.gemini/settings.json
+  carapace hook install copilot                ~/.copilot/settings.json
   carapace hook install codex --uninstall      take out what install added, nothing else
   carapace hook install gemini --hook-args --local
                                                check calls in-process, without the daemon")]
@@ -50,6 +51,17 @@ enum Target {
     Codex,
     /// Google Gemini CLI: .gemini/settings.json
     Gemini,
+    /// GitHub Copilot CLI: ~/.copilot/settings.json, or .github/copilot/settings.json
+    Copilot,
+}
+
+/// How an agent lists the handlers of an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// Matcher groups: `[{"matcher": M, "hooks": [{"type": "command", "command": C}]}]`.
+    Grouped,
+    /// Handlers directly: `[{"type": "command", "bash": C}]` (Copilot CLI).
+    Flat,
 }
 
 /// One hook entry to add: the event, the matcher (`None`: the event takes none).
@@ -62,6 +74,14 @@ impl Target {
             Self::ClaudeCode => "claude-code",
             Self::Codex => "codex",
             Self::Gemini => "gemini",
+            Self::Copilot => "copilot",
+        }
+    }
+
+    fn layout(self) -> Layout {
+        match self {
+            Self::Copilot => Layout::Flat,
+            _ => Layout::Grouped,
         }
     }
 
@@ -73,21 +93,27 @@ impl Target {
             Self::Codex => &[("PreToolUse", Some("*"))],
             // Gemini's matchers are regular expressions.
             Self::Gemini => &[("BeforeTool", Some(".*"))],
+            // Matched to every tool; camelCase, the event name of Copilot's own payload.
+            Self::Copilot => &[("preToolUse", None)],
         }
     }
 
     /// The config file: the project's, or the user's.
     fn path(self, project: bool) -> anyhow::Result<PathBuf> {
-        let (dir, file) = match self {
-            Self::ClaudeCode => (".claude", "settings.json"),
-            Self::Codex => (".codex", "config.toml"),
-            Self::Gemini => (".gemini", "settings.json"),
+        let (dir, file, home_var) = match self {
+            Self::ClaudeCode => (".claude", "settings.json", None),
+            Self::Codex => (".codex", "config.toml", Some("CODEX_HOME")),
+            Self::Gemini => (".gemini", "settings.json", None),
+            Self::Copilot => (".copilot", "settings.json", Some("COPILOT_HOME")),
         };
         if project {
+            if self == Self::Copilot {
+                return Ok(PathBuf::from(".github/copilot/settings.json"));
+            }
             return Ok(Path::new(dir).join(file));
         }
-        if self == Self::Codex {
-            if let Some(home) = std::env::var_os("CODEX_HOME").filter(|h| !h.is_empty()) {
+        if let Some(var) = home_var {
+            if let Some(home) = std::env::var_os(var).filter(|h| !h.is_empty()) {
                 return Ok(PathBuf::from(home).join(file));
             }
         }
@@ -147,6 +173,7 @@ pub fn run(socket: &Path, args: &InstallArgs) -> anyhow::Result<u8> {
     }
     let hook = Hook {
         events: target.events(),
+        layout: target.layout(),
         command: &command,
         marker: &marker,
     };
@@ -184,6 +211,7 @@ pub fn run(socket: &Path, args: &InstallArgs) -> anyhow::Result<u8> {
 /// The hook an install adds.
 struct Hook<'a> {
     events: &'a [Event],
+    layout: Layout,
     command: &'a str,
     /// `hook AGENT`: a command holding it and `carapace` is Carapace's hook.
     marker: &'a str,

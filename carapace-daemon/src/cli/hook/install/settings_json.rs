@@ -1,11 +1,13 @@
 //! Hooks in a settings.json, the shape Claude Code and Gemini CLI share:
-//! `{"hooks": {EVENT: [{"matcher": M, "hooks": [{"type": "command", "command": C}]}]}}`.
+//! `{"hooks": {EVENT: [{"matcher": M, "hooks": [{"type": "command", "command": C}]}]}}`,
+//! and Copilot CLI's, whose event lists hold the handlers themselves:
+//! `{"hooks": {EVENT: [{"type": "command", "bash": C}]}}`.
 //! Every other key and entry is kept as it was (`serde_json` writes object keys in sorted
 //! order, which both agents ignore); a file that is not a JSON object is never rewritten.
 use anyhow::Context as _;
 use serde_json::{json, Map, Value};
 
-use super::{is_ours, Hook};
+use super::{is_ours, Hook, Layout};
 
 fn parse(text: &str) -> anyhow::Result<Map<String, Value>> {
     if text.trim().is_empty() {
@@ -21,9 +23,10 @@ fn print(settings: Map<String, Value>) -> anyhow::Result<String> {
     Ok(serde_json::to_string_pretty(&Value::Object(settings))? + "\n")
 }
 
-/// Whether a matcher group runs Carapace's hook.
-fn runs_ours(group: &Value, marker: &str) -> bool {
-    handlers(group).iter().any(|h| handler_is_ours(h, marker))
+/// Whether an entry of an event's list runs Carapace's hook: is its handler, or is a
+/// matcher group holding it.
+fn runs_ours(entry: &Value, marker: &str) -> bool {
+    handler_is_ours(entry, marker) || handlers(entry).iter().any(|h| handler_is_ours(h, marker))
 }
 
 fn handlers(group: &Value) -> &[Value] {
@@ -34,10 +37,12 @@ fn handlers(group: &Value) -> &[Value] {
 }
 
 fn handler_is_ours(handler: &Value, marker: &str) -> bool {
-    handler
-        .get("command")
-        .and_then(Value::as_str)
-        .is_some_and(|c| is_ours(c, marker))
+    ["command", "bash"].iter().any(|k| {
+        handler
+            .get(*k)
+            .and_then(Value::as_str)
+            .is_some_and(|c| is_ours(c, marker))
+    })
 }
 
 pub(super) fn merge(text: &str, hook: &Hook<'_>) -> anyhow::Result<Option<String>> {
@@ -57,11 +62,18 @@ pub(super) fn merge(text: &str, hook: &Hook<'_>) -> anyhow::Result<Option<String
         if list.iter().any(|g| runs_ours(g, hook.marker)) {
             continue;
         }
-        let mut group = json!({ "hooks": [{ "type": "command", "command": hook.command }] });
-        if let Some(m) = matcher {
-            group["matcher"] = json!(m);
-        }
-        list.push(group);
+        let entry = match hook.layout {
+            Layout::Grouped => {
+                let mut group =
+                    json!({ "hooks": [{ "type": "command", "command": hook.command }] });
+                if let Some(m) = matcher {
+                    group["matcher"] = json!(m);
+                }
+                group
+            }
+            Layout::Flat => json!({ "type": "command", "bash": hook.command }),
+        };
+        list.push(entry);
         changed = true;
     }
     changed.then(|| print(settings)).transpose()
@@ -81,6 +93,8 @@ pub(super) fn remove(text: &str, marker: &str) -> anyhow::Result<Option<String>>
             continue;
         };
         let before = list.len();
+        list.retain(|entry| !handler_is_ours(entry, marker));
+        changed |= list.len() < before;
         for group in list.iter_mut().filter(|g| runs_ours(g, marker)) {
             if let Some(handlers) = group.get_mut("hooks").and_then(Value::as_array_mut) {
                 handlers.retain(|h| !handler_is_ours(h, marker));
@@ -107,6 +121,7 @@ mod tests {
 
     const HOOK: Hook<'static> = Hook {
         events: &[("PreToolUse", Some("*")), ("UserPromptSubmit", None)],
+        layout: Layout::Grouped,
         command: "/usr/bin/carapace hook claude-code",
         marker: "hook claude-code",
     };
@@ -183,5 +198,29 @@ mod tests {
             assert!(merge(bad, &HOOK).is_err(), "{bad}");
         }
         assert!(remove("{ broken", "hook claude-code").is_err());
+    }
+
+    #[test]
+    fn copilot_handlers_sit_in_the_event_list_itself() {
+        const COPILOT: Hook<'static> = Hook {
+            events: &[("preToolUse", None)],
+            layout: Layout::Flat,
+            command: "/usr/bin/carapace hook copilot",
+            marker: "hook copilot",
+        };
+        let existing = r#"{"banner":"never","hooks":{"preToolUse":[
+            {"type":"command","bash":"./audit.sh","timeoutSec":10}],
+            "sessionStart":[{"type":"prompt","prompt":"/status"}]}}"#;
+        let merged = merge(existing, &COPILOT).unwrap().expect("changed");
+        assert_eq!(merge(&merged, &COPILOT).unwrap(), None, "second install");
+        let v = value(&merged);
+        assert_eq!(
+            v["hooks"]["preToolUse"],
+            json!([{"type": "command", "bash": "./audit.sh", "timeoutSec": 10},
+                   {"type": "command", "bash": "/usr/bin/carapace hook copilot"}])
+        );
+        let removed = remove(&merged, COPILOT.marker).unwrap().expect("changed");
+        assert_eq!(value(&removed), value(existing));
+        assert_eq!(remove(&removed, COPILOT.marker).unwrap(), None);
     }
 }
