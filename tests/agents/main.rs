@@ -1,5 +1,6 @@
 //! Other agents' real CLIs, offline, with Carapace as their tool-call hook: Codex CLI
-//! (`carapace hook codex`) and Gemini CLI (`carapace hook gemini`).
+//! (`carapace hook codex`), Gemini CLI (`carapace hook gemini`) and GitHub Copilot CLI
+//! (`carapace hook copilot`).
 //!
 //! Each test starts a loopback server speaking the agent's model API whose first answer asks
 //! for tool calls (secrets and ordinary project work) and whose second ends the turn;
@@ -7,8 +8,8 @@
 //! test wrote first, as a user's would be); runs the CLI in a throwaway HOME; and reads from
 //! the CLI's own output and from the tool results it sent back to the model which calls
 //! Carapace refused and which ran. The CLIs are the pinned npm packages `cargo xtask setup`
-//! installs; `cargo xtask test` passes their paths in `CARAPACE_CODEX_BIN` and
-//! `CARAPACE_GEMINI_BIN`.
+//! installs; `cargo xtask test` passes their paths in `CARAPACE_CODEX_BIN`,
+//! `CARAPACE_GEMINI_BIN` and `CARAPACE_COPILOT_BIN`.
 use std::path::Path;
 use std::process::Command;
 
@@ -16,6 +17,7 @@ use carapace_tests::agent_cli::{Finished, Workspace};
 use carapace_tests::loopback::Received;
 
 mod codex;
+mod copilot;
 mod gemini;
 
 const CARAPACE: &str = env!("CARGO_BIN_EXE_carapace-under-test");

@@ -38,7 +38,7 @@ pub struct AgentCli {
     pub name: &'static str,
     package: &'static str,
     version: &'static str,
-    /// What `BIN --version` prints for the pinned version.
+    /// The first line `BIN --version` prints for the pinned version.
     version_line: &'static str,
     /// The npm prefix under the cache directory (the tests compute the same path).
     dir: &'static str,
@@ -75,6 +75,15 @@ pub const AGENT_CLIS: &[AgentCli] = &[
         dir: "gemini",
         bin: "gemini",
         env: "CARAPACE_GEMINI_BIN",
+    },
+    AgentCli {
+        name: "Copilot CLI",
+        package: "@github/copilot",
+        version: "1.0.102",
+        version_line: "GitHub Copilot CLI 1.0.102.",
+        dir: "copilot",
+        bin: "copilot",
+        env: "CARAPACE_COPILOT_BIN",
     },
 ];
 
@@ -182,8 +191,11 @@ impl AgentCli {
         let bin = self.bin()?;
         let name = self.name;
         let expected = self.version_line;
-        let version = || try_output(&bin.to_string_lossy(), ["--version"]).unwrap_or_default();
-        if version().trim() == expected {
+        let version = || {
+            let out = try_output(&bin.to_string_lossy(), ["--version"]).unwrap_or_default();
+            out.lines().next().unwrap_or_default().trim().to_owned()
+        };
+        if version() == expected {
             println!("setup: {name} ok ({expected}, {})", bin.display());
             return Ok(());
         }
@@ -200,11 +212,10 @@ impl AgentCli {
             .arg(&spec))
         .with_context(|| format!("installing the {name} CLI with npm"))?;
         let got = version();
-        if got.trim() != expected {
+        if got != expected {
             bail!(
-                "{} --version says {:?} after installing, expected {expected:?}",
-                bin.display(),
-                got.trim()
+                "{} --version says {got:?} after installing, expected {expected:?}",
+                bin.display()
             );
         }
         println!("setup: {name} ok ({expected}, {})", bin.display());

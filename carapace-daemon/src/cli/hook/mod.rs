@@ -237,8 +237,8 @@ async fn decide(
         .map(Some)
 }
 
-/// The fields Claude Code, Codex and Gemini CLI share (and Copilot CLI sends under a
-/// PascalCase event name): `hook_event_name` (`event_name` or absent), `tool_name`,
+/// The fields Claude Code, Codex and Gemini CLI share (and Copilot CLI sends when its hook
+/// is configured as `PreToolUse`): `hook_event_name` (when present), `tool_name`,
 /// `tool_input`, `cwd`, `session_id`. `None` for another event.
 fn pre_tool_use_call(event: &Value, event_name: &str) -> anyhow::Result<Option<HookCall>> {
     let name = event.get("hook_event_name").and_then(Value::as_str);
