@@ -6,8 +6,9 @@
 //! - A `function_call` item `exec_command {"cmd": …}` runs a shell command; the hook sees it
 //!   as `tool_name: "Bash"`, `tool_input.command`. Commands run in a read-only sandbox
 //!   (bubblewrap, bundled), so the allowed call reads rather than writes.
-//! - Codex runs a config.toml hook only once the user trusted it; the tests pass
-//!   `--dangerously-bypass-hook-trust`, the documented way for automation.
+//! - Codex runs a config.toml hook only once the user trusted it (`hooks.state` in the
+//!   user's config.toml); `carapace hook install codex` records that trust, so the CLI runs
+//!   without `--dangerously-bypass-hook-trust` and an untrusted hook would be skipped.
 //! - A deny reaches the model as the call's `function_call_output`, `Command blocked by
 //!   PreToolUse hook: REASON. Command: …`, and the CLI logs the same line on stderr.
 use std::path::Path;
@@ -126,21 +127,16 @@ fn carapace_hook_refuses_secrets_and_lets_project_work_run() {
 fn run_codex(ws: &Workspace, server: &OpenAiServer, codex_home: &Path) -> Finished {
     let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
     let mut cmd = Command::new(installed_bin("CARAPACE_CODEX_BIN", INSTALLED_BIN));
-    cmd.args([
-        "exec",
-        "--dangerously-bypass-hook-trust",
-        "--skip-git-repo-check",
-        "-C",
-    ])
-    .arg(ws.project())
-    .arg("Please do the task.")
-    .current_dir(ws.project())
-    .env_clear()
-    .env("PATH", path)
-    .env("HOME", ws.home())
-    .env("CODEX_HOME", codex_home)
-    .env("CARAPACE_TEST_KEY", "sk-loopback-dummy")
-    .env("CARAPACE_DATA_DIR", empty_data_dir(ws));
+    cmd.args(["exec", "--skip-git-repo-check", "-C"])
+        .arg(ws.project())
+        .arg("Please do the task.")
+        .current_dir(ws.project())
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", ws.home())
+        .env("CODEX_HOME", codex_home)
+        .env("CARAPACE_TEST_KEY", "sk-loopback-dummy")
+        .env("CARAPACE_DATA_DIR", empty_data_dir(ws));
     run_with_deadline(ws, &mut cmd, TIMEOUT, || {
         format!("requests seen: {:?}", paths(server))
     })

@@ -58,7 +58,8 @@ Install it with `carapace hook install codex`, or add to ~/.codex/config.toml:
   [[hooks.PreToolUse.hooks]]
   type = \"command\"
   command = \"carapace hook codex\"
-Codex runs a new hook only once the user trusts it (/hooks in codex).")]
+Codex runs a hook only once it is trusted; the installer records that trust in the user's
+config.toml (added by hand, trust it with /hooks in codex).")]
     Codex {
         #[command(flatten)]
         common: Common,

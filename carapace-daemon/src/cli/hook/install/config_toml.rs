@@ -3,12 +3,62 @@
 //! arrays). Edited with `toml_edit`, so the user's comments, order and layout stay as they
 //! were; a file that does not parse is never rewritten.
 //!
-//! Codex keys a hook's trust by its position (`FILE:pre_tool_use:GROUP:HANDLER`): the group
-//! is appended after the user's, so installing or removing it moves none of theirs.
+//! Codex runs a config.toml hook only once the user trusted it, and records that trust in
+//! the user's config.toml: `[hooks.state."FILE:pre_tool_use:GROUP:HANDLER"]` with
+//! `trusted_hash`, the sha256 of the handler's normalized identity (read from Codex 0.169's
+//! `hooks/list`, which reports each hook's `currentHash`). Installing the hook is the user's
+//! consent, so the installer records the trust Codex would record after `/hooks`; a Codex
+//! that hashes differently sees a "modified" hook and skips it, as it would an untrusted one.
+//! The key is the group's position: the group is appended after the user's, so installing or
+//! removing it moves none of theirs.
 use anyhow::Context as _;
+use sha2::{Digest as _, Sha256};
 use toml_edit::{value, Array, ArrayOfTables, DocumentMut, InlineTable, Item, Table, TableLike};
 
 use super::{is_ours, Hook};
+use crate::audit::record::hex;
+
+/// Codex's default handler timeout, part of the identity it hashes.
+const CODEX_DEFAULT_TIMEOUT_SECS: u64 = 600;
+
+/// Codex's label of an event in trust keys: `PreToolUse` → `pre_tool_use`.
+fn event_label(event: &str) -> String {
+    let mut label = String::new();
+    for (i, c) in event.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            label.push('_');
+        }
+        label.push(c.to_ascii_lowercase());
+    }
+    label
+}
+
+/// Where Codex looks up the trust of handler 0 of group `group` of `event` in `file`.
+fn trust_key(file: &str, event: &str, group: usize) -> String {
+    format!("{file}:{}:{group}:0", event_label(event))
+}
+
+/// The hash Codex computes for the group Carapace adds (one handler, `type` and `command`,
+/// Codex's defaults for the rest): sha256 of the identity as compact JSON, keys sorted.
+fn trusted_hash(event: &str, matcher: Option<&str>, command: &str) -> String {
+    // Written key by key in sorted order, whatever map type serde_json is built with.
+    let mut identity = serde_json::Map::new();
+    identity.insert("event_name".into(), event_label(event).into());
+    let mut handler = serde_json::Map::new();
+    handler.insert("async".into(), false.into());
+    handler.insert("command".into(), command.into());
+    handler.insert("timeout".into(), CODEX_DEFAULT_TIMEOUT_SECS.into());
+    handler.insert("type".into(), "command".into());
+    identity.insert(
+        "hooks".into(),
+        serde_json::Value::Array(vec![handler.into()]),
+    );
+    if let Some(m) = matcher {
+        identity.insert("matcher".into(), m.into());
+    }
+    let text = serde_json::Value::Object(identity).to_string();
+    format!("sha256:{}", hex(&Sha256::digest(text.as_bytes())))
+}
 
 fn parse(text: &str) -> anyhow::Result<DocumentMut> {
     text.parse().context("it is not valid TOML")
@@ -50,14 +100,18 @@ pub(super) fn merge(text: &str, hook: &Hook<'_>) -> anyhow::Result<Option<String
         .as_table_like_mut()
         .context("its `hooks` is not a table")?;
     let mut changed = false;
+    // (event, matcher, group index, command) of Carapace's group in each event's list.
+    let mut trusted = Vec::new();
     for (event, matcher) in hook.events {
         let list = hooks
             .entry(event)
             .or_insert(Item::ArrayOfTables(ArrayOfTables::new()));
         if let Some(groups) = list.as_array_of_tables_mut() {
-            if groups.iter().any(|g| runs_ours(g, hook.marker)) {
+            if let Some(i) = groups.iter().position(|g| runs_ours(g, hook.marker)) {
+                trusted.push((event, *matcher, i, existing_command(groups, i, hook.marker)));
                 continue;
             }
+            trusted.push((event, *matcher, groups.len(), hook.command.to_owned()));
             let mut handler = Table::new();
             handler["type"] = value("command");
             handler["command"] = value(hook.command);
@@ -70,13 +124,20 @@ pub(super) fn merge(text: &str, hook: &Hook<'_>) -> anyhow::Result<Option<String
             group.insert("hooks", Item::ArrayOfTables(handlers));
             groups.push(group);
         } else if let Some(groups) = list.as_array_mut() {
-            let ours = groups
-                .iter()
-                .filter_map(toml_edit::Value::as_inline_table)
-                .any(|g| runs_ours(g, hook.marker));
-            if ours {
+            let ours = groups.iter().position(|g| {
+                g.as_inline_table()
+                    .is_some_and(|t| runs_ours(t, hook.marker))
+            });
+            if let Some(i) = ours {
+                let command = groups
+                    .get(i)
+                    .and_then(toml_edit::Value::as_inline_table)
+                    .map(|t| ours_in(t, hook.marker))
+                    .unwrap_or_default();
+                trusted.push((event, *matcher, i, command));
                 continue;
             }
+            trusted.push((event, *matcher, groups.len(), hook.command.to_owned()));
             let mut handler = InlineTable::new();
             handler.insert("type", "command".into());
             handler.insert("command", hook.command.into());
@@ -93,23 +154,84 @@ pub(super) fn merge(text: &str, hook: &Hook<'_>) -> anyhow::Result<Option<String
         }
         changed = true;
     }
+    if let Some(file) = hook.trust_file {
+        for (event, matcher, group, command) in trusted {
+            let hash = trusted_hash(event, matcher, &command);
+            changed |= set_trust(hooks, &trust_key(file, event, group), &hash)?;
+        }
+    }
     Ok(changed.then(|| doc.to_string()))
 }
 
-/// Takes out every handler of Carapace's hook, then each group, event list and `hooks`
-/// table that only held it.
-pub(super) fn remove(text: &str, marker: &str) -> anyhow::Result<Option<String>> {
+/// The command of Carapace's handler in group `i`.
+fn existing_command(groups: &ArrayOfTables, i: usize, marker: &str) -> String {
+    groups
+        .get(i)
+        .map(|g| ours_in(g, marker))
+        .unwrap_or_default()
+}
+
+/// The first command of `group` that is Carapace's (`marker` names the hook).
+fn ours_in(group: &dyn TableLike, marker: &str) -> String {
+    commands(group)
+        .into_iter()
+        .find(|c| is_ours(c, marker))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Records `hash` as the trusted hash of `key` in `hooks.state`; whether that changed it.
+fn set_trust(hooks: &mut dyn TableLike, key: &str, hash: &str) -> anyhow::Result<bool> {
+    let state = hooks.entry("state").or_insert_with(|| {
+        let mut t = Table::new();
+        t.set_implicit(true);
+        Item::Table(t)
+    });
+    let state = state
+        .as_table_like_mut()
+        .context("its `hooks.state` is not a table")?;
+    let entry = state
+        .entry(key)
+        .or_insert_with(|| Item::Table(Table::new()));
+    let entry = entry
+        .as_table_like_mut()
+        .with_context(|| format!("its `hooks.state.\"{key}\"` is not a table"))?;
+    if entry.get("trusted_hash").and_then(Item::as_str) == Some(hash) {
+        return Ok(false);
+    }
+    entry.insert("trusted_hash", value(hash));
+    Ok(true)
+}
+
+/// Takes out every handler of Carapace's hook and the trust recorded for it (`trust_file`:
+/// the config's path in Codex's trust keys), then each group, event list and table that
+/// only held them.
+pub(super) fn remove(
+    text: &str,
+    marker: &str,
+    trust_file: Option<&str>,
+) -> anyhow::Result<Option<String>> {
     let mut doc = parse(text)?;
     let Some(hooks) = doc.get_mut("hooks").and_then(Item::as_table_like_mut) else {
         return Ok(None);
     };
     let mut changed = false;
+    let mut trust_keys = Vec::new();
     let events: Vec<String> = hooks.iter().map(|(k, _)| k.to_owned()).collect();
     for event in events {
         let Some(list) = hooks.get_mut(&event) else {
             continue;
         };
         let emptied = if let Some(groups) = list.as_array_of_tables_mut() {
+            if let Some(file) = trust_file {
+                trust_keys.extend(
+                    groups
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, g)| runs_ours(*g, marker))
+                        .map(|(i, _)| trust_key(file, &event, i)),
+                );
+            }
             for group in groups.iter_mut().filter(|g| runs_ours(*g, marker)) {
                 changed = true;
                 if let Some(handlers) = group.get_mut("hooks") {
@@ -119,11 +241,15 @@ pub(super) fn remove(text: &str, marker: &str) -> anyhow::Result<Option<String>>
             groups.retain(|g| !(g.contains_key("hooks") && commands(g).is_empty()));
             groups.is_empty()
         } else if let Some(groups) = list.as_array_mut() {
-            for group in groups
+            for (i, group) in groups
                 .iter_mut()
-                .filter_map(toml_edit::Value::as_inline_table_mut)
+                .enumerate()
+                .filter_map(|(i, g)| Some((i, g.as_inline_table_mut()?)))
             {
                 if runs_ours(group, marker) {
+                    if let Some(file) = trust_file {
+                        trust_keys.push(trust_key(file, &event, i));
+                    }
                     changed = true;
                     if let Some(handlers) = group.get_mut("hooks") {
                         if let Some(array) = handlers.as_array_mut() {
@@ -146,6 +272,14 @@ pub(super) fn remove(text: &str, marker: &str) -> anyhow::Result<Option<String>>
     }
     if !changed {
         return Ok(None);
+    }
+    if let Some(state) = hooks.get_mut("state").and_then(Item::as_table_like_mut) {
+        for key in &trust_keys {
+            state.remove(key);
+        }
+        if state.is_empty() {
+            hooks.remove("state");
+        }
     }
     if hooks.is_empty() {
         doc.remove("hooks");
@@ -182,7 +316,46 @@ mod tests {
         layout: super::super::Layout::Grouped,
         command: "/usr/local/bin/carapace hook codex",
         marker: "hook codex",
+        trust_file: None,
     };
+
+    /// The file as Codex keys its trust.
+    const FILE: &str = "/home/u/.codex/config.toml";
+
+    const TRUSTED: Hook<'static> = Hook {
+        trust_file: Some(FILE),
+        ..HOOK
+    };
+
+    #[test]
+    fn trust_is_recorded_as_codex_records_it() {
+        // Codex 0.169's `hooks/list` reported this currentHash for this very group.
+        assert_eq!(
+            trusted_hash(
+                "PreToolUse",
+                Some("*"),
+                "/usr/local/bin/carapace hook codex"
+            ),
+            "sha256:5d906a19b96a38a7197a9e203ae417c1f6e8f21a48e438aa5c485a5e90875749"
+        );
+        let merged = merge(EXISTING, &TRUSTED).unwrap().expect("changed");
+        assert_eq!(merge(&merged, &TRUSTED).unwrap(), None, "second install");
+        let doc: DocumentMut = merged.parse().unwrap();
+        // The user's group is 0; Carapace's, appended, is 1.
+        let state = &doc["hooks"]["state"][&format!("{FILE}:pre_tool_use:1:0")];
+        assert_eq!(
+            state["trusted_hash"].as_str(),
+            Some("sha256:5d906a19b96a38a7197a9e203ae417c1f6e8f21a48e438aa5c485a5e90875749")
+        );
+        let removed = remove(&merged, TRUSTED.marker, TRUSTED.trust_file)
+            .unwrap()
+            .expect("changed");
+        assert_eq!(removed, EXISTING);
+        // A hook installed before trust was recorded gets it on the next install.
+        let untrusted = merge(EXISTING, &HOOK).unwrap().expect("changed");
+        let trusted = merge(&untrusted, &TRUSTED).unwrap().expect("trust added");
+        assert_eq!(trusted, merged);
+    }
 
     /// A config with comments, a provider, and a hook of the user's own.
     const EXISTING: &str = r#"# my Codex settings
@@ -232,10 +405,14 @@ enabled = false
             "# nothing but a comment\n",
             "hooks = { PreToolUse = [{ matcher = \"Bash\", hooks = [{ type = \"command\", command = \"x\" }] }] }\n",
         ] {
-            let merged = merge(original, &HOOK).unwrap().expect("changed");
-            let removed = remove(&merged, HOOK.marker).unwrap().expect("changed");
-            assert_eq!(removed, original, "merged:\n{merged}");
-            assert_eq!(remove(&removed, HOOK.marker).unwrap(), None);
+            for hook in [HOOK, TRUSTED] {
+                let merged = merge(original, &hook).unwrap().expect("changed");
+                let removed = remove(&merged, hook.marker, hook.trust_file)
+                    .unwrap()
+                    .expect("changed");
+                assert_eq!(removed, original, "merged:\n{merged}");
+                assert_eq!(remove(&removed, hook.marker, hook.trust_file).unwrap(), None);
+            }
         }
     }
 
@@ -265,6 +442,6 @@ enabled = false
         ] {
             assert!(merge(bad, &HOOK).is_err(), "{bad}");
         }
-        assert!(remove("[[x]", HOOK.marker).is_err());
+        assert!(remove("[[x]", HOOK.marker, None).is_err());
     }
 }

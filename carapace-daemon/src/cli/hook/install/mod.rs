@@ -121,12 +121,17 @@ impl Target {
         Ok(PathBuf::from(home).join(dir).join(file))
     }
 
-    /// What the agent should be told after an install, beyond "added".
-    fn note(self) -> Option<&'static str> {
+    /// What the user should be told after an install, beyond "added".
+    fn note(self, trusted: bool) -> Option<&'static str> {
         match self {
+            Self::Codex if trusted => Some(
+                "Codex runs a hook only once it is trusted: this install recorded that trust in \
+                 the same file (`/hooks` in codex shows it).",
+            ),
             Self::Codex => Some(
-                "Codex runs a new hook only after you trust it: start `codex`, open /hooks and \
-                 trust Carapace's PreToolUse hook. Until then Codex skips it without a word.",
+                "Codex runs a new hook only after you trust it, and a project's config cannot \
+                 record that: start `codex`, open /hooks and trust Carapace's PreToolUse hook. \
+                 Until then Codex skips it without a word.",
             ),
             _ => None,
         }
@@ -140,10 +145,20 @@ pub fn run(socket: &Path, args: &InstallArgs) -> anyhow::Result<u8> {
         None => target.path(args.project)?,
     };
     let marker = format!("hook {}", target.subcommand());
+    // Codex reads hook trust from the user's config only, keyed by the file's path.
+    let trust_file = match target {
+        Target::Codex if !args.project => Some(
+            std::path::absolute(&path)
+                .with_context(|| format!("cannot make {} absolute", path.display()))?
+                .display()
+                .to_string(),
+        ),
+        _ => None,
+    };
     let old = read(&path)?;
     if args.uninstall {
         let new = match &old {
-            Some(text) => edit(&path, |p| remove(p, text, &marker))?,
+            Some(text) => edit(&path, |p| remove(p, text, &marker, trust_file.as_deref()))?,
             None => None,
         };
         match new {
@@ -174,6 +189,7 @@ pub fn run(socket: &Path, args: &InstallArgs) -> anyhow::Result<u8> {
     let hook = Hook {
         events: target.events(),
         layout: target.layout(),
+        trust_file: trust_file.as_deref(),
         command: &command,
         marker: &marker,
     };
@@ -187,7 +203,7 @@ pub fn run(socket: &Path, args: &InstallArgs) -> anyhow::Result<u8> {
                 path.display(),
                 events.join(" and ")
             );
-            if let Some(note) = target.note() {
+            if let Some(note) = target.note(trust_file.is_some()) {
                 println!("carapace: {note}");
             }
         }
@@ -212,6 +228,8 @@ pub fn run(socket: &Path, args: &InstallArgs) -> anyhow::Result<u8> {
 struct Hook<'a> {
     events: &'a [Event],
     layout: Layout,
+    /// Codex: the config's absolute path, which keys the trust the installer records.
+    trust_file: Option<&'a str>,
     command: &'a str,
     /// `hook AGENT`: a command holding it and `carapace` is Carapace's hook.
     marker: &'a str,
@@ -244,11 +262,17 @@ fn merge(format: Format, text: &str, hook: &Hook<'_>) -> anyhow::Result<Option<S
     }
 }
 
-/// The file's new text without Carapace's hook; `None` when it has none.
-fn remove(format: Format, text: &str, marker: &str) -> anyhow::Result<Option<String>> {
+/// The file's new text without Carapace's hook (and the trust recorded for it); `None`
+/// when it has none.
+fn remove(
+    format: Format,
+    text: &str,
+    marker: &str,
+    trust_file: Option<&str>,
+) -> anyhow::Result<Option<String>> {
     match format {
         Format::Json => settings_json::remove(text, marker),
-        Format::Toml => config_toml::remove(text, marker),
+        Format::Toml => config_toml::remove(text, marker, trust_file),
     }
 }
 

@@ -122,6 +122,7 @@ mod tests {
     const HOOK: Hook<'static> = Hook {
         events: &[("PreToolUse", Some("*")), ("UserPromptSubmit", None)],
         layout: Layout::Grouped,
+        trust_file: None,
         command: "/usr/bin/carapace hook claude-code",
         marker: "hook claude-code",
     };
@@ -205,6 +206,7 @@ mod tests {
         const COPILOT: Hook<'static> = Hook {
             events: &[("preToolUse", None)],
             layout: Layout::Flat,
+            trust_file: None,
             command: "/usr/bin/carapace hook copilot",
             marker: "hook copilot",
         };
