@@ -38,16 +38,19 @@ fn trust_key(file: &str, event: &str, group: usize) -> String {
     format!("{file}:{}:{group}:0", event_label(event))
 }
 
-/// The hash Codex computes for the group Carapace adds (one handler, `type` and `command`,
-/// Codex's defaults for the rest): sha256 of the identity as compact JSON, keys sorted.
-fn trusted_hash(event: &str, matcher: Option<&str>, command: &str) -> String {
+/// The hash Codex computes for the group Carapace adds (one handler, `type`, `command` and
+/// perhaps `timeout`, Codex's defaults for the rest): sha256 of the identity as compact JSON, keys sorted.
+fn trusted_hash(event: &str, matcher: Option<&str>, command: &str, timeout: Option<u64>) -> String {
     // Written key by key in sorted order, whatever map type serde_json is built with.
     let mut identity = serde_json::Map::new();
     identity.insert("event_name".into(), event_label(event).into());
     let mut handler = serde_json::Map::new();
     handler.insert("async".into(), false.into());
     handler.insert("command".into(), command.into());
-    handler.insert("timeout".into(), CODEX_DEFAULT_TIMEOUT_SECS.into());
+    handler.insert(
+        "timeout".into(),
+        timeout.unwrap_or(CODEX_DEFAULT_TIMEOUT_SECS).into(),
+    );
     handler.insert("type".into(), "command".into());
     identity.insert(
         "hooks".into(),
@@ -100,7 +103,8 @@ pub(super) fn merge(text: &str, hook: &Hook<'_>) -> anyhow::Result<Option<String
         .as_table_like_mut()
         .context("its `hooks` is not a table")?;
     let mut changed = false;
-    // (event, matcher, group index, command) of Carapace's group in each event's list.
+    // (event, matcher, group index, (command, timeout)) of Carapace's group in each
+    // event's list.
     let mut trusted = Vec::new();
     for (event, matcher) in hook.events {
         let list = hooks
@@ -108,13 +112,17 @@ pub(super) fn merge(text: &str, hook: &Hook<'_>) -> anyhow::Result<Option<String
             .or_insert(Item::ArrayOfTables(ArrayOfTables::new()));
         if let Some(groups) = list.as_array_of_tables_mut() {
             if let Some(i) = groups.iter().position(|g| runs_ours(g, hook.marker)) {
-                trusted.push((event, *matcher, i, existing_command(groups, i, hook.marker)));
+                let ours = groups.get(i).map(|g| our_handler(g, hook.marker));
+                trusted.push((event, *matcher, i, ours.unwrap_or_default()));
                 continue;
             }
-            trusted.push((event, *matcher, groups.len(), hook.command.to_owned()));
+            trusted.push((event, *matcher, groups.len(), new_handler(hook)));
             let mut handler = Table::new();
             handler["type"] = value("command");
             handler["command"] = value(hook.command);
+            if let Some((key, secs)) = hook.timeout {
+                handler[key] = value(i64::try_from(secs).unwrap_or(i64::MAX));
+            }
             let mut handlers = ArrayOfTables::new();
             handlers.push(handler);
             let mut group = Table::new();
@@ -129,18 +137,20 @@ pub(super) fn merge(text: &str, hook: &Hook<'_>) -> anyhow::Result<Option<String
                     .is_some_and(|t| runs_ours(t, hook.marker))
             });
             if let Some(i) = ours {
-                let command = groups
+                let ours = groups
                     .get(i)
                     .and_then(toml_edit::Value::as_inline_table)
-                    .map(|t| ours_in(t, hook.marker))
-                    .unwrap_or_default();
-                trusted.push((event, *matcher, i, command));
+                    .map(|t| our_handler(t, hook.marker));
+                trusted.push((event, *matcher, i, ours.unwrap_or_default()));
                 continue;
             }
-            trusted.push((event, *matcher, groups.len(), hook.command.to_owned()));
+            trusted.push((event, *matcher, groups.len(), new_handler(hook)));
             let mut handler = InlineTable::new();
             handler.insert("type", "command".into());
             handler.insert("command", hook.command.into());
+            if let Some((key, secs)) = hook.timeout {
+                handler.insert(key, i64::try_from(secs).unwrap_or(i64::MAX).into());
+            }
             let mut handlers = Array::new();
             handlers.push(handler);
             let mut group = InlineTable::new();
@@ -155,29 +165,52 @@ pub(super) fn merge(text: &str, hook: &Hook<'_>) -> anyhow::Result<Option<String
         changed = true;
     }
     if let Some(file) = hook.trust_file {
-        for (event, matcher, group, command) in trusted {
-            let hash = trusted_hash(event, matcher, &command);
+        for (event, matcher, group, handler) in trusted {
+            let (command, timeout) = handler;
+            let hash = trusted_hash(event, matcher, &command, timeout);
             changed |= set_trust(hooks, &trust_key(file, event, group), &hash)?;
         }
     }
     Ok(changed.then(|| doc.to_string()))
 }
 
-/// The command of Carapace's handler in group `i`.
-fn existing_command(groups: &ArrayOfTables, i: usize, marker: &str) -> String {
-    groups
-        .get(i)
-        .map(|g| ours_in(g, marker))
-        .unwrap_or_default()
+/// The command and timeout of the handler this install adds.
+fn new_handler(hook: &Hook<'_>) -> (String, Option<u64>) {
+    (hook.command.to_owned(), hook.timeout.map(|(_, secs)| secs))
 }
 
-/// The first command of `group` that is Carapace's (`marker` names the hook).
-fn ours_in(group: &dyn TableLike, marker: &str) -> String {
-    commands(group)
-        .into_iter()
-        .find(|c| is_ours(c, marker))
-        .unwrap_or_default()
-        .to_owned()
+/// The command and timeout of Carapace's handler in `group`.
+fn our_handler(group: &dyn TableLike, marker: &str) -> (String, Option<u64>) {
+    let read = |command: Option<&str>, timeout: Option<i64>| {
+        let command = command.filter(|c| is_ours(c, marker))?;
+        Some((
+            command.to_owned(),
+            timeout.and_then(|t| u64::try_from(t).ok()),
+        ))
+    };
+    let Some(hooks) = group.get("hooks") else {
+        return (String::new(), None);
+    };
+    let found = if let Some(tables) = hooks.as_array_of_tables() {
+        tables.iter().find_map(|t| {
+            read(
+                t.get("command").and_then(Item::as_str),
+                t.get("timeout").and_then(Item::as_integer),
+            )
+        })
+    } else {
+        hooks.as_array().and_then(|a| {
+            a.iter()
+                .filter_map(toml_edit::Value::as_inline_table)
+                .find_map(|t| {
+                    read(
+                        t.get("command").and_then(toml_edit::Value::as_str),
+                        t.get("timeout").and_then(toml_edit::Value::as_integer),
+                    )
+                })
+        })
+    };
+    found.unwrap_or_default()
 }
 
 /// Records `hash` as the trusted hash of `key` in `hooks.state`; whether that changed it.
@@ -317,6 +350,7 @@ mod tests {
         command: "/usr/local/bin/carapace hook codex",
         marker: "hook codex",
         trust_file: None,
+        timeout: None,
     };
 
     /// The file as Codex keys its trust.
@@ -334,7 +368,8 @@ mod tests {
             trusted_hash(
                 "PreToolUse",
                 Some("*"),
-                "/usr/local/bin/carapace hook codex"
+                "/usr/local/bin/carapace hook codex",
+                None
             ),
             "sha256:5d906a19b96a38a7197a9e203ae417c1f6e8f21a48e438aa5c485a5e90875749"
         );
@@ -351,6 +386,33 @@ mod tests {
             .unwrap()
             .expect("changed");
         assert_eq!(removed, EXISTING);
+        // With a timeout (a hook that waits for approvals), Codex hashes it too.
+        assert_eq!(
+            trusted_hash(
+                "PreToolUse",
+                Some("*"),
+                "/usr/local/bin/carapace hook codex --wait 120",
+                Some(150)
+            ),
+            "sha256:f8495578e55b2bcdd3e460f7cbfdf8ed69d02ee087996995f3f8c2ac3fae98ad"
+        );
+        let waiting = Hook {
+            command: "/usr/local/bin/carapace hook codex --wait 120",
+            timeout: Some(("timeout", 150)),
+            ..TRUSTED
+        };
+        let merged_waiting = merge("", &waiting).unwrap().expect("changed");
+        assert!(
+            merged_waiting.contains("\ntimeout = 150\n"),
+            "{merged_waiting}"
+        );
+        assert!(
+            merged_waiting.contains(
+                "sha256:f8495578e55b2bcdd3e460f7cbfdf8ed69d02ee087996995f3f8c2ac3fae98ad"
+            ),
+            "{merged_waiting}"
+        );
+        assert_eq!(merge(&merged_waiting, &waiting).unwrap(), None);
         // A hook installed before trust was recorded gets it on the next install.
         let untrusted = merge(EXISTING, &HOOK).unwrap().expect("changed");
         let trusted = merge(&untrusted, &TRUSTED).unwrap().expect("trust added");

@@ -78,6 +78,17 @@ impl Target {
         }
     }
 
+    /// The handler's timeout field for a hook that waits up to `wait` seconds for an
+    /// approval, with room to spare: each agent runs the call when its hook times out.
+    fn timeout(self, wait: u64) -> (&'static str, u64) {
+        let secs = wait + 30;
+        match self {
+            Self::ClaudeCode | Self::Codex => ("timeout", secs),
+            Self::Gemini => ("timeout", secs * 1000),
+            Self::Copilot => ("timeoutSec", secs),
+        }
+    }
+
     fn layout(self) -> Layout {
         match self {
             Self::Copilot => Layout::Flat,
@@ -189,6 +200,7 @@ pub fn run(socket: &Path, args: &InstallArgs) -> anyhow::Result<u8> {
     let hook = Hook {
         events: target.events(),
         layout: target.layout(),
+        timeout: wait_secs(args.hook_args.as_deref()).map(|w| target.timeout(w)),
         trust_file: trust_file.as_deref(),
         command: &command,
         marker: &marker,
@@ -230,9 +242,26 @@ struct Hook<'a> {
     layout: Layout,
     /// Codex: the config's absolute path, which keys the trust the installer records.
     trust_file: Option<&'a str>,
+    /// The handler's timeout field and value, when the hook waits for approvals (the
+    /// agents' defaults, 30 to 600 s, are otherwise ample).
+    timeout: Option<(&'static str, u64)>,
     command: &'a str,
     /// `hook AGENT`: a command holding it and `carapace` is Carapace's hook.
     marker: &'a str,
+}
+
+/// The `--wait SECS` among the hook's extra arguments.
+fn wait_secs(hook_args: Option<&str>) -> Option<u64> {
+    let mut words = hook_args?.split_whitespace();
+    while let Some(w) = words.next() {
+        if let Some(n) = w.strip_prefix("--wait=") {
+            return n.parse().ok();
+        }
+        if w == "--wait" {
+            return words.next()?.parse().ok();
+        }
+    }
+    None
 }
 
 fn is_ours(command: &str, marker: &str) -> bool {
@@ -311,4 +340,22 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
             .with_context(|| format!("cannot set the permissions of {}", tmp.display()))?;
     }
     std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hook_that_waits_gets_a_timeout_beyond_its_wait() {
+        assert_eq!(wait_secs(None), None);
+        assert_eq!(wait_secs(Some("--local")), None);
+        assert_eq!(wait_secs(Some("--local --wait 90")), Some(90));
+        assert_eq!(wait_secs(Some("--wait=45 --local")), Some(45));
+        assert_eq!(wait_secs(Some("--wait soon")), None);
+        // Gemini counts milliseconds, the others seconds.
+        assert_eq!(Target::Gemini.timeout(90), ("timeout", 120_000));
+        assert_eq!(Target::ClaudeCode.timeout(90), ("timeout", 120));
+        assert_eq!(Target::Copilot.timeout(90), ("timeoutSec", 120));
+    }
 }

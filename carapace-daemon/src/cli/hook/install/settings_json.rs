@@ -62,16 +62,22 @@ pub(super) fn merge(text: &str, hook: &Hook<'_>) -> anyhow::Result<Option<String
         if list.iter().any(|g| runs_ours(g, hook.marker)) {
             continue;
         }
+        let mut handler = match hook.layout {
+            Layout::Grouped => json!({ "type": "command", "command": hook.command }),
+            Layout::Flat => json!({ "type": "command", "bash": hook.command }),
+        };
+        if let Some((key, value)) = hook.timeout {
+            handler[key] = json!(value);
+        }
         let entry = match hook.layout {
             Layout::Grouped => {
-                let mut group =
-                    json!({ "hooks": [{ "type": "command", "command": hook.command }] });
+                let mut group = json!({ "hooks": [handler] });
                 if let Some(m) = matcher {
                     group["matcher"] = json!(m);
                 }
                 group
             }
-            Layout::Flat => json!({ "type": "command", "bash": hook.command }),
+            Layout::Flat => handler,
         };
         list.push(entry);
         changed = true;
@@ -123,6 +129,7 @@ mod tests {
         events: &[("PreToolUse", Some("*")), ("UserPromptSubmit", None)],
         layout: Layout::Grouped,
         trust_file: None,
+        timeout: None,
         command: "/usr/bin/carapace hook claude-code",
         marker: "hook claude-code",
     };
@@ -207,6 +214,7 @@ mod tests {
             events: &[("preToolUse", None)],
             layout: Layout::Flat,
             trust_file: None,
+            timeout: None,
             command: "/usr/bin/carapace hook copilot",
             marker: "hook copilot",
         };
