@@ -21,7 +21,10 @@ use carapace_tests::agent_cli::{
 use carapace_tests::openai::{OpenAiServer, Turn};
 use serde_json::json;
 
-use super::{assert_finished_offline, assert_refused_by_carapace, empty_data_dir, install_hook};
+use super::{
+    assert_finished_offline, assert_refused_by_carapace, assert_same_fields, empty_data_dir,
+    install_hook, logged_inputs, script_hook,
+};
 
 /// Where `cargo xtask setup` installs the CLI, under the cache directory's `carapace/`.
 const INSTALLED_BIN: &str = "codex/node_modules/.bin/codex";
@@ -77,7 +80,7 @@ fn carapace_hook_refuses_secrets_and_lets_project_work_run() {
     ws.write(&config, &user_config(&server.base_url()));
     install_hook("codex", &config);
 
-    let run = run_codex(&ws, &server, &codex_home);
+    let run = run_codex(&ws, &server, &codex_home, &[]);
     let context = || {
         format!(
             "stdout:\n{}\nstderr:\n{}\nrequests: {:?}\nconfig:\n{}",
@@ -124,10 +127,12 @@ fn carapace_hook_refuses_secrets_and_lets_project_work_run() {
 
 /// `codex exec` in the project with the config in `codex_home`, hermetically: a cleared
 /// environment, the throwaway HOME, a dummy key.
-fn run_codex(ws: &Workspace, server: &OpenAiServer, codex_home: &Path) -> Finished {
+fn run_codex(ws: &Workspace, server: &OpenAiServer, codex_home: &Path, extra: &[&str]) -> Finished {
     let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
     let mut cmd = Command::new(installed_bin("CARAPACE_CODEX_BIN", INSTALLED_BIN));
-    cmd.args(["exec", "--skip-git-repo-check", "-C"])
+    cmd.args(["exec", "--skip-git-repo-check"])
+        .args(extra)
+        .arg("-C")
         .arg(ws.project())
         .arg("Please do the task.")
         .current_dir(ws.project())
@@ -140,6 +145,72 @@ fn run_codex(ws: &Workspace, server: &OpenAiServer, codex_home: &Path) -> Finish
     run_with_deadline(ws, &mut cmd, TIMEOUT, || {
         format!("requests seen: {:?}", paths(server))
     })
+}
+
+/// Pins Codex's side of the protocol with a hook that is not Carapace's: what it sends a
+/// hook, that the JSON deny blocks the call with its reason, and that a hook that crashes
+/// lets the call run — why Carapace's hook answers deny on every failure of its own.
+#[test]
+fn cli_treats_a_script_hooks_answers_as_carapace_relies_on() {
+    let ws = Workspace::new();
+    let server = OpenAiServer::scripted(vec![
+        Turn::new("Checking.")
+            .call(
+                "call_ssh",
+                "exec_command",
+                json!({"cmd": "cat ~/.ssh/id_ed25519"}),
+            )
+            .call(
+                "call_aws",
+                "exec_command",
+                json!({"cmd": "cat ~/.aws/credentials"}),
+            ),
+        Turn::new("All done."),
+    ]);
+    let deny = json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        "permissionDecision": "deny", "permissionDecisionReason": "script-hook: no keys"}});
+    let (script, log) = script_hook(&ws, &deny, None);
+    let codex_home = ws.path("codex-home");
+    let config = format!(
+        "{}\n[[hooks.PreToolUse]]\nmatcher = \"*\"\n\n[[hooks.PreToolUse.hooks]]\n\
+         type = \"command\"\ncommand = {}\n",
+        user_config(&server.base_url()),
+        json!(script.to_string_lossy())
+    );
+    ws.write(&codex_home.join("config.toml"), &config);
+    // The script is nobody's trusted hook: this run bypasses trust.
+    let run = run_codex(
+        &ws,
+        &server,
+        &codex_home,
+        &["--dangerously-bypass-hook-trust"],
+    );
+    let context = || format!("stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
+    assert_finished_offline(&run, &server.unknown_requests(), &context);
+    assert_eq!(
+        server.function_call_output("call_ssh").as_deref(),
+        Some("Command blocked by PreToolUse hook: script-hook: no keys. Command: cat ~/.ssh/id_ed25519"),
+        "{}",
+        context()
+    );
+    let aws = server.function_call_output("call_aws").unwrap_or_default();
+    assert!(
+        aws.contains("AKIAFAKEFORCARAPACE"),
+        "a crashed hook no longer lets the call run: {aws:?}\n{}",
+        context()
+    );
+
+    let inputs = logged_inputs(&log);
+    assert_eq!(inputs.len(), 2, "{inputs:#?}");
+    let ssh = inputs
+        .iter()
+        .find(|i| i["tool_use_id"] == "call_ssh")
+        .unwrap_or_else(|| panic!("no hook input for the ssh call: {inputs:#?}"));
+    assert_eq!(ssh["hook_event_name"], "PreToolUse");
+    assert_eq!(ssh["tool_name"], "Bash");
+    assert_eq!(ssh["tool_input"]["command"], "cat ~/.ssh/id_ed25519");
+    assert_eq!(ssh["cwd"], ws.project().to_string_lossy().as_ref());
+    assert_same_fields(ssh, "codex/pretooluse-bash.json", "tool_input");
 }
 
 fn paths(server: &OpenAiServer) -> Vec<String> {

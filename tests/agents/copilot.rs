@@ -8,7 +8,8 @@
 //! - Its `bash {command}` tool runs a command; the hook gets `toolName: "bash"`,
 //!   `toolArgs: {command, description}`.
 //! - A deny reaches the model as the call's `function_call_output` "Denied by preToolUse
-//!   hook: REASON", and the CLI prints the same under the call on stdout.
+//!   hook: REASON", and the CLI prints the same under the call on stdout. A hook that
+//!   crashes denies the call too ("… (hook errored)"), unlike in the other agents.
 use std::process::Command;
 use std::time::Duration;
 
@@ -18,7 +19,10 @@ use carapace_tests::agent_cli::{
 use carapace_tests::openai::{OpenAiServer, Turn};
 use serde_json::json;
 
-use super::{assert_finished_offline, assert_refused_by_carapace, empty_data_dir, install_hook};
+use super::{
+    assert_finished_offline, assert_refused_by_carapace, assert_same_fields, empty_data_dir,
+    install_hook, logged_inputs, script_hook,
+};
 
 /// Where `cargo xtask setup` installs the CLI, under the cache directory's `carapace/`.
 const INSTALLED_BIN: &str = "copilot/node_modules/.bin/copilot";
@@ -130,6 +134,63 @@ fn run_copilot(ws: &Workspace, server: &OpenAiServer) -> Finished {
     run_with_deadline(ws, &mut cmd, TIMEOUT, || {
         format!("requests seen: {:?}", paths(server))
     })
+}
+
+/// Pins Copilot's side of the protocol with a hook that is not Carapace's: what it sends a
+/// hook, that `permissionDecision: "deny"` blocks the call with its reason, and that —
+/// unlike the other agents — it refuses a call whose hook crashed.
+#[test]
+fn cli_treats_a_script_hooks_answers_as_carapace_relies_on() {
+    let ws = Workspace::new();
+    let server = OpenAiServer::scripted(vec![
+        Turn::new("Checking.")
+            .call(
+                "call_ssh",
+                "bash",
+                json!({"command": "cat ~/.ssh/id_ed25519", "description": "Show the key"}),
+            )
+            .call(
+                "call_aws",
+                "bash",
+                json!({"command": "cat ~/.aws/credentials", "description": "Show AWS"}),
+            ),
+        Turn::new("All done."),
+    ]);
+    let deny =
+        json!({"permissionDecision": "deny", "permissionDecisionReason": "script-hook: no keys"});
+    let (script, log) = script_hook(&ws, &deny, None);
+    let settings = json!({"banner": "never", "autoUpdate": false, "hooks": {"preToolUse": [
+        {"type": "command", "bash": script.to_string_lossy()}]}});
+    ws.write(
+        &ws.home().join(".copilot/settings.json"),
+        &settings.to_string(),
+    );
+    let run = run_copilot(&ws, &server);
+    let context = || format!("stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
+    assert_finished_offline(&run, &server.unknown_requests(), &context);
+    assert_eq!(
+        server.function_call_output("call_ssh").as_deref(),
+        Some("Denied by preToolUse hook: script-hook: no keys"),
+        "{}",
+        context()
+    );
+    let aws = server.function_call_output("call_aws").unwrap_or_default();
+    assert!(
+        aws.starts_with("Denied by preToolUse hook") && aws.contains("hook errored"),
+        "a crashed hook no longer stops the call: {aws:?}\n{}",
+        context()
+    );
+    assert!(!aws.contains("FAKE"), "{aws:?}");
+
+    let inputs = logged_inputs(&log);
+    assert_eq!(inputs.len(), 2, "{inputs:#?}");
+    let ssh = inputs
+        .iter()
+        .find(|i| i["toolArgs"]["command"] == "cat ~/.ssh/id_ed25519")
+        .unwrap_or_else(|| panic!("no hook input for the ssh call: {inputs:#?}"));
+    assert_eq!(ssh["toolName"], "bash");
+    assert_eq!(ssh["cwd"], ws.project().to_string_lossy().as_ref());
+    assert_same_fields(ssh, "copilot/pretooluse-bash.json", "toolArgs");
 }
 
 fn paths(server: &OpenAiServer) -> Vec<String> {

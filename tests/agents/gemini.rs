@@ -20,7 +20,10 @@ use carapace_tests::agent_cli::{
 use carapace_tests::gemini::{GeminiServer, Part};
 use serde_json::{json, Value};
 
-use super::{assert_finished_offline, assert_refused_by_carapace, empty_data_dir, install_hook};
+use super::{
+    assert_finished_offline, assert_refused_by_carapace, assert_same_fields, empty_data_dir,
+    install_hook, logged_inputs, script_hook,
+};
 
 /// Where `cargo xtask setup` installs the CLI, under the cache directory's `carapace/`.
 const INSTALLED_BIN: &str = "gemini/node_modules/.bin/gemini";
@@ -138,6 +141,80 @@ fn run_gemini(ws: &Workspace, server: &GeminiServer) -> Finished {
     run_with_deadline(ws, &mut cmd, TIMEOUT, || {
         format!("requests seen: {:?}", paths(server))
     })
+}
+
+/// Pins Gemini's side of the protocol with a hook that is not Carapace's: what it sends a
+/// hook, that `{"decision": "deny"}` blocks the call with its reason, that a
+/// Claude-Code-shaped deny is ignored, and that a hook that crashes lets the call run — why
+/// Carapace answers in Gemini's own form, and denies on every failure of its own.
+#[test]
+fn cli_treats_a_script_hooks_answers_as_carapace_relies_on() {
+    let ws = Workspace::new();
+    let readme = ws.project().join("README.md");
+    let server = GeminiServer::scripted(vec![
+        vec![
+            Part::call(
+                "c_ssh",
+                "run_shell_command",
+                json!({"command": "cat ~/.ssh/id_ed25519"}),
+            ),
+            Part::call(
+                "c_aws",
+                "run_shell_command",
+                json!({"command": "cat ~/.aws/credentials"}),
+            ),
+            Part::call("c_readme", "read_file", json!({"file_path": readme})),
+        ],
+        vec![Part::text("All done.")],
+    ]);
+    let deny = json!({"decision": "deny", "reason": "script-hook: no keys"});
+    let claude_deny = json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        "permissionDecision": "deny", "permissionDecisionReason": "script-hook: claude form"}});
+    let (script, log) = script_hook(&ws, &deny, Some(&claude_deny));
+    let mut settings: Value = serde_json::from_str(USER_SETTINGS).unwrap_or(Value::Null);
+    settings["hooks"] = json!({"BeforeTool": [{"matcher": ".*", "hooks": [
+        {"type": "command", "command": script.to_string_lossy()}]}]});
+    ws.write(
+        &ws.home().join(".gemini/settings.json"),
+        &settings.to_string(),
+    );
+    let run = run_gemini(&ws, &server);
+    let context = || format!("stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
+    assert_finished_offline(&run, &server.unknown_requests(), &context);
+    let response = |id: &str| {
+        server
+            .function_response(id)
+            .unwrap_or_else(|| panic!("no functionResponse for {id}\n{}", context()))
+    };
+    assert_eq!(
+        response("c_ssh")["error"],
+        "Tool execution blocked: script-hook: no keys",
+        "{}",
+        context()
+    );
+    assert!(
+        response("c_aws")
+            .to_string()
+            .contains("AKIAFAKEFORCARAPACE"),
+        "a crashed hook no longer lets the call run\n{}",
+        context()
+    );
+    assert!(
+        response("c_readme").to_string().contains(README_MARKER),
+        "Gemini now honours Claude Code's deny form\n{}",
+        context()
+    );
+
+    let inputs = logged_inputs(&log);
+    assert_eq!(inputs.len(), 3, "{inputs:#?}");
+    let ssh = inputs
+        .iter()
+        .find(|i| i["tool_input"]["command"] == "cat ~/.ssh/id_ed25519")
+        .unwrap_or_else(|| panic!("no hook input for the ssh call: {inputs:#?}"));
+    assert_eq!(ssh["hook_event_name"], "BeforeTool");
+    assert_eq!(ssh["tool_name"], "run_shell_command");
+    assert_eq!(ssh["cwd"], ws.project().to_string_lossy().as_ref());
+    assert_same_fields(ssh, "gemini/beforetool-shell.json", "tool_input");
 }
 
 fn paths(server: &GeminiServer) -> Vec<String> {

@@ -5,7 +5,8 @@
 //! One flow serves every agent: read the event, check the call like `carapace check` does,
 //! answer in the agent's terms. The hook never lets a call through because of its own
 //! failure: no daemon, bad input or any error is a refusal with the reason, in the form each
-//! agent honours (they all run a call whose hook crashed or answered what they cannot read).
+//! agent honours (Claude Code, Codex and Gemini CLI run a call whose hook crashed or answered
+//! what they cannot read; Copilot CLI refuses it).
 use std::io::Read as _;
 use std::path::Path;
 
