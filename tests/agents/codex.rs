@@ -12,18 +12,17 @@
 //! - A deny reaches the model as the call's `function_call_output`, `Command blocked by
 //!   PreToolUse hook: REASON. Command: …`, and the CLI logs the same line on stderr.
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use carapace_tests::agent_cli::{
-    installed_bin, read, run_with_deadline, Finished, Workspace, README_MARKER,
+    assert_refused_by_carapace, hermetic_command, installed_bin, read, run_with_deadline, Finished,
+    Workspace, README_MARKER,
 };
 use carapace_tests::openai::{OpenAiServer, Turn};
 use serde_json::json;
 
 use super::{
-    assert_finished_offline, assert_refused_by_carapace, assert_same_fields, empty_data_dir,
-    install_hook, logged_inputs, script_hook,
+    assert_finished_offline, assert_same_fields, install_hook, logged_inputs, script_hook,
 };
 
 /// Where `cargo xtask setup` installs the CLI, under the cache directory's `carapace/`.
@@ -128,20 +127,14 @@ fn carapace_hook_refuses_secrets_and_lets_project_work_run() {
 /// `codex exec` in the project with the config in `codex_home`, hermetically: a cleared
 /// environment, the throwaway HOME, a dummy key.
 fn run_codex(ws: &Workspace, server: &OpenAiServer, codex_home: &Path, extra: &[&str]) -> Finished {
-    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
-    let mut cmd = Command::new(installed_bin("CARAPACE_CODEX_BIN", INSTALLED_BIN));
+    let mut cmd = hermetic_command(&installed_bin("CARAPACE_CODEX_BIN", INSTALLED_BIN), ws);
     cmd.args(["exec", "--skip-git-repo-check"])
         .args(extra)
         .arg("-C")
         .arg(ws.project())
         .arg("Please do the task.")
-        .current_dir(ws.project())
-        .env_clear()
-        .env("PATH", path)
-        .env("HOME", ws.home())
         .env("CODEX_HOME", codex_home)
-        .env("CARAPACE_TEST_KEY", "sk-loopback-dummy")
-        .env("CARAPACE_DATA_DIR", empty_data_dir(ws));
+        .env("CARAPACE_TEST_KEY", "sk-loopback-dummy");
     run_with_deadline(ws, &mut cmd, TIMEOUT, || {
         format!("requests seen: {:?}", paths(server))
     })

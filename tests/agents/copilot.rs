@@ -10,18 +10,17 @@
 //! - A deny reaches the model as the call's `function_call_output` "Denied by preToolUse
 //!   hook: REASON", and the CLI prints the same under the call on stdout. A hook that
 //!   crashes denies the call too ("… (hook errored)"), unlike in the other agents.
-use std::process::Command;
 use std::time::Duration;
 
 use carapace_tests::agent_cli::{
-    installed_bin, read, run_with_deadline, Finished, Workspace, README_MARKER,
+    assert_refused_by_carapace, hermetic_command, installed_bin, read, run_with_deadline, Finished,
+    Workspace, README_MARKER,
 };
 use carapace_tests::openai::{OpenAiServer, Turn};
 use serde_json::json;
 
 use super::{
-    assert_finished_offline, assert_refused_by_carapace, assert_same_fields, empty_data_dir,
-    install_hook, logged_inputs, script_hook,
+    assert_finished_offline, assert_same_fields, install_hook, logged_inputs, script_hook,
 };
 
 /// Where `cargo xtask setup` installs the CLI, under the cache directory's `carapace/`.
@@ -114,13 +113,8 @@ fn carapace_hook_refuses_secrets_and_lets_project_work_run() {
 /// `copilot -p` in the project, hermetically: a cleared environment, the throwaway HOME
 /// (whose .copilot/settings.json holds the hook), the loopback server as its own provider.
 fn run_copilot(ws: &Workspace, server: &OpenAiServer) -> Finished {
-    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
-    let mut cmd = Command::new(installed_bin("CARAPACE_COPILOT_BIN", INSTALLED_BIN));
+    let mut cmd = hermetic_command(&installed_bin("CARAPACE_COPILOT_BIN", INSTALLED_BIN), ws);
     cmd.args(["-p", "Please do the task.", "--allow-all-tools"])
-        .current_dir(ws.project())
-        .env_clear()
-        .env("PATH", path)
-        .env("HOME", ws.home())
         .env("COPILOT_OFFLINE", "true")
         .env(
             "COPILOT_PROVIDER_BASE_URL",
@@ -129,8 +123,7 @@ fn run_copilot(ws: &Workspace, server: &OpenAiServer) -> Finished {
         .env("COPILOT_PROVIDER_WIRE_API", "responses")
         .env("COPILOT_PROVIDER_API_KEY", "loopback-dummy")
         .env("COPILOT_MODEL", "gpt-5")
-        .env("COPILOT_AUTO_UPDATE", "false")
-        .env("CARAPACE_DATA_DIR", empty_data_dir(ws));
+        .env("COPILOT_AUTO_UPDATE", "false");
     run_with_deadline(ws, &mut cmd, TIMEOUT, || {
         format!("requests seen: {:?}", paths(server))
     })

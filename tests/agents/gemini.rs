@@ -11,18 +11,17 @@
 //!   prints "Error executing tool NAME: Tool execution blocked: REASON" on stderr.
 //! - `read_file` outside the workspace is refused by the CLI itself before any hook, so
 //!   the secrets are asked for with the shell.
-use std::process::Command;
 use std::time::Duration;
 
 use carapace_tests::agent_cli::{
-    installed_bin, read, run_with_deadline, Finished, Workspace, README_MARKER,
+    assert_refused_by_carapace, hermetic_command, installed_bin, read, run_with_deadline, Finished,
+    Workspace, README_MARKER,
 };
 use carapace_tests::gemini::{GeminiServer, Part};
 use serde_json::{json, Value};
 
 use super::{
-    assert_finished_offline, assert_refused_by_carapace, assert_same_fields, empty_data_dir,
-    install_hook, logged_inputs, script_hook,
+    assert_finished_offline, assert_same_fields, install_hook, logged_inputs, script_hook,
 };
 
 /// Where `cargo xtask setup` installs the CLI, under the cache directory's `carapace/`.
@@ -121,8 +120,7 @@ fn carapace_hook_refuses_secrets_and_lets_project_work_run() {
 /// `gemini -p` in the project, hermetically: a cleared environment, the throwaway HOME
 /// (whose .gemini/settings.json holds the hook), a dummy key.
 fn run_gemini(ws: &Workspace, server: &GeminiServer) -> Finished {
-    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
-    let mut cmd = Command::new(installed_bin("CARAPACE_GEMINI_BIN", INSTALLED_BIN));
+    let mut cmd = hermetic_command(&installed_bin("CARAPACE_GEMINI_BIN", INSTALLED_BIN), ws);
     cmd.args([
         "-m",
         "gemini-2.5-pro",
@@ -130,14 +128,9 @@ fn run_gemini(ws: &Workspace, server: &GeminiServer) -> Finished {
         "-p",
         "Please do the task.",
     ])
-    .current_dir(ws.project())
-    .env_clear()
-    .env("PATH", path)
-    .env("HOME", ws.home())
     .env("GEMINI_API_KEY", "loopback-dummy")
     .env("GOOGLE_GEMINI_BASE_URL", server.base_url())
-    .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
-    .env("CARAPACE_DATA_DIR", empty_data_dir(ws));
+    .env("GEMINI_CLI_TRUST_WORKSPACE", "true");
     run_with_deadline(ws, &mut cmd, TIMEOUT, || {
         format!("requests seen: {:?}", paths(server))
     })

@@ -40,33 +40,6 @@ fn install_hook(agent: &str, config: &Path) {
     );
 }
 
-/// An empty Carapace data directory for the hook, so a rules.yaml on the machine cannot
-/// change the outcome.
-fn empty_data_dir(ws: &Workspace) -> String {
-    let dir = ws.path("carapace-data");
-    std::fs::create_dir_all(&dir)
-        .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-    dir.to_string_lossy().into_owned()
-}
-
-/// A refusal the model was sent for a secret: Carapace's, naming the rule's topic, and
-/// without the secret.
-fn assert_refused_by_carapace(what: &str, text: &str, topic: &str, context: &dyn Fn() -> String) {
-    assert!(
-        text.contains("Carapace"),
-        "the refusal of {what} does not come from Carapace: {text:?}\n{}",
-        context()
-    );
-    assert!(
-        text.to_lowercase().contains(topic),
-        "the refusal of {what} does not name the {topic} rule: {text:?}"
-    );
-    assert!(
-        !text.contains("FAKE"),
-        "a secret leaked into {what}: {text:?}"
-    );
-}
-
 /// The CLI finished its turn (the script's closing "All done.") and asked the loopback
 /// server for nothing it does not serve: the run was offline and complete.
 fn assert_finished_offline(run: &Finished, unknown: &[Received], context: &dyn Fn() -> String) {

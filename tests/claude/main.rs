@@ -19,13 +19,13 @@
 //!   ask. A hook that exits with status 2 denies too, with `[<command>]: <stderr>` as reason.
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 mod gateway;
 
 use carapace_tests::agent_cli::{
-    installed_bin, read, run_with_deadline, shell_quote, Workspace, README_MARKER,
+    assert_refused_by_carapace, hermetic_command, installed_bin, read, run_with_deadline,
+    shell_quote, Workspace, README_MARKER,
 };
 use carapace_tests::anthropic::{tool_result_text, Block, MessagesServer};
 use carapace_tests::{is_root, Daemon};
@@ -87,8 +87,7 @@ fn run_claude(
     env: &[(&str, &str)],
 ) -> Run {
     fs::create_dir_all(ws.project()).unwrap_or_else(|e| panic!("cannot create project: {e}"));
-    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
-    let mut cmd = Command::new(installed_bin("CARAPACE_CLAUDE_BIN", INSTALLED_BIN));
+    let mut cmd = hermetic_command(&installed_bin("CARAPACE_CLAUDE_BIN", INSTALLED_BIN), ws);
     cmd.args([
         "-p",
         "Please do the task.",
@@ -97,10 +96,6 @@ fn run_claude(
         "--settings",
     ])
     .arg(settings)
-    .current_dir(ws.project())
-    .env_clear()
-    .env("PATH", path)
-    .env("HOME", ws.home())
     .env("ANTHROPIC_BASE_URL", server.base_url())
     .env("ANTHROPIC_API_KEY", "sk-ant-loopback-dummy")
     .env("DISABLE_TELEMETRY", "1")
@@ -285,12 +280,10 @@ fn carapace_hook_with_daemon_refuses_secrets_and_lets_project_work_run() {
 /// The model asks for two secrets and two pieces of ordinary project work in one turn; the
 /// hook (`carapace hook claude-code`) must refuse exactly the secrets, with its own message.
 fn carapace_hook_scenario(ws: &Workspace, how: &Evaluation) {
-    // An empty data directory, so a rules.yaml on the machine cannot change the outcome.
-    let data_dir = ws.path("carapace-data");
-    fs::create_dir_all(&data_dir).unwrap_or_else(|e| panic!("cannot create data dir: {e}"));
-    let data_dir = data_dir.to_string_lossy().into_owned();
+    // The CLI runs with an empty data directory (`hermetic_command`), so a rules.yaml on
+    // the machine cannot change the outcome.
     let mut hook = format!("{} hook claude-code", shell_quote(CARAPACE));
-    let mut env = vec![("CARAPACE_DATA_DIR", data_dir.clone())];
+    let mut env: Vec<(&str, String)> = Vec::new();
     match how {
         Evaluation::Local => hook.push_str(" --local"),
         Evaluation::Daemon(d) => env.push(("CARAPACE_SOCKET", d.socket.to_string_lossy().into())),
@@ -335,19 +328,7 @@ fn carapace_hook_scenario(ws: &Workspace, how: &Evaluation) {
     for (id, topic) in [("toolu_ssh_key", "ssh"), ("toolu_aws_read", "aws")] {
         let (block, text) = result_for(&server, &run, id);
         assert_eq!(block["is_error"], true, "{block}\n{}", context());
-        assert!(
-            text.contains("Carapace"),
-            "the refusal of {id} does not come from Carapace: {text:?}\n{}",
-            context()
-        );
-        assert!(
-            text.to_lowercase().contains(topic),
-            "the refusal of {id} does not name the {topic} rule: {text:?}"
-        );
-        assert!(
-            !text.contains("FAKE"),
-            "a secret leaked into {id}: {text:?}"
-        );
+        assert_refused_by_carapace(id, &text, topic, &context);
     }
 
     let (echo, text) = result_for(&server, &run, "toolu_echo");

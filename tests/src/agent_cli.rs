@@ -90,6 +90,47 @@ impl Workspace {
     }
 }
 
+/// `bin` set up to run hermetically in the project: a cleared environment but `PATH`, the
+/// throwaway HOME, and an empty Carapace data directory (a rules.yaml on the machine
+/// cannot change what the hook decides).
+#[must_use]
+pub fn hermetic_command(bin: &Path, ws: &Workspace) -> Command {
+    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+    let data_dir = ws.path("carapace-data");
+    fs::create_dir_all(&data_dir)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", data_dir.display()));
+    let mut cmd = Command::new(bin);
+    cmd.current_dir(ws.project())
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", ws.home())
+        .env("CARAPACE_DATA_DIR", data_dir);
+    cmd
+}
+
+/// A refusal the model was sent for a secret: Carapace's, naming the rule's topic, and
+/// without the secret.
+pub fn assert_refused_by_carapace(
+    what: &str,
+    text: &str,
+    topic: &str,
+    context: &dyn Fn() -> String,
+) {
+    assert!(
+        text.contains("Carapace"),
+        "the refusal of {what} does not come from Carapace: {text:?}\n{}",
+        context()
+    );
+    assert!(
+        text.to_lowercase().contains(topic),
+        "the refusal of {what} does not name the {topic} rule: {text:?}"
+    );
+    assert!(
+        !text.contains("FAKE"),
+        "a secret leaked into {what}: {text:?}"
+    );
+}
+
 /// What a CLI run left.
 pub struct Finished {
     pub status: ExitStatus,
