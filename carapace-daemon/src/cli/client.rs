@@ -102,7 +102,7 @@ pub enum Command {
     /// Scan a conversation transcript for past tool calls the rules block (Layer 0)
     ScanHistory(super::check::ScanArgs),
     /// Agent hooks (Claude Code, Codex CLI, Gemini CLI, Copilot CLI) and their installation
-    #[command(subcommand)]
+    #[command(subcommand, after_help = super::hook::EXAMPLES)]
     Hook(super::hook::HookCommand),
     /// Check, list, explain and test rules; make the daemon reload its rule file
     Rules(super::rules::RulesArgs),
@@ -142,7 +142,7 @@ struct HookArgs {
 
 #[derive(Debug, Subcommand)]
 enum HookOnly {
-    #[command(subcommand)]
+    #[command(subcommand, after_help = super::hook::EXAMPLES)]
     Hook(super::hook::HookCommand),
 }
 

@@ -23,6 +23,18 @@ mod install;
 
 pub use claude_code::AGENT;
 
+/// `carapace hook --help`'s examples: one an agent.
+pub const EXAMPLES: &str = "\
+Examples:
+  carapace hook install claude-code     add the hook to ~/.claude/settings.json
+  carapace hook install codex           to ~/.codex/config.toml (trust recorded)
+  carapace hook install gemini          to ~/.gemini/settings.json
+  carapace hook install copilot         to ~/.copilot/settings.json
+  carapace hook install codex --uninstall
+  echo '{\"hook_event_name\":\"BeforeTool\",\"tool_name\":\"run_shell_command\",
+         \"tool_input\":{\"command\":\"cat ~/.ssh/id_rsa\"}}' | carapace hook gemini --local
+                                        what Gemini CLI would be told";
+
 /// Largest hook input read (a tool call with a big file write).
 const MAX_INPUT: u64 = 32 << 20;
 
