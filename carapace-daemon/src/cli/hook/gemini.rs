@@ -7,7 +7,8 @@
 //!
 //! The answer is Gemini's, not Claude Code's: `{"decision": "deny", "reason": …}` refuses
 //! the call (the model gets "Tool execution blocked: REASON" as its error), `"ask"` makes
-//! Gemini ask the user even in --yolo mode, `systemMessage` is shown to the user. Gemini
+//! Gemini ask the user even in --yolo mode (in `-p` mode nobody can answer: the call never
+//! runs, and the CLI waits), `systemMessage` is shown to the user. Gemini
 //! ignores a Claude-Code-shaped `hookSpecificOutput.permissionDecision`, and runs the call
 //! when a hook exits with a status other than 0 or 2.
 use serde_json::{json, Value};

@@ -506,4 +506,19 @@ enabled = false
         }
         assert!(remove("[[x]", HOOK.marker, None).is_err());
     }
+
+    proptest::proptest! {
+        /// Whatever the file holds, the installer answers (an edit or a refusal), and an
+        /// install it accepts is undone exactly by the uninstall.
+        #[test]
+        fn any_text_is_handled_and_uninstall_undoes_install(text in "[a-z\\[\\]=\"#. \\n]{0,64}") {
+            if let Ok(Some(merged)) = merge(&text, &TRUSTED) {
+                let removed = remove(&merged, TRUSTED.marker, TRUSTED.trust_file)
+                    .ok()
+                    .flatten();
+                proptest::prop_assert_eq!(removed, Some(text.clone()));
+            }
+            let _ = remove(&text, HOOK.marker, None);
+        }
+    }
 }

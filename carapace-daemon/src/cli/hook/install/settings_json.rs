@@ -233,4 +233,57 @@ mod tests {
         assert_eq!(value(&removed), value(existing));
         assert_eq!(remove(&removed, COPILOT.marker).unwrap(), None);
     }
+
+    /// A user's settings: other keys, and hooks of their own in both layouts (never empty
+    /// lists: an emptied one is pruned on uninstall, see above).
+    fn arb_settings() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let command = "[a-z./ -]{1,12}".prop_map(|c| format!("user-{c}"));
+        let handler = command.prop_map(|c| json!({"type": "command", "command": c}));
+        let group = (
+            prop::option::of("[*.a-zA-Z]{1,6}"),
+            prop::collection::vec(handler, 1..3),
+        )
+            .prop_map(|(m, hooks)| {
+                let mut g = json!({ "hooks": hooks });
+                if let Some(m) = m {
+                    g["matcher"] = json!(m);
+                }
+                g
+            });
+        let event = prop::sample::select(vec!["PreToolUse", "Stop", "BeforeTool", "preToolUse"]);
+        let hooks = prop::collection::btree_map(event, prop::collection::vec(group, 1..3), 1..3);
+        let other = prop::collection::btree_map("[a-z]{1,8}", "[ -~]{0,8}", 0..4);
+        (prop::option::of(hooks), other).prop_map(|(hooks, other)| {
+            let mut v = json!({});
+            for (k, val) in other {
+                v[k] = json!(val);
+            }
+            if let Some(hooks) = hooks {
+                v["hooks"] = json!(hooks);
+            }
+            v
+        })
+    }
+
+    proptest::proptest! {
+        /// Install then uninstall gives back any settings file, and a second install or
+        /// uninstall changes nothing.
+        #[test]
+        fn uninstall_undoes_install(settings in arb_settings()) {
+            let text = settings.to_string();
+            let merged = merge(&text, &HOOK).unwrap().expect("changed");
+            proptest::prop_assert_eq!(merge(&merged, &HOOK).unwrap(), None);
+            let removed = remove(&merged, HOOK.marker).unwrap().expect("changed");
+            proptest::prop_assert_eq!(value(&removed), settings);
+            proptest::prop_assert_eq!(remove(&removed, HOOK.marker).unwrap(), None);
+        }
+
+        /// Whatever the file holds, the installer answers (an edit or a refusal).
+        #[test]
+        fn any_text_is_handled_without_panicking(text in ".{0,64}") {
+            let _ = merge(&text, &HOOK);
+            let _ = remove(&text, HOOK.marker);
+        }
+    }
 }
