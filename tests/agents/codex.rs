@@ -23,6 +23,7 @@ use serde_json::json;
 
 use super::{
     assert_finished_offline, assert_same_fields, install_hook, logged_inputs, script_hook,
+    MCP_SERVER,
 };
 
 /// Where `cargo xtask setup` installs the CLI, under the cache directory's `carapace/`.
@@ -48,13 +49,18 @@ requires_openai_auth = false
 
 [analytics]
 enabled = false
-"#
+
+[mcp_servers.files]
+command = {mcp}
+"#,
+        mcp = json!(MCP_SERVER)
     )
 }
 
 #[test]
 fn carapace_hook_refuses_secrets_and_lets_project_work_run() {
     let ws = Workspace::new();
+    let key = ws.home().join(".ssh/id_ed25519");
     let server = OpenAiServer::scripted(vec![
         Turn::new("I will gather what I need.")
             .call(
@@ -71,7 +77,9 @@ fn carapace_hook_refuses_secrets_and_lets_project_work_run() {
                 "call_readme",
                 "exec_command",
                 json!({"cmd": "cat README.md"}),
-            ),
+            )
+            // An MCP server's tool: Codex names it `mcp__files__read_file` to the hook.
+            .call_in("mcp__files", "call_mcp", "read_file", json!({"path": key})),
         Turn::new("All done."),
     ]);
     let codex_home = ws.path("codex-home");
@@ -114,6 +122,13 @@ fn carapace_hook_refuses_secrets_and_lets_project_work_run() {
             context()
         );
     }
+    let mcp = server
+        .function_call_output("call_mcp")
+        .unwrap_or_else(|| panic!("no function_call_output for the MCP call\n{}", context()));
+    let (_, reason) = mcp
+        .split_once("blocked by PreToolUse hook: ")
+        .unwrap_or_else(|| panic!("the MCP call was not blocked: {mcp:?}\n{}", context()));
+    assert_refused_by_carapace("the MCP call", reason, "ssh", &context);
     let readme = server
         .function_call_output("call_readme")
         .unwrap_or_else(|| panic!("no function_call_output for the README\n{}", context()));

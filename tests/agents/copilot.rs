@@ -21,6 +21,7 @@ use serde_json::json;
 
 use super::{
     assert_finished_offline, assert_same_fields, install_hook, logged_inputs, script_hook,
+    MCP_SERVER,
 };
 
 /// Where `cargo xtask setup` installs the CLI, under the cache directory's `carapace/`.
@@ -55,11 +56,23 @@ fn carapace_hook_refuses_secrets_and_lets_project_work_run() {
                 "call_echo",
                 "bash",
                 json!({"command": "echo hello > note.txt", "description": "Note"}),
+            )
+            // An MCP server's tool: Copilot names it `files-read_file`, with no context.
+            .call(
+                "call_mcp",
+                "files-read_file",
+                json!({"path": ws.home().join(".ssh/id_ed25519")}),
             ),
         Turn::new("All done."),
     ]);
     let settings = ws.home().join(".copilot/settings.json");
     ws.write(&settings, USER_SETTINGS);
+    ws.write(
+        &ws.home().join(".copilot/mcp-config.json"),
+        &json!({"mcpServers": {"files": {"type": "local", "command": MCP_SERVER,
+                                          "args": [], "tools": ["*"]}}})
+        .to_string(),
+    );
     install_hook("copilot", &settings);
 
     let run = run_copilot(&ws, &server);
@@ -74,7 +87,11 @@ fn carapace_hook_refuses_secrets_and_lets_project_work_run() {
     };
     assert_finished_offline(&run, &server.unknown_requests(), &context);
 
-    for (id, topic) in [("call_ssh", "ssh"), ("call_aws", "aws")] {
+    for (id, topic) in [
+        ("call_ssh", "ssh"),
+        ("call_aws", "aws"),
+        ("call_mcp", "ssh"),
+    ] {
         let output = server
             .function_call_output(id)
             .unwrap_or_else(|| panic!("no function_call_output for {id}\n{}", context()));

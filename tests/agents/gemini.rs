@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 
 use super::{
     assert_finished_offline, assert_same_fields, install_hook, logged_inputs, script_hook,
+    MCP_SERVER,
 };
 
 /// Where `cargo xtask setup` installs the CLI, under the cache directory's `carapace/`.
@@ -62,11 +63,19 @@ fn carapace_hook_refuses_secrets_and_lets_project_work_run() {
                 "run_shell_command",
                 json!({"command": "echo hello > note.txt"}),
             ),
+            // An MCP server's tool, as Gemini names it to the model and to the hook.
+            Part::call(
+                "c_mcp",
+                "mcp_files_read_file",
+                json!({"path": ws.home().join(".ssh/id_ed25519")}),
+            ),
         ],
         vec![Part::text("All done.")],
     ]);
     let settings = ws.home().join(".gemini/settings.json");
-    ws.write(&settings, USER_SETTINGS);
+    let mut user: Value = serde_json::from_str(USER_SETTINGS).unwrap_or(Value::Null);
+    user["mcpServers"] = json!({"files": {"command": MCP_SERVER}});
+    ws.write(&settings, &user.to_string());
     install_hook("gemini", &settings);
 
     let run = run_gemini(&ws, &server);
@@ -105,6 +114,12 @@ fn carapace_hook_refuses_secrets_and_lets_project_work_run() {
             context()
         );
     }
+    let mcp = response("c_mcp");
+    let reason = mcp["error"]
+        .as_str()
+        .and_then(|e| e.strip_prefix("Tool execution blocked: "))
+        .unwrap_or_else(|| panic!("the MCP call was not blocked: {mcp}\n{}", context()));
+    assert_refused_by_carapace("the MCP call", reason, "ssh", &context);
     let readme = response("c_readme");
     assert_eq!(readme["error"], Value::Null, "{readme}\n{}", context());
     assert!(

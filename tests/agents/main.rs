@@ -23,6 +23,9 @@ mod copilot;
 mod gemini;
 
 const CARAPACE: &str = env!("CARGO_BIN_EXE_carapace-under-test");
+/// A real MCP stdio server with one tool, `read_file {path}`, for the agents to load as
+/// server `files`.
+const MCP_SERVER: &str = env!("CARGO_BIN_EXE_mcp-test-server");
 
 /// `carapace hook install AGENT --settings FILE --hook-args --local`, which must succeed:
 /// the hook then evaluates in-process with the built-in packs.

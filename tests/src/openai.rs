@@ -18,6 +18,9 @@ use crate::loopback::{event_stream, json_response, Body, Loopback, Received};
 pub struct Turn {
     pub text: String,
     pub calls: Vec<(String, String, Value)>,
+    /// The Responses API `namespace` of calls that have one, by call id (Codex puts each
+    /// MCP server's tools in a namespace `mcp__SERVER`).
+    pub namespaces: Vec<(String, String)>,
 }
 
 impl Turn {
@@ -26,6 +29,7 @@ impl Turn {
         Self {
             text: text.to_owned(),
             calls: Vec::new(),
+            namespaces: Vec::new(),
         }
     }
 
@@ -33,6 +37,13 @@ impl Turn {
     pub fn call(mut self, id: &str, name: &str, arguments: Value) -> Self {
         self.calls.push((id.to_owned(), name.to_owned(), arguments));
         self
+    }
+
+    /// A call of tool `name` of `namespace` (Responses API only).
+    #[must_use]
+    pub fn call_in(mut self, namespace: &str, id: &str, name: &str, arguments: Value) -> Self {
+        self.namespaces.push((id.to_owned(), namespace.to_owned()));
+        self.call(id, name, arguments)
     }
 }
 
@@ -231,10 +242,12 @@ fn output_items(turn: &Turn) -> Vec<Value> {
         "content": [{"type": "output_text", "text": turn.text, "annotations": []}]}),
     ];
     for (id, name, args) in &turn.calls {
-        items.push(
-            json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id,
-                          "name": name, "arguments": args.to_string(), "status": "completed"}),
-        );
+        let mut item = json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id,
+                              "name": name, "arguments": args.to_string(), "status": "completed"});
+        if let Some((_, namespace)) = turn.namespaces.iter().find(|(call, _)| call == id) {
+            item["namespace"] = json!(namespace);
+        }
+        items.push(item);
     }
     items
 }

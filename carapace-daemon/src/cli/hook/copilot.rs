@@ -3,8 +3,11 @@
 //! name gets `{sessionId, timestamp, cwd, toolName, toolArgs}` — `toolArgs` an object (a
 //! JSON string in older releases) — for the CLI's own tools (`bash {command}`,
 //! `view {path}`, `create {path, file_text}`, `edit {path, old_str, new_str}`, `grep` and
-//! `glob` over `paths`, …). Configured as `PreToolUse`, it gets the Claude-Code-shaped
-//! fields instead; both are read.
+//! `glob` over `paths`, …); an MCP server's tool is named `SERVER-TOOL` with no context
+//! saying where the server's name ends, so it keeps that name (its arguments are still read
+//! for paths, commands and URLs, but a rule naming `mcp__SERVER__TOOL` does not see it).
+//! Configured as `PreToolUse`, the hook gets the Claude-Code-shaped fields instead; both are
+//! read.
 //!
 //! The answer is `{"permissionDecision": "deny"|"ask", "permissionDecisionReason": …}`: the
 //! model gets "Denied by preToolUse hook: REASON"; an ask shows the CLI's own approval
