@@ -158,12 +158,7 @@ pub fn run(socket: &Path, args: &InstallArgs) -> anyhow::Result<u8> {
     let marker = format!("hook {}", target.subcommand());
     // Codex reads hook trust from the user's config only, keyed by the file's path.
     let trust_file = match target {
-        Target::Codex if !args.project => Some(
-            std::path::absolute(&path)
-                .with_context(|| format!("cannot make {} absolute", path.display()))?
-                .display()
-                .to_string(),
-        ),
+        Target::Codex if !args.project => Some(real_path(&path)?.display().to_string()),
         _ => None,
     };
     let old = read(&path)?;
@@ -234,6 +229,29 @@ pub fn run(socket: &Path, args: &InstallArgs) -> anyhow::Result<u8> {
         );
     }
     Ok(0)
+}
+
+/// `path` as Codex spells it in trust keys: absolute, with the symbolic links of its
+/// directory resolved (Codex resolves its home, e.g. a `~/.codex` linked from dotfiles),
+/// also when the directory does not exist yet.
+fn real_path(path: &Path) -> anyhow::Result<PathBuf> {
+    let abs = std::path::absolute(path)
+        .with_context(|| format!("cannot make {} absolute", path.display()))?;
+    let mut missing = Vec::new();
+    let mut dir = abs.parent();
+    while let Some(d) = dir {
+        if let Ok(real) = std::fs::canonicalize(d) {
+            let mut out = real;
+            out.extend(missing.iter().rev());
+            if let Some(name) = abs.file_name() {
+                out.push(name);
+            }
+            return Ok(out);
+        }
+        missing.extend(d.file_name());
+        dir = d.parent();
+    }
+    Ok(abs)
 }
 
 /// The hook an install adds.
@@ -345,6 +363,24 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trust_keys_name_the_config_through_resolved_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert_eq!(
+            real_path(&link.join("config.toml")).unwrap(),
+            real.join("config.toml")
+        );
+        // A home not made yet: the part that exists is resolved, the rest kept.
+        assert_eq!(
+            real_path(&link.join("new/.codex/config.toml")).unwrap(),
+            real.join("new/.codex/config.toml")
+        );
+    }
 
     #[test]
     fn a_hook_that_waits_gets_a_timeout_beyond_its_wait() {
