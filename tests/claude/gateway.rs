@@ -49,7 +49,7 @@ fn gateway_keeps_a_forbidden_streamed_call_from_the_cli_and_lets_an_allowed_one_
         .to_owned();
     // A hook that decides nothing: the settings' permissions allow Bash, so without the
     // gateway the CLI would run both calls.
-    let settings = ws.settings("true");
+    let settings = super::settings(&ws, "true");
     let run = run_claude(&ws, &server, &settings, &[("ANTHROPIC_BASE_URL", &gateway)]);
     let context = || {
         format!(

@@ -18,13 +18,15 @@
 //!   reason prefixed with `PreToolUse:<Tool> hook error: ` for a deny, the bare reason for an
 //!   ask. A hook that exits with status 2 denies too, with `[<command>]: <stderr>` as reason.
 use std::fs;
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod gateway;
 
+use carapace_tests::agent_cli::{
+    assert_refused_by_carapace, hermetic_command, installed_bin, read, run_with_deadline,
+    shell_quote, Workspace, README_MARKER,
+};
 use carapace_tests::anthropic::{tool_result_text, Block, MessagesServer};
 use carapace_tests::{is_root, Daemon};
 use serde_json::{json, Value};
@@ -36,88 +38,25 @@ const CARAPACED: &str = env!("CARGO_BIN_EXE_carapaced-under-test");
 /// hang the test run.
 const CLI_TIMEOUT: Duration = Duration::from_mins(2);
 
-/// Where `cargo xtask setup` installs the CLI, relative to the cache directory.
-const INSTALLED_BIN: &str = "carapace/claude-code/node_modules/.bin/claude";
+/// Where `cargo xtask setup` installs the CLI, under the cache directory's `carapace/`.
+const INSTALLED_BIN: &str = "claude-code/node_modules/.bin/claude";
 
-/// The `claude` binary: `CARAPACE_CLAUDE_BIN`, else where `cargo xtask setup` puts it. Missing
-/// is a failure, never a skip, so CI cannot pass without having run the CLI.
-fn claude_bin() -> PathBuf {
-    let bin = if let Some(bin) = std::env::var_os("CARAPACE_CLAUDE_BIN") {
-        PathBuf::from(bin)
-    } else {
-        let cache = std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-            .unwrap_or_else(|| panic!("neither CARAPACE_CLAUDE_BIN nor HOME is set"));
-        cache.join(INSTALLED_BIN)
-    };
-    assert!(
-        bin.is_file(),
-        "the Claude Code CLI is not installed at {}; run `cargo xtask setup` (or point \
-         CARAPACE_CLAUDE_BIN at a `claude` binary)",
-        bin.display()
-    );
-    bin
+/// Settings whose `PreToolUse` hook runs `command` for every tool, and which allow every
+/// tool the model asks for, so the hook is the only thing that refuses.
+fn settings(ws: &Workspace, command: &str) -> PathBuf {
+    let settings = json!({
+        "permissions": { "allow": ["Bash", "Read", "Write", "Edit"] },
+        "hooks": {
+            "PreToolUse": [{
+                "matcher": "*",
+                "hooks": [{ "type": "command", "command": command, "timeout": 60 }],
+            }],
+        },
+    });
+    let path = ws.path("settings.json");
+    ws.write(&path, &settings.to_string());
+    path
 }
-
-/// A throwaway HOME with fake secrets, a project directory and the settings file.
-struct Workspace {
-    dir: tempfile::TempDir,
-}
-
-impl Workspace {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("cannot create a temp dir: {e}"));
-        let ws = Self { dir };
-        for (path, content) in [(".ssh/id_rsa", FAKE_KEY), (".aws/credentials", FAKE_AWS)] {
-            ws.write(&ws.home().join(path), content);
-        }
-        ws.write(&ws.project().join("README.md"), README);
-        ws
-    }
-
-    fn home(&self) -> PathBuf {
-        self.dir.path().join("home")
-    }
-
-    fn project(&self) -> PathBuf {
-        self.dir.path().join("project")
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn write(&self, path: &Path, content: &str) {
-        assert!(path.starts_with(self.dir.path()));
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent)
-                .unwrap_or_else(|e| panic!("cannot create {}: {e}", parent.display()));
-        }
-        fs::write(path, content).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
-    }
-
-    /// Settings whose `PreToolUse` hook runs `command` for every tool, and which allow every
-    /// tool the model asks for, so the hook is the only thing that refuses.
-    fn settings(&self, command: &str) -> PathBuf {
-        let settings = json!({
-            "permissions": { "allow": ["Bash", "Read", "Write", "Edit"] },
-            "hooks": {
-                "PreToolUse": [{
-                    "matcher": "*",
-                    "hooks": [{ "type": "command", "command": command, "timeout": 60 }],
-                }],
-            },
-        });
-        let path = self.path("settings.json");
-        self.write(&path, &settings.to_string());
-        path
-    }
-}
-
-const FAKE_KEY: &str = "-----BEGIN OPENSSH PRIVATE KEY-----\nFAKE-KEY-FOR-CARAPACE-TESTS\n-----END OPENSSH PRIVATE KEY-----\n";
-const FAKE_AWS: &str = "[default]\naws_access_key_id = AKIAFAKEFORCARAPACE\n";
-const README: &str = "# demo project\nREADME-MARKER-1234\n";
 
 /// The CLI's `--output-format json` result and its stderr.
 struct Run {
@@ -148,59 +87,25 @@ fn run_claude(
     env: &[(&str, &str)],
 ) -> Run {
     fs::create_dir_all(ws.project()).unwrap_or_else(|e| panic!("cannot create project: {e}"));
-    let stdout_path = ws.path("claude.stdout");
-    let stderr_path = ws.path("claude.stderr");
-    let file = |p: &Path| {
-        fs::File::create(p).unwrap_or_else(|e| panic!("cannot create {}: {e}", p.display()))
-    };
-    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
-    let mut child = Command::new(claude_bin())
-        .args([
-            "-p",
-            "Please do the task.",
-            "--output-format",
-            "json",
-            "--settings",
-        ])
-        .arg(settings)
-        .current_dir(ws.project())
-        .env_clear()
-        .env("PATH", path)
-        .env("HOME", ws.home())
-        .env("ANTHROPIC_BASE_URL", server.base_url())
-        .env("ANTHROPIC_API_KEY", "sk-ant-loopback-dummy")
-        .env("DISABLE_TELEMETRY", "1")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(file(&stdout_path))
-        .stderr(file(&stderr_path))
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start the Claude Code CLI: {e}"));
-    let t0 = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if t0.elapsed() > CLI_TIMEOUT => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "the Claude Code CLI did not finish within {CLI_TIMEOUT:?}; stderr:\n{}\n\
-                     requests seen: {:?}",
-                    read(&stderr_path),
-                    server
-                        .requests()
-                        .iter()
-                        .map(|r| &r.path)
-                        .collect::<Vec<_>>()
-                );
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-            Err(e) => panic!("cannot wait for the Claude Code CLI: {e}"),
-        }
-    };
-    let stdout = read(&stdout_path);
-    let stderr = read(&stderr_path);
+    let mut cmd = hermetic_command(&installed_bin("CARAPACE_CLAUDE_BIN", INSTALLED_BIN), ws);
+    cmd.args([
+        "-p",
+        "Please do the task.",
+        "--output-format",
+        "json",
+        "--settings",
+    ])
+    .arg(settings)
+    .env("ANTHROPIC_BASE_URL", server.base_url())
+    .env("ANTHROPIC_API_KEY", "sk-ant-loopback-dummy")
+    .env("DISABLE_TELEMETRY", "1")
+    .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+    .envs(env.iter().copied());
+    let finished = run_with_deadline(ws, &mut cmd, CLI_TIMEOUT, || {
+        let paths: Vec<String> = server.requests().iter().map(|r| r.path.clone()).collect();
+        format!("requests seen: {paths:?}")
+    });
+    let (status, stdout, stderr) = (finished.status, finished.stdout, finished.stderr);
     assert!(
         status.success(),
         "the Claude Code CLI failed ({status}); stdout:\n{stdout}\nstderr:\n{stderr}"
@@ -218,14 +123,6 @@ fn run_claude(
         server.unknown_requests()
     );
     Run { result, stderr }
-}
-
-fn read(path: &Path) -> String {
-    let mut s = String::new();
-    if let Ok(mut f) = fs::File::open(path) {
-        let _ = f.read_to_string(&mut s);
-    }
-    s
 }
 
 /// The `tool_result` the CLI sent back for `id`, with its text.
@@ -265,7 +162,7 @@ fn cli_applies_a_script_hooks_decisions() {
     ws.write(&hook, SCRIPT_HOOK);
     make_executable(&hook);
     let hook_log = ws.path("hook-input.jsonl");
-    let settings = ws.settings(&shell_quote(&hook.to_string_lossy()));
+    let settings = settings(&ws, &shell_quote(&hook.to_string_lossy()));
     let aws = ws.home().join(".aws/credentials");
     let server = script(vec![
         Block::text("Let me look around."),
@@ -383,18 +280,16 @@ fn carapace_hook_with_daemon_refuses_secrets_and_lets_project_work_run() {
 /// The model asks for two secrets and two pieces of ordinary project work in one turn; the
 /// hook (`carapace hook claude-code`) must refuse exactly the secrets, with its own message.
 fn carapace_hook_scenario(ws: &Workspace, how: &Evaluation) {
-    // An empty data directory, so a rules.yaml on the machine cannot change the outcome.
-    let data_dir = ws.path("carapace-data");
-    fs::create_dir_all(&data_dir).unwrap_or_else(|e| panic!("cannot create data dir: {e}"));
-    let data_dir = data_dir.to_string_lossy().into_owned();
+    // The CLI runs with an empty data directory (`hermetic_command`), so a rules.yaml on
+    // the machine cannot change the outcome.
     let mut hook = format!("{} hook claude-code", shell_quote(CARAPACE));
-    let mut env = vec![("CARAPACE_DATA_DIR", data_dir.clone())];
+    let mut env: Vec<(&str, String)> = Vec::new();
     match how {
         Evaluation::Local => hook.push_str(" --local"),
         Evaluation::Daemon(d) => env.push(("CARAPACE_SOCKET", d.socket.to_string_lossy().into())),
     }
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let settings = ws.settings(&hook);
+    let settings = settings(ws, &hook);
     let aws = ws.home().join(".aws/credentials");
     let readme = ws.project().join("README.md");
     let server = script(vec![
@@ -433,19 +328,7 @@ fn carapace_hook_scenario(ws: &Workspace, how: &Evaluation) {
     for (id, topic) in [("toolu_ssh_key", "ssh"), ("toolu_aws_read", "aws")] {
         let (block, text) = result_for(&server, &run, id);
         assert_eq!(block["is_error"], true, "{block}\n{}", context());
-        assert!(
-            text.contains("Carapace"),
-            "the refusal of {id} does not come from Carapace: {text:?}\n{}",
-            context()
-        );
-        assert!(
-            text.to_lowercase().contains(topic),
-            "the refusal of {id} does not name the {topic} rule: {text:?}"
-        );
-        assert!(
-            !text.contains("FAKE"),
-            "a secret leaked into {id}: {text:?}"
-        );
+        assert_refused_by_carapace(id, &text, topic, &context);
     }
 
     let (echo, text) = result_for(&server, &run, "toolu_echo");
@@ -458,15 +341,11 @@ fn carapace_hook_scenario(ws: &Workspace, how: &Evaluation) {
     assert_eq!(read(&ws.project().join("note.txt")), "hello\n");
     let (readme_result, text) = result_for(&server, &run, "toolu_readme");
     assert_ne!(readme_result["is_error"], true, "{text:?}\n{}", context());
-    assert!(text.contains("README-MARKER-1234"), "{text:?}");
+    assert!(text.contains(README_MARKER), "{text:?}");
 }
 
 fn make_executable(path: &Path) {
     use std::os::unix::fs::PermissionsExt as _;
     fs::set_permissions(path, fs::Permissions::from_mode(0o755))
         .unwrap_or_else(|e| panic!("cannot chmod {}: {e}", path.display()));
-}
-
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
 }

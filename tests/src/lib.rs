@@ -3,7 +3,9 @@
 //!
 //! Helpers panic with a message that says what went wrong, so a failing test keeps its
 //! context.
+pub mod agent_cli;
 pub mod anthropic;
+pub mod gemini;
 pub mod http;
 pub mod loopback;
 pub mod openai;

@@ -1,7 +1,8 @@
 //! A loopback server that speaks the `OpenAI` Chat Completions and Responses APIs (streaming
 //! and not), so that the model-API gateway can be tested offline over real HTTP.
 //!
-//! Every reply is one assistant turn: some text, then function calls. Streams are sent the
+//! Every reply is one assistant turn: some text, then function calls; a scripted server
+//! answers the n-th model request with the n-th turn (so an agent's loop ends). Streams are sent the
 //! way the API sends them: chat chunks as unnamed `data:` events with argument fragments per
 //! tool call index and a final `data: [DONE]`; Responses as named `response.*` events. The
 //! server records every request and stops when dropped.
@@ -17,6 +18,9 @@ use crate::loopback::{event_stream, json_response, Body, Loopback, Received};
 pub struct Turn {
     pub text: String,
     pub calls: Vec<(String, String, Value)>,
+    /// The Responses API `namespace` of calls that have one, by call id (Codex puts each
+    /// MCP server's tools in a namespace `mcp__SERVER`).
+    pub namespaces: Vec<(String, String)>,
 }
 
 impl Turn {
@@ -25,6 +29,7 @@ impl Turn {
         Self {
             text: text.to_owned(),
             calls: Vec::new(),
+            namespaces: Vec::new(),
         }
     }
 
@@ -33,13 +38,20 @@ impl Turn {
         self.calls.push((id.to_owned(), name.to_owned(), arguments));
         self
     }
+
+    /// A call of tool `name` of `namespace` (Responses API only).
+    #[must_use]
+    pub fn call_in(mut self, namespace: &str, id: &str, name: &str, arguments: Value) -> Self {
+        self.namespaces.push((id.to_owned(), namespace.to_owned()));
+        self.call(id, name, arguments)
+    }
 }
 
 /// A request the server received.
 pub use crate::loopback::Received as Recorded;
 
 struct State {
-    turn: Turn,
+    turns: Vec<Turn>,
     recorded: Mutex<Vec<Recorded>>,
 }
 
@@ -53,8 +65,15 @@ impl OpenAiServer {
     /// Starts a server that answers every request with `turn`.
     #[must_use]
     pub fn start(turn: Turn) -> Self {
+        Self::scripted(vec![turn])
+    }
+
+    /// Answers the n-th model request with `turns[n]` (the last turn once past the end).
+    #[must_use]
+    pub fn scripted(turns: Vec<Turn>) -> Self {
+        assert!(!turns.is_empty(), "a script needs at least one turn");
         let state = Arc::new(State {
-            turn,
+            turns,
             recorded: Mutex::new(Vec::new()),
         });
         let serving = Arc::clone(&state);
@@ -79,27 +98,62 @@ impl OpenAiServer {
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
+
+    /// Requests to endpoints the server does not implement.
+    #[must_use]
+    pub fn unknown_requests(&self) -> Vec<Recorded> {
+        self.requests()
+            .into_iter()
+            .filter(|r| !is_model_request(r))
+            .collect()
+    }
+
+    /// The `output` of the Responses API `function_call_output` item the client sent back
+    /// for `call_id` (the latest one when it was sent more than once).
+    #[must_use]
+    pub fn function_call_output(&self, call_id: &str) -> Option<String> {
+        self.requests()
+            .iter()
+            .rev()
+            .filter(|r| r.route() == "/v1/responses")
+            .filter_map(Recorded::json)
+            .find_map(|body| {
+                body["input"]
+                    .as_array()?
+                    .iter()
+                    .find(|i| i["type"] == "function_call_output" && i["call_id"] == call_id)
+                    .map(|i| match &i["output"] {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+            })
+    }
+}
+
+fn is_model_request(r: &Received) -> bool {
+    matches!(r.route(), "/v1/chat/completions" | "/v1/responses")
 }
 
 /// Records the request, then answers it.
 fn handle(state: &State, received: Received) -> Response<Body> {
-    let response = respond(state, &received);
-    state
+    let mut recorded = state
         .recorded
         .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(received);
+        .unwrap_or_else(PoisonError::into_inner);
+    let n = recorded.iter().filter(|r| is_model_request(r)).count();
+    let turn = &state.turns[n.min(state.turns.len() - 1)];
+    let response = respond(turn, &received);
+    recorded.push(received);
     response
 }
 
-fn respond(state: &State, received: &Received) -> Response<Body> {
+fn respond(turn: &Turn, received: &Received) -> Response<Body> {
     let request = received.json().unwrap_or(Value::Null);
     let stream = request["stream"] == true;
     let model = request["model"]
         .as_str()
         .unwrap_or("gpt-loopback")
         .to_owned();
-    let turn = &state.turn;
     match received.route() {
         "/v1/chat/completions" if stream => event_stream(chat_chunks(turn, &model)),
         "/v1/chat/completions" => json_response(&chat_completion(turn, &model)),
@@ -188,10 +242,12 @@ fn output_items(turn: &Turn) -> Vec<Value> {
         "content": [{"type": "output_text", "text": turn.text, "annotations": []}]}),
     ];
     for (id, name, args) in &turn.calls {
-        items.push(
-            json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id,
-                          "name": name, "arguments": args.to_string(), "status": "completed"}),
-        );
+        let mut item = json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id,
+                              "name": name, "arguments": args.to_string(), "status": "completed"});
+        if let Some((_, namespace)) = turn.namespaces.iter().find(|(call, _)| call == id) {
+            item["namespace"] = json!(namespace);
+        }
+        items.push(item);
     }
     items
 }

@@ -25,21 +25,74 @@ const APT_PACKAGES: &[&str] = &[
     "python3-pip-whl",
 ];
 
-/// Node.js and npm install the Claude Code CLI. Checked by command rather than by package:
+/// Node.js and npm install the agent CLIs. Checked by command rather than by package:
 /// the nodejs build from nodesource.com bundles npm and conflicts with Debian's `npm`.
 const NODE_PACKAGES: &[&str] = &["nodejs", "npm"];
 
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
-/// The Claude Code CLI the end-to-end hook tests drive (tests/claude/). Pinned: its hook
-/// protocol and start-up traffic are what the tests were written against.
-const CLAUDE_CODE_PACKAGE: &str = "@anthropic-ai/claude-code";
-const CLAUDE_CODE_VERSION: &str = "2.1.330";
+/// An agent CLI from npm that the end-to-end hook tests drive (tests/claude/, tests/agents/).
+/// Pinned: its hook protocol and start-up traffic are what the tests were written against.
+pub struct AgentCli {
+    /// For messages.
+    pub name: &'static str,
+    package: &'static str,
+    version: &'static str,
+    /// The first line `BIN --version` prints for the pinned version.
+    version_line: &'static str,
+    /// The npm prefix under the cache directory (the tests compute the same path).
+    dir: &'static str,
+    /// The executable in `node_modules/.bin`.
+    bin: &'static str,
+    /// The variable `cargo xtask test` passes the executable's path in.
+    pub env: &'static str,
+}
+
+pub const AGENT_CLIS: &[AgentCli] = &[
+    AgentCli {
+        name: "Claude Code",
+        package: "@anthropic-ai/claude-code",
+        version: "2.1.330",
+        version_line: "2.1.330 (Claude Code)",
+        dir: "claude-code",
+        bin: "claude",
+        env: "CARAPACE_CLAUDE_BIN",
+    },
+    AgentCli {
+        name: "Codex CLI",
+        package: "@openai/codex",
+        version: "0.169.0",
+        version_line: "codex-cli 0.169.0",
+        dir: "codex",
+        bin: "codex",
+        env: "CARAPACE_CODEX_BIN",
+    },
+    AgentCli {
+        name: "Gemini CLI",
+        package: "@google/gemini-cli",
+        version: "0.61.0",
+        version_line: "0.61.0",
+        dir: "gemini",
+        bin: "gemini",
+        env: "CARAPACE_GEMINI_BIN",
+    },
+    AgentCli {
+        name: "Copilot CLI",
+        package: "@github/copilot",
+        version: "1.0.102",
+        version_line: "GitHub Copilot CLI 1.0.102.",
+        dir: "copilot",
+        bin: "copilot",
+        env: "CARAPACE_COPILOT_BIN",
+    },
+];
 
 pub fn setup() -> Result<()> {
     apt_packages()?;
     node()?;
-    claude_code()?;
+    for cli in AGENT_CLIS {
+        cli.install()?;
+    }
     bpf_linker()?;
     nightly()?;
     cargo_fuzz()?;
@@ -122,49 +175,52 @@ fn apt_install(missing: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// Where [`claude_code`] installs the CLI's `claude` binary (tests/claude/ computes the same
-/// path when `CARAPACE_CLAUDE_BIN` is not set).
-pub fn claude_code_bin() -> Result<PathBuf> {
-    Ok(claude_code_dir()?.join("node_modules/.bin/claude"))
-}
-
-fn claude_code_dir() -> Result<PathBuf> {
-    Ok(cache_dir()?.join("claude-code"))
-}
-
-/// Installs the pinned Claude Code CLI into the cache with npm, unless `claude --version`
-/// there already answers with the pinned version.
-fn claude_code() -> Result<()> {
-    let bin = claude_code_bin()?;
-    let expected = format!("{CLAUDE_CODE_VERSION} (Claude Code)");
-    let version = || try_output(&bin.to_string_lossy(), ["--version"]).unwrap_or_default();
-    if version().trim() == expected {
-        println!("setup: Claude Code ok ({expected}, {})", bin.display());
-        return Ok(());
+impl AgentCli {
+    /// Where [`AgentCli::install`] puts the executable.
+    pub fn bin(&self) -> Result<PathBuf> {
+        Ok(self.prefix()?.join("node_modules/.bin").join(self.bin))
     }
-    let dir = claude_code_dir()?;
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    println!(
-        "setup: Claude Code installing… ({CLAUDE_CODE_PACKAGE}@{CLAUDE_CODE_VERSION} into {})",
-        dir.display()
-    );
-    run(Command::new("npm")
-        .arg("install")
-        .arg("--prefix")
-        .arg(&dir)
-        .args(["--no-audit", "--no-fund", "--no-update-notifier"])
-        .arg(format!("{CLAUDE_CODE_PACKAGE}@{CLAUDE_CODE_VERSION}")))
-    .context("installing the Claude Code CLI with npm")?;
-    let got = version();
-    if got.trim() != expected {
-        bail!(
-            "{} --version says {:?} after installing, expected {expected:?}",
-            bin.display(),
-            got.trim()
-        );
+
+    fn prefix(&self) -> Result<PathBuf> {
+        Ok(cache_dir()?.join(self.dir))
     }
-    println!("setup: Claude Code ok ({expected}, {})", bin.display());
-    Ok(())
+
+    /// Installs the pinned CLI into the cache with npm, unless `BIN --version` there already
+    /// answers with the pinned version.
+    fn install(&self) -> Result<()> {
+        let bin = self.bin()?;
+        let name = self.name;
+        let expected = self.version_line;
+        let version = || {
+            let out = try_output(&bin.to_string_lossy(), ["--version"]).unwrap_or_default();
+            out.lines().next().unwrap_or_default().trim().to_owned()
+        };
+        if version() == expected {
+            println!("setup: {name} ok ({expected}, {})", bin.display());
+            return Ok(());
+        }
+        let dir = self.prefix()?;
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let spec = format!("{}@{}", self.package, self.version);
+        println!("setup: {name} installing… ({spec} into {})", dir.display());
+        run(Command::new("npm")
+            .arg("install")
+            .arg("--prefix")
+            .arg(&dir)
+            .args(["--no-audit", "--no-fund", "--no-update-notifier"])
+            .arg(&spec))
+        .with_context(|| format!("installing the {name} CLI with npm"))?;
+        let got = version();
+        if got != expected {
+            bail!(
+                "{} --version says {got:?} after installing, expected {expected:?}",
+                bin.display()
+            );
+        }
+        println!("setup: {name} ok ({expected}, {})", bin.display());
+        Ok(())
+    }
 }
 
 fn bpf_linker() -> Result<()> {

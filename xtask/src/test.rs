@@ -171,13 +171,15 @@ pub fn test(args: &TestArgs) -> Result<()> {
             "warnings",
         ]))
     })?;
-    s.step("cargo test (unit, host and Claude Code tests)", || {
-        // The Claude Code tests (tests/claude/) fail rather than skip without the CLI, so a
-        // run with --no-setup still needs an earlier `cargo xtask setup`.
-        let claude = setup::claude_code_bin()?;
-        run(cargo()
-            .args(["test", "--workspace"])
-            .env("CARAPACE_CLAUDE_BIN", claude))
+    s.step("cargo test (unit, host and agent CLI tests)", || {
+        // The agent CLI tests (tests/claude/, tests/agents/) fail rather than skip without
+        // the CLIs, so a run with --no-setup still needs an earlier `cargo xtask setup`.
+        let mut test = cargo();
+        test.args(["test", "--workspace"]);
+        for cli in setup::AGENT_CLIS {
+            test.env(cli.env, cli.bin()?);
+        }
+        run(&mut test)
     })?;
     if !args.no_fuzz {
         for (target, seeds, hang_seconds) in FUZZ_TARGETS {

@@ -101,8 +101,8 @@ pub enum Command {
     Check(super::check::CheckArgs),
     /// Scan a conversation transcript for past tool calls the rules block (Layer 0)
     ScanHistory(super::check::ScanArgs),
-    /// Agent hooks (Claude Code) and their installation
-    #[command(subcommand)]
+    /// Agent hooks (Claude Code, Codex CLI, Gemini CLI, Copilot CLI) and their installation
+    #[command(subcommand, after_help = super::hook::EXAMPLES)]
     Hook(super::hook::HookCommand),
     /// Check, list, explain and test rules; make the daemon reload its rule file
     Rules(super::rules::RulesArgs),
@@ -142,7 +142,7 @@ struct HookArgs {
 
 #[derive(Debug, Subcommand)]
 enum HookOnly {
-    #[command(subcommand)]
+    #[command(subcommand, after_help = super::hook::EXAMPLES)]
     Hook(super::hook::HookCommand),
 }
 
@@ -742,6 +742,13 @@ mod tests {
             "carapace hook claude-code --rules /etc/r.yaml --cwd /srv",
             "carapace hook install claude-code --project",
             "carapace hook install claude-code --settings x.json --hook-args --local",
+            "carapace hook codex",
+            "carapace hook codex --local --wait 5",
+            "carapace hook gemini --rules /etc/r.yaml",
+            "carapace hook install codex --project",
+            "carapace hook install gemini --uninstall",
+            "carapace hook copilot --wait 10",
+            "carapace hook install copilot --project --hook-args --local",
         ] {
             let full = Args::try_parse_from(argv(line)).expect(line);
             let hot = HookArgs::try_parse_from(argv(line)).expect(line);
@@ -766,6 +773,8 @@ mod tests {
         }
         for line in [
             "carapace hook claude-code --nope",
+            "carapace hook codex --grant",
+            "carapace hook install cursor",
             "carapace hook --help",
             "carapace",
         ] {

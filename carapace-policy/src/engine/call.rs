@@ -158,6 +158,8 @@ const SHELL_CWD_KEYS: &[&str] = &[
     "working_dir",
     "directory",
     "dir",
+    // Gemini CLI's run_shell_command (0.61).
+    "dir_path",
 ];
 const COMMAND_KEYS: &[&str] = &[
     "command",
@@ -371,15 +373,31 @@ fn known_tool(tool: &str, name: &str, input: &Value, ctx: &Context, out: &mut Ex
         n if is_read_tool(n) => {
             file_tool(Action::Read, tool, input, ctx, out, None);
         }
-        // Listing a directory reads it; with no path, the working directory.
-        "ls" | "listdir" | "glob" | "grep" => {
-            let base = field(input, &["path", "directory", "dir"]).unwrap_or(".");
-            path_op(Action::Read, base, ctx, out, None);
-            // Grep searches every file below its path.
-            if name == "grep" {
-                if let Some(p) = normalize::path(base, ctx) {
-                    let tree = format!("{}/**", p.trim_end_matches('/'));
-                    out.op(Operation::path(Action::Read, tree));
+        // Listing a directory reads it; with no path, the working directory. Gemini CLI
+        // names its own `list_directory` and `grep_search` (once `search_file_content`).
+        "ls" | "listdir" | "listdirectory" | "glob" | "grep" | "grepsearch"
+        | "searchfilecontent" => {
+            // One directory, or a list of them (Copilot CLI's grep and glob take `paths`).
+            let mut bases: Vec<&str> = field(input, &["path", "directory", "dir", "dir_path"])
+                .into_iter()
+                .collect();
+            if bases.is_empty() {
+                bases = get_ci(input, &["paths"])
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+            }
+            if bases.is_empty() {
+                bases.push(".");
+            }
+            for base in bases {
+                path_op(Action::Read, base, ctx, out, None);
+                // Grep searches every file below its path.
+                if matches!(name, "grep" | "grepsearch" | "searchfilecontent") {
+                    if let Some(p) = normalize::path(base, ctx) {
+                        let tree = format!("{}/**", p.trim_end_matches('/'));
+                        out.op(Operation::path(Action::Read, tree));
+                    }
                 }
             }
             if let Some(pattern) = field(input, &["pattern"])
@@ -423,12 +441,20 @@ fn known_tool(tool: &str, name: &str, input: &Value, ctx: &Context, out: &mut Ex
             }
         }
         "webfetch" | "fetch" | "webscrape" | "apirequest" | "browse" => {
-            match field(input, URL_KEYS) {
-                Some(u) => {
-                    let body = field(input, &["body", "data", "payload"]);
-                    url_op(u, out, body.map(|b| format!("{u}\n{b}")));
+            if let Some(u) = field(input, URL_KEYS) {
+                let body = field(input, &["body", "data", "payload"]);
+                url_op(u, out, body.map(|b| format!("{u}\n{b}")));
+            } else {
+                // Gemini CLI's web_fetch takes no url: it fetches every URL its `prompt`
+                // names (up to 20).
+                let prompt = field(input, &["prompt"]).unwrap_or_default();
+                let mut urls = urls_in(prompt).peekable();
+                if urls.peek().is_none() {
+                    out.unparsable(format!("the {tool} call has no url"));
                 }
-                None => out.unparsable(format!("the {tool} call has no url")),
+                for u in urls {
+                    url_op(u, out, Some(prompt.to_owned()));
+                }
             }
         }
         "downloadfile" => {
@@ -472,6 +498,17 @@ fn known_tool(tool: &str, name: &str, input: &Value, ctx: &Context, out: &mut Ex
         _ => return false,
     }
     true
+}
+
+/// The http(s) URLs written in a text, as a reader would pick them out: up to a space, a
+/// quote or a bracket, without a sentence's closing punctuation.
+fn urls_in(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| c.is_whitespace() || "\"'<>()[]{}`".contains(c))
+        .map(|w| w.trim_end_matches(['.', ',', ';', ':', '!', '?']))
+        .filter(|w| {
+            let lower = w.get(..8).unwrap_or(w).to_ascii_lowercase();
+            lower.starts_with("http://") || lower.starts_with("https://")
+        })
 }
 
 /// A file tool: every file it names (`file_path`, `path`, `paths: […]`, `destPath`, …).
