@@ -82,13 +82,36 @@ fn excepted_on_every_port(rule: &Rule, name: &str) -> bool {
 /// ignored).
 #[must_use]
 pub fn verdict(rules: &RuleSet, activation: &Activation, name: &str) -> NameVerdict {
+    verdict_with(rules, activation, name, true)
+}
+
+/// What the rules in force that name hosts say of `name`, reached as an alias (a CNAME
+/// target of an answer to an allowed name): a rule naming it refuses the answer, while an
+/// allow-list's base does not (the names an allowed host is served under, a CDN's, are
+/// not for its author to list).
+#[must_use]
+pub fn alias_verdict(rules: &RuleSet, activation: &Activation, name: &str) -> NameVerdict {
+    verdict_with(rules, activation, name, false)
+}
+
+fn verdict_with(
+    rules: &RuleSet,
+    activation: &Activation,
+    name: &str,
+    allow_lists: bool,
+) -> NameVerdict {
     let name = name.trim_end_matches('.');
     let mut allowed_by = Vec::new();
     for rule in rules.rules() {
         let Some(net) = network_block(rule, activation) else {
             continue;
         };
-        if !is_allow_list(net) && !names_cover(net, name) {
+        let named = if is_allow_list(net) {
+            allow_lists
+        } else {
+            names_cover(net, name)
+        };
+        if !named {
             continue;
         }
         if excepted_on_every_port(rule, name) {
@@ -105,6 +128,54 @@ pub fn verdict(rules: &RuleSet, activation: &Activation, name: &str) -> NameVerd
     NameVerdict::Allowed {
         excepted: allowed_by,
     }
+}
+
+/// A rule that refuses the addresses a name resolves to: kernel index `rule`, on `port`
+/// (0: every port).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NameBlock {
+    pub rule: u32,
+    pub port: u16,
+}
+
+/// The kernel rules whose names cover `name` and so refuse the addresses it resolves to,
+/// whether they are in force now or not (the kernel checks that at each connect: a session
+/// rule switched on later refuses an address looked up before). A lookup such a rule
+/// refuses is not answered at all; this is for the answers that are: a rule limited to
+/// some ports, a rule not yet in force, a name reached through another one (CNAME).
+///
+/// Allow-list bases are left out: they refuse every address already. An exception of the
+/// name on every port takes the rule out; one on some ports only is not expressible per
+/// address and is ignored (fail closed: the rule's ports stay refused).
+#[must_use]
+pub fn blocked_by(rules: &RuleSet, name: &str) -> Vec<NameBlock> {
+    let name = name.trim_end_matches('.');
+    let mut out = Vec::new();
+    for rule in rules.rules() {
+        let (Some(Cond::Net(net)), Mode::Block, Some(index)) =
+            (&rule.cond, rule.mode, rule.kernel_index)
+        else {
+            continue;
+        };
+        if is_allow_list(net) || !names_cover(net, name) || excepted_on_every_port(rule, name) {
+            continue;
+        }
+        if net.ports.is_empty() {
+            out.push(NameBlock {
+                rule: index,
+                port: 0,
+            });
+        } else {
+            out.extend(
+                net.ports
+                    .iter()
+                    .map(|&port| NameBlock { rule: index, port }),
+            );
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// Whether a rule set needs a resolver per session: some network `block` rule (in force now

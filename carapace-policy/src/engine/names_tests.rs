@@ -306,3 +306,50 @@ fn allowed_names_may_point_at_private_addresses_only_through_address_exceptions(
     assert_eq!(refused("localhost", "127.0.0.1"), None);
     assert_eq!(refused("localhost", "10.0.0.1"), Some("local".into()));
 }
+
+#[test]
+fn blocked_names_refuse_their_learned_addresses_by_rule_and_port() {
+    let set = set(&format!(
+        "  - id: no-paste
+    block: {{ host: \"*.pastebin.com\" }}
+  - id: ssh-to-git
+    block: {{ host: [git.example.com, \"*.git.example.com\"], port: [22, 2222] }}
+    except: [{{ host: ok.git.example.com, port: 22 }}, free.git.example.com]
+  - id: later
+    block: {{ host: late.example }}
+    trigger: {{ after: {{ actions: [network], tool: [WebFetch] }} }}
+  - id: warned
+    warn: {{ host: warned.example }}
+{ALLOW_LIST}"
+    ));
+    let block = |id: &str, port: u16| NameBlock {
+        rule: index(&set, id),
+        port,
+    };
+    assert_eq!(
+        blocked_by(&set, "Raw.Pastebin.com."),
+        [block("no-paste", 0)]
+    );
+    assert_eq!(
+        blocked_by(&set, "git.example.com"),
+        [block("ssh-to-git", 22), block("ssh-to-git", 2222)]
+    );
+    // An exception on some ports only: every port of the rule stays refused (fail closed).
+    assert_eq!(
+        blocked_by(&set, "ok.git.example.com"),
+        [block("ssh-to-git", 22), block("ssh-to-git", 2222)]
+    );
+    // Excepted on every port.
+    assert_eq!(blocked_by(&set, "free.git.example.com"), []);
+    // Not in force yet: listed all the same, the kernel checks the session's state.
+    assert_eq!(blocked_by(&set, "late.example"), [block("later", 0)]);
+    // Not a kernel rule; the allow-list's base refuses every address already; no rule.
+    for name in [
+        "warned.example",
+        "api.github.com",
+        "pastebin.com",
+        "docs.rs",
+    ] {
+        assert_eq!(blocked_by(&set, name), [], "{name}");
+    }
+}
