@@ -1,6 +1,8 @@
 use std::net::IpAddr;
 
 use super::*;
+use crate::rules::encrypted_dns::DOT_PORT;
+use crate::rules::model::Cidr;
 use crate::rules::{Homes, Options};
 
 fn fake_resolver(host: &str) -> Option<Vec<IpAddr>> {
@@ -352,4 +354,82 @@ fn blocked_names_refuse_their_learned_addresses_by_rule_and_port() {
     ] {
         assert_eq!(blocked_by(&set, name), [], "{name}");
     }
+}
+
+#[test]
+fn an_allow_list_over_every_port_refuses_encrypted_dns_unless_it_names_the_resolver() {
+    let set = set("  - id: egress
+    block: { host: \"*\" }
+    except: [\"*.google\", 1.0.0.0/8, dns.quad9.net, 9.9.9.9, { cidr: 10.0.0.0/8, port: 853 }]
+  - id: web
+    block: { host: \"*\", port: 80 }
+    except: [\"*.google\"]
+");
+    let all = Activation::default();
+    // Through a wildcard exception: refused by the guard the allow-list brings.
+    assert_eq!(
+        refused_by(&verdict(&set, &all, "dns.google")),
+        Some("egress/encrypted-dns")
+    );
+    // Named by the exception itself: allowed.
+    assert!(matches!(
+        verdict(&set, &all, "dns.quad9.net"),
+        NameVerdict::Allowed { .. }
+    ));
+    assert!(matches!(
+        verdict(&set, &all, "mail.google"),
+        NameVerdict::Allowed { .. }
+    ));
+    // A port-limited allow-list brings no guard.
+    assert!(set.by_id("web/encrypted-dns").is_none());
+    assert!(set.by_id("web/dns-over-tls").is_none());
+
+    let guard = index(&set, "egress/encrypted-dns");
+    let dot = index(&set, "egress/dns-over-tls");
+    let img = set.kernel_image();
+    let refs = |addr: &str| {
+        let addr = match addr.parse::<IpAddr>().unwrap() {
+            IpAddr::V4(v4) => (128, v4.to_ipv6_mapped().octets()),
+            IpAddr::V6(v6) => (128, v6.octets()),
+        };
+        img.nets.get(&addr).cloned().unwrap_or_default()
+    };
+    let blocks = |addr: &str, rule: u32, port: u16| {
+        refs(addr)
+            .iter()
+            .any(|r| r.rule == rule && r.port == port && r.flags & carapace_common::REF_EXCEPT == 0)
+    };
+    let excepts = |addr: &str, rule: u32| {
+        refs(addr)
+            .iter()
+            .any(|r| r.rule == rule && r.flags & carapace_common::REF_EXCEPT != 0)
+    };
+    // 1.1.1.1 is inside the allow-list's 1.0.0.0/8, and refused on every port by the guard,
+    // which has no exception for it; 9.9.9.9 is named, so the guard excepts it.
+    assert!(blocks("1.1.1.1", guard, 0));
+    assert!(!excepts("1.1.1.1", guard));
+    assert!(blocks("2606:4700:4700::1111", guard, 0));
+    assert!(
+        blocks("9.9.9.9", guard, 0) && excepts("9.9.9.9", guard),
+        "{guard}: {:?}",
+        refs("9.9.9.9")
+    );
+    // Port 853 everywhere, but where an exception names it.
+    let any = img.nets.get(&(0, [0; 16])).cloned().unwrap_or_default();
+    assert!(any.iter().any(|r| r.rule == dot && r.port == DOT_PORT));
+    let corp = img
+        .nets
+        .get(&(104, Cidr::new(mapped_v4([10, 0, 0, 0]), 104).addr))
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        corp.iter().any(|r| r.rule == dot
+            && r.port == DOT_PORT
+            && r.flags & carapace_common::REF_EXCEPT != 0),
+        "{corp:?}"
+    );
+}
+
+fn mapped_v4(v4: [u8; 4]) -> [u8; 16] {
+    std::net::Ipv4Addr::from(v4).to_ipv6_mapped().octets()
 }

@@ -621,7 +621,12 @@ fn network_allow_lists_compile_to_a_default_deny_with_allow_entries() {
       - metadata.example.test
 "#,
     ));
-    let img = set.kernel_image();
+    let mut img = set.kernel_image().clone();
+    // The allow-list's own entries (the guards it brings against encrypted DNS are
+    // `engine::names`' tests').
+    for refs in img.nets.values_mut() {
+        refs.retain(|r| r.rule == 0);
+    }
     let r = |port, flags| NetRef {
         rule: 0,
         port,
