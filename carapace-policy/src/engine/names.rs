@@ -191,31 +191,53 @@ pub fn needs_resolver(rules: &RuleSet) -> bool {
 /// Addresses no public name should resolve to: pointing an allowed name at them would
 /// turn an allow-list exception into a door to the machine, its network or the cloud
 /// metadata service (DNS rebinding).
+///
+/// An IPv6 address that carries an IPv4 one a router or the host turns back into it
+/// (IPv4-mapped `::ffff:0:0/96`, the NAT64 prefixes `64:ff9b::/96` and `64:ff9b:1::/48`,
+/// 6to4 `2002::/16`) is judged by that IPv4 address.
 #[must_use]
 pub fn is_private(addr: IpAddr) -> bool {
-    let addr = match addr {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
-        IpAddr::V4(_) => addr,
-    };
     match addr {
         IpAddr::V4(v4) => {
             let [a, b, ..] = v4.octets();
             v4.is_loopback()
                 || v4.is_private()
                 || v4.is_link_local()
-                || v4.is_unspecified()
                 || v4.is_broadcast()
+                // 0.0.0.0/8, "this network": Linux reaches the host itself through 0.0.0.0.
+                || a == 0
                 // 100.64.0.0/10, carrier-grade NAT.
                 || (a == 100 && (64..128).contains(&b))
         }
         IpAddr::V6(v6) => {
+            if let Some(v4) = embedded_v4(v6) {
+                return is_private(IpAddr::V4(v4));
+            }
             let first = v6.segments()[0];
             v6.is_loopback()
                 || v6.is_unspecified()
-                // fc00::/7 unique local, fe80::/10 link-local.
+                // fc00::/7 unique local, fe80::/10 link-local, fec0::/10 site-local.
                 || (first & 0xfe00) == 0xfc00
                 || (first & 0xffc0) == 0xfe80
+                || (first & 0xffc0) == 0xfec0
         }
+    }
+}
+
+/// The IPv4 address an IPv6 one stands for on its way (see [`is_private`]).
+fn embedded_v4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    let s = v6.segments();
+    let o = v6.octets();
+    let last = std::net::Ipv4Addr::new(o[12], o[13], o[14], o[15]);
+    match s {
+        [0x64, 0xff9b, 0, 0, 0, 0, ..] => Some(last),
+        // The local-use NAT64 prefix (RFC 8215) embeds the address at /96 in practice.
+        [0x64, 0xff9b, 1, ..] => Some(last),
+        [0x2002, ..] => Some(std::net::Ipv4Addr::new(o[2], o[3], o[4], o[5])),
+        _ => None,
     }
 }
 

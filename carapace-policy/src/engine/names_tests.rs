@@ -270,6 +270,13 @@ fn private_ranges() {
         "fc00::1",
         "fe80::1",
         "::ffff:10.0.0.1",
+        "0.1.2.3",
+        "fec0::1",
+        // The metadata service and loopback through NAT64 and 6to4.
+        "64:ff9b::a9fe:a9fe",
+        "64:ff9b:1::7f00:1",
+        "2002:7f00:1::",
+        "2002:a9fe:a9fe::1",
     ] {
         assert!(is_private(private.parse().unwrap()), "{private}");
     }
@@ -279,6 +286,8 @@ fn private_ranges() {
         "172.32.0.1",
         "2606:4700::1111",
         "192.0.2.1",
+        "64:ff9b::808:808",
+        "2002:808:808::1",
     ] {
         assert!(!is_private(public.parse().unwrap()), "{public}");
     }
