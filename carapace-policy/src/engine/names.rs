@@ -233,9 +233,9 @@ fn embedded_v4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
     let o = v6.octets();
     let last = std::net::Ipv4Addr::new(o[12], o[13], o[14], o[15]);
     match s {
-        [0x64, 0xff9b, 0, 0, 0, 0, ..] => Some(last),
-        // The local-use NAT64 prefix (RFC 8215) embeds the address at /96 in practice.
-        [0x64, 0xff9b, 1, ..] => Some(last),
+        // The well-known NAT64 prefix, and the local-use one (RFC 8215), which embeds the
+        // address at /96 in practice.
+        [0x64, 0xff9b, 0, 0, 0, 0, ..] | [0x64, 0xff9b, 1, ..] => Some(last),
         [0x2002, ..] => Some(std::net::Ipv4Addr::new(o[2], o[3], o[4], o[5])),
         _ => None,
     }

@@ -1,12 +1,12 @@
 //! Encrypted DNS under an allow-list. A session's plain DNS goes to its own resolver, which
 //! refuses the names the allow-list does not allow; a program that asks a public resolver
-//! over HTTPS (DoH) or TLS (DoT, port 853) instead would learn any address, and the name
+//! over HTTPS (`DoH`) or TLS (`DoT`, port 853) instead would learn any address, and the name
 //! it connects to next is hidden from the rules. An allow-list's exceptions are often
 //! broad enough to reach such a resolver (`*.google.com`, a cloud's address blocks), so
 //! each allow-list that covers every port brings two guard rules of its own, in force
 //! when it is:
 //!
-//! - `<id>/encrypted-dns`: the well-known DoH/DoT resolvers of `rules/encrypted-dns.txt`,
+//! - `<id>/encrypted-dns`: the well-known `DoH`/`DoT` resolvers of `rules/encrypted-dns.txt`,
 //!   by name (refused at lookup, and their learned addresses in the kernel) and by address
 //!   (kernel map entries), on every port;
 //! - `<id>/dns-over-tls`: port 853 of every address.
