@@ -75,8 +75,10 @@ fn answer(query: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Serves DNS on 127.0.0.53:53 until dropped.
+/// Joined on drop, so that its socket is closed before the next test binds the address.
 struct Upstream {
     stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
 }
 
 impl Upstream {
@@ -87,7 +89,7 @@ impl Upstream {
             .expect("read timeout");
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
-        thread::spawn(move || {
+        let thread = thread::spawn(move || {
             let mut buf = [0u8; 1500];
             while !s.load(Ordering::Relaxed) {
                 let Ok((n, from)) = socket.recv_from(&mut buf) else {
@@ -98,13 +100,19 @@ impl Upstream {
                 }
             }
         });
-        Self { stop }
+        Self {
+            stop,
+            thread: Some(thread),
+        }
     }
 }
 
 impl Drop for Upstream {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
@@ -180,9 +188,11 @@ fn an_allow_list_by_name_admits_the_addresses_the_session_looked_up_and_nothing_
 /// for UDP and TCP on port 53 and counting what reaches it (it would answer 203.0.113.1).
 const ROGUE: [u8; 4] = [192, 0, 2, 53];
 
+/// Joined on drop, like [`Upstream`].
 struct Rogue {
     stop: Arc<AtomicBool>,
     reached: Arc<AtomicUsize>,
+    thread: Option<thread::JoinHandle<()>>,
 }
 
 impl Rogue {
@@ -195,7 +205,7 @@ impl Rogue {
         let tcp = TcpListener::bind("192.0.2.53:53").expect("bind 192.0.2.53:53 (tcp)");
         tcp.set_nonblocking(true).expect("nonblocking");
         let (s, r) = (stop.clone(), reached.clone());
-        thread::spawn(move || {
+        let thread = thread::spawn(move || {
             let mut buf = [0u8; 1500];
             while !s.load(Ordering::Relaxed) {
                 if let Ok((n, from)) = udp.recv_from(&mut buf) {
@@ -214,7 +224,11 @@ impl Rogue {
                 }
             }
         });
-        Self { stop, reached }
+        Self {
+            stop,
+            reached,
+            thread: Some(thread),
+        }
     }
 
     fn reached(&self) -> usize {
@@ -225,6 +239,9 @@ impl Rogue {
 impl Drop for Rogue {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
