@@ -198,3 +198,21 @@ impl crate::dns::Learner for KernelDns {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_past_what_an_entry_holds_widen_to_every_port_of_their_rule() {
+        let b = |rule, port| NameBlock { rule, port };
+        // Within the limit: sorted, each once, ports kept.
+        assert_eq!(
+            fit_blocks(vec![b(2, 443), b(1, 22), b(2, 443)]),
+            [b(1, 22), b(2, 443)]
+        );
+        // Nine pairs of two rules: each rule on every port, which refuses more, not less.
+        let many: Vec<NameBlock> = (0..9).map(|i| b(i % 2, 8000 + i as u16)).collect();
+        assert_eq!(fit_blocks(many), [b(0, 0), b(1, 0)]);
+    }
+}
