@@ -265,16 +265,33 @@ pub struct LearnedKey {
     pub addr: [u8; 16],
 }
 
-/// An address the session's resolver answered for an allowed name: until `expires`
-/// (`CLOCK_BOOTTIME` nanoseconds, as `bpf_ktime_get_boot_ns`), it is an exception to the
-/// network rules listed (kernel rule indices), as the name is to their `except:`.
+/// Rules an address learned for one name can be refused by (as `(rule, port)` pairs).
+pub const LEARNED_BLOCKS: usize = 8;
+
+/// A rule that refuses an address because of the name it was learned for, on `port` (host
+/// byte order; 0: every port).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LearnedBlock {
+    pub rule: u32,
+    pub port: u16,
+    pub pad: u16,
+}
+
+/// An address the session's resolver answered: until `expires` (`CLOCK_BOOTTIME`
+/// nanoseconds, as `bpf_ktime_get_boot_ns`), it is an exception to the network rules in
+/// `rules` (kernel rule indices), as the name is to their `except:`. It is refused by the
+/// rules in `blocks`, whose names cover the name it was learned for, for as long as the
+/// entry lives, expired or not: a program may keep an address it was once given, and a
+/// blocked name's address does not become harmless when its TTL ends.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Learned {
     pub expires: u64,
     pub count: u32,
     pub rules: [u32; LEARNED_RULES],
-    pub pad: u32,
+    pub blocked: u32,
+    pub blocks: [LearnedBlock; LEARNED_BLOCKS],
 }
 
 impl Learned {
@@ -792,7 +809,8 @@ const _: () = {
     assert!(core::mem::size_of::<DenyEvent>() == 8 + 4 * 6 + 2 + 2 + 4 + 16 + 16 + PATH_MAX);
     assert!(MAX_RULES.is_multiple_of(64));
     assert!(core::mem::size_of::<LearnedKey>() == 24);
-    assert!(core::mem::size_of::<Learned>() == 16 + 4 * LEARNED_RULES);
+    assert!(core::mem::size_of::<LearnedBlock>() == 8);
+    assert!(core::mem::size_of::<Learned>() == 16 + 4 * LEARNED_RULES + 8 * LEARNED_BLOCKS);
     assert!(core::mem::size_of::<OrigDst>() == 24);
 };
 

@@ -86,10 +86,16 @@ pub static RESOLVERS: HashMap<u64, u32> = HashMap::pinned(MAX_SESSIONS, NO_PREAL
 #[map(name = "LEARNED")]
 pub static LEARNED: LruHashMap<LearnedKey, Learned> = LruHashMap::pinned(MAX_LEARNED, 0);
 
-/// The key of a `LEARNED` lookup, built here rather than on the hooks' stack, which is
-/// nearly full where `socket_connect` and `socket_sendmsg` judge an address.
-#[map(name = "LEARNED_KEY")]
-pub static LEARNED_KEY: PerCpuArray<LearnedKey> = PerCpuArray::with_max_entries(1, 0);
+/// A `LEARNED` lookup: its key and a copy of what it found, here rather than on the hooks'
+/// stack, which is nearly full where `socket_connect` and `socket_sendmsg` judge an address.
+#[repr(C)]
+pub struct LearnedScratch {
+    pub key: LearnedKey,
+    pub found: Learned,
+}
+
+#[map(name = "LEARNED_SCRATCH")]
+pub static LEARNED_SCRATCH: PerCpuArray<LearnedScratch> = PerCpuArray::with_max_entries(1, 0);
 
 /// Redirected DNS sockets (by cookie) → where they first meant to go.
 #[map(name = "ORIG_DST")]

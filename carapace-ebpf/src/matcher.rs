@@ -8,8 +8,9 @@
 //! verifier explores once per ref, not once per combination.
 
 use carapace_common::{
-    has, op, slot_bit, Config, InodeKey, NetRefs, RuleRefs, DFA_CELLS, DFA_CHUNK, DFA_EARLY_FLAG,
-    DFA_GROUPS, DFA_STATES, PATH_MAX, REFS_PER_KEY, REF_EXCEPT, RULE_EVERY_ADDRESS,
+    has, op, slot_bit, Config, InodeKey, Learned, NetRefs, RuleRefs, DFA_CELLS, DFA_CHUNK,
+    DFA_EARLY_FLAG, DFA_GROUPS, DFA_STATES, LEARNED_BLOCKS, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
+    RULE_EVERY_ADDRESS,
 };
 
 use aya_ebpf::{
@@ -22,7 +23,7 @@ use core::ptr::addr_of_mut;
 use crate::gate::Session;
 use crate::maps::{
     Scratch, ANCESTORS, DFA, DFA_ACCEPT, DFA_EARLY, DFA_EARLY_REFS, DFA_LIVE, DFA_TRANS,
-    EXACT_PATHS, INODES, LEARNED, LEARNED_KEY, NAMES, NETS, PREFIX_PATHS, RULES, SCRATCH,
+    EXACT_PATHS, INODES, LEARNED, LEARNED_SCRATCH, NAMES, NETS, PREFIX_PATHS, RULES, SCRATCH,
 };
 
 /// A denial: the rule and the one operation bit it denied.
@@ -385,30 +386,66 @@ pub fn check_inode(key: &InodeKey, ops: u32) -> Option<Verdict> {
     judge(&mut j)
 }
 
-/// Whether the session's resolver answered `addr` for a name that `rule`'s `except:`
-/// allows, and the answer has not expired.
+/// What the session's resolver recorded of `addr`, copied to per-CPU scratch (a zeroed
+/// record when it recorded nothing): a map value pointer kept across the judging would
+/// split every verifier state in two, found or not. `None` only if the one-entry scratch
+/// array has no entry 0, which it always has.
 #[inline(always)]
-fn learned_excepts(cgroup: u64, addr: &[u8; 16], rule: u32) -> bool {
-    let Some(key) = LEARNED_KEY.get_ptr_mut(0) else {
-        return false;
-    };
+fn learned(cgroup: u64, addr: &[u8; 16]) -> Option<&'static Learned> {
     // SAFETY: per-CPU value, no concurrent writer on this CPU (the hooks do not nest).
-    let key = unsafe { &mut *key };
-    key.cgroup = cgroup;
-    key.addr = *addr;
-    // SAFETY: map values live as long as the map; only read here.
-    let Some(learned) = (unsafe { LEARNED.get(key) }) else {
-        return false;
-    };
-    // SAFETY: helper without arguments.
-    let now = unsafe { bpf_ktime_get_boot_ns() };
-    learned.excepts(rule, now)
+    let scratch = unsafe { &mut *LEARNED_SCRATCH.get_ptr_mut(0)? };
+    scratch.key.cgroup = cgroup;
+    scratch.key.addr = *addr;
+    // SAFETY: map values live as long as the map; read by copy.
+    match unsafe { LEARNED.get(&scratch.key) } {
+        Some(found) => scratch.found = *found,
+        None => {
+            scratch.found.expires = 0;
+            scratch.found.count = 0;
+            scratch.found.blocked = 0;
+        }
+    }
+    Some(&scratch.found)
 }
 
-/// Judges a connect to `addr` (IPv4-mapped for IPv4) and `port` (host order).
+/// The first rule in force that refuses `port` of an address for the name the session's
+/// resolver learned it for (`Learned::blocks`; expired or not).
+#[inline(always)]
+fn learned_block(learned: &Learned, port: u16, session: &Session) -> Option<Verdict> {
+    for i in 0..LEARNED_BLOCKS {
+        if i as u32 >= learned.blocked {
+            return None;
+        }
+        let b = learned.blocks[i];
+        if b.port != 0 && b.port != port {
+            continue;
+        }
+        let Some(meta) = RULES.get(b.rule) else {
+            continue;
+        };
+        if meta.ops & op::NETWORK != 0 && session.state.is_active(b.rule, meta) {
+            return Some(Verdict {
+                rule: b.rule,
+                op: op::NETWORK,
+            });
+        }
+    }
+    None
+}
+
+/// Judges a connect to `addr` (IPv4-mapped for IPv4) and `port` (host order): first by the
+/// name the session's resolver learned the address for (a rule naming it refuses), then
+/// by the address blocks of the rules, whose allow-list exceptions include the addresses
+/// learned for allowed names until they expire.
 #[inline(always)]
 pub fn check_net(addr: [u8; 16], port: u16, session: &Session, dns: bool) -> Option<Verdict> {
     let state = session.state;
+    let learned = learned(session.cgroup, &addr)?;
+    if let Some(verdict) = learned_block(learned, port, session) {
+        return Some(verdict);
+    }
+    // SAFETY: helper without arguments.
+    let now = unsafe { bpf_ktime_get_boot_ns() };
     let key = aya_ebpf::maps::lpm_trie::Key::new(128, addr);
     let refs: &NetRefs = NETS.get(&key)?;
     let mut excepted = 0u64;
@@ -437,7 +474,7 @@ pub fn check_net(addr: [u8; 16], port: u16, session: &Session, dns: bool) -> Opt
         if dns && meta.flags & RULE_EVERY_ADDRESS != 0 {
             continue;
         }
-        if learned_excepts(session.cgroup, &addr, r.rule) {
+        if learned.excepts(r.rule, now) {
             continue;
         }
         if meta.ops & op::NETWORK != 0 && state.is_active(r.rule, meta) {

@@ -9,19 +9,25 @@
 //! address it answered for the allowed name is the only one of the allow-list the session
 //! may connect to. (Refused names are tested against a real resolver on the host,
 //! tests/host/dns.rs, and in carapace-daemon's `dns` tests.)
-use std::net::UdpSocket;
+use std::net::{TcpListener, UdpSocket};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
 use super::{agent, assert_denied_line, guard, listen, py_connect, stdout};
 
-/// The names this server knows, and their addresses.
-const NAMES: [(&str, [u8; 4]); 2] = [
-    ("allowed.carapace.test", [192, 0, 2, 10]),
-    ("other.carapace.test", [192, 0, 2, 11]),
+/// The names this server knows, their addresses and TTLs.
+const NAMES: [(&str, [u8; 4], u8); 5] = [
+    ("allowed.carapace.test", [192, 0, 2, 10], 60),
+    ("other.carapace.test", [192, 0, 2, 11], 60),
+    // Refused on port 8094 by rule `names-blocked-port`.
+    ("ported.carapace.test", [192, 0, 2, 12], 60),
+    // Allowed (below allowed.carapace.test), kept the shortest time the resolver keeps.
+    ("brief.allowed.carapace.test", [192, 0, 2, 13], 1),
+    // Refused at lookup by rule `names-blocked`; known here for lookups outside a session.
+    ("x.blocked.carapace.test", [192, 0, 2, 14], 60),
 ];
 
 /// The question's name (dotted) and where the question ends, of a DNS query.
@@ -52,11 +58,11 @@ fn answer(query: &[u8]) -> Option<Vec<u8>> {
     out[3] = 0x80;
     // No authority or additional records (a client may have sent an OPT record).
     out[8..12].copy_from_slice(&[0, 0, 0, 0]);
-    match NAMES.iter().find(|(n, _)| *n == name) {
-        Some((_, addr)) if qtype == 1 => {
+    match NAMES.iter().find(|(n, _, _)| *n == name) {
+        Some((_, addr, ttl)) if qtype == 1 => {
             out[6..8].copy_from_slice(&1u16.to_be_bytes());
-            // The name by pointer to the question, A, IN, TTL 60, four bytes.
-            out.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4]);
+            // The name by pointer to the question, A, IN, the TTL, four bytes.
+            out.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, *ttl, 0, 4]);
             out.extend_from_slice(addr);
         }
         Some(_) => out[6..8].copy_from_slice(&[0, 0]),
@@ -69,8 +75,10 @@ fn answer(query: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Serves DNS on 127.0.0.53:53 until dropped.
+/// Joined on drop, so that its socket is closed before the next test binds the address.
 struct Upstream {
     stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
 }
 
 impl Upstream {
@@ -81,7 +89,7 @@ impl Upstream {
             .expect("read timeout");
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
-        thread::spawn(move || {
+        let thread = thread::spawn(move || {
             let mut buf = [0u8; 1500];
             while !s.load(Ordering::Relaxed) {
                 let Ok((n, from)) = socket.recv_from(&mut buf) else {
@@ -92,22 +100,30 @@ impl Upstream {
                 }
             }
         });
-        Self { stop }
+        Self {
+            stop,
+            thread: Some(thread),
+        }
     }
 }
 
 impl Drop for Upstream {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
 fn add_addresses() {
-    for (_, addr) in NAMES {
+    let addrs = NAMES.iter().map(|(_, addr, _)| *addr).chain([ROGUE]);
+    for addr in addrs {
         let cidr = format!("{}.{}.{}.{}/32", addr[0], addr[1], addr[2], addr[3]);
-        // Already there from an earlier run of the test: fine.
+        // Already there from an earlier test ("File exists"): fine.
         let _ = Command::new("ip")
             .args(["addr", "add", &cidr, "dev", "lo"])
+            .stderr(std::process::Stdio::null())
             .status();
     }
 }
@@ -115,8 +131,13 @@ fn add_addresses() {
 /// Python that resolves `name` and connects to its first address on port 8093: prints the
 /// address and the connect's errno, or the lookup's error.
 fn resolve_and_connect(name: &str) -> String {
+    resolve_and_connect_to(name, 8093)
+}
+
+/// [`resolve_and_connect`] on `port`.
+fn resolve_and_connect_to(name: &str, port: u16) -> String {
     format!(
-        "python3 -c 'import socket\ntry:\n    a = socket.getaddrinfo(\"{name}\", 8093, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]\nexcept OSError as e:\n    print(\"lookup\", e.errno)\n    raise SystemExit\ntry:\n    socket.create_connection((a, 8093), timeout=5)\n    print(a, 0)\nexcept OSError as e:\n    print(a, e.errno)'"
+        "python3 -c 'import socket\ntry:\n    a = socket.getaddrinfo(\"{name}\", {port}, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]\nexcept OSError as e:\n    print(\"lookup\", e.errno)\n    raise SystemExit\ntry:\n    socket.create_connection((a, {port}), timeout=5)\n    print(a, 0)\nexcept OSError as e:\n    print(a, e.errno)'"
     )
 }
 
@@ -161,4 +182,223 @@ fn an_allow_list_by_name_admits_the_addresses_the_session_looked_up_and_nothing_
         .output()
         .expect("run python");
     assert_eq!(stdout(&out).trim(), "192.0.2.11 0", "outside a session");
+}
+
+/// An address no session should reach: a DNS server other than the session's, listening
+/// for UDP and TCP on port 53 and counting what reaches it (it would answer 203.0.113.1).
+const ROGUE: [u8; 4] = [192, 0, 2, 53];
+
+/// Joined on drop, like [`Upstream`].
+struct Rogue {
+    stop: Arc<AtomicBool>,
+    reached: Arc<AtomicUsize>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Rogue {
+    fn start() -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let reached = Arc::new(AtomicUsize::new(0));
+        let udp = UdpSocket::bind("192.0.2.53:53").expect("bind 192.0.2.53:53 (udp)");
+        udp.set_read_timeout(Some(Duration::from_millis(100)))
+            .expect("read timeout");
+        let tcp = TcpListener::bind("192.0.2.53:53").expect("bind 192.0.2.53:53 (tcp)");
+        tcp.set_nonblocking(true).expect("nonblocking");
+        let (s, r) = (stop.clone(), reached.clone());
+        let thread = thread::spawn(move || {
+            let mut buf = [0u8; 1500];
+            while !s.load(Ordering::Relaxed) {
+                if let Ok((n, from)) = udp.recv_from(&mut buf) {
+                    r.fetch_add(1, Ordering::Relaxed);
+                    if let Some(mut reply) = answer(&buf[..n]) {
+                        // Whatever the name, a different address: a leak shows.
+                        let len = reply.len();
+                        if len >= 4 && reply[6..8] == [0, 1] {
+                            reply[len - 4..].copy_from_slice(&[203, 0, 113, 1]);
+                        }
+                        let _ = udp.send_to(&reply, from);
+                    }
+                }
+                if tcp.accept().is_ok() {
+                    r.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        Self {
+            stop,
+            reached,
+            thread: Some(thread),
+        }
+    }
+
+    fn reached(&self) -> usize {
+        self.reached.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Rogue {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Asks `server`:53 for the A record of `name` over `udp` or `tcp` by hand (no resolver
+/// library, so nothing but the kernel decides where it goes). Prints the transport, the
+/// response code and the first address (`-` for none), or `error ERRNO`.
+const ASK: &str = r#"
+import socket, struct, sys
+transport, server, name = sys.argv[1:4]
+q = struct.pack(">HHHHHH", 0x4242, 0x0100, 1, 0, 0, 0)
+for label in name.split("."):
+    q += bytes([len(label)]) + label.encode()
+q += b"\0" + struct.pack(">HH", 1, 1)
+try:
+    if transport == "udp":
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.settimeout(5)
+        s.sendto(q, (server, 53))
+        data, peer = s.recvfrom(4096)
+        # The reply must seem to come from where the query went.
+        assert peer == (server, 53), peer
+    else:
+        s = socket.create_connection((server, 53), timeout=5)
+        s.sendall(struct.pack(">H", len(q)) + q)
+        head = b""
+        while len(head) < 2:
+            head += s.recv(2 - len(head))
+        n = struct.unpack(">H", head)[0]
+        data = b""
+        while len(data) < n:
+            data += s.recv(n - len(data))
+except OSError as e:
+    print("error", e.errno)
+    raise SystemExit
+count = struct.unpack(">H", data[6:8])[0]
+print(transport, data[3] & 0xF, socket.inet_ntoa(data[-4:]) if count else "-")
+"#;
+
+fn ask(transport: &str, server: &str, name: &str) -> String {
+    format!("python3 /tmp/dns_ask.py {transport} {server} {name}")
+}
+
+#[test]
+fn queries_sent_straight_to_another_server_reach_the_sessions_resolver_over_udp_and_tcp() {
+    let _g = guard();
+    add_addresses();
+    std::fs::write("/tmp/dns_ask.py", ASK).expect("write the query script");
+    let _upstream = Upstream::start();
+    let rogue = Rogue::start();
+
+    // Allowed: answered by the session's resolver (from the upstream), not by the server
+    // asked; the UDP reply reads as coming from the server asked.
+    let out = agent(&format!(
+        "{}; {}",
+        ask("udp", "192.0.2.53", "allowed.carapace.test"),
+        ask("tcp", "192.0.2.53", "allowed.carapace.test")
+    ));
+    assert_eq!(
+        stdout(&out).trim(),
+        "udp 0 192.0.2.10\ntcp 0 192.0.2.10",
+        "answered by the session's resolver"
+    );
+    // Refused at lookup (REFUSED, the default `dns: refuse_with`), with a denial that
+    // names the name, over both transports.
+    let out = agent(&format!(
+        "{}; {}",
+        ask("udp", "192.0.2.53", "x.blocked.carapace.test"),
+        ask("tcp", "192.0.2.53", "x.blocked.carapace.test")
+    ));
+    assert_eq!(stdout(&out).trim(), "udp 5 -\ntcp 5 -", "REFUSED");
+    assert_denied_line(
+        &out,
+        "blocked resolve of x.blocked.carapace.test (rule names-blocked: Blocked names are not resolved)",
+    );
+    assert_eq!(
+        rogue.reached(),
+        0,
+        "nothing of the session reached the other server"
+    );
+
+    // Through the system's resolver (glibc, 127.0.0.53): refused the same way.
+    let out = agent(&resolve_and_connect("x.blocked.carapace.test"));
+    assert!(
+        stdout(&out).starts_with("lookup "),
+        "a refused name has no address: {}",
+        stdout(&out)
+    );
+
+    // Outside a session the same questions go where they are sent, and are answered.
+    let out = Command::new("bash")
+        .args([
+            "-c",
+            &format!(
+                "{}; {}",
+                ask("udp", "192.0.2.53", "x.blocked.carapace.test"),
+                ask("udp", "127.0.0.53", "x.blocked.carapace.test")
+            ),
+        ])
+        .output()
+        .expect("run python");
+    assert_eq!(
+        stdout(&out).trim(),
+        "udp 0 203.0.113.1\nudp 0 192.0.2.14",
+        "outside a session"
+    );
+    assert_eq!(rogue.reached(), 1);
+}
+
+#[test]
+fn a_name_refused_on_some_ports_is_answered_and_its_addresses_refused_there_by_name() {
+    let _g = guard();
+    add_addresses();
+    let _upstream = Upstream::start();
+    let _closed = listen("192.0.2.12:8094");
+    let _open = listen("192.0.2.12:8095");
+
+    // One session: the lookup is answered, the kernel refuses port 8094 of the address
+    // by the rule, naming the name, and leaves the other ports alone.
+    let out = agent(&format!(
+        "{}; {}",
+        resolve_and_connect_to("ported.carapace.test", 8094),
+        resolve_and_connect_to("ported.carapace.test", 8095)
+    ));
+    assert_eq!(
+        stdout(&out).trim(),
+        "192.0.2.12 13\n192.0.2.12 0",
+        "port 8094 refused, 8095 open"
+    );
+    assert_denied_line(
+        &out,
+        "blocked network of 192.0.2.12:8094 (ported.carapace.test) (rule names-blocked-port: ported.carapace.test is closed on port 8094)",
+    );
+
+    // Outside a session: untouched.
+    let out = Command::new("bash")
+        .args(["-c", &resolve_and_connect_to("ported.carapace.test", 8094)])
+        .output()
+        .expect("run python");
+    assert_eq!(stdout(&out).trim(), "192.0.2.12 0", "outside a session");
+}
+
+#[test]
+fn a_learned_address_expires_with_its_ttl() {
+    let _g = guard();
+    add_addresses();
+    let _upstream = Upstream::start();
+    let _listener = listen("192.0.2.13:8093");
+    // TTL 1 is kept 5 s, plus 30 s for connects that began in time: 35 s after the answer
+    // the allow-list refuses the address again, in the same session.
+    let out = agent(&format!(
+        "{}; sleep 36; {}",
+        resolve_and_connect("brief.allowed.carapace.test"),
+        py_connect("AF_INET", "192.0.2.13", 8093)
+    ));
+    assert_eq!(
+        stdout(&out).trim(),
+        "192.0.2.13 0\n13",
+        "allowed while learned, refused once expired"
+    );
 }

@@ -5,7 +5,7 @@ use crate::api::proto::{KernelRule, NetForm};
 use carapace_policy::rules::compile::kernel::{plan, rule_ops, Plan};
 use carapace_policy::rules::model::Cidr;
 use carapace_policy::rules::pattern::KernelForm;
-use carapace_policy::rules::{Mode, RuleSet, Trigger};
+use carapace_policy::rules::{Cond, Mode, Rule, RuleSet, Trigger};
 
 /// Every `block` rule, with its kernel forms or why the kernel cannot match it.
 #[must_use]
@@ -50,6 +50,12 @@ pub fn kernel_rules(set: &RuleSet) -> Vec<KernelRule> {
                         }
                     }
                 }
+                Ok(Plan::Net { .. }) if names_hosts(rule) => {
+                    out.userspace_reason = "it matches host names, which only the eBPF layer \
+                        follows (a session's lookups go to its resolver there); Landlock sees \
+                        TCP ports, never names or addresses"
+                        .into();
+                }
                 Ok(Plan::Net { entries, excepts }) => {
                     let form = |(cidr, port): (Cidr, u16)| NetForm {
                         cidr: format!(
@@ -74,6 +80,12 @@ pub fn kernel_rules(set: &RuleSet) -> Vec<KernelRule> {
         .collect()
 }
 
+/// Whether a network rule speaks of host names, in its match or an exception.
+fn names_hosts(rule: &Rule) -> bool {
+    let own = matches!(&rule.cond, Some(Cond::Net(net)) if net.names().next().is_some());
+    own || rule.except_net.iter().any(|e| e.names().next().is_some())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,6 +105,9 @@ rules:
   - warn: "/tmp/x"
   - block: "re:^/proc/\\d+/environ$"
   - block: { port: 25 }
+  - block: { host: "*.pastebin.com" }
+  - block: { host: "*", port: 443 }
+    except: [github.com]
 "#;
         let opts = Options {
             homes: Homes::fixed(["/home/a"]),
@@ -101,7 +116,7 @@ rules:
         };
         let set = RuleSet::parse_with("t.yaml", text, &opts).unwrap();
         let rules = kernel_rules(&set);
-        assert_eq!(rules.len(), 5, "the warn rule is not a kernel rule");
+        assert_eq!(rules.len(), 7, "the warn rule is not a kernel rule");
         assert_eq!(rules[0].prefixes, ["/home/a/.ssh/"]);
         assert_eq!(rules[0].ops, carapace_common::op::ALL);
         assert_eq!(rules[1].names, [".env"]);
@@ -115,5 +130,11 @@ rules:
         assert_eq!(rules[4].net.len(), 1);
         assert_eq!(rules[4].net[0].cidr, "::/0");
         assert_eq!(rules[4].net[0].port, 25);
+        // Names, in the match or an exception: Landlock cannot follow them, and says so
+        // rather than refuse the whole port.
+        for r in &rules[5..] {
+            assert!(r.userspace_reason.contains("host names"), "{r:?}");
+            assert!(r.net.is_empty() && r.except_net.is_empty(), "{r:?}");
+        }
     }
 }

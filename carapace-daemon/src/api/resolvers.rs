@@ -1,6 +1,7 @@
 //! The daemon's side of the session resolvers (`crate::dns`): each query is judged by the
 //! rules in force at that moment with the session's activation state, and each refused
 //! lookup goes to the audit ledger and the session's watchers like a kernel denial.
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use super::{audit, Daemon, SessionEvent};
@@ -8,7 +9,7 @@ use crate::api::proto::Denial;
 use crate::dns::{DenialSink, RulesInForce};
 use carapace_policy::engine::names::needs_resolver;
 use carapace_policy::engine::Activation;
-use carapace_policy::rules::RuleSet;
+use carapace_policy::rules::{Cond, Mode, RuleSet};
 
 /// The rules of one session's queries. Weak: a resolver must not keep a stopped daemon.
 struct SessionRules {
@@ -90,10 +91,46 @@ pub async fn start_if_needed(daemon: &Arc<Daemon>, id: &str, cgroup: u64) -> Opt
     }
 }
 
+/// The `block` network rules that speak of host names (in their match or an exception).
+fn rules_naming_hosts(rules: &RuleSet) -> Vec<&str> {
+    rules
+        .rules()
+        .iter()
+        .filter(|r| r.mode == Mode::Block)
+        .filter(|r| {
+            let own = matches!(&r.cond, Some(Cond::Net(net)) if net.names().next().is_some());
+            own || r.except_net.iter().any(|e| e.names().next().is_some())
+        })
+        .map(|r| r.id.as_str())
+        .collect()
+}
+
+/// What the rules by name lose without the kernel layer, once per daemon: nothing
+/// redirects a session's DNS to its resolver, and the Landlock fallback of `carapace run`
+/// sees TCP ports, never names or addresses.
+fn warn_names_unenforced(daemon: &Daemon) {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    let Some(reason) = &daemon.kernel_unavailable else {
+        return;
+    };
+    let rules = daemon.rules();
+    let named = rules_naming_hosts(&rules);
+    if named.is_empty() || WARNED.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    tracing::warn!(
+        "kernel layer unavailable ({reason}): rules naming hosts ({}) are enforced by name \
+         in Layer 1 only; sessions' DNS is not screened, and the Landlock fallback restricts \
+         TCP ports, never names or addresses",
+        named.join(", ")
+    );
+}
+
 /// Brings resolvers in line with the live sessions and the rules in force: a resolver for
 /// each session that needs one (after a reload brought name rules, or for sessions resumed
 /// at start), none for sessions that ended.
 pub async fn sync(daemon: &Arc<Daemon>) {
+    warn_names_unenforced(daemon);
     let live = daemon.sessions.list();
     for id in daemon.resolvers.sessions() {
         if !live.iter().any(|s| s.id == id) {
@@ -114,4 +151,34 @@ pub fn spawn_keeper(daemon: Arc<Daemon>) -> tokio::task::JoinHandle<()> {
             daemon.rules_changed.notified().await;
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use carapace_policy::rules::{Homes, Options};
+
+    #[test]
+    fn the_rules_that_name_hosts_are_found_in_matches_and_exceptions() {
+        let text = "version: 1
+builtin: none
+rules:
+  - id: egress
+    block: { host: \"*\", port: 443 }
+    except: [\"*.github.com\"]
+  - id: no-paste
+    block: { host: pastebin.com }
+  - id: by-address
+    block: { cidr: 10.0.0.0/8 }
+  - id: warned
+    warn: { host: example.org }
+";
+        let opts = Options {
+            homes: Homes::fixed(["/home/a"]),
+            resolver: |_| None,
+            host: crate::policy_host::shared(),
+        };
+        let set = RuleSet::parse_with("t.yaml", text, &opts).unwrap();
+        assert_eq!(rules_naming_hosts(&set), ["egress", "no-paste"]);
+    }
 }

@@ -17,7 +17,7 @@ use carapace_policy::rules::compile::kernel::{self as kernel_compile, Plan};
 use carapace_policy::rules::model::{Cidr, Host};
 use carapace_policy::rules::pattern::KernelForm;
 use carapace_policy::rules::validate::mode_name;
-use carapace_policy::rules::{Enforcement, Mode, Rule, RuleSet};
+use carapace_policy::rules::{Cond, Enforcement, Mode, Rule, RuleSet};
 
 const AFTER_HELP: &str = "\
 Without --rules / FILE, the rule file is $CARAPACE_DATA_DIR/rules.yaml (default
@@ -500,6 +500,13 @@ fn kernel_info(set: &RuleSet, rule: &Rule, index: u32) -> Result<KernelInfo, Str
             };
             matches.extend(entries.into_iter().map(info));
             exceptions.extend(excepts.into_iter().map(info));
+            if let Some(Cond::Net(net)) = &rule.cond {
+                for h in &net.hosts {
+                    if let Host::Name { name, resolved } = h {
+                        notes.push(blocked_name_note(name, resolved));
+                    }
+                }
+            }
             for e in &rule.except_net {
                 for h in &e.hosts {
                     if let Host::Name { name, resolved } = h {
@@ -519,6 +526,27 @@ fn kernel_info(set: &RuleSet, rule: &Rule, index: u32) -> Result<KernelInfo, Str
         notes,
         automaton_states,
     })
+}
+
+/// How the kernel refuses a host name a rule blocks: by the addresses it had when the rules
+/// loaded, and by those a session's resolver hands out for it.
+fn blocked_name_note(name: &str, resolved: &[std::net::IpAddr]) -> String {
+    let learned = "and, in each session, the addresses its resolver hands out for the name \
+                   (kept for the session)";
+    if resolved.is_empty() {
+        format!(
+            "host `{name}` has no fixed address: the kernel refuses only the addresses a \
+             session's resolver hands out for it (kept for the session); where the kernel \
+             layer cannot redirect DNS, the name is refused in userspace only"
+        )
+    } else {
+        let addrs: Vec<String> = resolved.iter().map(ToString::to_string).collect();
+        format!(
+            "host `{name}` is refused by the addresses it resolved to when the rules were \
+             loaded ({}) {learned}",
+            addrs.join(", ")
+        )
+    }
 }
 
 /// Why an allowed host name is only partly the kernel's: the kernel sees the address a
@@ -899,6 +927,19 @@ rules:
         );
         assert!(
             text.contains("note: allowed host `pypi.org` did not resolve: it is allowed by name in userspace only"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn explain_says_how_the_kernel_refuses_a_blocked_name() {
+        let s = set("version: 1\nbuiltin: none\nrules:\n  - id: no-paste\n    block: { host: \"*.pastebin.com\" }\n");
+        let e = explain(&s, s.by_id("no-paste").unwrap());
+        let k = e.kernel.as_ref().unwrap();
+        assert!(k.matches.is_empty(), "{k:?}");
+        let text = render_explanation(&e);
+        assert!(
+            text.contains("note: host `*.pastebin.com` has no fixed address: the kernel refuses only the addresses a session's resolver hands out for it"),
             "{text}"
         );
     }

@@ -34,6 +34,8 @@ pub const OPERATION: &str = "resolve";
 pub const LAYER: &str = "dns";
 /// What a denial says of an answer that pointed an allowed name at a private address.
 pub const PRIVATE_ANSWER: &str = "answer points to a private address";
+/// What a denial says of an answer that served an allowed name under a refused one.
+pub const ALIAS_OF: &str = "an alias of";
 
 /// The first step of a query.
 #[derive(Debug)]
@@ -58,7 +60,8 @@ pub enum Step {
 /// The outcome of an upstream answer.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Screened {
-    /// Pass the answer on; learn these addresses (address, expiry in boot-time ns).
+    /// Pass the answer on; learn these addresses (with their expiry in boot-time ns, the
+    /// rules excepting them and those refusing them).
     Pass(Vec<LearnedAddress>),
     /// Ask again over TCP: the client's UDP cannot take the whole answer.
     Truncate,
@@ -167,6 +170,25 @@ impl Handler {
         let Ok(read) = wire::read_answer(question, answer) else {
             return Screened::Fail(question.error(ResponseCode::ServFail));
         };
+        // An allowed name served under a name a rule refuses: the addresses are that
+        // name's as much as the question's.
+        for alias in &read.aliases {
+            if let NameVerdict::Refused { rule_id, message } =
+                names::alias_verdict(rules, activation, alias)
+            {
+                return Screened::Refuse {
+                    reply: question.error(refuse),
+                    rule_id,
+                    message: format!("{ALIAS_OF} {alias}: {message}"),
+                };
+            }
+        }
+        let mut blocked = names::blocked_by(rules, &question.name);
+        for alias in &read.aliases {
+            blocked.extend(names::blocked_by(rules, alias));
+        }
+        blocked.sort_unstable();
+        blocked.dedup();
         let every = read
             .addresses
             .iter()
@@ -194,6 +216,7 @@ impl Handler {
                     name: question.name.clone(),
                     expires_at_boot_ns: expiry(now, a.ttl),
                     excepted: excepted.to_vec(),
+                    blocked: blocked.clone(),
                 })
                 .collect(),
         )
@@ -250,12 +273,7 @@ impl Handler {
             Screened::Pass(learned) => {
                 for entry in learned {
                     if let Some(kernel) = &self.kernel {
-                        kernel.learn(
-                            self.session_cgroup,
-                            entry.addr,
-                            entry.expires_at_boot_ns,
-                            &entry.excepted,
-                        );
+                        kernel.learn(self.session_cgroup, &entry);
                     }
                     self.learned.record(self.session_cgroup, entry, now);
                 }

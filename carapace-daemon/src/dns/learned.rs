@@ -7,18 +7,19 @@ use std::net::IpAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use carapace_policy::engine::names::NameBlock;
+
 /// Entries kept per session in [`Learned`]: an agent that resolves names without end (a
 /// wildcard exception) must not grow the daemon without end. Expired entries go first.
 const MAX_PER_SESSION: usize = 16_384;
 
-/// Receives the addresses an allowed name resolved to. The kernel side implements it to
-/// fill its map of learned addresses (keyed by session cgroup and address).
+/// Receives the addresses a name resolved to. The kernel side implements it to fill its
+/// map of learned addresses (keyed by session cgroup and address).
 pub trait Learner: Send + Sync {
-    /// `addr` was handed out to session `session_cgroup` and may be connected to until
-    /// `expires_at_boot_ns` (`CLOCK_BOOTTIME`, as `bpf_ktime_get_boot_ns` reads it).
-    /// `excepted` holds the kernel indices of the rules whose `except:` allows the name
-    /// (empty: no rule speaks of it).
-    fn learn(&self, session_cgroup: u64, addr: IpAddr, expires_at_boot_ns: u64, excepted: &[u32]);
+    /// `entry.addr` was handed out to session `session_cgroup`: an exception to the rules
+    /// `entry.excepted` until `entry.expires_at_boot_ns` (`CLOCK_BOOTTIME`, as
+    /// `bpf_ktime_get_boot_ns` reads it), refused by the rules `entry.blocked`.
+    fn learn(&self, session_cgroup: u64, entry: &LearnedAddress);
 }
 
 /// Now on `CLOCK_BOOTTIME` in nanoseconds: the clock the kernel's map expiries use (it keeps
@@ -51,7 +52,11 @@ pub struct LearnedAddress {
     pub addr: IpAddr,
     pub name: String,
     pub expires_at_boot_ns: u64,
+    /// Kernel indices of the rules whose `except:` allows the name on every port.
     pub excepted: Vec<u32>,
+    /// The rules whose names cover the name (or a name of its CNAME chain): the kernel
+    /// refuses the address by them, expired or not.
+    pub blocked: Vec<NameBlock>,
 }
 
 /// Learned addresses per session cgroup.
@@ -68,8 +73,10 @@ impl Learned {
 
     /// Records `entry` for `session_cgroup` as of `now_boot_ns`. A later answer for the same
     /// address replaces the earlier one (the name most recently resolved is the one the
-    /// program is about to connect to).
-    pub fn record(&self, session_cgroup: u64, entry: LearnedAddress, now_boot_ns: u64) {
+    /// program is about to connect to), except that a name rules refuse the address for
+    /// stays, with those rules: the kernel keeps refusing the address by them, and its
+    /// denials name the name they refuse.
+    pub fn record(&self, session_cgroup: u64, mut entry: LearnedAddress, now_boot_ns: u64) {
         let mut sessions = self.lock();
         let table = sessions.entry(session_cgroup).or_default();
         if table.len() >= MAX_PER_SESSION && !table.contains_key(&entry.addr) {
@@ -85,17 +92,26 @@ impl Learned {
                 }
             }
         }
+        if let Some(previous) = table.get(&entry.addr) {
+            if entry.blocked.is_empty() && !previous.blocked.is_empty() {
+                entry.name.clone_from(&previous.name);
+            }
+            entry.blocked.extend(previous.blocked.iter().copied());
+            entry.blocked.sort_unstable();
+            entry.blocked.dedup();
+        }
         table.insert(entry.addr, entry);
     }
 
-    /// The name `addr` was handed out for in the session, if it has not expired.
+    /// The name `addr` was handed out for in the session, if it has not expired or rules
+    /// refuse the address for it (the kernel does, expired or not).
     #[must_use]
     pub fn lookup(&self, session_cgroup: u64, addr: IpAddr) -> Option<String> {
         let now = boot_time_ns();
         self.lock()
             .get(&session_cgroup)?
             .get(&addr)
-            .filter(|e| e.expires_at_boot_ns > now)
+            .filter(|e| e.expires_at_boot_ns > now || !e.blocked.is_empty())
             .map(|e| e.name.clone())
     }
 

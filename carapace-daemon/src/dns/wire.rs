@@ -128,6 +128,10 @@ pub struct Answer {
     pub addresses: Vec<AnswerAddress>,
     /// A and AAAA records elsewhere (additional section): never learned, but screened.
     pub other_addresses: Vec<IpAddr>,
+    /// The names the answer section leads through besides the question's (CNAME targets,
+    /// and the owners of its records: a DNAME's synthesised CNAME among them), lower case without the trailing dot:
+    /// the addresses are those of these names as much as of the question's.
+    pub aliases: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -180,5 +184,25 @@ pub fn read_answer(question: &Question, bytes: &[u8]) -> Result<Answer, AnswerEr
             .chain(&message.authorities)
             .filter_map(|r| address(&r.data))
             .collect(),
+        aliases: aliases(&message, &question.name),
     })
+}
+
+/// The names of the answer section other than `question_name`, each once.
+fn aliases(message: &Message, question_name: &str) -> Vec<String> {
+    let plain =
+        |name: &hickory_proto::rr::Name| name.to_ascii().trim_end_matches('.').to_ascii_lowercase();
+    let mut out: Vec<String> = Vec::new();
+    for record in &message.answers {
+        let target = match &record.data {
+            RData::CNAME(c) => Some(plain(&c.0)),
+            _ => None,
+        };
+        for name in std::iter::once(plain(&record.name)).chain(target) {
+            if name != question_name && !out.contains(&name) {
+                out.push(name);
+            }
+        }
+    }
+    out
 }

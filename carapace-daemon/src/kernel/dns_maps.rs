@@ -8,7 +8,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context as _;
 use aya::maps::{HashMap, Map, MapData};
-use carapace_common::{maps as names, Learned, LearnedKey, LEARNED_RULES};
+use carapace_common::{
+    maps as names, Learned, LearnedBlock, LearnedKey, LEARNED_BLOCKS, LEARNED_RULES,
+};
+use carapace_policy::engine::names::NameBlock;
+
+use crate::dns::LearnedAddress;
 
 pub struct DnsMaps {
     resolvers: HashMap<MapData, u64, u32>,
@@ -79,37 +84,76 @@ impl DnsMaps {
         }
     }
 
-    /// Records that session `cgroup`'s resolver answered `addr` for a name the rules
-    /// `rules` (kernel indices) allow, until `expires` (`CLOCK_BOOTTIME` ns). An address
-    /// already learned keeps its other rules and the later expiry; rules past
-    /// [`LEARNED_RULES`] are left out, so connects they govern stay refused (fail closed).
-    pub fn learn(
-        &mut self,
-        cgroup: u64,
-        addr: IpAddr,
-        expires: u64,
-        rules: &[u32],
-    ) -> anyhow::Result<()> {
+    /// Records what session `cgroup`'s resolver answered: `entry.addr` is an exception to
+    /// the rules `entry.excepted` (kernel indices) until `entry.expires_at_boot_ns`
+    /// (`CLOCK_BOOTTIME` ns), and refused by the rules `entry.blocked`. An address already
+    /// learned keeps its other rules and the later expiry. Exceptions past
+    /// [`LEARNED_RULES`] are left out, so connects they govern stay refused; refusals past
+    /// [`LEARNED_BLOCKS`] widen to every port of their rule, and past that the entry
+    /// refuses by the rules it holds and says so (fail closed either way, as far as it
+    /// can be).
+    pub fn learn(&mut self, cgroup: u64, entry: &LearnedAddress) -> anyhow::Result<()> {
         let key = LearnedKey {
             cgroup,
-            addr: key_addr(addr),
+            addr: key_addr(entry.addr),
         };
-        let mut entry = self.learned.get(&key, 0).unwrap_or_default();
-        entry.expires = entry.expires.max(expires);
-        for &rule in rules {
-            let count = entry.count as usize;
-            if entry.rules[..count.min(LEARNED_RULES)].contains(&rule) {
+        let mut value = self.learned.get(&key, 0).unwrap_or_default();
+        value.expires = value.expires.max(entry.expires_at_boot_ns);
+        for &rule in &entry.excepted {
+            let count = value.count as usize;
+            if value.rules[..count.min(LEARNED_RULES)].contains(&rule) {
                 continue;
             }
             if count < LEARNED_RULES {
-                entry.rules[count] = rule;
-                entry.count += 1;
+                value.rules[count] = rule;
+                value.count += 1;
             }
         }
-        self.learned
-            .insert(key, entry, 0)
-            .with_context(|| format!("cannot record the address {addr} for session {cgroup}"))
+        let held = value.blocks[..(value.blocked as usize).min(LEARNED_BLOCKS)]
+            .iter()
+            .map(|b| NameBlock {
+                rule: b.rule,
+                port: b.port,
+            });
+        let blocks = fit_blocks(held.chain(entry.blocked.iter().copied()).collect());
+        if blocks.len() > LEARNED_BLOCKS {
+            tracing::warn!(
+                cgroup,
+                addr = %entry.addr,
+                "more rules refuse the address than the kernel holds per address \
+                 ({LEARNED_BLOCKS}); it refuses by the first of them only"
+            );
+        }
+        value.blocked = 0;
+        for (slot, b) in value.blocks.iter_mut().zip(&blocks) {
+            *slot = LearnedBlock {
+                rule: b.rule,
+                port: b.port,
+                pad: 0,
+            };
+            value.blocked += 1;
+        }
+        self.learned.insert(key, value, 0).with_context(|| {
+            format!(
+                "cannot record the address {} for session {cgroup}",
+                entry.addr
+            )
+        })
     }
+}
+
+/// `blocks` sorted, each once; when they are more than an entry holds, a rule's ports
+/// widen to every port (port 0), which refuses more, never less.
+fn fit_blocks(mut blocks: Vec<NameBlock>) -> Vec<NameBlock> {
+    blocks.sort_unstable();
+    blocks.dedup();
+    if blocks.len() > LEARNED_BLOCKS {
+        for b in &mut blocks {
+            b.port = 0;
+        }
+        blocks.dedup();
+    }
+    blocks
 }
 
 /// The maps as the sessions' resolvers use them (`crate::dns`): where each listens, and
@@ -137,20 +181,38 @@ impl crate::dns::ResolverRegistry for KernelDns {
 }
 
 impl crate::dns::Learner for KernelDns {
-    fn learn(&self, session_cgroup: u64, addr: IpAddr, expires_at_boot_ns: u64, excepted: &[u32]) {
-        // An address no rule excepts opens nothing in the kernel: the userspace table
-        // keeps its name for messages.
-        if excepted.is_empty() {
+    fn learn(&self, session_cgroup: u64, entry: &LearnedAddress) {
+        // An address no rule excepts or refuses changes nothing in the kernel: the
+        // userspace table keeps its name for messages.
+        if entry.excepted.is_empty() && entry.blocked.is_empty() {
             return;
         }
-        if let Err(e) = self.0.lock().unwrap_or_else(PoisonError::into_inner).learn(
-            session_cgroup,
-            addr,
-            expires_at_boot_ns,
-            excepted,
-        ) {
+        if let Err(e) = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .learn(session_cgroup, entry)
+        {
             // Not recorded: connects to it stay refused (fail closed).
             tracing::warn!(cgroup = session_cgroup, "{e:#}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_past_what_an_entry_holds_widen_to_every_port_of_their_rule() {
+        let b = |rule, port| NameBlock { rule, port };
+        // Within the limit: sorted, each once, ports kept.
+        assert_eq!(
+            fit_blocks(vec![b(2, 443), b(1, 22), b(2, 443)]),
+            [b(1, 22), b(2, 443)]
+        );
+        // Nine pairs of two rules: each rule on every port, which refuses more, not less.
+        let many: Vec<NameBlock> = (0..9).map(|i| b(i % 2, 8000 + i as u16)).collect();
+        assert_eq!(fit_blocks(many), [b(0, 0), b(1, 0)]);
     }
 }

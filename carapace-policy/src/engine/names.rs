@@ -82,13 +82,36 @@ fn excepted_on_every_port(rule: &Rule, name: &str) -> bool {
 /// ignored).
 #[must_use]
 pub fn verdict(rules: &RuleSet, activation: &Activation, name: &str) -> NameVerdict {
+    verdict_with(rules, activation, name, true)
+}
+
+/// What the rules in force that name hosts say of `name`, reached as an alias (a CNAME
+/// target of an answer to an allowed name): a rule naming it refuses the answer, while an
+/// allow-list's base does not (the names an allowed host is served under, a CDN's, are
+/// not for its author to list).
+#[must_use]
+pub fn alias_verdict(rules: &RuleSet, activation: &Activation, name: &str) -> NameVerdict {
+    verdict_with(rules, activation, name, false)
+}
+
+fn verdict_with(
+    rules: &RuleSet,
+    activation: &Activation,
+    name: &str,
+    allow_lists: bool,
+) -> NameVerdict {
     let name = name.trim_end_matches('.');
     let mut allowed_by = Vec::new();
     for rule in rules.rules() {
         let Some(net) = network_block(rule, activation) else {
             continue;
         };
-        if !is_allow_list(net) && !names_cover(net, name) {
+        let named = if is_allow_list(net) {
+            allow_lists
+        } else {
+            names_cover(net, name)
+        };
+        if !named {
             continue;
         }
         if excepted_on_every_port(rule, name) {
@@ -107,6 +130,54 @@ pub fn verdict(rules: &RuleSet, activation: &Activation, name: &str) -> NameVerd
     }
 }
 
+/// A rule that refuses the addresses a name resolves to: kernel index `rule`, on `port`
+/// (0: every port).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NameBlock {
+    pub rule: u32,
+    pub port: u16,
+}
+
+/// The kernel rules whose names cover `name` and so refuse the addresses it resolves to,
+/// whether they are in force now or not (the kernel checks that at each connect: a session
+/// rule switched on later refuses an address looked up before). A lookup such a rule
+/// refuses is not answered at all; this is for the answers that are: a rule limited to
+/// some ports, a rule not yet in force, a name reached through another one (CNAME).
+///
+/// Allow-list bases are left out: they refuse every address already. An exception of the
+/// name on every port takes the rule out; one on some ports only is not expressible per
+/// address and is ignored (fail closed: the rule's ports stay refused).
+#[must_use]
+pub fn blocked_by(rules: &RuleSet, name: &str) -> Vec<NameBlock> {
+    let name = name.trim_end_matches('.');
+    let mut out = Vec::new();
+    for rule in rules.rules() {
+        let (Some(Cond::Net(net)), Mode::Block, Some(index)) =
+            (&rule.cond, rule.mode, rule.kernel_index)
+        else {
+            continue;
+        };
+        if is_allow_list(net) || !names_cover(net, name) || excepted_on_every_port(rule, name) {
+            continue;
+        }
+        if net.ports.is_empty() {
+            out.push(NameBlock {
+                rule: index,
+                port: 0,
+            });
+        } else {
+            out.extend(
+                net.ports
+                    .iter()
+                    .map(|&port| NameBlock { rule: index, port }),
+            );
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// Whether a rule set needs a resolver per session: some network `block` rule (in force now
 /// or once triggered) names hosts, wildcards included, or is the base of an allow-list.
 #[must_use]
@@ -120,31 +191,53 @@ pub fn needs_resolver(rules: &RuleSet) -> bool {
 /// Addresses no public name should resolve to: pointing an allowed name at them would
 /// turn an allow-list exception into a door to the machine, its network or the cloud
 /// metadata service (DNS rebinding).
+///
+/// An IPv6 address that carries an IPv4 one a router or the host turns back into it
+/// (IPv4-mapped `::ffff:0:0/96`, the NAT64 prefixes `64:ff9b::/96` and `64:ff9b:1::/48`,
+/// 6to4 `2002::/16`) is judged by that IPv4 address.
 #[must_use]
 pub fn is_private(addr: IpAddr) -> bool {
-    let addr = match addr {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
-        IpAddr::V4(_) => addr,
-    };
     match addr {
         IpAddr::V4(v4) => {
             let [a, b, ..] = v4.octets();
             v4.is_loopback()
                 || v4.is_private()
                 || v4.is_link_local()
-                || v4.is_unspecified()
                 || v4.is_broadcast()
+                // 0.0.0.0/8, "this network": Linux reaches the host itself through 0.0.0.0.
+                || a == 0
                 // 100.64.0.0/10, carrier-grade NAT.
                 || (a == 100 && (64..128).contains(&b))
         }
         IpAddr::V6(v6) => {
+            if let Some(v4) = embedded_v4(v6) {
+                return is_private(IpAddr::V4(v4));
+            }
             let first = v6.segments()[0];
             v6.is_loopback()
                 || v6.is_unspecified()
-                // fc00::/7 unique local, fe80::/10 link-local.
+                // fc00::/7 unique local, fe80::/10 link-local, fec0::/10 site-local.
                 || (first & 0xfe00) == 0xfc00
                 || (first & 0xffc0) == 0xfe80
+                || (first & 0xffc0) == 0xfec0
         }
+    }
+}
+
+/// The IPv4 address an IPv6 one stands for on its way (see [`is_private`]).
+fn embedded_v4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    let s = v6.segments();
+    let o = v6.octets();
+    let last = std::net::Ipv4Addr::new(o[12], o[13], o[14], o[15]);
+    match s {
+        // The well-known NAT64 prefix, and the local-use one (RFC 8215), which embeds the
+        // address at /96 in practice.
+        [0x64, 0xff9b, 0, 0, 0, 0, ..] | [0x64, 0xff9b, 1, ..] => Some(last),
+        [0x2002, ..] => Some(std::net::Ipv4Addr::new(o[2], o[3], o[4], o[5])),
+        _ => None,
     }
 }
 

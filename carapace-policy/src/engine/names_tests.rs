@@ -1,6 +1,8 @@
 use std::net::IpAddr;
 
 use super::*;
+use crate::rules::encrypted_dns::DOT_PORT;
+use crate::rules::model::Cidr;
 use crate::rules::{Homes, Options};
 
 fn fake_resolver(host: &str) -> Option<Vec<IpAddr>> {
@@ -268,6 +270,13 @@ fn private_ranges() {
         "fc00::1",
         "fe80::1",
         "::ffff:10.0.0.1",
+        "0.1.2.3",
+        "fec0::1",
+        // The metadata service and loopback through NAT64 and 6to4.
+        "64:ff9b::a9fe:a9fe",
+        "64:ff9b:1::7f00:1",
+        "2002:7f00:1::",
+        "2002:a9fe:a9fe::1",
     ] {
         assert!(is_private(private.parse().unwrap()), "{private}");
     }
@@ -277,6 +286,8 @@ fn private_ranges() {
         "172.32.0.1",
         "2606:4700::1111",
         "192.0.2.1",
+        "64:ff9b::808:808",
+        "2002:808:808::1",
     ] {
         assert!(!is_private(public.parse().unwrap()), "{public}");
     }
@@ -305,4 +316,129 @@ fn allowed_names_may_point_at_private_addresses_only_through_address_exceptions(
     // localhost is excepted by `local` but not by the allow-list `egress`.
     assert_eq!(refused("localhost", "127.0.0.1"), None);
     assert_eq!(refused("localhost", "10.0.0.1"), Some("local".into()));
+}
+
+#[test]
+fn blocked_names_refuse_their_learned_addresses_by_rule_and_port() {
+    let set = set(&format!(
+        "  - id: no-paste
+    block: {{ host: \"*.pastebin.com\" }}
+  - id: ssh-to-git
+    block: {{ host: [git.example.com, \"*.git.example.com\"], port: [22, 2222] }}
+    except: [{{ host: ok.git.example.com, port: 22 }}, free.git.example.com]
+  - id: later
+    block: {{ host: late.example }}
+    trigger: {{ after: {{ actions: [network], tool: [WebFetch] }} }}
+  - id: warned
+    warn: {{ host: warned.example }}
+{ALLOW_LIST}"
+    ));
+    let block = |id: &str, port: u16| NameBlock {
+        rule: index(&set, id),
+        port,
+    };
+    assert_eq!(
+        blocked_by(&set, "Raw.Pastebin.com."),
+        [block("no-paste", 0)]
+    );
+    assert_eq!(
+        blocked_by(&set, "git.example.com"),
+        [block("ssh-to-git", 22), block("ssh-to-git", 2222)]
+    );
+    // An exception on some ports only: every port of the rule stays refused (fail closed).
+    assert_eq!(
+        blocked_by(&set, "ok.git.example.com"),
+        [block("ssh-to-git", 22), block("ssh-to-git", 2222)]
+    );
+    // Excepted on every port.
+    assert_eq!(blocked_by(&set, "free.git.example.com"), []);
+    // Not in force yet: listed all the same, the kernel checks the session's state.
+    assert_eq!(blocked_by(&set, "late.example"), [block("later", 0)]);
+    // Not a kernel rule; the allow-list's base refuses every address already; no rule.
+    for name in [
+        "warned.example",
+        "api.github.com",
+        "pastebin.com",
+        "docs.rs",
+    ] {
+        assert_eq!(blocked_by(&set, name), [], "{name}");
+    }
+}
+
+#[test]
+fn an_allow_list_over_every_port_refuses_encrypted_dns_unless_it_names_the_resolver() {
+    let set = set("  - id: egress
+    block: { host: \"*\" }
+    except: [\"*.google\", 1.0.0.0/8, dns.quad9.net, 9.9.9.9, { cidr: 10.0.0.0/8, port: 853 }]
+  - id: web
+    block: { host: \"*\", port: 80 }
+    except: [\"*.google\"]
+");
+    let all = Activation::default();
+    // Through a wildcard exception: refused by the guard the allow-list brings.
+    assert_eq!(
+        refused_by(&verdict(&set, &all, "dns.google")),
+        Some("egress/encrypted-dns")
+    );
+    // Named by the exception itself: allowed.
+    assert!(matches!(
+        verdict(&set, &all, "dns.quad9.net"),
+        NameVerdict::Allowed { .. }
+    ));
+    assert!(matches!(
+        verdict(&set, &all, "mail.google"),
+        NameVerdict::Allowed { .. }
+    ));
+    // A port-limited allow-list brings no guard.
+    assert!(set.by_id("web/encrypted-dns").is_none());
+    assert!(set.by_id("web/dns-over-tls").is_none());
+
+    let guard = index(&set, "egress/encrypted-dns");
+    let dot = index(&set, "egress/dns-over-tls");
+    let img = set.kernel_image();
+    let refs = |addr: &str| {
+        let addr = match addr.parse::<IpAddr>().unwrap() {
+            IpAddr::V4(v4) => (128, v4.to_ipv6_mapped().octets()),
+            IpAddr::V6(v6) => (128, v6.octets()),
+        };
+        img.nets.get(&addr).cloned().unwrap_or_default()
+    };
+    let blocks = |addr: &str, rule: u32, port: u16| {
+        refs(addr)
+            .iter()
+            .any(|r| r.rule == rule && r.port == port && r.flags & carapace_common::REF_EXCEPT == 0)
+    };
+    let excepts = |addr: &str, rule: u32| {
+        refs(addr)
+            .iter()
+            .any(|r| r.rule == rule && r.flags & carapace_common::REF_EXCEPT != 0)
+    };
+    // 1.1.1.1 is inside the allow-list's 1.0.0.0/8, and refused on every port by the guard,
+    // which has no exception for it; 9.9.9.9 is named, so the guard excepts it.
+    assert!(blocks("1.1.1.1", guard, 0));
+    assert!(!excepts("1.1.1.1", guard));
+    assert!(blocks("2606:4700:4700::1111", guard, 0));
+    assert!(
+        blocks("9.9.9.9", guard, 0) && excepts("9.9.9.9", guard),
+        "{guard}: {:?}",
+        refs("9.9.9.9")
+    );
+    // Port 853 everywhere, but where an exception names it.
+    let any = img.nets.get(&(0, [0; 16])).cloned().unwrap_or_default();
+    assert!(any.iter().any(|r| r.rule == dot && r.port == DOT_PORT));
+    let corp = img
+        .nets
+        .get(&(104, Cidr::new(mapped_v4([10, 0, 0, 0]), 104).addr))
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        corp.iter().any(|r| r.rule == dot
+            && r.port == DOT_PORT
+            && r.flags & carapace_common::REF_EXCEPT != 0),
+        "{corp:?}"
+    );
+}
+
+fn mapped_v4(v4: [u8; 4]) -> [u8; 16] {
+    std::net::Ipv4Addr::from(v4).to_ipv6_mapped().octets()
 }

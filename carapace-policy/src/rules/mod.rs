@@ -15,6 +15,7 @@ pub mod builtin;
 pub(crate) mod command_index;
 pub mod compile;
 pub mod diag;
+pub mod encrypted_dns;
 pub(crate) mod index;
 pub(crate) mod intersect;
 pub(crate) mod lazy_regex;
@@ -262,6 +263,7 @@ impl RuleSet {
         let profile = model.profile;
         rules.extend(model.rules);
         assign_ids(&mut rules, &mut diags);
+        encrypted_dns::add_guards(&mut rules);
         if diags.iter().any(|d| d.severity == Severity::Error) {
             return Err(sorted(diags));
         }

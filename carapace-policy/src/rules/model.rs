@@ -202,9 +202,10 @@ impl NetMatch {
         Some(out)
     }
 
-    /// The blocks of an exception as far as they are known: addresses and CIDR blocks, and
-    /// what host names resolved to (a name that did not resolve adds nothing, so the
-    /// kernel keeps refusing it: fail closed).
+    /// The blocks of a match or an exception as far as they are known: addresses and CIDR
+    /// blocks, and what host names resolved to. A name that did not resolve (or a
+    /// wildcard) adds nothing: in an exception the kernel keeps refusing it (fail closed);
+    /// in a match it refuses the addresses a session's resolver hands out for it.
     #[must_use]
     pub fn resolved_blocks(&self) -> Vec<Cidr> {
         let mut out = self.cidrs.clone();

@@ -1142,8 +1142,8 @@ fn host(
                 )
             } else {
                 format!(
-                    "host `{text}` has no fixed addresses; the kernel cannot enforce this rule \
-                     by address"
+                    "host `{text}` has no fixed addresses; the kernel refuses only the \
+                     addresses a session's resolver hands out for it"
                 )
             },
             "tool calls and lookups naming a subdomain are still checked",
@@ -1168,7 +1168,10 @@ fn host(
         sink.warning(
             span,
             Some(rule),
-            format!("host `{text}` does not resolve; the kernel cannot enforce this rule"),
+            format!(
+                "host `{text}` does not resolve; the kernel refuses only the addresses a \
+                 session's resolver hands out for it"
+            ),
             "check the name; the rule is still checked on tool calls",
         );
     }

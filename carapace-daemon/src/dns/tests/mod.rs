@@ -15,7 +15,7 @@ use hickory_proto::rr::{Name, RecordType};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpStream, UdpSocket};
 
-use super::{DenialSink, Learner, ResolverRegistry, RulesInForce};
+use super::{DenialSink, LearnedAddress, Learner, ResolverRegistry, RulesInForce};
 use crate::api::proto::Denial;
 
 const RULES: &str = "  - id: egress
@@ -25,6 +25,9 @@ const RULES: &str = "  - id: egress
   - id: no-gist
     block: { host: gist.github.com }
     message: no gists
+  - id: no-git-ssh
+    block: { host: \"*.ssh.github.com\", port: 22 }
+    message: no git over ssh
 ";
 
 fn rule_set(rules: &str) -> Arc<RuleSet> {
@@ -78,12 +81,12 @@ struct KernelLog {
 }
 
 impl Learner for KernelLog {
-    fn learn(&self, session_cgroup: u64, addr: IpAddr, expires_at_boot_ns: u64, excepted: &[u32]) {
+    fn learn(&self, session_cgroup: u64, entry: &LearnedAddress) {
         self.learned.lock().unwrap().push((
             session_cgroup,
-            addr,
-            expires_at_boot_ns,
-            excepted.to_vec(),
+            entry.addr,
+            entry.expires_at_boot_ns,
+            entry.excepted.clone(),
         ));
     }
 }

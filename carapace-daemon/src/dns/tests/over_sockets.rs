@@ -13,6 +13,7 @@ use super::{
 use crate::dns::handler::{Handler, LAYER, OPERATION, PRIVATE_ANSWER};
 use crate::dns::learned::Learned;
 use crate::dns::{DnsSettings, RefuseWith, Resolver, ResolverHandle, SessionResolvers, Upstream};
+use carapace_policy::engine::names::NameBlock;
 use carapace_policy::engine::Activation;
 
 const CGROUP: u64 = 4242;
@@ -33,6 +34,19 @@ fn zone(name: &str) -> Option<Zone> {
         "www.github.com" => Zone::Records(vec![
             ("www.github.com", 300, cname("github.com.")),
             ("github.com", 1, a([140, 82, 112, 3])),
+        ]),
+        // Served under a name a rule refuses.
+        "paste.github.com" => Zone::Records(vec![
+            ("paste.github.com", 300, cname("gist.github.com.")),
+            ("gist.github.com", 60, a([140, 82, 112, 4])),
+        ]),
+        // Allowed, but not on port 22; and an allowed name served under it.
+        "eu.ssh.github.com" => {
+            Zone::Records(vec![("eu.ssh.github.com", 60, a([140, 82, 112, 36]))])
+        }
+        "git.github.com" => Zone::Records(vec![
+            ("git.github.com", 60, cname("us.ssh.github.com.")),
+            ("us.ssh.github.com", 60, a([140, 82, 112, 35])),
         ]),
         "example.org" => Zone::Records(vec![("example.org", 60, a([93, 184, 215, 14]))]),
         "gist.github.com" => Zone::Records(vec![("gist.github.com", 60, a([140, 82, 112, 4]))]),
@@ -535,4 +549,72 @@ async fn each_query_is_judged_by_the_rules_in_force_at_that_moment() {
     let m = udp(port, "example.org", RecordType::A).await;
     assert_eq!(m.metadata.response_code, ResponseCode::Refused);
     assert_eq!(denials.taken()[0].rule_id, "after-fetch");
+}
+
+#[tokio::test]
+async fn an_answer_through_a_refused_alias_is_refused_and_names_it() {
+    let s = setup().await;
+    let m = udp(s.resolver.port(), "paste.github.com", RecordType::A).await;
+    assert_eq!(m.metadata.response_code, ResponseCode::Refused);
+    assert!(
+        m.answers.is_empty(),
+        "the refused name's address is not handed out"
+    );
+    let d = s.denials.taken();
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(
+        (
+            d[0].subject.as_str(),
+            d[0].rule_id.as_str(),
+            d[0].message.as_str()
+        ),
+        (
+            "paste.github.com",
+            "no-gist",
+            "an alias of gist.github.com: no gists"
+        )
+    );
+    assert!(s.learned.list(CGROUP).is_empty());
+}
+
+#[tokio::test]
+async fn addresses_of_names_a_rule_refuses_on_some_ports_are_learned_with_those_refusals() {
+    let s = setup().await;
+    let rules = rule_set(RULES);
+    let block = NameBlock {
+        rule: kernel_index(&rules, "no-git-ssh"),
+        port: 22,
+    };
+    let port = s.resolver.port();
+    // The rule refuses port 22 only: the lookup is answered, and the kernel is told to
+    // refuse port 22 of the address by that rule (the allow-list's exception holds for
+    // the others), for the name asked and for one reached as an alias alike.
+    for name in ["eu.ssh.github.com", "git.github.com"] {
+        let m = udp(port, name, RecordType::A).await;
+        assert_eq!(m.metadata.response_code, ResponseCode::NoError, "{name}");
+    }
+    assert!(s.denials.taken().is_empty());
+    let listed: Vec<(IpAddr, String, Vec<u32>, Vec<NameBlock>)> = s
+        .learned
+        .list(CGROUP)
+        .into_iter()
+        .map(|e| (e.addr, e.name, e.excepted, e.blocked))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (
+                ip("140.82.112.35"),
+                "git.github.com".to_owned(),
+                vec![s.egress],
+                vec![block]
+            ),
+            (
+                ip("140.82.112.36"),
+                "eu.ssh.github.com".to_owned(),
+                vec![s.egress],
+                vec![block]
+            ),
+        ]
+    );
 }

@@ -87,6 +87,7 @@ fn the_learned_table_forgets_expired_entries_and_ended_sessions() {
         name: "x.test".into(),
         expires_at_boot_ns,
         excepted: vec![],
+        blocked: vec![],
     };
     learned.record(1, entry("192.0.2.1", u64::MAX), 0);
     learned.record(1, entry("192.0.2.2", 1), 0);
@@ -114,6 +115,7 @@ fn the_learned_table_is_bounded_per_session() {
         name: format!("n{i}.test"),
         expires_at_boot_ns,
         excepted: vec![],
+        blocked: vec![],
     };
     // Full of live entries, the one expiring first makes room for a new one.
     for i in 0..16_384 {
@@ -203,4 +205,41 @@ proptest! {
             );
         });
     }
+}
+
+#[test]
+fn a_name_rules_refuse_keeps_naming_its_address_after_expiry_and_later_answers() {
+    use carapace_policy::engine::names::NameBlock;
+    let learned = Learned::default();
+    let addr: std::net::IpAddr = "192.0.2.7".parse().unwrap();
+    let block = NameBlock { rule: 3, port: 0 };
+    learned.record(
+        1,
+        LearnedAddress {
+            addr,
+            name: "x.pastebin.test".into(),
+            expires_at_boot_ns: 1,
+            excepted: vec![],
+            blocked: vec![block],
+        },
+        0,
+    );
+    // Expired, yet the kernel still refuses it by the rule: the denial names the name.
+    assert_eq!(learned.lookup(1, addr).as_deref(), Some("x.pastebin.test"));
+    // The same address answered later for an allowed name (a shared CDN address).
+    learned.record(
+        1,
+        LearnedAddress {
+            addr,
+            name: "docs.example.test".into(),
+            expires_at_boot_ns: u64::MAX,
+            excepted: vec![1],
+            blocked: vec![],
+        },
+        0,
+    );
+    assert_eq!(learned.lookup(1, addr).as_deref(), Some("x.pastebin.test"));
+    let listed = learned.list(1);
+    assert_eq!(listed[0].blocked, [block]);
+    assert_eq!(listed[0].excepted, [1]);
 }

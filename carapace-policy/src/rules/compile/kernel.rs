@@ -131,9 +131,10 @@ pub fn plan(rule: &Rule) -> Result<Plan, String> {
         }
         Some(Cond::View(ops)) => Ok(Plan::View { ops: *ops }),
         Some(Cond::Net(net)) => {
-            let blocks = net.blocks().ok_or_else(|| {
-                "a host name did not resolve, so the kernel has no address to match".to_owned()
-            })?;
+            // A name with no address known now (a wildcard, or one that did not resolve)
+            // adds no entry: the kernel refuses the addresses a session's resolver hands
+            // out for it (`engine::names::blocked_by`), by the rule's index.
+            let blocks = net.resolved_blocks();
             let ports: Vec<u16> = if net.ports.is_empty() {
                 vec![0]
             } else {
