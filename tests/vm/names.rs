@@ -781,7 +781,7 @@ fn names_that_change_after_the_rules_loaded_are_followed() {
     .expect("chmod");
     // The daemon notices on its own while a session is live (two checks of its watcher):
     // keep one live, and wait, bounded, for the first refusal before judging the rest.
-    let mut live = session_command(&["sleep", "120"], Some(1000))
+    let _live = session_command(&["sleep", "120"], Some(1000))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
