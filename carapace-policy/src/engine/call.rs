@@ -187,10 +187,14 @@ fn path_op(action: Action, raw: &str, ctx: &Context, out: &mut Extracted, conten
 
 fn url_op(raw: &str, out: &mut Extracted, content: Option<String>) {
     let raw_n = normalize::text(raw);
-    if let Some((host, port)) = normalize::url(&raw_n) {
-        let mut op = Operation::network(host, port);
-        op.content = Some(content.unwrap_or(raw_n));
-        out.op(op);
+    let named = normalize::urls(&raw_n);
+    if !named.is_empty() {
+        let content = content.unwrap_or_else(|| raw_n.clone());
+        for (host, port) in named {
+            let mut op = Operation::network(host, port);
+            op.content = Some(content.clone());
+            out.op(op);
+        }
     } else if normalize::file_url_path(&raw_n).is_some() {
         // file:// URLs fetch local files.
         if let Some(path) = normalize::path(&raw_n, &Context::default()) {
@@ -448,8 +452,8 @@ fn known_tool(tool: &str, name: &str, input: &Value, ctx: &Context, out: &mut Ex
                 // Gemini CLI's web_fetch takes no url: it fetches every URL its `prompt`
                 // names (up to 20).
                 let prompt = field(input, &["prompt"]).unwrap_or_default();
-                let mut urls = urls_in(prompt).peekable();
-                if urls.peek().is_none() {
+                let urls = urls_in(prompt);
+                if urls.is_empty() {
                     out.unparsable(format!("the {tool} call has no url"));
                 }
                 for u in urls {
@@ -500,15 +504,26 @@ fn known_tool(tool: &str, name: &str, input: &Value, ctx: &Context, out: &mut Ex
     true
 }
 
-/// The http(s) URLs written in a text, as a reader would pick them out: up to a space, a
-/// quote or a bracket, without a sentence's closing punctuation.
-fn urls_in(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| c.is_whitespace() || "\"'<>()[]{}`".contains(c))
-        .map(|w| w.trim_end_matches(['.', ',', ';', ':', '!', '?']))
-        .filter(|w| {
-            let lower = w.get(..8).unwrap_or(w).to_ascii_lowercase();
-            lower.starts_with("http://") || lower.starts_with("https://")
-        })
+/// The URLs Gemini CLI's `web_fetch` fetches from its prompt: every whitespace-separated
+/// token holding `://`, which it hands to a WHATWG parser whole (see `normalize::url`).
+/// Also the rest of such a token from each `http` in it, so that text glued before a URL
+/// (`see,https://…`, a control character) cannot hide it from the rules.
+fn urls_in(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for token in text.split(|c: char| c.is_whitespace() || c == '\u{feff}') {
+        if !token.contains("://") {
+            continue;
+        }
+        out.push(token);
+        let lower = token.to_ascii_lowercase();
+        out.extend(
+            lower
+                .match_indices("http")
+                .filter(|&(at, _)| at > 0)
+                .map(|(at, _)| &token[at..]),
+        );
+    }
+    out
 }
 
 /// A file tool: every file it names (`file_path`, `path`, `paths: […]`, `destPath`, …).

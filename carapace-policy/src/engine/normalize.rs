@@ -485,18 +485,65 @@ pub fn ip(s: &str) -> Option<IpAddr> {
     None
 }
 
-/// Host and port of a URL (`scheme://[user@]host[:port]/…`, or a bare `host[:port]/…`).
+/// Schemes whose URLs WHATWG parsers (browsers, Node's `fetch` and `URL`, which most agents'
+/// web tools use) read leniently: any run of `/` and `\\` after `scheme:`, none included,
+/// leads to the host, and `\\` ends the host like `/`.
+const SPECIAL_SCHEMES: &[&str] = &["http", "https", "ws", "wss", "ftp"];
+
+/// Host and port of a URL (`scheme://[user@]host[:port]/…`, or a bare `host[:port]/…`),
+/// read as a WHATWG parser reads it: surrounding control characters and spaces dropped,
+/// tabs and newlines inside dropped, and for the special schemes `https:///h`, `https:h`
+/// and `https://h\\x` all naming `h`.
 #[must_use]
 pub fn url(raw: &str) -> Option<(String, Option<u16>)> {
-    let raw = text(raw.trim());
+    url_read(raw, true)
+}
+
+/// Every host a client may take `raw` to name: [`url`]'s reading, and for the special
+/// schemes also curl's, which keeps `\\` in the authority (`https://a.example\\@b.example/`
+/// is `a.example` to Node and `b.example` to curl).
+#[must_use]
+pub fn urls(raw: &str) -> Vec<(String, Option<u16>)> {
+    let mut out: Vec<_> = url_read(raw, true).into_iter().collect();
+    if let Some(other) = url_read(raw, false) {
+        if !out.contains(&other) {
+            out.push(other);
+        }
+    }
+    out
+}
+
+/// [`url`], with `\\` ending a special URL's host (`backslash_ends`, as WHATWG parsers do)
+/// or not (as curl does).
+fn url_read(raw: &str, backslash_ends: bool) -> Option<(String, Option<u16>)> {
+    let raw: String = text(raw.trim_matches(|c: char| c <= ' '))
+        .chars()
+        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+        .collect();
     let (scheme, rest) = match raw.split_once("://") {
         Some((s, r)) => (s.to_ascii_lowercase(), r),
-        None => (String::new(), raw.as_str()),
+        None => match raw.split_once(':') {
+            Some((s, r)) if SPECIAL_SCHEMES.contains(&s.to_ascii_lowercase().as_str()) => {
+                (s.to_ascii_lowercase(), r)
+            }
+            _ => (String::new(), raw.as_str()),
+        },
     };
     if scheme == "file" {
         return None;
     }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let special = SPECIAL_SCHEMES.contains(&scheme.as_str());
+    let rest = if special {
+        rest.trim_start_matches(['/', '\\'])
+    } else {
+        rest
+    };
+    let ends: &[char] = if special && backslash_ends {
+        &['/', '\\', '?', '#']
+    } else {
+        &['/', '?', '#']
+    };
+    let authority = rest.split(ends).next().unwrap_or("");
     let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
     let (host_part, port) = if let Some(end) = authority.strip_prefix('[').and_then(|a| a.find(']'))
     {
@@ -738,7 +785,39 @@ mod tests {
             Some(("169.254.169.254".into(), Some(80)))
         );
         assert_eq!(url("example.org/path"), Some(("example.org".into(), None)));
+        assert_eq!(
+            url("example.org:8080/x"),
+            Some(("example.org".into(), Some(8080)))
+        );
         assert_eq!(url("file:///etc/passwd"), None);
+        // Spellings a WHATWG parser (Node's fetch, browsers) reads as the same host.
+        let metadata = Some(("169.254.169.254".into(), Some(443)));
+        for spelling in [
+            "https:///169.254.169.254/latest",
+            "https:169.254.169.254/latest",
+            "https://169.254.169.254\\latest",
+            "HTTPS:\\\\169.254.169.254",
+            "\u{1} https://169.254.169.254/ ",
+            "ht\ttps://169.254.\n169.254/",
+        ] {
+            assert_eq!(url(spelling), metadata, "{spelling:?}");
+        }
+        // Node reads the first host, curl the second: both are judged.
+        assert_eq!(
+            super::urls("https://good.example\\@169.254.169.254/"),
+            [
+                ("good.example".into(), Some(443)),
+                ("169.254.169.254".into(), Some(443))
+            ]
+        );
+        assert_eq!(
+            super::urls("https://a.example/x"),
+            [("a.example".into(), Some(443))]
+        );
+        assert_eq!(
+            url("ssh://git@host.example:2222/x"),
+            Some(("host.example".into(), Some(2222)))
+        );
     }
 
     #[test]

@@ -10,8 +10,12 @@ use crate::rules::Action;
 impl Walker<'_> {
     /// A network operation to the host and port of a URL (or bare `host[:port]`).
     pub fn url_op(&mut self, raw: &str, content: Option<String>) {
-        if let Some((host, port)) = normalize::url(raw) {
-            self.host_op(&host, port, content);
+        let named = normalize::urls(raw);
+        if let Some(((host, port), others)) = named.split_last() {
+            for (other, other_port) in others {
+                self.host_op(other, *other_port, content.clone());
+            }
+            self.host_op(host, *port, content);
         } else if normalize::file_url_path(raw.trim()).is_some() {
             // `curl file:///…` reads a local file.
             if let Some(path) = normalize::path(raw, &Context::default()) {
