@@ -112,27 +112,14 @@ pub fn parse(origin: &str, text: &str) -> Result<Settings, Diagnostics> {
 }
 
 fn approvals(node: &Node, sink: &mut Sink) -> Option<Duration> {
-    let NodeKind::Map(entries) = &node.kind else {
-        if !node.is_null() {
-            sink.error(
-                node.span,
-                None,
-                format!("`approvals` must be a mapping, found {}", node.describe()),
-                "write `approvals:` and indent `timeout_seconds: 300` below it",
-            );
-        }
+    if !section(
+        node,
+        "approvals",
+        APPROVAL_KEYS,
+        "timeout_seconds: 300",
+        sink,
+    ) {
         return None;
-    };
-    for (k, _) in entries {
-        let name = k.as_str().unwrap_or("");
-        if !APPROVAL_KEYS.contains(&name) {
-            sink.error(
-                k.span,
-                None,
-                format!("unknown `approvals` setting `{name}`"),
-                &did_you_mean(name, APPROVAL_KEYS),
-            );
-        }
     }
     let value = node.get("timeout_seconds")?;
     let secs = value
@@ -151,49 +138,88 @@ fn approvals(node: &Node, sink: &mut Sink) -> Option<Duration> {
 }
 
 fn audit(node: &Node, sink: &mut Sink) -> Acknowledge {
+    if !section(node, "audit", AUDIT_KEYS, "acknowledge: written", sink) {
+        return Acknowledge::default();
+    }
+    one_of(
+        node,
+        "acknowledge",
+        &[
+            ("written", Acknowledge::Written),
+            ("synced", Acknowledge::Synced),
+        ],
+        "`written`: a decision is given once its audit record is written (survives a crash \
+         of carapaced); `synced`: also after the disk flushed it (survives a power loss, \
+         slower)",
+        sink,
+    )
+    .unwrap_or_default()
+}
+
+/// Checks that `node`, config.yaml's section `name`, is a mapping of `keys` only (each
+/// other key an error with a did-you-mean); `example` is a line of it for the hint. False
+/// when it is not a mapping (or empty), so there is nothing to read.
+pub(crate) fn section(
+    node: &Node,
+    name: &str,
+    keys: &[&str],
+    example: &str,
+    sink: &mut Sink,
+) -> bool {
     let NodeKind::Map(entries) = &node.kind else {
         if !node.is_null() {
             sink.error(
                 node.span,
                 None,
-                format!("`audit` must be a mapping, found {}", node.describe()),
-                "write `audit:` and indent `acknowledge: written` below it",
+                format!("`{name}` must be a mapping, found {}", node.describe()),
+                &format!("write `{name}:` and indent `{example}` below it"),
             );
         }
-        return Acknowledge::default();
+        return false;
     };
     for (k, _) in entries {
-        let name = k.as_str().unwrap_or("");
-        if !AUDIT_KEYS.contains(&name) {
+        let key = k.as_str().unwrap_or("");
+        if !keys.contains(&key) {
             sink.error(
                 k.span,
                 None,
-                format!("unknown `audit` setting `{name}`"),
-                &did_you_mean(name, AUDIT_KEYS),
+                format!("unknown `{name}` setting `{key}`"),
+                &did_you_mean(key, keys),
             );
         }
     }
-    let Some(value) = node.get("acknowledge") else {
-        return Acknowledge::default();
-    };
-    match value.as_str().map(str::trim) {
-        Some("written") => Acknowledge::Written,
-        Some("synced") => Acknowledge::Synced,
-        _ => {
-            sink.error(
-                value.span,
-                None,
-                format!(
-                    "`acknowledge` must be `written` or `synced`, found {}",
-                    value.describe()
-                ),
-                "`written`: a decision is given once its audit record is written (survives a \
-                 crash of carapaced); `synced`: also after the disk flushed it (survives a power \
-                 loss, slower)",
-            );
-            Acknowledge::default()
-        }
+    true
+}
+
+/// The value of setting `key` of `node` when it is one of the `choices`' words; an error at
+/// its position otherwise (`hint` says what each means). `None` when absent or wrong.
+pub(crate) fn one_of<T: Copy>(
+    node: &Node,
+    key: &str,
+    choices: &[(&str, T)],
+    hint: &str,
+    sink: &mut Sink,
+) -> Option<T> {
+    let value = node.get(key)?;
+    let word = value.as_str().map(str::trim);
+    let found = choices
+        .iter()
+        .find(|(w, _)| Some(*w) == word)
+        .map(|(_, v)| *v);
+    if found.is_none() {
+        let words: Vec<String> = choices.iter().map(|(w, _)| format!("`{w}`")).collect();
+        sink.error(
+            value.span,
+            None,
+            format!(
+                "`{key}` must be {}, found {}",
+                words.join(" or "),
+                value.describe()
+            ),
+            hint,
+        );
     }
+    found
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 //! dns:
 //!   refuse_with: refused   # or nxdomain: how a lookup the rules refuse is answered
 //! ```
-use carapace_policy::rules::diag::{did_you_mean, Sink};
-use carapace_policy::rules::yaml::{Node, NodeKind};
+use carapace_policy::rules::diag::Sink;
+use carapace_policy::rules::yaml::Node;
 
 const KEYS: &[&str] = &["refuse_with"];
 
@@ -27,39 +27,21 @@ pub struct DnsSettings {
 /// Reads the `dns:` mapping; problems go to `sink` at their position.
 pub fn parse(node: &Node, sink: &mut Sink) -> DnsSettings {
     let mut settings = DnsSettings::default();
-    let NodeKind::Map(entries) = &node.kind else {
-        if !node.is_null() {
-            sink.error(
-                node.span,
-                None,
-                format!("`dns` must be a mapping, found {}", node.describe()),
-                "write `dns:` and indent `refuse_with: refused` below it",
-            );
-        }
+    if !crate::settings::section(node, "dns", KEYS, "refuse_with: refused", sink) {
         return settings;
-    };
-    for (k, _) in entries {
-        let name = k.as_str().unwrap_or("");
-        if !KEYS.contains(&name) {
-            sink.error(
-                k.span,
-                None,
-                format!("unknown `dns` setting `{name}`"),
-                &did_you_mean(name, KEYS),
-            );
-        }
     }
-    if let Some(value) = node.get("refuse_with") {
-        match value.as_str().map(str::trim) {
-            Some("refused") => settings.refuse_with = RefuseWith::Refused,
-            Some("nxdomain") => settings.refuse_with = RefuseWith::NxDomain,
-            _ => sink.error(
-                value.span,
-                None,
-                "`refuse_with` must be `refused` or `nxdomain`".to_owned(),
-                "e.g. `refuse_with: nxdomain`",
-            ),
-        }
+    let choices = [
+        ("refused", RefuseWith::Refused),
+        ("nxdomain", RefuseWith::NxDomain),
+    ];
+    if let Some(answer) = crate::settings::one_of(
+        node,
+        "refuse_with",
+        &choices,
+        "e.g. `refuse_with: nxdomain`",
+        sink,
+    ) {
+        settings.refuse_with = answer;
     }
     settings
 }
