@@ -505,6 +505,11 @@ pub fn url(raw: &str) -> Option<(String, Option<u16>)> {
 #[must_use]
 pub fn urls(raw: &str) -> Vec<(String, Option<u16>)> {
     let mut out: Vec<_> = url_read(raw, true).into_iter().collect();
+    // The readings differ only where a backslash is, which NFKC can make of other
+    // characters (U+FF3C): a plain ASCII text without one is read once.
+    if raw.is_ascii() && !raw.contains('\\') {
+        return out;
+    }
     if let Some(other) = url_read(raw, false) {
         if !out.contains(&other) {
             out.push(other);
@@ -810,6 +815,9 @@ mod tests {
                 ("169.254.169.254".into(), Some(443))
             ]
         );
+        // A backslash NFKC makes of a fullwidth one is read both ways too.
+        assert!(super::urls("https://good.example\u{ff3c}@169.254.169.254/")
+            .contains(&("169.254.169.254".into(), Some(443))));
         assert_eq!(
             super::urls("https://a.example/x"),
             [("a.example".into(), Some(443))]
