@@ -17,8 +17,8 @@ pub fn error_body(kind: &str, message: &str) -> Value {
 
 /// The conversation's past turns, for Layer 0 (`tools` and `system` hold no calls).
 #[must_use]
-pub fn history(request: &Value) -> Option<String> {
-    request.get("messages").map(Value::to_string)
+pub fn history(request: &Value) -> Option<&Value> {
+    request.get("messages")
 }
 
 /// The client-side tool calls of a message (server tools run at the provider, not here).

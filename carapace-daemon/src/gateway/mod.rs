@@ -14,13 +14,14 @@ pub mod anthropic;
 pub mod openai;
 pub mod peer;
 pub mod refusal;
+pub mod seen;
 pub mod sse;
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 
-use http_body_util::{combinators::BoxBody, BodyExt as _, Full, Limited, StreamBody};
+use http_body_util::{combinators::UnsyncBoxBody, BodyExt as _, Full, Limited, StreamBody};
 use hyper::body::{Bytes, Frame, Incoming};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Uri};
@@ -29,7 +30,6 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::Value;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::ReceiverStream;
 
 use refusal::{Client as GatewayClient, Gate, PendingCall, Verdict};
 
@@ -41,7 +41,7 @@ pub const OPENAI_UPSTREAM: &str = "https://api.openai.com";
 pub const MAX_BODY: usize = crate::api::evaluate::MAX_INPUT;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-type Body = BoxBody<Bytes, BoxError>;
+type Body = UnsyncBoxBody<Bytes, BoxError>;
 type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// Where each provider's requests go: scheme, authority and an optional path prefix to
@@ -128,7 +128,7 @@ impl Api {
         json_response(status, &body)
     }
 
-    fn history(self, request: &Value) -> Option<String> {
+    fn history(self, request: &Value) -> Option<&Value> {
         match self {
             Self::AnthropicMessages => anthropic::history(request),
             Self::ChatCompletions => openai::chat_history(request),
@@ -398,7 +398,7 @@ async fn check_answer(
     *response.status_mut() = parts.status;
     let Some(api) = api.filter(|_| parts.status.is_success()) else {
         copy_headers(&parts.headers, response.headers_mut(), &[]);
-        *response.body_mut() = body.map_err(BoxError::from).boxed();
+        *response.body_mut() = body.map_err(BoxError::from).boxed_unsync();
         return (response, "forwarded");
     };
     let encoded = parts
@@ -484,10 +484,12 @@ async fn judge(
     verdicts
 }
 
-/// Runs `filter` over the upstream's event stream as it arrives.
+/// Runs `filter` over the upstream's event stream as it arrives. The stream is polled by the
+/// connection that sends the answer, so each chunk goes from the upstream to the client on
+/// one task (no hand-over per chunk), and a slow client slows the upstream read.
 fn filter_stream<B>(
-    mut upstream: B,
-    mut filter: Box<dyn StreamFilter>,
+    upstream: B,
+    filter: Box<dyn StreamFilter>,
     gate: Gate,
     ctx: GatewayClient,
 ) -> Body
@@ -495,54 +497,76 @@ where
     B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<BoxError> + Send,
 {
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, BoxError>>(32);
-    tokio::spawn(async move {
-        let mut splitter = sse::Splitter::default();
+    let relay = Relay {
+        upstream,
+        filter,
+        gate,
+        ctx,
+        splitter: sse::Splitter::default(),
+    };
+    let frames = futures_util::stream::unfold(Some(relay), |relay| async move {
+        let mut relay = relay?;
+        match relay.next().await {
+            Ok(Some((bytes, true))) => Some((Ok(Frame::data(bytes)), None)),
+            Ok(Some((bytes, false))) => Some((Ok(Frame::data(bytes)), Some(relay))),
+            Ok(None) => None,
+            Err(e) => Some((Err(e), None)),
+        }
+    });
+    StreamBody::new(frames).boxed_unsync()
+}
+
+/// The state of one filtered answer.
+struct Relay<B> {
+    upstream: B,
+    filter: Box<dyn StreamFilter>,
+    gate: Gate,
+    ctx: GatewayClient,
+    splitter: sse::Splitter,
+}
+
+impl<B> Relay<B>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    /// The next bytes for the client, and whether they are the last; `None` when the answer
+    /// ended with nothing more to send.
+    async fn next(&mut self) -> Result<Option<(Bytes, bool)>, BoxError> {
         loop {
-            let frame = upstream.frame().await;
-            let (events, end) = match frame {
+            let (events, end) = match self.upstream.frame().await {
                 Some(Ok(frame)) => match frame.into_data() {
-                    Ok(data) => match splitter.push(&data) {
-                        Ok(events) => (events, false),
-                        Err(e) => {
-                            let _ = tx.send(Err(e.into())).await;
-                            return;
-                        }
-                    },
+                    Ok(data) => (self.splitter.push(&data)?, false),
                     Err(_) => continue,
                 },
-                Some(Err(e)) => {
-                    let _ = tx.send(Err(e.into())).await;
-                    return;
-                }
-                None => (splitter.finish().into_iter().collect(), true),
+                Some(Err(e)) => return Err(e.into()),
+                None => (self.splitter.finish().into_iter().collect(), true),
             };
             let mut out = Vec::new();
             for event in events {
-                match filter.on_event(event) {
+                match self.filter.on_event(event) {
                     Step::Emit(bytes) => out.extend_from_slice(&bytes),
                     Step::Judge(calls) => {
-                        let verdicts = judge(&gate, &ctx, calls).await;
-                        out.extend_from_slice(&filter.settle(verdicts));
+                        let verdicts = judge(&self.gate, &self.ctx, calls).await;
+                        out.extend_from_slice(&self.filter.settle(verdicts));
                     }
                 }
             }
             if end {
-                out.extend_from_slice(&filter.finish());
+                out.extend_from_slice(&self.filter.finish());
+                return Ok((!out.is_empty()).then(|| (Bytes::from(out), true)));
             }
-            if !out.is_empty() && tx.send(Ok(Frame::data(Bytes::from(out)))).await.is_err() {
-                return;
-            }
-            if end {
-                return;
+            if !out.is_empty() {
+                return Ok(Some((Bytes::from(out), false)));
             }
         }
-    });
-    StreamBody::new(ReceiverStream::new(rx)).boxed()
+    }
 }
 
 fn full(bytes: Bytes) -> Body {
-    Full::new(bytes).map_err(|never| match never {}).boxed()
+    Full::new(bytes)
+        .map_err(|never| match never {})
+        .boxed_unsync()
 }
 
 fn json_response(status: StatusCode, body: &Value) -> Response<Body> {

@@ -18,17 +18,14 @@ pub fn error_body(kind: &str, message: &str) -> Value {
 
 /// Chat: the conversation's past turns, for Layer 0 (`tools` holds schemas, not calls).
 #[must_use]
-pub fn chat_history(request: &Value) -> Option<String> {
-    request.get("messages").map(Value::to_string)
+pub fn chat_history(request: &Value) -> Option<&Value> {
+    request.get("messages")
 }
 
 /// Responses: the input items (a plain string holds no calls).
 #[must_use]
-pub fn responses_history(request: &Value) -> Option<String> {
-    request
-        .get("input")
-        .filter(|i| i.is_array())
-        .map(Value::to_string)
+pub fn responses_history(request: &Value) -> Option<&Value> {
+    request.get("input").filter(|i| i.is_array())
 }
 
 fn arguments(v: &Value) -> Result<Value, String> {

@@ -13,6 +13,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::peer;
+use super::seen::SeenClean;
 use crate::api::audit::{self as ledger, agent_of};
 use crate::api::evaluate::{self, Args, Evaluated};
 use crate::api::Daemon;
@@ -24,8 +25,9 @@ use carapace_policy::engine::{
 use carapace_policy::rules::validate::mode_name;
 use carapace_policy::rules::{Mode, RuleSet};
 
-/// Histories up to this size are scanned on the request's own task.
-const INLINE_HISTORY: usize = 64 << 10;
+/// A history with up to this many calls not judged before is judged on the request's own
+/// task.
+const INLINE_CALLS: usize = 16;
 
 /// Where the gateway gets the rules in force at the moment of each decision.
 pub trait RuleSource: Send + Sync {
@@ -110,12 +112,16 @@ pub enum Verdict {
 #[derive(Clone)]
 pub struct Gate {
     source: Arc<dyn RuleSource>,
+    seen: Arc<SeenClean>,
 }
 
 impl Gate {
     #[must_use]
     pub fn new(source: Arc<dyn RuleSource>) -> Self {
-        Self { source }
+        Self {
+            source,
+            seen: Arc::default(),
+        }
     }
 
     fn daemon(&self) -> Option<Arc<Daemon>> {
@@ -218,23 +224,43 @@ impl Gate {
 
     /// Layer 0 over a conversation's past calls: the "bad agent detected: …" message when
     /// the history holds blocked calls (recorded in the audit ledger).
-    pub async fn history(&self, client: &Client, transcript: String) -> Option<String> {
+    pub async fn history(&self, client: &Client, transcript: &Value) -> Option<String> {
         let started = Instant::now();
-        let daemon = self.daemon();
-        let args = daemon.as_ref().map(|_| Args::of(&transcript));
-        let small = transcript.len() <= INLINE_HISTORY;
+        let parsed = engine::transcript::from_value(transcript);
+        let keys = SeenClean::keys(&client.ctx, &parsed);
         let rules = self.source.rules();
-        let scan = move |ctx: Context| {
-            engine::scan_history(&rules, &transcript, &ctx, &Activation::default())
+        let known = self.seen.known(&rules, &keys);
+        let new = known.iter().filter(|k| !**k).count();
+        let scan = {
+            let rules = Arc::clone(&rules);
+            move |ctx: Context| {
+                let report =
+                    engine::scan_transcript(&rules, &parsed, &ctx, &Activation::default(), |i| {
+                        known.get(i).copied().unwrap_or(false)
+                    });
+                (report, known)
+            }
         };
-        // A long conversation takes a while to scan: off the async workers then. A short one
-        // costs less than the hand-over to a blocking thread and back.
-        let report = if small {
+        // Many new calls take a while to judge: off the async workers then. A few cost less
+        // than the hand-over to a blocking thread and back.
+        let report = if new <= INLINE_CALLS {
             Ok(scan(client.ctx.clone()))
         } else {
             let ctx = client.ctx.clone();
             tokio::task::spawn_blocking(move || scan(ctx)).await
         };
+        if let Ok((r, known)) = &report {
+            let found: std::collections::HashSet<usize> =
+                r.findings.iter().map(|(i, _)| *i).collect();
+            self.seen.learn(
+                &rules,
+                keys.iter()
+                    .enumerate()
+                    .filter(|(i, _)| !known[*i] && !found.contains(i))
+                    .map(|(_, k)| k),
+            );
+        }
+        let report = report.map(|(r, _)| r);
         let message = match &report {
             Ok(r) if r.clean() => return None,
             Ok(r) => {
@@ -252,7 +278,8 @@ impl Gate {
             }
             Err(e) => format!("bad agent detected: Carapace could not scan the conversation ({e})"),
         };
-        if let (Some(daemon), Some(args)) = (daemon, args) {
+        if let Some(daemon) = self.daemon() {
+            let args = Args::of(&transcript.to_string());
             let status;
             let outcome: Result<&HistoryReport, &tonic::Status> = match &report {
                 Ok(r) => Ok(r),

@@ -483,3 +483,43 @@ async fn approve_mode_calls_are_withheld_and_warn_mode_calls_pass() {
         refusal::Verdict::Pass
     );
 }
+
+fn conversation(commands: &[&str]) -> Value {
+    let blocks: Vec<Value> = commands
+        .iter()
+        .enumerate()
+        .map(|(i, c)| json!({"type": "tool_use", "id": format!("t{i}"), "name": "Bash", "input": {"command": c}}))
+        .collect();
+    json!([{"role": "user", "content": "go"}, {"role": "assistant", "content": blocks}])
+}
+
+#[tokio::test]
+async fn history_judges_new_calls_and_never_remembers_a_blocked_one() {
+    let gate = gate();
+    let client = ctx();
+    // Turn by turn, the conversation grows; the calls found clean are not judged again, and
+    // a blocked call, new or old, refuses every request that carries it.
+    assert_eq!(
+        gate.history(&client, &conversation(&["ls", "git status"]))
+            .await,
+        None
+    );
+    let bad = conversation(&["ls", "git status", "cat ~/.ssh/id_rsa"]);
+    for _ in 0..2 {
+        let message = gate.history(&client, &bad).await.expect("refused");
+        assert!(message.contains("#3 Bash"), "{message}");
+    }
+    // Many new calls at once (judged off the async workers) count the same.
+    let mut long: Vec<String> = (0..40).map(|i| format!("echo {i}")).collect();
+    long.push("cat ~/.ssh/id_ed25519".into());
+    let long: Vec<&str> = long.iter().map(String::as_str).collect();
+    let message = gate
+        .history(&client, &conversation(&long))
+        .await
+        .expect("refused");
+    assert!(message.contains("#41 Bash"), "{message}");
+    assert_eq!(
+        gate.history(&client, &conversation(&long[..40])).await,
+        None
+    );
+}

@@ -67,9 +67,31 @@ pub fn scan_history(
     ctx: &Context,
     activation: &Activation,
 ) -> HistoryReport {
-    let parsed = transcript::parse(transcript);
+    scan_transcript(
+        rules,
+        &transcript::parse(transcript),
+        ctx,
+        activation,
+        |_| false,
+    )
+}
+
+/// [`scan_history`] over a transcript already read, skipping the calls `judged_clean` says
+/// were found clean before (under the same rules and context): a conversation grows by a
+/// few calls per turn, and only those need judging.
+#[must_use]
+pub fn scan_transcript(
+    rules: &RuleSet,
+    parsed: &transcript::Transcript,
+    ctx: &Context,
+    activation: &Activation,
+    judged_clean: impl Fn(usize) -> bool,
+) -> HistoryReport {
     let mut findings = Vec::new();
     for (i, past) in parsed.calls.iter().enumerate() {
+        if judged_clean(i) {
+            continue;
+        }
         let ctx = match &past.cwd {
             Some(cwd) if cwd.starts_with('/') => Context {
                 cwd: cwd.clone(),

@@ -66,6 +66,14 @@ pub fn parse(text: &str) -> Transcript {
     out
 }
 
+/// The calls of a transcript already read as JSON (a request body's messages or items).
+#[must_use]
+pub fn from_value(v: &Value) -> Transcript {
+    let mut out = Transcript::default();
+    walk(v, None, &mut out, 0);
+    out
+}
+
 fn walk(v: &Value, cwd: Option<&str>, out: &mut Transcript, depth: usize) {
     if depth > MAX_DEPTH {
         out.unreadable.push(format!(

@@ -1,0 +1,155 @@
+//! The past calls of a client's conversations that Layer 0 already found clean. Every
+//! request to a model API carries the whole conversation, which grows by a few calls a
+//! turn; judging all of it again made the gateway's cost grow with the conversation.
+//!
+//! A call is remembered by a SHA-256 digest of what its verdict depends on: the client's
+//! context (home, working directory, variables), the call's tool, input and recorded
+//! working directory — under one rule set; a reload forgets everything. What it does not
+//! cover is the file system a path resolves on, which may have changed since the call was
+//! first judged; that is what Layer 1 and the kernel judge when a call runs.
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use carapace_policy::engine::transcript::Transcript;
+use carapace_policy::engine::Context;
+use carapace_policy::rules::RuleSet;
+use sha2::{Digest, Sha256};
+
+/// Digests kept at most; past that the set starts over (the next requests judge their
+/// conversations whole once more).
+const CAPACITY: usize = 1 << 16;
+
+pub type Key = [u8; 32];
+
+#[derive(Default)]
+pub struct SeenClean {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// The rule set the digests were judged under.
+    rules: Option<Arc<RuleSet>>,
+    clean: HashSet<Key>,
+}
+
+impl SeenClean {
+    /// The digest of each call of `parsed`, as seen by a client with `ctx`.
+    #[must_use]
+    pub fn keys(ctx: &Context, parsed: &Transcript) -> Vec<Key> {
+        let mut client = Sha256::new();
+        for part in [ctx.home.as_str(), ctx.cwd.as_str()] {
+            field(&mut client, part.as_bytes());
+        }
+        for (name, value) in &ctx.env {
+            field(&mut client, name.as_bytes());
+            field(&mut client, value.as_bytes());
+        }
+        parsed
+            .calls
+            .iter()
+            .map(|past| {
+                let mut h = client.clone();
+                field(&mut h, past.call.tool.as_bytes());
+                field(&mut h, past.call.input.to_string().as_bytes());
+                field(
+                    &mut h,
+                    past.cwd.as_deref().unwrap_or("\u{0}none").as_bytes(),
+                );
+                h.finalize().into()
+            })
+            .collect()
+    }
+
+    /// For each key, whether its call was found clean before under `rules`.
+    #[must_use]
+    pub fn known(&self, rules: &Arc<RuleSet>, keys: &[Key]) -> Vec<bool> {
+        let mut inner = self.lock();
+        inner.reset_unless(rules);
+        keys.iter().map(|k| inner.clean.contains(k)).collect()
+    }
+
+    /// Remembers the calls of `keys` found clean under `rules`.
+    pub fn learn<'k>(&self, rules: &Arc<RuleSet>, keys: impl IntoIterator<Item = &'k Key>) {
+        let mut inner = self.lock();
+        inner.reset_unless(rules);
+        for k in keys {
+            if inner.clean.len() >= CAPACITY {
+                inner.clean.clear();
+            }
+            inner.clean.insert(*k);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // The set holds no invariant a panic elsewhere could break half-way.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Inner {
+    fn reset_unless(&mut self, rules: &Arc<RuleSet>) {
+        if !self.rules.as_ref().is_some_and(|r| Arc::ptr_eq(r, rules)) {
+            self.clean.clear();
+            self.rules = Some(Arc::clone(rules));
+        }
+    }
+}
+
+/// A length-prefixed field, so that no two different sequences of fields hash alike.
+fn field(h: &mut Sha256, bytes: &[u8]) {
+    h.update((bytes.len() as u64).to_le_bytes());
+    h.update(bytes);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use carapace_policy::engine::transcript;
+    use serde_json::json;
+
+    fn ctx(home: &str) -> Context {
+        Context {
+            cwd: "/p".into(),
+            home: home.into(),
+            env: Vec::new(),
+            host: None,
+        }
+    }
+
+    fn calls(commands: &[&str]) -> Transcript {
+        let blocks: Vec<_> = commands
+            .iter()
+            .map(
+                |c| json!({"type": "tool_use", "id": "t", "name": "Bash", "input": {"command": c}}),
+            )
+            .collect();
+        transcript::from_value(&json!([{"role": "assistant", "content": blocks}]))
+    }
+
+    #[test]
+    fn a_call_is_known_only_under_the_same_rules_and_client() {
+        let rules = Arc::new(RuleSet::default());
+        let seen = SeenClean::default();
+        let t = calls(&["ls", "git status"]);
+        let keys = SeenClean::keys(&ctx("/home/a"), &t);
+        assert_eq!(seen.known(&rules, &keys), [false, false]);
+        seen.learn(&rules, &keys[..1]);
+        assert_eq!(seen.known(&rules, &keys), [true, false]);
+        // Another client (another home) has its own verdicts.
+        let other = SeenClean::keys(&ctx("/home/b"), &t);
+        assert_eq!(seen.known(&rules, &other), [false, false]);
+        // A reload forgets everything.
+        let reloaded = Arc::new(RuleSet::default());
+        assert_eq!(seen.known(&reloaded, &keys), [false, false]);
+        assert_eq!(seen.known(&rules, &keys), [false, false]);
+    }
+
+    #[test]
+    fn keys_tell_calls_apart_by_tool_input_and_cwd() {
+        let c = ctx("/home/a");
+        let a = SeenClean::keys(&c, &calls(&["ls", "ls ", "l", "s"]));
+        let distinct: HashSet<_> = a.iter().collect();
+        assert_eq!(distinct.len(), 4);
+    }
+}
