@@ -21,6 +21,8 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 
+use futures_util::FutureExt as _;
+
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt as _, Full, Limited, StreamBody};
 use hyper::body::{Bytes, Frame, Incoming};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
@@ -516,6 +518,9 @@ where
     StreamBody::new(frames).boxed_unsync()
 }
 
+/// Bytes of an answer gathered into one write to the client at most.
+const COALESCE_LIMIT: usize = 64 << 10;
+
 /// The state of one filtered answer.
 struct Relay<B> {
     upstream: B,
@@ -531,10 +536,22 @@ where
     B::Error: Into<BoxError>,
 {
     /// The next bytes for the client, and whether they are the last; `None` when the answer
-    /// ended with nothing more to send.
+    /// ended with nothing more to send. What the upstream has already sent goes out in one
+    /// piece (it arrives in one read as many small chunks), what it has not is not waited for.
     async fn next(&mut self) -> Result<Option<(Bytes, bool)>, BoxError> {
+        let mut out = Vec::new();
         loop {
-            let (events, end) = match self.upstream.frame().await {
+            let frame = if out.is_empty() {
+                self.upstream.frame().await
+            } else if out.len() >= COALESCE_LIMIT {
+                return Ok(Some((Bytes::from(out), false)));
+            } else {
+                match self.upstream.frame().now_or_never() {
+                    Some(frame) => frame,
+                    None => return Ok(Some((Bytes::from(out), false))),
+                }
+            };
+            let (events, end) = match frame {
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(data) => (self.splitter.push(&data)?, false),
                     Err(_) => continue,
@@ -542,7 +559,6 @@ where
                 Some(Err(e)) => return Err(e.into()),
                 None => (self.splitter.finish().into_iter().collect(), true),
             };
-            let mut out = Vec::new();
             for event in events {
                 match self.filter.on_event(event) {
                     Step::Emit(bytes) => out.extend_from_slice(&bytes),
@@ -555,9 +571,6 @@ where
             if end {
                 out.extend_from_slice(&self.filter.finish());
                 return Ok((!out.is_empty()).then(|| (Bytes::from(out), true)));
-            }
-            if !out.is_empty() {
-                return Ok(Some((Bytes::from(out), false)));
             }
         }
     }
