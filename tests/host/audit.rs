@@ -336,7 +336,27 @@ fn doctor_tells_why_bpf_lsm_is_unavailable_and_how_to_fix_it() {
     );
 }
 
-fn http_get(addr: &str, path: &str) -> String {
+/// Where a daemon started with `--metrics 127.0.0.1:0` serves them (`host:port`).
+pub(super) fn metrics_addr(d: &Daemon) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let log = d.log_text();
+        if let Some(addr) = log
+            .split("metrics endpoint listening on http://")
+            .nth(1)
+            .and_then(|rest| rest.split("/metrics").next())
+        {
+            return addr.to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no metrics line in the log:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub(super) fn http_get(addr: &str, path: &str) -> String {
     let mut stream = std::net::TcpStream::connect(addr)
         .unwrap_or_else(|e| panic!("cannot connect to {addr}: {e}"));
     stream
@@ -362,22 +382,7 @@ fn metrics_are_scraped_over_http() {
         dir.path(),
         &["--metrics", "127.0.0.1:0"],
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let addr = loop {
-        let log = d.log_text();
-        if let Some(addr) = log
-            .split("metrics endpoint listening on http://")
-            .nth(1)
-            .and_then(|rest| rest.split("/metrics").next())
-        {
-            break addr.to_owned();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no metrics line in the log:\n{log}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let addr = metrics_addr(&d);
     assert_eq!(check(&d, BLOCKED).status.code(), Some(2));
     assert_eq!(check(&d, ALLOWED).status.code(), Some(0));
     assert_eq!(check(&d, ALLOWED).status.code(), Some(0));

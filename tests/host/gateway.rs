@@ -216,6 +216,65 @@ fn gateway_refuses_conversations_holding_blocked_calls() {
 }
 
 #[test]
+fn gateway_judges_only_new_past_calls_and_counts_its_decisions() {
+    let Some(dir) = setup("gateway_judges_only_new_past_calls_and_counts_its_decisions") else {
+        return;
+    };
+    // Turns are chosen by the number of assistant messages a request carries: the two
+    // conversations below (2 and 3 of them) get an allowed call, the fresh one a forbidden one.
+    let upstream = MessagesServer::scripted(vec![
+        forbidden_turn(),
+        allowed_turn(),
+        allowed_turn(),
+        allowed_turn(),
+    ]);
+    let (d, gateway) = start_gateway(
+        dir.path(),
+        &[
+            "--anthropic-upstream",
+            &upstream.base_url(),
+            "--metrics",
+            "127.0.0.1:0",
+        ],
+    );
+    let call = |id: &str, command: &str| {
+        json!([
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": id, "name": "Bash", "input": {"command": command}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": "ok"}]},
+        ])
+    };
+    let mut history = vec![json!({"role": "user", "content": "tidy up"})];
+    for (id, command) in [("t1", "ls"), ("t2", "git status")] {
+        history.extend(call(id, command).as_array().cloned().unwrap_or_default());
+    }
+    let first = messages(&gateway, &request(false, &Value::Array(history.clone())));
+    assert_eq!(first.status, 200, "{}", first.text());
+    // The next turn carries the same two calls and one more: only that one is judged.
+    history.extend(
+        call("t3", "cargo test")
+            .as_array()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    let second = messages(&gateway, &request(false, &Value::Array(history)));
+    assert_eq!(second.status, 200, "{}", second.text());
+    let third = messages(&gateway, &request(true, &hello()));
+    assert_eq!(third.status, 200, "{}", third.text());
+    let metrics = super::audit::http_get(&super::audit::metrics_addr(&d), "/metrics");
+    for want in [
+        "carapace_gateway_history_calls_total{how=\"judged\"} 3",
+        "carapace_gateway_history_calls_total{how=\"remembered\"} 2",
+        "carapace_decisions_total{layer=\"gateway-history\",mode=\"allow\"} 3",
+        "carapace_decisions_total{layer=\"gateway\",mode=\"allow\"} 2",
+        "carapace_decisions_total{layer=\"gateway\",mode=\"block\"} 1",
+        "carapace_rule_matches_total{layer=\"gateway\",mode=\"block\",rule=\"ssh-private-keys\"} 1",
+    ] {
+        assert!(metrics.contains(want), "no {want} in\n{metrics}");
+    }
+}
+
+#[test]
 fn gateway_never_writes_the_api_key_to_its_log_or_data_dir() {
     let Some(dir) = setup("gateway_never_writes_the_api_key_to_its_log_or_data_dir") else {
         return;

@@ -86,7 +86,7 @@ pub async fn handle_scan_history(
     }
 }
 
-fn count(daemon: &Daemon, layer: &str, d: &Decision, elapsed: std::time::Duration) {
+pub(crate) fn count(daemon: &Daemon, layer: &str, d: &Decision, elapsed: std::time::Duration) {
     daemon.metrics.decision(
         layer,
         mode_name(d.decision),

@@ -195,6 +195,9 @@ impl Gate {
         );
         let ext = tool_call.extract(&client.ctx);
         let outcome = decide(&daemon, self.source.rules(), client, ext).await;
+        if let Ok(ev) = &outcome {
+            evaluate::count(&daemon, "gateway", &ev.checked.decision, started.elapsed());
+        }
         let event = args
             .recorded(client.agent(), client.session_id(), started.elapsed())
             .event(outcome.as_ref().map(|ev| &ev.checked.decision));
@@ -261,6 +264,18 @@ impl Gate {
             );
         }
         let report = report.map(|(r, _)| r);
+        if let Some(daemon) = self.daemon() {
+            daemon.metrics.history_calls(new, keys.len() - new);
+            if let Ok(r) = &report {
+                let mode = if r.clean() { "allow" } else { "block" };
+                let rules = r.findings.iter().flat_map(|(_, d)| {
+                    d.matches.iter().map(|m| (m.id.as_str(), mode_name(m.mode)))
+                });
+                daemon
+                    .metrics
+                    .decision("gateway-history", mode, rules, started.elapsed());
+            }
+        }
         let message = match &report {
             Ok(r) if r.clean() => return None,
             Ok(r) => {

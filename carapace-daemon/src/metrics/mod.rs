@@ -52,6 +52,9 @@ pub struct Metrics {
     rejected: AtomicU64,
     /// Lookups the sessions' resolvers refused (`crate::dns`).
     lookups_refused: AtomicU64,
+    /// Past calls of the gateway's conversations judged, and found clean before (skipped).
+    history_judged: AtomicU64,
+    history_remembered: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -107,6 +110,15 @@ impl Metrics {
     /// One lookup refused by a session's resolver.
     pub fn lookup_refused(&self) {
         self.lookups_refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Past calls of one conversation the gateway judged, and those it had found clean
+    /// before.
+    pub fn history_calls(&self, judged: usize, remembered: usize) {
+        self.history_judged
+            .fetch_add(judged as u64, Ordering::Relaxed);
+        self.history_remembered
+            .fetch_add(remembered as u64, Ordering::Relaxed);
     }
 
     /// Blocked decisions per layer since start (`tool-call`, `history`, `kernel`).
@@ -175,6 +187,18 @@ impl Metrics {
             "carapace_rejected_requests_total {}",
             self.rejected.load(Ordering::Relaxed)
         );
+        out.push_str("# HELP carapace_gateway_history_calls_total Past calls of conversations through the gateway: judged, or found clean before and not judged again.\n");
+        out.push_str("# TYPE carapace_gateway_history_calls_total counter\n");
+        for (how, n) in [
+            ("judged", &self.history_judged),
+            ("remembered", &self.history_remembered),
+        ] {
+            let _ = writeln!(
+                out,
+                "carapace_gateway_history_calls_total{{how=\"{how}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
         out.push_str("# HELP carapace_evaluation_seconds Time to evaluate a tool call or transcript and record it.\n");
         out.push_str("# TYPE carapace_evaluation_seconds histogram\n");
         for (layer, h) in lock(&self.latency).iter() {
