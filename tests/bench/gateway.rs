@@ -54,7 +54,7 @@ fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
-async fn measure(label: &str, turn: Vec<Block>) -> anyhow::Result<()> {
+async fn measure(label: &str, past_calls: usize, turn: Vec<Block>) -> anyhow::Result<()> {
     let upstream = MessagesServer::scripted(vec![turn]);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let gateway_url = format!("http://{}", listener.local_addr()?);
@@ -71,12 +71,11 @@ async fn measure(label: &str, turn: Vec<Block>) -> anyhow::Result<()> {
         std::future::pending(),
     ));
 
-    // A conversation with a few past calls, so Layer 0 has work to do.
+    // A conversation with past calls, so Layer 0 has work to do.
     let mut messages = vec![json!({"role": "user", "content": "tidy up the project"})];
-    for (i, command) in ["ls -la", "git status", "cargo test", "grep -rn TODO src"]
-        .iter()
-        .enumerate()
-    {
+    let commands = ["ls -la", "git status", "cargo test", "grep -rn TODO src"];
+    for i in 0..past_calls {
+        let command = format!("{} # {i}", commands[i % commands.len()]);
         let id = format!("toolu_{i}");
         messages.push(json!({"role": "assistant", "content": [
             {"type": "tool_use", "id": id, "name": "Bash", "input": {"command": command}}]}));
@@ -107,7 +106,7 @@ async fn measure(label: &str, turn: Vec<Block>) -> anyhow::Result<()> {
     let (d50, v50) = (percentile(&times_direct, 500), percentile(&times_via, 500));
     let (d99, v99) = (percentile(&times_direct, 990), percentile(&times_via, 990));
     println!(
-        "gateway, streamed answer ({label}, {} bytes): direct p50 {:.0} µs / p99 {:.0} µs; \
+        "gateway, streamed answer ({label}, {past_calls} past calls, {} bytes): direct p50 {:.0} µs / p99 {:.0} µs; \
          through the gateway p50 {:.0} µs / p99 {:.0} µs; added p50 {:.0} µs, p99 {:.0} µs \
          ({ROUNDS} requests each)",
         a.len(),
@@ -129,6 +128,15 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async {
         measure(
             "text only",
+            4,
+            vec![Block::text(
+                &"Here is what I found in the project. ".repeat(20),
+            )],
+        )
+        .await?;
+        measure(
+            "text only",
+            200,
             vec![Block::text(
                 &"Here is what I found in the project. ".repeat(20),
             )],
@@ -136,6 +144,7 @@ fn main() -> anyhow::Result<()> {
         .await?;
         measure(
             "text and one allowed tool call",
+            4,
             vec![
                 Block::text("Let me run the tests."),
                 Block::tool_use(
