@@ -22,8 +22,8 @@ use carapace_tests::openai::{OpenAiServer, Turn};
 use serde_json::json;
 
 use super::{
-    assert_finished_offline, assert_same_fields, install_hook, logged_inputs, script_hook,
-    MCP_SERVER,
+    assert_finished_offline, assert_history_scan, assert_same_fields, install_hook, logged_inputs,
+    script_hook, MCP_SERVER,
 };
 
 /// Where `cargo xtask setup` installs the CLI, under the cache directory's `carapace/`.
@@ -98,6 +98,19 @@ fn carapace_hook_refuses_secrets_and_lets_project_work_run() {
         )
     };
     assert_finished_offline(&run, &server.unknown_requests(), &context);
+    // Layer 0 reads the session Codex recorded: the refused calls are there, found again.
+    assert_history_scan(
+        &ws,
+        &codex_home.join("sessions"),
+        ".jsonl",
+        4,
+        &[
+            ".ssh/id_ed25519",
+            ".aws/credentials",
+            "mcp__files__read_file",
+        ],
+        &context,
+    );
 
     for (id, topic) in [("call_ssh", "ssh"), ("call_aws", "aws")] {
         let output = server

@@ -20,8 +20,8 @@ use carapace_tests::openai::{OpenAiServer, Turn};
 use serde_json::json;
 
 use super::{
-    assert_finished_offline, assert_same_fields, install_hook, logged_inputs, script_hook,
-    MCP_SERVER,
+    assert_finished_offline, assert_history_scan, assert_same_fields, install_hook, logged_inputs,
+    script_hook, MCP_SERVER,
 };
 
 /// Where `cargo xtask setup` installs the CLI, under the cache directory's `carapace/`.
@@ -86,6 +86,15 @@ fn carapace_hook_refuses_secrets_and_lets_project_work_run() {
         )
     };
     assert_finished_offline(&run, &server.unknown_requests(), &context);
+    // Layer 0 reads the session the CLI recorded: the refused calls are there, found again.
+    assert_history_scan(
+        &ws,
+        &ws.home().join(".copilot/session-state"),
+        "events.jsonl",
+        5,
+        &[".ssh/id_ed25519", ".aws/credentials", "read_file"],
+        &context,
+    );
 
     for (id, topic) in [
         ("call_ssh", "ssh"),

@@ -123,3 +123,64 @@ fn assert_same_fields(live: &Value, sample: &str, args_key: &str) {
         "live hook input: {live:#}"
     );
 }
+
+/// Layer 0 over the transcript the CLI itself wrote (the one file under `dir` whose name
+/// ends with `suffix`): `carapace scan-history --local --json` must find exactly the calls
+/// whose findings mention `blocked` (each a text of the blocked call's message), and report
+/// `calls` tool calls in all.
+fn assert_history_scan(
+    ws: &Workspace,
+    dir: &Path,
+    suffix: &str,
+    calls: usize,
+    blocked: &[&str],
+    context: &dyn Fn() -> String,
+) {
+    let transcript = find_file(dir, suffix).unwrap_or_else(|| {
+        panic!(
+            "no *{suffix} transcript under {}\n{}",
+            dir.display(),
+            context()
+        )
+    });
+    let out = Command::new(CARAPACE)
+        .args(["scan-history", "--local", "--json"])
+        .arg(&transcript)
+        .env("HOME", ws.home())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run carapace scan-history: {e}"));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "scan-history printed no JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            context()
+        )
+    });
+    let shown = || format!("{report:#}\ntranscript: {}", transcript.display());
+    assert_eq!(out.status.code(), Some(2), "{}", shown());
+    assert_eq!(report["tool_calls"], calls, "{}", shown());
+    let findings = report["findings"].as_array().cloned().unwrap_or_default();
+    assert_eq!(findings.len(), blocked.len(), "{}", shown());
+    for want in blocked {
+        assert!(
+            findings.iter().any(|f| f.to_string().contains(want)),
+            "no finding mentions {want}: {}",
+            shown()
+        );
+    }
+}
+
+fn find_file(dir: &Path, suffix: &str) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(dir).ok()?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if let Some(found) = find_file(&path, suffix) {
+                return Some(found);
+            }
+        } else if path.to_string_lossy().ends_with(suffix) {
+            return Some(path);
+        }
+    }
+    None
+}

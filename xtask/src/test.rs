@@ -70,7 +70,7 @@ impl Steps {
 /// and the seconds past which one input counts as a hang.
 const FUZZ_TARGETS: &[(&str, &[&str], u32)] = &[
     ("shell_extract", &[], 10),
-    ("transcript", &[], 10),
+    ("transcript", &["corpus/transcript", "seeds/transcript"], 10),
     ("inline_code", &[], 10),
     ("tool_call", &["corpus/tool_call", "seeds/tool_call"], 10),
     ("dns_query", &["corpus/dns_query"], 10),

@@ -144,7 +144,11 @@ async fn batch_line(eval: &mut Evaluator, line: &str) -> anyhow::Result<(Mode, s
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Reads OpenAI chat messages, OpenAI Responses items, Anthropic messages (a request body or a
-list of messages) or Claude Code session JSONL (~/.claude/projects/*/SESSION.jsonl).
+list of messages), Gemini API contents, and the sessions the agents record:
+  Claude Code   ~/.claude/projects/*/SESSION.jsonl
+  Codex CLI     ~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl
+  Gemini CLI    ~/.gemini/tmp/PROJECT/chats/session-*.jsonl
+  Copilot CLI   ~/.copilot/session-state/SESSION/events.jsonl
 
 Exit status: 0 clean, 2 the history holds blocked tool calls (or cannot be read), 1 error.
 

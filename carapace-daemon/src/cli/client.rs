@@ -162,6 +162,26 @@ where
     Args::try_parse_from(argv)
 }
 
+/// Exits with `status` and no message when printing fails because the reader of stdout
+/// went away (`print!` panics then); every other panic is reported as usual.
+fn quiet_on_closed_stdout(status: i32) {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout")
+            && message.ends_with(&format!("(os error {})", libc::EPIPE))
+        {
+            std::process::exit(status);
+        }
+        report(info);
+    }));
+}
+
 /// Entry point of the `carapace` binary.
 #[must_use]
 pub fn main() -> ExitCode {
@@ -169,6 +189,15 @@ pub fn main() -> ExitCode {
         Ok(args) => args,
         Err(e) => e.exit(),
     };
+    // A reader that stops early (`carapace scan-history … | head`) is not a crash; for a
+    // hook or a check it leaves the caller without an answer, so those refuse by status.
+    quiet_on_closed_stdout(
+        if matches!(args.command, Command::Hook(_) | Command::Check(_)) {
+            2
+        } else {
+            1
+        },
+    );
     // A hook or a check is one request and one answer, started once per tool call: a
     // second thread would only add its start-up to every call.
     let mut builder = match args.command {

@@ -37,8 +37,11 @@ pub fn parse(text: &str) -> Transcript {
     match serde_json::from_str::<Value>(trimmed) {
         Ok(v) => walk(&v, None, &mut out, 0),
         Err(whole) => {
-            // JSONL: one JSON value per line.
+            // JSONL: one JSON value per line. Claude Code records the working directory on
+            // every line, Codex on the session's and each turn's first line (in `payload`),
+            // Copilot in its session start (`data.context`): the last one seen holds.
             let mut any = false;
+            let mut cwd: Option<String> = None;
             for (n, line) in trimmed.lines().enumerate() {
                 let line = line.trim();
                 if line.is_empty() {
@@ -47,7 +50,9 @@ pub fn parse(text: &str) -> Transcript {
                 match serde_json::from_str::<Value>(line) {
                     Ok(v) => {
                         any = true;
-                        let cwd = v.get("cwd").and_then(Value::as_str).map(str::to_owned);
+                        if let Some(dir) = recorded_cwd(&v) {
+                            cwd = Some(dir.to_owned());
+                        }
                         walk(&v, cwd.as_deref(), &mut out, 0);
                     }
                     Err(e) => out
@@ -64,6 +69,17 @@ pub fn parse(text: &str) -> Transcript {
         }
     }
     out
+}
+
+/// The working directory a transcript line records, in the agents' places for it.
+fn recorded_cwd(line: &Value) -> Option<&str> {
+    [
+        &line["cwd"],
+        &line["payload"]["cwd"],
+        &line["data"]["context"]["cwd"],
+    ]
+    .into_iter()
+    .find_map(Value::as_str)
 }
 
 /// The calls of a transcript already read as JSON (a request body's messages or items).
@@ -88,43 +104,93 @@ fn walk(v: &Value, cwd: Option<&str>, out: &mut Transcript, depth: usize) {
             }
         }
         Value::Object(obj) => {
-            if let Some(call) = as_call(v) {
-                match call {
-                    Ok(call) => out.calls.push(PastCall {
-                        call,
-                        cwd: cwd.map(str::to_owned),
-                    }),
-                    Err(e) => out.unreadable.push(format!("a tool call: {e}")),
+            if let Some(Value::Array(calls)) = obj.get("toolCalls") {
+                // Gemini CLI's chat records and Copilot's hook input: `{id, name, args}`.
+                for c in calls {
+                    match c.as_object().filter(|c| c.contains_key("name")) {
+                        Some(call) => push(out, named(call, "name", "args"), cwd),
+                        None => walk(c, cwd, out, depth + 1),
+                    }
                 }
+            }
+            if let Some(call) = as_call(v) {
+                push(out, call, cwd);
                 return;
             }
-            for value in obj.values() {
-                walk(value, cwd, out, depth + 1);
+            for (key, value) in obj {
+                if key != "toolCalls" {
+                    walk(value, cwd, out, depth + 1);
+                }
             }
         }
         _ => {}
     }
 }
 
+/// Records a call found, or why it could not be read. A call recorded again right after
+/// (Copilot logs the model's request, the hook's input and the execution of each) counts
+/// once: its verdict is the same.
+fn push(out: &mut Transcript, call: Result<ToolCall, String>, cwd: Option<&str>) {
+    /// How far back a repeat is looked for: the records of one call sit close together.
+    const RECENT: usize = 64;
+    match call {
+        Ok(call) => {
+            let past = PastCall {
+                call,
+                cwd: cwd.map(str::to_owned),
+            };
+            let recent = out.calls.len().saturating_sub(RECENT);
+            if !out.calls[recent..].contains(&past) {
+                out.calls.push(past);
+            }
+        }
+        Err(e) => out.unreadable.push(format!("a tool call: {e}")),
+    }
+}
+
+/// The call of an object naming its tool under `name_key` and its input under `input_key`
+/// (a JSON object, or a string holding one); Codex's MCP calls carry their server as
+/// `namespace`, which is part of the name hooks and rules see (`mcp__files__read_file`).
+fn named(
+    obj: &serde_json::Map<String, Value>,
+    name_key: &str,
+    input_key: &str,
+) -> Result<ToolCall, String> {
+    let name = match (
+        obj.get("namespace").and_then(Value::as_str),
+        obj.get(name_key),
+    ) {
+        (Some(space), Some(Value::String(name))) if !space.is_empty() => {
+            Value::String(format!("{space}__{name}"))
+        }
+        (_, name) => name.cloned().unwrap_or(Value::Null),
+    };
+    let mut shaped = serde_json::Map::new();
+    shaped.insert("name".into(), name);
+    shaped.insert(
+        "arguments".into(),
+        obj.get(input_key).cloned().unwrap_or(Value::Null),
+    );
+    ToolCall::from_json(&Value::Object(shaped)).map_err(|e| e.to_string())
+}
+
 /// A tool call in one of the formats' own shapes, or `None` if `v` is not one.
 fn as_call(v: &Value) -> Option<Result<ToolCall, String>> {
     let obj = v.as_object()?;
     let kind = obj.get("type").and_then(Value::as_str);
-    let named = |input_key: &str| -> Result<ToolCall, String> {
-        let mut shaped = serde_json::Map::new();
-        shaped.insert(
-            "name".into(),
-            obj.get("name").cloned().unwrap_or(Value::Null),
-        );
-        shaped.insert(
-            "arguments".into(),
-            obj.get(input_key).cloned().unwrap_or(Value::Null),
-        );
-        ToolCall::from_json(&Value::Object(shaped)).map_err(|e| e.to_string())
-    };
+    if let Some(Value::Object(f)) = obj.get("functionCall") {
+        // Gemini API parts (`generateContent` requests and answers).
+        if f.contains_key("name") {
+            return Some(named(f, "name", "args"));
+        }
+    }
+    if obj.contains_key("toolName") && obj.contains_key("arguments") {
+        // Copilot's `tool.execution_start` events.
+        return Some(named(obj, "toolName", "arguments"));
+    }
     match kind {
         // Anthropic (and Claude Code) tool_use blocks; MCP and server tools alike.
-        Some("tool_use" | "server_tool_use" | "mcp_tool_use") => Some(named("input")),
+        Some("tool_use" | "server_tool_use" | "mcp_tool_use") => Some(named(obj, "name", "input")),
         // OpenAI Responses items.
         Some("function_call" | "custom_tool_call") if obj.contains_key("name") => {
             let key = if obj.contains_key("arguments") {
@@ -132,7 +198,11 @@ fn as_call(v: &Value) -> Option<Result<ToolCall, String>> {
             } else {
                 "input"
             };
-            Some(named(key))
+            Some(named(obj, "name", key))
+        }
+        // Copilot's `toolRequests` (a tool definition has `parameters`, not `arguments`).
+        Some("function") if obj.contains_key("name") && obj.contains_key("arguments") => {
+            Some(named(obj, "name", "arguments"))
         }
         Some("local_shell_call") => {
             let action = obj.get("action").cloned().unwrap_or(Value::Null);
@@ -197,6 +267,68 @@ mod tests {
         assert_eq!(tools(&t), ["Read"]);
         assert_eq!(t.calls[0].cwd.as_deref(), Some("/p"));
         assert_eq!(t.unreadable.len(), 1);
+    }
+
+    #[test]
+    fn gemini_chat_records_and_api_parts() {
+        // Gemini CLI's chat JSONL: a message recorded, then again with its tool calls, and
+        // `$set` rewrites; the API's `functionCall` parts; results are not calls.
+        let t = parse(concat!(
+            r#"{"sessionId":"s","kind":"main"}"#,
+            "\n",
+            r#"{"id":"m1","type":"gemini","content":"ok"}"#,
+            "\n",
+            r#"{"id":"m1","type":"gemini","content":"ok","toolCalls":[{"id":"c1","name":"run_shell_command","args":{"command":"cat ~/.ssh/id_rsa"},"status":"error"}]}"#,
+            "\n",
+            r#"{"$set":{"messages":[{"type":"gemini","toolCalls":[{"id":"c1","name":"run_shell_command","args":{"command":"cat ~/.ssh/id_rsa"}}]}]}}"#,
+            "\n",
+            r#"{"type":"user","content":[{"functionResponse":{"id":"c1","name":"run_shell_command","response":{"error":"blocked"}}}]}"#,
+            "\n",
+            r#"{"contents":[{"role":"model","parts":[{"functionCall":{"name":"read_file","args":{"file_path":"/etc/shadow"}}}]}]}"#,
+        ));
+        assert!(t.unreadable.is_empty(), "{:?}", t.unreadable);
+        assert_eq!(tools(&t), ["run_shell_command", "read_file"]);
+        assert_eq!(t.calls[1].call.input["file_path"], "/etc/shadow");
+    }
+
+    #[test]
+    fn copilot_events_count_each_call_once() {
+        let t = parse(concat!(
+            r#"{"type":"session.start","data":{"context":{"cwd":"/work/app"}}}"#,
+            "\n",
+            r#"{"type":"assistant.message","data":{"toolRequests":[{"toolCallId":"a","name":"bash","arguments":{"command":"ls"},"type":"function"}]}}"#,
+            "\n",
+            r#"{"type":"tool.execution_start","data":{"toolCallId":"a","toolName":"bash","arguments":{"command":"ls"}}}"#,
+            "\n",
+            r#"{"type":"hook.start","data":{"input":{"toolCalls":[{"id":"a","name":"bash","args":{"command":"ls"}},{"id":"b","name":"files-read_file","args":{"path":"x"}}]}}}"#,
+        ));
+        assert_eq!(tools(&t), ["bash", "files-read_file"]);
+        assert_eq!(t.calls[0].cwd.as_deref(), Some("/work/app"));
+    }
+
+    #[test]
+    fn codex_rollouts_keep_the_turns_cwd_and_mcp_namespace() {
+        let t = parse(concat!(
+            r#"{"type":"session_meta","payload":{"cwd":"/p"}}"#,
+            "\n",
+            r#"{"type":"response_item","payload":{"type":"function_call","name":"exec_command","arguments":"{\"cmd\":\"cat a\"}","call_id":"1"}}"#,
+            "\n",
+            r#"{"type":"turn_context","payload":{"cwd":"/q"}}"#,
+            "\n",
+            r#"{"type":"response_item","payload":{"type":"function_call","name":"read_file","namespace":"mcp__files","arguments":"{\"path\":\"b\"}","call_id":"2"}}"#,
+        ));
+        assert!(t.unreadable.is_empty(), "{:?}", t.unreadable);
+        assert_eq!(tools(&t), ["exec_command", "mcp__files__read_file"]);
+        assert_eq!(t.calls[0].cwd.as_deref(), Some("/p"));
+        assert_eq!(t.calls[1].cwd.as_deref(), Some("/q"));
+    }
+
+    #[test]
+    fn tool_definitions_are_not_calls() {
+        let t = parse(
+            r#"{"tools":[{"type":"function","name":"shell","parameters":{"type":"object"}}],"input":[]}"#,
+        );
+        assert!(t.calls.is_empty(), "{:?}", t.calls);
     }
 
     #[test]
