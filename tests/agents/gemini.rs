@@ -11,6 +11,7 @@
 //!   prints "Error executing tool NAME: Tool execution blocked: REASON" on stderr.
 //! - `read_file` outside the workspace is refused by the CLI itself before any hook, so
 //!   the secrets are asked for with the shell.
+use std::path::Path;
 use std::time::Duration;
 
 use carapace_tests::agent_cli::{
@@ -18,11 +19,12 @@ use carapace_tests::agent_cli::{
     Workspace, README_MARKER,
 };
 use carapace_tests::gemini::{GeminiServer, Part};
+use carapace_tests::Daemon;
 use serde_json::{json, Value};
 
 use super::{
     assert_finished_offline, assert_history_scan, assert_same_fields, install_hook, logged_inputs,
-    script_hook, MCP_SERVER,
+    script_hook, CARAPACED, MCP_SERVER,
 };
 
 /// Where `cargo xtask setup` installs the CLI, under the cache directory's `carapace/`.
@@ -236,4 +238,92 @@ fn cli_treats_a_script_hooks_answers_as_carapace_relies_on() {
 
 fn paths(server: &GeminiServer) -> Vec<String> {
     server.requests().iter().map(|r| r.path.clone()).collect()
+}
+
+/// The gateway (`carapaced --gateway`) between the real Gemini CLI and its model API, with no
+/// hook installed: the forbidden `functionCall` is replaced by Carapace's refusal before the
+/// CLI sees it, so it never runs; the allowed one in the same answer runs.
+#[test]
+fn gateway_refuses_forbidden_calls_before_the_cli_sees_them() {
+    if !carapace_tests::is_root() {
+        eprintln!("gateway test skipped: carapaced needs root (cgroups)");
+        return;
+    }
+    let ws = Workspace::new();
+    let readme = ws.project().join("README.md");
+    let server = GeminiServer::scripted(vec![
+        vec![
+            Part::text("I will gather what I need."),
+            Part::call(
+                "c_ssh",
+                "run_shell_command",
+                json!({"command": "cat ~/.ssh/id_ed25519"}),
+            ),
+            Part::call("c_readme", "read_file", json!({"file_path": readme})),
+        ],
+        vec![Part::text("All done.")],
+    ]);
+    let data = ws.path("carapaced");
+    std::fs::create_dir_all(&data).unwrap_or_else(|e| panic!("cannot create {data:?}: {e}"));
+    let daemon = Daemon::start(
+        Path::new(CARAPACED),
+        &data,
+        &[
+            "--gateway",
+            "127.0.0.1:0",
+            "--gemini-upstream",
+            &server.base_url(),
+        ],
+    );
+    let log = daemon.log_text();
+    let gateway = log
+        .lines()
+        .find_map(|l| l.split("gateway listening on ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("the daemon did not say where the gateway listens:\n{log}"))
+        .to_owned();
+    ws.write(&ws.home().join(".gemini/settings.json"), USER_SETTINGS);
+
+    let mut cmd = hermetic_command(&installed_bin("CARAPACE_GEMINI_BIN", INSTALLED_BIN), &ws);
+    cmd.args([
+        "-m",
+        "gemini-2.5-pro",
+        "--yolo",
+        "-p",
+        "Please do the task.",
+    ])
+    .env("GEMINI_API_KEY", "loopback-dummy")
+    .env("GOOGLE_GEMINI_BASE_URL", &gateway)
+    .env("GEMINI_CLI_TRUST_WORKSPACE", "true");
+    let run = run_with_deadline(&ws, &mut cmd, TIMEOUT, || {
+        format!("requests seen: {:?}", paths(&server))
+    });
+    let context = || {
+        format!(
+            "stdout:\n{}\nstderr:\n{}\nrequests: {:?}\ndaemon log:\n{}",
+            run.stdout,
+            run.stderr,
+            paths(&server),
+            daemon.log_text()
+        )
+    };
+    assert_finished_offline(&run, &server.unknown_requests(), &context);
+    assert!(
+        server.function_response("c_ssh").is_none(),
+        "the forbidden call reached the CLI and ran\n{}",
+        context()
+    );
+    assert!(
+        run.stdout.contains("[Carapace]") && run.stdout.contains("run_shell_command"),
+        "the CLI does not show Carapace's refusal\n{}",
+        context()
+    );
+    let readme = server
+        .function_response("c_readme")
+        .unwrap_or_else(|| panic!("the allowed call did not run\n{}", context()));
+    assert!(
+        readme.to_string().contains(README_MARKER),
+        "{readme}\n{}",
+        context()
+    );
 }

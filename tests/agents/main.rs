@@ -23,6 +23,8 @@ mod copilot;
 mod gemini;
 
 const CARAPACE: &str = env!("CARGO_BIN_EXE_carapace-under-test");
+/// The daemon, for the gateway tests (which need root, as carapaced does).
+const CARAPACED: &str = env!("CARGO_BIN_EXE_carapaced-under-test");
 /// A real MCP stdio server with one tool, `read_file {path}`, for the agents to load as
 /// server `files`.
 const MCP_SERVER: &str = env!("CARGO_BIN_EXE_mcp-test-server");

@@ -61,6 +61,7 @@ async fn measure(label: &str, past_calls: usize, turn: Vec<Block>) -> anyhow::Re
     let config = gateway::Config {
         anthropic: gateway::Upstream::parse(&upstream.base_url()).map_err(anyhow::Error::msg)?,
         openai: gateway::Upstream::parse(gateway::OPENAI_UPSTREAM).map_err(anyhow::Error::msg)?,
+        gemini: gateway::Upstream::parse(gateway::GEMINI_UPSTREAM).map_err(anyhow::Error::msg)?,
     };
     let rules: Arc<RuleSet> = Arc::new(RuleSet::builtin(&carapace::policy_host::options()));
     let gate = refusal::Gate::new(Arc::new(rules) as Arc<dyn refusal::RuleSource>);

@@ -89,6 +89,9 @@ pub struct Args {
     /// Where the gateway sends `OpenAI` API requests (/v1/chat/completions, /v1/responses, …)
     #[arg(long, value_name = "URL", default_value = gateway::OPENAI_UPSTREAM)]
     pub openai_upstream: String,
+    /// Where the gateway sends Gemini API requests (/v1beta/models/…:generateContent, …)
+    #[arg(long, value_name = "URL", default_value = gateway::GEMINI_UPSTREAM)]
+    pub gemini_upstream: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -375,6 +378,7 @@ async fn start_gateway(
     let config = gateway::Config {
         anthropic: upstream(&args.anthropic_upstream, "anthropic-upstream")?,
         openai: upstream(&args.openai_upstream, "openai-upstream")?,
+        gemini: upstream(&args.gemini_upstream, "gemini-upstream")?,
     };
     let listener = tokio::net::TcpListener::bind(addr)
         .await

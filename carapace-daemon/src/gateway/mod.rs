@@ -11,6 +11,7 @@
 //! readable to be checked). Nothing logged holds a header or a body: method, path, status
 //! and decision only.
 pub mod anthropic;
+pub mod gemini;
 pub mod openai;
 pub mod peer;
 pub mod refusal;
@@ -38,6 +39,7 @@ use refusal::{Client as GatewayClient, Gate, PendingCall, Verdict};
 /// The providers' public endpoints, the default upstreams.
 pub const ANTHROPIC_UPSTREAM: &str = "https://api.anthropic.com";
 pub const OPENAI_UPSTREAM: &str = "https://api.openai.com";
+pub const GEMINI_UPSTREAM: &str = "https://generativelanguage.googleapis.com";
 
 /// Largest request or non-streamed answer handled (a long conversation is a few MiB).
 pub const MAX_BODY: usize = crate::api::evaluate::MAX_INPUT;
@@ -92,6 +94,7 @@ impl Upstream {
 pub struct Config {
     pub anthropic: Upstream,
     pub openai: Upstream,
+    pub gemini: Upstream,
 }
 
 /// What each connection's requests share.
@@ -107,6 +110,8 @@ enum Api {
     AnthropicMessages,
     ChatCompletions,
     Responses,
+    /// `…/models/MODEL:generateContent` and `:streamGenerateContent`.
+    GeminiContent,
 }
 
 impl Api {
@@ -118,6 +123,7 @@ impl Api {
             "/v1/messages" => Some(Self::AnthropicMessages),
             "/v1/chat/completions" => Some(Self::ChatCompletions),
             "/v1/responses" => Some(Self::Responses),
+            p if is_gemini_content(p) => Some(Self::GeminiContent),
             _ => None,
         }
     }
@@ -126,6 +132,7 @@ impl Api {
         let body = match self {
             Self::AnthropicMessages => anthropic::error_body(kind, message),
             Self::ChatCompletions | Self::Responses => openai::error_body(kind, message),
+            Self::GeminiContent => gemini::error_body(status.as_u16(), kind, message),
         };
         json_response(status, &body)
     }
@@ -135,6 +142,7 @@ impl Api {
             Self::AnthropicMessages => anthropic::history(request),
             Self::ChatCompletions => openai::chat_history(request),
             Self::Responses => openai::responses_history(request),
+            Self::GeminiContent => gemini::history(request),
         }
     }
 
@@ -143,6 +151,7 @@ impl Api {
             Self::AnthropicMessages => anthropic::message_calls(message),
             Self::ChatCompletions => openai::chat_calls(message),
             Self::Responses => openai::response_calls(message),
+            Self::GeminiContent => gemini::calls(message),
         }
     }
 
@@ -151,6 +160,7 @@ impl Api {
             Self::AnthropicMessages => anthropic::rewrite_message(message, verdicts),
             Self::ChatCompletions => openai::rewrite_chat(message, verdicts),
             Self::Responses => openai::rewrite_response(message, verdicts),
+            Self::GeminiContent => gemini::rewrite(message, verdicts),
         }
     }
 
@@ -159,8 +169,30 @@ impl Api {
             Self::AnthropicMessages => Box::<anthropic::Stream>::default(),
             Self::ChatCompletions => Box::<openai::ChatStream>::default(),
             Self::Responses => Box::<openai::ResponsesStream>::default(),
+            Self::GeminiContent => Box::<gemini::Stream>::default(),
         }
     }
+}
+
+/// `/v1beta/models/MODEL:generateContent` (or `v1`, `v1alpha`; `:streamGenerateContent`).
+fn is_gemini_content(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix('/') else {
+        return false;
+    };
+    let mut segments = rest.split('/');
+    let (Some(version), Some("models"), Some(model), None) = (
+        segments.next(),
+        segments.next(),
+        segments.next(),
+        segments.next(),
+    ) else {
+        return false;
+    };
+    version.starts_with("v1")
+        && matches!(
+            model.rsplit_once(':'),
+            Some((name, "generateContent" | "streamGenerateContent")) if !name.is_empty()
+        )
 }
 
 /// What a stream filter makes of one event.
@@ -307,14 +339,22 @@ async fn proxy(
 ) -> (Response<Body>, &'static str) {
     let anthropic_like = req.headers().contains_key("anthropic-version")
         || req.uri().path().starts_with("/v1/messages");
+    let gemini_like = api == Some(Api::GeminiContent)
+        || req.headers().contains_key("x-goog-api-key")
+        || req.uri().path().starts_with("/v1beta/");
     let upstream = if anthropic_like {
         &state.config.anthropic
+    } else if gemini_like {
+        &state.config.gemini
     } else {
         &state.config.openai
     };
     let error = |status: StatusCode, kind: &str, message: &str| match api {
         Some(api) => api.error(status, kind, message),
         None if anthropic_like => json_response(status, &anthropic::error_body(kind, message)),
+        None if gemini_like => {
+            json_response(status, &gemini::error_body(status.as_u16(), kind, message))
+        }
         None => json_response(status, &openai::error_body(kind, message)),
     };
     let (parts, body) = req.into_parts();
