@@ -546,7 +546,11 @@ fn agent_command(
 ) -> anyhow::Result<tokio::process::Command> {
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(rest);
-    cmd.envs(gateway_env(gateway));
+    let plan = gateway_plan(gateway, program, |name| std::env::var(name).ok());
+    for note in &plan.notes {
+        eprintln!("{note}");
+    }
+    cmd.envs(plan.set);
     if let Some(t) = terminal {
         let [input, output, errors] = t.stdio().context("cannot set up the agent's terminal")?;
         cmd.stdin(input).stdout(output).stderr(errors);
@@ -598,18 +602,61 @@ async fn kill_session(cgroup: &Path, limit: Duration) -> anyhow::Result<()> {
 /// How long a timeout keeps killing the session's processes (they may fork meanwhile).
 const KILL_WAIT: Duration = Duration::from_secs(5);
 
-/// The variables that send an agent's model-API traffic through the daemon's gateway (none
-/// when it is off). Anthropic's SDKs append `/v1/messages` to their base URL; `OpenAI`'s
-/// expect the `/v1` in it.
+/// How `carapace run` points an agent at the daemon's gateway: the variables to set, and
+/// what the user should know (a base URL of theirs kept, an agent the gateway cannot serve).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct GatewayPlan {
+    pub set: Vec<(&'static str, String)>,
+    pub notes: Vec<String>,
+}
+
+/// The base-URL variables each provider's clients read, what the gateway puts in each, and
+/// the daemon flag that names the upstream. Anthropic's SDKs (Claude Code) append
+/// `/v1/messages`; `OpenAI`'s (Codex) expect the `/v1` in it; Gemini CLI appends
+/// `/v1beta/models/…`.
+const BASE_URLS: [(&str, &str, &str, &str); 3] = [
+    (
+        "ANTHROPIC_BASE_URL",
+        "",
+        "Anthropic",
+        "--anthropic-upstream",
+    ),
+    ("OPENAI_BASE_URL", "/v1", "OpenAI", "--openai-upstream"),
+    ("GOOGLE_GEMINI_BASE_URL", "", "Gemini", "--gemini-upstream"),
+];
+
+/// The plan for running `program` with the gateway at `gateway` (empty: off), given the
+/// caller's environment (`var`).
 #[must_use]
-pub fn gateway_env(gateway: &str) -> Vec<(&'static str, String)> {
+pub fn gateway_plan(
+    gateway: &str,
+    program: &std::ffi::OsStr,
+    var: impl Fn(&str) -> Option<String>,
+) -> GatewayPlan {
+    let mut plan = GatewayPlan::default();
     if gateway.is_empty() {
-        return Vec::new();
+        return plan;
     }
-    vec![
-        ("ANTHROPIC_BASE_URL", gateway.to_owned()),
-        ("OPENAI_BASE_URL", format!("{gateway}/v1")),
-    ]
+    for (name, suffix, provider, flag) in BASE_URLS {
+        let ours = format!("{gateway}{suffix}");
+        match var(name) {
+            Some(theirs) if !theirs.is_empty() && theirs != ours => plan.notes.push(format!(
+                "carapace: {name} is already set, so it is kept: the agent's {provider} API                  traffic does not pass the gateway (its tool calls are still checked by the                  hook and the kernel layer). To check it there too, start carapaced with                  {flag} set to that URL and unset {name}."
+            )),
+            _ => plan.set.push((name, ours)),
+        }
+    }
+    let name = std::path::Path::new(program)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if name == "copilot" {
+        plan.notes.push(
+            "carapace: GitHub Copilot CLI talks to GitHub's Copilot service, which the gateway              does not serve: its tool calls are checked by its hook (carapace hook install              copilot) and by the kernel layer, not by the gateway."
+                .to_owned(),
+        );
+    }
+    plan
 }
 
 /// The command's exit code, or 128+N when signal N killed it.
@@ -831,14 +878,38 @@ mod tests {
 
     #[test]
     fn gateway_variables() {
-        assert!(gateway_env("").is_empty());
+        let none = |_: &str| None;
+        let claude = std::ffi::OsStr::new("/usr/bin/claude");
+        assert_eq!(gateway_plan("", claude, none), GatewayPlan::default());
+        let g = "http://127.0.0.1:8788";
+        let plan = gateway_plan(g, claude, none);
         assert_eq!(
-            gateway_env("http://127.0.0.1:8788"),
+            plan.set,
             [
-                ("ANTHROPIC_BASE_URL", "http://127.0.0.1:8788".to_owned()),
-                ("OPENAI_BASE_URL", "http://127.0.0.1:8788/v1".to_owned())
+                ("ANTHROPIC_BASE_URL", g.to_owned()),
+                ("OPENAI_BASE_URL", format!("{g}/v1")),
+                ("GOOGLE_GEMINI_BASE_URL", g.to_owned()),
             ]
         );
+        assert!(plan.notes.is_empty());
+        // A base URL the user set is kept, and said so; the same URL as ours is no news.
+        let plan = gateway_plan(g, claude, |name| match name {
+            "ANTHROPIC_BASE_URL" => Some("https://proxy.corp.example".into()),
+            "OPENAI_BASE_URL" => Some(format!("{g}/v1")),
+            _ => None,
+        });
+        assert!(!plan.set.iter().any(|(n, _)| *n == "ANTHROPIC_BASE_URL"));
+        assert_eq!(plan.notes.len(), 1);
+        assert!(
+            plan.notes[0].contains("ANTHROPIC_BASE_URL is already set")
+                && plan.notes[0].contains("--anthropic-upstream")
+                && !plan.notes[0].contains("proxy.corp"),
+            "{:?}",
+            plan.notes
+        );
+        // Copilot cannot be pointed at the gateway: said, not hidden.
+        let plan = gateway_plan(g, std::ffi::OsStr::new("copilot"), none);
+        assert!(plan.notes.iter().any(|n| n.contains("Copilot")), "{plan:?}");
     }
 
     #[test]

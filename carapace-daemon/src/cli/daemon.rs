@@ -42,11 +42,14 @@ ledger in $CARAPACE_DATA_DIR/audit/ (hash-chained, synced before the answer is g
 The kernel layer (eBPF LSM) needs a kernel with `bpf` in its LSM list; without it carapaced
 says so in one line and keeps serving Layers 0/1.
 
-With --gateway, carapaced also serves the model-API gateway: point an agent's
-ANTHROPIC_BASE_URL (or OPENAI_BASE_URL, with /v1) at it and every tool call the model asks
-for is checked before the agent sees it, and conversations holding blocked calls are
-refused. `carapace run` does that for its agent. The agent's own API key passes through
-untouched and is never logged. Keep it on loopback.
+With --gateway, carapaced also serves the model-API gateway (Anthropic Messages, OpenAI
+chat and Responses, Gemini generateContent): point an agent's ANTHROPIC_BASE_URL,
+OPENAI_BASE_URL (with /v1) or GOOGLE_GEMINI_BASE_URL at it and every tool call the model
+asks for is checked before the agent sees it, and conversations holding blocked calls are
+refused. `carapace run` does that for its agent (Claude Code, Codex, Gemini CLI), keeps a
+base URL you set yourself and says so, and says when an agent cannot use the gateway
+(Copilot CLI). The agent's own API key passes through untouched and is never logged. Keep
+it on loopback.
 
 Examples:
   sudo carapaced
