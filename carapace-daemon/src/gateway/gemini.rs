@@ -14,9 +14,8 @@ use super::{Step, StreamFilter};
 #[must_use]
 pub fn error_body(status: u16, kind: &str, message: &str) -> Value {
     let status_name = match status {
-        400 => "INVALID_ARGUMENT",
+        400 | 413 => "INVALID_ARGUMENT",
         403 => "PERMISSION_DENIED",
-        413 => "INVALID_ARGUMENT",
         _ => "UNAVAILABLE",
     };
     json!({"error": {"code": status, "message": message, "status": status_name,
@@ -129,14 +128,14 @@ impl StreamFilter for Stream {
 mod tests {
     use super::*;
 
-    fn answer(parts: Value) -> Value {
+    fn answer(parts: &Value) -> Value {
         json!({"candidates": [{"content": {"role": "model", "parts": parts},
                                "finishReason": "STOP"}]})
     }
 
     #[test]
     fn refused_calls_become_text_and_allowed_ones_stay() {
-        let mut message = answer(json!([
+        let mut message = answer(&json!([
             {"text": "Let me look."},
             {"functionCall": {"name": "run_shell_command", "args": {"command": "cat ~/.ssh/id_rsa"}}},
             {"functionCall": {"name": "read_file", "args": {"file_path": "README.md"}}},
@@ -156,19 +155,19 @@ mod tests {
 
     #[test]
     fn unreadable_args_are_errors_not_empty_inputs() {
-        let message = answer(json!([{"functionCall": {"name": "x", "args": "cat ~/.ssh/id_rsa"}}]));
+        let message = answer(&json!([{"functionCall": {"name": "x", "args": "cat ~/.ssh/id_rsa"}}]));
         assert!(calls(&message)[0].input.is_err());
     }
 
     #[test]
     fn streamed_chunks_without_calls_pass_byte_exact() {
         let mut filter = Stream::default();
-        let raw = Bytes::from(format!("data: {}\n\n", answer(json!([{"text": "hi"}]))));
+        let raw = Bytes::from(format!("data: {}\n\n", answer(&json!([{"text": "hi"}]))));
         match filter.on_event(Event::parse(raw.clone())) {
             Step::Emit(bytes) => assert_eq!(bytes, raw),
             Step::Judge(_) => panic!("a chunk without calls was held"),
         }
-        let call = answer(json!([{"functionCall": {"name": "x", "args": {}}}]));
+        let call = answer(&json!([{"functionCall": {"name": "x", "args": {}}}]));
         let raw = Bytes::from(format!("data: {call}\n\n"));
         let Step::Judge(found) = filter.on_event(Event::parse(raw.clone())) else {
             panic!("a chunk with a call passed unjudged");
