@@ -155,7 +155,8 @@ mod tests {
 
     #[test]
     fn unreadable_args_are_errors_not_empty_inputs() {
-        let message = answer(&json!([{"functionCall": {"name": "x", "args": "cat ~/.ssh/id_rsa"}}]));
+        let message =
+            answer(&json!([{"functionCall": {"name": "x", "args": "cat ~/.ssh/id_rsa"}}]));
         assert!(calls(&message)[0].input.is_err());
     }
 

@@ -361,6 +361,13 @@ fn event_soup() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
         Just(json!({"type": "response.output_item.done", "output_index": 0, "item": 3})),
         Just(json!({"type": "response.completed", "response": {"output": [1, 2]}})),
         Just(json!({"index": -1, "output_index": 18_446_744_073_709_551_615_u64})),
+        Just(
+            json!({"candidates": [{"content": {"parts": [{"text": "hi"}, {"functionCall": {"name": "run_shell_command", "args": {"command": "id"}}}]}}]})
+        ),
+        Just(
+            json!({"candidates": [{"content": {"parts": [{"functionCall": {"name": "x", "args": 7}}]}}]})
+        ),
+        Just(json!({"candidates": [{"content": {"parts": "nonsense"}}, 3]})),
         any::<String>().prop_map(Value::String),
     ];
     let event = prop_oneof![
@@ -387,6 +394,16 @@ proptest::proptest! {
         ];
         for make in filters {
             let _ = run_refusing(make(), &input, &cuts);
+        }
+        let out = run_refusing(Box::<gemini::Stream>::default(), &input, &cuts);
+        let mut s = Splitter::default();
+        let mut all = s.push(&out).unwrap_or_default();
+        all.extend(s.finish());
+        for e in all.iter().filter_map(sse::Event::json) {
+            proptest::prop_assert!(
+                gemini::calls(&e).is_empty(),
+                "a functionCall left the Gemini filter: {}", e
+            );
         }
         let out = run_refusing(Box::<anthropic::Stream>::default(), &input, &cuts);
         let mut s = Splitter::default();
