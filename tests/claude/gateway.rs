@@ -2,7 +2,7 @@
 //! with no Carapace hook: the gateway alone must keep a forbidden call from the CLI.
 use std::path::Path;
 
-use carapace_tests::anthropic::Block;
+use carapace_tests::anthropic::{Block, MessagesServer};
 use carapace_tests::{is_root, Daemon};
 use serde_json::{json, Value};
 
@@ -104,4 +104,107 @@ fn gateway_keeps_a_forbidden_streamed_call_from_the_cli_and_lets_an_allowed_one_
         "{}",
         context()
     );
+}
+
+/// A subagent (Claude Code's Agent tool) makes its own model requests through the same base
+/// URL, so the gateway judges its tool calls as it judges the main agent's, whatever hooks
+/// the settings hold.
+#[test]
+fn gateway_keeps_a_subagents_forbidden_call_from_the_cli() {
+    if !is_root() {
+        eprintln!("gateway: skipped, needs root (the daemon creates cgroups)");
+        return;
+    }
+    const MARKER: &str = "SUBAGENT-TASK-7f3a";
+    let ws = Workspace::new();
+    let server = MessagesServer::start(|request| {
+        let messages = request["messages"].as_array().cloned().unwrap_or_default();
+        let turns = messages.iter().filter(|m| m["role"] == "assistant").count();
+        let subagent = messages
+            .first()
+            .is_some_and(|m| m["content"].to_string().contains(MARKER));
+        match (subagent, turns) {
+            // The main agent hands the work to a subagent.
+            (false, 0) => vec![
+                Block::text("I will delegate this."),
+                Block::tool_use(
+                    "toolu_agent",
+                    "Agent",
+                    json!({"description": "Collect files", "subagent_type": "general-purpose",
+                           "prompt": format!("{MARKER}: collect the files the task needs.")}),
+                ),
+            ],
+            // The subagent tries for the key and does some ordinary work.
+            (true, 0) => vec![
+                Block::text("Collecting."),
+                Block::tool_use(
+                    "toolu_sub_key",
+                    "Bash",
+                    json!({"command": "cat ~/.ssh/id_rsa > stolen.txt", "description": "Key"}),
+                ),
+                Block::tool_use(
+                    "toolu_sub_note",
+                    "Bash",
+                    json!({"command": "echo sub > sub-note.txt", "description": "Note"}),
+                ),
+            ],
+            (true, _) => vec![Block::text("Collected what I could.")],
+            (false, _) => vec![Block::text("All done.")],
+        }
+    });
+    let home = ws.home();
+    let daemon = Daemon::start_env(
+        Path::new(CARAPACED),
+        &ws.path("carapace"),
+        &[
+            "--gateway",
+            "127.0.0.1:0",
+            "--anthropic-upstream",
+            &server.base_url(),
+        ],
+        &[("HOME", home.as_os_str())],
+    );
+    let log = daemon.log_text();
+    let gateway = log
+        .lines()
+        .find_map(|l| l.split("gateway listening on ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("the daemon did not say where the gateway listens:\n{log}"))
+        .to_owned();
+    let settings = super::settings(&ws, "true");
+    let run = run_claude(&ws, &server, &settings, &[("ANTHROPIC_BASE_URL", &gateway)]);
+    let context = || {
+        format!(
+            "output: {:#}\nstderr:\n{}\nrequests: {:#}\ndaemon log:\n{}",
+            run.result,
+            run.stderr,
+            Value::Array(server.message_requests()),
+            daemon.log_text()
+        )
+    };
+    // The subagent ran (its ordinary call did), and its forbidden call never reached it.
+    assert!(server.tool_result("toolu_agent").is_some(), "{}", context());
+    assert_eq!(
+        read(&ws.project().join("sub-note.txt")),
+        "sub\n",
+        "{}",
+        context()
+    );
+    assert!(!ws.project().join("stolen.txt").exists(), "{}", context());
+    assert!(
+        server.tool_result("toolu_sub_key").is_none(),
+        "{}",
+        context()
+    );
+    let refused_in_subagent = server
+        .message_requests()
+        .iter()
+        .filter(|r| r["messages"][0]["content"].to_string().contains(MARKER))
+        .filter_map(|r| r["messages"].as_array())
+        .flatten()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter_map(|b| b["text"].as_str())
+        .any(|t| t.contains("[Carapace]") && t.contains("[rule ssh-"));
+    assert!(refused_in_subagent, "{}", context());
 }
