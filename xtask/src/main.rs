@@ -1,5 +1,6 @@
 //! Carapace's developer tasks: `cargo xtask setup | vm | test | demo | bench | install`.
 
+mod cycles;
 mod initramfs;
 mod install;
 mod kernel;
@@ -52,6 +53,8 @@ enum Cmd {
     },
     /// Install (or --uninstall) the binaries, the systemd unit and a starter rule file.
     Install(install::InstallArgs),
+    /// Fail if any module of a crate reaches itself again through `use` paths.
+    Cycles,
 }
 
 fn main() -> ExitCode {
@@ -67,6 +70,7 @@ fn main() -> ExitCode {
             wall_clock,
         } => bench(kernel, host_only, wall_clock),
         Cmd::Install(args) => install::install(&args).map(|()| 0),
+        Cmd::Cycles => cycles::check(&workspace_root()).map(|()| 0),
     };
     match result {
         Ok(0) => ExitCode::SUCCESS,
