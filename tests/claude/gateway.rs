@@ -106,6 +106,9 @@ fn gateway_keeps_a_forbidden_streamed_call_from_the_cli_and_lets_an_allowed_one_
     );
 }
 
+/// Marks the subagent's own conversation (its first message is the task it was given).
+const MARKER: &str = "SUBAGENT-TASK-7f3a";
+
 /// A subagent (Claude Code's Agent tool) makes its own model requests through the same base
 /// URL, so the gateway judges its tool calls as it judges the main agent's, whatever hooks
 /// the settings hold.
@@ -115,7 +118,6 @@ fn gateway_keeps_a_subagents_forbidden_call_from_the_cli() {
         eprintln!("gateway: skipped, needs root (the daemon creates cgroups)");
         return;
     }
-    const MARKER: &str = "SUBAGENT-TASK-7f3a";
     let ws = Workspace::new();
     let server = MessagesServer::start(|request| {
         let messages = request["messages"].as_array().cloned().unwrap_or_default();
