@@ -43,4 +43,4 @@ pub use self::settings::{DnsSettings, RefuseWith};
 pub use self::upstream::{Upstream, UpstreamError};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
