@@ -12,14 +12,19 @@
 //! - `client_hello`: the TLS `ClientHello`'s server name (untrusted bytes, bounded).
 //! - `http_host`: the HTTP/1 request's `Host` (and an absolute target's authority).
 //! - `proxy`: one redirected connection: read, judge, refuse with a denial, or splice.
+//! - `sessions`: one proxy per session that needs one, on loopback, and the hook
+//!   ([`ProxyRegistry`]) through which the kernel redirects to it and says where each
+//!   connection was going.
 mod client_hello;
 mod http_host;
 mod proxy;
 mod server_name;
+mod sessions;
 
 pub use self::client_hello::{read_client_hello, Hello, MAX_HELLO};
 pub use self::http_host::{read_request_host, MAX_HEAD};
 pub use self::proxy::{Limits, Outcome, Protocol, Redirected, SniProxy, LAYER, OPERATION};
+pub use self::sessions::{ProxyRegistry, SessionParts, SessionProxies};
 
 /// What a reader makes of the bytes a client sent so far.
 #[derive(Clone, Debug, PartialEq, Eq)]

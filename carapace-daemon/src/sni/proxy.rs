@@ -18,8 +18,8 @@ use super::{read_client_hello, read_request_host, Reading, MAX_HEAD, MAX_HELLO};
 use crate::api::proto::Denial;
 use crate::dns::{DenialSink, RulesInForce};
 
-/// The operation a refused connection reports (`Denial::operation`), as the kernel's.
-pub const OPERATION: &str = "connect";
+/// The operation a refused connection reports (`Denial::operation`), the kernel's word for a connect.
+pub const OPERATION: &str = "network";
 /// The layer a refused connection reports (`Denial::layer`).
 pub const LAYER: &str = "sni";
 
@@ -113,8 +113,12 @@ impl SniProxy {
                 .await
             {
                 Ok(Ok(first)) => first,
-                Ok(Err(why)) => return self.malformed(to, &why),
-                Err(_) => return self.malformed(to, "no ClientHello or request head in time"),
+                Ok(Err(why)) => return self.malformed(to, &why).await,
+                Err(_) => {
+                    return self
+                        .malformed(to, "no ClientHello or request head in time")
+                        .await
+                }
             };
         let (bytes, requested, forced) = match first {
             First::Tls(bytes, hello) => {
@@ -123,7 +127,11 @@ impl SniProxy {
             }
             First::Http(bytes, host) => (bytes, host, None),
         };
-        if let Some(refused) = self.judged(to, requested.as_deref(), forced).refusal() {
+        if let Some(refused) = self
+            .judged(to, requested.as_deref(), forced)
+            .await
+            .refusal()
+        {
             return refused;
         }
         let mut server =
@@ -161,14 +169,25 @@ impl SniProxy {
 
     /// Judges the name asked for (`forced`: a reason to refuse whatever the name); a
     /// refusal is reported.
-    fn judged(&self, to: &Redirected, requested: Option<&str>, forced: Option<&str>) -> Judged {
-        let (rules, activation) = match self.rules.current() {
-            Ok(current) => current,
+    async fn judged(
+        &self,
+        to: &Redirected,
+        requested: Option<&str>,
+        forced: Option<&str>,
+    ) -> Judged {
+        // The session's rule state is read from storage: off the runtime's workers.
+        let rules = Arc::clone(&self.rules);
+        let (rules, activation) = match tokio::task::spawn_blocking(move || rules.current()).await {
+            Ok(Ok(current)) => current,
+            Ok(Err(e)) => return Judged::Closed(format!("cannot read the rules: {e}")),
             Err(e) => return Judged::Closed(format!("cannot read the rules: {e}")),
         };
         let verdict = names::sni_verdict(&rules, &activation, requested, to.destination.port());
         let (rule_id, message) = match (verdict, forced) {
-            (SniVerdict::Refused { rule_id, message }, _) => (rule_id, message),
+            (SniVerdict::Refused { rule_id, message }, None) => (rule_id, message),
+            (SniVerdict::Refused { rule_id, message }, Some(why)) => {
+                (rule_id, format!("{why}: {message}"))
+            }
             (SniVerdict::Pass, None) => return Judged::Pass,
             // Refused whatever the name: under the first `tls: sni` rule in force (none in
             // force, no check applies now).
@@ -193,9 +212,9 @@ impl SniProxy {
         })
     }
 
-    fn malformed(&self, to: &Redirected, why: &str) -> Outcome {
+    async fn malformed(&self, to: &Redirected, why: &str) -> Outcome {
         tracing::info!(session = %to.session_id, destination = %to.destination, "server-name check: {why}");
-        match self.judged(to, None, Some(why)) {
+        match self.judged(to, None, Some(why)).await {
             Judged::Refused(refused) => refused,
             Judged::Closed(e) => Outcome::Closed(e),
             // No check in force, but bytes that could not be read are not passed on.

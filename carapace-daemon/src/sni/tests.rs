@@ -467,7 +467,7 @@ async fn a_refused_name_is_closed_with_a_denial_naming_both_names() {
         let d = &denials[0];
         assert_eq!(
             (d.operation.as_str(), d.layer.as_str(), d.rule_id.as_str()),
-            ("connect", "sni", rule)
+            ("network", "sni", rule)
         );
         assert_eq!(
             d.subject,
