@@ -108,6 +108,15 @@ impl SniProxy {
     /// Serves one connection redirected to the proxy, to its end.
     pub async fn serve(&self, mut client: TcpStream, to: &Redirected) -> Outcome {
         let protocol = to.protocol;
+        // The connection to the server opens while the client's first bytes arrive and are
+        // judged, so the proxy adds its own work to the client's wait, not a second
+        // handshake. The kernel already allowed the address; a refused name closes this
+        // connection before a byte of the client's is sent on it.
+        let destination = to.destination;
+        let connect = self.limits.connect;
+        let mut connecting = Abortable(tokio::spawn(async move {
+            tokio::time::timeout(connect, TcpStream::connect(destination)).await
+        }));
         let first =
             match tokio::time::timeout(self.limits.first_bytes, first_bytes(&mut client, protocol))
                 .await
@@ -134,18 +143,12 @@ impl SniProxy {
         {
             return refused;
         }
-        let mut server =
-            match tokio::time::timeout(self.limits.connect, TcpStream::connect(to.destination))
-                .await
-            {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    return Outcome::Closed(format!("connect to {}: {e}", to.destination))
-                }
-                Err(_) => {
-                    return Outcome::Closed(format!("connect to {}: timed out", to.destination))
-                }
-            };
+        let mut server = match (&mut connecting.0).await {
+            Ok(Ok(Ok(s))) => s,
+            Ok(Ok(Err(e))) => return Outcome::Closed(format!("connect to {destination}: {e}")),
+            Ok(Err(_)) => return Outcome::Closed(format!("connect to {destination}: timed out")),
+            Err(e) => return Outcome::Closed(format!("connect to {destination}: {e}")),
+        };
         let _ = server.set_nodelay(true);
         let _ = client.set_nodelay(true);
         if let Err(e) = server.write_all(&bytes).await {
@@ -220,6 +223,15 @@ impl SniProxy {
             // No check in force, but bytes that could not be read are not passed on.
             Judged::Pass => Outcome::Closed(why.to_owned()),
         }
+    }
+}
+
+/// A task aborted when dropped: the connection to the server of a refused client.
+struct Abortable<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for Abortable<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

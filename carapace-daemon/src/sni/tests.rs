@@ -450,8 +450,8 @@ async fn an_allowed_name_reaches_the_server_and_its_answer_comes_back() {
 #[tokio::test]
 async fn a_refused_name_is_closed_with_a_denial_naming_both_names() {
     let bench = proxy(RULES);
-    let (server, _got) = echo_server().await;
     for (name, rule) in [("gist.github.com", "no-gist"), ("pastebin.com", "egress")] {
+        let (server, received) = echo_server().await;
         let (mut client, outcome) = through(&bench, server, Protocol::Tls).await;
         client.write_all(&hello(name)).await.unwrap();
         assert!(read_all(&mut client).await.is_empty(), "nothing comes back");
@@ -473,6 +473,7 @@ async fn a_refused_name_is_closed_with_a_denial_naming_both_names() {
             d.subject,
             format!("{server} (github.com, server name {name})")
         );
+        nothing_sent(received).await;
     }
 }
 
@@ -511,6 +512,17 @@ async fn no_name_a_malformed_hello_or_a_silent_client_is_refused_under_an_allow_
     }
 }
 
+/// What a server got from a connection the proxy refused: nothing, whether the proxy's
+/// connection to it (opened while the client's bytes were judged) was made or not.
+async fn nothing_sent(received: tokio::task::JoinHandle<Vec<u8>>) {
+    if let Ok(got) = tokio::time::timeout(Duration::from_secs(1), received).await {
+        assert!(
+            got.unwrap().is_empty(),
+            "a refused client's bytes reached the server"
+        );
+    }
+}
+
 #[tokio::test]
 async fn plain_http_is_judged_by_its_host() {
     let bench = proxy(RULES);
@@ -524,6 +536,8 @@ async fn plain_http_is_judged_by_its_host() {
     assert!(
         matches!(outcome.await.unwrap(), Outcome::Refused { ref rule_id, .. } if rule_id == "no-gist")
     );
+    nothing_sent(received).await;
+    let (server, received) = echo_server().await;
     let (mut client, outcome) = through(&bench, server, Protocol::Http).await;
     let request = b"GET / HTTP/1.1\r\nHost: github.com\r\n\r\n";
     client.write_all(request).await.unwrap();
