@@ -250,6 +250,15 @@ pub const DNS_PORT: u16 = 53;
 pub const LOOPBACK4: [u8; 4] = [127, 0, 0, 1];
 pub const LOOPBACK6: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
 
+/// Ports whose connects to learned addresses go to the session's server-name proxy when
+/// its rules check server names (`tls: sni`): TLS, and plain HTTP (its `Host`).
+pub const HTTPS_PORT: u16 = 443;
+pub const HTTP_PORT: u16 = 80;
+
+/// Entries of [`SNI_PEERS`](maps::SNI_PEERS): connections to a server-name proxy whose
+/// destination the proxy has not taken yet.
+pub const MAX_SNI_PEERS: u32 = 16_384;
+
 /// Entries of [`LEARNED`](maps::LEARNED) (addresses a session's resolver handed out).
 pub const MAX_LEARNED: u32 = 65_536;
 
@@ -328,6 +337,19 @@ pub struct OrigDst {
     pub port: u16,
     pub family: u16,
     pub pad: u32,
+}
+
+/// A connection redirected to a server-name proxy, as the proxy sees it from accepting it:
+/// the client's own address (IPv4 mapped into IPv6) and port (host byte order). The socket
+/// cookie that keys [`OrigDst`] at `connect` is the client socket's, which the proxy's
+/// accepted socket does not share; the client's address and port are what both ends know.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SniPeerKey {
+    pub addr: [u8; 16],
+    pub port: u16,
+    pub pad: u16,
+    pub pad2: u32,
 }
 
 /// `RuleMeta::flags`: the rule is on in every session unless disabled (no trigger).
@@ -724,6 +746,8 @@ pub mod maps {
     pub const RESOLVERS: &str = "RESOLVERS";
     pub const LEARNED: &str = "LEARNED";
     pub const ORIG_DST: &str = "ORIG_DST";
+    pub const SNI_PROXIES: &str = "SNI_PROXIES";
+    pub const SNI_PEERS: &str = "SNI_PEERS";
     pub const EVENTS: &str = "EVENTS";
     pub const ERRORS: &str = "ERRORS";
     pub const SCRATCH: &str = "SCRATCH";
@@ -812,13 +836,14 @@ const _: () = {
     assert!(core::mem::size_of::<LearnedBlock>() == 8);
     assert!(core::mem::size_of::<Learned>() == 16 + 4 * LEARNED_RULES + 8 * LEARNED_BLOCKS);
     assert!(core::mem::size_of::<OrigDst>() == 24);
+    assert!(core::mem::size_of::<SniPeerKey>() == 24);
 };
 
 #[cfg(feature = "user")]
 mod pod {
     use super::{
         Config, DfaEarly, DfaHeader, InodeKey, Learned, LearnedKey, NameKey, NetKey, NetRefs,
-        OrigDst, PathKey, PrefixKey, RuleMeta, RuleRefs, SessionState,
+        OrigDst, PathKey, PrefixKey, RuleMeta, RuleRefs, SessionState, SniPeerKey,
     };
 
     // SAFETY: each type is #[repr(C)], has no padding the compiler inserts (the size
@@ -848,6 +873,8 @@ mod pod {
     unsafe impl aya::Pod for DfaEarly {}
     // SAFETY: see above.
     unsafe impl aya::Pod for LearnedKey {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for SniPeerKey {}
     // SAFETY: see above.
     unsafe impl aya::Pod for Learned {}
     // SAFETY: see above.

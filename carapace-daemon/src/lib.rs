@@ -14,3 +14,4 @@ pub mod policy_host;
 pub mod sandbox;
 pub mod session;
 pub mod settings;
+pub mod sni;

@@ -22,10 +22,14 @@ use carapace_common::{OrigDst, AF_INET, AF_INET6, DNS_PORT, LOOPBACK4, LOOPBACK6
 use crate::{
     gate,
     maps::{ORIG_DST, RESOLVERS},
+    sni_redirect,
 };
 
 /// Let the operation go on (with the address as the program left it).
-const PROCEED: i32 = 1;
+pub const PROCEED: i32 = 1;
+
+/// `127.0.0.1` as `user_ip4` holds it.
+pub const LOOPBACK4_WORD: u32 = u32::from_ne_bytes(LOOPBACK4);
 
 /// `::ffff:0:0/96` as the first three words of `user_ip6`.
 const MAPPED_PREFIX: [u32; 3] = [0, 0, u32::from_ne_bytes([0, 0, 0xff, 0xff])];
@@ -41,7 +45,7 @@ fn same(a: [u32; 4], b: [u32; 4]) -> bool {
 
 /// An IPv6 address as the four words of `user_ip6`.
 #[inline(always)]
-fn words_of(addr: &[u8; 16]) -> [u32; 4] {
+pub fn words_of(addr: &[u8; 16]) -> [u32; 4] {
     [
         u32::from_ne_bytes([addr[0], addr[1], addr[2], addr[3]]),
         u32::from_ne_bytes([addr[4], addr[5], addr[6], addr[7]]),
@@ -50,28 +54,31 @@ fn words_of(addr: &[u8; 16]) -> [u32; 4] {
     ]
 }
 
+// Each program also serves the server-name check (`sni_redirect`), on ports 443 and 80:
+// never port 53, so at most one of the two rewrites an address.
+
 #[cgroup_sock_addr(connect4)]
 pub fn dns_connect4(ctx: SockAddrContext) -> i32 {
     redirect4(&ctx);
-    PROCEED
+    sni_redirect::connect4(&ctx)
 }
 
 #[cgroup_sock_addr(sendmsg4)]
 pub fn dns_sendmsg4(ctx: SockAddrContext) -> i32 {
     redirect4(&ctx);
-    PROCEED
+    sni_redirect::sendmsg4(&ctx)
 }
 
 #[cgroup_sock_addr(connect6)]
 pub fn dns_connect6(ctx: SockAddrContext) -> i32 {
     redirect6(&ctx);
-    PROCEED
+    sni_redirect::connect6(&ctx)
 }
 
 #[cgroup_sock_addr(sendmsg6)]
 pub fn dns_sendmsg6(ctx: SockAddrContext) -> i32 {
     redirect6(&ctx);
-    PROCEED
+    sni_redirect::sendmsg6(&ctx)
 }
 
 #[cgroup_sock_addr(recvmsg4)]
@@ -97,12 +104,12 @@ fn resolver_port() -> Option<u16> {
 
 /// `user_port` as the kernel stores it: the port in network byte order in its low half.
 #[inline(always)]
-fn wire_port(port: u16) -> u32 {
+pub fn wire_port(port: u16) -> u32 {
     u32::from(port.to_be())
 }
 
 #[inline(always)]
-fn remember(ctx: &SockAddrContext, orig: &OrigDst) {
+pub fn remember(ctx: &SockAddrContext, orig: &OrigDst) {
     // SAFETY: the context is the program's own `bpf_sock_addr`.
     let cookie = unsafe { bpf_get_socket_cookie(ctx.sock_addr.cast()) };
     // Should the map refuse (it evicts rather than fills), the reply keeps the resolver's
@@ -157,18 +164,27 @@ fn redirect6(ctx: &SockAddrContext) {
     orig.addr[8..12].copy_from_slice(&words[2].to_ne_bytes());
     orig.addr[12..].copy_from_slice(&words[3].to_ne_bytes());
     remember(ctx, &orig);
-    // An IPv4-mapped destination goes to the resolver's IPv4 address, mapped the same way:
-    // the socket then stays an IPv4 one on the wire.
-    let mapped = words[0] == MAPPED_PREFIX[0]
-        && words[1] == MAPPED_PREFIX[1]
-        && words[2] == MAPPED_PREFIX[2];
-    let target: [u8; 16] = if mapped { MAPPED_LOOPBACK4 } else { LOOPBACK6 };
-    let target = words_of(&target);
+    let target = words_of(&target6(words));
     sa.user_ip6[0] = target[0];
     sa.user_ip6[1] = target[1];
     sa.user_ip6[2] = target[2];
     sa.user_ip6[3] = target[3];
     sa.user_port = wire_port(port);
+}
+
+/// The loopback address a redirected IPv6 destination (as `user_ip6` words) goes to: an
+/// IPv4-mapped one to the IPv4 loopback, mapped the same way, so the socket stays an IPv4
+/// one on the wire; any other to `::1`.
+#[inline(always)]
+pub fn target6(words: [u32; 4]) -> [u8; 16] {
+    let mapped = words[0] == MAPPED_PREFIX[0]
+        && words[1] == MAPPED_PREFIX[1]
+        && words[2] == MAPPED_PREFIX[2];
+    if mapped {
+        MAPPED_LOOPBACK4
+    } else {
+        LOOPBACK6
+    }
 }
 
 /// Where the socket meant to go, if its DNS traffic was redirected and the datagram comes

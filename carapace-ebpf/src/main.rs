@@ -65,6 +65,8 @@ mod route_opts;
 #[cfg(target_arch = "bpf")]
 mod sigio;
 #[cfg(target_arch = "bpf")]
+mod sni_redirect;
+#[cfg(target_arch = "bpf")]
 mod socket_connect;
 #[cfg(target_arch = "bpf")]
 mod socket_sendmsg;

@@ -7,8 +7,8 @@ use aya_ebpf::{
 };
 use carapace_common::{
     cache_gen, errsite, Config, DfaEarly, DfaHeader, InodeKey, Learned, LearnedKey, NetRefs,
-    OrigDst, RuleMeta, RuleRefs, SessionState, DFA_CELLS, DFA_CHUNK, DFA_SLOTS, DFA_STATES,
-    MAX_LEARNED, MAX_RULES, MAX_SESSIONS, NAME_MAX, PATH_MAX,
+    OrigDst, RuleMeta, RuleRefs, SessionState, SniPeerKey, DFA_CELLS, DFA_CHUNK, DFA_SLOTS,
+    DFA_STATES, MAX_LEARNED, MAX_RULES, MAX_SESSIONS, MAX_SNI_PEERS, NAME_MAX, PATH_MAX,
 };
 
 /// Hash maps grow on demand instead of preallocating every entry.
@@ -100,6 +100,18 @@ pub static LEARNED_SCRATCH: PerCpuArray<LearnedScratch> = PerCpuArray::with_max_
 /// Redirected DNS sockets (by cookie) → where they first meant to go.
 #[map(name = "ORIG_DST")]
 pub static ORIG_DST: LruHashMap<u64, OrigDst> = LruHashMap::pinned(MAX_LEARNED, 0);
+
+/// Sessions whose rules check server names (`tls: sni`) → the loopback port of their
+/// server-name proxy in carapaced (`dns_redirect` sends connects to ports 443 and 80 of
+/// the session's learned addresses there).
+#[map(name = "SNI_PROXIES")]
+pub static SNI_PROXIES: HashMap<u64, u32> = HashMap::pinned(MAX_SESSIONS, NO_PREALLOC);
+
+/// Connections redirected to a server-name proxy, by the client's address and port (known
+/// once the connect has picked them, `sni_peer`) → where they first meant to go. The proxy
+/// takes each entry when it accepts the connection; the least recently used go first.
+#[map(name = "SNI_PEERS")]
+pub static SNI_PEERS: LruHashMap<SniPeerKey, OrigDst> = LruHashMap::pinned(MAX_SNI_PEERS, 0);
 
 /// Path automata (see `carapace_common::DfaHeader`): headers by slot.
 #[map(name = "DFA")]

@@ -19,7 +19,7 @@ use std::time::Duration;
 use super::{agent, assert_denied_line, guard, listen, py_connect, stdout};
 
 /// The names this server knows, their addresses and TTLs.
-const NAMES: [(&str, [u8; 4], u8); 5] = [
+const NAMES: [(&str, [u8; 4], u8); 7] = [
     ("allowed.carapace.test", [192, 0, 2, 10], 60),
     ("other.carapace.test", [192, 0, 2, 11], 60),
     // Refused on port 8094 by rule `names-blocked-port`.
@@ -28,6 +28,10 @@ const NAMES: [(&str, [u8; 4], u8); 5] = [
     ("brief.allowed.carapace.test", [192, 0, 2, 13], 1),
     // Refused at lookup by rule `names-blocked`; known here for lookups outside a session.
     ("x.blocked.carapace.test", [192, 0, 2, 14], 60),
+    // One address, two names: port 443 is open to the first only (rule `names-sni`,
+    // `tls: sni`), which the server name a client asks for tells apart.
+    ("shared.carapace.test", [192, 0, 2, 20], 60),
+    ("blocked-sni.carapace.test", [192, 0, 2, 20], 60),
 ];
 
 /// The question's name (dotted) and where the question ends, of a DNS query.
@@ -400,5 +404,200 @@ fn a_learned_address_expires_with_its_ttl() {
         stdout(&out).trim(),
         "192.0.2.13 0\n13",
         "allowed while learned, refused once expired"
+    );
+}
+
+/// Resolves argv[1], connects to port 443 of its address, sends a TLS ClientHello asking for
+/// server name argv[2] (`-`: none) and `ping`, and prints the address, what came back
+/// (`reply TEXT` or `closed`, or `error ERRNO`) and how many bytes it sent. Built by hand:
+/// the VM's Python has no TLS library, and the server need not complete a handshake.
+const HELLO: &str = r#"
+import socket, struct, sys
+name, sni = sys.argv[1], sys.argv[2]
+ext = b""
+if sni != "-":
+    n = sni.encode()
+    entry = b"\x00" + struct.pack(">H", len(n)) + n
+    names = struct.pack(">H", len(entry)) + entry
+    ext += struct.pack(">HH", 0, len(names)) + names
+ext += struct.pack(">HH", 0x2B, 3) + b"\x02\x03\x04"
+body = b"\x03\x03" + bytes(32) + b"\x00" + struct.pack(">H", 2) + b"\x13\x01" + b"\x01\x00"
+body += struct.pack(">H", len(ext)) + ext
+hs = b"\x01" + struct.pack(">I", len(body))[1:] + body
+sent = b"\x16\x03\x01" + struct.pack(">H", len(hs)) + hs + b"ping"
+try:
+    a = socket.getaddrinfo(name, 443, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+except OSError as e:
+    print("lookup", e.errno)
+    raise SystemExit
+try:
+    s = socket.create_connection((a, 443), timeout=5)
+    s.sendall(sent)
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    print(a, "reply " + data.decode().strip() if data else "closed", len(sent))
+except OSError as e:
+    print(a, "error", e.errno, len(sent))
+"#;
+
+/// A server on 192.0.2.20:443 that reads a connection until `ping` and answers
+/// `pong N` (N: the bytes it read). Joined on drop.
+struct Pong {
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Pong {
+    fn start() -> Self {
+        use std::io::{Read as _, Write as _};
+        let listener = TcpListener::bind("192.0.2.20:443").expect("bind 192.0.2.20:443");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                let Ok((mut conn, _)) = listener.accept() else {
+                    thread::sleep(Duration::from_millis(20));
+                    continue;
+                };
+                let _ = conn.set_nonblocking(false);
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut got = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !got.ends_with(b"ping") {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = conn.write_all(format!("pong {}\n", got.len()).as_bytes());
+            }
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Pong {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn hello(name: &str, sni: &str) -> String {
+    format!("python3 /tmp/sni_hello.py {name} {sni}")
+}
+
+/// The ledger's `server-name-refused` records, as `carapace audit tail` shows them.
+fn server_name_refusals() -> Vec<String> {
+    let out = Command::new("carapace")
+        .args(["audit", "tail", "--json", "-n", "500"])
+        .output()
+        .expect("run carapace audit");
+    assert!(out.status.success(), "audit tail: {}", super::stderr(&out));
+    stdout(&out)
+        .lines()
+        .filter(|l| l.contains("\"server-name-refused\""))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_shared_address_opens_to_the_allowed_server_name_only() {
+    let _g = guard();
+    add_addresses();
+    std::fs::write("/tmp/sni_hello.py", HELLO).expect("write the ClientHello script");
+    let _upstream = Upstream::start();
+    let _server = Pong::start();
+    let before = server_name_refusals().len();
+
+    // One session: shared.carapace.test resolves to 192.0.2.20, an exception for it on
+    // port 443. A ClientHello asking for it reaches the server through carapaced's proxy,
+    // and the answer comes back; one asking for blocked-sni.carapace.test (on the address
+    // of the allowed name, as a program that looked up one name and asks the server for
+    // another would), or for no name, is closed, with the denial naming the address's name
+    // and the name asked for. blocked-sni.carapace.test itself resolves to the same
+    // address (the rule limits port 443, so the lookup is answered): refused the same way.
+    let out = agent(&format!(
+        "{}; {}; {}; {}",
+        hello("shared.carapace.test", "shared.carapace.test"),
+        hello("shared.carapace.test", "blocked-sni.carapace.test"),
+        hello("shared.carapace.test", "-"),
+        hello("blocked-sni.carapace.test", "blocked-sni.carapace.test"),
+    ));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines.len(),
+        4,
+        "four connects:\n{text}\n{}",
+        super::stderr(&out)
+    );
+    let sent = lines[0].rsplit(' ').next().unwrap_or_default();
+    assert_eq!(
+        lines[0],
+        format!("192.0.2.20 reply pong {sent} {sent}"),
+        "the allowed name's bytes reach the server whole, and its answer comes back"
+    );
+    for (line, what) in [
+        (lines[1], "another name on the allowed name's address"),
+        (lines[2], "no name"),
+        (lines[3], "the other name"),
+    ] {
+        assert!(
+            line.starts_with("192.0.2.20 closed ") || line.starts_with("192.0.2.20 error 104 "),
+            "{what} is refused: {line}"
+        );
+    }
+    assert_denied_line(
+        &out,
+        "blocked network of 192.0.2.20:443 (shared.carapace.test, server name blocked-sni.carapace.test) (rule names-sni: Only shared.carapace.test is served on port 443)",
+    );
+    assert_denied_line(
+        &out,
+        "blocked network of 192.0.2.20:443 (shared.carapace.test, no server name) (rule names-sni:",
+    );
+    assert_denied_line(
+        &out,
+        "blocked network of 192.0.2.20:443 (blocked-sni.carapace.test, server name blocked-sni.carapace.test) (rule names-sni:",
+    );
+    let records = server_name_refusals();
+    assert!(
+        records[before.min(records.len())..].iter().any(|r| r
+            .contains("shared.carapace.test, server name blocked-sni.carapace.test")
+            && r.contains("names-sni")),
+        "the ledger names both names and the rule:\n{}",
+        records.join("\n")
+    );
+
+    // Outside a session the same connect is not redirected nor judged: the blocked name
+    // reaches the server.
+    let out = Command::new("bash")
+        .args([
+            "-c",
+            &hello("blocked-sni.carapace.test", "blocked-sni.carapace.test"),
+        ])
+        .output()
+        .expect("run python");
+    let line = stdout(&out);
+    let sent = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(
+        line.trim(),
+        format!("192.0.2.20 reply pong {sent} {sent}"),
+        "outside a session"
     );
 }

@@ -105,6 +105,8 @@ fn bench(kernel: kernel::Kernel, host_only: bool, wall_clock: bool) -> Result<i3
         "layer1",
         "--bin",
         "gateway-latency",
+        "--bin",
+        "names-latency",
     ]))?;
     println!("== Layer 1 on the host (tests/bench/layer1.rs) ==");
     let mut layer1 = std::process::Command::new(target_dir()?.join("release/layer1"));
@@ -117,6 +119,10 @@ fn bench(kernel: kernel::Kernel, host_only: bool, wall_clock: bool) -> Result<i3
     println!("== model-API gateway on the host (tests/bench/gateway.rs) ==");
     run(&mut std::process::Command::new(
         target_dir()?.join("release/gateway-latency"),
+    ))?;
+    println!("== network by name on the host: session resolver, server-name proxy (tests/bench/names.rs) ==");
+    run(&mut std::process::Command::new(
+        target_dir()?.join("release/names-latency"),
     ))?;
     if host_only {
         return Ok(0);

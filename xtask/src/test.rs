@@ -74,6 +74,11 @@ const FUZZ_TARGETS: &[(&str, &[&str], u32)] = &[
     ("inline_code", &[], 10),
     ("tool_call", &["corpus/tool_call", "seeds/tool_call"], 10),
     ("dns_query", &["corpus/dns_query"], 10),
+    (
+        "server_name",
+        &["corpus/server_name", "seeds/server_name"],
+        10,
+    ),
     // A rule file compiles every built-in pack for the kernel too (unless it says
     // `builtin: none`): one new set of path patterns takes about 5 s to determinise under
     // the fuzzer's instrumentation (the automaton of the last build is reused after).

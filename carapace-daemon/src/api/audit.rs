@@ -285,7 +285,13 @@ pub fn denied(d: &Denial) -> Event {
 /// subject, as a path is a kernel denial's.
 #[must_use]
 pub fn lookup_refused(d: &Denial) -> Event {
-    let mut e = Event::new(Kind::LookupRefused);
+    // The server-name proxy reports through the same sink as the resolver.
+    let kind = if d.layer == crate::sni::LAYER {
+        Kind::ServerNameRefused
+    } else {
+        Kind::LookupRefused
+    };
+    let mut e = Event::new(kind);
     e.session = Some(d.session_id.clone());
     e.decision = Some("block".to_owned());
     e.layer = Some(d.layer.clone());

@@ -41,7 +41,8 @@ impl DenialSink for Denials {
         tracing::warn!(
             session = %d.session_id,
             rule = %d.rule_id,
-            "refused lookup of {}",
+            "refused {} of {}",
+            d.operation,
             crate::audit::redact::redact(&d.subject)
         );
         daemon.metrics.lookup_refused();

@@ -38,6 +38,9 @@ pub enum Kind {
     SessionLimit,
     /// A session's resolver refused a lookup (network rules by name).
     LookupRefused,
+    /// A session's connect to a learned address was refused for the server name it asked
+    /// for (`tls: sni`).
+    ServerNameRefused,
 }
 
 /// A rule that matched, as recorded.

@@ -286,6 +286,7 @@ async fn run(
     // Sessions' DNS reaches their resolvers only where the kernel redirects it.
     if let Some(maps) = dns_maps {
         let kernel_dns = Arc::new(crate::kernel::dns_maps::KernelDns(maps));
+        daemon.resolvers.attach_proxies(kernel_dns.clone());
         daemon
             .resolvers
             .attach_kernel(kernel_dns.clone(), kernel_dns);

@@ -35,7 +35,7 @@ pub mod settings;
 mod upstream;
 pub mod wire;
 
-pub use self::handler::{DenialSink, Handler, RulesInForce, Step};
+pub use self::handler::{DenialSink, Handler, RecentDenials, RulesInForce, Step};
 pub use self::learned::{boot_time_ns, Learned, LearnedAddress, Learner};
 pub use self::server::{Resolver, ResolverError, ResolverHandle};
 pub use self::sessions::{ResolverRegistry, SessionResolvers};
@@ -43,4 +43,4 @@ pub use self::settings::{DnsSettings, RefuseWith};
 pub use self::upstream::{Upstream, UpstreamError};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -35,6 +35,9 @@ pub struct SessionResolvers {
     upstream: Option<Upstream>,
     kernel: OnceLock<(Arc<dyn ResolverRegistry>, Arc<dyn Learner>)>,
     running: Mutex<HashMap<String, Running>>,
+    /// Server-name proxies of sessions whose rules check names (`tls: sni`), started and
+    /// stopped with their resolvers.
+    proxies: crate::sni::SessionProxies,
 }
 
 impl Default for SessionResolvers {
@@ -52,6 +55,7 @@ impl SessionResolvers {
             upstream,
             kernel: OnceLock::new(),
             running: Mutex::new(HashMap::new()),
+            proxies: crate::sni::SessionProxies::default(),
         }
     }
 
@@ -72,6 +76,17 @@ impl SessionResolvers {
                 }
             }
         }
+    }
+
+    /// Plugs the kernel's side of the server-name proxies in (once), before sessions start.
+    pub fn attach_proxies(&self, registry: Arc<dyn crate::sni::ProxyRegistry>) {
+        self.proxies.attach_kernel(registry);
+    }
+
+    /// The port of session `id`'s server-name proxy, if it has one.
+    #[must_use]
+    pub fn proxy_port(&self, id: &str) -> Option<u16> {
+        self.proxies.port(id)
     }
 
     /// Addresses handed out, per session cgroup.
@@ -95,6 +110,8 @@ impl SessionResolvers {
         rules: Arc<dyn RulesInForce>,
         denials: Arc<dyn DenialSink>,
     ) -> Result<u16, ResolverError> {
+        self.start_proxy_if_needed(id, cgroup, &rules, &denials)
+            .await;
         if let Some(port) = self.port(id) {
             return Ok(port);
         }
@@ -125,8 +142,37 @@ impl SessionResolvers {
         Ok(port)
     }
 
-    /// Stops session `id`'s resolver and forgets what it learned.
+    /// Starts session `id`'s server-name proxy if its rules check names and it has none
+    /// (a reload may bring such a rule to a running session). Before the resolver is told
+    /// to the kernel: an address learned for a session with a proxy is recorded for it.
+    /// A proxy that cannot start is logged: the session's connects then go where they
+    /// were meant, checked by address only.
+    async fn start_proxy_if_needed(
+        &self,
+        id: &str,
+        cgroup: u64,
+        rules: &Arc<dyn RulesInForce>,
+        denials: &Arc<dyn DenialSink>,
+    ) {
+        let needed = rules
+            .current()
+            .is_ok_and(|(set, _)| carapace_policy::engine::names::needs_sni_check(&set));
+        if !needed || self.proxies.port(id).is_some() {
+            return;
+        }
+        let parts = crate::sni::SessionParts {
+            rules: Arc::clone(rules),
+            denials: Arc::clone(denials),
+            learned: Arc::clone(&self.learned),
+        };
+        if let Err(e) = self.proxies.start(id, cgroup, parts).await {
+            tracing::error!(session = %id, "cannot start the session's server-name proxy: {e}");
+        }
+    }
+
+    /// Stops session `id`'s resolver (and server-name proxy) and forgets what it learned.
     pub fn stop(&self, id: &str) {
+        self.proxies.stop(id);
         let Some(running) = self.lock().remove(id) else {
             return;
         };

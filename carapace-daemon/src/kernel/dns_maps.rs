@@ -1,15 +1,19 @@
 //! The kernel's side of network rules by name: which session's DNS goes to which resolver
 //! port (`RESOLVERS`), and which addresses each session's resolver answered for names a
 //! rule's `except:` allows (`LEARNED`), until when and for which rules. The programs read
-//! both (`dns_redirect`, `matcher::check_net`); only the daemon writes them.
+//! both (`dns_redirect`, `matcher::check_net`); only the daemon writes them. For `tls: sni`
+//! rules: which session's connects to its learned addresses go to which server-name proxy
+//! port (`SNI_PROXIES`), and where each connection the proxy accepts first meant to go
+//! (`SNI_PEERS`, written by the `sni_peer` program, taken by the proxy).
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context as _;
 use aya::maps::{HashMap, Map, MapData};
 use carapace_common::{
-    maps as names, Learned, LearnedBlock, LearnedKey, LEARNED_BLOCKS, LEARNED_RULES,
+    maps as names, Learned, LearnedBlock, LearnedKey, OrigDst, SniPeerKey, AF_INET, AF_INET6,
+    LEARNED_BLOCKS, LEARNED_RULES,
 };
 use carapace_policy::engine::names::NameBlock;
 
@@ -18,6 +22,8 @@ use crate::dns::LearnedAddress;
 pub struct DnsMaps {
     resolvers: HashMap<MapData, u64, u32>,
     learned: HashMap<MapData, LearnedKey, Learned>,
+    sni_proxies: HashMap<MapData, u64, u32>,
+    sni_peers: HashMap<MapData, SniPeerKey, OrigDst>,
 }
 
 /// An address as the maps key it: IPv4 mapped into IPv6, as in `NetKey`.
@@ -46,7 +52,62 @@ impl DnsMaps {
             learned: take(names::LEARNED)?
                 .try_into()
                 .context("map LEARNED has an unexpected type")?,
+            sni_proxies: take(names::SNI_PROXIES)?
+                .try_into()
+                .context("map SNI_PROXIES has an unexpected type")?,
+            sni_peers: take(names::SNI_PEERS)?
+                .try_into()
+                .context("map SNI_PEERS has an unexpected type")?,
         })
+    }
+
+    /// Sends session `cgroup`'s connects to ports 443 and 80 of its learned addresses to its
+    /// server-name proxy on loopback port `port`.
+    pub fn set_sni_proxy(&mut self, cgroup: u64, port: u16) -> anyhow::Result<()> {
+        self.sni_proxies
+            .insert(cgroup, u32::from(port), 0)
+            .with_context(|| format!("cannot set the server-name proxy of session cgroup {cgroup}"))
+    }
+
+    /// Stops sending the session's connects to a server-name proxy.
+    pub fn clear_sni_proxy(&mut self, cgroup: u64) -> anyhow::Result<()> {
+        match self.sni_proxies.remove(&cgroup) {
+            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Err(e) => Err(e).context("cannot remove a session's server-name proxy"),
+        }
+    }
+
+    /// Whether session `cgroup`'s connects are checked by server name.
+    #[must_use]
+    pub fn checks_names(&self, cgroup: u64) -> bool {
+        self.sni_proxies.get(&cgroup, 0).is_ok()
+    }
+
+    /// Where the connection from `peer` (as the proxy accepted it) first meant to go; the
+    /// entry is taken, so it serves one connection.
+    pub fn take_sni_peer(&mut self, peer: SocketAddr) -> Option<SocketAddr> {
+        let key = SniPeerKey {
+            addr: key_addr(peer.ip()),
+            port: peer.port(),
+            pad: 0,
+            pad2: 0,
+        };
+        let orig = self.sni_peers.get(&key, 0).ok()?;
+        let _ = self.sni_peers.remove(&key);
+        let port = u16::from_be(orig.port);
+        match orig.family {
+            AF_INET => {
+                let [a, b, c, d, ..] = orig.addr;
+                Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::new(a, b, c, d)), port))
+            }
+            AF_INET6 => {
+                let v6 = Ipv6Addr::from(orig.addr);
+                // An IPv4-mapped destination is the IPv4 address: the proxy connects to it so.
+                let ip = v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4);
+                Some(SocketAddr::new(ip, port))
+            }
+            _ => None,
+        }
     }
 
     /// Sends the DNS of session `cgroup` to its resolver on loopback port `port`.
@@ -182,20 +243,49 @@ impl crate::dns::ResolverRegistry for KernelDns {
 
 impl crate::dns::Learner for KernelDns {
     fn learn(&self, session_cgroup: u64, entry: &LearnedAddress) {
-        // An address no rule excepts or refuses changes nothing in the kernel: the
-        // userspace table keeps its name for messages.
-        if entry.excepted.is_empty() && entry.blocked.is_empty() {
+        let mut maps = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        // An address no rule excepts or refuses changes nothing in the kernel (the
+        // userspace table keeps its name for messages), unless the session's connects are
+        // checked by server name: the kernel sends those to learned addresses to its proxy.
+        if entry.excepted.is_empty()
+            && entry.blocked.is_empty()
+            && !maps.checks_names(session_cgroup)
+        {
             return;
         }
+        if let Err(e) = maps.learn(session_cgroup, entry) {
+            // Not recorded: connects to it stay refused (fail closed).
+            tracing::warn!(cgroup = session_cgroup, "{e:#}");
+        }
+    }
+}
+
+/// The maps as the sessions' server-name proxies use them (`crate::sni`): where each
+/// listens, and where each accepted connection first meant to go.
+impl crate::sni::ProxyRegistry for KernelDns {
+    fn set_proxy(&self, session_cgroup: u64, port: u16) -> anyhow::Result<()> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .set_sni_proxy(session_cgroup, port)
+    }
+
+    fn clear_proxy(&self, session_cgroup: u64) {
         if let Err(e) = self
             .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .learn(session_cgroup, entry)
+            .clear_sni_proxy(session_cgroup)
         {
-            // Not recorded: connects to it stay refused (fail closed).
             tracing::warn!(cgroup = session_cgroup, "{e:#}");
         }
+    }
+
+    fn destination(&self, peer: SocketAddr) -> Option<SocketAddr> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take_sni_peer(peer)
     }
 }
 

@@ -1,6 +1,7 @@
 //! The DNS redirection programs (`carapace-ebpf/src/dns_redirect.rs`): cgroup `sock_addr`
 //! programs on the Carapace root cgroup, which send a session's DNS to its resolver in
-//! carapaced. Loaded with the LSM programs and attached while they are (armed); a kernel that
+//! carapaced, and the connects a `tls: sni` rule checks to its server-name proxy
+//! (`sni_redirect.rs`, with the `sock_ops` program that tells the proxy where each went). Loaded with the LSM programs and attached while they are (armed); a kernel that
 //! refuses them runs the rest of the kernel layer, with names left to the load-time
 //! addresses, and says so.
 
@@ -9,21 +10,36 @@ use std::path::Path;
 
 use aya::programs::{
     links::{FdLink, PinnedLink},
-    CgroupAttachMode, CgroupSockAddr, ProgramError,
+    CgroupAttachMode, CgroupSockAddr, ProgramError, SockOps,
 };
 
 use super::loader::{chain, pin_replacing};
 use super::KernelUnavailable;
 
-/// The programs, by name: connects and datagrams (IPv4, IPv6) to port 53 go to the
-/// resolver, and datagrams read back show the address first meant.
-pub const PROGRAMS: [&str; 6] = [
+/// The `sock_addr` programs, by name: connects and datagrams (IPv4, IPv6) to port 53 go to
+/// the resolver, and datagrams read back show the address first meant; connects to ports
+/// 443 and 80 of learned addresses go to the server-name proxy.
+const SOCK_ADDR: [&str; 6] = [
     "dns_connect4",
     "dns_connect6",
     "dns_sendmsg4",
     "dns_sendmsg6",
     "dns_recvmsg4",
     "dns_recvmsg6",
+];
+
+/// The `sock_ops` program that files a proxied connect under its client address and port.
+const SOCK_OPS: &str = "sni_peer";
+
+/// Every program of the redirection, by name.
+pub const PROGRAMS: [&str; 7] = [
+    SOCK_ADDR[0],
+    SOCK_ADDR[1],
+    SOCK_ADDR[2],
+    SOCK_ADDR[3],
+    SOCK_ADDR[4],
+    SOCK_ADDR[5],
+    SOCK_OPS,
 ];
 
 fn program<'a>(ebpf: &'a mut aya::Ebpf, name: &str) -> Result<&'a mut CgroupSockAddr, String> {
@@ -33,15 +49,24 @@ fn program<'a>(ebpf: &'a mut aya::Ebpf, name: &str) -> Result<&'a mut CgroupSock
         .map_err(|e: ProgramError| format!("{name}: {e}"))
 }
 
+fn sock_ops(ebpf: &mut aya::Ebpf) -> Result<&mut SockOps, String> {
+    ebpf.program_mut(SOCK_OPS)
+        .ok_or_else(|| format!("program {SOCK_OPS} missing from the object"))?
+        .try_into()
+        .map_err(|e: ProgramError| format!("{SOCK_OPS}: {e}"))
+}
+
 /// Loads every program (the verifier runs here); the error says why DNS cannot be
 /// redirected on this kernel.
 pub fn load(ebpf: &mut aya::Ebpf) -> Result<(), String> {
-    for name in PROGRAMS {
+    for name in SOCK_ADDR {
         program(ebpf, name)?
             .load()
             .map_err(|e| format!("DNS redirection: the kernel refused {name}: {e}"))?;
     }
-    Ok(())
+    sock_ops(ebpf)?
+        .load()
+        .map_err(|e| format!("DNS redirection: the kernel refused {SOCK_OPS}: {e}"))
 }
 
 /// Attaches every program to the cgroup `root` and pins its link under its name in
@@ -57,27 +82,44 @@ pub fn attach(
     let cgroup = File::open(root).map_err(|e| {
         KernelUnavailable::new(format!("cannot open the cgroup {}: {e}", root.display()))
     })?;
-    let mut pinned = Vec::new();
-    for name in PROGRAMS {
+    let cannot_attach = |name: &str, e: &ProgramError| {
+        KernelUnavailable::new(format!(
+            "cannot attach {name} to {}: {}",
+            root.display(),
+            chain(e)
+        ))
+    };
+    let not_a_link = |name: &str, e: &dyn std::fmt::Display| {
+        KernelUnavailable::new(format!("{name}: not a bpf link: {e}"))
+    };
+    let mut links = Vec::new();
+    for name in SOCK_ADDR {
         let program = program(ebpf, name).map_err(KernelUnavailable::new)?;
         let id = program
             .attach(&cgroup, CgroupAttachMode::Single)
-            .map_err(|e| {
-                KernelUnavailable::new(format!(
-                    "cannot attach {name} to {}: {}",
-                    root.display(),
-                    chain(&e)
-                ))
-            })?;
+            .map_err(|e| cannot_attach(name, &e))?;
         let link: FdLink = program
             .take_link(id)
             .map_err(|e| KernelUnavailable::new(format!("{name}: {e}")))?
             .try_into()
-            .map_err(|e| KernelUnavailable::new(format!("{name}: not a bpf link: {e}")))?;
-        pinned.push(
-            pin_replacing(link, &links_dir.join(name))
-                .map_err(|e| KernelUnavailable::new(format!("cannot pin the {name} link: {e}")))?,
-        );
+            .map_err(|e| not_a_link(name, &e))?;
+        links.push((name, link));
     }
-    Ok(pinned)
+    let program = sock_ops(ebpf).map_err(KernelUnavailable::new)?;
+    let id = program
+        .attach(&cgroup, CgroupAttachMode::Single)
+        .map_err(|e| cannot_attach(SOCK_OPS, &e))?;
+    let link: FdLink = program
+        .take_link(id)
+        .map_err(|e| KernelUnavailable::new(format!("{SOCK_OPS}: {e}")))?
+        .try_into()
+        .map_err(|e| not_a_link(SOCK_OPS, &e))?;
+    links.push((SOCK_OPS, link));
+    links
+        .into_iter()
+        .map(|(name, link)| {
+            pin_replacing(link, &links_dir.join(name))
+                .map_err(|e| KernelUnavailable::new(format!("cannot pin the {name} link: {e}")))
+        })
+        .collect()
 }

@@ -404,6 +404,33 @@ fn load_dns(ebpf: &mut aya::Ebpf, links_dir: &Path, skipped: &mut Vec<String>) -
     }
 }
 
+/// The maps the daemon writes or reads, taken out of the loaded object.
+const DAEMON_MAPS: [&str; 23] = [
+    names::SESSIONS,
+    names::DEFAULT_SESSION,
+    names::RULES,
+    names::CONFIG,
+    names::EXACT_PATHS,
+    names::PREFIX_PATHS,
+    names::NAMES,
+    names::INODES,
+    names::ANCESTORS,
+    names::NETS,
+    names::RESOLVERS,
+    names::LEARNED,
+    names::SNI_PROXIES,
+    names::SNI_PEERS,
+    names::DFA,
+    names::DFA_TRANS,
+    names::DFA_ACCEPT,
+    names::DFA_LIVE,
+    names::DFA_EARLY,
+    names::DFA_EARLY_REFS,
+    names::PATH_CACHE_GEN,
+    names::EVENTS,
+    names::ERRORS,
+];
+
 fn load_programs(
     settings: &KernelSettings,
     inputs: &Inputs<'_>,
@@ -460,29 +487,7 @@ fn load_programs(
 
     let mut maps = Vec::new();
     let mut events = None;
-    for name in [
-        names::SESSIONS,
-        names::DEFAULT_SESSION,
-        names::RULES,
-        names::CONFIG,
-        names::EXACT_PATHS,
-        names::PREFIX_PATHS,
-        names::NAMES,
-        names::INODES,
-        names::ANCESTORS,
-        names::NETS,
-        names::RESOLVERS,
-        names::LEARNED,
-        names::DFA,
-        names::DFA_TRANS,
-        names::DFA_ACCEPT,
-        names::DFA_LIVE,
-        names::DFA_EARLY,
-        names::DFA_EARLY_REFS,
-        names::PATH_CACHE_GEN,
-        names::EVENTS,
-        names::ERRORS,
-    ] {
+    for name in DAEMON_MAPS {
         let map = ebpf
             .take_map(name)
             .ok_or_else(|| KernelUnavailable::new(format!("map {name} missing from the object")))?;

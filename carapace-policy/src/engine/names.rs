@@ -130,6 +130,69 @@ fn verdict_with(
     }
 }
 
+/// What the `tls: sni` rules in force say of a connection to an address the session
+/// learned, by the name the client asks the server for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SniVerdict {
+    Pass,
+    /// The first `tls: sni` rule (in rule order) that refuses the name, or that is an
+    /// allow-list and was given no name (`requested` of `None`).
+    Refused {
+        rule_id: String,
+        message: String,
+    },
+}
+
+/// Whether some rule of the set checks the names clients ask for (`tls: sni`), in force now
+/// or once triggered: the session's connects to learned addresses then go through the check.
+#[must_use]
+pub fn needs_sni_check(rules: &RuleSet) -> bool {
+    rules
+        .rules()
+        .iter()
+        .any(|rule| rule.tls.is_some() && rule.mode == Mode::Block)
+}
+
+/// What the `tls: sni` rules in force say of a connection to `port` asking for the server
+/// name `requested` (the TLS `ClientHello`'s server name, the HTTP `Host`): the resolver's
+/// semantics ([`verdict`]), with the port known, so a rule or exception limited to some
+/// ports counts on those. A connection that names no server passes only where no
+/// `tls: sni` allow-list is in force: an allow-list cannot admit what it cannot name.
+#[must_use]
+pub fn sni_verdict(
+    rules: &RuleSet,
+    activation: &Activation,
+    requested: Option<&str>,
+    port: u16,
+) -> SniVerdict {
+    let on_port = |net: &NetMatch| net.ports.is_empty() || net.ports.contains(&port);
+    for rule in rules.rules() {
+        let Some(net) = network_block(rule, activation).filter(|_| rule.tls.is_some()) else {
+            continue;
+        };
+        if !on_port(net) {
+            continue;
+        }
+        let refused = match requested.map(|n| n.trim_end_matches('.')) {
+            None => is_allow_list(net),
+            Some(name) => {
+                (is_allow_list(net) || names_cover(net, name))
+                    && !rule
+                        .except_net
+                        .iter()
+                        .any(|e| on_port(e) && names_cover(e, name))
+            }
+        };
+        if refused {
+            return SniVerdict::Refused {
+                rule_id: rule.id.clone(),
+                message: rule.message.clone(),
+            };
+        }
+    }
+    SniVerdict::Pass
+}
+
 /// A rule that refuses the addresses a name resolves to: kernel index `rule`, on `port`
 /// (0: every port).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

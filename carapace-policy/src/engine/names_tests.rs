@@ -442,3 +442,90 @@ fn an_allow_list_over_every_port_refuses_encrypted_dns_unless_it_names_the_resol
 fn mapped_v4(v4: [u8; 4]) -> [u8; 16] {
     std::net::Ipv4Addr::from(v4).to_ipv6_mapped().octets()
 }
+
+// ---- tls: sni ----
+
+const SNI_RULES: &str = "  - id: egress
+    block: { host: \"*\" }
+    except: [github.com, \"*.githubusercontent.com\", { host: pypi.org, port: 443 }]
+    tls: sni
+  - id: no-gist
+    block: { host: gist.github.com }
+    tls: sni
+  - id: web-only
+    block: { host: \"*.example\", port: 80 }
+    tls: sni
+  - id: not-checked
+    block: { host: raw.githubusercontent.com }
+";
+
+fn sni_refused(set: &RuleSet, name: Option<&str>, port: u16) -> Option<String> {
+    match sni_verdict(set, &Activation::default(), name, port) {
+        SniVerdict::Pass => None,
+        SniVerdict::Refused { rule_id, .. } => Some(rule_id),
+    }
+}
+
+#[test]
+fn sni_names_are_judged_as_the_resolver_judges_them() {
+    let set = set(SNI_RULES);
+    assert!(needs_sni_check(&set));
+    for (name, port, want) in [
+        (Some("github.com"), 443, None),
+        (Some("API.GitHub.com."), 443, None),
+        (Some("objects.githubusercontent.com"), 443, None),
+        // The wildcard covers subdomains only.
+        (Some("githubusercontent.com"), 443, Some("egress")),
+        (Some("pastebin.com"), 443, Some("egress")),
+        (Some("gist.github.com"), 443, Some("no-gist")),
+        // An exception on some ports admits the name on those only.
+        (Some("pypi.org"), 443, None),
+        (Some("pypi.org"), 80, Some("egress")),
+        // No name under an allow-list: refused.
+        (None, 443, Some("egress")),
+    ] {
+        assert_eq!(
+            sni_refused(&set, name, port).as_deref(),
+            want,
+            "{name:?} on {port}"
+        );
+    }
+}
+
+#[test]
+fn only_tls_sni_rules_check_names_and_on_their_ports() {
+    let set = set("  - id: egress-8443
+    block: { host: \"*\", port: 8443 }
+    except: [github.com]
+    tls: sni
+  - id: web-only
+    block: { host: \"*.example\", port: 80 }
+    tls: sni
+  - id: not-checked
+    block: { host: raw.githubusercontent.com }
+");
+    // A rule without `tls: sni` does not check server names.
+    assert_eq!(
+        sni_refused(&set, Some("raw.githubusercontent.com"), 443),
+        None
+    );
+    // A rule limited to some ports checks those only.
+    assert_eq!(sni_refused(&set, Some("a.example"), 443), None);
+    assert_eq!(
+        sni_refused(&set, Some("a.example"), 80).as_deref(),
+        Some("web-only")
+    );
+    assert_eq!(
+        sni_refused(&set, Some("pastebin.com"), 8443).as_deref(),
+        Some("egress-8443")
+    );
+    // No name: refused only where an allow-list is checked.
+    assert_eq!(sni_refused(&set, None, 443), None);
+    assert_eq!(
+        sni_refused(&set, None, 8443).as_deref(),
+        Some("egress-8443")
+    );
+    assert!(!needs_sni_check(&self::set(
+        "  - block: { host: github.com }\n"
+    )));
+}

@@ -28,7 +28,7 @@ pub mod validate;
 pub mod yaml;
 
 pub use diag::{Diagnostic, Diagnostics, Severity};
-pub use model::{Action, Cond, Effect, Enforcement, Trigger};
+pub use model::{Action, Cond, Effect, Enforcement, TlsCheck, Trigger};
 pub use pattern::{Homes, PathPattern};
 pub use profile::Profile;
 pub use validate::Resolver;
@@ -74,6 +74,10 @@ pub struct Rule {
     /// Exceptions of a network rule (`except:` on a `host` / `cidr` / `port` match): the
     /// allow-list of a default-deny rule.
     pub except_net: Vec<model::NetMatch>,
+    /// `tls: sni`: connections to addresses the session learned for a name are checked by
+    /// the name the client asks for (the TLS `ClientHello`'s server name, the HTTP `Host`),
+    /// so that an address shared by an allowed and a blocked name opens only the allowed one.
+    pub tls: Option<TlsCheck>,
     pub llm_review: bool,
     pub prompt: Option<String>,
     /// The mode that applies when the LLM reviewer cannot answer (not configured, timeout,

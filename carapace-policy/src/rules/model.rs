@@ -372,3 +372,10 @@ impl std::fmt::Display for Enforcement {
         }
     }
 }
+
+/// What a network rule checks of a TLS (or plain HTTP) connection (`tls:`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlsCheck {
+    /// `sni`: the server name the client asks for is judged by the rule's names.
+    Sni,
+}

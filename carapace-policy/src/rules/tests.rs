@@ -908,6 +908,69 @@ fn load_reports_unreadable_files() {
         .starts_with("/nonexistent/rules.yaml:1:1: error: cannot read"));
 }
 
+// ---- tls: sni ----
+
+#[test]
+fn tls_sni_is_taken_on_block_rules_that_name_hosts() {
+    let set = ok("version: 1\nbuiltin: none\nrules:\n  - id: egress\n    block: { host: \"*\" }\n    except: [github.com]\n    tls: sni\n  - id: paste\n    block: { host: \"*.pastebin.com\" }\n    tls: sni\n  - id: plain\n    block: { host: evil.example }\n");
+    let on: Vec<(&str, bool)> = set
+        .rules()
+        .iter()
+        .map(|r| (r.id.as_str(), r.tls.is_some()))
+        .collect();
+    // The allow-list's derived encrypted-DNS rules check server names as it does.
+    assert_eq!(
+        on,
+        [
+            ("egress", true),
+            ("paste", true),
+            ("plain", false),
+            ("egress/encrypted-dns", true),
+            ("egress/dns-over-tls", true)
+        ]
+    );
+}
+
+#[test]
+fn tls_errors_say_where_and_what_to_write() {
+    let e = errors(
+        r#"version: 1
+builtin: none
+rules:
+  - id: typo
+    block: { host: github.com }
+    tls: snii
+  - id: no-names
+    block: { cidr: 10.0.0.0/8 }
+    tls: sni
+  - id: bare-allow-list
+    block: { host: "*" }
+    except: [10.1.0.0/16]
+    tls: sni
+  - id: paths
+    block: "/etc/**"
+    tls: sni
+  - id: logged
+    log: { host: github.com }
+    tls: sni
+  - id: listed
+    block: { host: github.com }
+    tls: [sni]
+"#,
+    );
+    for want in [
+        "t.yaml:6:10: error: unknown `tls` check `snii`",
+        "t.yaml:9:10: error: `tls: sni` checks host names, and this rule names none",
+        "t.yaml:13:10: error: `tls: sni` checks host names, and this rule names none",
+        "t.yaml:16:10: error: `tls: sni` checks host names, and this rule names none",
+        "t.yaml:19:10: error: `tls: sni` refuses connections, which only a `block` rule does",
+        "t.yaml:22:10: error: `tls` must be a word",
+    ] {
+        assert!(e.contains(want), "missing `{want}` in:\n{e}");
+    }
+    assert!(e.contains("did you mean `sni`"), "{e}");
+}
+
 // ---- guardrail profile ----
 
 #[test]

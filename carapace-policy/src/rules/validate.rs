@@ -8,7 +8,9 @@ use globset::GlobBuilder;
 
 use super::diag::{did_you_mean, Sink};
 use super::lazy_regex::{LazyGlob, LazyRegex};
-use super::model::{Action, Cidr, Cond, Effect, Enforcement, Host, NetMatch, TextPattern, Trigger};
+use super::model::{
+    Action, Cidr, Cond, Effect, Enforcement, Host, NetMatch, TextPattern, TlsCheck, Trigger,
+};
 use super::pattern::{Homes, PathPattern};
 use super::profile::Profile;
 use super::yaml::{Node, NodeKind, Span};
@@ -69,6 +71,7 @@ const RULE_KEYS: &[&str] = &[
     "on_unknown_target",
     "trigger",
     "effect",
+    "tls",
 ];
 const MATCH_KEYS: &[&str] = &[
     "path", "command", "tool", "content", "host", "cidr", "port", "unix", "view", "all", "any",
@@ -656,6 +659,10 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
         }
     }
 
+    let tls = node
+        .get("tls")
+        .and_then(|n| tls_check(n, cond.as_ref(), &except_net, mode, rid, sink));
+
     let errors_after = sink
         .items
         .iter()
@@ -682,6 +689,7 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
         cond,
         except,
         except_net,
+        tls,
         llm_review,
         prompt,
         on_llm_error: on_llm_error.unwrap_or(Mode::Approve),
@@ -690,6 +698,70 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
         effect,
         enforcement: Enforcement::Userspace("not compiled yet".into()),
     })
+}
+
+/// The one `tls:` check: `sni`.
+const TLS_CHECKS: &[&str] = &["sni"];
+
+/// `tls: sni`, on a network rule that names hosts (in its match or its `except:`): the
+/// check compares the name a client asks for with the names the rules speak of, so a rule
+/// of addresses only has nothing to compare it with.
+fn tls_check(
+    n: &Node,
+    cond: Option<&Cond>,
+    except_net: &[NetMatch],
+    mode: Mode,
+    rid: &str,
+    sink: &mut Sink,
+) -> Option<TlsCheck> {
+    match n.as_str().filter(|_| !n.is_null()) {
+        Some("sni") => {}
+        Some(other) => {
+            sink.error(
+                n.span,
+                Some(rid),
+                format!("unknown `tls` check `{other}`"),
+                &did_you_mean(other, TLS_CHECKS),
+            );
+            return None;
+        }
+        None => {
+            if !matches!(n.kind, NodeKind::Alias) {
+                sink.error(
+                    n.span,
+                    Some(rid),
+                    format!("`tls` must be a word, found {}", n.describe()),
+                    "write `tls: sni`",
+                );
+            }
+            return None;
+        }
+    }
+    let names_hosts = match cond {
+        Some(Cond::Net(net)) => {
+            net.names().next().is_some() || except_net.iter().any(|e| e.names().next().is_some())
+        }
+        _ => false,
+    };
+    if !names_hosts {
+        sink.error(
+            n.span,
+            Some(rid),
+            "`tls: sni` checks host names, and this rule names none".into(),
+            "use it on a rule with `host:` names (`block: { host: \"*.pastebin.com\" }`) or an allow-list excepting names (`block: { host: \"*\" }` with `except: [github.com]`), or drop `tls:`",
+        );
+        return None;
+    }
+    if mode != Mode::Block {
+        sink.error(
+            n.span,
+            Some(rid),
+            "`tls: sni` refuses connections, which only a `block` rule does".into(),
+            "make the rule `block`, or drop `tls:`",
+        );
+        return None;
+    }
+    Some(TlsCheck::Sni)
 }
 
 /// A key whose value is a mode (`on_unknown_target: block`).

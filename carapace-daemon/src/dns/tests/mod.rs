@@ -30,7 +30,7 @@ const RULES: &str = "  - id: egress
     message: no git over ssh
 ";
 
-fn rule_set(rules: &str) -> Arc<RuleSet> {
+pub(crate) fn rule_set(rules: &str) -> Arc<RuleSet> {
     let opts = Options {
         homes: Homes::fixed(["/home/u"]),
         resolver: |_| None,
@@ -47,7 +47,7 @@ fn kernel_index(set: &RuleSet, id: &str) -> u32 {
 }
 
 /// A fixed rule set and activation, as the daemon's would be between two reloads.
-struct Fixed(Arc<RuleSet>, Activation);
+pub(crate) struct Fixed(pub(crate) Arc<RuleSet>, pub(crate) Activation);
 
 impl RulesInForce for Fixed {
     fn current(&self) -> Result<(Arc<RuleSet>, Activation), String> {
@@ -56,7 +56,7 @@ impl RulesInForce for Fixed {
 }
 
 #[derive(Default)]
-struct Collected(Mutex<Vec<Denial>>);
+pub(crate) struct Collected(Mutex<Vec<Denial>>);
 
 impl DenialSink for Collected {
     fn refused(&self, denial: Denial) {
@@ -65,7 +65,7 @@ impl DenialSink for Collected {
 }
 
 impl Collected {
-    fn taken(&self) -> Vec<Denial> {
+    pub(crate) fn taken(&self) -> Vec<Denial> {
         std::mem::take(&mut *self.0.lock().unwrap())
     }
 }
