@@ -53,6 +53,7 @@ Examples:
   sudo carapaced --gateway 127.0.0.1:8788
   sudo carapaced --rules ./rules.yaml --data-dir /tmp/carapace --socket /tmp/carapace.sock
   sudo carapaced --metrics 127.0.0.1:9464   # Prometheus metrics at http://127.0.0.1:9464/metrics
+  sudo carapaced --console 127.0.0.1:8790   # then `carapace console` opens the web console
   carapace run -- claude        # in another terminal: run an agent under guard";
 
 /// The Carapace daemon: guards AI agents with cgroup-scoped eBPF LSM rules.
@@ -77,6 +78,11 @@ pub struct Args {
     /// address such as 127.0.0.1:9464 — rule ids and counts say what agents tried)
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Serve the console — sessions, approvals, the audit timeline and rules in a local web
+    /// page — on this loopback address (off by default), e.g. 127.0.0.1:8790; open it with
+    /// `carapace console` [default: `console.listen` of config.yaml]
+    #[arg(long, value_name = "ADDR", value_parser = parse_console_addr)]
+    pub console: Option<std::net::SocketAddr>,
     /// Log lines for people (`human`) or one JSON object per line for log collectors
     #[arg(long, value_enum, value_name = "FORMAT", default_value = "human")]
     pub log_format: LogFormat,
@@ -89,6 +95,10 @@ pub struct Args {
     /// Where the gateway sends `OpenAI` API requests (/v1/chat/completions, /v1/responses, …)
     #[arg(long, value_name = "URL", default_value = gateway::OPENAI_UPSTREAM)]
     pub openai_upstream: String,
+}
+
+fn parse_console_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    crate::console::parse_addr(text).map_err(|e| e.to_string())
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -284,6 +294,10 @@ async fn run(
             .resolvers
             .attach_kernel(kernel_dns.clone(), kernel_dns);
     }
+    let _console = match args.console.or(settings.console) {
+        Some(addr) => Some(crate::console::start(&daemon, addr).await?),
+        None => None,
+    };
     let _metrics = match args.metrics {
         Some(addr) => Some(serve_metrics(Arc::clone(&daemon), addr).await?),
         None => None,
