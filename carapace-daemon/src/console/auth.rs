@@ -1,5 +1,5 @@
 //! Who may use the console: a one-time login token, handed to a user outside every session
-//! through the API, is exchanged for a cookie (HttpOnly, SameSite=Strict) naming a visit;
+//! through the API, is exchanged for a cookie (`HttpOnly`, `SameSite=Strict`) naming a visit;
 //! every answer also carries the visit's CSRF token and the console's own Origin, and every
 //! request names the console's own Host (a page on another name that resolves to loopback —
 //! DNS rebinding — gets nothing).

@@ -7,7 +7,7 @@
 //! - It listens on loopback only (anything else is refused at start).
 //! - A login URL holds a one-time token (256 bits from the OS RNG, two minutes); the API
 //!   gives one to a caller outside every session, for that caller's uid. The browser
-//!   exchanges it for an HttpOnly, SameSite=Strict cookie; the uid decides what the page
+//!   exchanges it for an `HttpOnly`, `SameSite=Strict` cookie; the uid decides what the page
 //!   shows and may answer, exactly as for the gRPC API.
 //! - Answering needs the visit's CSRF token in a header and the console's own Origin;
 //!   every request needs the console's own Host (DNS rebinding).

@@ -328,10 +328,9 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     }
 }
 
-fn frame(event: &str, data: &Value) -> Result<Frame<Bytes>, Infallible> {
-    Ok(Frame::data(Bytes::from(format!(
-        "event: {event}\ndata: {data}\n\n"
-    ))))
+/// One server-sent event (`data` is compact JSON: one line).
+fn frame(event: &str, data: &Value) -> Frame<Bytes> {
+    Frame::data(Bytes::from(format!("event: {event}\ndata: {data}\n\n")))
 }
 
 /// Whether a record changes what the sessions panel shows.
@@ -398,7 +397,7 @@ async fn feed(
     let Ok((value, mut visible)) = snapshot else {
         return;
     };
-    if tx.send(frame("snapshot", &value)).await.is_err() {
+    if tx.send(Ok(frame("snapshot", &value))).await.is_err() {
         return;
     }
     let mut keepalive = tokio::time::interval(KEEPALIVE);
@@ -424,7 +423,7 @@ async fn feed(
                 visible = snap.visible;
                 frame("sessions", &snap.sessions)
             }
-            _ = keepalive.tick() => Ok(Frame::data(Bytes::from_static(b": keepalive\n\n"))),
+            _ = keepalive.tick() => Frame::data(Bytes::from_static(b": keepalive\n\n")),
             e = stops.recv() => match e {
                 Ok(SessionEvent::Shutdown) | Err(broadcast::error::RecvError::Closed) => return,
                 _ => continue,
@@ -443,7 +442,7 @@ async fn feed(
                     // A record of a session the page does not know yet: its owner is
                     // learnt with the refresh; until then only root sees it.
                     if r.event.kind == Kind::RulesReload
-                        && tx.send(frame("rules", &views::rules(&daemon.rules()))).await.is_err()
+                        && tx.send(Ok(frame("rules", &views::rules(&daemon.rules())))).await.is_err()
                     {
                         return;
                     }
@@ -459,7 +458,7 @@ async fn feed(
                 }
             },
         };
-        if tx.send(out).await.is_err() {
+        if tx.send(Ok(out)).await.is_err() {
             return;
         }
     }

@@ -252,9 +252,8 @@ impl Approvals {
             .into_iter()
             .rev()
             .find(|a| a.row.status == ApprovalStatus::Denied)
-            .map(|a| {
+            .inspect(|a| {
                 tracing::info!(approval = %a.row.id, session, "identical request denied earlier in the session");
-                a
             }))
     }
 

@@ -26,7 +26,7 @@ function el(tag, attrs, ...children) {
     else if (k.startsWith('data-')) node.setAttribute(k, v);
     else node[k] = v;
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null) continue;
     node.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -59,10 +59,16 @@ window.addEventListener('hashchange', showPage);
 
 // ---- sessions -------------------------------------------------------------------------
 
-function countsOf(sessionId) {
+// A record belongs to a session by its Carapace session (`carapace run`, the kernel) or,
+// for hook callers, by the agent's own session id the call named.
+function inSession(r, s) {
+  return r.session === s.id || (s.external_id && r.agent_session === s.external_id);
+}
+
+function countsOf(s) {
   const counts = {};
   for (const r of state.records) {
-    if (r.session !== sessionId || !r.layer || !r.decision) continue;
+    if (!inSession(r, s) || !r.layer || !r.decision) continue;
     const layer = (counts[r.layer] ||= {});
     layer[r.decision] = (layer[r.decision] || 0) + 1;
   }
@@ -73,7 +79,7 @@ function renderSessions() {
   const body = document.querySelector('#sessions-table tbody');
   body.replaceChildren();
   for (const s of state.sessions) {
-    const counts = countsOf(s.id);
+    const counts = countsOf(s);
     const layerCells = LAYERS.filter((l) => counts[l]).map((l) =>
       el('div', { 'data-layer': l },
         el('span', { class: 'layer' + (l === 'kernel' ? ' kernel' : '') }, l), ' ',
@@ -133,7 +139,7 @@ function renderApprovals() {
     const steps = a.steps.length ? el('ol', {}, a.steps.map((s) =>
       el('li', {}, el('span', { class: 'mono' }, s.operation), ' — ',
         el('span', { class: 'd-' + s.decision }, s.decision), ruleList(s.rules)))) : null;
-    card.append(
+    card.append(...[
       el('div', { class: 'meta' }, `${a.kind} ${a.id}`, a.session_id ? ` · session ${a.session_id}` : '',
         ` · ${when(a.created)}`,
         a.asked > 1 ? el('span', { class: 'asked', 'data-asked': a.asked }, `asked ${a.asked} times`) : null),
@@ -145,7 +151,7 @@ function renderApprovals() {
         el('button', { class: 'allow', type: 'button', 'data-answer': 'once', onclick: () => answer(a.id, 'once', card) }, 'Allow once'),
         el('button', { class: 'session', type: 'button', 'data-answer': 'session', onclick: () => answer(a.id, 'session', card) }, 'Allow for this session'),
         el('button', { class: 'deny', type: 'button', 'data-answer': 'deny', onclick: () => answer(a.id, 'deny', card) }, 'Deny')),
-      el('div', { class: 'error d-block' }));
+      el('div', { class: 'error d-block' })].filter((c) => c));
     list.append(card);
   }
   document.getElementById('no-approvals').hidden = pending.length > 0;
@@ -159,7 +165,8 @@ function matches(r) {
   const decision = document.getElementById('f-decision').value;
   const layer = document.getElementById('f-layer').value;
   const rule = document.getElementById('f-rule').value.trim();
-  return (!session || r.session === session)
+  const chosen = state.sessions.find((s) => s.id === session);
+  return (!session || (chosen ? inSession(r, chosen) : r.session === session))
     && (!decision || r.decision === decision)
     && (!layer || r.layer === layer)
     && (!rule || (r.rules || []).some((x) => x.id.includes(rule)));
@@ -177,7 +184,7 @@ function renderTimeline() {
       el('td', {}, String(r.seq)),
       el('td', {}, new Date(recordTime(r)).toLocaleTimeString()),
       el('td', {}, r.kind),
-      el('td', { class: 'mono' }, r.session || ''),
+      el('td', { class: 'mono' }, r.session || r.agent_session || ''),
       el('td', {}, r.layer || ''),
       el('td', { class: 'd-' + (r.decision || '') }, r.decision || ''),
       el('td', {}, r.tool || ''),
@@ -195,7 +202,8 @@ async function verifyLedger() {
   try {
     const v = await (await fetch('/api/verify', { credentials: 'same-origin' })).json();
     badge.className = 'badge ' + (v.ok ? 'ok' : 'bad');
-    badge.textContent = v.ok ? `ledger verified: ${v.records} records` : `ledger: ${v.problem}`;
+    const at = new Date().toLocaleTimeString();
+    badge.textContent = v.ok ? `ledger verified: ${v.records} records (${at})` : `ledger: ${v.problem}`;
     badge.title = v.ok ? `last hash ${v.last_hash}` : '';
   } catch (e) {
     badge.className = 'badge bad';
@@ -227,7 +235,7 @@ const SVG = 'http://www.w3.org/2000/svg';
 function svg(tag, attrs, ...children) {
   const node = document.createElementNS(SVG, tag);
   for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c !== undefined && c !== null) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
   return node;
