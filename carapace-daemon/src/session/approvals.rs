@@ -565,4 +565,148 @@ mod tests {
             .answer(&b.row.id, true, "", Scope::Session, 1000)
             .is_err());
     }
+
+    fn call(signature: &str, rules: &[&str]) -> Request {
+        Request {
+            requester_uid: 1000,
+            summary: format!("write {signature}"),
+            signature: signature.into(),
+            rules: rules
+                .iter()
+                .map(|id| GateRule {
+                    id: (*id).into(),
+                    mode: "approve".into(),
+                    message: format!("{id} says ask"),
+                })
+                .collect(),
+            ..Request::default()
+        }
+    }
+
+    #[test]
+    fn identical_means_same_kind_operations_and_rules() {
+        let a = call("sig-w", &["r1", "r2"]);
+        let mut reordered = call("sig-w", &["r2", "r1", "r2"]);
+        reordered.summary = "said differently".into();
+        reordered.rules[0].message = "another message".into();
+        assert_eq!(a.identity("call"), reordered.identity("call"));
+        assert_ne!(a.identity("call"), a.identity("plan"));
+        assert_ne!(
+            a.identity("call"),
+            call("sig-x", &["r1", "r2"]).identity("call")
+        );
+        assert_ne!(a.identity("call"), call("sig-w", &["r1"]).identity("call"));
+        let p = plan();
+        let mut other = plan();
+        other.steps[2].signature = "sig-other".into();
+        assert_ne!(p.identity("plan"), other.identity("plan"));
+    }
+
+    #[test]
+    fn an_identical_pending_request_is_joined_and_counted() {
+        let (_dir, db) = store();
+        db.agent_session("a-2", 1000, "claude-code", "y").unwrap();
+        let approvals = Approvals::new(Arc::clone(&db));
+        let mut events = approvals.subscribe();
+        let first = approvals
+            .request(Some("a-1"), "call", &call("sig-w", &["r1"]))
+            .unwrap();
+        assert_eq!(first.request.asked, 1);
+        let again = approvals
+            .request(Some("a-1"), "call", &call("sig-w", &["r1"]))
+            .unwrap();
+        assert_eq!(again.row.id, first.row.id, "joined, not asked again");
+        assert_eq!(again.request.asked, 2);
+        assert_eq!(
+            approvals.get(&first.row.id).unwrap().unwrap().request.asked,
+            2
+        );
+        assert_eq!(approvals.pending().unwrap().len(), 1);
+        let _ = events.try_recv();
+        assert_eq!(
+            events.try_recv().unwrap().request.asked,
+            2,
+            "watchers see the count"
+        );
+        // Another session, another operation or other rules: a request of its own.
+        for (session, req) in [
+            ("a-2", call("sig-w", &["r1"])),
+            ("a-1", call("sig-x", &["r1"])),
+            ("a-1", call("sig-w", &["r1", "r9"])),
+        ] {
+            let other = approvals.request(Some(session), "call", &req).unwrap();
+            assert_ne!(other.row.id, first.row.id, "{session} {req:?}");
+        }
+        // Without a session nothing is shared.
+        let a = approvals
+            .request(None, "call", &call("sig-w", &["r1"]))
+            .unwrap();
+        let b = approvals
+            .request(None, "call", &call("sig-w", &["r1"]))
+            .unwrap();
+        assert_ne!(a.row.id, b.row.id);
+    }
+
+    #[test]
+    fn the_first_answer_stands_for_identical_requests_of_the_session() {
+        let (_dir, db) = store();
+        let approvals = Approvals::new(Arc::clone(&db));
+        let req = call("sig-w", &["r1"]);
+        // Denied: the same request is denied at once, without asking.
+        let a = approvals.request(Some("a-1"), "call", &req).unwrap();
+        approvals
+            .answer(&a.row.id, false, "", Scope::Session, 1000)
+            .unwrap();
+        let again = approvals.request(Some("a-1"), "call", &req).unwrap();
+        assert_eq!(again.row.id, a.row.id);
+        assert_eq!(again.row.status, ApprovalStatus::Denied);
+        assert!(approvals.pending().unwrap().is_empty());
+        // A reset forgets it.
+        db.reset("a-1", 1000).unwrap();
+        let fresh = approvals.request(Some("a-1"), "call", &req).unwrap();
+        assert_eq!(fresh.row.status, ApprovalStatus::Pending);
+        assert_ne!(fresh.row.id, a.row.id);
+        // Approved once: nothing remembered, the next identical call asks again.
+        let done = approvals
+            .answer(&fresh.row.id, true, "", Scope::Once, 1000)
+            .unwrap();
+        assert!(done.answer.once);
+        assert!(!db.is_approved("a-1", "sig-w").unwrap());
+        let next = approvals.request(Some("a-1"), "call", &req).unwrap();
+        assert_eq!(next.row.status, ApprovalStatus::Pending);
+        assert_ne!(next.row.id, fresh.row.id);
+        // Expired is nobody's answer: the next one asks again too.
+        approvals.expire(&next.row.id).unwrap();
+        let after = approvals.request(Some("a-1"), "call", &req).unwrap();
+        assert_eq!(after.row.status, ApprovalStatus::Pending);
+        assert_ne!(after.row.id, next.row.id);
+    }
+
+    #[tokio::test]
+    async fn every_waiter_of_a_joined_request_gets_the_one_answer() {
+        let (_dir, db) = store();
+        let approvals = Arc::new(Approvals::new(Arc::clone(&db)));
+        let req = call("sig-w", &["r1"]);
+        let mut waiters = Vec::new();
+        for _ in 0..3 {
+            let a = approvals.request(Some("a-1"), "call", &req).unwrap();
+            let approvals = Arc::clone(&approvals);
+            waiters.push(tokio::spawn(async move {
+                approvals.wait(&a.row.id, Duration::from_secs(30)).await
+            }));
+        }
+        let pending = approvals.pending().unwrap();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].request.asked, 3);
+        approvals
+            .answer(&pending[0].row.id, true, "", Scope::Session, 1000)
+            .unwrap();
+        for w in waiters {
+            assert_eq!(
+                w.await.unwrap().unwrap().row.status,
+                ApprovalStatus::Approved
+            );
+        }
+        assert!(db.is_approved("a-1", "sig-w").unwrap());
+    }
 }
