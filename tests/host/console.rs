@@ -350,6 +350,14 @@ fn denials_rules_and_charts(b: &mut Browser, d: &Daemon, hostport: &str, shots: 
             .is_some_and(|r| r.contains("personal-agent.yaml")),
         "where the rule came from: {row}"
     );
+    let row = b.eval(
+        "document.querySelector('#rules-table tr[data-rule=\"carapace-console\"]').innerText",
+    );
+    assert!(
+        row.as_str()
+            .is_some_and(|r| r.contains("locked") && r.contains("daemon:console")),
+        "the console's own locked rule: {row}"
+    );
     b.screenshot(&shots.join("rules.png"));
 
     b.navigate(&format!("http://{hostport}/#charts"));

@@ -127,22 +127,27 @@ fn init_logging(format: LogFormat) {
 pub fn main() -> ExitCode {
     let args = Args::parse();
     init_logging(args.log_format);
-    // Rules first: a broken rule file stops everything before anything is touched.
-    let source = RuleSource::new(&args.data_dir, args.rules.clone());
-    let rules = match load_rules(&source) {
-        Ok(r) => r,
-        Err(d) => {
-            eprint!("{d}");
-            eprintln!("carapaced: the rule file has errors; nothing was started");
-            return ExitCode::from(2);
-        }
-    };
-    // The LLM settings too: a broken config.yaml is reported (file:line:column) up front.
+    // A broken config.yaml is reported (file:line:column) before anything is touched.
     let settings = match crate::settings::load(&args.data_dir) {
         Ok(s) => s,
         Err(d) => {
             eprint!("{d}");
             eprintln!("carapaced: the config file has errors; nothing was started");
+            return ExitCode::from(2);
+        }
+    };
+    // Then the rules: a broken rule file stops everything too. The console's port, when
+    // it is on, is a locked rule of its own.
+    let mut source = RuleSource::new(&args.data_dir, args.rules.clone());
+    if let Some(addr) = args.console.or(settings.console) {
+        let (origin, text) = crate::console::locked_rule(addr);
+        source = source.with_locked(origin, text);
+    }
+    let rules = match load_rules(&source) {
+        Ok(r) => r,
+        Err(d) => {
+            eprint!("{d}");
+            eprintln!("carapaced: the rule file has errors; nothing was started");
             return ExitCode::from(2);
         }
     };

@@ -39,6 +39,29 @@ pub enum AddrError {
     NotLoopback(SocketAddr),
     #[error("`{0}` is not an address with a port; write e.g. 127.0.0.1:8790")]
     Malformed(String),
+    #[error(
+        "the console needs a fixed port (not 0): the kernel keeps agent sessions away from it \
+         by its port; write e.g. 127.0.0.1:8790"
+    )]
+    NoPort,
+}
+
+/// The id of the locked rule that keeps sessions away from the console.
+pub const RULE_ID: &str = "carapace-console";
+
+/// The locked rule (source, text) that refuses the console's address to every process in
+/// an agent session, in the kernel (`socket_connect`) and in Layer 1 (a `curl` or
+/// `WebFetch` of it): with the peer check of every connection, a second wall.
+#[must_use]
+pub fn locked_rule(addr: SocketAddr) -> (String, String) {
+    let text = format!(
+        "version: 1\nrules:\n  - id: {RULE_ID}\n    block: {{ host: \"{ip}\", port: {port} }}\n    \
+         category: self-protection\n    locked: true\n    message: \"The Carapace console is \
+         the user's; agents may not connect to it.\"\n",
+        ip = addr.ip(),
+        port = addr.port()
+    );
+    ("daemon:console".to_owned(), text)
 }
 
 /// Parses a console address: `IP:PORT` on loopback.
@@ -47,11 +70,13 @@ pub fn parse_addr(text: &str) -> Result<SocketAddr, AddrError> {
         .trim()
         .parse()
         .map_err(|_| AddrError::Malformed(text.trim().to_owned()))?;
-    if addr.ip().is_loopback() {
-        Ok(addr)
-    } else {
-        Err(AddrError::NotLoopback(addr))
+    if !addr.ip().is_loopback() {
+        return Err(AddrError::NotLoopback(addr));
     }
+    if addr.port() == 0 {
+        return Err(AddrError::NoPort);
+    }
+    Ok(addr)
 }
 
 /// Binds `addr` (loopback only), starts serving and lets the API hand out login URLs.
@@ -105,5 +130,53 @@ mod tests {
             parse_addr("127.0.0.1"),
             Err(AddrError::Malformed(_))
         ));
+        assert_eq!(parse_addr("127.0.0.1:0"), Err(AddrError::NoPort));
+    }
+
+    #[test]
+    fn the_consoles_port_is_a_locked_rule_no_file_turns_off() {
+        use carapace_policy::engine::{self, Activation, Context, Layer, ToolCall};
+        use carapace_policy::rules::{Mode, RuleSet};
+        let addr: SocketAddr = "127.0.0.1:8790".parse().unwrap();
+        let (source, text) = locked_rule(addr);
+        let extra = [(source.as_str(), text.as_str())];
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rules.yaml");
+        // A file that selects no pack and says nothing of the console; then none at all.
+        std::fs::write(&file, "version: 1\nbuiltin: none\nrules: []\n").unwrap();
+        let opts = crate::policy_host::options();
+        for path in [Some(file.as_path()), None] {
+            let rules =
+                RuleSet::load_with_locked(path, &opts, &extra).unwrap_or_else(|d| panic!("{d}"));
+            let rule = rules.by_id(RULE_ID).expect("the console rule");
+            assert!(rule.locked);
+            assert_eq!(rule.source, "daemon:console");
+            assert!(
+                rule.kernel_index.is_some(),
+                "the kernel enforces it: {:?}",
+                rule.enforcement
+            );
+            // Layer 1 refuses a fetch of it too.
+            let call = serde_json::json!({
+                "tool": "WebFetch",
+                "input": {"url": "http://127.0.0.1:8790/login?token=x", "prompt": "p"}
+            });
+            let ext = ToolCall::from_json(&call)
+                .unwrap()
+                .extract(&Context::default());
+            let d = engine::evaluate(&rules, &ext, &Activation::default(), Layer::ToolCall);
+            assert_eq!(d.decision, Mode::Block, "{d:?}");
+            assert!(d.matches.iter().any(|m| m.id == RULE_ID), "{d:?}");
+            // Another port of loopback is not the console.
+            let other = serde_json::json!({
+                "tool": "WebFetch",
+                "input": {"url": "http://127.0.0.1:8791/", "prompt": "p"}
+            });
+            let ext = ToolCall::from_json(&other)
+                .unwrap()
+                .extract(&Context::default());
+            let d = engine::evaluate(&rules, &ext, &Activation::default(), Layer::ToolCall);
+            assert!(d.matches.iter().all(|m| m.id != RULE_ID), "{d:?}");
+        }
     }
 }
