@@ -419,9 +419,11 @@ impl Writer {
                 let written = self.commit(events);
                 match (written, self.options.acknowledge) {
                     (Ok(first), Acknowledge::Written) => {
+                        // Counted before the callers hear of it: a caller that reads the
+                        // stats after its answer sees its own record.
+                        stats.last_seq.store(self.head.seq, Ordering::Relaxed);
                         acknowledge(batch, &Ok(first));
                         self.publish();
-                        stats.last_seq.store(self.head.seq, Ordering::Relaxed);
                         self.sync_acknowledged(stats);
                         continue;
                     }

@@ -156,26 +156,19 @@ mod tests {
                 "the kernel enforces it: {:?}",
                 rule.enforcement
             );
-            // Layer 1 refuses a fetch of it too.
-            let call = serde_json::json!({
-                "tool": "WebFetch",
-                "input": {"url": "http://127.0.0.1:8790/login?token=x", "prompt": "p"}
-            });
-            let ext = ToolCall::from_json(&call)
-                .unwrap()
-                .extract(&Context::default());
-            let d = engine::evaluate(&rules, &ext, &Activation::default(), Layer::ToolCall);
+            // Layer 1 refuses a fetch of it too; another loopback port is not the console.
+            let fetch = |url: &str| {
+                let call =
+                    serde_json::json!({"tool": "WebFetch", "input": {"url": url, "prompt": "p"}});
+                let ext = ToolCall::from_json(&call)
+                    .unwrap()
+                    .extract(&Context::default());
+                engine::evaluate(&rules, &ext, &Activation::default(), Layer::ToolCall)
+            };
+            let d = fetch("http://127.0.0.1:8790/login?token=x");
             assert_eq!(d.decision, Mode::Block, "{d:?}");
             assert!(d.matches.iter().any(|m| m.id == RULE_ID), "{d:?}");
-            // Another port of loopback is not the console.
-            let other = serde_json::json!({
-                "tool": "WebFetch",
-                "input": {"url": "http://127.0.0.1:8791/", "prompt": "p"}
-            });
-            let ext = ToolCall::from_json(&other)
-                .unwrap()
-                .extract(&Context::default());
-            let d = engine::evaluate(&rules, &ext, &Activation::default(), Layer::ToolCall);
+            let d = fetch("http://127.0.0.1:8791/");
             assert!(d.matches.iter().all(|m| m.id != RULE_ID), "{d:?}");
         }
     }

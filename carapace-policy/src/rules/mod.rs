@@ -175,20 +175,7 @@ impl RuleSet {
     /// Reads, validates and compiles a rule file. The locked packs (`builtin::ALWAYS`, the
     /// self-protection rules) are in force whatever the file's `builtin:` says.
     pub fn load(path: &Path, opts: &Options) -> Result<Self, Diagnostics> {
-        let origin = path.display().to_string();
-        match opts.host.read_to_string(path) {
-            Ok(text) => {
-                Self::compile_text(&origin, &text, opts, builtin::ALWAYS, &[], Purpose::Kernel)
-            }
-            Err(e) => Err(Diagnostics(vec![Diagnostic {
-                severity: Severity::Error,
-                origin,
-                span: Span { line: 1, col: 1 },
-                message: format!("cannot read the rule file: {e}"),
-                rule: None,
-                hint: Some("check the path and its permissions".into()),
-            }])),
-        }
+        Self::load_with_locked(Some(path), opts, &[])
     }
 
     /// Validates and compiles rule text; `origin` names it in diagnostics, `opts` gives the
@@ -218,17 +205,7 @@ impl RuleSet {
                 Purpose::Kernel,
             );
         };
-        let origin = path.display().to_string();
-        let text = opts.host.read_to_string(path).map_err(|e| {
-            Diagnostics(vec![Diagnostic {
-                severity: Severity::Error,
-                origin: origin.clone(),
-                span: Span { line: 1, col: 1 },
-                message: format!("cannot read the rule file: {e}"),
-                rule: None,
-                hint: Some("check the path and its permissions".into()),
-            }])
-        })?;
+        let (origin, text) = read_file(path, opts)?;
         Self::compile_text(
             &origin,
             &text,
@@ -247,17 +224,7 @@ impl RuleSet {
         let Some(path) = path else {
             return Self::compile_text("builtin", "version: 1\n", opts, &[], &[], Purpose::Layer1);
         };
-        let origin = path.display().to_string();
-        let text = opts.host.read_to_string(path).map_err(|e| {
-            Diagnostics(vec![Diagnostic {
-                severity: Severity::Error,
-                origin: origin.clone(),
-                span: Span { line: 1, col: 1 },
-                message: format!("cannot read the rule file: {e}"),
-                rule: None,
-                hint: Some("check the path and its permissions".into()),
-            }])
-        })?;
+        let (origin, text) = read_file(path, opts)?;
         Self::compile_text(&origin, &text, opts, builtin::ALWAYS, &[], Purpose::Layer1)
     }
 
@@ -427,6 +394,22 @@ impl RuleSet {
             .iter()
             .filter(|r| r.matches_net(addr, port))
             .collect()
+    }
+}
+
+/// A rule file's name (for diagnostics) and text; an error diagnostic when unreadable.
+fn read_file(path: &Path, opts: &Options) -> Result<(String, String), Diagnostics> {
+    let origin = path.display().to_string();
+    match opts.host.read_to_string(path) {
+        Ok(text) => Ok((origin, text)),
+        Err(e) => Err(Diagnostics(vec![Diagnostic {
+            severity: Severity::Error,
+            origin,
+            span: Span { line: 1, col: 1 },
+            message: format!("cannot read the rule file: {e}"),
+            rule: None,
+            hint: Some("check the path and its permissions".into()),
+        }])),
     }
 }
 
