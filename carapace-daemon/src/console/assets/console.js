@@ -326,7 +326,9 @@ function connect() {
     state.records = [];
     state.lastSeq = 0;
     for (const r of s.records) addRecord(r);
-    document.getElementById('kernel').textContent = s.kernel ? 'kernel: ' + s.kernel : '';
+    const k = document.getElementById('kernel');
+    k.textContent = s.kernel ? 'kernel: ' + s.kernel : '';
+    k.title = k.textContent;
     document.body.dataset.ready = 'true';
     renderSessions(); renderApprovals(); renderTimeline(); renderRules(); showPage();
   });
