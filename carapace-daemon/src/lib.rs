@@ -3,6 +3,7 @@
 pub mod api;
 pub mod audit;
 pub mod cli;
+pub mod console;
 pub mod dns;
 pub mod gateway;
 pub mod host;

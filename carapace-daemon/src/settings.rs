@@ -9,6 +9,8 @@
 //!   refuse_with: refused   # or nxdomain: the answer to a lookup the rules refuse
 //! audit:
 //!   acknowledge: written   # or synced: a decision waits for its record's fdatasync too
+//! console:
+//!   listen: 127.0.0.1:8790 # the console's address (loopback only); off without it
 //! llm: { … }
 //! ```
 use std::path::Path;
@@ -20,9 +22,10 @@ use carapace_policy::rules::diag::{did_you_mean, Sink};
 use carapace_policy::rules::yaml::{self, Node, NodeKind, Span};
 use carapace_policy::rules::Diagnostics;
 
-const SECTIONS: &[&str] = &["llm", "approvals", "dns", "audit"];
+const SECTIONS: &[&str] = &["llm", "approvals", "dns", "audit", "console"];
 const APPROVAL_KEYS: &[&str] = &["timeout_seconds"];
 const AUDIT_KEYS: &[&str] = &["acknowledge"];
+const CONSOLE_KEYS: &[&str] = &["listen"];
 /// A day: longer waits would park agents (and their sessions) indefinitely.
 const MAX_APPROVAL_TIMEOUT: u64 = 86_400;
 
@@ -34,6 +37,8 @@ pub struct Settings {
     pub dns: crate::dns::DnsSettings,
     /// The `audit:` section: when a decision may be given relative to its record's sync.
     pub audit_acknowledge: Acknowledge,
+    /// The `console:` section: where the console listens (`carapaced --console` wins).
+    pub console: Option<std::net::SocketAddr>,
 }
 
 /// The text of `dir/config.yaml` and its name for diagnostics; `None` when there is none.
@@ -105,6 +110,9 @@ pub fn parse(origin: &str, text: &str) -> Result<Settings, Diagnostics> {
     if let Some(node) = root.get("audit") {
         settings.audit_acknowledge = audit(node, &mut sink);
     }
+    if let Some(node) = root.get("console") {
+        settings.console = console(node, &mut sink);
+    }
     if sink.error_count() > 0 {
         return Err(Diagnostics(sink.items));
     }
@@ -135,6 +143,31 @@ fn approvals(node: &Node, sink: &mut Sink) -> Option<Duration> {
         );
     }
     secs.map(Duration::from_secs)
+}
+
+fn console(node: &Node, sink: &mut Sink) -> Option<std::net::SocketAddr> {
+    if !section(
+        node,
+        "console",
+        CONSOLE_KEYS,
+        "listen: 127.0.0.1:8790",
+        sink,
+    ) {
+        return None;
+    }
+    let value = node.get("listen")?;
+    match crate::console::parse_addr(value.as_str().unwrap_or("")) {
+        Ok(addr) => Some(addr),
+        Err(e) => {
+            sink.error(
+                value.span,
+                None,
+                e.to_string(),
+                "e.g. `listen: 127.0.0.1:8790`",
+            );
+            None
+        }
+    }
 }
 
 fn audit(node: &Node, sink: &mut Sink) -> Acknowledge {
@@ -265,6 +298,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("acknowledge"), "{e}");
+    }
+
+    #[test]
+    fn the_console_listens_on_loopback_only() {
+        assert_eq!(parse("c", "").unwrap().console, None);
+        let s = parse("c", "console:\n  listen: 127.0.0.1:8790\n").unwrap();
+        assert_eq!(s.console, Some("127.0.0.1:8790".parse().unwrap()));
+        let e = parse("c", "console:\n  listen: 0.0.0.0:8790\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("c:2:") && e.contains("loopback"), "{e}");
+        let e = parse("c", "console:\n  listen: nowhere\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("127.0.0.1:8790"), "{e}");
+        let e = parse("c", "console:\n  lisen: 127.0.0.1:1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("listen"), "{e}");
     }
 
     proptest! {

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use carapace_tests::{cli, cli_command, has_file_line_column, is_root, text, Daemon};
 
 mod audit;
+mod console;
 mod dns;
 mod front_doors;
 mod gateway;

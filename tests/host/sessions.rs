@@ -173,8 +173,22 @@ fn no_exfil_after_sensitive_waits_for_the_users_answer() {
     assert_eq!(code, 2, "denied means blocked: {v}");
     assert_eq!(v["approval_status"], "denied");
 
-    let user = answer_when_pending(true);
+    // The user's denial stands for the identical request in this session: refused at once,
+    // nobody is asked again (approval fatigue).
     let (code, v) = check(&d, s, curl, &["--wait", "30"]);
+    assert_eq!(code, 2, "denied earlier in the session: {v}");
+    assert_eq!(v["approval_status"], "denied");
+    let pending = run(&d, &["approvals", "--json"]);
+    assert!(
+        text(&pending.stdout).trim().is_empty(),
+        "asked again: {}",
+        text(&pending.stdout)
+    );
+
+    // Another upload is another request: approved while the agent waits.
+    let other = r#"{"tool":"WebFetch","input":{"url":"https://accountant.example/upload2","prompt":"send"}}"#;
+    let user = answer_when_pending(true);
+    let (code, v) = check(&d, s, other, &["--wait", "30"]);
     assert!(user.join().is_ok_and(|o| o.status.success()));
     assert_eq!(code, 0, "approved while waiting: {v}");
     assert_eq!(v["approval_status"], "approved");

@@ -5,6 +5,7 @@
 //! context.
 pub mod agent_cli;
 pub mod anthropic;
+pub mod cdp;
 pub mod gemini;
 pub mod http;
 pub mod loopback;

@@ -22,6 +22,7 @@ use std::{
 
 mod allowlist;
 mod attach;
+mod console;
 mod dns;
 mod isolation;
 mod limits;

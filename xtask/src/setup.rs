@@ -23,6 +23,10 @@ const APT_PACKAGES: &[&str] = &[
     "git",
     "perl",
     "python3-pip-whl",
+    // The console's browser test drives headless Chromium over the DevTools Protocol.
+    "chromium",
+    // The console test connects from inside a session to show it is refused.
+    "curl",
 ];
 
 /// Node.js and npm install the agent CLIs. Checked by command rather than by package:

@@ -383,23 +383,30 @@ pub fn settle(
             state::sync_kernel(&daemon.sessions, rules, &s.id).map_err(internal)?;
         }
     }
-    let d = &ev.checked.decision;
-    if d.decision == Mode::Approve && (ev.session.is_some() || req.wait_seconds > 0) {
+    if ev.checked.decision.decision == Mode::Approve
+        && (ev.session.is_some() || req.wait_seconds > 0)
+    {
         let request = Request {
             requester_uid: ev.session.as_ref().map_or(peer.uid, |s| s.owner_uid),
             summary: ev.ext.summary(),
             signature: ev.checked.signature(&ev.ext).to_owned(),
-            rules: gate_rules(d),
-            steps: Vec::new(),
+            rules: gate_rules(&ev.checked.decision),
+            ..Request::default()
         };
         let session_id = ev.session.as_ref().map(|s| s.id.as_str());
-        ev.approval = Some(
-            daemon
-                .approvals
-                .request(session_id, "call", &request)
-                .map_err(internal)?,
-        );
+        let approval = daemon
+            .approvals
+            .request(session_id, "call", &request)
+            .map_err(internal)?;
+        if approval.row.status == ApprovalStatus::Pending {
+            ev.approval = Some(approval);
+        } else {
+            // The user already denied this very request in the session: that answer
+            // stands (approval fatigue, see `session::approvals`).
+            answered(daemon, rules, &mut ev, approval)?;
+        }
     }
+    let d = &ev.checked.decision;
     if d.decision >= Mode::Warn {
         tracing::info!(
             pid = peer.pid,

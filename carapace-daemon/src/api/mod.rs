@@ -33,12 +33,13 @@ use tonic::{Request, Response, Status};
 
 use self::proto::carapace_server::{Carapace, CarapaceServer};
 use self::proto::{
-    AnswerApprovalRequest, Approval as ApprovalMsg, CreateSessionReply, CreateSessionRequest,
-    Denial, EndSessionReply, EndSessionRequest, EvaluateReply, EvaluateRequest, GetSessionRequest,
-    ListApprovalsReply, ListApprovalsRequest, ListSessionsReply, ListSessionsRequest, PlanReply,
-    PlanRequest, ReloadRulesReply, ReloadRulesRequest, ResetSessionRequest, ScanHistoryReply,
-    ScanHistoryRequest, SessionDetail, SessionInfo, SetSessionRuleRequest, StatusReply,
-    StatusRequest, WatchApprovalsRequest, WatchSessionRequest,
+    AnswerApprovalRequest, Approval as ApprovalMsg, ConsoleUrlReply, ConsoleUrlRequest,
+    CreateSessionReply, CreateSessionRequest, Denial, EndSessionReply, EndSessionRequest,
+    EvaluateReply, EvaluateRequest, GetSessionRequest, ListApprovalsReply, ListApprovalsRequest,
+    ListSessionsReply, ListSessionsRequest, PlanReply, PlanRequest, ReloadRulesReply,
+    ReloadRulesRequest, ResetSessionRequest, ScanHistoryReply, ScanHistoryRequest, SessionDetail,
+    SessionInfo, SetSessionRuleRequest, StatusReply, StatusRequest, WatchApprovalsRequest,
+    WatchSessionRequest,
 };
 use self::reload::{Fingerprint, Loaded, RuleSource};
 use crate::io_error::IoError;
@@ -92,6 +93,8 @@ pub struct Daemon {
     pub metrics: crate::metrics::Metrics,
     /// The model-API gateway's base URL (`http://127.0.0.1:PORT`), once it listens.
     gateway: std::sync::OnceLock<String>,
+    /// The console's logins, once it listens (`carapaced --console`).
+    console: std::sync::OnceLock<Arc<crate::console::auth::Access>>,
     /// Session time limits (`carapace run --timeout`).
     pub deadlines: deadline::Deadlines,
     /// The sessions' DNS resolvers (network rules by name, see `crate::dns`).
@@ -128,6 +131,7 @@ impl Daemon {
             audit: audit::AuditLog::default(),
             metrics: crate::metrics::Metrics::default(),
             gateway: std::sync::OnceLock::new(),
+            console: std::sync::OnceLock::new(),
             deadlines: deadline::Deadlines::default(),
             resolvers: crate::dns::SessionResolvers::default(),
             rules_changed: tokio::sync::Notify::new(),
@@ -208,6 +212,11 @@ impl Daemon {
     /// Records where the gateway listens (once, at start).
     pub fn set_gateway(&self, url: String) {
         let _ = self.gateway.set(url);
+    }
+
+    /// Records the console's logins (once, at start).
+    pub fn set_console(&self, access: Arc<crate::console::auth::Access>) {
+        let _ = self.console.set(access);
     }
 
     /// Successful reloads since start.
@@ -1020,7 +1029,19 @@ impl Carapace for Service {
         let req = request.into_inner();
         let (daemon, who) = (Arc::clone(&self.daemon), peer.clone());
         let answered = tokio::task::spawn_blocking(move || {
-            sessions::answer(&daemon, &who, &req.approval_id, req.approve, &req.steps)
+            let scope = if req.once {
+                crate::session::approvals::Scope::Once
+            } else {
+                crate::session::approvals::Scope::Session
+            };
+            sessions::answer(
+                &daemon,
+                &who,
+                &req.approval_id,
+                req.approve,
+                &req.steps,
+                scope,
+            )
         })
         .await
         .map_err(|e| blocking_failed(&e))??;
@@ -1056,6 +1077,39 @@ impl Carapace for Service {
             planned.approval = Some(answer);
         }
         Ok(Response::new(sessions::plan_reply(&planned)))
+    }
+
+    async fn console_url(
+        &self,
+        request: Request<ConsoleUrlRequest>,
+    ) -> Result<Response<ConsoleUrlReply>, Status> {
+        let peer = self.peer(&request)?;
+        if peer.agent {
+            tracing::warn!(
+                pid = peer.pid,
+                uid = peer.uid,
+                "a process inside a session asked for a console login; refused"
+            );
+            return Err(Status::permission_denied(
+                "processes inside a Carapace session cannot open the console; the user does \
+                 that from outside the session (another terminal)",
+            ));
+        }
+        let access = self.daemon.console.get().ok_or_else(|| {
+            Status::failed_precondition(
+                "the console is off: start carapaced with `--console 127.0.0.1:PORT` (or set \
+                 `console: { listen: 127.0.0.1:PORT }` in config.yaml)",
+            )
+        })?;
+        let url = access
+            .login_url(peer.uid)
+            .map_err(|r| Status::internal(r.message()))?;
+        tracing::info!(
+            uid = peer.uid,
+            pid = peer.pid,
+            "console login URL handed out"
+        );
+        Ok(Response::new(ConsoleUrlReply { url }))
     }
 
     async fn scan_history(

@@ -25,6 +25,9 @@ pub struct RuleSource {
     /// Given with `--rules`: it must exist. The default `$DATA_DIR/rules.yaml` may be absent,
     /// and then the built-in packs apply.
     pub explicit: bool,
+    /// Locked rules the daemon adds about its own endpoints (source, rule text), in force
+    /// whatever the file says, reload after reload (e.g. the console's port).
+    pub locked: Vec<(String, String)>,
 }
 
 /// A rule set and the file state it was read from.
@@ -67,27 +70,39 @@ impl RuleSource {
             Some(path) => Self {
                 path,
                 explicit: true,
+                locked: Vec::new(),
             },
             None => Self {
                 path: data_dir.join("rules.yaml"),
                 explicit: false,
+                locked: Vec::new(),
             },
         }
+    }
+
+    /// Adds a locked rule pack (see [`RuleSource::locked`]).
+    #[must_use]
+    pub fn with_locked(mut self, source: String, text: String) -> Self {
+        self.locked.push((source, text));
+        self
     }
 
     /// Reads, validates and compiles the rules (blocking: file I/O and host name lookups).
     pub fn load(&self) -> Result<Loaded, Diagnostics> {
         let fingerprint = fingerprint(&self.path);
-        if !self.explicit && !self.path.exists() {
-            return Ok(Loaded {
-                rules: RuleSet::builtin(&crate::policy_host::options()),
-                file: None,
-                fingerprint,
-            });
-        }
+        let locked: Vec<(&str, &str)> = self
+            .locked
+            .iter()
+            .map(|(s, t)| (s.as_str(), t.as_str()))
+            .collect();
+        let file = (self.explicit || self.path.exists()).then(|| self.path.clone());
         Ok(Loaded {
-            rules: RuleSet::load(&self.path, &crate::policy_host::options())?,
-            file: Some(self.path.clone()),
+            rules: RuleSet::load_with_locked(
+                file.as_deref(),
+                &crate::policy_host::options(),
+                &locked,
+            )?,
+            file,
             fingerprint,
         })
     }

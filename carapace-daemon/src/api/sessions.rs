@@ -201,6 +201,8 @@ pub fn approval_msg(a: &Approval) -> ApprovalMsg {
         rules: rules_msg(&a.request.rules),
         steps: a.request.steps.iter().map(step_msg).collect(),
         approved_steps: a.answer.approved_steps.clone(),
+        asked: a.request.asked.max(1),
+        once: a.answer.once,
         requester_uid: a.request.requester_uid,
         decided_by: a.row.decided_by,
     }
@@ -213,6 +215,7 @@ pub fn answer(
     id: &str,
     approve: bool,
     steps: &str,
+    scope: crate::session::approvals::Scope,
 ) -> Result<Approval, Status> {
     let current = daemon
         .approvals
@@ -227,7 +230,7 @@ pub fn answer(
     authorize_human(peer, current.request.requester_uid, what)?;
     daemon
         .approvals
-        .answer(id, approve, steps, peer.uid)
+        .answer(id, approve, steps, scope, peer.uid)
         .map_err(|e| match e {
             crate::session::approvals::AnswerError::NotFound(_) => Status::not_found(e.to_string()),
             crate::session::approvals::AnswerError::Store(_) => internal(e),
@@ -329,9 +332,8 @@ pub fn plan(
                 planned.steps.len(),
                 gated.join(", ")
             ),
-            signature: String::new(),
-            rules: Vec::new(),
             steps: planned.steps.clone(),
+            ..Request::default()
         };
         let session_id = planned.session.as_ref().map(|s| s.id.as_str());
         planned.approval = Some(

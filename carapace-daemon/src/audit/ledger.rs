@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
 
-use tokio::sync::oneshot;
+use tokio::sync::{broadcast, oneshot};
 
 use super::files::{self, Head};
 use super::record::{self, Event, Kind, Record};
@@ -17,6 +17,9 @@ use crate::io_error::IoError;
 
 /// Records written in one commit at most (bounds the latency of the first of them).
 const MAX_BATCH: usize = 512;
+
+/// Records kept for a slow subscriber (the console) before it starts missing some.
+const PUBLISH_BUFFER: usize = 1024;
 
 /// Segment size after which a new segment starts.
 pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
@@ -100,6 +103,8 @@ pub struct Ledger {
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     stats: Arc<Stats>,
+    /// Every record once it is acknowledged, for live views (see [`Ledger::subscribe`]).
+    published: broadcast::Sender<Arc<Record>>,
 }
 
 /// What [`Ledger::open`] found.
@@ -124,8 +129,10 @@ impl Ledger {
             .mode(0o700)
             .create(&dir)
             .map_err(IoError::at("create directory", &dir))?;
-        let (writer, mut recovery) = Writer::recover(&dir, options)?;
+        let (mut writer, mut recovery) = Writer::recover(&dir, options)?;
         recovery.head = writer.head.clone();
+        let (published, _) = broadcast::channel(PUBLISH_BUFFER);
+        writer.publish = Some(published.clone());
         let stats = Arc::new(Stats::default());
         stats.last_seq.store(writer.head.seq, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
@@ -140,6 +147,7 @@ impl Ledger {
                 jobs: Mutex::new(Some(tx)),
                 thread: Mutex::new(Some(thread)),
                 stats,
+                published,
             },
             recovery,
         ))
@@ -154,6 +162,15 @@ impl Ledger {
     #[must_use]
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// Every record from now on, right after its caller got the acknowledgement. The
+    /// writer thread copies records only while someone subscribes, so the decisions'
+    /// path pays nothing for a view nobody looks at; a subscriber that falls more than
+    /// [`PUBLISH_BUFFER`] records behind gets `Lagged` and misses those.
+    #[must_use]
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Record>> {
+        self.published.subscribe()
     }
 
     fn submit(&self, event: Event) -> Result<oneshot::Receiver<Result<u64, String>>, AuditError> {
@@ -233,6 +250,10 @@ struct Writer {
     broken: bool,
     /// Head and segment length before the commit being synced (what an undo restores).
     synced_before: (Head, Option<(u32, u64)>),
+    /// Where acknowledged records go for live views.
+    publish: Option<broadcast::Sender<Arc<Record>>>,
+    /// Records of the commit in flight, kept only while someone subscribes.
+    unpublished: Vec<Record>,
 }
 
 /// Answers every caller of a batch: record `first + i` for the i-th, or the error.
@@ -343,6 +364,8 @@ impl Writer {
             head,
             head_file,
             broken: false,
+            publish: None,
+            unpublished: Vec::new(),
         };
         writer
             .write_head(true)
@@ -396,8 +419,11 @@ impl Writer {
                 let written = self.commit(events);
                 match (written, self.options.acknowledge) {
                     (Ok(first), Acknowledge::Written) => {
-                        acknowledge(batch, &Ok(first));
+                        // Counted before the callers hear of it: a caller that reads the
+                        // stats after its answer sees its own record.
                         stats.last_seq.store(self.head.seq, Ordering::Relaxed);
+                        acknowledge(batch, &Ok(first));
+                        self.publish();
                         self.sync_acknowledged(stats);
                         continue;
                     }
@@ -418,12 +444,29 @@ impl Writer {
                 stats.broken.store(self.broken, Ordering::Relaxed);
             }
             acknowledge(batch, &result);
+            if result.is_ok() {
+                self.publish();
+            } else {
+                self.unpublished.clear();
+            }
         }
         tracing::info!(
             seq = self.head.seq,
             hash = %self.head.hash,
             "audit ledger closed; its head"
         );
+    }
+
+    /// Sends the records of the last commit to the subscribers (after their callers got
+    /// the answer, so a slow view never delays a decision).
+    fn publish(&mut self) {
+        let Some(tx) = &self.publish else {
+            return;
+        };
+        for record in self.unpublished.drain(..) {
+            // No subscriber left in between: nothing to do.
+            let _ = tx.send(Arc::new(record));
+        }
     }
 
     /// Writes the events as consecutive records (not synced yet); returns the first seq. On
@@ -481,6 +524,11 @@ impl Writer {
     ) -> Result<u64, AuditError> {
         let first = self.head.seq + 1;
         let mut buf = String::new();
+        let watched = self
+            .publish
+            .as_ref()
+            .is_some_and(|tx| tx.receiver_count() > 0);
+        self.unpublished.clear();
         for event in events {
             let record = Record {
                 seq: self.head.seq + 1,
@@ -509,6 +557,9 @@ impl Writer {
             self.head.seq = record.seq;
             self.head.hash = hash;
             self.head.segment = self.file.as_ref().map_or(0, |(n, _, _)| *n);
+            if watched {
+                self.unpublished.push(record);
+            }
         }
         self.flush(&buf)?;
         Ok(first)

@@ -370,3 +370,18 @@ proptest! {
         let _ = verify(&audit_dir(dir.path()));
     }
 }
+
+#[test]
+fn acknowledged_records_are_published_to_subscribers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ledger, _) = Ledger::open(dir.path(), Options::default()).unwrap();
+    // Before anyone subscribes, nothing is kept for later subscribers.
+    ledger.append_blocking(event(1)).unwrap();
+    let mut rx = ledger.subscribe();
+    let first = ledger.append_blocking(event(2)).unwrap();
+    let second = ledger.append_blocking(event(3)).unwrap();
+    let got: Vec<u64> = (0..2).map(|_| rx.blocking_recv().unwrap().seq).collect();
+    assert_eq!(got, [first, second]);
+    assert!(rx.try_recv().is_err(), "nothing else");
+    ledger.close();
+}

@@ -126,6 +126,10 @@ pub enum Command {
     /// MCP servers: run one behind the tool-call check (`carapace mcp wrap -- SERVER_CMD…`)
     #[command(subcommand)]
     Mcp(super::mcp::McpCommand),
+    /// Open the web console (sessions, approvals, audit timeline, rules) of a daemon started
+    /// with `--console`: prints a login link, good once for two minutes, and opens it in the
+    /// browser when there is a display
+    Console(super::console::ConsoleArgs),
 }
 
 /// `carapace hook …` alone: the same global option and the same `hook` subcommand as
@@ -246,6 +250,7 @@ pub fn main() -> ExitCode {
             Command::Audit(audit) => super::audit::run(audit).await,
             Command::Doctor(doctor) => super::doctor::run(&args.socket, doctor).await,
             Command::Mcp(mcp) => super::mcp::run(&args.socket, mcp).await,
+            Command::Console(c) => super::console::run(&args.socket, c).await,
         }
     });
     match result {

@@ -56,6 +56,7 @@ Examples:
   sudo carapaced --gateway 127.0.0.1:8788
   sudo carapaced --rules ./rules.yaml --data-dir /tmp/carapace --socket /tmp/carapace.sock
   sudo carapaced --metrics 127.0.0.1:9464   # Prometheus metrics at http://127.0.0.1:9464/metrics
+  sudo carapaced --console 127.0.0.1:8790   # then `carapace console` opens the web console
   carapace run -- claude        # in another terminal: run an agent under guard";
 
 /// The Carapace daemon: guards AI agents with cgroup-scoped eBPF LSM rules.
@@ -80,6 +81,11 @@ pub struct Args {
     /// address such as 127.0.0.1:9464 — rule ids and counts say what agents tried)
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Serve the console — sessions, approvals, the audit timeline and rules in a local web
+    /// page — on this loopback address (off by default), e.g. 127.0.0.1:8790; open it with
+    /// `carapace console` [default: `console.listen` of config.yaml]
+    #[arg(long, value_name = "ADDR", value_parser = parse_console_addr)]
+    pub console: Option<std::net::SocketAddr>,
     /// Log lines for people (`human`) or one JSON object per line for log collectors
     #[arg(long, value_enum, value_name = "FORMAT", default_value = "human")]
     pub log_format: LogFormat,
@@ -95,6 +101,10 @@ pub struct Args {
     /// Where the gateway sends Gemini API requests (/v1beta/models/…:generateContent, …)
     #[arg(long, value_name = "URL", default_value = gateway::GEMINI_UPSTREAM)]
     pub gemini_upstream: String,
+}
+
+fn parse_console_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    crate::console::parse_addr(text).map_err(|e| e.to_string())
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -123,22 +133,27 @@ fn init_logging(format: LogFormat) {
 pub fn main() -> ExitCode {
     let args = Args::parse();
     init_logging(args.log_format);
-    // Rules first: a broken rule file stops everything before anything is touched.
-    let source = RuleSource::new(&args.data_dir, args.rules.clone());
-    let rules = match load_rules(&source) {
-        Ok(r) => r,
-        Err(d) => {
-            eprint!("{d}");
-            eprintln!("carapaced: the rule file has errors; nothing was started");
-            return ExitCode::from(2);
-        }
-    };
-    // The LLM settings too: a broken config.yaml is reported (file:line:column) up front.
+    // A broken config.yaml is reported (file:line:column) before anything is touched.
     let settings = match crate::settings::load(&args.data_dir) {
         Ok(s) => s,
         Err(d) => {
             eprint!("{d}");
             eprintln!("carapaced: the config file has errors; nothing was started");
+            return ExitCode::from(2);
+        }
+    };
+    // Then the rules: a broken rule file stops everything too. The console's port, when
+    // it is on, is a locked rule of its own.
+    let mut source = RuleSource::new(&args.data_dir, args.rules.clone());
+    if let Some(addr) = args.console.or(settings.console) {
+        let (origin, text) = crate::console::locked_rule(addr);
+        source = source.with_locked(origin, text);
+    }
+    let rules = match load_rules(&source) {
+        Ok(r) => r,
+        Err(d) => {
+            eprint!("{d}");
+            eprintln!("carapaced: the rule file has errors; nothing was started");
             return ExitCode::from(2);
         }
     };
@@ -291,6 +306,10 @@ async fn run(
             .resolvers
             .attach_kernel(kernel_dns.clone(), kernel_dns);
     }
+    let _console = match args.console.or(settings.console) {
+        Some(addr) => Some(crate::console::start(&daemon, addr).await?),
+        None => None,
+    };
     let _metrics = match args.metrics {
         Some(addr) => Some(serve_metrics(Arc::clone(&daemon), addr).await?),
         None => None,

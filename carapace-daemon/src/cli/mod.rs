@@ -3,6 +3,7 @@
 pub mod audit;
 pub mod check;
 pub mod client;
+pub mod console;
 pub mod daemon;
 pub mod doctor;
 pub mod evaluator;

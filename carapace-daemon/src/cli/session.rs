@@ -78,6 +78,10 @@ pub struct AnswerArgs {
     /// For a plan: the steps to approve, e.g. `1-3,5` (default: all)
     #[arg(long, value_name = "LIST")]
     pub steps: Option<String>,
+    /// Approve this call only: the same call later in the session asks again (by default
+    /// an approval stands for the rest of the session)
+    #[arg(long)]
+    pub once: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -302,12 +306,17 @@ fn approval_json(a: &Approval) -> serde_json::Value {
         "approved_steps": a.approved_steps,
         "requester_uid": a.requester_uid,
         "decided_by": a.decided_by,
+        "asked": a.asked,
+        "once": a.once,
     })
 }
 
 /// The approval prompt, as the user reads it.
 fn prompt(a: &Approval) -> String {
     let mut out = format!("{} [{}] {}\n", a.id, a.status, a.summary);
+    if a.asked > 1 {
+        let _ = writeln!(out, "  asked {} times", a.asked);
+    }
     if !a.session_id.is_empty() {
         let _ = writeln!(out, "  session {}", a.session_id);
     }
@@ -380,6 +389,7 @@ pub async fn answer(socket: &Path, args: AnswerArgs, approve: bool) -> anyhow::R
             approval_id: args.id.clone(),
             approve,
             steps: args.steps.unwrap_or_default(),
+            once: args.once,
         })
         .await
         .map_err(|e| anyhow::anyhow!("cannot answer {}: {}", args.id, e.message()))?

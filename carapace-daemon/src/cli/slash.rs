@@ -173,6 +173,7 @@ async fn run(socket: &Path, command: &Slash, external: &str) -> anyhow::Result<S
                     approval_id: id.clone(),
                     approve,
                     steps,
+                    once: false,
                 })
                 .await
                 .map_err(failed("refused"))?

@@ -352,7 +352,7 @@ async fn decide(
                 summary: ev.ext.summary(),
                 signature: ev.checked.signature(&ev.ext).to_owned(),
                 rules: evaluate::gate_rules(&ev.checked.decision),
-                steps: Vec::new(),
+                ..Request::default()
             };
             let session_id = ev.session.as_ref().map(|s| s.id.as_str());
             ev.approval = Some(

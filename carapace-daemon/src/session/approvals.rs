@@ -3,8 +3,16 @@
 //! Requests live in the session database, so they survive a daemon restart; callers that
 //! wait are woken through a broadcast channel, which also feeds `carapace approvals --watch`
 //! and UIs. A request nobody answers in time expires, and expiry counts as a denial.
+//!
+//! Approval fatigue: within a session, a request identical to an earlier one (same
+//! [`Request::key`]) is not asked again. While the first is pending, the new one joins it
+//! (its `asked` count goes up and every waiter gets the one answer); once the user denied
+//! it, the new one is denied at once; once approved for the session, the operation passes
+//! before any request is made (`state::check`). An approval for one call only ("once")
+//! answers that request alone: the next identical call asks again. Expiry is nobody's
+//! answer and answers nothing else. `carapace session reset` forgets all of it.
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -54,6 +62,48 @@ pub struct Request {
     pub rules: Vec<GateRule>,
     #[serde(default)]
     pub steps: Vec<PlanStep>,
+    /// What makes two requests identical (see [`Request::identity`]); set by
+    /// [`Approvals::request`], cleared by a session reset.
+    #[serde(default)]
+    pub key: String,
+    /// How many times this request was asked (identical requests joined it).
+    #[serde(default)]
+    pub asked: u32,
+}
+
+impl Request {
+    /// Two requests of a session are identical when they are of the same kind, ask for
+    /// the same operations and are gated by the same rules: the operations' signatures
+    /// (the normalised tool, action and target of each call, see
+    /// `Extracted::signature`; for a plan, its steps' in order) and the set of gating rule
+    /// ids (order and repeats do not matter). The summary, messages and requester are
+    /// left out: they follow from these.
+    #[must_use]
+    pub fn identity(&self, kind: &str) -> String {
+        use sha2::{Digest as _, Sha256};
+        let mut rules: Vec<&str> = self
+            .rules
+            .iter()
+            .chain(self.steps.iter().flat_map(|s| s.rules.iter()))
+            .map(|r| r.id.as_str())
+            .collect();
+        rules.sort_unstable();
+        rules.dedup();
+        let mut h = Sha256::new();
+        h.update(kind.as_bytes());
+        h.update([0]);
+        h.update(self.signature.as_bytes());
+        for step in &self.steps {
+            h.update([1]);
+            h.update(step.signature.as_bytes());
+            h.update(step.decision.as_bytes());
+        }
+        for rule in rules {
+            h.update([2]);
+            h.update(rule.as_bytes());
+        }
+        crate::audit::record::hex(&h.finalize())
+    }
 }
 
 /// The user's answer, as stored in the `answer` column.
@@ -64,6 +114,9 @@ pub struct Answer {
     pub approved_steps: Vec<u32>,
     #[serde(default)]
     pub reason: String,
+    /// Approved for this one call only: the operation is not remembered for the session.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub once: bool,
 }
 
 /// An approval request with its parsed request and answer.
@@ -103,13 +156,29 @@ pub enum AnswerError {
 pub struct Approvals {
     db: Arc<Db>,
     events: broadcast::Sender<Approval>,
+    /// Serialises "find an identical request, else park a new one", so two identical
+    /// calls at once make one request.
+    parking: Mutex<()>,
+}
+
+/// How a request is approved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// This call only; the next identical call asks again.
+    Once,
+    /// The operation passes for the rest of the session.
+    Session,
 }
 
 impl Approvals {
     #[must_use]
     pub fn new(db: Arc<Db>) -> Self {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
-        Self { db, events }
+        Self {
+            db,
+            events,
+            parking: Mutex::new(()),
+        }
     }
 
     /// Every new request and every answer, as they happen.
@@ -118,13 +187,25 @@ impl Approvals {
         self.events.subscribe()
     }
 
-    /// Parks a request; `kind` is `call` or `plan`.
+    /// Parks a request; `kind` is `call` or `plan`. In a session, an identical request
+    /// pending is joined and one the user denied answers at once (see the module doc): the
+    /// approval returned is then that one (pending, or denied).
     pub fn request(
         &self,
         session: Option<&str>,
         kind: &str,
         request: &Request,
     ) -> Result<Approval, StoreError> {
+        let mut request = request.clone();
+        request.key = request.identity(kind);
+        request.asked = 1;
+        let _parked = self.parking.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(session) = session {
+            if let Some(earlier) = self.identical(session, &request.key)? {
+                return Ok(earlier);
+            }
+        }
+        let request = &request;
         let row = ApprovalRow {
             id: new_id(),
             session_id: session.map(str::to_owned),
@@ -143,6 +224,39 @@ impl Approvals {
         Ok(approval)
     }
 
+    /// The answer an identical earlier request of `session` gives (see the module doc).
+    fn identical(&self, session: &str, key: &str) -> Result<Option<Approval>, StoreError> {
+        let earlier: Vec<Approval> = self
+            .db
+            .session_approvals(session)?
+            .into_iter()
+            .map(Approval::from_row)
+            .filter(|a| a.request.key == key)
+            .collect();
+        if let Some(mut pending) = earlier
+            .iter()
+            .find(|a| a.row.status == ApprovalStatus::Pending)
+            .cloned()
+        {
+            pending.request.asked = pending.request.asked.saturating_add(1);
+            let text = serde_json::to_string(&pending.request).unwrap_or_default();
+            if self.db.update_pending_request(&pending.row.id, &text)? {
+                pending.row.request = text;
+                tracing::info!(approval = %pending.row.id, session, asked = pending.request.asked, "identical request joins the pending one");
+                let _ = self.events.send(pending.clone());
+                return Ok(Some(pending));
+            }
+            // Answered in between: that answer is the earlier one below.
+        }
+        Ok(earlier
+            .into_iter()
+            .rev()
+            .find(|a| a.row.status == ApprovalStatus::Denied)
+            .inspect(|a| {
+                tracing::info!(approval = %a.row.id, session, "identical request denied earlier in the session");
+            }))
+    }
+
     pub fn get(&self, id: &str) -> Result<Option<Approval>, StoreError> {
         Ok(self.db.approval(id)?.map(Approval::from_row))
     }
@@ -156,14 +270,16 @@ impl Approvals {
             .collect())
     }
 
-    /// Answers a pending request. Approving a call remembers its signature for the session;
-    /// approving a plan (all of it, or the steps `steps` names, e.g. `1-3,5`) remembers the
-    /// signatures of the approved gated steps. Authorization is the caller's business.
+    /// Answers a pending request. Approving a call for the session remembers its
+    /// signature; approving a plan (all of it, or the steps `steps` names, e.g. `1-3,5`)
+    /// remembers the signatures of the approved gated steps; [`Scope::Once`] remembers
+    /// nothing. Authorization is the caller's business.
     pub fn answer(
         &self,
         id: &str,
         approve: bool,
         steps: &str,
+        scope: Scope,
         by_uid: u32,
     ) -> Result<Approval, AnswerError> {
         let current = self
@@ -201,6 +317,10 @@ impl Approvals {
             }
         } else {
             answer.reason = format!("denied by uid {by_uid}");
+        }
+        if approve && scope == Scope::Once {
+            answer.once = true;
+            remember.clear();
         }
         let status = if approve {
             ApprovalStatus::Approved
@@ -380,7 +500,9 @@ mod tests {
         let (_dir, db) = store();
         let approvals = Approvals::new(Arc::clone(&db));
         let a = approvals.request(Some("a-1"), "plan", &plan()).unwrap();
-        let done = approvals.answer(&a.row.id, true, "1-2", 1000).unwrap();
+        let done = approvals
+            .answer(&a.row.id, true, "1-2", Scope::Session, 1000)
+            .unwrap();
         assert_eq!(done.row.status, ApprovalStatus::Approved);
         assert_eq!(done.answer.approved_steps, [1, 2]);
         assert!(db.is_approved("a-1", "sig-2").unwrap());
@@ -388,7 +510,7 @@ mod tests {
         assert!(!db.is_approved("a-1", "sig-1").unwrap(), "not gated");
         // A second answer is refused.
         assert!(matches!(
-            approvals.answer(&a.row.id, false, "", 1000),
+            approvals.answer(&a.row.id, false, "", Scope::Session, 1000),
             Err(AnswerError::NotPending { .. })
         ));
     }
@@ -399,7 +521,7 @@ mod tests {
         let approvals = Approvals::new(Arc::clone(&db));
         let a = approvals.request(Some("a-1"), "plan", &plan()).unwrap();
         assert!(matches!(
-            approvals.answer(&a.row.id, true, "2-9", 1000),
+            approvals.answer(&a.row.id, true, "2-9", Scope::Session, 1000),
             Err(AnswerError::BadSteps(..))
         ));
         assert_eq!(
@@ -425,7 +547,9 @@ mod tests {
             tokio::spawn(async move { approvals.wait(&id, Duration::from_secs(30)).await })
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
-        approvals.answer(&a.row.id, true, "", 1000).unwrap();
+        approvals
+            .answer(&a.row.id, true, "", Scope::Session, 1000)
+            .unwrap();
         let got = waiter.await.unwrap().unwrap();
         assert_eq!(got.row.status, ApprovalStatus::Approved);
         assert!(db.is_approved("a-1", "sig-w").unwrap());
@@ -437,6 +561,152 @@ mod tests {
             .unwrap();
         assert_eq!(got.row.status, ApprovalStatus::Expired);
         // Too late now.
-        assert!(approvals.answer(&b.row.id, true, "", 1000).is_err());
+        assert!(approvals
+            .answer(&b.row.id, true, "", Scope::Session, 1000)
+            .is_err());
+    }
+
+    fn call(signature: &str, rules: &[&str]) -> Request {
+        Request {
+            requester_uid: 1000,
+            summary: format!("write {signature}"),
+            signature: signature.into(),
+            rules: rules
+                .iter()
+                .map(|id| GateRule {
+                    id: (*id).into(),
+                    mode: "approve".into(),
+                    message: format!("{id} says ask"),
+                })
+                .collect(),
+            ..Request::default()
+        }
+    }
+
+    #[test]
+    fn identical_means_same_kind_operations_and_rules() {
+        let a = call("sig-w", &["r1", "r2"]);
+        let mut reordered = call("sig-w", &["r2", "r1", "r2"]);
+        reordered.summary = "said differently".into();
+        reordered.rules[0].message = "another message".into();
+        assert_eq!(a.identity("call"), reordered.identity("call"));
+        assert_ne!(a.identity("call"), a.identity("plan"));
+        assert_ne!(
+            a.identity("call"),
+            call("sig-x", &["r1", "r2"]).identity("call")
+        );
+        assert_ne!(a.identity("call"), call("sig-w", &["r1"]).identity("call"));
+        let p = plan();
+        let mut other = plan();
+        other.steps[2].signature = "sig-other".into();
+        assert_ne!(p.identity("plan"), other.identity("plan"));
+    }
+
+    #[test]
+    fn an_identical_pending_request_is_joined_and_counted() {
+        let (_dir, db) = store();
+        db.agent_session("a-2", 1000, "claude-code", "y").unwrap();
+        let approvals = Approvals::new(Arc::clone(&db));
+        let mut events = approvals.subscribe();
+        let first = approvals
+            .request(Some("a-1"), "call", &call("sig-w", &["r1"]))
+            .unwrap();
+        assert_eq!(first.request.asked, 1);
+        let again = approvals
+            .request(Some("a-1"), "call", &call("sig-w", &["r1"]))
+            .unwrap();
+        assert_eq!(again.row.id, first.row.id, "joined, not asked again");
+        assert_eq!(again.request.asked, 2);
+        assert_eq!(
+            approvals.get(&first.row.id).unwrap().unwrap().request.asked,
+            2
+        );
+        assert_eq!(approvals.pending().unwrap().len(), 1);
+        let _ = events.try_recv();
+        assert_eq!(
+            events.try_recv().unwrap().request.asked,
+            2,
+            "watchers see the count"
+        );
+        // Another session, another operation or other rules: a request of its own.
+        for (session, req) in [
+            ("a-2", call("sig-w", &["r1"])),
+            ("a-1", call("sig-x", &["r1"])),
+            ("a-1", call("sig-w", &["r1", "r9"])),
+        ] {
+            let other = approvals.request(Some(session), "call", &req).unwrap();
+            assert_ne!(other.row.id, first.row.id, "{session} {req:?}");
+        }
+        // Without a session nothing is shared.
+        let a = approvals
+            .request(None, "call", &call("sig-w", &["r1"]))
+            .unwrap();
+        let b = approvals
+            .request(None, "call", &call("sig-w", &["r1"]))
+            .unwrap();
+        assert_ne!(a.row.id, b.row.id);
+    }
+
+    #[test]
+    fn the_first_answer_stands_for_identical_requests_of_the_session() {
+        let (_dir, db) = store();
+        let approvals = Approvals::new(Arc::clone(&db));
+        let req = call("sig-w", &["r1"]);
+        // Denied: the same request is denied at once, without asking.
+        let a = approvals.request(Some("a-1"), "call", &req).unwrap();
+        approvals
+            .answer(&a.row.id, false, "", Scope::Session, 1000)
+            .unwrap();
+        let again = approvals.request(Some("a-1"), "call", &req).unwrap();
+        assert_eq!(again.row.id, a.row.id);
+        assert_eq!(again.row.status, ApprovalStatus::Denied);
+        assert!(approvals.pending().unwrap().is_empty());
+        // A reset forgets it.
+        db.reset("a-1", 1000).unwrap();
+        let fresh = approvals.request(Some("a-1"), "call", &req).unwrap();
+        assert_eq!(fresh.row.status, ApprovalStatus::Pending);
+        assert_ne!(fresh.row.id, a.row.id);
+        // Approved once: nothing remembered, the next identical call asks again.
+        let done = approvals
+            .answer(&fresh.row.id, true, "", Scope::Once, 1000)
+            .unwrap();
+        assert!(done.answer.once);
+        assert!(!db.is_approved("a-1", "sig-w").unwrap());
+        let next = approvals.request(Some("a-1"), "call", &req).unwrap();
+        assert_eq!(next.row.status, ApprovalStatus::Pending);
+        assert_ne!(next.row.id, fresh.row.id);
+        // Expired is nobody's answer: the next one asks again too.
+        approvals.expire(&next.row.id).unwrap();
+        let after = approvals.request(Some("a-1"), "call", &req).unwrap();
+        assert_eq!(after.row.status, ApprovalStatus::Pending);
+        assert_ne!(after.row.id, next.row.id);
+    }
+
+    #[tokio::test]
+    async fn every_waiter_of_a_joined_request_gets_the_one_answer() {
+        let (_dir, db) = store();
+        let approvals = Arc::new(Approvals::new(Arc::clone(&db)));
+        let req = call("sig-w", &["r1"]);
+        let mut waiters = Vec::new();
+        for _ in 0..3 {
+            let a = approvals.request(Some("a-1"), "call", &req).unwrap();
+            let approvals = Arc::clone(&approvals);
+            waiters.push(tokio::spawn(async move {
+                approvals.wait(&a.row.id, Duration::from_secs(30)).await
+            }));
+        }
+        let pending = approvals.pending().unwrap();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].request.asked, 3);
+        approvals
+            .answer(&pending[0].row.id, true, "", Scope::Session, 1000)
+            .unwrap();
+        for w in waiters {
+            assert_eq!(
+                w.await.unwrap().unwrap().row.status,
+                ApprovalStatus::Approved
+            );
+        }
+        assert!(db.is_approved("a-1", "sig-w").unwrap());
     }
 }

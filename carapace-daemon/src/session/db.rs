@@ -563,6 +563,9 @@ impl Db {
             "DELETE FROM rule_state WHERE session_id = ?1",
             "DELETE FROM approved WHERE session_id = ?1",
             "DELETE FROM history WHERE session_id = ?1",
+            // Earlier answers no longer stand for identical requests (see
+            // `approvals::Request::key`).
+            "UPDATE approvals SET request = json_set(request, '$.key', '') WHERE session_id = ?1",
         ] {
             self.sql(tx.execute(stmt, [session]))?;
         }
@@ -594,6 +597,17 @@ impl Db {
             ],
         ))?;
         Ok(())
+    }
+
+    /// Rewrites the request of a pending approval (how many times it was asked); `false`
+    /// when it is no longer pending.
+    pub fn update_pending_request(&self, id: &str, request: &str) -> Result<bool, StoreError> {
+        let conn = self.lock();
+        let changed = self.sql(conn.execute(
+            "UPDATE approvals SET request = ?2 WHERE id = ?1 AND status = 'pending'",
+            params![id, request],
+        ))?;
+        Ok(changed > 0)
     }
 
     /// Answers a pending approval; `false` when it is not pending (answered, expired or

@@ -179,25 +179,45 @@ impl RuleSet {
     /// Reads, validates and compiles a rule file. The locked packs (`builtin::ALWAYS`, the
     /// self-protection rules) are in force whatever the file's `builtin:` says.
     pub fn load(path: &Path, opts: &Options) -> Result<Self, Diagnostics> {
-        let origin = path.display().to_string();
-        match opts.host.read_to_string(path) {
-            Ok(text) => Self::compile_text(&origin, &text, opts, builtin::ALWAYS, Purpose::Kernel),
-            Err(e) => Err(Diagnostics(vec![Diagnostic {
-                severity: Severity::Error,
-                origin,
-                span: Span { line: 1, col: 1 },
-                message: format!("cannot read the rule file: {e}"),
-                rule: None,
-                hint: Some("check the path and its permissions".into()),
-            }])),
-        }
+        Self::load_with_locked(Some(path), opts, &[])
     }
 
     /// Validates and compiles rule text; `origin` names it in diagnostics, `opts` gives the
     /// machine's facts (homes, resolver, file system). Takes the text as it is: `builtin:
     /// none` means no pack (see [`RuleSet::load`] for rule files).
     pub fn parse_with(origin: &str, text: &str, opts: &Options) -> Result<Self, Diagnostics> {
-        Self::compile_text(origin, text, opts, &[], Purpose::Kernel)
+        Self::compile_text(origin, text, opts, &[], &[], Purpose::Kernel)
+    }
+
+    /// The rules of `path` (`None`: the built-in packs alone), as [`RuleSet::load`] and
+    /// [`RuleSet::builtin`] make them, plus `extra` packs (source, text) the daemon writes
+    /// at run time about its own endpoints (e.g. its console's port). Their rules are locked
+    /// whatever the text says and in force whatever the file selects: no rule file can turn
+    /// them off.
+    pub fn load_with_locked(
+        path: Option<&Path>,
+        opts: &Options,
+        extra: &[(&str, &str)],
+    ) -> Result<Self, Diagnostics> {
+        let Some(path) = path else {
+            return Self::compile_text(
+                "builtin",
+                "version: 1\n",
+                opts,
+                &[],
+                extra,
+                Purpose::Kernel,
+            );
+        };
+        let (origin, text) = read_file(path, opts)?;
+        Self::compile_text(
+            &origin,
+            &text,
+            opts,
+            builtin::ALWAYS,
+            extra,
+            Purpose::Kernel,
+        )
     }
 
     /// [`RuleSet::load`] for Layer 1 alone and one call (`check --local`, the hook's
@@ -206,28 +226,20 @@ impl RuleSet {
     /// first needs it. `None` for the file: the built-in packs.
     pub fn load_for_layer1(path: Option<&Path>, opts: &Options) -> Result<Self, Diagnostics> {
         let Some(path) = path else {
-            return Self::compile_text("builtin", "version: 1\n", opts, &[], Purpose::Layer1);
+            return Self::compile_text("builtin", "version: 1\n", opts, &[], &[], Purpose::Layer1);
         };
-        let origin = path.display().to_string();
-        let text = opts.host.read_to_string(path).map_err(|e| {
-            Diagnostics(vec![Diagnostic {
-                severity: Severity::Error,
-                origin: origin.clone(),
-                span: Span { line: 1, col: 1 },
-                message: format!("cannot read the rule file: {e}"),
-                rule: None,
-                hint: Some("check the path and its permissions".into()),
-            }])
-        })?;
-        Self::compile_text(&origin, &text, opts, builtin::ALWAYS, Purpose::Layer1)
+        let (origin, text) = read_file(path, opts)?;
+        Self::compile_text(&origin, &text, opts, builtin::ALWAYS, &[], Purpose::Layer1)
     }
 
-    /// Compiles rule text with the packs it selects plus `locked_packs`.
+    /// Compiles rule text with the packs it selects plus `locked_packs` and the run-time
+    /// packs `extra` (see [`RuleSet::load_with_locked`]).
     fn compile_text(
         origin: &str,
         text: &str,
         opts: &Options,
         locked_packs: &[&str],
+        extra: &[(&str, &str)],
         purpose: Purpose,
     ) -> Result<Self, Diagnostics> {
         let mut diags = Vec::new();
@@ -257,6 +269,20 @@ impl RuleSet {
             let mut pack_diags = Vec::new();
             if let Some(m) = parse_file(&source, &source, text, &pack_opts, &mut pack_diags) {
                 rules.extend(m.rules);
+            }
+            diags.extend(
+                pack_diags
+                    .into_iter()
+                    .filter(|d| d.severity == Severity::Error),
+            );
+        }
+        for (source, text) in extra {
+            let mut pack_diags = Vec::new();
+            if let Some(m) = parse_file(source, source, text, opts, &mut pack_diags) {
+                rules.extend(m.rules.into_iter().map(|mut r| {
+                    r.locked = true;
+                    r
+                }));
             }
             diags.extend(
                 pack_diags
@@ -372,6 +398,22 @@ impl RuleSet {
             .iter()
             .filter(|r| r.matches_net(addr, port))
             .collect()
+    }
+}
+
+/// A rule file's name (for diagnostics) and text; an error diagnostic when unreadable.
+fn read_file(path: &Path, opts: &Options) -> Result<(String, String), Diagnostics> {
+    let origin = path.display().to_string();
+    match opts.host.read_to_string(path) {
+        Ok(text) => Ok((origin, text)),
+        Err(e) => Err(Diagnostics(vec![Diagnostic {
+            severity: Severity::Error,
+            origin,
+            span: Span { line: 1, col: 1 },
+            message: format!("cannot read the rule file: {e}"),
+            rule: None,
+            hint: Some("check the path and its permissions".into()),
+        }])),
     }
 }
 

@@ -1,0 +1,367 @@
+//! The console in a real browser: a real `carapaced --console` on a free loopback port,
+//! headless Chromium driven over the `DevTools` Protocol (`carapace_tests::cdp`), and the real
+//! CLI as the agent and the user. Screenshots of each page go to
+//! `target/console-screenshots/` for people to look at.
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use carapace_tests::cdp::{self, raw_http, Browser};
+use carapace_tests::{cli, text, Daemon};
+
+use super::{setup, CARAPACE, CARAPACED};
+
+const PERSONAL: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../rules/examples/personal-agent.yaml"
+);
+const WAIT: Duration = Duration::from_secs(20);
+const WEB: &str =
+    r#"{"tool":"WebFetch","input":{"url":"https://example.com/news","prompt":"summarise"}}"#;
+
+fn screenshots() -> PathBuf {
+    // CARGO_TARGET_TMPDIR is <target>/tmp.
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap_or_else(|| Path::new("target"))
+        .join("console-screenshots")
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    l.local_addr().unwrap_or_else(|e| panic!("{e}")).port()
+}
+
+fn run(d: &Daemon, args: &[&str]) -> Output {
+    cli(Path::new(CARAPACE), &d.socket, args, &[])
+}
+
+fn write(path: &str) -> String {
+    serde_json::json!({"tool": "Write", "input": {"file_path": path, "content": "hello"}})
+        .to_string()
+}
+
+/// `carapace check` in agent session `session`; (exit code, decision JSON).
+fn check(socket: &Path, session: &str, call: &str, extra: &[&str]) -> (i32, serde_json::Value) {
+    let mut args = vec!["check", "--session", session, "--json", call];
+    args.extend_from_slice(extra);
+    let out = cli(Path::new(CARAPACE), socket, &args, &[]);
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "check printed no JSON ({e}): {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), v)
+}
+
+/// A check that waits for the user's answer, in a thread.
+fn check_waiting(
+    d: &Daemon,
+    session: &'static str,
+    call: String,
+) -> std::thread::JoinHandle<(i32, serde_json::Value)> {
+    let socket = d.socket.clone();
+    std::thread::spawn(move || check(&socket, session, &call, &["--wait", "30"]))
+}
+
+fn login_url(d: &Daemon) -> String {
+    let out = run(d, &["console", "--no-open"]);
+    assert!(
+        out.status.success(),
+        "carapace console failed: {}",
+        text(&out.stderr)
+    );
+    let url = text(&out.stdout).trim().to_owned();
+    assert!(url.contains("/login?token="), "{url}");
+    url
+}
+
+fn get(hostport: &str, path: &str, extra_headers: &str) -> (String, String) {
+    raw_http(
+        hostport,
+        &format!(
+            "GET {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n{extra_headers}\r\n"
+        ),
+    )
+    .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+}
+
+#[test]
+fn the_console_in_a_real_browser() {
+    let Some(dir) = setup("the_console_in_a_real_browser") else {
+        return;
+    };
+    let Some(chromium) = cdp::chromium() else {
+        eprintln!("the_console_in_a_real_browser: skipped, needs chromium (cargo xtask setup)");
+        return;
+    };
+    let port = free_port();
+    let hostport = format!("127.0.0.1:{port}");
+    let d = Daemon::start(
+        Path::new(CARAPACED),
+        dir.path(),
+        &["--rules", PERSONAL, "--console", &hostport],
+    );
+    let shots = screenshots();
+    only_the_human_gets_in(&d, &hostport, port);
+    let mut b = Browser::start(&chromium);
+    b.navigate(&login_url(&d));
+    b.wait_for(
+        "document.body && document.body.dataset.ready === 'true'",
+        WAIT,
+        "the page",
+    );
+    assert_eq!(
+        b.eval("location.pathname"),
+        "/",
+        "the token leaves the address bar"
+    );
+    assert_eq!(b.eval("document.cookie"), "", "the cookie is HttpOnly");
+    b.wait_for(
+        "document.getElementById('live').textContent === 'live'",
+        WAIT,
+        "the live feed",
+    );
+    let sleeper = sessions_appear_live(&mut b, &d, &shots);
+    an_approval_is_answered_by_a_click(&mut b, &d, &hostport, &shots);
+    identical_requests_are_asked_once(&mut b, &d);
+    denials_rules_and_charts(&mut b, &d, &hostport, &shots);
+    let out = sleeper
+        .join()
+        .unwrap_or_else(|_| panic!("the run session panicked"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for page in ["sessions", "approvals", "timeline", "rules", "charts"] {
+        let png = shots.join(format!("{page}.png"));
+        let size = std::fs::metadata(&png).map_or(0, |m| m.len());
+        assert!(size > 1000, "{} is {size} bytes", png.display());
+    }
+    let log = d.log_text();
+    assert!(
+        log.contains("a process inside an agent session connected; refused"),
+        "{log}"
+    );
+}
+
+/// Without the token, with a made-up one, by another Host name or from inside a session
+/// (even with a valid token): nothing is served.
+fn only_the_human_gets_in(d: &Daemon, hostport: &str, port: u16) {
+    let (status, body) = get(hostport, "/", "");
+    assert!(status.contains(" 401 "), "{status} {body}");
+    assert!(body.contains("carapace console"), "{body}");
+    let (status, _) = get(hostport, "/api/events", "");
+    assert!(status.contains(" 401 "), "{status}");
+    let (status, _) = get(hostport, &format!("/login?token={}", "0".repeat(64)), "");
+    assert!(status.contains(" 403 "), "{status}");
+    let stolen = login_url(d);
+    let path = &stolen[stolen.find("/login").unwrap_or(0)..];
+    let (status, _) = raw_http(
+        hostport,
+        &format!("GET {path} HTTP/1.1\r\nHost: evil.example:{port}\r\nConnection: close\r\n\r\n"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.contains(" 403 "), "another Host: {status}");
+
+    let agent_url = login_url(d);
+    let out = run(d, &["run", "--", "curl", "-s", "-i", &agent_url]);
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("403") && said.contains("inside an agent session"),
+        "from a session: {said}{}",
+        text(&out.stderr)
+    );
+    assert!(!said.to_lowercase().contains("set-cookie"), "{said}");
+    let socket = d.socket.display().to_string();
+    let out = run(
+        d,
+        &[
+            "run",
+            "--",
+            CARAPACE,
+            "--socket",
+            &socket,
+            "console",
+            "--no-open",
+        ],
+    );
+    assert!(
+        !out.status.success() && text(&out.stderr).contains("inside a Carapace session"),
+        "a session asked for a login link: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// A session appears without reloading; returns the `carapace run` session's thread.
+fn sessions_appear_live(
+    b: &mut Browser,
+    d: &Daemon,
+    shots: &Path,
+) -> std::thread::JoinHandle<Output> {
+    // A session appears without reloading: an agent session (its first call) and a
+    // `carapace run` session.
+    let (code, v) = check(&d.socket, "cc-console-1", WEB, &[]);
+    assert_eq!(code, 0, "{v}");
+    b.wait_for(
+        "[...document.querySelectorAll('#sessions-table tbody tr')].some(r => r.innerText.includes('cc-console-1') && r.innerText.includes('no-write-after-web'))",
+        WAIT,
+        "the agent session with the rule its web read switched on",
+    );
+    let sleeper = {
+        let socket = d.socket.clone();
+        std::thread::spawn(move || {
+            cli(
+                Path::new(CARAPACE),
+                &socket,
+                ["run", "--", "sleep", "4"],
+                &[],
+            )
+        })
+    };
+    b.wait_for(
+        "[...document.querySelectorAll('#sessions-table tbody tr')].some(r => r.innerText.includes('sleep 4'))",
+        WAIT,
+        "the run session",
+    );
+    // Its decisions are counted per layer, live.
+    b.wait_for(
+        "[...document.querySelectorAll('#sessions-table tbody tr')].some(r => r.innerText.includes('cc-console-1') && r.querySelector('[data-layer=\"tool-call\"]'))",
+        WAIT,
+        "the agent session's decisions per layer",
+    );
+    b.screenshot(&shots.join("sessions.png"));
+    sleeper
+}
+
+fn an_approval_is_answered_by_a_click(b: &mut Browser, d: &Daemon, hostport: &str, shots: &Path) {
+    // An approval arrives; a click answers it; the waiting check gets "allowed".
+    let waiting = check_waiting(d, "cc-console-1", write("/tmp/carapace-console/a.txt"));
+    b.navigate(&format!("http://{hostport}/#approvals"));
+    b.wait_for(
+        "document.querySelector('[data-approval]')",
+        WAIT,
+        "the approval request",
+    );
+    let card = b.eval("document.querySelector('[data-approval]').innerText");
+    let card = card.as_str().unwrap_or_default();
+    assert!(
+        card.contains("/tmp/carapace-console/a.txt")
+            && card.contains("no-write-after-web")
+            && card.contains("writes need the user's approval"),
+        "the operation, the gating rule and its message: {card}"
+    );
+    b.screenshot(&shots.join("approvals.png"));
+    // Without the CSRF token (the page's own fetch, cookie and Origin included): refused.
+    let forged = b.eval(
+        "fetch('/api/answer', {method: 'POST', headers: {'Content-Type': 'application/json'}, \
+         body: JSON.stringify({id: document.querySelector('[data-approval]').dataset.approval, answer: 'session'})}).then(r => r.status)",
+    );
+    assert_eq!(forged, 403, "an answer without the CSRF token");
+    b.click("[data-approval] button[data-answer='session']");
+    let (code, v) = waiting
+        .join()
+        .unwrap_or_else(|_| panic!("the waiting check panicked"));
+    assert_eq!(code, 0, "approved by the click: {v}");
+    assert_eq!(v["approval_status"], "approved", "{v}");
+    b.wait_for(
+        "!document.querySelector('[data-approval]')",
+        WAIT,
+        "the answered card gone",
+    );
+}
+
+fn identical_requests_are_asked_once(b: &mut Browser, d: &Daemon) {
+    // Fatigue: the same request twice is one card, asked twice; a denial answers both and
+    // the next identical call at once.
+    let call = write("/tmp/carapace-console/b.txt");
+    let first = check_waiting(d, "cc-console-1", call.clone());
+    b.wait_for(
+        "document.querySelector('[data-approval]')",
+        WAIT,
+        "the first request",
+    );
+    let second = check_waiting(d, "cc-console-1", call.clone());
+    b.wait_for(
+        "document.querySelector('[data-approval] [data-asked=\"2\"]')",
+        WAIT,
+        "the request asked twice",
+    );
+    assert_eq!(
+        b.eval("document.querySelectorAll('[data-approval]').length"),
+        1,
+        "one card for identical requests"
+    );
+    b.click("[data-approval] button[data-answer='deny']");
+    for waiter in [first, second] {
+        let (code, v) = waiter
+            .join()
+            .unwrap_or_else(|_| panic!("a waiting check panicked"));
+        assert_eq!(code, 2, "denied means blocked: {v}");
+    }
+    let (code, v) = check(&d.socket, "cc-console-1", &call, &[]);
+    assert_eq!(code, 2, "denied earlier in the session: {v}");
+}
+
+fn denials_rules_and_charts(b: &mut Browser, d: &Daemon, hostport: &str, shots: &Path) {
+    // A denial shows in the timeline, by filter.
+    let (code, v) = check(
+        &d.socket,
+        "cc-console-1",
+        r#"{"tool":"Read","input":{"file_path":"/root/.ssh/id_rsa"}}"#,
+        &[],
+    );
+    assert_eq!(code, 2, "{v}");
+    b.navigate(&format!("http://{hostport}/#timeline"));
+    b.wait_for(
+        "document.body.dataset.ready === 'true'",
+        WAIT,
+        "the page again",
+    );
+    b.eval("(() => { const s = document.getElementById('f-decision'); s.value = 'block'; s.dispatchEvent(new Event('input')); })()");
+    b.wait_for(
+        "[...document.querySelectorAll('#timeline-table tbody tr')].some(r => r.dataset.decision === 'block' && r.innerText.includes('ssh'))",
+        WAIT,
+        "the denial in the timeline",
+    );
+    assert_eq!(
+        b.eval("[...document.querySelectorAll('#timeline-table tbody tr')].every(r => r.dataset.decision === 'block')"),
+        true,
+        "the filter shows only denials"
+    );
+    b.wait_for(
+        "document.getElementById('ledger').textContent.startsWith('ledger verified')",
+        WAIT,
+        "the ledger's verification",
+    );
+    b.screenshot(&shots.join("timeline.png"));
+
+    b.navigate(&format!("http://{hostport}/#rules"));
+    b.wait_for(
+        "document.querySelector('#rules-table tr[data-rule=\"carapace-data\"]')",
+        WAIT,
+        "the rules",
+    );
+    for (rule, shown) in [
+        ("no-write-after-web", &["personal-agent.yaml"][..]),
+        ("carapace-console", &["locked", "daemon:console"][..]),
+    ] {
+        let row = b.eval(&format!(
+            "document.querySelector('#rules-table tr[data-rule=\"{rule}\"]').innerText"
+        ));
+        let row = row.as_str().unwrap_or_default();
+        assert!(
+            shown.iter().all(|s| row.contains(s)),
+            "rule {rule} shows {shown:?}: {row}"
+        );
+    }
+    b.screenshot(&shots.join("rules.png"));
+
+    b.navigate(&format!("http://{hostport}/#charts"));
+    b.wait_for(
+        "document.querySelector('#chart-rules rect[data-rule]') && document.querySelector('#chart-time polyline')",
+        WAIT,
+        "the charts",
+    );
+    b.screenshot(&shots.join("charts.png"));
+}
