@@ -311,15 +311,26 @@ impl<'c> Parser<'c> {
                 continue;
             }
             if c == b'[' {
+                // A list in statement position (`[os.remove(f) for f in glob(…)]`, a list
+                // comprehension run for its effects): its value, and then, when that was not
+                // all known, the calls inside it, which the value does not show.
                 let start = self.pos;
                 if let Some(value) = self.expr() {
+                    let opaque = !value.complete || value.text.is_empty();
                     self.push(start, value);
+                    if opaque {
+                        self.pos = start + 1;
+                    }
                     continue;
                 }
                 self.pos = start;
                 if let Some(items) = self.list() {
+                    let opaque = items.iter().any(|v| !v.complete || v.text.is_empty());
                     for v in items {
                         self.push(start, v);
+                    }
+                    if opaque {
+                        self.pos = start + 1;
                     }
                     continue;
                 }
@@ -1495,6 +1506,19 @@ mod tests {
     fn has(code: &str, want: &str) {
         let got = values(code);
         assert!(got.iter().any(|v| v == want), "{code}: {got:?}");
+    }
+
+    #[test]
+    fn calls_inside_a_list_in_statement_position() {
+        has(
+            "[print(open('/home/alice/.ssh/id_rsa').read())]",
+            "/home/alice/.ssh/id_rsa",
+        );
+        has(
+            "import glob,os; [os.remove(f) for f in glob.glob('/home/alice/.ssh/*')]",
+            "/home/alice/.ssh/*",
+        );
+        has("[x for x in [os.path.expanduser('~')]]", "~");
     }
 
     #[test]
