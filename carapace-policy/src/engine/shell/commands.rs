@@ -3126,7 +3126,17 @@ impl Walker<'_> {
             }
             _ => {
                 self.path_op(Action::Read, ".", &sub, None);
-                for t in ro.operands.iter().filter(|t| path_like(t)) {
+                // Verbs whose operands are files outside any repository (`diff --no-index A
+                // B`, `hash-object F`): bare names too, where other verbs take revisions.
+                let files = (verb == "diff" && ro.has(&["--no-index"]))
+                    || matches!(verb.as_str(), "hash-object" | "check-ignore" | "stripspace");
+                // After `--` every operand is a path (`git log -p -- credentials`).
+                let pathspecs = rest
+                    .iter()
+                    .position(|a| a == "--")
+                    .map_or(&[][..], |i| &rest[i + 1..]);
+                let named = ro.operands.iter().filter(|t| files || path_like(t));
+                for t in named.copied().chain(pathspecs.iter().map(String::as_str)) {
                     self.path_op(Action::Read, t, &sub, None);
                 }
             }
