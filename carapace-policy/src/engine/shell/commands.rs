@@ -1680,6 +1680,9 @@ impl Walker<'_> {
             }
             "tar" | "bsdtar" => self.tar(args, ctx, &stdin),
             "zip" | "7z" | "7za" | "rar" => {
+                if name == "zip" && args.iter().any(|a| a == "-@" || a == "--names-stdin") {
+                    self.read_names_on_stdin(&stdin, ctx);
+                }
                 let o = args::parse(
                     args,
                     &[
@@ -1709,6 +1712,20 @@ impl Walker<'_> {
             }
             "unzip" | "gunzip" | "gzip" | "bzip2" | "bunzip2" | "xz" | "unxz" | "zstd"
             | "unzstd" | "lz4" | "unrar" | "cpio" => {
+                // `cpio -o` / `-p` (and `zip -@`) archive the files named on stdin, one a
+                // line: each one is read.
+                let names_on_stdin = match name {
+                    "cpio" => args.iter().any(|a| {
+                        matches!(a.as_str(), "--create" | "--pass-through")
+                            || (a.starts_with('-')
+                                && !a.starts_with("--")
+                                && a.contains(['o', 'p']))
+                    }),
+                    _ => false,
+                };
+                if names_on_stdin {
+                    self.read_names_on_stdin(&stdin, ctx);
+                }
                 let o = args::parse(
                     args,
                     &["-d", "-x", "-P", "-S", "-o", "--suffix", "--output"],
@@ -3142,6 +3159,20 @@ impl Walker<'_> {
             }
         }
         Feed::default()
+    }
+
+    /// Files a command reads by the names it gets on stdin, one a line (`cpio -o`,
+    /// `zip -@`): known text name by name, listed names as the globs they came from.
+    fn read_names_on_stdin(&mut self, stdin: &Feed, ctx: &Context) {
+        let names: Vec<String> = stdin
+            .text
+            .iter()
+            .flat_map(|t| xargs_items(t, Some('\n')))
+            .chain(stdin.names.iter().cloned())
+            .collect();
+        for n in names {
+            self.path_op(Action::Read, n.trim(), ctx, None);
+        }
     }
 
     fn git_remote(&mut self, url: &str, ctx: &Context) {
