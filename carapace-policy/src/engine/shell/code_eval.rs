@@ -1519,6 +1519,9 @@ mod tests {
             "/home/alice/.ssh/*",
         );
         has("[x for x in [os.path.expanduser('~')]]", "~");
+        // Deep nesting ends within the work limit (a value, or the limit's `None`).
+        let deep = format!("{}open('/x'){}", "[".repeat(3000), "]".repeat(3000));
+        let _ = sites(&deep, &[]);
     }
 
     #[test]
@@ -1651,6 +1654,22 @@ mod tests {
         #[test]
         fn never_panics(code in "[ -~\\n]{0,200}") {
             let _ = sites(&code, &[]);
+        }
+
+        /// Wrapping a statement in a list (`[STMT]`, a comprehension run for its effects)
+        /// never hides a value the statement builds.
+        #[test]
+        fn a_list_around_a_statement_hides_nothing(
+            call in prop_oneof![Just("open"), Just("os.remove"), Just("shutil.rmtree"), Just("print(open")],
+            path in prop_oneof![Just("/home/alice/.ssh/id_rsa"), Just("/etc/shadow"), Just("~/.aws/credentials")],
+            tail in prop_oneof![Just(""), Just(".read()"), Just(" for _ in range(1)")],
+            outer in prop_oneof![Just(""), Just("x = "), Just("print(")],
+        ) {
+            let close = if call.contains('(') { "))" } else { ")" };
+            let stmt = format!("{call}('{path}'{close}{tail}");
+            let wrapped = format!("{outer}[{stmt}]{}", if outer == "print(" { ")" } else { "" });
+            let got = values(&wrapped);
+            prop_assert!(got.iter().any(|v| v == path), "{wrapped}: {got:?}");
         }
 
         #[test]
