@@ -1,5 +1,5 @@
 //! Arbitrary text as inline code of an interpreter (`python3 -c`, `node -e`, `perl -e`,
-//! `ruby -e`, `php -r`, `awk`), the first byte choosing which: the expression evaluator
+//! `ruby -e`, `php -r`, `awk`, `lua -e`), the first byte choosing which: the expression evaluator
 //! (`engine::shell::code_eval`) must neither panic nor hang, and work past its limit must
 //! fail closed with its own message, never as an analyser fault.
 #![no_main]
@@ -7,13 +7,14 @@
 use carapace_policy::engine::{shell, Context, Extracted};
 use libfuzzer_sys::fuzz_target;
 
-const RUNNERS: [&str; 6] = [
+const RUNNERS: [&str; 7] = [
     "python3 -c",
     "node -e",
     "perl -e",
     "ruby -e",
     "php -r",
     "awk",
+    "lua -e",
 ];
 
 fuzz_target!(|data: &[u8]| {

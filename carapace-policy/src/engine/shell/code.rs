@@ -17,6 +17,11 @@ use crate::rules::Action;
 const SHELL_CALLS: &[&str] = &[
     "system(",
     "popen(",
+    // Lua: `os.execute("…")`, and `os.execute "…"` (a call with one string needs no
+    // parentheses there); `io.popen` is caught by `popen(`.
+    "os.execute(",
+    "os.execute",
+    "io.popen",
     "exec(",
     "execSync(",
     "spawnSync(",
@@ -65,6 +70,29 @@ const DELETE_CALLS: &[&str] = &[
     "rmrf(",
     "remove_dir_all(",
 ];
+/// Calls that list a tree below the path they are given (`os.walk(ROOT)`, `Path(ROOT).rglob`,
+/// `fs.readdirSync(ROOT)`, Ruby's `Find.find(ROOT)`): in code that also deletes, the names
+/// they yield are what gets deleted, so the tree is.
+const WALK_CALLS: &[&str] = &[
+    "walk(",
+    "fwalk(",
+    "rglob(",
+    "glob(",
+    "iglob(",
+    "scandir(",
+    "listdir(",
+    "readdirSync(",
+    "readdir(",
+    "opendir(",
+    "Find.find(",
+    "Dir.glob(",
+    "Dir.children(",
+    "Dir.each_child(",
+    "Dir.entries(",
+    "WalkDir::new(",
+    "read_dir(",
+];
+
 /// Calls that read the path they are given (the relative names they take are paths).
 const READ_CALLS: &[&str] = &[
     "open(",
@@ -470,6 +498,7 @@ impl Walker<'_> {
             // language's own evaluator by reference, where no call site shows it.
             self.runs_download("code", Reach::Stdin);
         }
+        let deletes = DELETE_CALLS.iter().any(|c| code.contains(c));
         let remote = remote_stdio(code);
         if remote && RUNS.iter().any(|r| code.contains(r)) {
             // Whatever it runs may come from the connection (`system $_ while <>`).
@@ -486,7 +515,7 @@ impl Walker<'_> {
             if remote {
                 self.remote_runner(&site, before);
             }
-            self.site(&site, before, after, ctx, depth);
+            self.site(&site, before, after, ctx, depth, deletes);
         }
     }
 
@@ -521,6 +550,7 @@ impl Walker<'_> {
         after: &str,
         ctx: &Context,
         depth: usize,
+        deletes: bool,
     ) {
         let value = &site.value;
         if site.chdir {
@@ -566,16 +596,27 @@ impl Walker<'_> {
             self.host_op(&value.text, None, None);
             return;
         }
-        self.path_site(site, before, after, ctx);
+        self.path_site(site, before, after, ctx, deletes);
     }
 
     /// A value that may be a path: written out, relative in a call that opens files, or
     /// partly unknown next to one (an unknown target).
-    fn path_site(&mut self, site: &code_eval::Site, before: &str, after: &str, ctx: &Context) {
+    fn path_site(
+        &mut self,
+        site: &code_eval::Site,
+        before: &str,
+        after: &str,
+        ctx: &Context,
+        deletes: bool,
+    ) {
         let value = &site.value;
         let before_trim = before.trim_end();
         // The call the value is given to, or the method called on it (`Path(p).read_text()`).
         let opens = file_call(before_trim).or_else(|| after_action(after));
+        if opens.is_none() && deletes && walks(before_trim, after) {
+            self.walked_and_deleted(value, ctx);
+            return;
+        }
         // Perl's open(F, ">/path") and friends carry the mode in the string.
         let text = value.text.as_str();
         let (mode_write, path) = match text
@@ -612,6 +653,17 @@ impl Walker<'_> {
             || (site.cwd.is_some() && relative_name(path))
         {
             self.path_op(action, path, ctx, None);
+        }
+    }
+
+    /// A tree listed by code that deletes what it lists: everything below the root is
+    /// deleted (the names come from the listing, so no call site shows them).
+    fn walked_and_deleted(&mut self, value: &code_eval::Value, ctx: &Context) {
+        let root = value.text.trim_end_matches('/');
+        if value.complete && (written_path(value.text.as_str()) || relative_name(root)) {
+            self.path_op(Action::Delete, &format!("{root}/**"), ctx, None);
+        } else if value.computed || value.home {
+            self.unknown_target(Action::Delete, value, ctx);
         }
     }
 
@@ -739,6 +791,20 @@ fn after_action(after: &str) -> Option<Action> {
     } else {
         None
     }
+}
+
+/// Whether the value is the root handed to a call that lists a tree (`os.walk(ROOT)`), or
+/// the path a tree-listing method is called on (`Path(ROOT).rglob("*")`).
+fn walks(before: &str, after: &str) -> bool {
+    if ends_with_call(before, WALK_CALLS) {
+        return true;
+    }
+    let rest = after.trim_start().trim_start_matches(')').trim_start();
+    rest.strip_prefix('.').is_some_and(|m| {
+        ["rglob(", "glob(", "iterdir(", "walk("]
+            .iter()
+            .any(|c| m.starts_with(c))
+    })
 }
 
 /// A value written as a path: absolute, from home, or explicitly relative.

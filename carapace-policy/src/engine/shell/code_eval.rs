@@ -311,15 +311,26 @@ impl<'c> Parser<'c> {
                 continue;
             }
             if c == b'[' {
+                // A list in statement position (`[os.remove(f) for f in glob(…)]`, a list
+                // comprehension run for its effects): its value, and then, when that was not
+                // all known, the calls inside it, which the value does not show.
                 let start = self.pos;
                 if let Some(value) = self.expr() {
+                    let opaque = !value.complete || value.text.is_empty();
                     self.push(start, value);
+                    if opaque {
+                        self.pos = start + 1;
+                    }
                     continue;
                 }
                 self.pos = start;
                 if let Some(items) = self.list() {
+                    let opaque = items.iter().any(|v| !v.complete || v.text.is_empty());
                     for v in items {
                         self.push(start, v);
+                    }
+                    if opaque {
+                        self.pos = start + 1;
                     }
                     continue;
                 }
@@ -1498,6 +1509,22 @@ mod tests {
     }
 
     #[test]
+    fn calls_inside_a_list_in_statement_position() {
+        has(
+            "[print(open('/home/alice/.ssh/id_rsa').read())]",
+            "/home/alice/.ssh/id_rsa",
+        );
+        has(
+            "import glob,os; [os.remove(f) for f in glob.glob('/home/alice/.ssh/*')]",
+            "/home/alice/.ssh/*",
+        );
+        has("[x for x in [os.path.expanduser('~')]]", "~");
+        // Deep nesting ends within the work limit (a value, or the limit's `None`).
+        let deep = format!("{}open('/x'){}", "[".repeat(3000), "]".repeat(3000));
+        let _ = sites(&deep, &[]);
+    }
+
+    #[test]
     fn concatenation_and_formatting() {
         has(
             "open('/home/alice/.a' + 'ws/credentials')",
@@ -1627,6 +1654,22 @@ mod tests {
         #[test]
         fn never_panics(code in "[ -~\\n]{0,200}") {
             let _ = sites(&code, &[]);
+        }
+
+        /// Wrapping a statement in a list (`[STMT]`, a comprehension run for its effects)
+        /// never hides a value the statement builds.
+        #[test]
+        fn a_list_around_a_statement_hides_nothing(
+            call in prop_oneof![Just("open"), Just("os.remove"), Just("shutil.rmtree"), Just("print(open")],
+            path in prop_oneof![Just("/home/alice/.ssh/id_rsa"), Just("/etc/shadow"), Just("~/.aws/credentials")],
+            tail in prop_oneof![Just(""), Just(".read()"), Just(" for _ in range(1)")],
+            outer in prop_oneof![Just(""), Just("x = "), Just("print(")],
+        ) {
+            let close = if call.contains('(') { "))" } else { ")" };
+            let stmt = format!("{call}('{path}'{close}{tail}");
+            let wrapped = format!("{outer}[{stmt}]{}", if outer == "print(" { ")" } else { "" });
+            let got = values(&wrapped);
+            prop_assert!(got.iter().any(|v| v == path), "{wrapped}: {got:?}");
         }
 
         #[test]

@@ -1680,6 +1680,9 @@ impl Walker<'_> {
             }
             "tar" | "bsdtar" => self.tar(args, ctx, &stdin),
             "zip" | "7z" | "7za" | "rar" => {
+                if name == "zip" && args.iter().any(|a| a == "-@" || a == "--names-stdin") {
+                    self.read_names_on_stdin(&stdin, ctx);
+                }
                 let o = args::parse(
                     args,
                     &[
@@ -1709,6 +1712,20 @@ impl Walker<'_> {
             }
             "unzip" | "gunzip" | "gzip" | "bzip2" | "bunzip2" | "xz" | "unxz" | "zstd"
             | "unzstd" | "lz4" | "unrar" | "cpio" => {
+                // `cpio -o` / `-p` (and `zip -@`) archive the files named on stdin, one a
+                // line: each one is read.
+                let names_on_stdin = match name {
+                    "cpio" => args.iter().any(|a| {
+                        matches!(a.as_str(), "--create" | "--pass-through")
+                            || (a.starts_with('-')
+                                && !a.starts_with("--")
+                                && a.contains(['o', 'p']))
+                    }),
+                    _ => false,
+                };
+                if names_on_stdin {
+                    self.read_names_on_stdin(&stdin, ctx);
+                }
                 let o = args::parse(
                     args,
                     &["-d", "-x", "-P", "-S", "-o", "--suffix", "--output"],
@@ -3126,12 +3143,36 @@ impl Walker<'_> {
             }
             _ => {
                 self.path_op(Action::Read, ".", &sub, None);
-                for t in ro.operands.iter().filter(|t| path_like(t)) {
+                // Verbs whose operands are files outside any repository (`diff --no-index A
+                // B`, `hash-object F`): bare names too, where other verbs take revisions.
+                let files = (verb == "diff" && ro.has(&["--no-index"]))
+                    || matches!(verb.as_str(), "hash-object" | "check-ignore" | "stripspace");
+                // After `--` every operand is a path (`git log -p -- credentials`).
+                let pathspecs = rest
+                    .iter()
+                    .position(|a| a == "--")
+                    .map_or(&[][..], |i| &rest[i + 1..]);
+                let named = ro.operands.iter().filter(|t| files || path_like(t));
+                for t in named.copied().chain(pathspecs.iter().map(String::as_str)) {
                     self.path_op(Action::Read, t, &sub, None);
                 }
             }
         }
         Feed::default()
+    }
+
+    /// Files a command reads by the names it gets on stdin, one a line (`cpio -o`,
+    /// `zip -@`): known text name by name, listed names as the globs they came from.
+    fn read_names_on_stdin(&mut self, stdin: &Feed, ctx: &Context) {
+        let names: Vec<String> = stdin
+            .text
+            .iter()
+            .flat_map(|t| xargs_items(t, Some('\n')))
+            .chain(stdin.names.iter().cloned())
+            .collect();
+        for n in names {
+            self.path_op(Action::Read, n.trim(), ctx, None);
+        }
     }
 
     fn git_remote(&mut self, url: &str, ctx: &Context) {

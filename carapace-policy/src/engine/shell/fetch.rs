@@ -21,7 +21,7 @@ impl Walker<'_> {
         // Every command passes here: the others cost one comparison.
         if !matches!(
             name,
-            "aws" | "gsutil" | "gcloud" | "s3cmd" | "rclone" | "gh" | "openssl"
+            "aws" | "gsutil" | "gcloud" | "s3cmd" | "rclone" | "gh" | "openssl" | "pip"
         ) {
             return false;
         }
@@ -49,6 +49,10 @@ impl Walker<'_> {
             | ("gh", ["api", ..] | ["gist", "view", ..])
             | ("openssl", ["s_client", ..]) => true,
             ("gh", ["release" | "run", "download", ..]) => self.release_download(args, ctx),
+            ("pip", ["download", ..]) => {
+                self.package_download(args, ctx);
+                false
+            }
             _ => false,
         }
     }
@@ -115,6 +119,16 @@ impl Walker<'_> {
             self.downloaded_tree(dest, ctx);
         }
         false
+    }
+
+    /// `pip download … -d DIR`: the packages (sdists with a `setup.py` among them) land
+    /// unpacked-to-be in DIR, every file of which is downloaded bytes. Into the working
+    /// directory (no `-d`) only the archives land; the project's own files stay its own.
+    fn package_download(&mut self, args: &[String], ctx: &Context) {
+        let o = args::parse(args, &["-d", "--dest", "--destination-directory"], false);
+        if let Some(dir) = o.value(&["-d", "--dest", "--destination-directory"]) {
+            self.downloaded_tree(dir, ctx);
+        }
     }
 
     /// `gh release download [-p PATTERN]… [-D DIR] [-O FILE]`: each named asset, or the
