@@ -479,8 +479,10 @@ fn a_session_rule_switched_on_in_layer_1_reaches_the_kernel() {
     let _g = guard();
     let write = py_errno("open(\"/srv/work/out.txt\", \"w\").write(\"x\")");
     // The same write from a Python one-liner, before and after a network read reported to
-    // Layer 1: the second never passes through Layer 1, and the kernel refuses it.
-    let web = r#"{"tool":"WebFetch","input":{"url":"https://example.com/","prompt":"read"}}"#;
+    // Layer 1: the second never passes through Layer 1, and the kernel refuses it. Plain
+    // http: the fixture's `names-sni` allow-list refuses every other name on port 443, and a
+    // refused read switches nothing on.
+    let web = r#"{"tool":"WebFetch","input":{"url":"http://example.com/","prompt":"read"}}"#;
     let out = agent(&format!(
         "{write}; carapace check --json '{web}' | grep -c no-write-after-web; {write}"
     ));
