@@ -71,7 +71,11 @@ impl Steps {
 const FUZZ_TARGETS: &[(&str, &[&str], u32)] = &[
     ("shell_extract", &[], 10),
     ("transcript", &["corpus/transcript", "seeds/transcript"], 10),
-    ("inline_code", &["corpus/inline_code", "seeds/inline_code"], 10),
+    (
+        "inline_code",
+        &["corpus/inline_code", "seeds/inline_code"],
+        10,
+    ),
     ("tool_call", &["corpus/tool_call", "seeds/tool_call"], 10),
     ("dns_query", &["corpus/dns_query"], 10),
     (
