@@ -6,8 +6,8 @@
 //! `glob` over `paths`, …); an MCP server's tool is named `SERVER-TOOL` with no context
 //! saying where the server's name ends: the servers the CLI loads are read from its MCP
 //! configs (`$COPILOT_HOME` or `~/.copilot`, `mcp-config.json`; the project's `.mcp.json`,
-//! `.copilot/mcp-config.json`, `.vscode/mcp.json`), and a tool of one of them is spelled
-//! `mcp__SERVER__TOOL`, as Claude Code and Codex spell it, so that rules written for MCP
+//! `.copilot/mcp-config.json`, `.vscode/mcp.json`; and its own `github-mcp-server`), and a
+//! tool of one of them is spelled `mcp__SERVER__TOOL`, as Claude Code and Codex spell it, so that rules written for MCP
 //! tools meet it. A server Carapace cannot see keeps Copilot's name (its arguments are still
 //! read for paths, commands and URLs).
 //! Configured as `PreToolUse`, the hook gets the Claude-Code-shaped fields instead; both are
@@ -56,6 +56,9 @@ pub(super) fn call(event: &Value) -> anyhow::Result<Option<HookCall>> {
     }))
 }
 
+/// The MCP server Copilot CLI brings itself.
+const BUILTIN_SERVER: &str = "github-mcp-server";
+
 /// The names of the MCP servers Copilot CLI loads, from the configs it reads.
 fn mcp_servers(cwd: Option<&Path>) -> Vec<String> {
     let home = std::env::var_os("COPILOT_HOME")
@@ -70,7 +73,9 @@ fn mcp_servers(cwd: Option<&Path>) -> Vec<String> {
             files.push(dir.join(name));
         }
     }
-    let mut names = Vec::new();
+    // Copilot's own GitHub server, whose tools are `github-mcp-server-TOOL`: named here, a
+    // configured server called `github` cannot claim them.
+    let mut names = vec![BUILTIN_SERVER.to_owned()];
     for file in files {
         // A missing or unreadable config names no server; the call is still checked.
         let Ok(text) = std::fs::read_to_string(&file) else {
@@ -139,6 +144,12 @@ mod tests {
             mcp_name("git-log", &servers).as_deref(),
             Some("mcp__git__log")
         );
+        // The CLI's own GitHub server is always known, and outranks a configured `github`.
+        let with_builtin = vec!["github".to_owned(), BUILTIN_SERVER.to_owned()];
+        assert_eq!(
+            mcp_name("github-mcp-server-get_me", &with_builtin).as_deref(),
+            Some("mcp__github-mcp-server__get_me")
+        );
         // The CLI's own tools, and servers it was not configured with, keep their names.
         assert_eq!(mcp_name("bash", &servers), None);
         assert_eq!(mcp_name("files-", &servers), None);
@@ -163,5 +174,6 @@ mod tests {
         let names = mcp_servers(Some(dir.path()));
         assert!(names.contains(&"proj".to_owned()), "{names:?}");
         assert!(names.contains(&"vs".to_owned()), "{names:?}");
+        assert!(names.contains(&BUILTIN_SERVER.to_owned()), "{names:?}");
     }
 }
