@@ -275,13 +275,7 @@ fn gateway_refuses_forbidden_calls_before_the_cli_sees_them() {
             &server.base_url(),
         ],
     );
-    let log = daemon.log_text();
-    let gateway = log
-        .lines()
-        .find_map(|l| l.split("gateway listening on ").nth(1))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("the daemon did not say where the gateway listens:\n{log}"))
-        .to_owned();
+    let gateway = daemon.gateway_url();
     ws.write(&ws.home().join(".gemini/settings.json"), USER_SETTINGS);
 
     let mut cmd = hermetic_command(&installed_bin("CARAPACE_GEMINI_BIN", INSTALLED_BIN), &ws);

@@ -28,25 +28,7 @@ fn gateway_keeps_a_forbidden_streamed_call_from_the_cli_and_lets_an_allowed_one_
             json!({"command": "echo hello > note.txt", "description": "Write a note"}),
         ),
     ]);
-    let home = ws.home();
-    let daemon = Daemon::start_env(
-        Path::new(CARAPACED),
-        &ws.path("carapace"),
-        &[
-            "--gateway",
-            "127.0.0.1:0",
-            "--anthropic-upstream",
-            &server.base_url(),
-        ],
-        &[("HOME", home.as_os_str())],
-    );
-    let log = daemon.log_text();
-    let gateway = log
-        .lines()
-        .find_map(|l| l.split("gateway listening on ").nth(1))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("the daemon did not say where the gateway listens:\n{log}"))
-        .to_owned();
+    let (daemon, gateway) = gateway_daemon(&ws, &server);
     // A hook that decides nothing: the settings' permissions allow Bash, so without the
     // gateway the CLI would run both calls.
     let settings = super::settings(&ws, "true");
@@ -154,25 +136,7 @@ fn gateway_keeps_a_subagents_forbidden_call_from_the_cli() {
             (false, _) => vec![Block::text("All done.")],
         }
     });
-    let home = ws.home();
-    let daemon = Daemon::start_env(
-        Path::new(CARAPACED),
-        &ws.path("carapace"),
-        &[
-            "--gateway",
-            "127.0.0.1:0",
-            "--anthropic-upstream",
-            &server.base_url(),
-        ],
-        &[("HOME", home.as_os_str())],
-    );
-    let log = daemon.log_text();
-    let gateway = log
-        .lines()
-        .find_map(|l| l.split("gateway listening on ").nth(1))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("the daemon did not say where the gateway listens:\n{log}"))
-        .to_owned();
+    let (daemon, gateway) = gateway_daemon(&ws, &server);
     let settings = super::settings(&ws, "true");
     let run = run_claude(&ws, &server, &settings, &[("ANTHROPIC_BASE_URL", &gateway)]);
     let context = || {
@@ -209,4 +173,23 @@ fn gateway_keeps_a_subagents_forbidden_call_from_the_cli() {
         .filter_map(|b| b["text"].as_str())
         .any(|t| t.contains("[Carapace]") && t.contains("[rule ssh-"));
     assert!(refused_in_subagent, "{}", context());
+}
+
+/// carapaced with its gateway in front of `server`, in the workspace's HOME; and the
+/// gateway's URL.
+fn gateway_daemon(ws: &Workspace, server: &MessagesServer) -> (Daemon, String) {
+    let home = ws.home();
+    let daemon = Daemon::start_env(
+        Path::new(CARAPACED),
+        &ws.path("carapace"),
+        &[
+            "--gateway",
+            "127.0.0.1:0",
+            "--anthropic-upstream",
+            &server.base_url(),
+        ],
+        &[("HOME", home.as_os_str())],
+    );
+    let url = daemon.gateway_url();
+    (daemon, url)
 }

@@ -22,13 +22,7 @@ pub(super) fn start_gateway(dir: &Path, upstreams: &[&str]) -> (Daemon, String) 
     let mut args = vec!["--gateway", "127.0.0.1:0"];
     args.extend_from_slice(upstreams);
     let d = Daemon::start(Path::new(CARAPACED), dir, &args);
-    let log = d.log_text();
-    let url = log
-        .lines()
-        .find_map(|l| l.split("gateway listening on ").nth(1))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("the daemon did not say where the gateway listens:\n{log}"))
-        .to_owned();
+    let url = d.gateway_url();
     (d, url)
 }
 

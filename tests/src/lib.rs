@@ -130,6 +130,17 @@ impl Daemon {
         fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The URL of the gateway a daemon started with `--gateway ADDR` says it serves.
+    #[must_use]
+    pub fn gateway_url(&self) -> String {
+        let log = self.log_text();
+        log.lines()
+            .find_map(|l| l.split("gateway listening on ").nth(1))
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("the daemon did not say where the gateway listens:\n{log}"))
+            .to_owned()
+    }
+
     /// Sends SIGTERM and waits for the daemon to exit (SIGKILL after 5 s).
     pub fn stop(&mut self) {
         let Some(mut child) = self.child.take() else {
