@@ -118,7 +118,8 @@ fn walk(v: &Value, cwd: Option<&str>, out: &mut Transcript, depth: usize) {
                 return;
             }
             for (key, value) in obj {
-                if key != "toolCalls" {
+                // A `toolCalls` list was read above; anything else under that name is walked.
+                if key != "toolCalls" || !value.is_array() {
                     walk(value, cwd, out, depth + 1);
                 }
             }
@@ -321,6 +322,14 @@ mod tests {
         assert_eq!(tools(&t), ["exec_command", "mcp__files__read_file"]);
         assert_eq!(t.calls[0].cwd.as_deref(), Some("/p"));
         assert_eq!(t.calls[1].cwd.as_deref(), Some("/q"));
+    }
+
+    #[test]
+    fn a_tool_calls_key_that_is_not_a_list_hides_nothing() {
+        let t = parse(
+            r#"{"toolCalls":{"x":{"type":"tool_use","id":"a","name":"Bash","input":{"command":"id"}}}}"#,
+        );
+        assert_eq!(tools(&t), ["Bash"]);
     }
 
     #[test]
