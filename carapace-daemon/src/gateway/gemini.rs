@@ -28,9 +28,9 @@ pub fn history(request: &Value) -> Option<&Value> {
     request.get("contents")
 }
 
-/// A call's place: candidate and part, in one key.
+/// A call's place: candidate and part, in one key (no answer holds 2^32 parts).
 fn key(candidate: usize, part: usize) -> usize {
-    (candidate << 16) | part
+    (candidate << 32) | (part & 0xffff_ffff)
 }
 
 fn parts_mut(message: &mut Value, candidate: usize) -> Option<&mut Vec<Value>> {
@@ -78,7 +78,7 @@ pub fn rewrite(message: &mut Value, verdicts: &[(PendingCall, Verdict)]) -> bool
         let Verdict::Refuse(text) = verdict else {
             continue;
         };
-        let (candidate, part) = (call.key >> 16, call.key & 0xffff);
+        let (candidate, part) = (call.key >> 32, call.key & 0xffff_ffff);
         if let Some(slot) = parts_mut(message, candidate).and_then(|p| p.get_mut(part)) {
             *slot = json!({"text": text});
             changed = true;
@@ -151,6 +151,33 @@ mod tests {
         let parts = &message["candidates"][0]["content"]["parts"];
         assert_eq!(parts[1], json!({"text": "[Carapace] no"}));
         assert_eq!(parts[2]["functionCall"]["name"], "read_file");
+    }
+
+    #[test]
+    fn calls_of_every_candidate_and_far_parts_are_rewritten_in_place() {
+        let mut parts: Vec<Value> = (0..70_000)
+            .map(|i| json!({"text": i.to_string()}))
+            .collect();
+        parts.push(
+            json!({"functionCall": {"name": "run_shell_command", "args": {"command": "id"}}}),
+        );
+        let mut message = json!({"candidates": [
+            {"content": {"parts": [{"text": "a"}]}},
+            {"content": {"parts": parts}},
+        ]});
+        let found = calls(&message);
+        assert_eq!(found.len(), 1);
+        let verdicts = vec![(found[0].clone(), Verdict::Refuse("no".into()))];
+        assert!(rewrite(&mut message, &verdicts));
+        assert!(calls(&message).is_empty(), "the call survived its refusal");
+        assert_eq!(
+            message["candidates"][1]["content"]["parts"][70_000],
+            json!({"text": "no"})
+        );
+        assert_eq!(
+            message["candidates"][0]["content"]["parts"][0],
+            json!({"text": "a"})
+        );
     }
 
     #[test]

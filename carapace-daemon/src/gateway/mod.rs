@@ -174,25 +174,17 @@ impl Api {
     }
 }
 
-/// `/v1beta/models/MODEL:generateContent` (or `v1`, `v1alpha`; `:streamGenerateContent`).
+/// A Gemini content method: `/v1beta/models/MODEL:generateContent` and
+/// `:streamGenerateContent`, under any version and resource (`tunedModels/…`, a Vertex
+/// `projects/…/publishers/google/models/…`): whatever names the model, the answer holds
+/// the calls.
 fn is_gemini_content(path: &str) -> bool {
-    let Some(rest) = path.strip_prefix('/') else {
-        return false;
-    };
-    let mut segments = rest.split('/');
-    let (Some(version), Some("models"), Some(model), None) = (
-        segments.next(),
-        segments.next(),
-        segments.next(),
-        segments.next(),
-    ) else {
-        return false;
-    };
-    version.starts_with("v1")
-        && matches!(
-            model.rsplit_once(':'),
-            Some((name, "generateContent" | "streamGenerateContent")) if !name.is_empty()
-        )
+    path.rsplit('/')
+        .next()
+        .and_then(|last| last.rsplit_once(':'))
+        .is_some_and(|(name, method)| {
+            !name.is_empty() && matches!(method, "generateContent" | "streamGenerateContent")
+        })
 }
 
 /// What a stream filter makes of one event.

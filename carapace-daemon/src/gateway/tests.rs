@@ -540,3 +540,26 @@ async fn history_judges_new_calls_and_never_remembers_a_blocked_one() {
         None
     );
 }
+
+#[test]
+fn gemini_content_methods_are_checked_under_any_model_resource() {
+    for path in [
+        "/v1beta/models/gemini-2.5-pro:generateContent",
+        "/v1/models/gemini-2.5-pro:streamGenerateContent",
+        "/v1beta/tunedModels/my-model:generateContent",
+        "/v1/projects/p/locations/l/publishers/google/models/m:streamGenerateContent",
+    ] {
+        assert_eq!(
+            Api::of(&Method::POST, path),
+            Some(Api::GeminiContent),
+            "{path}"
+        );
+    }
+    for path in [
+        "/v1beta/models/m:countTokens",
+        "/v1beta/models/:generateContent",
+        "/v1beta/models",
+    ] {
+        assert_eq!(Api::of(&Method::POST, path), None, "{path}");
+    }
+}
