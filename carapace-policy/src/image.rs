@@ -57,8 +57,8 @@ impl Resolution {
     /// table).
     #[must_use]
     pub fn moved(&self, host: &dyn crate::host::Host) -> bool {
-        let mounts = crate::rules::compile::kernel::Mounts::read(host);
-        crate::rules::compile::kernel::resolution_digest(&self.forms, &mounts, host) != self.digest
+        let mounts = crate::rules::compile::resolution::Mounts::read(host);
+        crate::rules::compile::resolution::digest(&self.forms, &mounts, host) != self.digest
     }
 }
 
@@ -159,8 +159,8 @@ pub fn staging(old: &KernelImage, old_slots: &Slots, new: &KernelImage) -> Optio
         }
     }
     // A longer prefix must carry the refs of the shorter ones of the other image too.
-    crate::rules::compile::kernel::close_prefixes(&mut image);
-    crate::rules::compile::kernel::close_nets(&mut image);
+    image.close_prefixes();
+    image.close_nets();
     let fits = image
         .exact
         .values()
@@ -214,6 +214,46 @@ fn merge<K: Ord + Clone, R: PartialEq>(
         for r in refs.iter().map(&moved) {
             if !entry.contains(&r) {
                 entry.push(r);
+            }
+        }
+    }
+}
+
+impl KernelImage {
+    /// An LPM lookup returns only the longest matching prefix, so each prefix carries the refs
+    /// of every shorter prefix entry above it. Prefix keys end in `/`, so the covering keys are
+    /// the key cut after each of its `/`.
+    pub(crate) fn close_prefixes(&mut self) {
+        let snapshot = self.prefix.clone();
+        for (key, refs) in &mut self.prefix {
+            for (i, b) in key.iter().enumerate() {
+                if *b == b'/' && i + 1 < key.len() {
+                    if let Some(shorter) = snapshot.get(&key[..=i]) {
+                        for r in shorter {
+                            if !refs.contains(r) {
+                                refs.push(*r);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Like [`Self::close_prefixes`], for address blocks.
+    pub(crate) fn close_nets(&mut self) {
+        let snapshot = self.nets.clone();
+        for ((len, addr), refs) in &mut self.nets {
+            // Every block covering this one is this address cut to a shorter length.
+            for shorter_len in 0..*len {
+                let shorter = crate::rules::model::Cidr::new(*addr, shorter_len);
+                if let Some(srefs) = snapshot.get(&(shorter.prefix_len, shorter.addr)) {
+                    for r in srefs {
+                        if !refs.contains(r) {
+                            refs.push(*r);
+                        }
+                    }
+                }
             }
         }
     }

@@ -470,7 +470,7 @@ fn net_matches(net: &NetMatch, op: &Operation, unknown: Port) -> bool {
     net.hosts.iter().any(|h| match h {
         Host::Ip(want) => ip == Some(canonical(*want)),
         Host::Name { name, resolved } => {
-            super::names::covers(name, host)
+            super::hostname::covers(name, host)
                 || ip.is_some_and(|ip| resolved.iter().any(|r| canonical(*r) == ip))
         }
     })

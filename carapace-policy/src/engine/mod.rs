@@ -5,6 +5,7 @@ pub(crate) mod call;
 pub(crate) mod decision;
 pub(crate) mod evaluate;
 pub mod guardrail;
+pub(crate) mod hostname;
 pub mod names;
 pub(crate) mod normalize;
 pub(crate) mod operation;

@@ -18,11 +18,7 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
-use super::diag::{Diagnostic, Severity};
-use super::model::{Cond, Effect, TextPattern, Trigger};
 use super::needles::needles;
-use super::pattern::{GlobMatch, PathPattern};
-use super::Rule;
 
 // `BUILTIN`: every `re:` pattern of rules/builtin/*.yaml with its literals, sorted.
 include!(concat!(env!("OUT_DIR"), "/builtin_regexes.rs"));
@@ -190,107 +186,12 @@ impl fmt::Debug for LazyGlobSet {
     }
 }
 
-/// Something of a rule built when first used.
-enum Deferred<'a> {
-    Regex(&'a LazyRegex),
-    Globs(&'a str, &'a LazyGlobSet),
-}
-
-/// Builds every `re:` pattern and glob set of `rules` now, with an error naming the rule for
-/// each one that cannot be built: for loaders that serve many calls, or report.
-pub fn compile_all(rules: &[Rule], diags: &mut Vec<Diagnostic>) {
-    for rule in rules {
-        let mut found = Vec::new();
-        of_rule(rule, &mut found);
-        for deferred in found {
-            let (message, hint) = match deferred {
-                Deferred::Regex(regex) => match regex.compile() {
-                    Ok(_) => continue,
-                    Err(e) => (
-                        format!("regex `{}` cannot be built: {e}", regex.as_str()),
-                        "make it smaller: fewer or shorter repetitions, or ASCII classes \
-                         (`(?-u:\\w)`) instead of Unicode ones",
-                    ),
-                },
-                Deferred::Globs(source, set) => match set.compile() {
-                    Ok(_) => continue,
-                    Err(e) => (
-                        format!("glob `{source}` cannot be built: {e}"),
-                        "make it simpler: fewer alternatives or brackets",
-                    ),
-                },
-            };
-            diags.push(Diagnostic {
-                severity: Severity::Error,
-                origin: rule.source.clone(),
-                span: rule.span,
-                message,
-                rule: Some(rule.id.clone()),
-                hint: Some(hint.into()),
-            });
-        }
-    }
-}
-
-/// The regexes of one rule (every condition, exception and trigger).
-#[cfg(test)]
-pub(crate) fn regexes_of<'a>(rule: &'a Rule, out: &mut Vec<&'a LazyRegex>) {
-    let mut found = Vec::new();
-    of_rule(rule, &mut found);
-    out.extend(found.into_iter().filter_map(|d| match d {
-        Deferred::Regex(r) => Some(r),
-        Deferred::Globs(..) => None,
-    }));
-}
-
 /// Whether `source` is a pattern of the built-in packs, parsed when the crate was built.
 #[cfg(test)]
 pub(crate) fn is_builtin(source: &str) -> bool {
     BUILTIN
         .binary_search_by(|(known, _)| (*known).cmp(source))
         .is_ok()
-}
-
-fn of_rule<'a>(rule: &'a Rule, out: &mut Vec<Deferred<'a>>) {
-    of_cond(rule.cond.as_ref(), out);
-    of_paths(&rule.except, out);
-    if let Some(Trigger::After { cond, .. }) = &rule.trigger {
-        of_cond(cond.as_ref(), out);
-    }
-    if let Some(Effect::Actions { cond, .. }) = &rule.effect {
-        of_cond(cond.as_ref(), out);
-    }
-}
-
-fn of_cond<'a>(cond: Option<&'a Cond>, out: &mut Vec<Deferred<'a>>) {
-    match cond {
-        Some(Cond::Path(paths)) => of_paths(paths, out),
-        Some(Cond::Command(texts) | Cond::Tool(texts) | Cond::Content(texts)) => {
-            out.extend(texts.iter().filter_map(|t| match t {
-                TextPattern::Regex { regex, .. } => Some(Deferred::Regex(regex)),
-                _ => None,
-            }));
-        }
-        Some(Cond::All(all) | Cond::Any(all)) => {
-            for c in all {
-                of_cond(Some(c), out);
-            }
-        }
-        Some(Cond::Not(c)) => of_cond(Some(c), out),
-        Some(Cond::Net(_) | Cond::OutsideListener | Cond::View(_)) | None => {}
-    }
-}
-
-fn of_paths<'a>(paths: &'a [PathPattern], out: &mut Vec<Deferred<'a>>) {
-    out.extend(paths.iter().filter_map(|p| match p {
-        PathPattern::Regex { regex, .. } => Some(Deferred::Regex(regex)),
-        PathPattern::Glob {
-            source,
-            matcher: GlobMatch::Set(set),
-            ..
-        } => Some(Deferred::Globs(source, set)),
-        PathPattern::Glob { .. } => None,
-    }));
 }
 
 /// `regex`'s own default nesting limit, so that what loads here is what `Regex::new` parses.

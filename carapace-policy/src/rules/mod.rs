@@ -22,6 +22,7 @@ pub(crate) mod lazy_regex;
 pub mod model;
 pub(crate) mod needles;
 pub mod pattern;
+pub(crate) mod prebuild;
 pub(crate) mod profile;
 pub(crate) mod shape;
 pub mod validate;
@@ -300,7 +301,7 @@ impl RuleSet {
         if purpose == Purpose::Kernel {
             // Loaders that serve many calls (or report) build every matcher now; a
             // one-call loader builds those its call asks for.
-            lazy_regex::compile_all(&rules, &mut diags);
+            prebuild::compile_all(&rules, &mut diags);
         }
         // A one-call load plans a rule for the kernel only if a call matches it (the
         // decision's message says whether the kernel refuses it too): planning every

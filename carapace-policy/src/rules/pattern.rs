@@ -12,7 +12,7 @@ use crate::host::{FileKind, Host};
 use globset::{Glob, GlobBuilder, GlobMatcher};
 
 use super::intersect::{self, Lang};
-use super::shape::Shape;
+use super::shape::{Shape, GLOB_META};
 use crate::rules::compile::dfa::Source;
 use std::rc::Rc;
 
@@ -85,9 +85,6 @@ fn normalize(path: &str) -> String {
     }
     out
 }
-
-/// Characters that make a glob more than a literal path.
-pub(super) const GLOB_META: &[char] = &['*', '?', '[', ']', '{', '}', '\\'];
 
 /// A path pattern as written, with its compiled matcher.
 #[derive(Clone, Debug)]

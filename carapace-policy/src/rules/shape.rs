@@ -5,7 +5,8 @@
 //! directory by the start of its name). The kernel forms (`pattern::KernelForm`) cover
 //! exact paths, `/dir/**` and `**/name`; these are what kept a regex set on the path of
 //! nearly every write.
-use super::pattern::GLOB_META;
+/// Characters that make a glob more than a literal path.
+pub(super) const GLOB_META: &[char] = &['*', '?', '[', ']', '{', '}', '\\'];
 
 /// A glob of one of the shapes, with the same answer as `globset` gives for it
 /// (checked by `tests::shapes_match_like_their_globs`).

@@ -1617,7 +1617,7 @@ fn builtin_regexes_come_parsed_from_the_build() {
     let all = ok("version: 1\nbuiltin: all\n");
     let mut found = Vec::new();
     for rule in all.rules() {
-        super::lazy_regex::regexes_of(rule, &mut found);
+        super::prebuild::regexes_of(rule, &mut found);
     }
     assert!(found.len() > 50, "{} regexes", found.len());
     for regex in found {

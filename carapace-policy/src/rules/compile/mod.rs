@@ -3,3 +3,4 @@
 //! matchers are compiled into the model itself (`pattern`, `model`).
 pub mod dfa;
 pub mod kernel;
+pub(crate) mod resolution;
