@@ -6,6 +6,7 @@ mod install;
 mod kernel;
 mod setup;
 mod test;
+mod test_clock;
 mod util;
 mod vm;
 

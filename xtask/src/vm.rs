@@ -16,6 +16,7 @@ use anyhow::{bail, Context as _, Result};
 use crate::{
     initramfs::{self, Tree},
     kernel::{self, Kernel},
+    test_clock::TestClock,
     util::{shell_quote, vm_cache_dir},
 };
 
@@ -388,6 +389,7 @@ fn console(
 ) {
     let mut r = BufReader::new(stdout);
     let mut buf = Vec::new();
+    let mut clock = TestClock::default();
     loop {
         buf.clear();
         match r.read_until(b'\n', &mut buf) {
@@ -411,6 +413,9 @@ fn console(
         }
         let _ = tx.send(Event::Line);
         let _ = writeln!(out, "{line}");
+        if let Some(summary) = clock.line(&line, Instant::now()) {
+            let _ = write!(out, "{summary}");
+        }
         let _ = out.flush();
     }
     let _ = tx.send(Event::Eof);
