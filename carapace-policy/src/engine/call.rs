@@ -2,6 +2,7 @@
 //! Codex's `shell`, the guardrail task types) are read by their schema; anything else by
 //! the words of its name and of its fields' names (`generic`), so an unknown or MCP tool
 //! still meets path, command, network and content rules.
+mod cli_tool;
 mod code;
 mod fields;
 mod generic;
@@ -118,6 +119,7 @@ impl ToolCall {
         let known = known_tool(&tool, &name, &self.input, ctx, &mut out);
         if !known {
             generic::extract(&tool, &self.input, ctx, &mut out);
+            cli_tool::extract(&tool, &self.input, ctx, &mut out);
         }
         collect_texts(&self.input, &mut out, 0);
         out
