@@ -27,8 +27,8 @@
 //! (`except: [10.20.0.0/16]`) or the name is `localhost` (or below it), excepted, and the
 //! address loopback. Names no allow-list speaks of are passed as they are: learning their
 //! addresses opens nothing the kernel would otherwise refuse.
-mod handler;
-mod learned;
+pub(crate) mod handler;
+pub(crate) mod learned;
 mod server;
 mod sessions;
 pub mod settings;
