@@ -2,5 +2,5 @@
 //! it through `CARGO_BIN_EXE_carapaced-under-test` (cargo builds a package's binaries before
 //! its integration tests, and only its own).
 fn main() -> std::process::ExitCode {
-    carapace::cli::daemon::main()
+    carapace::daemon::main()
 }

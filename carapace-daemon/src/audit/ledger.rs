@@ -39,19 +39,8 @@ impl Default for Options {
     }
 }
 
-/// When a caller may give its decision: config.yaml's `audit: { acknowledge: … }`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Acknowledge {
-    /// Once the record is written to the segment (in the page cache): it survives any crash
-    /// of carapaced, `kill -9` included. The `fdatasync` follows at once, before the next
-    /// batch; a power loss or kernel crash in between can lose the records of that one batch
-    /// (about a millisecond). Saves the sync's latency on every decision.
-    #[default]
-    Written,
-    /// Only after `fdatasync`: nothing acknowledged is lost even to a power loss, at the
-    /// cost of one disk flush in the latency of every decision (0.2–4 ms by disk).
-    Synced,
-}
+/// When a caller may give its decision (config.yaml's `audit:` section, read with the rest).
+pub use crate::config::Acknowledge;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -1,4 +1,4 @@
-//! `carapaced`: the Carapace daemon. See `carapace::cli::daemon`.
+//! `carapaced`: the Carapace daemon. See `carapace::daemon`.
 
 // Layer 1 allocates many small strings per decision; mimalloc serves them faster than glibc
 // (see BENCHMARKS.md).
@@ -6,5 +6,5 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    carapace::cli::daemon::main()
+    carapace::daemon::main()
 }

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use super::daemon::DEFAULT_DATA_DIR;
 use crate::api::proto::StatusReply;
 use crate::audit::files::{self, audit_dir};
 use crate::audit::record::{self, Record};
 use crate::audit::verify::verify;
+use crate::paths::DEFAULT_DATA_DIR;
 
 /// How often `tail --follow` looks for new records.
 const FOLLOW_INTERVAL: Duration = Duration::from_millis(200);

@@ -7,18 +7,18 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use hyper_util::rt::TokioIo;
-use tokio::net::UnixStream;
 use tokio::signal::unix::{signal, SignalKind};
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::Channel;
 
-use super::daemon::DEFAULT_SOCKET;
+use super::connect::connect;
+use super::exit::exit_code;
 use super::pty;
 use crate::api::proto::carapace_client::CarapaceClient;
 use crate::api::proto::{
     CreateSessionReply, CreateSessionRequest, Denial, EndSessionRequest, StatusRequest,
     WatchSessionRequest,
 };
+use crate::paths::DEFAULT_SOCKET;
 use crate::sandbox::{landlock, limits, PrivDrop};
 
 /// How long `run` keeps printing denials after the command exits (events can trail it).
@@ -260,31 +260,6 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Connects to the daemon's Unix socket.
-pub async fn connect(socket: &Path) -> anyhow::Result<CarapaceClient<Channel>> {
-    let path = socket.to_path_buf();
-    // The URI is required by the API but unused: the connector below dials the socket.
-    let channel = Endpoint::try_from("http://carapaced.invalid")?
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let path = path.clone();
-            async move { UnixStream::connect(path).await.map(TokioIo::new) }
-        }))
-        .await
-        .map_err(|e| {
-            // The transport error repeats its cause; the innermost error says it best.
-            let mut cause: &dyn std::error::Error = &e;
-            while let Some(next) = cause.source() {
-                cause = next;
-            }
-            anyhow::anyhow!(
-                "cannot reach carapaced at {} ({cause}). Start it with `sudo carapaced` (or \
-                 point --socket / CARAPACE_SOCKET at its socket)",
-                socket.display()
-            )
-        })?;
-    Ok(CarapaceClient::new(channel))
 }
 
 /// The line `run` prints for a denial.
@@ -662,16 +637,6 @@ pub fn gateway_plan(
         );
     }
     plan
-}
-
-/// The command's exit code, or 128+N when signal N killed it.
-pub(crate) fn exit_code(status: std::process::ExitStatus) -> u8 {
-    use std::os::unix::process::ExitStatusExt as _;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => code as u8,
-        (None, Some(sig)) => (128 + sig) as u8,
-        (None, None) => 1,
-    }
 }
 
 async fn status(socket: &Path) -> anyhow::Result<()> {

@@ -1,7 +1,7 @@
 //! `carapace console`: asks the daemon for a login link to its console and opens it.
 use std::path::Path;
 
-use super::client::connect;
+use super::connect::connect;
 use crate::api::proto::ConsoleUrlRequest;
 
 #[derive(Debug, clap::Args)]

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::daemon::DEFAULT_DATA_DIR;
 use crate::api::proto::StatusRequest;
 use crate::host;
+use crate::paths::DEFAULT_DATA_DIR;
 
 /// Oldest kernel with BPF LSM (`BPF_PROG_TYPE_LSM`).
 const MIN_KERNEL: (u32, u32) = (5, 7);
@@ -307,7 +307,7 @@ fn socket(path: &Path) -> Check {
 
 async fn daemon(socket: &Path) -> Check {
     let status = tokio::time::timeout(REACH_TIMEOUT, async {
-        let mut client = super::client::connect(socket).await?;
+        let mut client = super::connect::connect(socket).await?;
         let reply = client
             .status(StatusRequest {})
             .await
@@ -370,13 +370,26 @@ fn ledger(data_dir: &Path) -> Check {
     }
 }
 
-/// The LLM endpoint named in `config.yaml` (`llm: { base_url: … }` or `llm: { url: … }`).
-fn llm_endpoint(config: &str) -> Option<String> {
-    let docs = yaml_rust2::YamlLoader::load_from_str(config).ok()?;
-    let llm = &docs.first()?["llm"];
-    ["base_url", "url", "endpoint"]
-        .iter()
-        .find_map(|k| llm[*k].as_str().map(str::to_owned))
+/// `config.yaml`, read as the daemon reads it: a file it would refuse fails here, with the
+/// same diagnostics (`file:line:column` and a did-you-mean).
+pub(crate) fn config(data_dir: &Path) -> Check {
+    let path = data_dir.join(crate::config::FILE_NAME);
+    match crate::config::load(data_dir) {
+        Ok(_) if !path.exists() => check(
+            "config",
+            true,
+            State::Ok,
+            format!("no {} (the defaults apply)", path.display()),
+        ),
+        Ok(_) => check("config", true, State::Ok, format!("{} is valid", path.display())),
+        Err(d) => check(
+            "config",
+            true,
+            State::Fail,
+            format!("{} has errors:\n{}", path.display(), d.to_string().trim_end()),
+        )
+        .fix("correct the settings at the positions shown; carapaced refuses to start with this file"),
+    }
 }
 
 /// `http://host:port/…` → ("host", port) with the scheme's default port.
@@ -401,24 +414,31 @@ fn host_port(url: &str) -> Option<(String, u16)> {
     }
 }
 
-async fn llm(data_dir: &Path) -> Check {
-    let path = data_dir.join("config.yaml");
-    let Ok(text) = std::fs::read_to_string(&path) else {
+pub(crate) async fn llm(data_dir: &Path) -> Check {
+    let path = data_dir.join(crate::config::FILE_NAME);
+    let model = match crate::config::load(data_dir) {
+        Ok(config) => config.llm,
+        Err(_) => {
+            return check(
+                "llm",
+                false,
+                State::Skip,
+                format!("{} has errors (see the config check)", path.display()),
+            )
+        }
+    };
+    let Some(model) = model else {
         return check(
             "llm",
             false,
             State::Skip,
-            format!("no LLM configured ({} absent)", path.display()),
+            format!(
+                "no LLM configured (no `llm:` section in {})",
+                path.display()
+            ),
         );
     };
-    let Some(url) = llm_endpoint(&text) else {
-        return check(
-            "llm",
-            false,
-            State::Skip,
-            format!("no `llm.base_url` in {}", path.display()),
-        );
-    };
+    let url = model.base_url;
     let Some((host, port)) = host_port(&url) else {
         return check(
             "llm",
@@ -458,6 +478,7 @@ pub async fn checks(socket_path: &Path, data: &Path) -> Vec<Check> {
         socket(socket_path),
         daemon(socket_path).await,
         ledger(data),
+        config(data),
         llm(data).await,
     ]
 }
@@ -501,12 +522,22 @@ mod tests {
 
     #[test]
     fn llm_urls() {
+        // The endpoint is the one the daemon's reader finds (`config::parse`), not a reading
+        // of doctor's own.
+        let endpoint = |text: &str| {
+            crate::config::parse("config.yaml", text)
+                .ok()
+                .and_then(|c| c.llm)
+                .map(|m| m.base_url)
+        };
         assert_eq!(
-            llm_endpoint("llm:\n  provider: anthropic\n  base_url: http://127.0.0.1:8080/v1\n")
-                .as_deref(),
+            endpoint(
+                "llm:\n  provider: anthropic\n  model: m\n  base_url: http://127.0.0.1:8080/v1\n"
+            )
+            .as_deref(),
             Some("http://127.0.0.1:8080/v1")
         );
-        assert_eq!(llm_endpoint("approval_timeout: 5m\n"), None);
+        assert_eq!(endpoint("approvals:\n  timeout_seconds: 300\n"), None);
         assert_eq!(
             host_port("http://127.0.0.1:8080/v1"),
             Some(("127.0.0.1".into(), 8080))
@@ -526,7 +557,7 @@ mod tests {
         let port = listener.local_addr().unwrap().port();
         std::fs::write(
             dir.path().join("config.yaml"),
-            format!("llm:\n  base_url: http://127.0.0.1:{port}/\n"),
+            format!("llm:\n  provider: openai\n  model: m\n  base_url: http://127.0.0.1:{port}/\n"),
         )
         .unwrap();
         assert_eq!(llm(dir.path()).await.status, State::Ok);
@@ -535,6 +566,30 @@ mod tests {
         assert_eq!(c.status, State::Fail, "{c:?}");
         assert!(c.fix.is_some());
         std::fs::remove_file(dir.path().join("config.yaml")).unwrap();
+        assert_eq!(llm(dir.path()).await.status, State::Skip);
+    }
+
+    #[tokio::test]
+    async fn the_config_check_reads_the_file_as_the_daemon_does() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(config(dir.path()).status, State::Ok);
+        let file = dir.path().join("config.yaml");
+        std::fs::write(&file, "approvals:\n  timeout_seconds: 60\n").unwrap();
+        assert_eq!(config(dir.path()).status, State::Ok);
+        // A key only doctor's old reading accepted (`llm.url`) is an error for everyone.
+        std::fs::write(
+            &file,
+            "llm:\n  provider: openai\n  model: m\n  url: http://x\n",
+        )
+        .unwrap();
+        let c = config(dir.path());
+        assert_eq!(c.status, State::Fail, "{c:?}");
+        assert!(
+            c.detail.contains("config.yaml:4:3")
+                && c.detail.contains("unknown `llm` setting `url`"),
+            "{c:?}"
+        );
+        assert!(c.fix.is_some());
         assert_eq!(llm(dir.path()).await.status, State::Skip);
     }
 }

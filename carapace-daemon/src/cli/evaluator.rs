@@ -5,12 +5,12 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use tonic::transport::Channel;
 
-use super::client::connect;
-use super::daemon::DEFAULT_DATA_DIR;
+use super::connect::connect;
 use crate::api::proto::carapace_client::CarapaceClient;
 use crate::api::proto::{EvaluateRequest, ScanHistoryRequest};
 use crate::llm::review::Subject;
 use crate::llm::Reviewer;
+use crate::paths::DEFAULT_DATA_DIR;
 use carapace_policy::engine::guardrail::{self, TaskAnswer};
 use carapace_policy::engine::{
     self, Activation, CallError, Context, Decision, HistoryReport, Layer, ToolCall,

@@ -2,12 +2,13 @@
 //! what the user corrected in a conversation, and prints them as rule YAML for the user to
 //! review. Every printed rule passed the rule validator; none is activated.
 use std::io::Read as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use super::daemon::DEFAULT_DATA_DIR;
-use crate::llm::{config, Reviewer};
+use crate::config::{self, LlmConfig};
+use crate::llm::Reviewer;
+use crate::paths::DEFAULT_DATA_DIR;
 
 /// Largest transcript read.
 const MAX_INPUT: u64 = 32 << 20;
@@ -40,6 +41,18 @@ pub struct LearnArgs {
     pub data_dir: PathBuf,
 }
 
+/// The model `dir/config.yaml` names, read as the daemon reads it (every section checked:
+/// a file the daemon would refuse is refused here too, with the same diagnostics).
+pub(crate) fn model(data_dir: &Path) -> anyhow::Result<LlmConfig> {
+    let config = config::load(data_dir).map_err(|d| anyhow::anyhow!("{d}"))?;
+    config.llm.ok_or_else(|| {
+        anyhow::anyhow!(
+            "no model configured: add an `llm:` section to {} (see `carapace learn --help`)",
+            data_dir.join(config::FILE_NAME).display()
+        )
+    })
+}
+
 pub async fn learn(args: LearnArgs) -> anyhow::Result<u8> {
     let mut text = String::new();
     if args.transcript.as_os_str() == "-" {
@@ -53,14 +66,8 @@ pub async fn learn(args: LearnArgs) -> anyhow::Result<u8> {
             .with_context(|| format!("cannot read {}", args.transcript.display()))?;
     }
     let file = args.data_dir.join(config::FILE_NAME);
-    let cfg = config::load(&args.data_dir).map_err(|d| anyhow::anyhow!("{d}"))?;
-    if cfg.is_none() {
-        anyhow::bail!(
-            "no model configured: add an `llm:` section to {} (see `carapace learn --help`)",
-            file.display()
-        );
-    }
-    let reviewer = Reviewer::new(cfg, &file.display().to_string())?;
+    let model = model(&args.data_dir)?;
+    let reviewer = Reviewer::new(Some(model), &file.display().to_string())?;
     let learned = reviewer
         .learn(&text)
         .await

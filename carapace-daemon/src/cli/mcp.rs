@@ -101,7 +101,7 @@ async fn wrap(socket: &Path, args: WrapArgs) -> anyhow::Result<u8> {
     let status = child.wait().await.context("cannot wait for the server")?;
     let _ = to_client.await;
     from_client?;
-    Ok(super::client::exit_code(status))
+    Ok(super::exit::exit_code(status))
 }
 
 /// Copies whole lines from the server to the agent, so that an error we write never lands in

@@ -1,16 +1,17 @@
-//! The two binaries' logic, kept in the library so that tests can run the real entry points:
-//! [`daemon`] is `carapaced`, [`client`] is `carapace`. Binaries report errors with `anyhow`.
+//! The client `carapace`: [`client`] is its entry point, each other module a subcommand (or
+//! what several share). Kept in the library so that tests can run the real entry point; the
+//! daemon's is `crate::daemon`, which nothing here uses. Binaries report errors with `anyhow`.
 pub mod audit;
 pub mod check;
 pub mod client;
+pub mod connect;
 pub mod console;
-pub mod daemon;
 pub mod doctor;
 pub mod evaluator;
+mod exit;
 pub mod hook;
 pub mod learn;
 pub mod mcp;
 mod pty;
 pub mod rules;
 pub mod session;
-pub mod slash;

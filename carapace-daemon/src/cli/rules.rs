@@ -8,9 +8,9 @@ use carapace_common::op;
 use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
 
-use super::daemon::DEFAULT_DATA_DIR;
 use crate::api::proto::ReloadRulesRequest;
 use crate::api::reload::{Loaded, RuleSource};
+use crate::paths::DEFAULT_DATA_DIR;
 use crate::policy_host::resolve_dns;
 use carapace_policy::rules::compile::dfa::PathAutomaton;
 use carapace_policy::rules::compile::kernel::{self as kernel_compile, Plan};
@@ -805,7 +805,7 @@ fn test(set: &RuleSet, target: &str, op: Option<TestOp>) -> u8 {
 }
 
 async fn reload(socket: &Path) -> anyhow::Result<u8> {
-    let mut client = super::client::connect(socket).await?;
+    let mut client = super::connect::connect(socket).await?;
     let reply = client
         .reload_rules(ReloadRulesRequest {})
         .await

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use tokio_stream::StreamExt as _;
 
-use super::client::connect;
+use super::connect::connect;
 use crate::api::proto::{
     AnswerApprovalRequest, Approval, GetSessionRequest, ListApprovalsRequest, ListSessionsRequest,
     PlanReply, PlanRequest, ResetSessionRequest, SessionDetail, SetSessionRuleRequest,

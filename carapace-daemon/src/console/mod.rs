@@ -28,23 +28,7 @@ use anyhow::Context as _;
 
 use crate::api::Daemon;
 
-/// Why a console address is refused.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum AddrError {
-    #[error(
-        "the console must listen on a loopback address (127.0.0.1 or ::1), not {0}: it shows \
-         what agents do and answers their approvals"
-    )]
-    NotLoopback(SocketAddr),
-    #[error("`{0}` is not an address with a port; write e.g. 127.0.0.1:8790")]
-    Malformed(String),
-    #[error(
-        "the console needs a fixed port (not 0): the kernel keeps agent sessions away from it \
-         by its port; write e.g. 127.0.0.1:8790"
-    )]
-    NoPort,
-}
+pub use crate::config::console::{parse_addr, AddrError};
 
 /// The id of the locked rule that keeps sessions away from the console.
 pub const RULE_ID: &str = "carapace-console";
@@ -62,21 +46,6 @@ pub fn locked_rule(addr: SocketAddr) -> (String, String) {
         port = addr.port()
     );
     ("daemon:console".to_owned(), text)
-}
-
-/// Parses a console address: `IP:PORT` on loopback.
-pub fn parse_addr(text: &str) -> Result<SocketAddr, AddrError> {
-    let addr: SocketAddr = text
-        .trim()
-        .parse()
-        .map_err(|_| AddrError::Malformed(text.trim().to_owned()))?;
-    if !addr.ip().is_loopback() {
-        return Err(AddrError::NotLoopback(addr));
-    }
-    if addr.port() == 0 {
-        return Err(AddrError::NoPort);
-    }
-    Ok(addr)
 }
 
 /// Binds `addr` (loopback only), starts serving and lets the API hand out login URLs.

@@ -12,10 +12,10 @@ use carapace_policy::rules::RuleSet;
 use hickory_proto::op::ResponseCode;
 
 use super::learned::{expiry, Learned, LearnedAddress, Learner};
-use super::settings::RefuseWith;
 use super::upstream::Upstream;
 use super::wire::{self, Parsed, Question};
 use crate::api::proto::Denial;
+use crate::config::dns::RefuseWith;
 
 /// Where the rules of each query come from: the daemon's rules at that moment (a reload
 /// applies at once) with the session's activation state.

@@ -14,7 +14,8 @@
 //! - `server`: one resolver's UDP and TCP sockets on loopback, bounded.
 //! - `sessions`: which sessions have a resolver, started and stopped with them, and the
 //!   hook ([`ResolverRegistry`]) that tells the kernel where each listens.
-//! - `settings`: the `dns:` section of `config.yaml`.
+//! - the `dns:` section of `config.yaml` ([`DnsSettings`]) is read with the rest of the file
+//!   (`crate::config::dns`).
 //!
 //! The kernel plugs in with [`SessionResolvers::attach_kernel`] (`Daemon::resolvers`), giving
 //! a [`ResolverRegistry`] (where each session's resolver listens) and a [`Learner`] (the
@@ -27,11 +28,10 @@
 //! (`except: [10.20.0.0/16]`) or the name is `localhost` (or below it), excepted, and the
 //! address loopback. Names no allow-list speaks of are passed as they are: learning their
 //! addresses opens nothing the kernel would otherwise refuse.
-mod handler;
-mod learned;
+pub(crate) mod handler;
+pub(crate) mod learned;
 mod server;
 mod sessions;
-pub mod settings;
 mod upstream;
 pub mod wire;
 
@@ -39,8 +39,8 @@ pub use self::handler::{DenialSink, Handler, RecentDenials, RulesInForce, Step};
 pub use self::learned::{boot_time_ns, Learned, LearnedAddress, Learner};
 pub use self::server::{Resolver, ResolverError, ResolverHandle};
 pub use self::sessions::{ResolverRegistry, SessionResolvers};
-pub use self::settings::{DnsSettings, RefuseWith};
 pub use self::upstream::{Upstream, UpstreamError};
+pub use crate::config::dns::{DnsSettings, RefuseWith};
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use super::handler::{DenialSink, Handler, RulesInForce};
 use super::learned::{boot_time_ns, Learned, Learner};
 use super::server::{Resolver, ResolverError, ResolverHandle};
-use super::settings::DnsSettings;
 use super::upstream::Upstream;
+use crate::config::dns::DnsSettings;
 
 /// Tells the kernel where a session's DNS queries go. Implemented by the kernel side: its
 /// `sock_addr` programs rewrite the destination of every DNS query (UDP and TCP port 53) of

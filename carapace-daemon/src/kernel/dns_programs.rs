@@ -13,7 +13,7 @@ use aya::programs::{
     CgroupAttachMode, CgroupSockAddr, ProgramError, SockOps,
 };
 
-use super::loader::{chain, pin_replacing};
+use super::links::{chain, pin_replacing};
 use super::KernelUnavailable;
 
 /// The `sock_addr` programs, by name: connects and datagrams (IPv4, IPv6) to port 53 go to

@@ -25,6 +25,7 @@ use aya::{
 };
 use carapace_common::{globals, maps as names};
 
+use super::links::{chain, pin_replacing};
 use super::{btf, dns_programs, kfunc, KernelSettings, KernelUnavailable};
 
 /// The programs, built by build.rs (empty when built with `AYA_BUILD_SKIP=1`).
@@ -564,29 +565,6 @@ fn attach_as(
         .map_err(|e| KernelUnavailable::new(format!("cannot pin the {name} link: {e}")))
 }
 
-/// Pins `link` at `path`; an older link pinned there is removed only after the new one is
-/// attached and pinned. Returns the pinned link (its file descriptor still open) and whether
-/// an older link was replaced.
-pub(super) fn pin_replacing(link: FdLink, path: &Path) -> io::Result<(PinnedLink, bool)> {
-    // bpffs refuses names with a dot, so no `.new` suffix.
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let staging = path.with_file_name(format!("{name}_new_{}", std::process::id()));
-    let _ = fs::remove_file(&staging);
-    let pinned = link
-        .pin(&staging)
-        .map_err(|e| io::Error::other(e.to_string()))?;
-    let replaced = path.exists();
-    if replaced {
-        // Unpinning the old link detaches the previous daemon's program; ours is in force.
-        fs::remove_file(path)?;
-    }
-    fs::rename(&staging, path)?;
-    Ok((pinned, replaced))
-}
-
 /// Set to a file path, makes the loader ask the kernel for its verbose verifier log and write
 /// it there when a program is refused: where the verifier spent its budget, for diagnosis.
 const VERIFIER_LOG_ENV: &str = "CARAPACE_VERIFIER_LOG";
@@ -624,17 +602,6 @@ fn refused(hook: &str, e: &ProgramError) -> KernelUnavailable {
         ));
     }
     KernelUnavailable::new(format!("cannot attach {hook}: {}", chain(e)))
-}
-
-pub(super) fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 /// Fails early, with the fix, when BPF LSM is not in the active LSM list. Where securityfs

@@ -2,6 +2,7 @@
 //!
 //! - `btf`: struct offsets from the running kernel, passed to the programs as globals.
 //! - `loader`: probe, load, attach and pin the programs; adopt the pins of a previous daemon.
+//! - `links`: pinning a link in place of a previous daemon's, shared with `dns_programs`.
 //! - `maps`: write a [`KernelImage`] and session state into the maps.
 //! - `events`: the denial ring buffer.
 //! - `kallsyms`: addresses the path cache needs.
@@ -11,6 +12,7 @@ mod dns_programs;
 mod events;
 mod kallsyms;
 mod kfunc;
+mod links;
 mod loader;
 mod maps;
 pub mod trees;

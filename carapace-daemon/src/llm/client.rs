@@ -10,9 +10,9 @@ use std::time::Instant;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-use super::config::LlmConfig;
 use super::http::Http;
 use super::provider::{self, Question};
+use super::LlmConfig;
 use super::{schema, LlmError};
 
 /// Counters, for `carapace status` and logs.

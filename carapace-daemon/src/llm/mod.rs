@@ -2,7 +2,8 @@
 //! plain-English `trigger` or `effect`, what an unknown tool does) is asked of a fast model,
 //! only after a deterministic gate says so, and the answer can only tighten a decision.
 //!
-//! - `config`: the `llm:` section of `$CARAPACE_DATA_DIR/config.yaml`.
+//! - the `llm:` section of `$CARAPACE_DATA_DIR/config.yaml` ([`LlmConfig`]) is read with the
+//!   rest of the file (`crate::config::llm`).
 //! - `http`, `provider`: OpenAI-compatible chat completions and the Anthropic Messages API
 //!   over real HTTP, structured output (JSON schema / forced tool use), non-streaming.
 //! - `schema`: the answers' schemas and their check on receipt.
@@ -13,7 +14,6 @@
 //!   cache; `classify`: the operation classifier; `learn`: rules proposed from a transcript.
 pub mod classify;
 pub mod client;
-pub mod config;
 pub mod http;
 pub mod learn;
 pub mod prompt;
@@ -21,8 +21,8 @@ pub mod provider;
 pub mod review;
 pub mod schema;
 
+pub use crate::config::llm::{LlmConfig, Provider};
 pub use client::{Llm, Stats};
-pub use config::{LlmConfig, Provider};
 pub use review::{Reviewer, Verdict};
 
 use std::time::Duration;

@@ -2,9 +2,9 @@
 //! and where the structured answer sits in the response. Non-streaming only.
 use serde_json::{json, Value};
 
-use super::config::{LlmConfig, Provider};
 use super::schema::Schema;
 use super::LlmError;
+use super::{LlmConfig, Provider};
 
 /// Anthropic API version header the request shape follows.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";

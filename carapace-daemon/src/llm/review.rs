@@ -23,8 +23,8 @@ use serde_json::{json, Value};
 use sha2::{Digest as _, Sha256};
 
 use super::client::{Llm, Stats};
-use super::config::LlmConfig;
 use super::provider::Question;
+use super::LlmConfig;
 use super::{prompt, schema, LlmError};
 use carapace_policy::engine::{
     Activation, Decision, Extracted, HistoryReport, Layer, Match, ToolCall,

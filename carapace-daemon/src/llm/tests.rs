@@ -14,8 +14,8 @@ use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 
 use super::classify::Hints;
-use super::config::{LlmConfig, Provider};
 use super::review::{Aspect, Reviewer, Subject};
+use super::{LlmConfig, Provider};
 use carapace_policy::engine::{self, Activation, Context, Decision, Layer, ToolCall};
 use carapace_policy::rules::{Mode, Options, RuleSet};
 

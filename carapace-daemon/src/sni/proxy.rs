@@ -16,7 +16,9 @@ use tokio::net::TcpStream;
 
 use super::{read_client_hello, read_request_host, Reading, MAX_HEAD, MAX_HELLO};
 use crate::api::proto::Denial;
-use crate::dns::{DenialSink, RulesInForce};
+// From the defining module, not `crate::dns`: the resolvers (`dns::sessions`) start the
+// proxies, so naming their parent would make the two modules need each other.
+use crate::dns::handler::{DenialSink, RulesInForce};
 
 /// The operation a refused connection reports (`Denial::operation`), the kernel's word for a connect.
 pub const OPERATION: &str = "network";

@@ -14,7 +14,9 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use super::proxy::{Limits, Protocol, Redirected, SniProxy};
-use crate::dns::{DenialSink, Learned, RulesInForce};
+// The defining modules, not `crate::dns` (see `proxy`).
+use crate::dns::handler::{DenialSink, RulesInForce};
+use crate::dns::learned::Learned;
 
 /// Connections served at once per session; past this, new ones are closed (fail closed)
 /// rather than queued, so a flood cannot hold the daemon's memory.

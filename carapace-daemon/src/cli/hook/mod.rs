@@ -20,6 +20,7 @@ mod codex;
 mod copilot;
 mod gemini;
 mod install;
+mod slash;
 
 pub use claude_code::AGENT;
 
@@ -200,7 +201,7 @@ async fn respond(socket: &Path, agent: Agent, common: &Common) -> Value {
 /// The hook's whole stdout for one event.
 async fn answer_event(socket: &Path, agent: Agent, common: &Common, text: &str) -> Value {
     if matches!(agent, Agent::ClaudeCode { .. }) {
-        if let Some(out) = super::slash::user_prompt(socket, text).await {
+        if let Some(out) = slash::user_prompt(socket, text).await {
             return out;
         }
     }

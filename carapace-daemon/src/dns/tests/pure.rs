@@ -8,10 +8,11 @@ use hickory_proto::rr::RecordType;
 use proptest::prelude::*;
 
 use super::{query, rule_set, RULES};
+use crate::config::dns as settings;
 use crate::dns::handler::{Handler, Step};
 use crate::dns::learned::{expiry, Learned, LearnedAddress};
 use crate::dns::wire::{self, Parsed};
-use crate::dns::{settings, DnsSettings, RefuseWith, Upstream};
+use crate::dns::{DnsSettings, RefuseWith, Upstream};
 
 #[test]
 fn expiry_clamps_the_ttl_and_adds_grace() {
@@ -75,7 +76,7 @@ fn the_dns_section_of_config_yaml() {
     );
     let (_, e) = parse("dns:\n  refuse: nxdomain\n");
     assert!(e.contains("unknown `dns` setting `refuse`"), "{e}");
-    let full = crate::settings::parse("c", "dns:\n  refuse_with: nxdomain\n").unwrap();
+    let full = crate::config::parse("c", "dns:\n  refuse_with: nxdomain\n").unwrap();
     assert_eq!(full.dns.refuse_with, RefuseWith::NxDomain);
 }
 

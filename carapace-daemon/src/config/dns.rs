@@ -1,4 +1,4 @@
-//! The `dns:` section of `config.yaml`:
+//! The `dns:` section of `config.yaml`, read by the sessions' resolvers (`crate::dns`):
 //!
 //! ```yaml
 //! dns:
@@ -25,16 +25,16 @@ pub struct DnsSettings {
 }
 
 /// Reads the `dns:` mapping; problems go to `sink` at their position.
-pub fn parse(node: &Node, sink: &mut Sink) -> DnsSettings {
+pub(crate) fn parse(node: &Node, sink: &mut Sink) -> DnsSettings {
     let mut settings = DnsSettings::default();
-    if !crate::settings::section(node, "dns", KEYS, "refuse_with: refused", sink) {
+    if !super::section(node, "dns", KEYS, "refuse_with: refused", sink) {
         return settings;
     }
     let choices = [
         ("refused", RefuseWith::Refused),
         ("nxdomain", RefuseWith::NxDomain),
     ];
-    if let Some(answer) = crate::settings::one_of(
+    if let Some(answer) = super::one_of(
         node,
         "refuse_with",
         &choices,

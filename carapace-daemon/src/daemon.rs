@@ -1,5 +1,7 @@
-//! `carapaced`: load the rules, set up the cgroup root, start the kernel layer (or say in one
-//! line why it cannot run), reload sessions and serve the API until SIGTERM / SIGINT.
+//! `carapaced`, its composition root: read config.yaml and the rules, set up the cgroup root,
+//! start the kernel layer (or say in one line why it cannot run), reload sessions, wire the
+//! daemon's parts together and serve the API until SIGTERM / SIGINT. The client (`crate::cli`)
+//! shares only `crate::paths` and `crate::config` with it.
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -10,18 +12,16 @@ use clap::Parser;
 use crate::api::reload::{self, Loaded, RuleSource};
 use crate::api::{self, Daemon};
 use crate::audit::{self, Ledger};
+use crate::config::{self, Config};
 use crate::gateway;
 use crate::kernel::{Kernel, KernelSettings};
 use crate::llm::{self, Reviewer};
+use crate::paths::{DEFAULT_DATA_DIR, DEFAULT_SOCKET};
 use crate::session::cgroup::{CarapaceRoot, Hierarchy};
 use crate::session::db::Db;
 use crate::session::SessionManager;
 use carapace_policy::rules::RuleSet;
 
-/// Default data directory (rules.yaml, the session database carapace.db).
-pub const DEFAULT_DATA_DIR: &str = "/var/lib/carapace";
-/// Default API socket.
-pub const DEFAULT_SOCKET: &str = "/run/carapace/carapace.sock";
 /// bpffs directory where the kernel layer pins its programs and maps.
 pub const PIN_DIR: &str = "/sys/fs/bpf/carapace";
 
@@ -134,7 +134,7 @@ pub fn main() -> ExitCode {
     let args = Args::parse();
     init_logging(args.log_format);
     // A broken config.yaml is reported (file:line:column) before anything is touched.
-    let settings = match crate::settings::load(&args.data_dir) {
+    let config = match config::load(&args.data_dir) {
         Ok(s) => s,
         Err(d) => {
             eprint!("{d}");
@@ -145,7 +145,7 @@ pub fn main() -> ExitCode {
     // Then the rules: a broken rule file stops everything too. The console's port, when
     // it is on, is a locked rule of its own.
     let mut source = RuleSource::new(&args.data_dir, args.rules.clone());
-    if let Some(addr) = args.console.or(settings.console) {
+    if let Some(addr) = args.console.or(config.console) {
         let (origin, text) = crate::console::locked_rule(addr);
         source = source.with_locked(origin, text);
     }
@@ -154,14 +154,6 @@ pub fn main() -> ExitCode {
         Err(d) => {
             eprint!("{d}");
             eprintln!("carapaced: the rule file has errors; nothing was started");
-            return ExitCode::from(2);
-        }
-    };
-    let llm_config = match llm::config::load(&args.data_dir) {
-        Ok(c) => c,
-        Err(d) => {
-            eprint!("{d}");
-            eprintln!("carapaced: the config file has errors; nothing was started");
             return ExitCode::from(2);
         }
     };
@@ -175,7 +167,7 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args, source, rules, llm_config, settings)) {
+    match runtime.block_on(run(args, source, rules, config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -257,15 +249,9 @@ async fn open_ledger(
     Ok(ledger)
 }
 
-async fn run(
-    args: Args,
-    source: RuleSource,
-    loaded: Loaded,
-    llm_config: Option<llm::LlmConfig>,
-    settings: crate::settings::Settings,
-) -> anyhow::Result<()> {
+async fn run(args: Args, source: RuleSource, loaded: Loaded, config: Config) -> anyhow::Result<()> {
     create_data_dir(&args.data_dir)?;
-    let ledger = open_ledger(&args.data_dir, settings.audit_acknowledge).await?;
+    let ledger = open_ledger(&args.data_dir, config.audit_acknowledge).await?;
     let hierarchy = Hierarchy::discover().context("cannot find the cgroup v2 hierarchy")?;
     let root = CarapaceRoot::create(&hierarchy).context("cannot create the Carapace cgroup")?;
     tracing::info!(
@@ -288,14 +274,14 @@ async fn run(
     let timeout = args
         .approval_timeout
         .map(|s| std::time::Duration::from_secs(s.max(1)))
-        .or(settings.approval_timeout)
+        .or(config.approval_timeout)
         .unwrap_or(api::DEFAULT_APPROVAL_TIMEOUT);
-    let reviewer = Arc::new(llm_reviewer(&args.data_dir, llm_config, &loaded.rules)?);
+    let reviewer = Arc::new(llm_reviewer(&args.data_dir, config.llm, &loaded.rules)?);
     let daemon = Arc::new(
         Daemon::new(loaded, source, Arc::new(sessions), unavailable)
             .with_approval_timeout(timeout)
             .with_reviewer(reviewer)
-            .with_resolvers(crate::dns::SessionResolvers::new(settings.dns, None)),
+            .with_resolvers(crate::dns::SessionResolvers::new(config.dns, None)),
     );
     daemon.audit.attach(Arc::clone(&ledger));
     // Sessions' DNS reaches their resolvers only where the kernel redirects it.
@@ -306,7 +292,7 @@ async fn run(
             .resolvers
             .attach_kernel(kernel_dns.clone(), kernel_dns);
     }
-    let _console = match args.console.or(settings.console) {
+    let _console = match args.console.or(config.console) {
         Some(addr) => Some(crate::console::start(&daemon, addr).await?),
         None => None,
     };
@@ -345,11 +331,11 @@ async fn run(
 /// log which rules fall back to `on_llm_error` when there is none.
 fn llm_reviewer(
     data_dir: &Path,
-    config: Option<llm::LlmConfig>,
+    model: Option<llm::LlmConfig>,
     rules: &RuleSet,
 ) -> anyhow::Result<Reviewer> {
-    let file = data_dir.join(llm::config::FILE_NAME);
-    let reviewer = Reviewer::new(config, &file.display().to_string())
+    let file = data_dir.join(config::FILE_NAME);
+    let reviewer = Reviewer::new(model, &file.display().to_string())
         .context("cannot set up the LLM client")?;
     let needing: Vec<&str> = rules
         .rules()

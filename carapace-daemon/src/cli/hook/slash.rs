@@ -10,12 +10,12 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::client::connect;
-use super::hook::AGENT;
+use super::AGENT;
 use crate::api::proto::{
     AnswerApprovalRequest, GetSessionRequest, ListApprovalsRequest, ResetSessionRequest,
     SetSessionRuleRequest,
 };
+use crate::cli::connect::connect;
 
 const USAGE: &str = "\
 /carapace rules              the session's activated and disabled rules

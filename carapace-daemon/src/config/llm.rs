@@ -1,6 +1,7 @@
 //! The `llm:` section of `$CARAPACE_DATA_DIR/config.yaml`: which model reviews what rules
-//! cannot decide alone. No section (or no file) means LLM review is unavailable, and every
-//! rule that needs it falls back to its `on_llm_error` mode.
+//! cannot decide alone (`crate::llm`), and which `carapace learn` asks. No section (or no
+//! file) means LLM review is unavailable, and every rule that needs it falls back to its
+//! `on_llm_error` mode.
 //!
 //! ```yaml
 //! llm:
@@ -11,15 +12,10 @@
 //!   timeout_ms: 10000
 //!   max_concurrency: 4
 //! ```
-use std::path::Path;
 use std::time::Duration;
 
 use carapace_policy::rules::diag::{did_you_mean, Sink};
-use carapace_policy::rules::yaml::{self, Node, NodeKind, Span};
-use carapace_policy::rules::Diagnostics;
-
-/// The config file's name in the data directory.
-pub const FILE_NAME: &str = "config.yaml";
+use carapace_policy::rules::yaml::{Node, NodeKind, Span};
 
 const LLM_KEYS: &[&str] = &[
     "provider",
@@ -91,76 +87,11 @@ impl LlmConfig {
     }
 }
 
-/// Reads `dir/config.yaml`. `Ok(None)`: no file, or no `llm:` section.
-pub fn load(data_dir: &Path) -> Result<Option<LlmConfig>, Diagnostics> {
-    match crate::settings::read(data_dir)? {
-        Some((origin, text)) => parse(&origin, &text),
-        None => Ok(None),
-    }
-}
-
-/// Validates config text; `origin` names it in diagnostics. Other top-level sections belong
-/// to other parts of the daemon and are left alone.
-pub fn parse(origin: &str, text: &str) -> Result<Option<LlmConfig>, Diagnostics> {
-    let mut sink = Sink::new(origin);
-    let root = match yaml::parse(text) {
-        Ok(Some(root)) => root,
-        Ok(None) => return Ok(None),
-        Err(e) => {
-            sink.error(
-                e.span,
-                None,
-                format!("YAML syntax: {}", e.message),
-                "fix the YAML syntax at this position",
-            );
-            return Err(Diagnostics(sink.items));
-        }
-    };
-    if !matches!(root.kind, NodeKind::Map(_)) && !root.is_null() {
-        sink.error(
-            root.span,
-            None,
-            format!(
-                "expected a mapping of sections (`llm:` …), found {}",
-                root.describe()
-            ),
-            "start the file with `llm:` and its settings indented below",
-        );
-        return Err(Diagnostics(sink.items));
-    }
-    let Some(node) = root.get("llm") else {
-        return Ok(None);
-    };
-    let config = section(node, &mut sink);
-    if sink.error_count() > 0 {
-        return Err(Diagnostics(sink.items));
-    }
-    Ok(config)
-}
-
-fn section(node: &Node, sink: &mut Sink) -> Option<LlmConfig> {
-    if node.is_null() {
+/// Reads the `llm:` mapping; problems go to `sink` at their position. `None` when it is
+/// empty or has errors.
+pub(crate) fn parse(node: &Node, sink: &mut Sink) -> Option<LlmConfig> {
+    if !super::section(node, "llm", LLM_KEYS, "provider: openai", sink) {
         return None;
-    }
-    let NodeKind::Map(entries) = &node.kind else {
-        sink.error(
-            node.span,
-            None,
-            format!("`llm` must be a mapping, found {}", node.describe()),
-            "write `llm:` and indent `provider:`, `model:` … below it",
-        );
-        return None;
-    };
-    for (k, _) in entries {
-        let name = k.as_str().unwrap_or("");
-        if !LLM_KEYS.contains(&name) {
-            sink.error(
-                k.span,
-                None,
-                format!("unknown `llm` setting `{name}`"),
-                &did_you_mean(name, LLM_KEYS),
-            );
-        }
     }
     let provider = match text(node, "provider", sink) {
         Some((p, _)) if p == "openai" => Some(Provider::OpenAi),
@@ -274,9 +205,15 @@ fn number(node: &Node, key: &str, min: u64, max: u64, sink: &mut Sink) -> Option
 
 #[cfg(test)]
 mod tests {
+    use carapace_policy::rules::Diagnostics;
     use proptest::prelude::*;
 
     use super::*;
+
+    /// The `llm:` section as the one reader of the file reads it.
+    fn parse(origin: &str, text: &str) -> Result<Option<LlmConfig>, Diagnostics> {
+        crate::config::parse(origin, text).map(|c| c.llm)
+    }
 
     fn errors(text: &str) -> String {
         parse("config.yaml", text).unwrap_err().to_string()
@@ -286,7 +223,7 @@ mod tests {
     fn a_full_section_parses() {
         let c = parse(
             "config.yaml",
-            "gateway: { listen: 1 }\nllm:\n  provider: anthropic\n  model: m\n  base_url: http://127.0.0.1:9/\n  api_key_env: MY_KEY\n  timeout_ms: 250\n  max_concurrency: 2\n",
+            "dns: { refuse_with: nxdomain }\nllm:\n  provider: anthropic\n  model: m\n  base_url: http://127.0.0.1:9/\n  api_key_env: MY_KEY\n  timeout_ms: 250\n  max_concurrency: 2\n",
         )
         .unwrap()
         .unwrap();
@@ -306,7 +243,7 @@ mod tests {
         assert_eq!(c.timeout, DEFAULT_TIMEOUT);
         assert_eq!(c.api_key_env, None);
         assert_eq!(parse("c", "").unwrap(), None);
-        assert_eq!(parse("c", "gateway: {}\n").unwrap(), None);
+        assert_eq!(parse("c", "dns: {}\n").unwrap(), None);
         assert_eq!(parse("c", "llm:\n").unwrap(), None);
     }
 

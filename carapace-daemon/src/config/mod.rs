@@ -1,6 +1,7 @@
-//! `$CARAPACE_DATA_DIR/config.yaml` beyond the rules: which sections exist (a misspelt one is
-//! an error, not a silently ignored setting) and the `approvals:` section. The `llm:` section
-//! is read by [`crate::llm::config`].
+//! `$CARAPACE_DATA_DIR/config.yaml`: everything Carapace reads from it besides the rules, in
+//! one schema with one reader. `carapaced`, `carapace doctor` and `carapace learn` all call
+//! [`load`], so they cannot disagree about which keys exist: an unknown section or setting is
+//! an error at its `file:line:column`, with a did-you-mean, for each of them.
 //!
 //! ```yaml
 //! approvals:
@@ -11,38 +12,72 @@
 //!   acknowledge: written   # or synced: a decision waits for its record's fdatasync too
 //! console:
 //!   listen: 127.0.0.1:8790 # the console's address (loopback only); off without it
-//! llm: { … }
+//! llm: { … }               # the model that reviews what rules cannot decide alone
 //! ```
+//!
+//! - `llm`: the `llm:` section.
+//! - `dns`: the `dns:` section.
+//! - `console`: the console's address, as `console.listen` and `carapaced --console` take it.
+//!
+//! The sections' types live here rather than with the modules that use them (the resolvers,
+//! the console, the LLM client), so that reading the file depends on none of them.
+pub mod console;
+pub mod dns;
+pub mod llm;
+
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::audit::ledger::Acknowledge;
-use crate::llm::config::FILE_NAME;
 use carapace_policy::rules::diag::{did_you_mean, Sink};
 use carapace_policy::rules::yaml::{self, Node, NodeKind, Span};
 use carapace_policy::rules::Diagnostics;
 
+pub use self::dns::{DnsSettings, RefuseWith};
+pub use self::llm::{LlmConfig, Provider};
+
+/// The config file's name in the data directory.
+pub const FILE_NAME: &str = "config.yaml";
+
 const SECTIONS: &[&str] = &["llm", "approvals", "dns", "audit", "console"];
 const APPROVAL_KEYS: &[&str] = &["timeout_seconds"];
 const AUDIT_KEYS: &[&str] = &["acknowledge"];
-const CONSOLE_KEYS: &[&str] = &["listen"];
 /// A day: longer waits would park agents (and their sessions) indefinitely.
 const MAX_APPROVAL_TIMEOUT: u64 = 86_400;
 
-/// The settings of `config.yaml` that are not the LLM's.
+/// What `config.yaml` says; a missing file or section means its defaults.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Settings {
+pub struct Config {
+    /// The `approvals:` section: how long a call waits for the user's answer.
     pub approval_timeout: Option<Duration>,
     /// The `dns:` section: how the sessions' resolvers refuse names (`crate::dns`).
-    pub dns: crate::dns::DnsSettings,
+    pub dns: DnsSettings,
     /// The `audit:` section: when a decision may be given relative to its record's sync.
     pub audit_acknowledge: Acknowledge,
     /// The `console:` section: where the console listens (`carapaced --console` wins).
-    pub console: Option<std::net::SocketAddr>,
+    pub console: Option<SocketAddr>,
+    /// The `llm:` section: `None` means LLM review is unavailable, and every rule that needs
+    /// it falls back to its `on_llm_error` mode.
+    pub llm: Option<LlmConfig>,
+}
+
+/// When a caller may give its decision: config.yaml's `audit: { acknowledge: … }`, applied by
+/// the audit ledger (`crate::audit::ledger`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Acknowledge {
+    /// Once the record is written to the segment (in the page cache): it survives any crash
+    /// of carapaced, `kill -9` included. The `fdatasync` follows at once, before the next
+    /// batch; a power loss or kernel crash in between can lose the records of that one batch
+    /// (about a millisecond). Saves the sync's latency on every decision.
+    #[default]
+    Written,
+    /// Only after `fdatasync`: nothing acknowledged is lost even to a power loss, at the
+    /// cost of one disk flush in the latency of every decision (0.2–4 ms by disk).
+    Synced,
 }
 
 /// The text of `dir/config.yaml` and its name for diagnostics; `None` when there is none.
-pub fn read(data_dir: &Path) -> Result<Option<(String, String)>, Diagnostics> {
+fn read(data_dir: &Path) -> Result<Option<(String, String)>, Diagnostics> {
     let path = data_dir.join(FILE_NAME);
     let origin = path.display().to_string();
     match std::fs::read_to_string(&path) {
@@ -62,20 +97,19 @@ pub fn read(data_dir: &Path) -> Result<Option<(String, String)>, Diagnostics> {
 }
 
 /// Reads `dir/config.yaml`; a missing file means defaults.
-pub fn load(data_dir: &Path) -> Result<Settings, Diagnostics> {
+pub fn load(data_dir: &Path) -> Result<Config, Diagnostics> {
     match read(data_dir)? {
         Some((origin, text)) => parse(&origin, &text),
-        None => Ok(Settings::default()),
+        None => Ok(Config::default()),
     }
 }
 
-/// Validates the sections of config text; `origin` names it in diagnostics.
-pub fn parse(origin: &str, text: &str) -> Result<Settings, Diagnostics> {
+/// Validates config text, every section; `origin` names it in diagnostics.
+pub fn parse(origin: &str, text: &str) -> Result<Config, Diagnostics> {
     let mut sink = Sink::new(origin);
     let root = match yaml::parse(text) {
         Ok(Some(root)) => root,
-        Ok(None) => return Ok(Settings::default()),
-        // The LLM section's reader reports syntax errors with the same position.
+        Ok(None) => return Ok(Config::default()),
         Err(e) => {
             sink.error(
                 e.span,
@@ -87,7 +121,19 @@ pub fn parse(origin: &str, text: &str) -> Result<Settings, Diagnostics> {
         }
     };
     let NodeKind::Map(entries) = &root.kind else {
-        return Ok(Settings::default());
+        if !root.is_null() {
+            sink.error(
+                root.span,
+                None,
+                format!(
+                    "expected a mapping of sections (`llm:` …), found {}",
+                    root.describe()
+                ),
+                "start the file with a section such as `llm:` and its settings indented below",
+            );
+            return Err(Diagnostics(sink.items));
+        }
+        return Ok(Config::default());
     };
     for (k, _) in entries {
         let name = k.as_str().unwrap_or("");
@@ -100,23 +146,26 @@ pub fn parse(origin: &str, text: &str) -> Result<Settings, Diagnostics> {
             );
         }
     }
-    let mut settings = Settings::default();
+    let mut config = Config::default();
     if let Some(node) = root.get("approvals") {
-        settings.approval_timeout = approvals(node, &mut sink);
+        config.approval_timeout = approvals(node, &mut sink);
     }
     if let Some(node) = root.get("dns") {
-        settings.dns = crate::dns::settings::parse(node, &mut sink);
+        config.dns = dns::parse(node, &mut sink);
     }
     if let Some(node) = root.get("audit") {
-        settings.audit_acknowledge = audit(node, &mut sink);
+        config.audit_acknowledge = audit(node, &mut sink);
     }
     if let Some(node) = root.get("console") {
-        settings.console = console(node, &mut sink);
+        config.console = console::parse(node, &mut sink);
+    }
+    if let Some(node) = root.get("llm") {
+        config.llm = llm::parse(node, &mut sink);
     }
     if sink.error_count() > 0 {
         return Err(Diagnostics(sink.items));
     }
-    Ok(settings)
+    Ok(config)
 }
 
 fn approvals(node: &Node, sink: &mut Sink) -> Option<Duration> {
@@ -143,31 +192,6 @@ fn approvals(node: &Node, sink: &mut Sink) -> Option<Duration> {
         );
     }
     secs.map(Duration::from_secs)
-}
-
-fn console(node: &Node, sink: &mut Sink) -> Option<std::net::SocketAddr> {
-    if !section(
-        node,
-        "console",
-        CONSOLE_KEYS,
-        "listen: 127.0.0.1:8790",
-        sink,
-    ) {
-        return None;
-    }
-    let value = node.get("listen")?;
-    match crate::console::parse_addr(value.as_str().unwrap_or("")) {
-        Ok(addr) => Some(addr),
-        Err(e) => {
-            sink.error(
-                value.span,
-                None,
-                e.to_string(),
-                "e.g. `listen: 127.0.0.1:8790`",
-            );
-            None
-        }
-    }
 }
 
 fn audit(node: &Node, sink: &mut Sink) -> Acknowledge {
@@ -262,7 +286,7 @@ mod tests {
 
     #[test]
     fn sections_and_the_approval_timeout() {
-        assert_eq!(parse("c", "").unwrap(), Settings::default());
+        assert_eq!(parse("c", "").unwrap(), Config::default());
         let s = parse("c", "approvals:\n  timeout_seconds: 90\nllm: ~\n").unwrap();
         assert_eq!(s.approval_timeout, Some(Duration::from_secs(90)));
         let e = parse("c", "aprovals:\n  timeout_seconds: 90\n")
@@ -317,6 +341,115 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("listen"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_key_in_each_section_is_an_error_with_a_suggestion() {
+        // (text, position of the wrong key, what it says, the suggestion)
+        let cases = [
+            (
+                "aproovals: {}\n",
+                "c:1:1",
+                "unknown section `aproovals`",
+                "`approvals`",
+            ),
+            (
+                "approvals:\n  timeout_secs: 5\n",
+                "c:2:3",
+                "unknown `approvals` setting `timeout_secs`",
+                "`timeout_seconds`",
+            ),
+            (
+                "dns:\n  refuse_wth: nxdomain\n",
+                "c:2:3",
+                "unknown `dns` setting `refuse_wth`",
+                "`refuse_with`",
+            ),
+            (
+                "audit:\n  acknowledged: synced\n",
+                "c:2:3",
+                "unknown `audit` setting `acknowledged`",
+                "`acknowledge`",
+            ),
+            (
+                "console:\n  listn: 127.0.0.1:8790\n",
+                "c:2:3",
+                "unknown `console` setting `listn`",
+                "`listen`",
+            ),
+            (
+                "llm:\n  provider: openai\n  model: m\n  modle: n\n",
+                "c:4:3",
+                "unknown `llm` setting `modle`",
+                "`model`",
+            ),
+        ];
+        for (text, at, what, suggestion) in cases {
+            let e = parse("c", text).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("{at}: error: {what}"))
+                    && e.contains(&format!("did you mean {suggestion}?")),
+                "{text:?}: {e}"
+            );
+        }
+    }
+
+    /// `carapaced` (`load`), `carapace doctor` and `carapace learn` read the same file the
+    /// same way: the same model, and the same errors.
+    #[tokio::test]
+    async fn the_daemon_doctor_and_learn_read_a_file_alike() {
+        use crate::cli::{doctor, learn};
+        let dir = tempfile::tempdir().unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let file = dir.path().join(FILE_NAME);
+        std::fs::write(
+            &file,
+            format!(
+                "approvals:\n  timeout_seconds: 90\ndns:\n  refuse_with: nxdomain\n\
+                 audit:\n  acknowledge: synced\nconsole:\n  listen: 127.0.0.1:8790\n\
+                 llm:\n  provider: openai\n  model: m\n  base_url: {url}/\n  \
+                 api_key_env: CARAPACE_NO_SUCH_KEY\n  timeout_ms: 2000\n"
+            ),
+        )
+        .unwrap();
+        let daemon = load(dir.path()).unwrap();
+        assert_eq!(daemon.approval_timeout, Some(Duration::from_secs(90)));
+        assert_eq!(daemon.dns.refuse_with, RefuseWith::NxDomain);
+        assert_eq!(daemon.audit_acknowledge, Acknowledge::Synced);
+        assert_eq!(daemon.console, Some("127.0.0.1:8790".parse().unwrap()));
+        let model = daemon.llm.clone().unwrap();
+        assert_eq!(model.base_url, url);
+        assert_eq!(learn::model(dir.path()).unwrap(), model);
+        assert_eq!(doctor::config(dir.path()).status, doctor::State::Ok);
+        let reach = doctor::llm(dir.path()).await;
+        assert_eq!(reach.status, doctor::State::Ok, "{reach:?}");
+        assert!(reach.detail.contains(&url), "{reach:?}");
+
+        // One wrong key, in a section learn does not use: all three refuse the file alike.
+        let text = std::fs::read_to_string(&file).unwrap();
+        std::fs::write(&file, text.replace("refuse_with", "refuse_wiht")).unwrap();
+        let diagnostics = load(dir.path()).unwrap_err().to_string();
+        assert!(
+            diagnostics.contains("config.yaml:4:3: error: unknown `dns` setting `refuse_wiht`")
+                && diagnostics.contains("did you mean `refuse_with`?"),
+            "{diagnostics}"
+        );
+        let learned = learn::model(dir.path()).unwrap_err().to_string();
+        assert!(learned.contains(diagnostics.trim_end()), "{learned}");
+        let checked = doctor::config(dir.path());
+        assert_eq!(checked.status, doctor::State::Fail);
+        assert!(
+            checked.detail.contains(diagnostics.trim_end()),
+            "{checked:?}"
+        );
+        assert_eq!(doctor::llm(dir.path()).await.status, doctor::State::Skip);
+        // No file: the defaults, no model, nothing to check.
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(load(dir.path()).unwrap(), Config::default());
+        assert!(learn::model(dir.path()).is_err());
+        assert_eq!(doctor::config(dir.path()).status, doctor::State::Ok);
+        assert_eq!(doctor::llm(dir.path()).await.status, doctor::State::Skip);
     }
 
     proptest! {

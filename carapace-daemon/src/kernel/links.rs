@@ -1,0 +1,42 @@
+//! Helpers the LSM programs' loader and the DNS redirection programs share: pinning a link
+//! so that enforcement never lapses across a restart, and an error's whole chain in one line.
+//! Their own module so that `dns_programs` depends on them and not on the loader that
+//! drives it.
+use std::{fs, io, path::Path};
+
+use aya::programs::links::{FdLink, PinnedLink};
+
+/// Pins `link` at `path`; an older link pinned there is removed only after the new one is
+/// attached and pinned. Returns the pinned link (its file descriptor still open) and whether
+/// an older link was replaced.
+pub(super) fn pin_replacing(link: FdLink, path: &Path) -> io::Result<(PinnedLink, bool)> {
+    // bpffs refuses names with a dot, so no `.new` suffix.
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let staging = path.with_file_name(format!("{name}_new_{}", std::process::id()));
+    let _ = fs::remove_file(&staging);
+    let pinned = link
+        .pin(&staging)
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    let replaced = path.exists();
+    if replaced {
+        // Unpinning the old link detaches the previous daemon's program; ours is in force.
+        fs::remove_file(path)?;
+    }
+    fs::rename(&staging, path)?;
+    Ok((pinned, replaced))
+}
+
+/// An error and its sources, `: `-separated (aya's errors keep the errno in a source).
+pub(super) fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
