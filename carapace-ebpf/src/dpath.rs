@@ -16,10 +16,6 @@ use carapace_common::{errsite, PATH_MAX};
 
 use crate::{globals, kread, maps::SCRATCH};
 
-/// Bytes of `Scratch::spelled`: a component of up to `PATH_MAX - 1` bytes written at an
-/// offset below `PATH_MAX` stays inside, which is what the verifier can check.
-pub const SPELLED: usize = 2 * PATH_MAX;
-
 /// Components (and mount crossings) walked at most; a path of `PATH_MAX - 1` bytes has at
 /// most half as many components. More is refused as too long (fail closed).
 const MAX_STEPS: u32 = PATH_MAX as u32;

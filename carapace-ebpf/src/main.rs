@@ -67,6 +67,8 @@ mod sigio;
 #[cfg(target_arch = "bpf")]
 mod sni_redirect;
 #[cfg(target_arch = "bpf")]
+mod sock_addr;
+#[cfg(target_arch = "bpf")]
 mod socket_connect;
 #[cfg(target_arch = "bpf")]
 mod socket_sendmsg;

@@ -175,6 +175,26 @@ pub static PATH_CACHE: Array<CachedPath> = Array::pinned(1 << PATH_CACHE_BITS, 0
 #[map(name = "PATH_CACHE_GEN")]
 pub static PATH_CACHE_GEN: Array<u64> = Array::pinned(cache_gen::COUNT, 0);
 
+/// Bytes of `Scratch::spelled`: a component of up to `PATH_MAX - 1` bytes written at an
+/// offset below `PATH_MAX` stays inside, which is what the verifier can check.
+pub const SPELLED: usize = 2 * PATH_MAX;
+
+/// Where the refs found by one lookup wait to be judged (`Scratch::found`), in judging order:
+/// the first rule found denies.
+pub mod source {
+    pub const EXACT: usize = 0;
+    pub const PREFIX: usize = 1;
+    pub const NAME: usize = 2;
+    pub const INODE: usize = 3;
+    pub const DFA0: usize = 4;
+    pub const DFA1: usize = 5;
+    /// The block refs the automata matched on the way; only those in `Judging::early` count.
+    pub const EARLY: usize = 6;
+    /// Directories above protected paths (`PathSubject::ancestors`).
+    pub const ANCESTOR: usize = 7;
+    pub const COUNT: usize = 8;
+}
+
 /// Per-CPU scratch space: paths do not fit the 512-byte BPF stack.
 #[repr(C)]
 pub struct Scratch {
@@ -185,9 +205,9 @@ pub struct Scratch {
     pub name: [u8; NAME_MAX],
     /// Where `bpf_d_path` writes, before the path is copied into the zeroed key.
     pub raw: [u8; PATH_MAX],
-    /// The refs each lookup found, waiting for the judging (`matcher::source`), and one bit
+    /// The refs each lookup found, waiting for the judging (`source`), and one bit
     /// per slot filled.
-    pub found: [RuleRefs; crate::matcher::source::COUNT],
+    pub found: [RuleRefs; source::COUNT],
     pub sources: u32,
     /// The operations of the blocking refs those lookups found (`RuleRefs::ops`): an open
     /// is cached as clean only when none is a file operation.
@@ -197,7 +217,7 @@ pub struct Scratch {
     /// The path being checked, as the cache knows it (`path_cache::identify`).
     pub probe: CachedPath,
     /// Where `dpath` spells a path, backwards from `PATH_MAX`.
-    pub spelled: [u8; crate::dpath::SPELLED],
+    pub spelled: [u8; SPELLED],
 }
 
 #[map(name = "SCRATCH")]

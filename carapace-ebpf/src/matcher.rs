@@ -22,7 +22,7 @@ use core::ptr::addr_of_mut;
 
 use crate::gate::Session;
 use crate::maps::{
-    Scratch, ANCESTORS, DFA, DFA_ACCEPT, DFA_EARLY, DFA_EARLY_REFS, DFA_LIVE, DFA_TRANS,
+    source, Scratch, ANCESTORS, DFA, DFA_ACCEPT, DFA_EARLY, DFA_EARLY_REFS, DFA_LIVE, DFA_TRANS,
     EXACT_PATHS, INODES, LEARNED, LEARNED_SCRATCH, NAMES, NETS, PREFIX_PATHS, RULES, SCRATCH,
 };
 
@@ -31,22 +31,6 @@ use crate::maps::{
 pub struct Verdict {
     pub rule: u32,
     pub op: u32,
-}
-
-/// Where the refs found by one lookup wait to be judged (`Scratch::found`), in judging order:
-/// the first rule found denies.
-pub mod source {
-    pub const EXACT: usize = 0;
-    pub const PREFIX: usize = 1;
-    pub const NAME: usize = 2;
-    pub const INODE: usize = 3;
-    pub const DFA0: usize = 4;
-    pub const DFA1: usize = 5;
-    /// The block refs the automata matched on the way; only those in `Judging::early` count.
-    pub const EARLY: usize = 6;
-    /// Directories above protected paths (`PathSubject::ancestors`).
-    pub const ANCESTOR: usize = 7;
-    pub const COUNT: usize = 8;
 }
 
 /// Copies `refs` to the scratch slot of `src` for the judging. A copy, not the pointer: each

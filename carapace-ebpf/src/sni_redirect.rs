@@ -23,9 +23,9 @@ use carapace_common::{
 };
 
 use crate::{
-    dns_redirect::{remember, target6, wire_port, words_of, LOOPBACK4_WORD, PROCEED},
     gate,
     maps::{LEARNED, ORIG_DST, SNI_PEERS, SNI_PROXIES},
+    sock_addr::{remember, target6, wire_port, words_of, LOOPBACK4_WORD, PROCEED},
 };
 
 /// Refuse the operation (`EPERM` to the caller).
