@@ -72,9 +72,11 @@ mod tests {
         assert!(clock.line("test fast ... ok", at(1)).is_none());
         assert!(clock.line("a daemon's log line", at(2)).is_none());
         assert!(clock.line("test slow ... ", at(3)).is_none());
-        assert!(clock.line("test result: ok. 2 passed", at(40)).is_some_and(|s| {
-            s.contains("2 tests took 39 s") && s.contains("37.0 s  slow") && !s.contains("fast")
-        }));
+        assert!(clock
+            .line("test result: ok. 2 passed", at(40))
+            .is_some_and(|s| {
+                s.contains("2 tests took 39 s") && s.contains("37.0 s  slow") && !s.contains("fast")
+            }));
         // A line that only looks alike starts nothing.
         assert_eq!(test_start("test of the resolver ... done"), None);
         assert_eq!(test_start("test a::b ... FAILED"), Some("a::b"));
