@@ -11,7 +11,7 @@ use crate::api::reload::{self, Loaded, RuleSource};
 use crate::api::{self, Daemon};
 use crate::audit::{self, Ledger};
 use crate::gateway;
-use crate::kernel::{Kernel, KernelSettings};
+use crate::kernel::{Kernel, KernelSettings, KernelUnavailable};
 use crate::llm::{self, Reviewer};
 use crate::session::cgroup::{CarapaceRoot, Hierarchy};
 use crate::session::db::Db;
@@ -200,7 +200,7 @@ fn load_rules(source: &RuleSource) -> Result<Loaded, carapace_policy::rules::Dia
 
 /// Starts (or adopts) the kernel layer for the sessions below `root`. When the kernel
 /// refuses, logs exactly one warn line and returns why, in one line.
-pub fn start_kernel(root: &CarapaceRoot, rules: &RuleSet) -> Result<Kernel, String> {
+pub fn start_kernel(root: &CarapaceRoot, rules: &RuleSet) -> Result<Kernel, KernelUnavailable> {
     let settings = KernelSettings {
         pin_dir: PathBuf::from(PIN_DIR),
         cgroup_root_id: root.id,
@@ -213,8 +213,11 @@ pub fn start_kernel(root: &CarapaceRoot, rules: &RuleSet) -> Result<Kernel, Stri
             Ok(kernel)
         }
         Err(e) => {
-            tracing::warn!("kernel layer unavailable: {}; Layers 0/1 only", e.reason);
-            Err(e.reason)
+            tracing::warn!("kernel layer unavailable: {e}; Layers 0/1 only");
+            if let Some(fix) = e.fix() {
+                tracing::info!("to enable the kernel layer: {fix}");
+            }
+            Err(e)
         }
     }
 }
@@ -276,7 +279,7 @@ async fn run(
     );
     let (mut kernel, unavailable) = match start_kernel(&root, &loaded.rules) {
         Ok(k) => (Some(k), None),
-        Err(reason) => (None, Some(reason)),
+        Err(reason) => (None, Some(reason.to_string())),
     };
     let events = kernel.as_mut().and_then(Kernel::take_events);
     let dns_maps = kernel.as_ref().and_then(Kernel::dns);
