@@ -6,7 +6,7 @@
 //! ids are open-ended: their counters sit in a map that a decision with matches reads under
 //! a shared lock and that grows (allocating) the first time a rule is seen.
 //!
-//! Why not the `prometheus-client` crate: it writes OpenMetrics 1.0 only, whose `# TYPE`
+//! Why not the `prometheus-client` crate: it writes `OpenMetrics` 1.0 only, whose `# TYPE`
 //! lines name a counter family without its `_total` and which ends in `# EOF` — a change of
 //! the exposition scrapers read today (text format 0.0.4) — and its histogram takes a write
 //! lock per observation and its label families an owned label set per lookup.
