@@ -1,5 +1,5 @@
 //! Builds the eBPF programs (with nightly, through aya-build, because the bpfel target needs
-//! `-Z build-std`) and the gRPC code from `proto/carapace.proto`.
+//! `-Z build-std`) and the gRPC code from `proto/carapace.proto` (parsed by protox: no `protoc`).
 
 fn main() -> anyhow::Result<()> {
     // AYA_BUILD_SKIP=1 builds the daemon without its programs (for work on userspace parts
@@ -30,10 +30,14 @@ fn main() -> anyhow::Result<()> {
     // input for as long as it runs, stays position-independent (ASLR).
     println!("cargo:rustc-link-arg-bin=carapace=-no-pie");
     println!("cargo:rerun-if-changed=proto/carapace.proto");
+    // Parsed by protox (Rust) rather than `protoc`, so that no system package is needed.
+    let descriptors = protox::compile(["proto/carapace.proto"], ["proto"])?;
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
-        .compile_protos(&["proto/carapace.proto"], &["proto"])?;
+        // What `compile_protos` adds by itself and `compile_fds` does not.
+        .type_attribute(".", "#[allow(clippy::all)]")
+        .compile_fds(descriptors)?;
     Ok(())
 }
 

@@ -10,7 +10,8 @@ use crate::{
     util::{self, cache_dir, is_root, run, try_output},
 };
 
-/// Debian packages: LLVM for bpf-linker, QEMU and busybox for the test VM, protoc for tonic;
+/// Debian packages: LLVM for bpf-linker, QEMU and busybox for the test VM (no protoc: the
+/// daemon's build.rs parses the .proto with protox);
 /// git, perl and pip's wheel for the VM's bypass and benign-workload tests.
 const APT_PACKAGES: &[&str] = &[
     "llvm-22-dev",
@@ -18,7 +19,6 @@ const APT_PACKAGES: &[&str] = &[
     "libzstd-dev",
     "qemu-system-x86",
     "busybox-static",
-    "protobuf-compiler",
     "cpio",
     "git",
     "perl",
