@@ -14,7 +14,7 @@ use crate::api::{self, Daemon};
 use crate::audit::{self, Ledger};
 use crate::config::{self, Config};
 use crate::gateway;
-use crate::kernel::{Kernel, KernelSettings};
+use crate::kernel::{Kernel, KernelSettings, KernelUnavailable};
 use crate::llm::{self, Reviewer};
 use crate::paths::{DEFAULT_DATA_DIR, DEFAULT_SOCKET};
 use crate::session::cgroup::{CarapaceRoot, Hierarchy};
@@ -192,7 +192,7 @@ fn load_rules(source: &RuleSource) -> Result<Loaded, carapace_policy::rules::Dia
 
 /// Starts (or adopts) the kernel layer for the sessions below `root`. When the kernel
 /// refuses, logs exactly one warn line and returns why, in one line.
-pub fn start_kernel(root: &CarapaceRoot, rules: &RuleSet) -> Result<Kernel, String> {
+pub fn start_kernel(root: &CarapaceRoot, rules: &RuleSet) -> Result<Kernel, KernelUnavailable> {
     let settings = KernelSettings {
         pin_dir: PathBuf::from(PIN_DIR),
         cgroup_root_id: root.id,
@@ -205,8 +205,11 @@ pub fn start_kernel(root: &CarapaceRoot, rules: &RuleSet) -> Result<Kernel, Stri
             Ok(kernel)
         }
         Err(e) => {
-            tracing::warn!("kernel layer unavailable: {}; Layers 0/1 only", e.reason);
-            Err(e.reason)
+            tracing::warn!("kernel layer unavailable: {e}; Layers 0/1 only");
+            if let Some(fix) = e.fix() {
+                tracing::info!("to enable the kernel layer: {fix}");
+            }
+            Err(e)
         }
     }
 }
@@ -262,7 +265,7 @@ async fn run(args: Args, source: RuleSource, loaded: Loaded, config: Config) -> 
     );
     let (mut kernel, unavailable) = match start_kernel(&root, &loaded.rules) {
         Ok(k) => (Some(k), None),
-        Err(reason) => (None, Some(reason)),
+        Err(reason) => (None, Some(reason.to_string())),
     };
     let events = kernel.as_mut().and_then(Kernel::take_events);
     let dns_maps = kernel.as_ref().and_then(Kernel::dns);

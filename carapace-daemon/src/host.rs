@@ -2,6 +2,8 @@
 //! the Landlock ABI. Read by `carapace doctor` and the `Status` RPC.
 use std::path::Path;
 
+use crate::kernel::unavailable::KernelUnavailable;
+
 /// The active LSMs, in order (`/sys/kernel/security/lsm`).
 pub const LSM_FILE: &str = "/sys/kernel/security/lsm";
 /// The kernel's own BTF, needed to read struct offsets for the eBPF programs.
@@ -96,14 +98,16 @@ pub fn lsm_list_any() -> Option<Vec<String>> {
 /// Loads (and at once unloads) a minimal BPF LSM program for `file_open` that allows
 /// everything, without attaching it: whether this kernel accepts BPF LSM programs at all.
 /// Needs root (`CAP_BPF` + `CAP_SYS_ADMIN`). The error says why not, in one line.
-pub fn probe_bpf_lsm() -> Result<(), String> {
+pub fn probe_bpf_lsm() -> Result<(), KernelUnavailable> {
+    /// How the refusals name the probe.
+    const PROBE: &str = "minimal file_open probe";
     const BPF_PROG_LOAD: libc::c_long = 5;
     const BPF_PROG_TYPE_LSM: u32 = 29;
     const BPF_LSM_MAC: u32 = 27;
-    let btf = std::fs::read(BTF_FILE).map_err(|e| format!("cannot read {BTF_FILE}: {e}"))?;
+    let btf = std::fs::read(BTF_FILE).map_err(|source| KernelUnavailable::NoBtf { source })?;
     let attach_btf_id = crate::kernel::btf::func_id(&btf, b"bpf_lsm_file_open")
-        .map_err(|e| format!("cannot read {BTF_FILE}: {e}"))?
-        .ok_or("the kernel has no bpf_lsm_file_open (built without CONFIG_BPF_LSM)")?;
+        .map_err(|e| KernelUnavailable::Btf(format!("cannot read {BTF_FILE}: {e}")))?
+        .ok_or(KernelUnavailable::NoLsmHooks)?;
     // r0 = 0; exit
     let insns: [u8; 16] = [0xb7, 0, 0, 0, 0, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0];
     let license = b"GPL\0";
@@ -144,29 +148,76 @@ pub fn probe_bpf_lsm() -> Result<(), String> {
     let err = std::io::Error::last_os_error();
     let end = log.iter().position(|b| *b == 0).unwrap_or(log.len());
     let verifier = String::from_utf8_lossy(&log[..end]).trim().to_owned();
-    Err(match (err.raw_os_error(), verifier.is_empty()) {
-        (Some(libc::EPERM), true) => {
-            "the kernel refuses to load BPF LSM programs (EPERM with an empty verifier log: \
-             trampoline programs are not allowed on this kernel or under its hypervisor/sandbox)"
-                .to_owned()
-        }
-        (_, true) => format!("the kernel refused a minimal BPF LSM program: {err}"),
-        (_, false) => {
-            format!("the kernel refused a minimal BPF LSM program: {err}; verifier: {verifier}")
-        }
+    let program = PROBE.to_owned();
+    Err(
+        if err.raw_os_error() == Some(libc::EPERM) && verifier.is_empty() {
+            KernelUnavailable::TrampolinesRefused { program }
+        } else {
+            KernelUnavailable::Rejected {
+                program,
+                error: err,
+                log: verifier,
+            }
+        },
+    )
+}
+
+/// One line of `/proc/self/mountinfo` (proc(5)), the fields Carapace reads, unescaped. The
+/// one parser of that file: `doctor` looks for bpffs and cgroup2 with it, the daemon for
+/// the cgroup2 hierarchy (`session::cgroup`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mount {
+    /// The mount's root within its file system (4th field), usually `/`.
+    pub root: String,
+    /// Where it is mounted (5th field).
+    pub mount_point: String,
+    /// The file system type (first field after the ` - ` separator).
+    pub fstype: String,
+}
+
+/// The mounts of `/proc/self/mountinfo` text, in order; malformed lines are skipped.
+pub fn mounts(mountinfo: &str) -> impl Iterator<Item = Mount> + '_ {
+    mountinfo.lines().filter_map(|line| {
+        // id parent major:minor root mount-point options [optional fields…] - fstype source …
+        let (left, right) = line.split_once(" - ")?;
+        let mut fields = left.split_ascii_whitespace();
+        let root = unescape(fields.nth(3)?);
+        let mount_point = unescape(fields.next()?);
+        let fstype = right.split_ascii_whitespace().next()?.to_owned();
+        Some(Mount {
+            root,
+            mount_point,
+            fstype,
+        })
     })
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space, …).
+fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && i + 4 <= bytes.len() {
+            let digits = std::str::from_utf8(&bytes[i + 1..i + 4]).ok();
+            if let Some(v) = digits.and_then(|d| u8::from_str_radix(d, 8).ok()) {
+                out.push(v);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Mount points of a file system type, from `/proc/self/mountinfo` text.
 #[must_use]
 pub fn mounts_of(mountinfo: &str, fstype: &str) -> Vec<String> {
-    mountinfo
-        .lines()
-        .filter_map(|line| {
-            let (left, right) = line.split_once(" - ")?;
-            let mount_point = left.split(' ').nth(4)?;
-            (right.split(' ').next()? == fstype).then(|| mount_point.to_owned())
-        })
+    mounts(mountinfo)
+        .filter(|m| m.fstype == fstype)
+        .map(|m| m.mount_point)
         .collect()
 }
 
@@ -212,6 +263,22 @@ mod tests {
         assert_eq!(mounts_of(info, "cgroup2"), ["/sys/fs/cgroup/unified"]);
         assert_eq!(mounts_of(info, "bpf"), ["/sys/fs/bpf"]);
         assert!(mounts_of(info, "tmpfs").is_empty());
+    }
+
+    #[test]
+    fn mount_fields_are_unescaped() {
+        let info =
+            "41 31 0:38 /a\\040b /mnt/c\\040g rw shared:3 - cgroup2 cgroup2 rw\nbroken line\n";
+        let all: Vec<Mount> = mounts(info).collect();
+        assert_eq!(
+            all,
+            [Mount {
+                root: "/a b".into(),
+                mount_point: "/mnt/c g".into(),
+                fstype: "cgroup2".into(),
+            }]
+        );
+        assert_eq!(unescape("no\\escape\\09"), "no\\escape\\09");
     }
 
     #[test]

@@ -56,6 +56,8 @@ enum Cmd {
     Install(install::InstallArgs),
     /// Fail if any module of a crate reaches itself again through `use` paths.
     Cycles,
+    /// Clippy for the eBPF crate on its own target (nightly, bpfel-unknown-none).
+    ClippyEbpf,
 }
 
 fn main() -> ExitCode {
@@ -72,6 +74,7 @@ fn main() -> ExitCode {
         } => bench(kernel, host_only, wall_clock),
         Cmd::Install(args) => install::install(&args).map(|()| 0),
         Cmd::Cycles => cycles::check(&workspace_root()).map(|()| 0),
+        Cmd::ClippyEbpf => test::ebpf_clippy().map(|()| 0),
     };
     match result {
         Ok(0) => ExitCode::SUCCESS,
@@ -157,6 +160,9 @@ fn bench(kernel: kernel::Kernel, host_only: bool, wall_clock: bool) -> Result<i3
 }
 
 fn demo(kernel: kernel::Kernel) -> Result<i32> {
+    // Like `test` and `bench`: on a fresh machine the eBPF build needs nightly's rust-src,
+    // the VM a kernel and QEMU.
+    setup::setup()?;
     let root = workspace_root();
     let rules = root.join("rules/examples/demo.yaml");
     if !rules.exists() {

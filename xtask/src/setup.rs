@@ -7,10 +7,11 @@ use anyhow::{bail, Context as _, Result};
 
 use crate::{
     kernel,
-    util::{cache_dir, is_root, run, try_output},
+    util::{self, cache_dir, is_root, run, try_output},
 };
 
-/// Debian packages: LLVM for bpf-linker, QEMU and busybox for the test VM, protoc for tonic;
+/// Debian packages: LLVM for bpf-linker, QEMU and busybox for the test VM (no protoc: the
+/// daemon's build.rs parses the .proto with protox);
 /// git, perl and pip's wheel for the VM's bypass and benign-workload tests.
 const APT_PACKAGES: &[&str] = &[
     "llvm-22-dev",
@@ -18,7 +19,6 @@ const APT_PACKAGES: &[&str] = &[
     "libzstd-dev",
     "qemu-system-x86",
     "busybox-static",
-    "protobuf-compiler",
     "cpio",
     "git",
     "perl",
@@ -270,37 +270,50 @@ fn cargo_fuzz() -> Result<()> {
     .context("installing cargo-fuzz")
 }
 
+/// The eBPF crate's nightly (`carapace-ebpf/rust-toolchain.toml`) with `rust-src`.
 fn nightly() -> Result<()> {
+    let toolchain = util::ebpf_toolchain()?;
     let toolchains = try_output("rustup", ["toolchain", "list"])
         .context("rustup is not installed; see https://rustup.rs")?;
-    if toolchains.lines().any(|l| l.starts_with("nightly-")) {
-        println!("setup: nightly toolchain ok");
+    if toolchains
+        .lines()
+        .any(|l| l.starts_with(&format!("{toolchain}-")))
+    {
+        println!("setup: {toolchain} toolchain ok");
     } else {
-        println!("setup: nightly toolchain installing…");
+        println!("setup: {toolchain} toolchain installing…");
         run(Command::new("rustup").args([
             "toolchain",
             "install",
-            "nightly",
+            &toolchain,
             "--profile",
             "minimal",
         ]))?;
     }
     let components = try_output(
         "rustup",
-        ["component", "list", "--toolchain", "nightly", "--installed"],
+        [
+            "component",
+            "list",
+            "--toolchain",
+            &toolchain,
+            "--installed",
+        ],
     )
     .unwrap_or_default();
-    if components.lines().any(|l| l.starts_with("rust-src")) {
-        println!("setup: nightly rust-src ok");
-    } else {
-        println!("setup: nightly rust-src installing…");
-        run(Command::new("rustup").args([
-            "component",
-            "add",
-            "rust-src",
-            "--toolchain",
-            "nightly",
-        ]))?;
+    for component in ["rust-src", "clippy", "rustfmt"] {
+        if components.lines().any(|l| l.starts_with(component)) {
+            println!("setup: {toolchain} {component} ok");
+        } else {
+            println!("setup: {toolchain} {component} installing…");
+            run(Command::new("rustup").args([
+                "component",
+                "add",
+                component,
+                "--toolchain",
+                &toolchain,
+            ]))?;
+        }
     }
     Ok(())
 }

@@ -151,3 +151,21 @@ pub fn shell_quote(s: &str) -> String {
         format!("'{}'", s.replace('\'', r"'\''"))
     }
 }
+
+/// The nightly the eBPF crate builds with, from `carapace-ebpf/rust-toolchain.toml`: the one
+/// place that names it (carapace-daemon's build.rs reads the same line).
+pub fn ebpf_toolchain() -> Result<String> {
+    let file = workspace_root().join("carapace-ebpf/rust-toolchain.toml");
+    let text =
+        std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+    text.lines()
+        .find_map(|line| {
+            let value = line
+                .trim()
+                .strip_prefix("channel")?
+                .trim()
+                .strip_prefix('=')?;
+            Some(value.trim().trim_matches('"').to_owned())
+        })
+        .with_context(|| format!("{} names no channel", file.display()))
+}

@@ -14,6 +14,7 @@ use super::{Daemon, Peer};
 use crate::audit::{record::sha256_hex, redact};
 use crate::llm::review::{Aspect, Subject, MAX_HISTORY};
 use crate::llm::Reviewer;
+use crate::metrics::Layer;
 use crate::session::approvals::{Approval, GateRule, Request};
 use crate::session::db::{ApprovalStatus, RuleState};
 use crate::session::state::{self, Caller, Checked, SessionRef};
@@ -39,7 +40,7 @@ pub async fn record_evaluation(
         .event(outcome);
     daemon.audit.record(event).await?;
     match outcome {
-        Ok(decision) => count(daemon, "tool-call", decision, elapsed),
+        Ok(decision) => count(daemon, Layer::ToolCall, decision, elapsed),
         Err(_) => daemon.metrics.rejected(),
     }
     Ok(())
@@ -66,15 +67,14 @@ pub async fn handle_scan_history(
     match outcome {
         Ok(report) => {
             let worst = report.findings.iter().map(|(_, d)| d.decision).max();
-            let mode = mode_name(worst.unwrap_or(carapace_policy::rules::Mode::Allow));
             daemon.metrics.decision(
-                "history",
-                mode,
+                Layer::History,
+                worst.unwrap_or(carapace_policy::rules::Mode::Allow),
                 report
                     .findings
                     .iter()
                     .flat_map(|(_, d)| d.matches.iter())
-                    .map(|m| (m.id.as_str(), mode_name(m.mode))),
+                    .map(|m| (m.id.as_str(), m.mode)),
                 elapsed,
             );
             Ok(history_reply(report))
@@ -86,11 +86,11 @@ pub async fn handle_scan_history(
     }
 }
 
-pub(crate) fn count(daemon: &Daemon, layer: &str, d: &Decision, elapsed: std::time::Duration) {
+pub(crate) fn count(daemon: &Daemon, layer: Layer, d: &Decision, elapsed: std::time::Duration) {
     daemon.metrics.decision(
         layer,
-        mode_name(d.decision),
-        d.matches.iter().map(|m| (m.id.as_str(), mode_name(m.mode))),
+        d.decision,
+        d.matches.iter().map(|m| (m.id.as_str(), m.mode)),
         elapsed,
     );
 }

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::api::proto::StatusRequest;
 use crate::host;
+use crate::kernel::unavailable::KernelUnavailable;
 use crate::paths::DEFAULT_DATA_DIR;
 
 /// Oldest kernel with BPF LSM (`BPF_PROG_TYPE_LSM`).
@@ -180,11 +181,16 @@ fn bpf_lsm(list: Option<&[String]>) -> Check {
                 .ok()
                 .map(|l| format!(" (lockdown: {})", l.trim()))
                 .unwrap_or_default();
-            check("bpf-lsm", true, State::Fail, format!("BPF LSM unavailable: {why}{lockdown}")).fix(
-                "bpf is active but this kernel (or the hypervisor/sandbox it runs in) forbids BPF trampoline \
-                 programs; run Carapace on a kernel that allows them (e.g. Debian's linux-image-cloud-amd64, \
-                 6.1 or later, with `lsm=...,bpf`). Until then carapaced enforces Layers 0/1 and the Landlock fallback",
+            // Each kind of refusal has its own fix; a minimal program that allows everything
+            // refused for another reason is as good as a kernel refusing them all.
+            let fix = why.fix().unwrap_or(KernelUnavailable::REFUSED_FIX);
+            check(
+                "bpf-lsm",
+                true,
+                State::Fail,
+                format!("BPF LSM unavailable: {why}{lockdown}"),
             )
+            .fix(fix)
         }
     }
 }

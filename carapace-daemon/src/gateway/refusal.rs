@@ -17,6 +17,7 @@ use super::seen::SeenClean;
 use crate::api::audit::{self as ledger, agent_of};
 use crate::api::evaluate::{self, Args, Evaluated};
 use crate::api::Daemon;
+use crate::metrics::Layer;
 use crate::session::approvals::Request;
 use crate::session::state::{self, Caller, SessionRef};
 use carapace_policy::engine::{
@@ -196,7 +197,12 @@ impl Gate {
         let ext = tool_call.extract(&client.ctx);
         let outcome = decide(&daemon, self.source.rules(), client, ext).await;
         if let Ok(ev) = &outcome {
-            evaluate::count(&daemon, "gateway", &ev.checked.decision, started.elapsed());
+            evaluate::count(
+                &daemon,
+                Layer::Gateway,
+                &ev.checked.decision,
+                started.elapsed(),
+            );
         }
         let event = args
             .recorded(client.agent(), client.session_id(), started.elapsed())
@@ -267,13 +273,14 @@ impl Gate {
         if let Some(daemon) = self.daemon() {
             daemon.metrics.history_calls(new, keys.len() - new);
             if let Ok(r) = &report {
-                let mode = if r.clean() { "allow" } else { "block" };
-                let rules = r.findings.iter().flat_map(|(_, d)| {
-                    d.matches.iter().map(|m| (m.id.as_str(), mode_name(m.mode)))
-                });
+                let mode = if r.clean() { Mode::Allow } else { Mode::Block };
+                let rules = r
+                    .findings
+                    .iter()
+                    .flat_map(|(_, d)| d.matches.iter().map(|m| (m.id.as_str(), m.mode)));
                 daemon
                     .metrics
-                    .decision("gateway-history", mode, rules, started.elapsed());
+                    .decision(Layer::GatewayHistory, mode, rules, started.elapsed());
             }
         }
         let message = match &report {

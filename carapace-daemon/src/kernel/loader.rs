@@ -135,21 +135,14 @@ pub struct Loaded {
 
 pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
     if PROGRAMS.is_empty() {
-        return Err(KernelUnavailable::new(
-            "this build has no eBPF programs (built with AYA_BUILD_SKIP=1)",
-        ));
+        return Err(KernelUnavailable::NotBuilt);
     }
     check_lsm_list()?;
     let kernel_btf = btf::Btf::from_sys_fs()
-        .map_err(|e| {
-            KernelUnavailable::new(format!(
-                "the kernel has no BTF (/sys/kernel/btf/vmlinux: {e}); a kernel built with \
-                 CONFIG_DEBUG_INFO_BTF=y is required"
-            ))
-        })?
-        .map_err(|e| KernelUnavailable::new(format!("cannot read kernel BTF: {e}")))?;
+        .map_err(|source| KernelUnavailable::NoBtf { source })?
+        .map_err(|e| KernelUnavailable::Btf(format!("cannot read kernel BTF: {e}")))?;
     let lacks = |e: btf::BtfError| {
-        KernelUnavailable::new(format!("kernel BTF lacks what the programs need: {e}"))
+        KernelUnavailable::Btf(format!("kernel BTF lacks what the programs need: {e}"))
     };
     let offsets = btf::program_offsets(&kernel_btf).map_err(lacks)?;
     let enums = btf::program_enums(&kernel_btf).map_err(lacks)?;
@@ -160,7 +153,7 @@ pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
         .collect::<Vec<_>>();
     let path_cache = path_cache_plan(&kernel_btf);
     let aya_btf = AyaBtf::from_sys_fs()
-        .map_err(|e| KernelUnavailable::new(format!("cannot read kernel BTF: {e}")))?;
+        .map_err(|e| KernelUnavailable::Btf(format!("cannot read kernel BTF: {e}")))?;
 
     ensure_bpffs(&settings.pin_dir)?;
     let maps_dir = settings.pin_dir.join("maps");
@@ -182,8 +175,7 @@ pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
     if let (Err(e), Some(_)) = (&result, inputs.seqcount_cast) {
         // A speed-up only: a kernel that refuses the kfunc still gets every program.
         tracing::warn!(
-            "loading with the bpf_rdonly_cast kfunc failed ({}); loading again without it",
-            e.reason
+            "loading with the bpf_rdonly_cast kfunc failed ({e}); loading again without it"
         );
         inputs.seqcount_cast = None;
         result = load_programs(settings, &inputs, &aya_btf, &maps_dir, &links_dir);
@@ -360,9 +352,9 @@ fn load_plan(
         match load_one(ebpf, CHROOT_GUARD, CHROOT_GUARD, aya_btf) {
             Ok(()) => plan.push((CHROOT_GUARD, CHROOT_GUARD)),
             Err(e) => {
-                tracing::warn!("kernel hook not attached: {}", e.reason);
+                tracing::warn!("kernel hook not attached: {e}");
                 let _ = fs::remove_file(links_dir.join(CHROOT_GUARD));
-                skipped.push(e.reason);
+                skipped.push(e.to_string());
             }
         }
     }
@@ -372,7 +364,7 @@ fn load_plan(
     }
     for (program, hook, why_not) in inputs.optional {
         let outcome = match why_not {
-            None => load_one(ebpf, program, hook, aya_btf).map_err(|e| e.reason),
+            None => load_one(ebpf, program, hook, aya_btf).map_err(|e| e.to_string()),
             Some(why) => Err(why.clone()),
         };
         match outcome {
@@ -591,15 +583,19 @@ fn refused(hook: &str, e: &ProgramError) -> KernelUnavailable {
                 .unwrap_or(0);
             log = log.split_off(cut);
         }
+        let program = hook.to_owned();
         if io_error.raw_os_error() == Some(libc::EPERM) && log.trim().is_empty() {
-            return KernelUnavailable::new(format!(
-                "this kernel refuses BPF LSM programs (loading {hook}: EPERM with an empty \
-                 verifier log — trampoline programs are not allowed here)"
-            ));
+            return KernelUnavailable::TrampolinesRefused { program };
         }
-        return KernelUnavailable::new(format!(
-            "the kernel rejected the {hook} program: {io_error}; verifier log:\n{log}"
-        ));
+        return KernelUnavailable::Rejected {
+            program,
+            // The error is borrowed from aya's; the errno is all it holds.
+            error: io_error.raw_os_error().map_or_else(
+                || io::Error::new(io_error.kind(), io_error.to_string()),
+                io::Error::from_raw_os_error,
+            ),
+            log,
+        };
     }
     KernelUnavailable::new(format!("cannot attach {hook}: {}", chain(e)))
 }
@@ -614,10 +610,9 @@ fn check_lsm_list() -> Result<(), KernelUnavailable> {
     if list.split(',').any(|l| l == "bpf") {
         return Ok(());
     }
-    Err(KernelUnavailable::new(format!(
-        "BPF LSM is not active (active LSMs: {list}); add `lsm={list},bpf` to the kernel \
-         command line and reboot"
-    )))
+    Err(KernelUnavailable::LsmInactive {
+        active: list.to_owned(),
+    })
 }
 
 /// Mounts bpffs at /sys/fs/bpf when the pin directory lives there and nothing is mounted,

@@ -16,11 +16,13 @@ mod links;
 mod loader;
 mod maps;
 pub mod trees;
+pub mod unavailable;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 pub use self::events::EventStream;
+pub use self::unavailable::KernelUnavailable;
 use carapace_policy::image::KernelImage;
 
 use self::dns_maps::DnsMaps;
@@ -37,21 +39,6 @@ pub struct KernelSettings {
     pub cgroup_root_level: u32,
     /// Its directory, where the DNS redirection programs attach.
     pub cgroup_root: PathBuf,
-}
-
-/// Why the kernel layer cannot run on this machine, in one line for the user.
-#[derive(Debug, thiserror::Error)]
-#[error("{reason}")]
-pub struct KernelUnavailable {
-    pub reason: String,
-}
-
-impl KernelUnavailable {
-    fn new(reason: impl Into<String>) -> Self {
-        Self {
-            reason: reason.into(),
-        }
-    }
 }
 
 /// The loaded (or adopted) programs and maps.

@@ -53,40 +53,12 @@ impl Hierarchy {
 /// Finds the first cgroup2 mount in mountinfo text.
 #[must_use]
 pub fn parse_mountinfo(text: &str) -> Option<Hierarchy> {
-    text.lines().find_map(|line| {
-        // id parent major:minor root mount-point options [optional fields…] - fstype source …
-        let (left, right) = line.split_once(" - ")?;
-        if right.split_whitespace().next()? != "cgroup2" {
-            return None;
-        }
-        let mut fields = left.split_whitespace();
-        let root = unescape(fields.nth(3)?);
-        let mount = unescape(fields.next()?);
-        Some(Hierarchy {
-            mount: PathBuf::from(mount),
-            root,
+    crate::host::mounts(text)
+        .find(|m| m.fstype == "cgroup2")
+        .map(|m| Hierarchy {
+            mount: PathBuf::from(m.mount_point),
+            root: m.root,
         })
-    })
-}
-
-/// Undoes mountinfo's octal escapes (`\040` for a space, …).
-fn unescape(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\' && i + 4 <= bytes.len() {
-            let digits = std::str::from_utf8(&bytes[i + 1..i + 4]).ok();
-            if let Some(v) = digits.and_then(|d| u8::from_str_radix(d, 8).ok()) {
-                out.push(v);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `<mount>/carapace`: the parent of every session cgroup.

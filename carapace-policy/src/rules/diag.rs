@@ -125,28 +125,13 @@ impl Sink {
     }
 }
 
-/// Levenshtein distance, for "did you mean" hints.
-#[must_use]
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
-
 /// A "did you mean `x`?" hint for `word` among `known`, or a list of the known words.
 #[must_use]
 pub fn did_you_mean(word: &str, known: &[&str]) -> String {
+    let lower = word.to_lowercase();
     let best = known
         .iter()
-        .map(|k| (edit_distance(&word.to_lowercase(), k), *k))
+        .map(|k| (strsim::levenshtein(&lower, k), *k))
         .min_by_key(|(d, _)| *d);
     match best {
         Some((d, k)) if d <= 2.max(word.len() / 3) => format!("did you mean `{k}`?"),
@@ -160,13 +145,14 @@ mod tests {
 
     #[test]
     fn distance_and_suggestion() {
-        assert_eq!(edit_distance("rules", "rulez"), 1);
-        assert_eq!(edit_distance("", "abc"), 3);
         assert_eq!(
             did_you_mean("rulse", &["version", "builtin", "rules"]),
             "did you mean `rules`?"
         );
         assert!(did_you_mean("zzzzzz", &["version", "rules"]).starts_with("expected one of"));
+        // Case does not count; one edit away is close, three away from three letters is not.
+        assert_eq!(did_you_mean("RULEZ", &["rules"]), "did you mean `rules`?");
+        assert!(did_you_mean("", &["abc"]).starts_with("expected one of"));
     }
 
     #[test]

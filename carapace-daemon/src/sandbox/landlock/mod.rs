@@ -3,22 +3,30 @@
 //! daemon's `block` rules, and says exactly which rules it could not enforce.
 //!
 //! Landlock only grants, so deny rules become their complement ([`grants`]). Everything that
-//! allocates or touches the filesystem happens in [`prepare`], before fork; the child only
-//! calls [`Prepared::restrict_self`], one system call, after `no_new_privs` is set.
+//! allocates or touches the filesystem happens in [`prepare`], before fork, where the
+//! `landlock` crate builds the ruleset; the child only calls [`Prepared::restrict_self`]: a
+//! `dup` of the ruleset, `no_new_privs` (already set by the privilege drop) and
+//! `landlock_restrict_self`, none of which allocates.
 pub mod grants;
 pub mod sys;
 
 use std::collections::{BTreeSet, VecDeque};
-use std::ffi::{CString, OsString};
+use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io;
+use std::os::fd::{FromRawFd as _, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 
 use carapace_common::op;
 
 use self::grants::Target;
-use self::sys::{fs, net, Ruleset};
+use ::landlock::{
+    AccessFs, AccessNet, BitFlags, CompatLevel, Compatible as _, NetPort, PathBeneath, Ruleset,
+    RulesetAttr as _, RulesetCreated, RulesetCreatedAttr as _, RulesetError,
+};
+
+use self::sys::{fs, net};
 use crate::api::proto::KernelRule;
 
 /// How many directory entries the search for `**/name` rules looks at, at most.
@@ -129,15 +137,41 @@ fn describe(rights: u64) -> String {
 /// A ruleset ready to apply in the child.
 #[derive(Debug)]
 pub struct Prepared {
-    ruleset: Ruleset,
+    ruleset: RulesetCreated,
     pub report: Report,
 }
 
 impl Prepared {
-    /// Confines the calling process. Meant for `pre_exec`, after `no_new_privs`.
+    /// Confines the calling process. Meant for `pre_exec`: a duplicate of the ruleset's file
+    /// descriptor is consumed (the parent's stays for the next child), and an error is the
+    /// failed call's errno, so nothing allocates.
     pub fn restrict_self(&self) -> io::Result<()> {
-        self.ruleset.restrict_self()
+        self.ruleset
+            .try_clone()?
+            .restrict_self()
+            .map(drop)
+            .map_err(|_| io::Error::last_os_error())
     }
+}
+
+/// A ruleset error as an `io::Error` for `prepare`'s callers.
+fn ruleset_error(e: RulesetError) -> io::Error {
+    io::Error::other(e)
+}
+
+/// An `O_PATH` descriptor of `path` itself (a symlink is not followed: the grant is on the
+/// entry the walk found).
+fn open_path(path: &Path) -> Option<OwnedFd> {
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `path` is NUL-terminated; O_PATH opens no file content.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+        )
+    };
+    // SAFETY: a descriptor the kernel just returned, owned here only.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Builds the Landlock ruleset for `rules`; `None` when the kernel has no Landlock. `roots`
@@ -154,14 +188,29 @@ pub fn prepare(rules: &[KernelRule], roots: &[PathBuf]) -> io::Result<Option<Pre
         0
     };
     let computed = grants::compute(&plan.targets, handled_fs);
-    let ruleset = Ruleset::new(abi, handled_fs, handled_net)?;
+    // The rights are what this kernel's ABI knows (`fs::known`), so anything the crate would
+    // have to leave out is an error, never a silent downgrade.
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(BitFlags::<AccessFs>::from_bits_truncate(handled_fs))
+        .map_err(ruleset_error)?;
+    if handled_net & net::CONNECT_TCP != 0 {
+        ruleset = ruleset
+            .handle_access(AccessNet::ConnectTcp)
+            .map_err(ruleset_error)?;
+    }
+    let mut ruleset = ruleset.create().map_err(ruleset_error)?;
     let mut added = 0;
     for g in &computed.grants {
-        let Ok(path) = CString::new(g.path.as_os_str().as_bytes()) else {
+        // A path that vanished since the walk simply gets no grant (narrower, not wider).
+        let Some(fd) = open_path(&g.path) else {
             continue;
         };
-        // A path that vanished since the walk simply gets no grant (narrower, not wider).
-        if ruleset.allow_path(&path, g.rights).is_ok() {
+        let rights = BitFlags::<AccessFs>::from_bits_truncate(g.rights);
+        if (&mut ruleset)
+            .add_rule(PathBeneath::new(fd, rights))
+            .is_ok()
+        {
             added += 1;
         }
     }
@@ -170,7 +219,9 @@ pub fn prepare(rules: &[KernelRule], roots: &[PathBuf]) -> io::Result<Option<Pre
         if !denied.is_empty() {
             for port in 1..=u16::MAX {
                 if !denied.contains(&port) {
-                    ruleset.allow_port(port, net::CONNECT_TCP)?;
+                    (&mut ruleset)
+                        .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+                        .map_err(ruleset_error)?;
                 }
             }
         }
@@ -627,5 +678,45 @@ mod tests {
         let out = cmd.output().unwrap();
         assert!(out.status.success(), "{out:?}");
         assert_eq!(out.stdout, b"o");
+    }
+
+    /// A port rule through the crate: the denied port is refused, another one connects.
+    #[test]
+    fn a_child_is_refused_the_denied_port() {
+        use std::os::unix::process::CommandExt as _;
+        if sys::abi().is_none_or(|abi| abi < 4) {
+            eprintln!("skipped: no Landlock network rules on this kernel");
+            return;
+        }
+        let denied = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let open = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = |l: &std::net::TcpListener| l.local_addr().unwrap().port();
+        let rules = vec![KernelRule {
+            net: vec![NetForm {
+                cidr: "::/0".into(),
+                port: u32::from(port(&denied)),
+            }],
+            ..rule("port")
+        }];
+        let prepared = prepare(&rules, &[]).unwrap().unwrap();
+        assert!(matches!(&prepared.report.rules[0].1, Status::Partly(w) if w.contains("TCP")));
+        let script = format!(
+            "echo > /dev/tcp/127.0.0.1/{} && ! echo > /dev/tcp/127.0.0.1/{} 2>/dev/null",
+            port(&open),
+            port(&denied)
+        );
+        let mut cmd = std::process::Command::new("bash");
+        cmd.args(["-c", &script]);
+        // SAFETY: prctl and restrict_self make system calls only, no allocation.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                prepared.restrict_self()
+            });
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
     }
 }
