@@ -203,11 +203,10 @@ impl Daemon {
         let kernel = tokio::task::spawn_blocking(move || {
             sessions
                 .apply_rules(new2.kernel_image(), &refused_new)
-                .map(|_| refused_new)
-                .map(|refused| {
+                .map(|_| {
                     // Session rule bits name rule indices, which the new set renumbers.
                     crate::session::state::sync_all(&sessions, &new2);
-                    refused
+                    refused_new
                 })
                 .map_err(|e| {
                     // Put the old image back so the kernel agrees with the userspace rules
