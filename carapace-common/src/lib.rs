@@ -278,21 +278,42 @@ pub struct LearnedKey {
 pub const LEARNED_BLOCKS: usize = 8;
 
 /// A rule that refuses an address because of the name it was learned for, on `port` (host
-/// byte order; 0: every port).
+/// byte order; 0: every port). `flags`: [`BLOCK_IN_ANY_STATE`] or 0.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LearnedBlock {
     pub rule: u32,
     pub port: u16,
-    pub pad: u16,
+    pub flags: u16,
+}
+
+/// [`LearnedBlock::flags`]: refuses whether or not the session has the rule in force. Set
+/// on the last block of an address more rules refuse than [`LEARNED_BLOCKS`] holds: the
+/// rules left out cannot be checked one by one, so the address is refused on their behalf
+/// (fail closed), named by the rule of that block.
+pub const BLOCK_IN_ANY_STATE: u16 = 1;
+
+/// Entries of [`LEARNED_REFUSALS`](maps::LEARNED_REFUSALS).
+pub const MAX_LEARNED_REFUSALS: u32 = 65_536;
+
+/// The rules refusing an address a session's resolver answered, because of the names it
+/// answered it for: `blocks[..blocked]`. Kept apart from [`Learned`] in a map that never
+/// evicts: an exception forgotten only refuses more, a refusal forgotten would allow.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LearnedRefusals {
+    pub blocked: u32,
+    pub pad: u32,
+    pub blocks: [LearnedBlock; LEARNED_BLOCKS],
 }
 
 /// An address the session's resolver answered: until `expires` (`CLOCK_BOOTTIME`
 /// nanoseconds, as `bpf_ktime_get_boot_ns`), it is an exception to the network rules in
-/// `rules` (kernel rule indices), as the name is to their `except:`. It is refused by the
-/// rules in `blocks`, whose names cover the name it was learned for, for as long as the
-/// entry lives, expired or not: a program may keep an address it was once given, and a
-/// blocked name's address does not become harmless when its TTL ends.
+/// `rules` (kernel rule indices), as the name is to their `except:`. In the map `LEARNED`
+/// `blocked` is 0; the programs copy there the address's [`LearnedRefusals`] (rules whose
+/// names cover the name it was learned for, refusing it expired or not: a program may keep
+/// an address it was once given, and a blocked name's address does not become harmless
+/// when its TTL ends), so one copy carries what a connect is judged by.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Learned {
@@ -745,6 +766,7 @@ pub mod maps {
     pub const NETS: &str = "NETS";
     pub const RESOLVERS: &str = "RESOLVERS";
     pub const LEARNED: &str = "LEARNED";
+    pub const LEARNED_REFUSALS: &str = "LEARNED_REFUSALS";
     pub const ORIG_DST: &str = "ORIG_DST";
     pub const SNI_PROXIES: &str = "SNI_PROXIES";
     pub const SNI_PEERS: &str = "SNI_PEERS";
@@ -835,6 +857,7 @@ const _: () = {
     assert!(core::mem::size_of::<LearnedKey>() == 24);
     assert!(core::mem::size_of::<LearnedBlock>() == 8);
     assert!(core::mem::size_of::<Learned>() == 16 + 4 * LEARNED_RULES + 8 * LEARNED_BLOCKS);
+    assert!(core::mem::size_of::<LearnedRefusals>() == 8 + 8 * LEARNED_BLOCKS);
     assert!(core::mem::size_of::<OrigDst>() == 24);
     assert!(core::mem::size_of::<SniPeerKey>() == 24);
 };
@@ -842,8 +865,8 @@ const _: () = {
 #[cfg(feature = "user")]
 mod pod {
     use super::{
-        Config, DfaEarly, DfaHeader, InodeKey, Learned, LearnedKey, NameKey, NetKey, NetRefs,
-        OrigDst, PathKey, PrefixKey, RuleMeta, RuleRefs, SessionState, SniPeerKey,
+        Config, DfaEarly, DfaHeader, InodeKey, Learned, LearnedKey, LearnedRefusals, NameKey,
+        NetKey, NetRefs, OrigDst, PathKey, PrefixKey, RuleMeta, RuleRefs, SessionState, SniPeerKey,
     };
 
     // SAFETY: each type is #[repr(C)], has no padding the compiler inserts (the size
@@ -877,6 +900,8 @@ mod pod {
     unsafe impl aya::Pod for SniPeerKey {}
     // SAFETY: see above.
     unsafe impl aya::Pod for Learned {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for LearnedRefusals {}
     // SAFETY: see above.
     unsafe impl aya::Pod for OrigDst {}
 }

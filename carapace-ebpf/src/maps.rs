@@ -6,9 +6,10 @@ use aya_ebpf::{
     maps::{Array, HashMap, LpmTrie, LruHashMap, PerCpuArray, RingBuf},
 };
 use carapace_common::{
-    cache_gen, errsite, Config, DfaEarly, DfaHeader, InodeKey, Learned, LearnedKey, NetRefs,
-    OrigDst, RuleMeta, RuleRefs, SessionState, SniPeerKey, DFA_CELLS, DFA_CHUNK, DFA_SLOTS,
-    DFA_STATES, MAX_LEARNED, MAX_RULES, MAX_SESSIONS, MAX_SNI_PEERS, NAME_MAX, PATH_MAX,
+    cache_gen, errsite, Config, DfaEarly, DfaHeader, InodeKey, Learned, LearnedKey,
+    LearnedRefusals, NetRefs, OrigDst, RuleMeta, RuleRefs, SessionState, SniPeerKey, DFA_CELLS,
+    DFA_CHUNK, DFA_SLOTS, DFA_STATES, MAX_LEARNED, MAX_LEARNED_REFUSALS, MAX_RULES, MAX_SESSIONS,
+    MAX_SNI_PEERS, NAME_MAX, PATH_MAX,
 };
 
 /// Hash maps grow on demand instead of preallocating every entry.
@@ -85,6 +86,14 @@ pub static RESOLVERS: HashMap<u64, u32> = HashMap::pinned(MAX_SESSIONS, NO_PREAL
 /// then refused until looked up again (fail closed).
 #[map(name = "LEARNED")]
 pub static LEARNED: LruHashMap<LearnedKey, Learned> = LruHashMap::pinned(MAX_LEARNED, 0);
+
+/// The rules refusing addresses each session's resolver answered, by the names it answered
+/// them for (`carapace_common::LearnedRefusals`). Not LRU: an evicted refusal would let a
+/// connect through under a block-list; when full, the daemon refuses the lookups whose
+/// refusals it cannot record.
+#[map(name = "LEARNED_REFUSALS")]
+pub static LEARNED_REFUSALS: HashMap<LearnedKey, LearnedRefusals> =
+    HashMap::pinned(MAX_LEARNED_REFUSALS, NO_PREALLOC);
 
 /// A `LEARNED` lookup: its key and a copy of what it found, here rather than on the hooks'
 /// stack, which is nearly full where `socket_connect` and `socket_sendmsg` judge an address.

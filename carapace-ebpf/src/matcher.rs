@@ -8,9 +8,9 @@
 //! verifier explores once per ref, not once per combination.
 
 use carapace_common::{
-    has, op, slot_bit, Config, InodeKey, Learned, NetRefs, RuleRefs, DFA_CELLS, DFA_CHUNK,
-    DFA_EARLY_FLAG, DFA_GROUPS, DFA_STATES, LEARNED_BLOCKS, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
-    RULE_EVERY_ADDRESS,
+    has, op, slot_bit, Config, InodeKey, Learned, NetRefs, RuleRefs, BLOCK_IN_ANY_STATE, DFA_CELLS,
+    DFA_CHUNK, DFA_EARLY_FLAG, DFA_GROUPS, DFA_STATES, LEARNED_BLOCKS, PATH_MAX, REFS_PER_KEY,
+    REF_EXCEPT, RULE_EVERY_ADDRESS,
 };
 
 use aya_ebpf::{
@@ -23,7 +23,8 @@ use core::ptr::addr_of_mut;
 use crate::gate::Session;
 use crate::maps::{
     source, Scratch, ANCESTORS, DFA, DFA_ACCEPT, DFA_EARLY, DFA_EARLY_REFS, DFA_LIVE, DFA_TRANS,
-    EXACT_PATHS, INODES, LEARNED, LEARNED_SCRATCH, NAMES, NETS, PREFIX_PATHS, RULES, SCRATCH,
+    EXACT_PATHS, INODES, LEARNED, LEARNED_REFUSALS, LEARNED_SCRATCH, NAMES, NETS, PREFIX_PATHS,
+    RULES, SCRATCH,
 };
 
 /// A denial: the rule and the one operation bit it denied.
@@ -372,8 +373,9 @@ pub fn check_inode(key: &InodeKey, ops: u32) -> Option<Verdict> {
 
 /// What the session's resolver recorded of `addr`, copied to per-CPU scratch (a zeroed
 /// record when it recorded nothing): a map value pointer kept across the judging would
-/// split every verifier state in two, found or not. `None` only if the one-entry scratch
-/// array has no entry 0, which it always has.
+/// split every verifier state in two, found or not. Its refusals come from
+/// `LEARNED_REFUSALS`, which keeps them however many exceptions `LEARNED` evicts. `None`
+/// only if the one-entry scratch array has no entry 0, which it always has.
 #[inline(always)]
 fn learned(cgroup: u64, addr: &[u8; 16]) -> Option<&'static Learned> {
     // SAFETY: per-CPU value, no concurrent writer on this CPU (the hooks do not nest).
@@ -386,14 +388,22 @@ fn learned(cgroup: u64, addr: &[u8; 16]) -> Option<&'static Learned> {
         None => {
             scratch.found.expires = 0;
             scratch.found.count = 0;
-            scratch.found.blocked = 0;
         }
+    }
+    // SAFETY: as above.
+    match unsafe { LEARNED_REFUSALS.get(&scratch.key) } {
+        Some(refusals) => {
+            scratch.found.blocked = refusals.blocked;
+            scratch.found.blocks = refusals.blocks;
+        }
+        None => scratch.found.blocked = 0,
     }
     Some(&scratch.found)
 }
 
 /// The first rule in force that refuses `port` of an address for the name the session's
-/// resolver learned it for (`Learned::blocks`; expired or not).
+/// resolver learned it for (`Learned::blocks`; expired or not). A block flagged
+/// `BLOCK_IN_ANY_STATE` stands for rules the entry had no room for: in force regardless.
 #[inline(always)]
 fn learned_block(learned: &Learned, port: u16, session: &Session) -> Option<Verdict> {
     for i in 0..LEARNED_BLOCKS {
@@ -407,7 +417,8 @@ fn learned_block(learned: &Learned, port: u16, session: &Session) -> Option<Verd
         let Some(meta) = RULES.get(b.rule) else {
             continue;
         };
-        if meta.ops & op::NETWORK != 0 && session.state.is_active(b.rule, meta) {
+        let in_force = b.flags & BLOCK_IN_ANY_STATE != 0 || session.state.is_active(b.rule, meta);
+        if meta.ops & op::NETWORK != 0 && in_force {
             return Some(Verdict {
                 rule: b.rule,
                 op: op::NETWORK,

@@ -210,6 +210,7 @@ async fn proxy(destination: SocketAddr) -> anyhow::Result<SocketAddr> {
         rules: Arc::new(Fixed(rules()?)),
         denials: Arc::new(Refusals),
         limits: Limits::default(),
+        recent: carapace::dns::RecentDenials::default(),
     });
     tokio::spawn(async move {
         while let Ok((s, _)) = listener.accept().await {

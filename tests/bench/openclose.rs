@@ -7,6 +7,15 @@
 //! With `OPENCLOSE_OPS=names`, PATH is a directory and each iteration makes a file in it
 //! (`open(O_CREAT)` + close), renames it and unlinks it: the name hooks' cost (`path_mknod`,
 //! `path_rename`, `path_unlink`, each spelling the path), per create+rename+unlink.
+//!
+//! With `OPENCLOSE_OPS=connect`, PATH is `ADDRESS:PORT` (IPv4) and each iteration makes a UDP
+//! socket, connects it there and closes it: the network hooks' cost (`socket_connect` and the
+//! `connect4` program, each looking the address up among the session's learned ones), per
+//! socket+connect+close. `OPENCLOSE_LEARN=N` first looks up `b0.bench.test` …
+//! `b{N-1}.bench.test` (through the system's resolver, in a session its resolver), so the
+//! session has N learned addresses when the loop runs.
+
+use std::net::{SocketAddrV4, ToSocketAddrs as _};
 
 use std::{ffi::CString, time::Instant};
 
@@ -24,7 +33,29 @@ fn main() {
         .filter(|&r| r > 0)
         .unwrap_or(5);
     let min = std::env::var("OPENCLOSE_STAT").is_ok_and(|s| s == "min");
-    let names = std::env::var("OPENCLOSE_OPS").is_ok_and(|o| o == "names");
+    let ops = std::env::var("OPENCLOSE_OPS").unwrap_or_default();
+    let names = ops == "names";
+    let connect_to = if ops == "connect" {
+        match path.parse::<SocketAddrV4>() {
+            Ok(to) => Some(to),
+            Err(e) => {
+                eprintln!("openclose: {path}: not ADDRESS:PORT: {e}");
+                std::process::exit(2);
+            }
+        }
+    } else {
+        None
+    };
+    let learn: u32 = std::env::var("OPENCLOSE_LEARN")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    for i in 0..learn {
+        if let Err(e) = format!("b{i}.bench.test:9").to_socket_addrs() {
+            eprintln!("openclose: cannot look b{i}.bench.test up: {e}");
+            std::process::exit(1);
+        }
+    }
     let (Ok(made), Ok(moved)) = (
         CString::new(format!("{path}/made-{}", std::process::id())),
         CString::new(format!("{path}/moved-{}", std::process::id())),
@@ -36,7 +67,9 @@ fn main() {
     for _ in 0..count {
         let start = Instant::now();
         for _ in 0..n {
-            let done = if names {
+            let done = if let Some(to) = connect_to {
+                socket_connect_close(to)
+            } else if names {
                 create_rename_unlink(&made, &moved)
             } else {
                 open_close(&cpath)
@@ -80,6 +113,34 @@ fn create_rename_unlink(made: &CString, moved: &CString) -> std::io::Result<()> 
         libc::close(fd);
         check(libc::rename(made.as_ptr(), moved.as_ptr()))?;
         check(libc::unlink(moved.as_ptr()))?;
+    }
+    Ok(())
+}
+
+fn socket_connect_close(to: SocketAddrV4) -> std::io::Result<()> {
+    let addr = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: to.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(*to.ip()).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: a socket made here and closed before returning; `addr` is a valid
+    // `sockaddr_in` of the size passed.
+    unsafe {
+        let fd = check(libc::socket(
+            libc::AF_INET,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            0,
+        ))?;
+        let connected = check(libc::connect(
+            fd,
+            (&raw const addr).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        ));
+        libc::close(fd);
+        connected?;
     }
     Ok(())
 }

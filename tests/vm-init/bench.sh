@@ -201,6 +201,61 @@ big=/tmp/rules-10k.yaml
     done
 } >$big
 
+# Connect overhead inside a session with 1,000 learned addresses (issue 19): a UDP
+# socket+connect+close to 198.18.0.1:9 in a session that looked b0…b999.bench.test up first
+# (through its resolver, from this DNS server: bN.bench.test is 198.18.N/256.N%256), against
+# the same loop in a session that looked nothing up; both under the test rules, whose
+# `tls: sni` rule makes every address a session learns an entry of the kernel's map.
+connect_measure() {
+    local rep learned fresh agent r_learned="" r_fresh=""
+    ip addr add 198.18.0.1/15 dev lo 2>/dev/null || true
+    python3 - <<'PY' &
+import socket, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.53", 53))
+while True:
+    q, peer = s.recvfrom(1500)
+    at, labels = 12, []
+    while q[at]:
+        labels.append(q[at + 1:at + 1 + q[at]].decode().lower())
+        at += 1 + q[at]
+    end = at + 5
+    qtype = struct.unpack(">H", q[at + 1:at + 3])[0]
+    name = ".".join(labels)
+    out = bytearray(q[:end])
+    out[2], out[3] = 0x80 | (q[2] & 1), 0x80
+    out[8:12] = b"\0\0\0\0"
+    if name.endswith(".bench.test") and name[1:-11].isdigit() and qtype == 1:
+        i = int(name[1:-11])
+        out[6:8] = b"\0\1"
+        out += bytes([0xC0, 12, 0, 1, 0, 1, 0, 0, 0x0E, 0x10, 0, 4, 198, 18, i // 256, i % 256])
+    else:
+        out[6:8] = b"\0\0"
+    s.sendto(bytes(out), peer)
+PY
+    local dns=$!
+    stop_daemon
+    start_daemon /etc/carapace/rules.yaml
+    for rep in $(seq 1 "$reps"); do
+        agent=$(OPENCLOSE_OPS=connect path=198.18.0.1:9 agent_baseline)
+        fresh=$(OPENCLOSE_OPS=connect path=198.18.0.1:9 session)
+        learned=$(OPENCLOSE_OPS=connect OPENCLOSE_LEARN=1000 path=198.18.0.1:9 session)
+        echo "bench: connect: $unit per socket+connect+close: agent $agent, inside a session $fresh, inside one with 1,000 learned addresses $learned"
+        r_learned+=" $(awk -v a="$learned" -v b="$fresh" 'BEGIN { print a / b }')"
+        r_fresh+=" $(awk -v a="$fresh" -v b="$agent" 'BEGIN { print a / b }')"
+    done
+    kill $dns
+    # shellcheck disable=SC2086
+    echo "bench: connect: inside a session: $(ratio "$(median $r_fresh)" 1) vs the agent baseline"
+    # shellcheck disable=SC2086
+    echo "bench: connect: inside a session with 1,000 learned addresses: $(ratio "$(median $r_learned)" 1) vs inside one with none (budget +1 %)"
+}
+
+if [ "${CARAPACE_BENCH_ONLY:-}" = connect ]; then
+    connect_measure
+    exit 0
+fi
 measure "test rules ($(grep -c '^  - ' /etc/carapace/rules.yaml))" /etc/carapace/rules.yaml "+5 %"
 measure "built-in packs" $packs "+5 %"
 measure "10,000 rules" $big "+10 %"
+connect_measure

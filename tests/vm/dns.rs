@@ -16,10 +16,10 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use super::{agent, assert_denied_line, guard, listen, py_connect, stdout};
+use super::{agent, assert_denied_line, guard, listen, py_connect, session_command, stdout};
 
 /// The names this server knows, their addresses and TTLs.
-const NAMES: [(&str, [u8; 4], u8); 7] = [
+const NAMES: [(&str, [u8; 4], u8); 8] = [
     ("allowed.carapace.test", [192, 0, 2, 10], 60),
     ("other.carapace.test", [192, 0, 2, 11], 60),
     // Refused on port 8094 by rule `names-blocked-port`.
@@ -32,7 +32,19 @@ const NAMES: [(&str, [u8; 4], u8); 7] = [
     // `tls: sni`), which the server name a client asks for tells apart.
     ("shared.carapace.test", [192, 0, 2, 20], 60),
     ("blocked-sni.carapace.test", [192, 0, 2, 20], 60),
+    // Port 80 is closed to requests for blocked-http.carapace.test (rule `names-sni-http`),
+    // which the Host of a plain HTTP request tells apart.
+    ("http.carapace.test", [192, 0, 2, 21], 60),
 ];
+
+/// The names this server knows an IPv6 address of (AAAA), with the address's text.
+const NAMES6: [(&str, [u8; 16], &str); 1] = [(
+    "shared.carapace.test",
+    [
+        0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x20,
+    ],
+    "2001:db8::20",
+)];
 
 /// The question's name (dotted) and where the question ends, of a DNS query.
 fn question(query: &[u8]) -> Option<(String, usize)> {
@@ -51,8 +63,8 @@ fn question(query: &[u8]) -> Option<(String, usize)> {
     Some((labels.join("."), at + 4))
 }
 
-/// The answer to `query`: an A record for a known name asked for its A record, an empty
-/// answer for its other types, NXDOMAIN for other names.
+/// The answer to `query`: an A (AAAA) record for a known name asked for its A (AAAA)
+/// record, an empty answer for its other types, NXDOMAIN for other names.
 fn answer(query: &[u8]) -> Option<Vec<u8>> {
     let (name, end) = question(query)?;
     let qtype = u16::from_be_bytes([*query.get(end - 4)?, *query.get(end - 3)?]);
@@ -62,6 +74,14 @@ fn answer(query: &[u8]) -> Option<Vec<u8>> {
     out[3] = 0x80;
     // No authority or additional records (a client may have sent an OPT record).
     out[8..12].copy_from_slice(&[0, 0, 0, 0]);
+    if qtype == 28 {
+        if let Some((_, addr, _)) = NAMES6.iter().find(|(n, _, _)| *n == name) {
+            out[6..8].copy_from_slice(&1u16.to_be_bytes());
+            out.extend_from_slice(&[0xc0, 12, 0, 28, 0, 1, 0, 0, 0, 60, 0, 16]);
+            out.extend_from_slice(addr);
+            return Some(out);
+        }
+    }
     match NAMES.iter().find(|(n, _, _)| *n == name) {
         Some((_, addr, ttl)) if qtype == 1 => {
             out[6..8].copy_from_slice(&1u16.to_be_bytes());
@@ -127,6 +147,20 @@ fn add_addresses() {
         // Already there from an earlier test ("File exists"): fine.
         let _ = Command::new("ip")
             .args(["addr", "add", &cidr, "dev", "lo"])
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+    for (_, _, text) in NAMES6 {
+        let _ = Command::new("ip")
+            .args([
+                "-6",
+                "addr",
+                "add",
+                &format!("{text}/128"),
+                "dev",
+                "lo",
+                "nodad",
+            ])
             .stderr(std::process::Stdio::null())
             .status();
     }
@@ -407,13 +441,17 @@ fn a_learned_address_expires_with_its_ttl() {
     );
 }
 
-/// Resolves argv[1], connects to port 443 of its address, sends a TLS ClientHello asking for
-/// server name argv[2] (`-`: none) and `ping`, and prints the address, what came back
-/// (`reply TEXT` or `closed`, or `error ERRNO`) and how many bytes it sent. Built by hand:
-/// the VM's Python has no TLS library, and the server need not complete a handshake.
+/// Resolves argv[1] (its IPv6 address when argv[3] is `6`), connects to port 443 of it,
+/// sends a TLS ClientHello asking for server name argv[2] (`-`: none) and `ping`, and prints
+/// the address, what came back (`reply TEXT` or `closed`, or `error ERRNO`) and how many
+/// bytes it sent. Built by hand: the VM's Python has no TLS library, and the server need
+/// not complete a handshake. With argv[3] `http`: port 80 and a plain HTTP/1.1 request
+/// whose Host is argv[2], then `ping`.
 const HELLO: &str = r#"
 import socket, struct, sys
-name, sni = sys.argv[1], sys.argv[2]
+name, sni, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+family = socket.AF_INET6 if mode == "6" else socket.AF_INET
+port = 80 if mode == "http" else 443
 ext = b""
 if sni != "-":
     n = sni.encode()
@@ -425,13 +463,15 @@ body = b"\x03\x03" + bytes(32) + b"\x00" + struct.pack(">H", 2) + b"\x13\x01" + 
 body += struct.pack(">H", len(ext)) + ext
 hs = b"\x01" + struct.pack(">I", len(body))[1:] + body
 sent = b"\x16\x03\x01" + struct.pack(">H", len(hs)) + hs + b"ping"
+if mode == "http":
+    sent = ("GET / HTTP/1.1\r\nHost: %s\r\n\r\nping" % sni).encode()
 try:
-    a = socket.getaddrinfo(name, 443, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+    a = socket.getaddrinfo(name, port, family, socket.SOCK_STREAM)[0][4][0]
 except OSError as e:
     print("lookup", e.errno)
     raise SystemExit
 try:
-    s = socket.create_connection((a, 443), timeout=5)
+    s = socket.create_connection((a, port), timeout=5)
     s.sendall(sent)
     data = b""
     while not data.endswith(b"\n"):
@@ -444,8 +484,8 @@ except OSError as e:
     print(a, "error", e.errno, len(sent))
 "#;
 
-/// A server on 192.0.2.20:443 that reads a connection until `ping` and answers
-/// `pong N` (N: the bytes it read). Joined on drop.
+/// A server (on 192.0.2.20:443 unless told) that reads a connection until `ping` and
+/// answers `pong N` (N: the bytes it read). Joined on drop.
 struct Pong {
     stop: Arc<AtomicBool>,
     thread: Option<thread::JoinHandle<()>>,
@@ -453,8 +493,12 @@ struct Pong {
 
 impl Pong {
     fn start() -> Self {
+        Self::on("192.0.2.20:443")
+    }
+
+    fn on(addr: &str) -> Self {
         use std::io::{Read as _, Write as _};
-        let listener = TcpListener::bind("192.0.2.20:443").expect("bind 192.0.2.20:443");
+        let listener = TcpListener::bind(addr).unwrap_or_else(|e| panic!("bind {addr}: {e}"));
         listener.set_nonblocking(true).expect("nonblocking");
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
@@ -494,7 +538,12 @@ impl Drop for Pong {
 }
 
 fn hello(name: &str, sni: &str) -> String {
-    format!("python3 /tmp/sni_hello.py {name} {sni}")
+    hello_as(name, sni, "4")
+}
+
+/// [`hello`] over IPv6 (`mode` 6) or plain HTTP (`http`, `sni` the Host).
+fn hello_as(name: &str, sni: &str, mode: &str) -> String {
+    format!("python3 /tmp/sni_hello.py {name} {sni} {mode}")
 }
 
 /// The ledger's `server-name-refused` records, as `carapace audit tail` shows them.
@@ -599,5 +648,168 @@ fn a_shared_address_opens_to_the_allowed_server_name_only() {
         line.trim(),
         format!("192.0.2.20 reply pong {sent} {sent}"),
         "outside a session"
+    );
+}
+
+#[test]
+fn the_http_host_and_ipv6_connects_are_checked_by_name_too() {
+    let _g = guard();
+    add_addresses();
+    std::fs::write("/tmp/sni_hello.py", HELLO).expect("write the ClientHello script");
+    let _upstream = Upstream::start();
+    let _http = Pong::on("192.0.2.21:80");
+    let _v6 = Pong::on("[2001:db8::20]:443");
+
+    // One session. Port 80 of http.carapace.test's address, which its lookup taught the
+    // session: a request whose Host is that name reaches the server; one for
+    // blocked-http.carapace.test is closed by the proxy, naming both names. Over IPv6
+    // (connect6), shared.carapace.test's AAAA address: its own server name passes, another
+    // is refused, as over IPv4.
+    let out = agent(&format!(
+        "{}; {}; {}; {}",
+        hello_as("http.carapace.test", "http.carapace.test", "http"),
+        hello_as("http.carapace.test", "blocked-http.carapace.test", "http"),
+        hello_as("shared.carapace.test", "shared.carapace.test", "6"),
+        hello_as("shared.carapace.test", "blocked-sni.carapace.test", "6"),
+    ));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines.len(),
+        4,
+        "four connects:\n{text}\n{}",
+        super::stderr(&out)
+    );
+    let sent = |line: &str| line.rsplit(' ').next().unwrap_or_default().to_owned();
+    assert_eq!(
+        lines[0],
+        format!("192.0.2.21 reply pong {0} {0}", sent(lines[0])),
+        "the request for the name looked up reaches the server whole"
+    );
+    assert!(
+        lines[1].starts_with("192.0.2.21 closed ") || lines[1].starts_with("192.0.2.21 error 104 "),
+        "another Host is refused: {}",
+        lines[1]
+    );
+    assert_eq!(
+        lines[2],
+        format!("2001:db8::20 reply pong {0} {0}", sent(lines[2])),
+        "over IPv6, the name looked up reaches the server whole"
+    );
+    assert!(
+        lines[3].starts_with("2001:db8::20 closed ")
+            || lines[3].starts_with("2001:db8::20 error 104 "),
+        "over IPv6, another server name is refused: {}",
+        lines[3]
+    );
+    assert_denied_line(
+        &out,
+        "blocked network of 192.0.2.21:80 (http.carapace.test, server name blocked-http.carapace.test) (rule names-sni-http: blocked-http.carapace.test is not served)",
+    );
+    assert_denied_line(
+        &out,
+        "blocked network of [2001:db8::20]:443 (shared.carapace.test, server name blocked-sni.carapace.test) (rule names-sni:",
+    );
+}
+
+/// The session's key in `LEARNED` is not known here; keys of a cgroup no session has, as
+/// many as the map holds twice over, push every other entry out of the LRU map.
+fn flood_learned() {
+    const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+    const BPF_OBJ_GET: libc::c_long = 7;
+    // `carapace_common::Learned`: expiry, count, 8 exception rules, count, 8 blocks.
+    const VALUE: usize = 16 + 4 * 8 + 8 * 8;
+    let path = std::ffi::CString::new("/sys/fs/bpf/carapace/maps/LEARNED").expect("path");
+    let mut attr = [0u64; 16];
+    attr[0] = path.as_ptr() as u64;
+    // SAFETY: `attr` is a zeroed `bpf_attr` of 128 bytes with `pathname` set, and lives
+    // through the call.
+    let fd = unsafe { libc::syscall(libc::SYS_bpf, BPF_OBJ_GET, attr.as_mut_ptr(), 128) };
+    assert!(fd >= 0, "open LEARNED: {}", std::io::Error::last_os_error());
+    let value = [0u8; VALUE];
+    for i in 0u64..2 * 65_536 {
+        let mut key = [0u8; 24];
+        key[..8].copy_from_slice(&u64::MAX.to_ne_bytes());
+        key[8..16].copy_from_slice(&i.to_ne_bytes());
+        let mut attr = [0u64; 16];
+        attr[0] = fd as u64;
+        attr[1] = key.as_ptr() as u64;
+        attr[2] = value.as_ptr() as u64;
+        // SAFETY: `map_fd`, `key` and `value` of a zeroed `bpf_attr`, buffers of the map's
+        // key and value sizes, alive through the call.
+        let rc =
+            unsafe { libc::syscall(libc::SYS_bpf, BPF_MAP_UPDATE_ELEM, attr.as_mut_ptr(), 128) };
+        assert_eq!(rc, 0, "update LEARNED: {}", std::io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor opened above, closed once.
+    unsafe { libc::close(fd as i32) };
+}
+
+/// Waits for `path` to exist (written by the session), up to 30 s.
+fn wait_for(path: &str) {
+    for _ in 0..300 {
+        if std::path::Path::new(path).exists() {
+            return;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    panic!("{path} never appeared");
+}
+
+#[test]
+fn a_refusal_by_name_survives_a_full_map_of_learned_addresses_and_a_reload() {
+    let _g = guard();
+    add_addresses();
+    let _upstream = Upstream::start();
+    let _closed = listen("192.0.2.12:8094");
+    let marks = [
+        "/tmp/names-resolved",
+        "/tmp/names-flooded",
+        "/tmp/names-checked",
+        "/tmp/names-reloaded",
+    ];
+    for m in marks {
+        let _ = std::fs::remove_file(m);
+    }
+    let wait = |m: &str| format!("while [ ! -e {m} ]; do sleep 0.1; done");
+    // The session looks ported.carapace.test up (answered: the rule closes port 8094
+    // only) and is refused there. Then the map of learned exceptions is flooded past its
+    // size, and later the rules are reloaded: the address stays refused on that port by the
+    // rule, though the session never looks the name up again.
+    let script = format!(
+        "{}; touch {}; {}; {}; touch {}; {}; {}",
+        resolve_and_connect_to("ported.carapace.test", 8094),
+        marks[0],
+        wait(marks[1]),
+        py_connect("AF_INET", "192.0.2.12", 8094),
+        marks[2],
+        wait(marks[3]),
+        py_connect("AF_INET", "192.0.2.12", 8094),
+    );
+    let child = session_command(&["bash", "-c", &script], Some(1000))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run carapace");
+    wait_for(marks[0]);
+    flood_learned();
+    std::fs::write(marks[1], "").expect("mark");
+    wait_for(marks[2]);
+    let reload = Command::new("carapace")
+        .args(["rules", "reload"])
+        .status()
+        .expect("reload");
+    assert!(reload.success(), "carapace rules reload");
+    std::fs::write(marks[3], "").expect("mark");
+    let out = child.wait_with_output().expect("wait for the session");
+    eprintln!("stdout: {}\nstderr: {}", stdout(&out), super::stderr(&out));
+    assert_eq!(
+        stdout(&out).trim(),
+        "192.0.2.12 13\n13\n13",
+        "refused after the lookup, after the flood and after the reload"
+    );
+    assert_denied_line(
+        &out,
+        "blocked network of 192.0.2.12:8094 (ported.carapace.test) (rule names-blocked-port:",
     );
 }

@@ -193,17 +193,25 @@ impl Daemon {
         let sessions = Arc::clone(&self.sessions);
         let new = Arc::new(loaded.rules);
         let (old2, new2) = (Arc::clone(&old), Arc::clone(&new));
+        // The addresses the sessions' resolvers handed out, judged again under each set: the
+        // kernel keeps refusing them across the reload (and across a step back).
+        let learned = Arc::clone(self.resolvers.learned());
+        let refused = |rules: &RuleSet| {
+            learned.judge_again(|name| carapace_policy::engine::names::blocked_by(rules, name))
+        };
+        let (refused_new, refused_old) = (refused(&new), refused(&old));
         let kernel = tokio::task::spawn_blocking(move || {
             sessions
-                .apply_rules(new2.kernel_image())
+                .apply_rules(new2.kernel_image(), &refused_new)
                 .map(|_| {
                     // Session rule bits name rule indices, which the new set renumbers.
                     crate::session::state::sync_all(&sessions, &new2);
+                    refused_new
                 })
                 .map_err(|e| {
                     // Put the old image back so the kernel agrees with the userspace rules
                     // that stay in force.
-                    if let Err(back) = sessions.apply_rules(old2.kernel_image()) {
+                    if let Err(back) = sessions.apply_rules(old2.kernel_image(), &refused_old) {
                         tracing::error!("cannot restore the previous kernel rules either: {back}");
                     }
                     e.to_string()
@@ -212,14 +220,18 @@ impl Daemon {
         .await
         .map_err(|e| e.to_string())
         .and_then(|r| r);
-        if let Err(e) = kernel {
-            let origin = file_name(loaded.file.as_deref());
-            let diags = one_error(
-                &origin,
-                format!("the kernel maps could not take the new rules: {e}"),
-            );
-            return self.refused(why, &diags);
-        }
+        let refused = match kernel {
+            Ok(refused) => refused,
+            Err(e) => {
+                let origin = file_name(loaded.file.as_deref());
+                let diags = one_error(
+                    &origin,
+                    format!("the kernel maps could not take the new rules: {e}"),
+                );
+                return self.refused(why, &diags);
+            }
+        };
+        self.resolvers.learned().renumber(&refused);
         *self
             .rules
             .write()

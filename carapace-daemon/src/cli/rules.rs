@@ -569,11 +569,22 @@ fn name_note(name: &str, resolved: &[std::net::IpAddr]) -> String {
     }
 }
 
+/// What `tls: sni` adds to a rule, as `rules explain` says it.
+const SNI_NOTE: &str = "tls: sni: a session's TCP connects to ports 443 and 80 of addresses \
+     its resolver handed out go through carapaced's server-name proxy, which reads the TLS \
+     ClientHello's server name (or the HTTP Host) and refuses a name this rule blocks, \
+     though the address was learned for another; UDP to those ports is refused";
+
 #[must_use]
 pub fn explain(set: &RuleSet, rule: &Rule) -> Explanation {
     let (kernel, userspace_reason) = match (&rule.enforcement, rule.kernel_index) {
         (Enforcement::Kernel, Some(index)) => match kernel_info(set, rule, index) {
-            Ok(info) => (Some(info), None),
+            Ok(mut info) => {
+                if rule.tls.is_some() {
+                    info.notes.push(SNI_NOTE.to_owned());
+                }
+                (Some(info), None)
+            }
             // The compiler accepted the plan; failing now would be a bug worth seeing.
             Err(reason) => (None, Some(format!("inconsistent kernel plan: {reason}"))),
         },
@@ -929,6 +940,18 @@ rules:
             text.contains("note: allowed host `pypi.org` did not resolve: it is allowed by name in userspace only"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn explain_says_what_a_server_name_check_does() {
+        let s = set("version: 1\nbuiltin: none\nrules:\n  - id: web\n    block: { host: \"*\", port: 443 }\n    except: [github.com]\n    tls: sni\n  - id: plain\n    block: { host: \"*\", port: 443 }\n    except: [github.com]\n");
+        let text = render_explanation(&explain(&s, s.by_id("web").unwrap()));
+        assert!(
+            text.contains("note: tls: sni: a session's TCP connects to ports 443 and 80"),
+            "{text}"
+        );
+        let text = render_explanation(&explain(&s, s.by_id("plain").unwrap()));
+        assert!(!text.contains("tls: sni"), "{text}");
     }
 
     #[test]

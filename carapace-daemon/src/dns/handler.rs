@@ -87,7 +87,7 @@ pub struct RecentDenials(Mutex<HashMap<(String, String), Instant>>);
 
 impl RecentDenials {
     /// Whether (`name`, `rule_id`) was not reported in the last [`QUIET`]; marks it reported.
-    fn first(&self, name: &str, rule_id: &str) -> bool {
+    pub(crate) fn first(&self, name: &str, rule_id: &str) -> bool {
         let now = Instant::now();
         let mut recent = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if recent.len() >= MAX_RECENT {
@@ -183,9 +183,14 @@ impl Handler {
                 };
             }
         }
-        let mut blocked = names::blocked_by(rules, &question.name);
-        for alias in &read.aliases {
-            blocked.extend(names::blocked_by(rules, alias));
+        let mut blocked = Vec::new();
+        let mut refused_for = Vec::new();
+        for name in std::iter::once(&question.name).chain(&read.aliases) {
+            let by = names::blocked_by(rules, name);
+            if !by.is_empty() && !refused_for.contains(name) {
+                refused_for.push(name.clone());
+            }
+            blocked.extend(by);
         }
         blocked.sort_unstable();
         blocked.dedup();
@@ -217,6 +222,7 @@ impl Handler {
                     expires_at_boot_ns: expiry(now, a.ttl),
                     excepted: excepted.to_vec(),
                     blocked: blocked.clone(),
+                    refused_for: refused_for.clone(),
                 })
                 .collect(),
         )
@@ -273,7 +279,14 @@ impl Handler {
             Screened::Pass(learned) => {
                 for entry in learned {
                     if let Some(kernel) = &self.kernel {
-                        kernel.learn(self.session_cgroup, &entry);
+                        if let Err(e) = kernel.learn(self.session_cgroup, &entry) {
+                            tracing::warn!(session = %self.session_id, name = %question.name, "{e:#}");
+                            // An address handed out without its refusals would be open
+                            // where they close it.
+                            if !entry.blocked.is_empty() {
+                                return Some(question.error(ResponseCode::ServFail));
+                            }
+                        }
                     }
                     self.learned.record(self.session_cgroup, entry, now);
                 }

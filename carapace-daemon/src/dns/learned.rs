@@ -10,16 +10,22 @@ use std::time::Duration;
 use carapace_policy::engine::names::NameBlock;
 
 /// Entries kept per session in [`Learned`]: an agent that resolves names without end (a
-/// wildcard exception) must not grow the daemon without end. Expired entries go first.
+/// wildcard exception) must not grow the daemon without end. Expired entries go first;
+/// entries rules refuse go last (a reload judges their names again from here).
 const MAX_PER_SESSION: usize = 16_384;
+
+/// Names kept per address for judging its refusals again after a reload.
+const MAX_REFUSED_NAMES: usize = 16;
 
 /// Receives the addresses a name resolved to. The kernel side implements it to fill its
 /// map of learned addresses (keyed by session cgroup and address).
 pub trait Learner: Send + Sync {
     /// `entry.addr` was handed out to session `session_cgroup`: an exception to the rules
     /// `entry.excepted` until `entry.expires_at_boot_ns` (`CLOCK_BOOTTIME`, as
-    /// `bpf_ktime_get_boot_ns` reads it), refused by the rules `entry.blocked`.
-    fn learn(&self, session_cgroup: u64, entry: &LearnedAddress);
+    /// `bpf_ktime_get_boot_ns` reads it), refused by the rules `entry.blocked`. An error:
+    /// the refusals could not be recorded, so the address must not be handed out (an
+    /// exception not recorded only keeps the address refused).
+    fn learn(&self, session_cgroup: u64, entry: &LearnedAddress) -> anyhow::Result<()>;
 }
 
 /// Now on `CLOCK_BOOTTIME` in nanoseconds: the clock the kernel's map expiries use (it keeps
@@ -57,6 +63,18 @@ pub struct LearnedAddress {
     /// The rules whose names cover the name (or a name of its CNAME chain): the kernel
     /// refuses the address by them, expired or not.
     pub blocked: Vec<NameBlock>,
+    /// The names (the question's, its aliases') those rules cover: judged again when the
+    /// rules are reloaded, so the refusals outlive the rule numbers they were made with.
+    pub refused_for: Vec<String>,
+}
+
+/// The rules refusing an address a session's resolver answered, judged again under reloaded
+/// rules ([`Learned::judge_again`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub cgroup: u64,
+    pub addr: IpAddr,
+    pub blocked: Vec<NameBlock>,
 }
 
 /// Learned addresses per session cgroup.
@@ -82,10 +100,11 @@ impl Learned {
         if table.len() >= MAX_PER_SESSION && !table.contains_key(&entry.addr) {
             table.retain(|_, e| e.expires_at_boot_ns > now_boot_ns);
             if table.len() >= MAX_PER_SESSION {
-                // Still full of live entries: the one expiring first makes room.
+                // Still full of live entries: the one expiring first makes room, one no rule
+                // refuses before any other.
                 if let Some(oldest) = table
                     .values()
-                    .min_by_key(|e| e.expires_at_boot_ns)
+                    .min_by_key(|e| (!e.blocked.is_empty(), e.expires_at_boot_ns))
                     .map(|e| e.addr)
                 {
                     table.remove(&oldest);
@@ -99,8 +118,58 @@ impl Learned {
             entry.blocked.extend(previous.blocked.iter().copied());
             entry.blocked.sort_unstable();
             entry.blocked.dedup();
+            for name in &previous.refused_for {
+                if entry.refused_for.len() < MAX_REFUSED_NAMES && !entry.refused_for.contains(name)
+                {
+                    entry.refused_for.push(name.clone());
+                }
+            }
         }
         table.insert(entry.addr, entry);
+    }
+
+    /// Every address of every session judged again by `blocked_by` (the rules of a reloaded
+    /// set refusing a name, as `carapace_policy::engine::names::blocked_by` gives them) over
+    /// the names it was refused for and the name it was last handed out for: those any rule
+    /// still refuses. Expired entries count: the kernel refuses those expired or not.
+    pub fn judge_again(&self, blocked_by: impl Fn(&str) -> Vec<NameBlock>) -> Vec<Refusal> {
+        let sessions = self.lock();
+        let mut out = Vec::new();
+        for (&cgroup, table) in sessions.iter() {
+            for entry in table.values() {
+                let mut blocked: Vec<NameBlock> = std::iter::once(&entry.name)
+                    .chain(&entry.refused_for)
+                    .flat_map(|n| blocked_by(n))
+                    .collect();
+                if blocked.is_empty() {
+                    continue;
+                }
+                blocked.sort_unstable();
+                blocked.dedup();
+                out.push(Refusal {
+                    cgroup,
+                    addr: entry.addr,
+                    blocked,
+                });
+            }
+        }
+        out
+    }
+
+    /// Takes `refusals` (from [`Learned::judge_again`], once the kernel holds them) as the
+    /// rules refusing each address; the addresses not among them are refused by none.
+    pub fn renumber(&self, refusals: &[Refusal]) {
+        let mut sessions = self.lock();
+        for table in sessions.values_mut() {
+            for entry in table.values_mut() {
+                entry.blocked.clear();
+            }
+        }
+        for r in refusals {
+            if let Some(entry) = sessions.get_mut(&r.cgroup).and_then(|t| t.get_mut(&r.addr)) {
+                entry.blocked.clone_from(&r.blocked);
+            }
+        }
     }
 
     /// The name `addr` was handed out for in the session, if it has not expired or rules

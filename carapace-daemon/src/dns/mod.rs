@@ -36,7 +36,7 @@ mod upstream;
 pub mod wire;
 
 pub use self::handler::{DenialSink, Handler, RecentDenials, RulesInForce, Step};
-pub use self::learned::{boot_time_ns, Learned, LearnedAddress, Learner};
+pub use self::learned::{boot_time_ns, Learned, LearnedAddress, Learner, Refusal};
 pub use self::server::{Resolver, ResolverError, ResolverHandle};
 pub use self::sessions::{ResolverRegistry, SessionResolvers};
 pub use self::upstream::{Upstream, UpstreamError};

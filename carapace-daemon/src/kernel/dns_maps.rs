@@ -1,7 +1,9 @@
 //! The kernel's side of network rules by name: which session's DNS goes to which resolver
-//! port (`RESOLVERS`), and which addresses each session's resolver answered for names a
-//! rule's `except:` allows (`LEARNED`), until when and for which rules. The programs read
-//! both (`dns_redirect`, `matcher::check_net`); only the daemon writes them. For `tls: sni`
+//! port (`RESOLVERS`), which addresses each session's resolver answered for names a rule's
+//! `except:` allows (`LEARNED`), until when and for which rules, and which rules refuse
+//! addresses it answered for the names they cover (`LEARNED_REFUSALS`, a map that never
+//! evicts: forgetting a refusal would allow). The programs read them (`dns_redirect`,
+//! `matcher::check_net`); only the daemon writes them. For `tls: sni`
 //! rules: which session's connects to its learned addresses go to which server-name proxy
 //! port (`SNI_PROXIES`), and where each connection the proxy accepts first meant to go
 //! (`SNI_PEERS`, written by the `sni_peer` program, taken by the proxy).
@@ -12,16 +14,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 use anyhow::Context as _;
 use aya::maps::{HashMap, Map, MapData};
 use carapace_common::{
-    maps as names, Learned, LearnedBlock, LearnedKey, OrigDst, SniPeerKey, AF_INET, AF_INET6,
-    LEARNED_BLOCKS, LEARNED_RULES,
+    maps as names, Learned, LearnedBlock, LearnedKey, LearnedRefusals, OrigDst, SniPeerKey,
+    AF_INET, AF_INET6, BLOCK_IN_ANY_STATE, LEARNED_BLOCKS, LEARNED_RULES,
 };
 use carapace_policy::engine::names::NameBlock;
 
-use crate::dns::LearnedAddress;
+use crate::dns::{LearnedAddress, Refusal};
 
 pub struct DnsMaps {
     resolvers: HashMap<MapData, u64, u32>,
     learned: HashMap<MapData, LearnedKey, Learned>,
+    refusals: HashMap<MapData, LearnedKey, LearnedRefusals>,
     sni_proxies: HashMap<MapData, u64, u32>,
     sni_peers: HashMap<MapData, SniPeerKey, OrigDst>,
 }
@@ -52,6 +55,9 @@ impl DnsMaps {
             learned: take(names::LEARNED)?
                 .try_into()
                 .context("map LEARNED has an unexpected type")?,
+            refusals: take(names::LEARNED_REFUSALS)?
+                .try_into()
+                .context("map LEARNED_REFUSALS has an unexpected type")?,
             sni_proxies: take(names::SNI_PROXIES)?
                 .try_into()
                 .context("map SNI_PROXIES has an unexpected type")?,
@@ -132,16 +138,49 @@ impl DnsMaps {
         for k in keys {
             let _ = self.learned.remove(&k);
         }
+        let keys: Vec<LearnedKey> = self
+            .refusals
+            .keys()
+            .filter_map(Result::ok)
+            .filter(|k| k.cgroup == cgroup)
+            .collect();
+        for k in keys {
+            let _ = self.refusals.remove(&k);
+        }
         Ok(())
     }
 
-    /// Forgets every learned address: after a reload, rule indices may name other rules, so
-    /// an exception learned for one must not carry over to another. Sessions look the names
-    /// up again; until they do, connects to those addresses are refused (fail closed).
-    pub fn forget_learned(&mut self) {
+    /// After a reload, rule indices may name other rules. Every learned exception is
+    /// forgotten, so one learned for a rule does not carry over to another: sessions look the
+    /// names up again, and until they do, connects to those addresses are refused (fail
+    /// closed). The refusals are replaced by `refusals`, the names judged again under the
+    /// new rules: each address's entry is overwritten in place, never absent for a moment,
+    /// and entries no longer refused go last.
+    pub fn after_reload(&mut self, refusals: &[Refusal]) {
         let keys: Vec<LearnedKey> = self.learned.keys().filter_map(Result::ok).collect();
         for k in keys {
             let _ = self.learned.remove(&k);
+        }
+        let mut kept = std::collections::HashSet::new();
+        for r in refusals {
+            let key = LearnedKey {
+                cgroup: r.cgroup,
+                addr: key_addr(r.addr),
+            };
+            let value = refusals_value(fit_blocks(r.blocked.clone(), false));
+            if let Err(e) = self.refusals.insert(key, value, 0) {
+                tracing::warn!(cgroup = r.cgroup, addr = %r.addr, "cannot keep a refusal across the reload: {e}");
+            }
+            kept.insert((key.cgroup, key.addr));
+        }
+        let stale: Vec<LearnedKey> = self
+            .refusals
+            .keys()
+            .filter_map(Result::ok)
+            .filter(|k| !kept.contains(&(k.cgroup, k.addr)))
+            .collect();
+        for k in stale {
+            let _ = self.refusals.remove(&k);
         }
     }
 
@@ -150,14 +189,48 @@ impl DnsMaps {
     /// (`CLOCK_BOOTTIME` ns), and refused by the rules `entry.blocked`. An address already
     /// learned keeps its other rules and the later expiry. Exceptions past
     /// [`LEARNED_RULES`] are left out, so connects they govern stay refused; refusals past
-    /// [`LEARNED_BLOCKS`] widen to every port of their rule, and past that the entry
-    /// refuses by the rules it holds and says so (fail closed either way, as far as it
-    /// can be).
+    /// [`LEARNED_BLOCKS`] widen to every port of their rule, and past that the last one
+    /// held refuses in any state, for those left out (fail closed either way). An error
+    /// means the refusals were not recorded: the caller must not hand the address out.
     pub fn learn(&mut self, cgroup: u64, entry: &LearnedAddress) -> anyhow::Result<()> {
         let key = LearnedKey {
             cgroup,
             addr: key_addr(entry.addr),
         };
+        // Refusals first: an address must not be an exception the kernel knows while the
+        // refusal that comes with it is missing.
+        if !entry.blocked.is_empty() {
+            let held = self.refusals.get(&key, 0).unwrap_or_default();
+            let count = (held.blocked as usize).min(LEARNED_BLOCKS);
+            let overflowed = held.blocks[..count]
+                .iter()
+                .any(|b| b.flags & BLOCK_IN_ANY_STATE != 0);
+            let all = held.blocks[..count]
+                .iter()
+                .map(|b| NameBlock {
+                    rule: b.rule,
+                    port: b.port,
+                })
+                .chain(entry.blocked.iter().copied())
+                .collect();
+            let blocks = fit_blocks(all, overflowed);
+            if !overflowed && blocks.iter().any(|b| b.flags & BLOCK_IN_ANY_STATE != 0) {
+                tracing::warn!(
+                    cgroup,
+                    addr = %entry.addr,
+                    "more rules refuse the address than the kernel holds per address \
+                     ({LEARNED_BLOCKS}); it is refused in any state by the last one held"
+                );
+            }
+            self.refusals
+                .insert(key, refusals_value(blocks), 0)
+                .with_context(|| {
+                    format!(
+                        "cannot record the rules refusing {} for session {cgroup}",
+                        entry.addr
+                    )
+                })?;
+        }
         let mut value = self.learned.get(&key, 0).unwrap_or_default();
         value.expires = value.expires.max(entry.expires_at_boot_ns);
         for &rule in &entry.excepted {
@@ -170,42 +243,22 @@ impl DnsMaps {
                 value.count += 1;
             }
         }
-        let held = value.blocks[..(value.blocked as usize).min(LEARNED_BLOCKS)]
-            .iter()
-            .map(|b| NameBlock {
-                rule: b.rule,
-                port: b.port,
-            });
-        let blocks = fit_blocks(held.chain(entry.blocked.iter().copied()).collect());
-        if blocks.len() > LEARNED_BLOCKS {
-            tracing::warn!(
-                cgroup,
-                addr = %entry.addr,
-                "more rules refuse the address than the kernel holds per address \
-                 ({LEARNED_BLOCKS}); it refuses by the first of them only"
-            );
-        }
+        // The programs take an address's refusals from `LEARNED_REFUSALS`.
         value.blocked = 0;
-        for (slot, b) in value.blocks.iter_mut().zip(&blocks) {
-            *slot = LearnedBlock {
-                rule: b.rule,
-                port: b.port,
-                pad: 0,
-            };
-            value.blocked += 1;
+        if let Err(e) = self.learned.insert(key, value, 0) {
+            // Not recorded: connects to it stay refused (fail closed).
+            tracing::warn!(cgroup, addr = %entry.addr, "cannot record a learned address: {e}");
         }
-        self.learned.insert(key, value, 0).with_context(|| {
-            format!(
-                "cannot record the address {} for session {cgroup}",
-                entry.addr
-            )
-        })
+        Ok(())
     }
 }
 
-/// `blocks` sorted, each once; when they are more than an entry holds, a rule's ports
-/// widen to every port (port 0), which refuses more, never less.
-fn fit_blocks(mut blocks: Vec<NameBlock>) -> Vec<NameBlock> {
+/// `blocks` sorted, each once, as the kernel holds them. When they are more than an entry
+/// holds, a rule's ports widen to every port (port 0), which refuses more, never less; when
+/// still more, or `overflowed` (an entry already holds more than it could), the last one
+/// held is flagged [`BLOCK_IN_ANY_STATE`]: it stands for the rules left out, whose session
+/// state the kernel cannot check, so it refuses whatever their state (fail closed).
+fn fit_blocks(mut blocks: Vec<NameBlock>, overflowed: bool) -> Vec<LearnedBlock> {
     blocks.sort_unstable();
     blocks.dedup();
     if blocks.len() > LEARNED_BLOCKS {
@@ -214,7 +267,33 @@ fn fit_blocks(mut blocks: Vec<NameBlock>) -> Vec<NameBlock> {
         }
         blocks.dedup();
     }
-    blocks
+    let overflowed = overflowed || blocks.len() > LEARNED_BLOCKS;
+    blocks.truncate(LEARNED_BLOCKS);
+    let mut out: Vec<LearnedBlock> = blocks
+        .iter()
+        .map(|b| LearnedBlock {
+            rule: b.rule,
+            port: b.port,
+            flags: 0,
+        })
+        .collect();
+    if overflowed {
+        if let Some(last) = out.last_mut() {
+            last.port = 0;
+            last.flags = BLOCK_IN_ANY_STATE;
+        }
+    }
+    out
+}
+
+/// The map value holding `blocks` (at most [`LEARNED_BLOCKS`], as [`fit_blocks`] makes them).
+fn refusals_value(blocks: Vec<LearnedBlock>) -> LearnedRefusals {
+    let mut value = LearnedRefusals::default();
+    for (slot, b) in value.blocks.iter_mut().zip(blocks) {
+        *slot = b;
+        value.blocked += 1;
+    }
+    value
 }
 
 /// The maps as the sessions' resolvers use them (`crate::dns`): where each listens, and
@@ -242,7 +321,7 @@ impl crate::dns::ResolverRegistry for KernelDns {
 }
 
 impl crate::dns::Learner for KernelDns {
-    fn learn(&self, session_cgroup: u64, entry: &LearnedAddress) {
+    fn learn(&self, session_cgroup: u64, entry: &LearnedAddress) -> anyhow::Result<()> {
         let mut maps = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         // An address no rule excepts or refuses changes nothing in the kernel (the
         // userspace table keeps its name for messages), unless the session's connects are
@@ -251,12 +330,9 @@ impl crate::dns::Learner for KernelDns {
             && entry.blocked.is_empty()
             && !maps.checks_names(session_cgroup)
         {
-            return;
+            return Ok(());
         }
-        if let Err(e) = maps.learn(session_cgroup, entry) {
-            // Not recorded: connects to it stay refused (fail closed).
-            tracing::warn!(cgroup = session_cgroup, "{e:#}");
-        }
+        maps.learn(session_cgroup, entry)
     }
 }
 
@@ -294,15 +370,45 @@ mod tests {
     use super::*;
 
     #[test]
-    fn refusals_past_what_an_entry_holds_widen_to_every_port_of_their_rule() {
+    fn refusals_past_what_an_entry_holds_widen_then_refuse_in_any_state() {
         let b = |rule, port| NameBlock { rule, port };
+        let held = |rule, port, flags| LearnedBlock { rule, port, flags };
         // Within the limit: sorted, each once, ports kept.
         assert_eq!(
-            fit_blocks(vec![b(2, 443), b(1, 22), b(2, 443)]),
-            [b(1, 22), b(2, 443)]
+            fit_blocks(vec![b(2, 443), b(1, 22), b(2, 443)], false),
+            [held(1, 22, 0), held(2, 443, 0)]
         );
         // Nine pairs of two rules: each rule on every port, which refuses more, not less.
         let many: Vec<NameBlock> = (0..9).map(|i| b(i % 2, 8000 + i as u16)).collect();
-        assert_eq!(fit_blocks(many), [b(0, 0), b(1, 0)]);
+        assert_eq!(fit_blocks(many, false), [held(0, 0, 0), held(1, 0, 0)]);
+        // Nine rules: eight held, the last of them in any state, on every port, for the
+        // ninth, which has no slot.
+        let nine: Vec<NameBlock> = (0..9).map(|rule| b(rule, 443)).collect();
+        let fitted = fit_blocks(nine, false);
+        assert_eq!(fitted.len(), LEARNED_BLOCKS);
+        assert!(fitted[..7]
+            .iter()
+            .zip(0..)
+            .all(|(h, rule)| *h == held(rule, 0, 0)));
+        assert_eq!(fitted[7], held(7, 0, BLOCK_IN_ANY_STATE));
+        // An entry that overflowed before stays flagged when it is merged again.
+        assert_eq!(
+            fit_blocks(vec![b(3, 22)], true),
+            [held(3, 0, BLOCK_IN_ANY_STATE)]
+        );
+    }
+
+    #[test]
+    fn refusals_fill_the_value_in_order() {
+        let value = refusals_value(fit_blocks(vec![NameBlock { rule: 4, port: 80 }], false));
+        assert_eq!(value.blocked, 1);
+        assert_eq!(
+            value.blocks[0],
+            LearnedBlock {
+                rule: 4,
+                port: 80,
+                flags: 0
+            }
+        );
     }
 }

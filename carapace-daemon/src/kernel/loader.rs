@@ -398,7 +398,7 @@ fn load_dns(ebpf: &mut aya::Ebpf, links_dir: &Path, skipped: &mut Vec<String>) -
 }
 
 /// The maps the daemon writes or reads, taken out of the loaded object.
-const DAEMON_MAPS: [&str; 23] = [
+const DAEMON_MAPS: [&str; 24] = [
     names::SESSIONS,
     names::DEFAULT_SESSION,
     names::RULES,
@@ -411,6 +411,7 @@ const DAEMON_MAPS: [&str; 23] = [
     names::NETS,
     names::RESOLVERS,
     names::LEARNED,
+    names::LEARNED_REFUSALS,
     names::SNI_PROXIES,
     names::SNI_PEERS,
     names::DFA,

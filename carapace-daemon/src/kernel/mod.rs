@@ -143,13 +143,19 @@ impl Kernel {
     }
 
     /// Replaces the rules in the maps with `image`, never leaving a moment where neither the
-    /// old nor the new rules apply (see `KernelMaps::replace_image`).
-    pub fn apply(&mut self, image: &KernelImage) -> anyhow::Result<()> {
+    /// old nor the new rules apply (see `KernelMaps::replace_image`). Learned exceptions are
+    /// forgotten and learned refusals replaced by `refusals`, judged under `image`'s rules
+    /// (`DnsMaps::after_reload`).
+    pub fn apply(
+        &mut self,
+        image: &KernelImage,
+        refusals: &[crate::dns::Refusal],
+    ) -> anyhow::Result<()> {
         self.maps.replace_image(image)?;
         if let Some(dns) = &self.dns {
             dns.lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .forget_learned();
+                .after_reload(refusals);
         }
         Ok(())
     }

@@ -141,14 +141,19 @@ impl SessionManager {
         self.lock().kernel.as_ref().map(Kernel::status)
     }
 
-    /// Writes a rule set's kernel image into the maps; `Ok(false)` when the kernel layer is
-    /// not up (nothing to write).
+    /// Writes a rule set's kernel image into the maps, with the refusals of addresses the
+    /// sessions' resolvers answered judged under its rules; `Ok(false)` when the kernel layer
+    /// is not up (nothing to write).
     pub fn apply_rules(
         &self,
         image: &carapace_policy::image::KernelImage,
+        refusals: &[crate::dns::Refusal],
     ) -> Result<bool, SessionError> {
         match self.lock().kernel.as_mut() {
-            Some(k) => k.apply(image).map(|()| true).map_err(SessionError::Kernel),
+            Some(k) => k
+                .apply(image, refusals)
+                .map(|()| true)
+                .map_err(SessionError::Kernel),
             None => Ok(false),
         }
     }

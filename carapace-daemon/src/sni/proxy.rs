@@ -104,6 +104,9 @@ pub struct SniProxy {
     pub rules: Arc<dyn RulesInForce>,
     pub denials: Arc<dyn DenialSink>,
     pub limits: Limits,
+    /// Refusals reported lately: a client retrying in a loop is refused every time, and
+    /// reported once in a while (as the resolver's refusals are).
+    pub recent: crate::dns::RecentDenials,
 }
 
 impl SniProxy {
@@ -201,16 +204,22 @@ impl SniProxy {
                 None => return Judged::Pass,
             },
         };
-        self.denials.refused(Denial {
-            session_id: to.session_id.clone(),
-            pid: 0,
-            comm: String::new(),
-            operation: OPERATION.to_owned(),
-            subject: subject(to, requested),
-            rule_id: rule_id.clone(),
-            message,
-            layer: LAYER.to_owned(),
-        });
+        let subject = subject(to, requested);
+        if self
+            .recent
+            .first(&format!("{subject}\n{message}"), &rule_id)
+        {
+            self.denials.refused(Denial {
+                session_id: to.session_id.clone(),
+                pid: 0,
+                comm: String::new(),
+                operation: OPERATION.to_owned(),
+                subject,
+                rule_id: rule_id.clone(),
+                message,
+                layer: LAYER.to_owned(),
+            });
+        }
         Judged::Refused(Outcome::Refused {
             rule_id,
             requested: requested.map(str::to_owned),

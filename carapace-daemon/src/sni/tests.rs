@@ -362,6 +362,7 @@ fn proxy(rules: &str) -> Bench {
             first_bytes: Duration::from_millis(500),
             connect: Duration::from_secs(2),
         },
+        recent: crate::dns::RecentDenials::default(),
     });
     Bench { proxy, denials }
 }
@@ -547,4 +548,28 @@ async fn plain_http_is_judged_by_its_host() {
         .starts_with(b"echo:GET / HTTP/1.1"));
     assert!(matches!(outcome.await.unwrap(), Outcome::Spliced { .. }));
     assert_eq!(received.await.unwrap(), request);
+}
+
+#[tokio::test]
+async fn a_refusal_repeated_in_a_loop_is_refused_each_time_and_reported_once() {
+    let bench = proxy(RULES);
+    // A server that never accepts: its backlog takes the proxy's connects, which a refused
+    // name leaves unused.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = listener.local_addr().unwrap();
+    for round in 0..3 {
+        let (mut client, outcome) = through(&bench, server, Protocol::Tls).await;
+        client.write_all(&hello("pastebin.com")).await.unwrap();
+        assert!(read_all(&mut client).await.is_empty(), "round {round}");
+        assert!(
+            matches!(outcome.await.unwrap(), Outcome::Refused { ref rule_id, .. } if rule_id == "egress"),
+            "round {round}"
+        );
+    }
+    assert_eq!(bench.denials.taken().len(), 1, "one report for the three");
+    // Another name asked of the same server is a new report.
+    let (mut client, _outcome) = through(&bench, server, Protocol::Tls).await;
+    client.write_all(&hello("gist.github.com")).await.unwrap();
+    assert!(read_all(&mut client).await.is_empty());
+    assert_eq!(bench.denials.taken().len(), 1);
 }

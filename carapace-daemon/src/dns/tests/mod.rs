@@ -81,13 +81,14 @@ struct KernelLog {
 }
 
 impl Learner for KernelLog {
-    fn learn(&self, session_cgroup: u64, entry: &LearnedAddress) {
+    fn learn(&self, session_cgroup: u64, entry: &LearnedAddress) -> anyhow::Result<()> {
         self.learned.lock().unwrap().push((
             session_cgroup,
             entry.addr,
             entry.expires_at_boot_ns,
             entry.excepted.clone(),
         ));
+        Ok(())
     }
 }
 

@@ -89,6 +89,7 @@ fn the_learned_table_forgets_expired_entries_and_ended_sessions() {
         expires_at_boot_ns,
         excepted: vec![],
         blocked: vec![],
+        refused_for: vec![],
     };
     learned.record(1, entry("192.0.2.1", u64::MAX), 0);
     learned.record(1, entry("192.0.2.2", 1), 0);
@@ -117,6 +118,7 @@ fn the_learned_table_is_bounded_per_session() {
         expires_at_boot_ns,
         excepted: vec![],
         blocked: vec![],
+        refused_for: vec![],
     };
     // Full of live entries, the one expiring first makes room for a new one.
     for i in 0..16_384 {
@@ -222,6 +224,7 @@ fn a_name_rules_refuse_keeps_naming_its_address_after_expiry_and_later_answers()
             expires_at_boot_ns: 1,
             excepted: vec![],
             blocked: vec![block],
+            refused_for: vec!["x.pastebin.test".into()],
         },
         0,
     );
@@ -236,6 +239,7 @@ fn a_name_rules_refuse_keeps_naming_its_address_after_expiry_and_later_answers()
             expires_at_boot_ns: u64::MAX,
             excepted: vec![1],
             blocked: vec![],
+            refused_for: vec![],
         },
         0,
     );
@@ -243,4 +247,60 @@ fn a_name_rules_refuse_keeps_naming_its_address_after_expiry_and_later_answers()
     let listed = learned.list(1);
     assert_eq!(listed[0].blocked, [block]);
     assert_eq!(listed[0].excepted, [1]);
+}
+
+#[test]
+fn refusals_are_judged_again_by_name_and_outlive_a_full_table() {
+    use carapace_policy::engine::names::NameBlock;
+    let learned = Learned::default();
+    let entry = |i: u32, name: &str, blocked: Vec<NameBlock>| LearnedAddress {
+        addr: std::net::IpAddr::V4(i.into()),
+        name: name.into(),
+        expires_at_boot_ns: u64::MAX - u64::from(i),
+        excepted: vec![],
+        refused_for: if blocked.is_empty() {
+            vec![]
+        } else {
+            vec![format!("alias-of-{name}")]
+        },
+        blocked,
+    };
+    // The refused entry expires first, yet a full table gives up the others before it.
+    learned.record(
+        1,
+        LearnedAddress {
+            expires_at_boot_ns: 1,
+            ..entry(0, "bad.test", vec![NameBlock { rule: 3, port: 0 }])
+        },
+        0,
+    );
+    for i in 1..=16_384 {
+        learned.record(1, entry(i, "ok.test", vec![]), 0);
+    }
+    let addr0 = std::net::IpAddr::V4(0.into());
+    assert_eq!(learned.lookup(1, addr0).as_deref(), Some("bad.test"));
+
+    // Reloaded rules number the refusing rule 7, and refuse ok.test now by rule 9. The names
+    // an address was refused for (its aliases too) are what is judged again.
+    let again = learned.judge_again(|name| match name {
+        "alias-of-bad.test" => vec![NameBlock { rule: 7, port: 0 }],
+        "ok.test" => vec![NameBlock { rule: 9, port: 22 }],
+        _ => vec![],
+    });
+    let bad: Vec<_> = again.iter().filter(|r| r.addr == addr0).collect();
+    assert_eq!(bad.len(), 1);
+    assert_eq!(bad[0].blocked, [NameBlock { rule: 7, port: 0 }]);
+    assert_eq!(bad[0].cgroup, 1);
+    assert_eq!(again.len(), 16_384, "every ok.test address, and bad.test's");
+
+    // Rules under which nothing is refused: no refusal is left, in the table either.
+    let none = learned.judge_again(|_| vec![]);
+    assert!(none.is_empty());
+    learned.renumber(&again);
+    assert!(learned
+        .list(1)
+        .iter()
+        .all(|e| e.blocked == [NameBlock { rule: 9, port: 22 }]));
+    learned.renumber(&none);
+    assert!(learned.list(1).iter().all(|e| e.blocked.is_empty()));
 }
