@@ -106,7 +106,7 @@ pub struct SniProxy {
     pub limits: Limits,
     /// Refusals reported lately: a client retrying in a loop is refused every time, and
     /// reported once in a while (as the resolver's refusals are).
-    pub recent: crate::dns::RecentDenials,
+    pub recent: crate::dns::handler::RecentDenials,
 }
 
 impl SniProxy {

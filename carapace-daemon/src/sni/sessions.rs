@@ -105,7 +105,7 @@ impl SessionProxies {
             rules: parts.rules,
             denials: parts.denials,
             limits: Limits::default(),
-            recent: crate::dns::RecentDenials::default(),
+            recent: crate::dns::handler::RecentDenials::default(),
         });
         let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         let tasks = listeners
