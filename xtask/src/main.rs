@@ -1,6 +1,7 @@
 //! Carapace's developer tasks: `cargo xtask setup | vm | test | demo | bench | install`.
 
 mod cycles;
+mod fnlen;
 mod initramfs;
 mod install;
 mod kernel;
@@ -55,6 +56,8 @@ enum Cmd {
     Install(install::InstallArgs),
     /// Fail if any module of a crate reaches itself again through `use` paths.
     Cycles,
+    /// Fail if any function of the policy engine is over 150 lines.
+    FnLength,
 }
 
 fn main() -> ExitCode {
@@ -71,6 +74,7 @@ fn main() -> ExitCode {
         } => bench(kernel, host_only, wall_clock),
         Cmd::Install(args) => install::install(&args).map(|()| 0),
         Cmd::Cycles => cycles::check(&workspace_root()).map(|()| 0),
+        Cmd::FnLength => fnlen::check(&workspace_root()).map(|()| 0),
     };
     match result {
         Ok(0) => ExitCode::SUCCESS,

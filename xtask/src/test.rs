@@ -170,6 +170,9 @@ pub fn test(args: &TestArgs) -> Result<()> {
     s.step("cargo fmt --check", || {
         run(cargo().args(["fmt", "--all", "--", "--check"]))
     })?;
+    s.step("function length (policy engine)", || {
+        crate::fnlen::check(&workspace_root())
+    })?;
     s.step("cargo clippy", || {
         run(cargo().args([
             "clippy",

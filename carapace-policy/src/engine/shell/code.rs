@@ -8,8 +8,8 @@ use super::super::normalize;
 use super::super::operation::{Context, Operation};
 use super::args;
 use super::code_eval;
-use super::commands::path_like;
 use super::flow::{self, Reach};
+use super::names::path_like;
 use super::walk::{Feed, Walker};
 use crate::rules::Action;
 
@@ -536,8 +536,8 @@ impl Walker<'_> {
         let Some(program) = program else {
             return;
         };
-        let runner = super::commands::family(&program).to_owned();
-        if super::commands::is_shell(&runner) || super::commands::is_interpreter(&runner) {
+        let runner = super::names::family(&program).to_owned();
+        if super::names::is_shell(&runner) || super::names::is_interpreter(&runner) {
             self.runs_download(&runner, Reach::Stdin);
         }
     }

@@ -19,7 +19,7 @@
 use super::super::normalize;
 use super::super::operation::Context;
 use super::args;
-use super::commands::{family, is_interpreter, is_shell};
+use super::names::{family, is_interpreter, is_shell};
 use super::walk::{Feed, Walker};
 use crate::rules::Action;
 

@@ -3,7 +3,7 @@
 use super::super::normalize;
 use super::super::operation::{Context, Operation};
 use super::args;
-use super::commands::remote_host;
+use super::names::remote_host;
 use super::walk::{downloaded_feed, Feed, Walker};
 use crate::rules::Action;
 
