@@ -39,6 +39,7 @@ mod sed;
 mod stop;
 mod sysctl;
 mod table;
+mod taint;
 mod textops;
 mod walk;
 mod word;

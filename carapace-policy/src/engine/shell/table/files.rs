@@ -5,7 +5,7 @@ use std::path::Path;
 use super::super::super::operation::Context;
 use super::super::args;
 use super::super::commands::engine_sockets;
-use super::super::flow::{self};
+use super::super::flow;
 use super::super::names::path_like;
 use super::super::walk::{set_var, Feed, Walker};
 use super::Call;

@@ -4,7 +4,7 @@
 use super::super::super::operation::Context;
 use super::super::args;
 use super::super::commands::{environment_feed, DIRSTACK};
-use super::super::flow::{self};
+use super::super::flow;
 use super::super::names::{unescape, valid_name};
 use super::super::param::ELEMENT_BREAK;
 use super::super::walk::{set_var, unset_var, Feed, Walker};
