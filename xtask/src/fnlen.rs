@@ -27,7 +27,9 @@ pub fn check(root: &Path) -> Result<()> {
         return Ok(());
     }
     let mut text = String::new();
+    let root = format!("{}/", root.display());
     for (at, name, lines) in &long {
+        let at = at.strip_prefix(&root).unwrap_or(at);
         let _ = write!(text, "\n    {at}: `{name}` is {lines} lines");
     }
     anyhow::bail!(

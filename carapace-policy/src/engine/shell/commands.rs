@@ -194,6 +194,87 @@ pub(super) const PATCH_VALUED: &[&str] = &[
     "--quoting-style",
 ];
 
+/// Options that take a value, of `cp`, `mv`, `ln`, `install`, `rsync` and `scp`.
+fn copy_valued(name: &str) -> &'static [&'static str] {
+    match name {
+        "install" => &[
+            "-m",
+            "-o",
+            "-g",
+            "-t",
+            "-S",
+            "--mode",
+            "--owner",
+            "--group",
+            "--target-directory",
+            "--suffix",
+        ],
+        "rsync" => &[
+            "-e",
+            "--rsh",
+            "-f",
+            "--filter",
+            "--exclude",
+            "--include",
+            "--exclude-from",
+            "--include-from",
+            "--files-from",
+            "--password-file",
+            "-T",
+            "--temp-dir",
+            "--log-file",
+            "--chmod",
+            "--port",
+            "-B",
+            "--block-size",
+            "--backup-dir",
+            "--partial-dir",
+            "--compare-dest",
+            "--link-dest",
+            "--copy-dest",
+            "-M",
+            "--remote-option",
+            "--rsync-path",
+            "--timeout",
+            "--bwlimit",
+            "--max-size",
+            "--min-size",
+            "--info",
+            "--debug",
+        ],
+        "scp" => &["-i", "-P", "-F", "-o", "-J", "-c", "-l", "-S", "-D", "-X"],
+        _ => &["-t", "-S", "--target-directory", "--suffix"],
+    }
+}
+
+/// Options of git's verbs (`clone -b BRANCH`, `commit -m MSG`) that take a value.
+const GIT_VERB_VALUED: &[&str] = &[
+    "-m",
+    "-b",
+    "-B",
+    "-o",
+    "--origin",
+    "--branch",
+    "--depth",
+    "-F",
+    "--file",
+    "-u",
+    "--upload-pack",
+    "--receive-pack",
+    "--template",
+    "-c",
+    "--config",
+    "--reference",
+    "-j",
+    "--jobs",
+    "--format",
+    "-n",
+    "--author",
+    "--date",
+    "-S",
+    "--gpg-sign",
+];
+
 /// Options that take a value, of wrappers that run the rest of the line as a command.
 pub(super) fn wrapper_valued(name: &str) -> &'static [&'static str] {
     match name {
@@ -677,167 +758,16 @@ impl Walker<'_> {
         out
     }
 
-    #[expect(
-        clippy::too_many_lines,
-        reason = "the per-command option table is most of it"
-    )]
+    /// A reader or filter of files, told which of its options take a value (the command
+    /// table's entry for it).
     pub(super) fn reader(
         &mut self,
         name: &str,
+        valued: &[&str],
         args: &[String],
         ctx: &mut Context,
         stdin: Feed,
     ) -> Feed {
-        let valued: &[&str] = match name {
-            "head" | "tail" => &[
-                "-n",
-                "-c",
-                "--lines",
-                "--bytes",
-                "-s",
-                "--sleep-interval",
-                "--pid",
-            ],
-            "cut" => &[
-                "-d",
-                "-f",
-                "-c",
-                "-b",
-                "--delimiter",
-                "--fields",
-                "--characters",
-                "--bytes",
-                "--output-delimiter",
-            ],
-            "sort" => &[
-                "-k",
-                "-t",
-                "-o",
-                "-T",
-                "-S",
-                "--key",
-                "--field-separator",
-                "--output",
-                "--buffer-size",
-                "--temporary-directory",
-                "--parallel",
-                "--batch-size",
-                "--files0-from",
-            ],
-            "uniq" => &["-f", "-s", "-w"],
-            "xxd" => &["-s", "-l", "-c", "-g", "-o", "-n"],
-            "od" => &["-A", "-t", "-N", "-j", "-w", "-S"],
-            "hexdump" | "hd" => &["-n", "-s", "-e", "-f"],
-            "strings" => &["-n", "-t", "-e", "-T"],
-            "base64" | "base32" | "basenc" => &["-w", "--wrap"],
-            "ls" | "dir" | "vdir" => &[
-                "-I",
-                "-w",
-                "-T",
-                "--hide",
-                "--ignore",
-                "--width",
-                "--format",
-                "--sort",
-                "--time",
-                "--color",
-                "--block-size",
-                "--quoting-style",
-                "--indicator-style",
-                "--time-style",
-            ],
-            "du" => &[
-                "-d",
-                "-t",
-                "-B",
-                "-X",
-                "--max-depth",
-                "--threshold",
-                "--block-size",
-                "--exclude-from",
-                "--files0-from",
-                "--exclude",
-            ],
-            "tree" => &[
-                "-L",
-                "-I",
-                "-P",
-                "-o",
-                "-H",
-                "-T",
-                "--filelimit",
-                "--charset",
-            ],
-            "diff" | "sdiff" | "diff3" => &[
-                "-U",
-                "-C",
-                "-x",
-                "-X",
-                "-I",
-                "-F",
-                "-L",
-                "-W",
-                "--label",
-                "--to-file",
-                "--from-file",
-                "--width",
-            ],
-            "file" => &["-m", "-F", "-e", "-P", "--magic-file", "--separator"],
-            "stat" => &["-c", "--format", "--printf"],
-            "less" | "more" | "most" => &[
-                "-b", "-h", "-j", "-k", "-o", "-O", "-p", "-P", "-t", "-T", "-x", "-y", "-z",
-            ],
-            "column" => &["-s", "-o", "-c", "-N", "-R", "-E", "-H", "-W", "-l"],
-            "fold" | "fmt" => &["-w", "-p", "-g"],
-            "comm" | "join" | "paste" => &[
-                "-d",
-                "-t",
-                "-1",
-                "-2",
-                "-j",
-                "-o",
-                "-e",
-                "--output-delimiter",
-            ],
-            "iconv" => &["-f", "-t", "-o", "--from-code", "--to-code", "--output"],
-            "nl" => &["-b", "-d", "-f", "-h", "-i", "-l", "-n", "-s", "-v", "-w"],
-            "bat" | "batcat" => &[
-                "-l",
-                "-H",
-                "-r",
-                "-m",
-                "--language",
-                "--line-range",
-                "--highlight-line",
-                "--style",
-                "--theme",
-                "--tabs",
-                "--wrap",
-                "--map-syntax",
-                "--paging",
-                "--color",
-                "--decorations",
-            ],
-            "split" | "csplit" => &[
-                "-a",
-                "-b",
-                "-C",
-                "-l",
-                "-n",
-                "-t",
-                "-f",
-                "--suffix-length",
-                "--bytes",
-                "--lines",
-                "--number",
-                "--prefix",
-            ],
-            "md5sum" | "sha1sum" | "sha256sum" | "sha512sum" | "b2sum" | "cksum" => {
-                &["-a", "-l", "--algorithm", "--length"]
-            }
-            "pr" => &["-h", "-l", "-w", "-o", "-N"],
-            _ => &[],
-        };
         let o = args::parse(args, valued, false);
         let operands: Vec<&str> = match name {
             // tr takes sets, not files.
@@ -1155,55 +1085,7 @@ impl Walker<'_> {
         ctx: &mut Context,
         stdin: &Feed,
     ) -> Feed {
-        let valued: &[&str] = match name {
-            "install" => &[
-                "-m",
-                "-o",
-                "-g",
-                "-t",
-                "-S",
-                "--mode",
-                "--owner",
-                "--group",
-                "--target-directory",
-                "--suffix",
-            ],
-            "rsync" => &[
-                "-e",
-                "--rsh",
-                "-f",
-                "--filter",
-                "--exclude",
-                "--include",
-                "--exclude-from",
-                "--include-from",
-                "--files-from",
-                "--password-file",
-                "-T",
-                "--temp-dir",
-                "--log-file",
-                "--chmod",
-                "--port",
-                "-B",
-                "--block-size",
-                "--backup-dir",
-                "--partial-dir",
-                "--compare-dest",
-                "--link-dest",
-                "--copy-dest",
-                "-M",
-                "--remote-option",
-                "--rsync-path",
-                "--timeout",
-                "--bwlimit",
-                "--max-size",
-                "--min-size",
-                "--info",
-                "--debug",
-            ],
-            "scp" => &["-i", "-P", "-F", "-o", "-J", "-c", "-l", "-S", "-D", "-X"],
-            _ => &["-t", "-S", "--target-directory", "--suffix"],
-        };
+        let valued = copy_valued(name);
         let o = args::parse(args, valued, false);
         for f in o.values(&[
             "-i",
@@ -1476,7 +1358,7 @@ impl Walker<'_> {
         self.tree_write(&hooks, ctx);
     }
 
-    #[expect(clippy::too_many_lines, reason = "one arm per git subcommand family")]
+    /// git: global options (`-C`, `-c` keys that run commands), then what the verb does.
     pub(super) fn git(&mut self, args: &[String], ctx: &mut Context, depth: usize) -> Feed {
         let o = args::parse(args, super::canon::GIT_GLOBAL_VALUED, true);
         let mut sub = ctx.clone();
@@ -1502,37 +1384,7 @@ impl Walker<'_> {
         let Some((verb, rest)) = o.rest.split_first() else {
             return Feed::default();
         };
-        let ro = args::parse(
-            rest,
-            &[
-                "-m",
-                "-b",
-                "-B",
-                "-o",
-                "--origin",
-                "--branch",
-                "--depth",
-                "-F",
-                "--file",
-                "-u",
-                "--upload-pack",
-                "--receive-pack",
-                "--template",
-                "-c",
-                "--config",
-                "--reference",
-                "-j",
-                "--jobs",
-                "--format",
-                "-n",
-                "--author",
-                "--date",
-                "-S",
-                "--gpg-sign",
-            ],
-            false,
-        );
-        let remote = |w: &str| w.contains("://") || remote_host(w).is_some();
+        let ro = args::parse(rest, GIT_VERB_VALUED, false);
         if verb == "rev-parse" {
             self.path_op(Action::Read, ".", &sub, None);
             return git_dir_paths(rest, &sub);
@@ -1551,55 +1403,7 @@ impl Walker<'_> {
                 }
             }
             "fetch" | "pull" | "push" | "ls-remote" | "remote" | "submodule" => {
-                if *verb == "remote"
-                    && !matches!(
-                        ro.operands.first(),
-                        Some(&("add" | "set-url" | "update" | "prune" | "show"))
-                    )
-                {
-                    self.path_op(Action::Read, ".", &sub, None);
-                    return Feed::default();
-                }
-                // The repository is the first operand (what follows are refspecs such as
-                // `HEAD:main`, which look like scp addresses).
-                let target = match (verb.as_str(), ro.operands.first()) {
-                    ("remote", Some(&("add" | "set-url"))) => ro.operands.get(2),
-                    ("remote", _) => ro.operands.get(1),
-                    ("submodule", _) => ro.operands.iter().find(|w| remote(w)),
-                    _ => ro.operands.first(),
-                };
-                // A remote by name, or none (the branch's): its URL is in the repository's
-                // config. Submodule URLs live elsewhere (.gitmodules); left hostless.
-                let configured = || {
-                    sub.host
-                        .as_deref()
-                        .filter(|_| *verb != "submodule")
-                        .and_then(|host| {
-                            super::gitconfig::remote_url(
-                                host,
-                                &sub.cwd,
-                                target.map(|t| &**t),
-                                *verb == "push",
-                            )
-                        })
-                };
-                match target {
-                    Some(t) if remote(t) => self.git_remote(t, &sub),
-                    _ => match configured() {
-                        Some(url) => self.git_remote(&url, &sub),
-                        None => self.out.op(Operation {
-                            action: Some(Action::Network),
-                            ..Operation::default()
-                        }),
-                    },
-                }
-                self.path_op(Action::Read, ".", &sub, None);
-                if matches!(verb.as_str(), "fetch" | "pull" | "submodule") {
-                    self.path_op(Action::Write, ".git", &sub, None);
-                }
-                if *verb == "pull" {
-                    self.path_op(Action::Write, ".", &sub, None);
-                }
+                self.git_remote_verb(verb, &ro, &sub);
             }
             "clean" => {
                 let target: Vec<&str> = if ro.operands.is_empty() {
@@ -1685,6 +1489,61 @@ impl Walker<'_> {
             }
         }
         Feed::default()
+    }
+
+    /// `git fetch|pull|push|ls-remote|remote|submodule`: the remote reached (named on the
+    /// line, or configured), and what the verb changes in the repository.
+    fn git_remote_verb(&mut self, verb: &str, ro: &args::Opts<'_>, sub: &Context) {
+        let remote = |w: &str| w.contains("://") || remote_host(w).is_some();
+        if verb == "remote"
+            && !matches!(
+                ro.operands.first(),
+                Some(&("add" | "set-url" | "update" | "prune" | "show"))
+            )
+        {
+            self.path_op(Action::Read, ".", sub, None);
+            return;
+        }
+        // The repository is the first operand (what follows are refspecs such as
+        // `HEAD:main`, which look like scp addresses).
+        let target = match (verb, ro.operands.first()) {
+            ("remote", Some(&("add" | "set-url"))) => ro.operands.get(2),
+            ("remote", _) => ro.operands.get(1),
+            ("submodule", _) => ro.operands.iter().find(|w| remote(w)),
+            _ => ro.operands.first(),
+        };
+        // A remote by name, or none (the branch's): its URL is in the repository's
+        // config. Submodule URLs live elsewhere (.gitmodules); left hostless.
+        let configured = || {
+            sub.host
+                .as_deref()
+                .filter(|_| verb != "submodule")
+                .and_then(|host| {
+                    super::gitconfig::remote_url(
+                        host,
+                        &sub.cwd,
+                        target.map(|t| &**t),
+                        verb == "push",
+                    )
+                })
+        };
+        match target {
+            Some(t) if remote(t) => self.git_remote(t, sub),
+            _ => match configured() {
+                Some(url) => self.git_remote(&url, sub),
+                None => self.out.op(Operation {
+                    action: Some(Action::Network),
+                    ..Operation::default()
+                }),
+            },
+        }
+        self.path_op(Action::Read, ".", sub, None);
+        if matches!(verb, "fetch" | "pull" | "submodule") {
+            self.path_op(Action::Write, ".git", sub, None);
+        }
+        if verb == "pull" {
+            self.path_op(Action::Write, ".", sub, None);
+        }
     }
 
     /// Files a command reads by the names it gets on stdin, one a line (`cpio -o`,

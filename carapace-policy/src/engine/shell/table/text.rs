@@ -127,14 +127,6 @@ pub(super) fn when_path_name(call: &Call<'_>) -> bool {
     !args.is_empty()
 }
 
-/// Reading.
-pub(super) fn reader(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
-    let Call {
-        name, args, stdin, ..
-    } = call;
-    w.reader(name, args, ctx, stdin)
-}
-
 pub(super) fn grep(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call {
         name,
