@@ -362,8 +362,8 @@ static TABLE: &[Entry] = &[
     },
     Entry {
         names: &["set"],
-        when: Some(state::when_set),
-        does: Does::Handler(state::set),
+        when: Some(state::when_set_listing),
+        does: Does::Handler(state::set_listing),
     },
     Entry {
         names: &[":", "true", "false"],
@@ -382,8 +382,8 @@ static TABLE: &[Entry] = &[
     },
     Entry {
         names: &["set"],
-        when: Some(state::when_set_2),
-        does: Does::Handler(state::set_2),
+        when: Some(state::when_set_positional),
+        does: Does::Handler(state::set_positional),
     },
     Entry {
         names: &["popd"],
@@ -1185,5 +1185,82 @@ fn apply(w: &mut Walker<'_>, spec: &Spec, ctx: &mut Context, call: Call<'_>) -> 
         Prints::Nothing => Feed::default(),
         Prints::Environment => environment_feed(),
         Prints::ProgramPaths => program_paths(args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::operation::{Context, Extracted};
+    use super::*;
+
+    /// Ops of one command line, walked from `/home/u/p` with home `/home/u`.
+    fn ops(cmd: &str) -> Vec<(Action, String)> {
+        let ctx = Context {
+            cwd: "/home/u/p".into(),
+            home: "/home/u".into(),
+            env: Vec::new(),
+            host: None,
+        };
+        let mut out = Extracted::new("Bash");
+        super::super::extract(cmd, &ctx, &mut out);
+        out.ops
+            .iter()
+            .filter_map(|o| Some((o.action?, o.path.clone()?)))
+            .collect()
+    }
+
+    #[test]
+    fn no_entry_is_shadowed_by_an_earlier_unguarded_one() {
+        for (name, entries) in index() {
+            if let Some(first) = entries.iter().position(|e| e.when.is_none()) {
+                assert_eq!(
+                    first + 1,
+                    entries.len(),
+                    "`{name}` has an entry after an unguarded one: it is never used"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn specs_do_what_their_data_says() {
+        // Options naming paths, then operands by position.
+        let patch = ops("patch -i fix.diff -o out.c orig.c other.diff");
+        assert_eq!(
+            patch,
+            [
+                (Action::Read, "/home/u/p/fix.diff".to_owned()),
+                (Action::Write, "/home/u/p/out.c".to_owned()),
+                (Action::Write, "/home/u/p/orig.c".to_owned()),
+                (Action::Read, "/home/u/p/other.diff".to_owned()),
+            ]
+        );
+        // Every operand, each action in turn; `+N` is not a file.
+        let vim = ops("vim +10 a.txt");
+        assert_eq!(
+            vim,
+            [
+                (Action::Read, "/home/u/p/a.txt".to_owned()),
+                (Action::Write, "/home/u/p/a.txt".to_owned()),
+            ]
+        );
+        // A wrapper: its own operand, then the command it runs.
+        let chroot = ops("chroot /srv cat /etc/d");
+        assert!(
+            chroot.contains(&(Action::Execute, "/srv".to_owned())),
+            "{chroot:?}"
+        );
+        assert!(
+            chroot.contains(&(Action::Read, "/etc/d".to_owned())),
+            "{chroot:?}"
+        );
+        // With no argument at all: the default path.
+        assert_eq!(ops("ssh-add"), [(Action::Read, "/home/u/.ssh".to_owned())]);
+        assert!(ops("ssh-add -l").is_empty());
+        // mknod writes its first operand only (the rest are a type and numbers).
+        assert_eq!(
+            ops("mknod pipe p"),
+            [(Action::Write, "/home/u/p/pipe".to_owned())]
+        );
     }
 }

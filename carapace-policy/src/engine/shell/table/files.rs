@@ -11,7 +11,7 @@ use super::super::walk::{set_var, Feed, Walker};
 use super::Call;
 use crate::rules::Action;
 
-/// Writing.
+/// `tee FILE…`: writes what it is given to each file, and passes it on.
 pub(super) fn tee(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, stdin, .. } = call;
     let o = args::parse(args, &["--output-error"], false);
@@ -75,6 +75,7 @@ pub(super) fn ztcp(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fee
     Feed::default()
 }
 
+/// `sysctl`: the `/proc/sys` files it reads or writes.
 pub(super) fn sysctl(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, .. } = call;
     for (action, path) in super::super::sysctl::operations(args) {
@@ -83,6 +84,7 @@ pub(super) fn sysctl(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> F
     Feed::default()
 }
 
+/// `chmod`, `chown`, `chgrp`, `chattr`, `chcon`: every file named is changed.
 pub(super) fn change_owner(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { name, args, .. } = call;
     // Modes like `-x` or `+i` look like options; only the known options are.
@@ -117,6 +119,7 @@ pub(super) fn change_owner(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>
     Feed::default()
 }
 
+/// `rm`, `rmdir`, `unlink`, `shred`: files deleted (a tree with `rm -r`).
 pub(super) fn remove(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { name, args, .. } = call;
     let o = args::parse(
@@ -144,6 +147,7 @@ pub(super) fn remove(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> F
     Feed::default()
 }
 
+/// `cp`, `mv`, `install`, `ln`, `rsync`, `scp`.
 pub(super) fn copy(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call {
         name, args, stdin, ..
@@ -151,6 +155,7 @@ pub(super) fn copy(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fee
     w.copy(name, args, ctx, &stdin)
 }
 
+/// `sponge FILE`: writes its stdin to FILE.
 pub(super) fn sponge(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, stdin, .. } = call;
     let content = (!stdin.text.is_empty()).then(|| stdin.joined());
@@ -163,6 +168,7 @@ pub(super) fn sponge(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> F
     Feed::default()
 }
 
+/// GNU `parallel`: the command it runs on each input.
 pub(super) fn parallel(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call {
         args, depth, stdin, ..
@@ -170,11 +176,13 @@ pub(super) fn parallel(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) ->
     w.parallel(args, ctx, depth, &stdin)
 }
 
+/// `dd if=… of=…`.
 pub(super) fn dd(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, stdin, .. } = call;
     w.dd(args, ctx, &stdin)
 }
 
+/// Disk and file-system tools: every device or path named is written.
 pub(super) fn disk_tool(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, .. } = call;
     for f in args.iter().filter(|a| path_like(a) && !a.starts_with('-')) {
@@ -183,6 +191,7 @@ pub(super) fn disk_tool(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -
     Feed::default()
 }
 
+/// `crontab`: the user's spool file, read (`-l`), deleted (`-r`) or written.
 pub(super) fn crontab(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, stdin, .. } = call;
     let o = args::parse(args, &["-u"], false);
@@ -212,6 +221,7 @@ pub(super) fn crontab(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> 
     Feed::default()
 }
 
+/// `systemctl enable|mask|link… UNIT`: the unit file written.
 pub(super) fn systemctl(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, .. } = call;
     let o = args::parse(
@@ -264,11 +274,13 @@ pub(super) fn systemctl(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -
     Feed::default()
 }
 
+/// `tar` / `bsdtar`.
 pub(super) fn tar(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, stdin, .. } = call;
     w.tar(args, ctx, &stdin)
 }
 
+/// `zip`, `7z`, `rar`: the archive written, the files read.
 pub(super) fn archiver(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call {
         name, args, stdin, ..
@@ -304,6 +316,7 @@ pub(super) fn archiver(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) ->
     Feed::default()
 }
 
+/// `gzip`, `xz`, `zstd`, `unzip`, `cpio`…: files compressed or unpacked in place.
 pub(super) fn compressor(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call {
         name, args, stdin, ..
@@ -359,16 +372,19 @@ pub(super) fn compressor(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) 
     Feed::default()
 }
 
+/// `git`.
 pub(super) fn git(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, depth, .. } = call;
     w.git(args, ctx, depth)
 }
 
+/// `openssl`.
 pub(super) fn openssl(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, stdin, .. } = call;
     w.openssl(args, ctx, &stdin)
 }
 
+/// `gpg`: its home read (and written by key changes), files read, `-o` written.
 pub(super) fn gpg(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, .. } = call;
     let o = args::parse(
@@ -426,6 +442,7 @@ pub(super) fn gpg(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed
     Feed::default()
 }
 
+/// `ssh-keygen`: the key files read or written.
 pub(super) fn ssh_keygen(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, .. } = call;
     let o = args::parse(
@@ -455,6 +472,7 @@ pub(super) fn ssh_keygen(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) 
     Feed::default()
 }
 
+/// Network clients: hosts reached, data sent, files saved.
 pub(super) fn network(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call {
         name,

@@ -11,6 +11,7 @@ pub(super) fn when_program_type(call: &Call<'_>) -> bool {
     args.iter().any(|a| a == "-P" || a == "-p")
 }
 
+/// `hash NAME=PATH`: the program a name runs as.
 pub(super) fn hash(w: &mut Walker<'_>, _ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, .. } = call;
     w.hash(args);
@@ -29,6 +30,7 @@ pub(super) fn when_pid_lookup(call: &Call<'_>) -> bool {
     super::super::stop::reaches(name, args)
 }
 
+/// Package installers (`pip`, `uv`, `npm`): where they write.
 pub(super) fn installer(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { name, args, .. } = call;
     w.installer(name, args, ctx);

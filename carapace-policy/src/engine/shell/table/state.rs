@@ -10,12 +10,13 @@ use super::super::param::ELEMENT_BREAK;
 use super::super::walk::{set_var, unset_var, Feed, Walker};
 use super::Call;
 
-/// State of this shell.
+/// `cd` / `pushd`: the working directory of the commands after it.
 pub(super) fn cd(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { name, args, .. } = call;
     w.cd(name, args, ctx)
 }
 
+/// `export`, `declare`, `local`, `readonly`: variables set (alone: the environment printed).
 pub(super) fn export(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { name, args, .. } = call;
     super::super::declare::declare(name, args, ctx);
@@ -28,17 +29,18 @@ pub(super) fn export(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> 
 }
 
 /// `set` alone lists every variable.
-pub(super) fn set(_w: &mut Walker<'_>, _ctx: &mut Context, call: Call<'_>) -> Feed {
+pub(super) fn set_listing(_w: &mut Walker<'_>, _ctx: &mut Context, call: Call<'_>) -> Feed {
     let _ = call;
     environment_feed()
 }
 
-/// When the entry `set` applies.
-pub(super) fn when_set(call: &Call<'_>) -> bool {
+/// When the entry `set_listing` applies.
+pub(super) fn when_set_listing(call: &Call<'_>) -> bool {
     let Call { args, .. } = call;
     args.is_empty()
 }
 
+/// `read NAME…`: a line of stdin split into variables.
 pub(super) fn read(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, stdin, .. } = call;
     // read NAME… <<< "a b": the line's words, the last name takes the rest.
@@ -102,6 +104,7 @@ pub(super) fn read(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fee
     Feed::default()
 }
 
+/// `mapfile` / `readarray`: stdin's lines into an array.
 pub(super) fn mapfile(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, stdin, .. } = call;
     // mapfile -t NAME: one element per line of stdin.
@@ -126,7 +129,8 @@ pub(super) fn mapfile(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> 
     Feed::default()
 }
 
-pub(super) fn set_2(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+/// `set -- a b` / `set a b`: the positional parameters.
+pub(super) fn set_positional(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, .. } = call;
     // `set -- a b`: the positional parameters.
     let params = args.strip_prefix(&["--".to_owned()]).unwrap_or(args);
@@ -142,13 +146,14 @@ pub(super) fn set_2(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> F
     Feed::default()
 }
 
-/// When the entry `set_2` applies.
-pub(super) fn when_set_2(call: &Call<'_>) -> bool {
+/// When the entry `set_positional` applies.
+pub(super) fn when_set_positional(call: &Call<'_>) -> bool {
     let Call { args, .. } = call;
     args.first().is_some_and(|a| a == "--")
         || args.first().is_some_and(|a| !a.starts_with(['-', '+']))
 }
 
+/// `popd`: back to the directory the matching `pushd` left.
 pub(super) fn popd(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let _ = call;
     // Back to the directory the matching `pushd` left.
@@ -163,6 +168,7 @@ pub(super) fn popd(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fe
     Feed::default()
 }
 
+/// `shopt`: the glob options later words expand with.
 pub(super) fn shopt(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, .. } = call;
     if let Some(options) = super::super::globopts::shopt(ctx, args) {
@@ -171,6 +177,7 @@ pub(super) fn shopt(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> F
     Feed::default()
 }
 
+/// `shift [N]`: the positional parameters, moved down.
 pub(super) fn shift(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, .. } = call;
     let n = args
@@ -191,6 +198,7 @@ pub(super) fn shift(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> F
     Feed::default()
 }
 
+/// `unset NAME…`.
 pub(super) fn unset(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, .. } = call;
     for a in args.iter().filter(|a| !a.starts_with('-')) {
@@ -199,6 +207,7 @@ pub(super) fn unset(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> F
     Feed::default()
 }
 
+/// `alias NAME=VALUE`: the value is walked now, and runs when the name does.
 pub(super) fn alias(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, depth, .. } = call;
     for a in args {
@@ -212,6 +221,7 @@ pub(super) fn alias(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fe
     Feed::default()
 }
 
+/// `echo` (`-e`: escapes): the text it prints.
 pub(super) fn echo(w: &mut Walker<'_>, _ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, .. } = call;
     let mut escapes = false;
@@ -230,6 +240,7 @@ pub(super) fn echo(w: &mut Walker<'_>, _ctx: &mut Context, call: Call<'_>) -> Fe
     Feed::text(text)
 }
 
+/// `printf` (`-v VAR`): the text it prints, or the variable it sets.
 pub(super) fn printf(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, .. } = call;
     let o = args::parse(args, &["-v"], true);

@@ -9,7 +9,7 @@ use super::super::walk::{Feed, Walker};
 use super::Call;
 use crate::rules::Action;
 
-/// Decoders: what they print is what the payload decodes to.
+/// Decoders (`base64 -d`, `xxd -r`): what they print is what the payload decodes to.
 pub(super) fn decoder(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call {
         name, args, stdin, ..
@@ -35,6 +35,7 @@ pub(super) fn when_decoder(call: &Call<'_>) -> bool {
     decoding(name, args)
 }
 
+/// `tr` given text: the translated text.
 pub(super) fn tr(w: &mut Walker<'_>, _ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, stdin, .. } = call;
     // `echo CREDENTIALS | tr A-Z a-z`: the translated text.
@@ -49,6 +50,7 @@ pub(super) fn when_tr(call: &Call<'_>) -> bool {
     !stdin.text.is_empty()
 }
 
+/// `rev` given text: each line reversed.
 pub(super) fn rev(w: &mut Walker<'_>, _ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { stdin, .. } = call;
     let text: String = stdin
@@ -90,6 +92,7 @@ pub(super) fn pwd(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fee
     Feed::text(ctx.cwd.clone())
 }
 
+/// `dirname`, `basename`, `realpath`: the path they print.
 pub(super) fn path_name(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { name, args, .. } = call;
     let o = args::parse(
@@ -127,6 +130,7 @@ pub(super) fn when_path_name(call: &Call<'_>) -> bool {
     !args.is_empty()
 }
 
+/// `grep`, `rg`, `ag`…: files searched, what they print.
 pub(super) fn grep(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call {
         name,
@@ -137,6 +141,7 @@ pub(super) fn grep(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fee
     w.grep(name, args, ctx, depth, stdin)
 }
 
+/// `sed`: its script (which may run commands), files read or edited in place.
 pub(super) fn sed(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call {
         args, depth, stdin, ..
@@ -183,6 +188,7 @@ pub(super) fn sed(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed
     printed
 }
 
+/// `awk`: its program (which may run commands), files read.
 pub(super) fn awk(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call {
         args, depth, stdin, ..
@@ -239,6 +245,7 @@ pub(super) fn awk(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed
     }
 }
 
+/// `jq`, `yq`: files read.
 pub(super) fn jq(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, .. } = call;
     let o = args::parse(
@@ -276,7 +283,7 @@ pub(super) fn jq(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed 
     Feed::default()
 }
 
-/// Interpreters.
+/// Interpreters of other languages: their code, script file or stdin.
 pub(super) fn interpreter(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call {
         name,

@@ -11,7 +11,8 @@ use super::super::walk::{set_var, unset_var, Feed, Lookup, Walker};
 use super::Call;
 use crate::rules::Action;
 
-/// Wrappers: the rest of the line is the command that runs.
+/// `sudo`: the rest of the line is the command that runs (`-i`/`-s` alone: a shell on
+/// stdin; `-e`: files edited).
 pub(super) fn sudo(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call {
         args, depth, stdin, ..
@@ -55,6 +56,7 @@ pub(super) fn sudo(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fee
     w.wrapped(o.rest, ctx, depth, stdin)
 }
 
+/// Wrappers that run the rest of the line (`nohup`, `exec`, `strace`, `unshare`…).
 pub(super) fn wrapper(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call {
         name,
@@ -110,6 +112,7 @@ pub(super) fn wrapper(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> 
     w.wrapped(o_rest, ctx, depth, stdin)
 }
 
+/// `nice`, `taskset`, `chrt`…: the command they run.
 pub(super) fn scheduler(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call {
         name,
@@ -142,6 +145,7 @@ pub(super) fn scheduler(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -
     w.wrapped(rest, ctx, depth, stdin)
 }
 
+/// `watch CMD`: CMD runs.
 pub(super) fn watch(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, depth, .. } = call;
     let o = args::parse(
@@ -153,6 +157,7 @@ pub(super) fn watch(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fe
     w.script(&src, &mut ctx.clone(), depth + 1)
 }
 
+/// `env [-i] [-u NAME] [-C DIR] [NAME=VALUE…] [CMD…]`.
 pub(super) fn env(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call {
         args, depth, stdin, ..
@@ -205,6 +210,7 @@ pub(super) fn env(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed
     w.wrapped(&rest, &mut sub, depth, stdin)
 }
 
+/// `xargs CMD`: CMD run with its input as arguments.
 pub(super) fn xargs(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call {
         args, depth, stdin, ..
@@ -292,6 +298,7 @@ pub(super) fn xargs(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fe
     w.wrapped(&cmd, ctx, depth, Feed::default())
 }
 
+/// `trap CMD SIGNAL…`: CMD runs later.
 pub(super) fn trap(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, depth, .. } = call;
     // `trap 'CMD' EXIT…`: CMD runs later; what it changes (a `cd`) does not
@@ -303,6 +310,7 @@ pub(super) fn trap(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fee
     }
 }
 
+/// `eval WORDS`: the words run as a command line.
 pub(super) fn eval(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, depth, .. } = call;
     let src = args.join(" ");
@@ -311,6 +319,7 @@ pub(super) fn eval(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fee
     w.script(&src, ctx, depth + 1)
 }
 
+/// `su -c CMD` / `runuser`: the command, or a shell on stdin.
 pub(super) fn switch_user(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call {
         name,
@@ -351,6 +360,7 @@ pub(super) fn switch_user(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>)
     feed
 }
 
+/// `script [-c CMD] [FILE]`: the typescript written, CMD run.
 pub(super) fn script(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, depth, .. } = call;
     let o = args::parse(
@@ -389,21 +399,25 @@ pub(super) fn script(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> F
     Feed::default()
 }
 
+/// `find`: what it lists, and what `-exec`, `-delete` and `-fprint` do.
 pub(super) fn find(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, depth, .. } = call;
     w.find(args, ctx, depth)
 }
 
+/// `locate` and kin: the names they print.
 pub(super) fn locate(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, .. } = call;
     w.locate(args, ctx)
 }
 
+/// `fd`: what it lists and runs (`-x`).
 pub(super) fn fd(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, depth, .. } = call;
     w.fd(args, ctx, depth)
 }
 
+/// Shells: `-c CODE`, a script file, or commands on stdin.
 pub(super) fn shell(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call {
         args, depth, stdin, ..
@@ -411,6 +425,7 @@ pub(super) fn shell(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fe
     w.shell(args, ctx, depth, &stdin)
 }
 
+/// `source FILE` / `. FILE`: its commands run in this shell.
 pub(super) fn source(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call {
         args, depth, stdin, ..
