@@ -1,5 +1,7 @@
-//! The command table: what each command does to files, in terms of operations, and which
-//! commands only wrap another one (`sudo`, `env`, `xargs`, `sh -c`, …).
+//! Running one command: [`Walker::run`] records its line, resolves functions, aliases and
+//! programs written earlier, follows downloads, then asks the command table
+//! (`super::table`) what the command does. The methods the table's handlers share (readers,
+//! `find`, `cp`, `tar`, `git`, shells) live here.
 use std::path::Path;
 
 use crate::host::FileKind;
@@ -18,7 +20,7 @@ use crate::rules::Action;
 /// start with `.` or `..` as a component is looked for in CDPATH's directories in turn (an
 /// empty entry is the working directory), then in the working directory. Which one holds
 /// it is for the file system to say when the command runs: all of them, in that order.
-pub(super) fn cd_path_targets(target: &str, ctx: &Context) -> Vec<String> {
+fn cd_path_targets(target: &str, ctx: &Context) -> Vec<String> {
     let relative =
         !target.starts_with(['/', '~']) && !matches!(target.split('/').next(), Some("." | ".."));
     let Some(cdpath) = ctx.var("CDPATH").filter(|_| relative) else {
@@ -37,7 +39,7 @@ pub(super) fn cd_path_targets(target: &str, ctx: &Context) -> Vec<String> {
 
 /// Whether a copy's sources land inside `dest` (`DEST/NAME`): a directory by its
 /// spelling, several sources, `-t`, or a directory that exists.
-pub(super) fn lands_inside(dest: &str, sources: usize, o: &args::Opts<'_>, ctx: &Context) -> bool {
+fn lands_inside(dest: &str, sources: usize, o: &args::Opts<'_>, ctx: &Context) -> bool {
     dest.ends_with('/')
         || matches!(dest, "." | ".." | "~")
         || sources > 1
@@ -51,7 +53,7 @@ pub(super) fn lands_inside(dest: &str, sources: usize, o: &args::Opts<'_>, ctx: 
 
 /// Whether a copy writes its destination whole: a directory moved, copied or linked into
 /// place brings whatever it holds (`mv /tmp/h .git/hooks`).
-pub(super) fn writes_whole(name: &str, o: &args::Opts<'_>) -> bool {
+fn writes_whole(name: &str, o: &args::Opts<'_>) -> bool {
     match name {
         "mv" => true,
         "ln" | "link" => o.has(&["-s", "--symbolic"]),
@@ -62,7 +64,7 @@ pub(super) fn writes_whole(name: &str, o: &args::Opts<'_>) -> bool {
 }
 
 /// grep's options that print counts or file names, or nothing, instead of lines.
-pub(super) const GREP_NO_LINES: &[&str] = &[
+const GREP_NO_LINES: &[&str] = &[
     "-c",
     "--count",
     "-l",
@@ -76,7 +78,7 @@ pub(super) const GREP_NO_LINES: &[&str] = &[
 
 /// What a lister of whole trees prints (`rg --files DIR…`): every name below each
 /// directory, the working one when none is given.
-pub(super) fn listed_trees(dirs: &[&str], ctx: &Context) -> Feed {
+fn listed_trees(dirs: &[&str], ctx: &Context) -> Feed {
     let dirs = if dirs.is_empty() { &["."][..] } else { dirs };
     Feed {
         names: dirs
@@ -91,7 +93,7 @@ pub(super) fn listed_trees(dirs: &[&str], ctx: &Context) -> Feed {
 /// What a reader given its stdin (no file, `-`, `/dev/stdin`) prints of it: filters of
 /// lines print it, or some lines; filters of columns and lines print parts of it, which
 /// stand for code run but are no value (`Feed::approximate`).
-pub(super) fn filtered_stdin(name: &str, operands: &[&str], stdin: Feed) -> Option<Feed> {
+fn filtered_stdin(name: &str, operands: &[&str], stdin: Feed) -> Option<Feed> {
     let reads_stdin =
         operands.is_empty() || operands.iter().any(|f| *f == "-" || flow::is_stdin_path(f));
     let exact = matches!(
@@ -111,7 +113,7 @@ pub(super) fn filtered_stdin(name: &str, operands: &[&str], stdin: Feed) -> Opti
 /// What `git rev-parse` prints of the repository's own places (`--git-dir`,
 /// `--git-path hooks`), taking the working directory as the top of a repository with a
 /// `.git` directory: `cp -r x $(git rev-parse --git-path hooks)` writes `.git/hooks`.
-pub(super) fn git_dir_paths(args: &[String], ctx: &Context) -> Feed {
+fn git_dir_paths(args: &[String], ctx: &Context) -> Feed {
     let mut lines = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -134,7 +136,7 @@ pub(super) fn git_dir_paths(args: &[String], ctx: &Context) -> Feed {
 }
 
 /// The directory `git clone URL` makes: the URL's last name without `.git`.
-pub(super) fn clone_dest(url: &str) -> String {
+fn clone_dest(url: &str) -> String {
     url.trim_end_matches('/')
         .rsplit(['/', ':'])
         .next()
@@ -1314,13 +1316,7 @@ impl Walker<'_> {
     /// `git init` / `git clone` with a template directory (`--template`, `-c
     /// init.templateDir=`, `GIT_TEMPLATE_DIR`) copy its hooks into the new repository's:
     /// they are written whole, with whatever the template holds.
-    pub(super) fn template_hooks(
-        &mut self,
-        verb: &str,
-        ro: &args::Opts<'_>,
-        config: &[&str],
-        ctx: &Context,
-    ) {
+    fn template_hooks(&mut self, verb: &str, ro: &args::Opts<'_>, config: &[&str], ctx: &Context) {
         let repo = match verb {
             "init" => ro
                 .operands
@@ -1560,7 +1556,7 @@ impl Walker<'_> {
         }
     }
 
-    pub(super) fn git_remote(&mut self, url: &str, ctx: &Context) {
+    fn git_remote(&mut self, url: &str, ctx: &Context) {
         if let Some(host) = remote_host(url) {
             self.host_op(&host, Some(22), None);
         } else if url.starts_with("file://") || !url.contains("://") {
@@ -1671,7 +1667,7 @@ pub(super) fn program_paths(args: &[String]) -> Feed {
 
 /// Readers that only look at a file's metadata or a directory's names (`file`, `wc` and
 /// checksums read the bytes and are not among them).
-pub(super) const METADATA_ONLY: &[&str] = &[
+const METADATA_ONLY: &[&str] = &[
     "stat", "readlink", "ls", "dir", "vdir", "du", "tree", "lsattr", "getfacl",
 ];
 
