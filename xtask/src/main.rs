@@ -1,6 +1,7 @@
 //! Carapace's developer tasks: `cargo xtask setup | vm | test | demo | bench | install`.
 
 mod cycles;
+mod fnlen;
 mod initramfs;
 mod install;
 mod kernel;
@@ -58,6 +59,8 @@ enum Cmd {
     Cycles,
     /// Clippy for the eBPF crate on its own target (nightly, bpfel-unknown-none).
     ClippyEbpf,
+    /// Fail if any function of the policy engine is over 150 lines.
+    FnLength,
 }
 
 fn main() -> ExitCode {
@@ -75,6 +78,7 @@ fn main() -> ExitCode {
         Cmd::Install(args) => install::install(&args).map(|()| 0),
         Cmd::Cycles => cycles::check(&workspace_root()).map(|()| 0),
         Cmd::ClippyEbpf => test::ebpf_clippy().map(|()| 0),
+        Cmd::FnLength => fnlen::check(&workspace_root()).map(|()| 0),
     };
     match result {
         Ok(0) => ExitCode::SUCCESS,

@@ -202,6 +202,9 @@ pub fn test(args: &TestArgs) -> Result<()> {
     s.step("module cycles (cargo xtask cycles)", || {
         crate::cycles::check(&workspace_root())
     })?;
+    s.step("function length (policy engine)", || {
+        crate::fnlen::check(&workspace_root())
+    })?;
     s.step("cargo clippy", || {
         run(cargo().args([
             "clippy",

@@ -8,8 +8,8 @@ use super::super::normalize;
 use super::super::operation::{Context, Operation};
 use super::args;
 use super::code_eval;
-use super::commands::path_like;
 use super::flow::{self, Reach};
+use super::names::path_like;
 use super::walk::{Feed, Walker};
 use crate::rules::Action;
 
@@ -160,10 +160,102 @@ const WRITE_CALLS: &[&str] = &[
     "File.write(",
 ];
 
+/// Options of an interpreter (by family name): those that take a value, those whose value
+/// is code (`python -c`), and those whose value is a file of code (`php -f`, `R --file`).
+type InterpreterOptions = (
+    &'static [&'static str],
+    &'static [&'static str],
+    &'static [&'static str],
+);
+
+/// The options of the interpreter `name`.
+fn interpreter_options(name: &str) -> InterpreterOptions {
+    match name {
+        "python" => (&["-c", "-m", "-W", "-X", "-Q"], &["-c"], &[]),
+        "node" | "nodejs" => (
+            &[
+                "-e",
+                "--eval",
+                "-p",
+                "--print",
+                "-r",
+                "--require",
+                "--import",
+                "--loader",
+                "--experimental-loader",
+                "--input-type",
+                "-C",
+                "--conditions",
+                "--env-file",
+                "--title",
+                "--inspect-port",
+            ],
+            &["-e", "--eval", "-p", "--print"],
+            &["--env-file", "-r", "--require", "--import"],
+        ),
+        "perl" => (
+            &["-e", "-E", "-I", "-M", "-m", "-x", "-C"],
+            &["-e", "-E"],
+            &[],
+        ),
+        "ruby" | "irb" => (&["-e", "-r", "-I", "-C", "-E", "-F", "-W"], &["-e"], &[]),
+        "php" => (
+            &[
+                "-r", "-f", "-c", "-d", "-B", "-R", "-F", "-E", "-t", "-z", "-S",
+            ],
+            &["-r", "-B", "-R", "-E"],
+            &["-f", "-F"],
+        ),
+        "lua" | "luajit" => (&["-e", "-l"], &["-e"], &[]),
+        "Rscript" | "osascript" | "tclsh" | "julia" => (&["-e", "-E"], &["-e", "-E"], &[]),
+        "R" => (&["-e", "-f", "--file"], &["-e"], &["-f", "--file"]),
+        "ts-node" | "tsx" => (
+            &[
+                "-e",
+                "--eval",
+                "-p",
+                "--print",
+                "-r",
+                "--require",
+                "-P",
+                "--project",
+            ],
+            &["-e", "--eval", "-p", "--print"],
+            &["-r", "--require"],
+        ),
+        "ipython" => (&["-c", "-m", "-i"], &["-c"], &[]),
+        "sbcl" => (
+            &["--eval", "--load", "--script"],
+            &["--eval"],
+            &["--load", "--script"],
+        ),
+        "clisp" => (&["-x", "-i"], &["-x"], &["-i"]),
+        "guile" => (&["-c", "-l", "-s", "-e"], &["-c"], &["-l", "-s"]),
+        "racket" => (&["-e", "-f", "-t", "-l"], &["-e"], &["-f", "-t"]),
+        "elixir" => (&["-e", "-r"], &["-e"], &["-r"]),
+        "groovy" | "scala" => (&["-e"], &["-e"], &[]),
+        "expect" => (&["-c", "-f"], &["-c"], &["-f"]),
+        "deno" | "bun" => (
+            &[
+                "-e",
+                "--eval",
+                "--config",
+                "-c",
+                "--import-map",
+                "--env-file",
+            ],
+            &["-e", "--eval"],
+            &["--config", "-c", "--import-map", "--env-file"],
+        ),
+        _ => (&[], &[], &[]),
+    }
+}
+
 impl Walker<'_> {
+    /// An interpreter of another language: its code (`-c`, `-e`), script file or stdin.
     #[expect(
         clippy::too_many_lines,
-        reason = "the per-language option table is most of it"
+        reason = "one pass: code options, files, then the script or stdin it runs"
     )]
     pub fn interpreter(
         &mut self,
@@ -173,85 +265,7 @@ impl Walker<'_> {
         depth: usize,
         stdin: &Feed,
     ) -> Feed {
-        let (valued, code_flags, file_flags): (&[&str], &[&str], &[&str]) = match name {
-            "python" => (&["-c", "-m", "-W", "-X", "-Q"], &["-c"], &[]),
-            "node" | "nodejs" => (
-                &[
-                    "-e",
-                    "--eval",
-                    "-p",
-                    "--print",
-                    "-r",
-                    "--require",
-                    "--import",
-                    "--loader",
-                    "--experimental-loader",
-                    "--input-type",
-                    "-C",
-                    "--conditions",
-                    "--env-file",
-                    "--title",
-                    "--inspect-port",
-                ],
-                &["-e", "--eval", "-p", "--print"],
-                &["--env-file", "-r", "--require", "--import"],
-            ),
-            "perl" => (
-                &["-e", "-E", "-I", "-M", "-m", "-x", "-C"],
-                &["-e", "-E"],
-                &[],
-            ),
-            "ruby" | "irb" => (&["-e", "-r", "-I", "-C", "-E", "-F", "-W"], &["-e"], &[]),
-            "php" => (
-                &[
-                    "-r", "-f", "-c", "-d", "-B", "-R", "-F", "-E", "-t", "-z", "-S",
-                ],
-                &["-r", "-B", "-R", "-E"],
-                &["-f", "-F"],
-            ),
-            "lua" | "luajit" => (&["-e", "-l"], &["-e"], &[]),
-            "Rscript" | "osascript" | "tclsh" | "julia" => (&["-e", "-E"], &["-e", "-E"], &[]),
-            "R" => (&["-e", "-f", "--file"], &["-e"], &["-f", "--file"]),
-            "ts-node" | "tsx" => (
-                &[
-                    "-e",
-                    "--eval",
-                    "-p",
-                    "--print",
-                    "-r",
-                    "--require",
-                    "-P",
-                    "--project",
-                ],
-                &["-e", "--eval", "-p", "--print"],
-                &["-r", "--require"],
-            ),
-            "ipython" => (&["-c", "-m", "-i"], &["-c"], &[]),
-            "sbcl" => (
-                &["--eval", "--load", "--script"],
-                &["--eval"],
-                &["--load", "--script"],
-            ),
-            "clisp" => (&["-x", "-i"], &["-x"], &["-i"]),
-            "guile" => (&["-c", "-l", "-s", "-e"], &["-c"], &["-l", "-s"]),
-            "racket" => (&["-e", "-f", "-t", "-l"], &["-e"], &["-f", "-t"]),
-            "elixir" => (&["-e", "-r"], &["-e"], &["-r"]),
-            "groovy" | "scala" => (&["-e"], &["-e"], &[]),
-            "expect" => (&["-c", "-f"], &["-c"], &["-f"]),
-            "deno" | "bun" => (
-                &[
-                    "-e",
-                    "--eval",
-                    "--config",
-                    "-c",
-                    "--import-map",
-                    "--env-file",
-                ],
-                &["-e", "--eval"],
-                &["--config", "-c", "--import-map", "--env-file"],
-            ),
-            _ => (&[], &[], &[]),
-        };
+        let (valued, code_flags, file_flags) = interpreter_options(name);
         if matches!(name, "pwsh" | "powershell") {
             // Only options (`-`, `-NoProfile`, `-Command -`): the code comes on stdin.
             if stdin.downloaded && args.iter().all(|a| a.starts_with('-')) {
@@ -536,8 +550,8 @@ impl Walker<'_> {
         let Some(program) = program else {
             return;
         };
-        let runner = super::commands::family(&program).to_owned();
-        if super::commands::is_shell(&runner) || super::commands::is_interpreter(&runner) {
+        let runner = super::names::family(&program).to_owned();
+        if super::names::is_shell(&runner) || super::names::is_interpreter(&runner) {
             self.runs_download(&runner, Reach::Stdin);
         }
     }

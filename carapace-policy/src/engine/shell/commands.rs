@@ -1,110 +1,20 @@
-//! The command table: what each command does to files, in terms of operations, and which
-//! commands only wrap another one (`sudo`, `env`, `xargs`, `sh -c`, …).
+//! Running one command: [`Walker::run`] records its line, resolves functions, aliases and
+//! programs written earlier, follows downloads, then asks the command table
+//! (`super::table`) what the command does. The methods the table's handlers share (readers,
+//! `find`, `cp`, `tar`, `git`, shells) live here.
 use std::path::Path;
 
 use crate::host::FileKind;
 
 use super::super::normalize;
 use super::super::operation::{Context, Operation};
-use super::super::patch;
 use super::args;
 use super::flow::{self, Reach};
-use super::param::ELEMENT_BREAK;
-use super::walk::{set_var, unset_var, Feed, Lookup, Walker};
+use super::names::{bare_name, family, path_like, remote_host};
+use super::walk::{set_var, Feed, Lookup, Walker};
 use super::MAX_DEPTH;
 use crate::rules::intersect::FIND_DEPTH;
 use crate::rules::Action;
-
-/// The name a command is looked up by: `/usr/bin/python3.12` → `python`, `mkfs.ext4` →
-/// `mkfs`.
-pub(super) fn family(word: &str) -> &str {
-    let base = word.rsplit('/').next().unwrap_or(word);
-    if base.starts_with("mkfs.") {
-        return "mkfs";
-    }
-    // `pip-3.12`, as some distributions name it.
-    if base
-        .strip_prefix("pip-")
-        .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
-    {
-        return "pip";
-    }
-    for (prefix, fam) in [
-        ("python", "python"),
-        ("pypy", "python"),
-        ("ipython", "ipython"),
-        ("perl5", "perl"),
-        ("ruby", "ruby"),
-        ("php", "php"),
-        ("node", "node"),
-        ("lua", "lua"),
-        ("pip", "pip"),
-    ] {
-        if base.starts_with(prefix)
-            && base[prefix.len()..]
-                .bytes()
-                .all(|b| b.is_ascii_digit() || b == b'.')
-        {
-            return fam;
-        }
-    }
-    base
-}
-
-/// A word that names a file rather than a value: rules want to see it as a path.
-/// A word that could name a file in the working directory: no option, scheme, `host:`,
-/// assignment or spaces.
-fn bare_name(word: &str) -> bool {
-    !word.is_empty()
-        && !word.starts_with('-')
-        && !word.contains([':', '=', ' ', '@', '$', '\n'])
-        && !word.bytes().all(|b| b.is_ascii_digit())
-}
-
-pub(super) fn path_like(word: &str) -> bool {
-    !word.contains("://")
-        && (word.contains('/') || word.starts_with('~') || word.starts_with('.') && word.len() > 1)
-}
-
-/// Interpreters of other languages (by [`family`] name): `-c`/`-e` code, a script file,
-/// or code on stdin.
-pub(super) fn is_interpreter(name: &str) -> bool {
-    matches!(
-        name,
-        "python"
-            | "node"
-            | "nodejs"
-            | "ruby"
-            | "perl"
-            | "php"
-            | "lua"
-            | "luajit"
-            | "deno"
-            | "bun"
-            | "Rscript"
-            | "tclsh"
-            | "pwsh"
-            | "powershell"
-            | "osascript"
-            | "irb"
-            | "julia"
-            | "R"
-            | "ts-node"
-            | "tsx"
-            | "ipython"
-            | "sbcl"
-            | "clisp"
-            | "guile"
-            | "racket"
-            | "elixir"
-            | "groovy"
-            | "jshell"
-            | "scala"
-            | "swift"
-            | "expect"
-            | "wish"
-    )
-}
 
 /// The directories `cd DIR` may go to with `CDPATH` set: a relative name that does not
 /// start with `.` or `..` as a component is looked for in CDPATH's directories in turn (an
@@ -236,7 +146,7 @@ fn clone_dest(url: &str) -> String {
 }
 
 /// Unix sockets a container CLI is pointed at (`--url`, `-H`, `--host`, `--connection`).
-fn engine_sockets(args: &[String]) -> Vec<&str> {
+pub(super) fn engine_sockets(args: &[String]) -> Vec<&str> {
     let mut socks = Vec::new();
     let mut it = args.iter().map(String::as_str);
     while let Some(a) = it.next() {
@@ -252,7 +162,7 @@ fn engine_sockets(args: &[String]) -> Vec<&str> {
     socks
 }
 
-const UNIQ_VALUED: &[&str] = &[
+pub(super) const UNIQ_VALUED: &[&str] = &[
     "-f",
     "-s",
     "-w",
@@ -260,7 +170,7 @@ const UNIQ_VALUED: &[&str] = &[
     "--skip-chars",
     "--check-chars",
 ];
-const PATCH_VALUED: &[&str] = &[
+pub(super) const PATCH_VALUED: &[&str] = &[
     "-p",
     "-i",
     "-o",
@@ -286,8 +196,89 @@ const PATCH_VALUED: &[&str] = &[
     "--quoting-style",
 ];
 
+/// Options that take a value, of `cp`, `mv`, `ln`, `install`, `rsync` and `scp`.
+fn copy_valued(name: &str) -> &'static [&'static str] {
+    match name {
+        "install" => &[
+            "-m",
+            "-o",
+            "-g",
+            "-t",
+            "-S",
+            "--mode",
+            "--owner",
+            "--group",
+            "--target-directory",
+            "--suffix",
+        ],
+        "rsync" => &[
+            "-e",
+            "--rsh",
+            "-f",
+            "--filter",
+            "--exclude",
+            "--include",
+            "--exclude-from",
+            "--include-from",
+            "--files-from",
+            "--password-file",
+            "-T",
+            "--temp-dir",
+            "--log-file",
+            "--chmod",
+            "--port",
+            "-B",
+            "--block-size",
+            "--backup-dir",
+            "--partial-dir",
+            "--compare-dest",
+            "--link-dest",
+            "--copy-dest",
+            "-M",
+            "--remote-option",
+            "--rsync-path",
+            "--timeout",
+            "--bwlimit",
+            "--max-size",
+            "--min-size",
+            "--info",
+            "--debug",
+        ],
+        "scp" => &["-i", "-P", "-F", "-o", "-J", "-c", "-l", "-S", "-D", "-X"],
+        _ => &["-t", "-S", "--target-directory", "--suffix"],
+    }
+}
+
+/// Options of git's verbs (`clone -b BRANCH`, `commit -m MSG`) that take a value.
+const GIT_VERB_VALUED: &[&str] = &[
+    "-m",
+    "-b",
+    "-B",
+    "-o",
+    "--origin",
+    "--branch",
+    "--depth",
+    "-F",
+    "--file",
+    "-u",
+    "--upload-pack",
+    "--receive-pack",
+    "--template",
+    "-c",
+    "--config",
+    "--reference",
+    "-j",
+    "--jobs",
+    "--format",
+    "-n",
+    "--author",
+    "--date",
+    "-S",
+    "--gpg-sign",
+];
+
 /// Options that take a value, of wrappers that run the rest of the line as a command.
-fn wrapper_valued(name: &str) -> &'static [&'static str] {
+pub(super) fn wrapper_valued(name: &str) -> &'static [&'static str] {
     match name {
         "setpriv" => &[
             "--reuid",
@@ -369,27 +360,6 @@ fn wrapper_valued(name: &str) -> &'static [&'static str] {
         ],
         _ => &[],
     }
-}
-
-/// Shells that take `-c STRING`, a script file, or read stdin.
-pub(super) fn is_shell(name: &str) -> bool {
-    matches!(
-        name,
-        "sh" | "bash"
-            | "dash"
-            | "zsh"
-            | "ksh"
-            | "ash"
-            | "mksh"
-            | "yash"
-            | "fish"
-            | "rbash"
-            | "posh"
-            | "csh"
-            | "tcsh"
-            | "ksh93"
-            | "pdksh"
-    )
 }
 
 impl Walker<'_> {
@@ -500,1406 +470,21 @@ impl Walker<'_> {
     }
 
     /// Runs a wrapped command (`sudo CMD…`), one level deeper.
-    fn wrapped(&mut self, rest: &[String], ctx: &mut Context, depth: usize, stdin: Feed) -> Feed {
+    pub(super) fn wrapped(
+        &mut self,
+        rest: &[String],
+        ctx: &mut Context,
+        depth: usize,
+        stdin: Feed,
+    ) -> Feed {
         if rest.is_empty() {
             return Feed::default();
         }
         self.run(rest, ctx, depth + 1, stdin)
     }
 
-    #[expect(
-        clippy::too_many_lines,
-        reason = "one flat table is easier to audit than the same table split up"
-    )]
-    fn dispatch(
-        &mut self,
-        name: &str,
-        args: &[String],
-        ctx: &mut Context,
-        depth: usize,
-        stdin: Feed,
-    ) -> Feed {
-        match name {
-            // Wrappers: the rest of the line is the command that runs.
-            "sudo" => {
-                let o = args::parse(
-                    args,
-                    &[
-                        "-u",
-                        "-g",
-                        "-U",
-                        "-C",
-                        "-D",
-                        "-h",
-                        "-p",
-                        "-r",
-                        "-t",
-                        "-T",
-                        "--user",
-                        "--group",
-                        "--chdir",
-                        "--prompt",
-                        "--role",
-                        "--type",
-                        "--host",
-                        "--close-from",
-                        "--other-user",
-                        "--command-timeout",
-                    ],
-                    true,
-                );
-                if o.rest.is_empty() && o.has(&["-i", "-s", "--login", "--shell"]) {
-                    return self.shell_stdin(&stdin, ctx, depth);
-                }
-                if o.has(&["-e", "--edit"]) {
-                    for f in o.rest {
-                        self.path_op(Action::Read, f, ctx, None);
-                        self.path_op(Action::Write, f, ctx, None);
-                    }
-                    return Feed::default();
-                }
-                self.wrapped(o.rest, ctx, depth, stdin)
-            }
-            "doas" => {
-                let o = args::parse(args, &["-u", "-C"], true);
-                self.wrapped(o.rest, ctx, depth, stdin)
-            }
-            "nohup" | "time" | "builtin" | "unbuffer" | "caffeinate" | "catchsegv" | "command"
-            | "exec" | "setsid" | "busybox" | "toybox" | "ltrace" | "strace" | "torsocks"
-            | "proxychains" | "dbus-run-session" | "pkexec" | "linux32" | "linux64"
-            | "proxychains4" | "firejail" | "fakeroot" | "nocache" | "eatmydata" | "setpriv"
-            | "systemd-run" | "unshare" | "nsenter" | "setarch" | "xvfb-run" | "valgrind"
-            | "fakechroot" | "ssh-agent" | "dbus-launch" | "cgexec" | "proot" | "faketime"
-            | "sg" => {
-                let valued: &[&str] = match name {
-                    "exec" => &["-a"],
-                    "setpriv" | "systemd-run" | "unshare" | "nsenter" | "xvfb-run"
-                    | "ssh-agent" | "cgexec" | "proot" => wrapper_valued(name),
-                    "strace" | "ltrace" => &[
-                        "-o", "-e", "-p", "-s", "-u", "-E", "-P", "-a", "-b", "-I", "-S", "-X",
-                    ],
-                    _ => &[],
-                };
-                // `command -v NAME` / `-V` looks a name up and runs nothing; `-v` prints
-                // where the program is.
-                if name == "command"
-                    && args
-                        .iter()
-                        .take_while(|a| a.starts_with('-') && *a != "--")
-                        .any(|a| a.contains(['v', 'V']))
-                {
-                    return if args.iter().any(|a| a == "-v") {
-                        program_paths(args)
-                    } else {
-                        Feed::default()
-                    };
-                }
-                let o = args::parse(args, valued, true);
-                // setarch ARCH CMD…, faketime TIME CMD…, sg GROUP [-c] CMD…
-                let o_rest = if matches!(name, "setarch" | "faketime" | "sg") {
-                    let after = o.rest.get(1..).unwrap_or(&[]);
-                    if name == "sg" && after.first().is_some_and(|a| a == "-c") {
-                        let cmd = after.get(1..).unwrap_or(&[]).join(" ");
-                        return self.script(&cmd, ctx, depth + 1);
-                    }
-                    args::parse(after, &[], true).rest
-                } else {
-                    o.rest
-                };
-                if matches!(name, "strace" | "ltrace") {
-                    for f in o.values(&["-o"]) {
-                        self.path_op(Action::Write, f, ctx, None);
-                    }
-                }
-                // `command cat` and `builtin cd` skip functions of that name; so does any
-                // program a wrapper starts (it looks commands up on PATH).
-                if !o_rest.is_empty() {
-                    self.lookup = Lookup::PastFunctions;
-                }
-                self.wrapped(o_rest, ctx, depth, stdin)
-            }
-            "nice" | "ionice" | "taskset" | "chrt" | "numactl" | "cpulimit" | "prlimit" => {
-                let o = args::parse(
-                    args,
-                    &[
-                        "-n",
-                        "-c",
-                        "-p",
-                        "-l",
-                        "-e",
-                        "-t",
-                        "--adjustment",
-                        "--class",
-                        "--classdata",
-                        "--cpu-list",
-                        "--limit",
-                    ],
-                    true,
-                );
-                let rest = if matches!(name, "taskset" | "chrt") && !o.has(&["-p", "-c"]) {
-                    o.rest.get(1..).unwrap_or(&[])
-                } else {
-                    o.rest
-                };
-                self.wrapped(rest, ctx, depth, stdin)
-            }
-            "stdbuf" => {
-                let o = args::parse(
-                    args,
-                    &["-i", "-o", "-e", "--input", "--output", "--error"],
-                    true,
-                );
-                self.wrapped(o.rest, ctx, depth, stdin)
-            }
-            "timeout" => {
-                let o = args::parse(args, &["-s", "-k", "--signal", "--kill-after"], true);
-                self.wrapped(o.rest.get(1..).unwrap_or(&[]), ctx, depth, stdin)
-            }
-            "chroot" => {
-                let o = args::parse(args, &["--userspec", "--groups"], true);
-                if let Some(dir) = o.rest.first() {
-                    self.path_op(Action::Execute, dir, ctx, None);
-                }
-                self.wrapped(o.rest.get(1..).unwrap_or(&[]), ctx, depth, stdin)
-            }
-            "flock" => {
-                let o = args::parse(
-                    args,
-                    &[
-                        "-w",
-                        "-E",
-                        "-c",
-                        "--timeout",
-                        "--command",
-                        "--conflict-exit-code",
-                    ],
-                    true,
-                );
-                for c in o.values(&["-c", "--command"]) {
-                    self.script(c, &mut ctx.clone(), depth + 1);
-                }
-                self.wrapped(o.rest.get(1..).unwrap_or(&[]), ctx, depth, stdin)
-            }
-            "watch" => {
-                let o = args::parse(
-                    args,
-                    &["-n", "-d", "--interval", "-q", "--equexit", "--differences"],
-                    true,
-                );
-                let src = o.rest.join(" ");
-                self.script(&src, &mut ctx.clone(), depth + 1)
-            }
-            "env" => {
-                let o = args::parse(
-                    args,
-                    &["-u", "-C", "-S", "--unset", "--chdir", "--split-string"],
-                    false,
-                );
-                let mut sub = ctx.clone();
-                if o.has(&["-i", "--ignore-environment"]) || o.operands.first() == Some(&"-") {
-                    sub.env.clear();
-                }
-                for n in o.values(&["-u", "--unset"]) {
-                    unset_var(&mut sub, n);
-                }
-                if let Some(dir) = o.value(&["-C", "--chdir"]) {
-                    if let Some(p) = normalize::shell_path(dir, &sub) {
-                        sub.cwd = p;
-                    }
-                }
-                if let Some(s) = o.value(&["-S", "--split-string"]) {
-                    let mut src = s.to_owned();
-                    for a in &o.operands {
-                        src.push(' ');
-                        src.push_str(a);
-                    }
-                    return self.script(&src, &mut sub, depth + 1);
-                }
-                // Assignments come first, then the command; a real env stops parsing options
-                // there, which `parse` does not, so find the command among the operands.
-                let mut rest = Vec::new();
-                for (i, a) in o.operands.iter().enumerate() {
-                    match a.split_once('=') {
-                        Some((k, v)) if rest.is_empty() && valid_name(k) => set_var(&mut sub, k, v),
-                        _ => {
-                            rest = o.operands[i..].iter().map(|s| (*s).to_owned()).collect();
-                            break;
-                        }
-                    }
-                }
-                // Options after the command belong to it: take them from the original list.
-                if let Some(pos) = rest.first().and_then(|c| args.iter().position(|a| a == c)) {
-                    rest = args[pos..].to_vec();
-                }
-                if rest.is_empty() {
-                    // No command: env prints the environment.
-                    return environment_feed();
-                }
-                self.wrapped(&rest, &mut sub, depth, stdin)
-            }
-            "printenv" => environment_feed(),
-            "xargs" => {
-                let o = args::parse(
-                    args,
-                    &[
-                        "-I",
-                        "-n",
-                        "-P",
-                        "-L",
-                        "-d",
-                        "-E",
-                        "-a",
-                        "-s",
-                        "--arg-file",
-                        "--delimiter",
-                        "--max-args",
-                        "--max-procs",
-                        "--max-lines",
-                        "--replace",
-                        "--eof",
-                        "--max-chars",
-                        "--process-slot-var",
-                    ],
-                    true,
-                );
-                // `-a FILE`: the arguments come from FILE, stdin stays the command's.
-                let mut stdin = stdin;
-                for f in o.values(&["-a", "--arg-file"]) {
-                    self.path_op(Action::Read, f, ctx, None);
-                    let listed = self.file_feed(f, ctx).unwrap_or_default();
-                    stdin = Feed {
-                        downloaded: stdin.downloaded || listed.downloaded,
-                        ..listed
-                    };
-                }
-                let mut cmd: Vec<String> = if o.rest.is_empty() {
-                    vec!["echo".into()]
-                } else {
-                    o.rest.to_vec()
-                };
-                // Downloaded words become a runner's arguments: `sh -c` takes the first as
-                // its code, a script runner its file.
-                if stdin.downloaded {
-                    if let Some(runner) = cmd.first().map(|c| family(c).to_owned()) {
-                        // The stream is piped into the runner, and is its script.
-                        if is_shell(&runner) || is_interpreter(&runner) {
-                            self.runs_download(&runner, Reach::Script);
-                            self.runs_download(&runner, Reach::Stdin);
-                        }
-                    }
-                }
-                // The input becomes arguments: known text word by word, listed names as the
-                // globs they came from.
-                let delimiter = if o.has(&["-0", "--null"]) {
-                    Some('\0')
-                } else {
-                    o.value(&["-d", "--delimiter"])
-                        .and_then(|d| unescape(d).chars().next())
-                };
-                let input: Vec<String> = stdin
-                    .text
-                    .iter()
-                    .flat_map(|t| xargs_items(t, delimiter))
-                    .chain(stdin.names.iter().cloned())
-                    .collect();
-                let replace = o
-                    .value(&["-I", "--replace"])
-                    .or_else(|| o.has(&["-i"]).then_some("{}"));
-                if let Some(r) = replace {
-                    // A listed name may stand anywhere in a word (`cat DIR/{}`): there it
-                    // is just the entry's name (what `ls DIR` prints), any of them.
-                    let mut input = input;
-                    if !stdin.names.is_empty() {
-                        input.push("*".to_owned());
-                    }
-                    for item in &input {
-                        let c: Vec<String> = cmd.iter().map(|w| w.replace(r, item)).collect();
-                        self.wrapped(&c, ctx, depth, Feed::default());
-                    }
-                    return Feed::default();
-                }
-                cmd.extend(input);
-                self.wrapped(&cmd, ctx, depth, Feed::default())
-            }
-            "trap" => {
-                // `trap 'CMD' EXIT…`: CMD runs later; what it changes (a `cd`) does not
-                // reach the commands before it.
-                let handler = args.iter().find(|a| *a != "--");
-                match handler {
-                    Some(h) if !h.starts_with('-') => self.script(h, &mut ctx.clone(), depth + 1),
-                    _ => Feed::default(),
-                }
-            }
-            "eval" => {
-                let src = args.join(" ");
-                self.runs_unknown_words(ctx, depth);
-                self.code_from_download("sh", &src);
-                self.script(&src, ctx, depth + 1)
-            }
-            "su" | "runuser" => {
-                let o = args::parse(
-                    args,
-                    &[
-                        "-c",
-                        "--command",
-                        "-s",
-                        "--shell",
-                        "-g",
-                        "-G",
-                        "-u",
-                        "--group",
-                        "--user",
-                        "-w",
-                        "--whitelist-environment",
-                    ],
-                    true,
-                );
-                let mut feed = Feed::default();
-                for c in o.values(&["-c", "--command"]) {
-                    feed.extend(self.script(c, &mut ctx.clone(), depth + 1));
-                }
-                if name == "runuser" && !o.rest.is_empty() && !o.has(&["-c", "--command"]) {
-                    // runuser -u USER CMD…
-                    if o.has(&["-u", "--user"]) {
-                        return self.wrapped(o.rest, ctx, depth, stdin);
-                    }
-                }
-                if !o.has(&["-c", "--command"]) {
-                    feed.extend(self.shell_stdin(&stdin, ctx, depth));
-                }
-                feed
-            }
-            "script" => {
-                let o = args::parse(
-                    args,
-                    &[
-                        "-c",
-                        "--command",
-                        "-t",
-                        "-T",
-                        "-I",
-                        "-O",
-                        "-B",
-                        "-E",
-                        "--log-out",
-                        "--log-in",
-                        "--log-io",
-                        "--log-timing",
-                        "--timing",
-                        "--echo",
-                    ],
-                    false,
-                );
-                for f in o.operands.iter().copied().chain(o.values(&[
-                    "-O",
-                    "-B",
-                    "--log-out",
-                    "--log-io",
-                    "-T",
-                    "--log-timing",
-                ])) {
-                    self.path_op(Action::Write, f, ctx, None);
-                }
-                for c in o.values(&["-c", "--command"]) {
-                    self.script(c, &mut ctx.clone(), depth + 1);
-                }
-                Feed::default()
-            }
-            "find" => self.find(args, ctx, depth),
-            "locate" | "plocate" | "mlocate" | "slocate" => self.locate(args, ctx),
-            "fd" | "fdfind" => self.fd(args, ctx, depth),
-            n if is_shell(n) => self.shell(args, ctx, depth, &stdin),
-            "source" | "." => {
-                let Some(file) = args.first() else {
-                    return Feed::default();
-                };
-                // `source /dev/stdin <<< '…'` runs what comes in on stdin.
-                if file == "-" || flow::is_stdin_path(file) {
-                    return self.shell_stdin(&stdin, ctx, depth);
-                }
-                self.script_file(file, ctx, depth, true)
-            }
-
-            // State of this shell.
-            "cd" | "pushd" => self.cd(name, args, ctx),
-            "export" | "declare" | "typeset" | "local" | "readonly" => {
-                super::declare::declare(name, args, ctx);
-                // `export`, `export -p`, `declare -x`: the exported variables, listed.
-                let names = args.iter().any(|a| !a.starts_with('-'));
-                if matches!(name, "export" | "declare" | "typeset") && !names {
-                    return environment_feed();
-                }
-                Feed::default()
-            }
-            // `set` alone lists every variable.
-            "set" if args.is_empty() => environment_feed(),
-            // `:` and `true` ignore their arguments (`: "${KEY:=~/.ssh/id_rsa}"` only sets).
-            ":" | "true" | "false" => Feed::default(),
-            "read" => {
-                // read NAME… <<< "a b": the line's words, the last name takes the rest.
-                let o = args::parse(
-                    args,
-                    &["-a", "-d", "-n", "-N", "-p", "-t", "-u", "-i"],
-                    false,
-                );
-                // A name listed by `find`/`ls` stands in when the text is not known; what a
-                // filter printed is not known either, though it may be run.
-                let line = if stdin.approximate {
-                    self.keep_approximate(stdin.text.clone());
-                    super::walk::UNKNOWN.to_owned()
-                } else if stdin.text.is_empty() {
-                    stdin.names.first().cloned().unwrap_or_default()
-                } else {
-                    stdin.joined()
-                };
-                let line = line.lines().next().unwrap_or("");
-                let ifs = ctx.var("IFS").unwrap_or(" \t\n").to_owned();
-                let split = |l: &str| -> Vec<String> {
-                    l.split(|c: char| ifs.contains(c))
-                        .filter(|w| !w.is_empty())
-                        .map(str::to_owned)
-                        .collect()
-                };
-                if let Some(array) = o.value(&["-a"]) {
-                    let fields = if ifs.is_empty() {
-                        vec![line.to_owned()]
-                    } else {
-                        split(line)
-                    };
-                    set_var(ctx, array, &fields.join(&ELEMENT_BREAK.to_string()));
-                    return Feed::default();
-                }
-                let fields = if ifs.is_empty() {
-                    vec![line.to_owned()]
-                } else {
-                    split(line)
-                };
-                let mut words = fields.iter().map(String::as_str);
-                let names: Vec<&str> = o
-                    .operands
-                    .iter()
-                    .copied()
-                    .filter(|n| valid_name(n))
-                    .collect();
-                // A line of a download is downloaded text: `eval "$line"` runs it.
-                let taint = if stdin.downloaded { flow::STREAMED } else { "" };
-                for (i, n) in names.iter().enumerate() {
-                    let value = if i + 1 == names.len() {
-                        words.clone().collect::<Vec<_>>().join(" ")
-                    } else {
-                        words.next().unwrap_or("").to_owned()
-                    };
-                    set_var(ctx, n, &format!("{value}{taint}"));
-                }
-                if names.is_empty() {
-                    set_var(ctx, "REPLY", &format!("{line}{taint}"));
-                }
-                Feed::default()
-            }
-            "mapfile" | "readarray" => {
-                // mapfile -t NAME: one element per line of stdin.
-                let o = args::parse(args, &["-d", "-n", "-O", "-s", "-u", "-C", "-c"], false);
-                let name = o.operands.first().copied().unwrap_or("MAPFILE");
-                // Names listed by `find`/`locate` stand in when the text is not known.
-                let text = if stdin.approximate {
-                    self.keep_approximate(stdin.text.clone());
-                    super::walk::UNKNOWN.to_owned()
-                } else if stdin.text.is_empty() {
-                    stdin.names.join("\n")
-                } else {
-                    stdin.joined()
-                };
-                let lines: Vec<&str> = text.lines().collect();
-                // A download's lines stay tainted: `eval "${a[*]}"` runs them.
-                let taint = if stdin.downloaded { flow::STREAMED } else { "" };
-                if valid_name(name) && !(lines.is_empty() && taint.is_empty()) {
-                    let elements = lines.join(&ELEMENT_BREAK.to_string());
-                    set_var(ctx, name, &format!("{elements}{taint}"));
-                }
-                Feed::default()
-            }
-            "set"
-                if args.first().is_some_and(|a| a == "--")
-                    || args.first().is_some_and(|a| !a.starts_with(['-', '+'])) =>
-            {
-                // `set -- a b`: the positional parameters.
-                let params = args.strip_prefix(&["--".to_owned()]).unwrap_or(args);
-                for i in 1..=9 {
-                    set_var(
-                        ctx,
-                        &i.to_string(),
-                        params.get(i - 1).map_or("", String::as_str),
-                    );
-                }
-                set_var(ctx, "@", &params.join(" "));
-                set_var(ctx, "#", &params.len().to_string());
-                Feed::default()
-            }
-            "popd" => {
-                // Back to the directory the matching `pushd` left.
-                if let Some(stack) = ctx.var(DIRSTACK).map(str::to_owned) {
-                    let (top, rest) = stack.split_once('\n').unwrap_or((stack.as_str(), ""));
-                    if !top.is_empty() {
-                        let old = std::mem::replace(&mut ctx.cwd, top.to_owned());
-                        set_var(ctx, "OLDPWD", &old);
-                    }
-                    set_var(ctx, DIRSTACK, rest);
-                }
-                Feed::default()
-            }
-            "shopt" => {
-                if let Some(options) = super::globopts::shopt(ctx, args) {
-                    set_var(ctx, super::globopts::variable(), &options);
-                }
-                Feed::default()
-            }
-            "shift" => {
-                let n = args
-                    .first()
-                    .and_then(|a| a.parse::<usize>().ok())
-                    .unwrap_or(1);
-                let params: Vec<String> = (1..=9)
-                    .map(|i| ctx.var(&i.to_string()).unwrap_or("").to_owned())
-                    .skip(n)
-                    .collect();
-                for i in 1..=9 {
-                    set_var(
-                        ctx,
-                        &i.to_string(),
-                        params.get(i - 1).map_or("", String::as_str),
-                    );
-                }
-                Feed::default()
-            }
-            "unset" => {
-                for a in args.iter().filter(|a| !a.starts_with('-')) {
-                    unset_var(ctx, a);
-                }
-                Feed::default()
-            }
-            "alias" => {
-                for a in args {
-                    if let Some((k, v)) = a.split_once('=') {
-                        self.out.text(v);
-                        self.aliases.push((k.to_owned(), v.to_owned()));
-                        // Also walk it now: an alias defined is an alias about to be used.
-                        self.script(v, &mut ctx.clone(), depth + 1);
-                    }
-                }
-                Feed::default()
-            }
-            "echo" => {
-                let mut escapes = false;
-                let mut i = 0;
-                while let Some(a) = args.get(i) {
-                    if a.len() > 1
-                        && a.starts_with('-')
-                        && a[1..].bytes().all(|b| b"neE".contains(&b))
-                    {
-                        escapes |= a.contains('e');
-                        i += 1;
-                    } else {
-                        break;
-                    }
-                }
-                let text = args[i..].join(" ");
-                let text = if escapes { unescape(&text) } else { text };
-                self.out.text(text.as_str());
-                Feed::text(text)
-            }
-            "printf" => {
-                let o = args::parse(args, &["-v"], true);
-                // Arguments are tilde-expanded before `%.18s` cuts them (the walk leaves
-                // tildes for paths to resolve).
-                let filled: Vec<String> = o
-                    .rest
-                    .iter()
-                    .enumerate()
-                    .map(|(i, a)| match a.strip_prefix('~') {
-                        Some(rest) if i > 0 && (rest.is_empty() || rest.starts_with('/')) => {
-                            format!("{}{rest}", ctx.home)
-                        }
-                        _ => a.clone(),
-                    })
-                    .collect();
-                let text = super::printf::printf(&filled);
-                self.out.text(text.as_str());
-                match o.value(&["-v"]) {
-                    Some(var) => {
-                        set_var(ctx, var, &text);
-                        Feed::default()
-                    }
-                    None => Feed::text(text),
-                }
-            }
-
-            // Decoders: what they print is what the payload decodes to.
-            "base64" | "base32" | "basenc" | "xxd" | "uudecode" if decoding(name, args) => {
-                let o = args::parse(args, &["-w", "--wrap", "-s", "-l", "-c", "-g", "-o"], false);
-                let mut input = stdin.joined();
-                for f in &o.operands {
-                    if name == "xxd" && o.operands.len() == 2 && *f == o.operands[1] {
-                        self.path_op(Action::Write, f, ctx, None);
-                    } else {
-                        self.path_op(Action::Read, f, ctx, None);
-                        if let Some(feed) = self.file_feed(f, ctx) {
-                            input.push_str(&feed.joined());
-                        }
-                    }
-                }
-                self.decoded(&input)
-            }
-            "tr" if !stdin.text.is_empty() => {
-                // `echo CREDENTIALS | tr A-Z a-z`: the translated text.
-                let text = super::textops::tr(&stdin.joined(), args);
-                self.out.text(text.as_str());
-                Feed::text(text)
-            }
-            "rev" if !stdin.text.is_empty() => {
-                let text: String = stdin
-                    .joined()
-                    .lines()
-                    .map(|l| l.chars().rev().collect::<String>())
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                self.out.text(text.as_str());
-                Feed::text(text)
-            }
-
-            // `uniq IN OUT` writes OUT.
-            "uniq" if args::parse(args, UNIQ_VALUED, false).operands.len() > 1 => {
-                let o = args::parse(args, UNIQ_VALUED, false);
-                if let [input, output, ..] = o.operands.as_slice() {
-                    self.path_op(Action::Read, input, ctx, None);
-                    self.path_op(Action::Write, output, ctx, None);
-                }
-                Feed::default()
-            }
-            // Commands that print a path computed from their operands (`cd "$(dirname …)"`).
-            "pwd" => Feed::text(ctx.cwd.clone()),
-            "dirname" | "basename" | "realpath" if !args.is_empty() => {
-                let o = args::parse(
-                    args,
-                    &["-s", "--suffix", "--relative-to", "--relative-base"],
-                    false,
-                );
-                let printed: Vec<String> = o
-                    .operands
-                    .iter()
-                    .map(|a| match name {
-                        "dirname" => a
-                            .trim_end_matches('/')
-                            .rsplit_once('/')
-                            .map_or(".", |(d, _)| if d.is_empty() { "/" } else { d })
-                            .to_owned(),
-                        "basename" => a
-                            .trim_end_matches('/')
-                            .rsplit('/')
-                            .next()
-                            .unwrap_or("")
-                            .to_owned(),
-                        // realpath names the file; it reads nothing of it.
-                        _ => normalize::shell_path(a, ctx).unwrap_or_else(|| (*a).to_owned()),
-                    })
-                    .collect();
-                let text = printed.join("\n");
-                self.out.text(text.as_str());
-                Feed::text(text)
-            }
-
-            // Reading.
-            "cat" | "tac" | "nl" | "less" | "more" | "most" | "head" | "tail" | "cut" | "sort"
-            | "uniq" | "wc" | "diff" | "diff3" | "sdiff" | "cmp" | "comm" | "strings" | "xxd"
-            | "od" | "hexdump" | "hd" | "file" | "stat" | "md5sum" | "sha1sum" | "sha224sum"
-            | "sha256sum" | "sha384sum" | "sha512sum" | "b2sum" | "cksum" | "sum" | "readlink"
-            | "realpath" | "ls" | "dir" | "vdir" | "du" | "tree" | "lsattr" | "getfacl"
-            | "base64" | "base32" | "basenc" | "column" | "fold" | "fmt" | "paste" | "join"
-            | "iconv" | "bat" | "batcat" | "rev" | "zcat" | "bzcat" | "xzcat" | "zless"
-            | "zmore" | "expand" | "unexpand" | "tr" | "look" | "view" | "pr" | "tsort"
-            | "shuf" | "split" | "csplit" | "sha1" | "md5" | "nm" | "objdump" | "readelf"
-            | "ldd" | "exiftool" | "pdftotext" => self.reader(name, args, ctx, stdin),
-            "grep" | "egrep" | "fgrep" | "zgrep" | "rg" | "ag" | "ack" | "ugrep" => {
-                self.grep(name, args, ctx, depth, stdin)
-            }
-            "sed" | "gsed" => {
-                let o = args::parse(
-                    args,
-                    &["-e", "-f", "-l", "--expression", "--file", "--line-length"],
-                    false,
-                );
-                let mut scripts = o.values(&["-e", "--expression"]);
-                let mut files = o.operands.clone();
-                if scripts.is_empty() && o.values(&["-f", "--file"]).is_empty() && !files.is_empty()
-                {
-                    scripts.push(files.remove(0));
-                }
-                for s in &scripts {
-                    self.out.text(*s);
-                    self.sed_script(s, ctx, depth);
-                }
-                self.sed_runs_input(&scripts, &files, &stdin, ctx);
-                for f in o.values(&["-f", "--file"]) {
-                    self.path_op(Action::Read, f, ctx, None);
-                }
-                let in_place = o.has(&["-i", "-I", "--in-place"]);
-                // Filtering its stdin, sed prints it edited (`… | sed s/X/e/ | sh`).
-                let printed = if files.is_empty() && o.values(&["-f", "--file"]).is_empty() {
-                    Feed {
-                        text: stdin
-                            .text
-                            .iter()
-                            .map(|t| super::textops::sed(t, &scripts))
-                            .collect(),
-                        approximate: true,
-                        ..stdin
-                    }
-                } else {
-                    Feed::default()
-                };
-                for f in files {
-                    self.path_op(Action::Read, f, ctx, None);
-                    if in_place {
-                        self.path_op(Action::Write, f, ctx, None);
-                    }
-                }
-                printed
-            }
-            "awk" | "gawk" | "mawk" | "nawk" => {
-                let o = args::parse(
-                    args,
-                    &[
-                        "-f",
-                        "-v",
-                        "-F",
-                        "--file",
-                        "--assign",
-                        "--field-separator",
-                        "-i",
-                        "--include",
-                        "-l",
-                        "--load",
-                        "-E",
-                        "--exec",
-                    ],
-                    false,
-                );
-                let progs = o.values(&["-f", "--file", "-E", "--exec", "-i", "--include"]);
-                let mut files = o.operands.clone();
-                for f in &progs {
-                    self.path_op(Action::Read, f, ctx, None);
-                    self.script_source("awk", f, &stdin, ctx);
-                }
-                if progs.is_empty() && !files.is_empty() {
-                    let prog = files.remove(0);
-                    self.awk_runs_input(prog, &files, &stdin, ctx);
-                    // `-v name=value` is known to the program before it runs.
-                    let vars: Vec<(String, String)> = o
-                        .values(&["-v", "--assign"])
-                        .into_iter()
-                        .filter_map(|a| a.split_once('='))
-                        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                        .collect();
-                    self.code_with(prog, ctx, depth, &vars);
-                }
-                let files: Vec<&str> = files.into_iter().filter(|f| !f.contains('=')).collect();
-                for f in &files {
-                    self.path_op(Action::Read, f, ctx, None);
-                }
-                // Filtering its stdin, awk prints something made of it: the text stands
-                // for it (`… | awk 1 | sh`).
-                if files.is_empty() && progs.is_empty() {
-                    Feed {
-                        approximate: true,
-                        ..stdin
-                    }
-                } else {
-                    Feed::default()
-                }
-            }
-            "jq" | "yq" | "gojq" => {
-                let o = args::parse(
-                    args,
-                    &[
-                        "-f",
-                        "--from-file",
-                        "--arg",
-                        "--argjson",
-                        "--slurpfile",
-                        "--rawfile",
-                        "--indent",
-                        "-L",
-                        "--tab",
-                        "--args",
-                        "--jsonargs",
-                    ],
-                    false,
-                );
-                let mut files = o.operands.clone();
-                if o.value(&["-f", "--from-file"]).is_none() && !files.is_empty() {
-                    files.remove(0);
-                }
-                for f in files.into_iter().chain(o.values(&["-f", "--from-file"])) {
-                    self.path_op(Action::Read, f, ctx, None);
-                }
-                // --slurpfile NAME FILE / --rawfile NAME FILE: the file is the next word.
-                for (i, a) in args.iter().enumerate() {
-                    if matches!(a.as_str(), "--slurpfile" | "--rawfile") {
-                        if let Some(f) = args.get(i + 2) {
-                            self.path_op(Action::Read, f, ctx, None);
-                        }
-                    }
-                }
-                Feed::default()
-            }
-
-            // Interpreters.
-            n if is_interpreter(n) => self.interpreter(name, args, ctx, depth, &stdin),
-
-            // Codex's patch tool run from its shell (`apply_patch "$PATCH"`, or the patch
-            // on stdin from a here-doc): every file the patch names is changed.
-            "apply_patch" | "applypatch" => {
-                let text = args.first().cloned().unwrap_or_else(|| stdin.joined());
-                for change in patch::changes(&text) {
-                    let content = (change.action == Action::Write).then(|| text.clone());
-                    self.path_op(change.action, &change.path, ctx, content);
-                }
-                Feed::default()
-            }
-
-            // Writing.
-            "tee" => {
-                let o = args::parse(args, &["--output-error"], false);
-                let content = (!stdin.text.is_empty()).then(|| stdin.joined());
-                for f in o.operands {
-                    self.path_op(Action::Write, f, ctx, content.clone());
-                    if stdin.downloaded {
-                        self.downloaded_to(f, ctx);
-                    }
-                }
-                stdin
-            }
-            // `nvme format|sanitize|write… DEV` rewrites the device.
-            "nvme"
-                if matches!(
-                    args.first().map(String::as_str),
-                    Some("format" | "sanitize" | "write" | "write-zeroes" | "write-uncor" | "dsm")
-                ) =>
-            {
-                for dev in args.iter().filter(|a| a.starts_with("/dev/")) {
-                    self.path_op(Action::Write, dev, ctx, None);
-                }
-                Feed::default()
-            }
-            // Container engines reached at a socket given on the line (`--url unix:///…`).
-            "podman" | "podman-remote" | "docker" | "nerdctl"
-                if !engine_sockets(args).is_empty() =>
-            {
-                for sock in engine_sockets(args) {
-                    self.path_op(Action::Network, sock, ctx, None);
-                }
-                Feed::default()
-            }
-            // `patch [ORIGFILE [PATCHFILE]]`: the file patched (or `-o OUT`) is written.
-            "patch" => {
-                let o = args::parse(args, PATCH_VALUED, false);
-                for f in o.values(&["-i", "--input"]) {
-                    self.path_op(Action::Read, f, ctx, None);
-                }
-                for f in o.values(&["-o", "--output"]) {
-                    self.path_op(Action::Write, f, ctx, None);
-                }
-                if let Some(orig) = o.operands.first() {
-                    self.path_op(Action::Write, orig, ctx, None);
-                }
-                if let Some(patch) = o.operands.get(1) {
-                    self.path_op(Action::Read, patch, ctx, None);
-                }
-                Feed::default()
-            }
-            // Extended attributes change the file (a write, as the kernel judges it).
-            "setfattr" => {
-                let o = args::parse(
-                    args,
-                    &[
-                        "-n",
-                        "-v",
-                        "-x",
-                        "--name",
-                        "--value",
-                        "--remove",
-                        "--restore",
-                    ],
-                    false,
-                );
-                for f in o.operands {
-                    self.path_op(Action::Write, f, ctx, None);
-                }
-                Feed::default()
-            }
-            // zsh's `ztcp HOST PORT` connects and leaves the socket's descriptor in
-            // `$REPLY`; zsh hands out descriptors from 10 on.
-            "ztcp" => {
-                let o = args::parse(args, &["-d"], false);
-                if !o.has(&["-l", "-a", "-c", "-L", "-v"]) {
-                    if let Some(host) = o.operands.first() {
-                        let port = o.operands.get(1).and_then(|p| p.parse().ok());
-                        self.host_op(host, port, None);
-                        let fd = o.value(&["-d"]).unwrap_or("10").to_owned();
-                        set_var(ctx, "REPLY", &fd);
-                        self.flow.download_fds.push(fd);
-                    }
-                }
-                Feed::default()
-            }
-            "sysctl" => {
-                for (action, path) in super::sysctl::operations(args) {
-                    self.path_op(action, &path, ctx, None);
-                }
-                Feed::default()
-            }
-            "touch" | "truncate" | "mkdir" | "mkfifo" | "mknod" | "setfacl" => {
-                let o = args::parse(
-                    args,
-                    &[
-                        "-r",
-                        "-d",
-                        "-t",
-                        "-s",
-                        "-m",
-                        "-M",
-                        "-x",
-                        "-X",
-                        "--reference",
-                        "--date",
-                        "--size",
-                        "--mode",
-                        "--context",
-                        "--set",
-                        "--set-file",
-                        "--modify",
-                        "--remove",
-                        "--modify-file",
-                        "--remove-file",
-                    ],
-                    false,
-                );
-                for f in o.values(&[
-                    "-r",
-                    "--reference",
-                    "-M",
-                    "-X",
-                    "--set-file",
-                    "--modify-file",
-                    "--remove-file",
-                ]) {
-                    self.path_op(Action::Read, f, ctx, None);
-                }
-                let operands = if name == "mknod" {
-                    &o.operands[..o.operands.len().min(1)]
-                } else {
-                    &o.operands[..]
-                };
-                for f in operands {
-                    self.path_op(Action::Write, f, ctx, None);
-                }
-                Feed::default()
-            }
-            "chmod" | "chown" | "chgrp" | "chattr" | "chcon" => {
-                // Modes like `-x` or `+i` look like options; only the known options are.
-                let reference = args.iter().any(|a| a.starts_with("--reference"));
-                let mut rest: Vec<&String> = if name == "chattr" {
-                    args.iter()
-                        .filter(|a| {
-                            !(a.starts_with("--")
-                                || matches!(a.as_str(), "-R" | "-V" | "-f")
-                                || (a.len() > 1
-                                    && a.starts_with(['-', '+', '='])
-                                    && a[1..].bytes().all(|b| b.is_ascii_alphabetic())))
-                        })
-                        .collect()
-                } else {
-                    args.iter()
-                        .filter(|a| {
-                            !(a.starts_with("--")
-                                || matches!(
-                                    a.as_str(),
-                                    "-R" | "-v" | "-c" | "-f" | "-h" | "-H" | "-L" | "-P" | "-V"
-                                ))
-                        })
-                        .collect()
-                };
-                if name != "chattr" && !reference && !rest.is_empty() {
-                    rest.remove(0);
-                }
-                for f in rest {
-                    self.path_op(Action::Write, f, ctx, None);
-                }
-                Feed::default()
-            }
-            "rm" | "rmdir" | "unlink" | "shred" | "srm" | "wipe" => {
-                let o = args::parse(
-                    args,
-                    &["-n", "-s", "--iterations", "--size", "--random-source"],
-                    false,
-                );
-                // rm and rmdir refuse to remove `.` (`rm -rf .` deletes nothing). `..` is
-                // refused too, but only by some implementations: still judged.
-                let dot = |f: &str| f.trim_end_matches('/') == ".";
-                let recursive = o.has(&["-r", "-R", "--recursive"]);
-                for f in o.operands {
-                    if matches!(name, "rm" | "rmdir") && dot(f) {
-                        continue;
-                    }
-                    if matches!(name, "shred" | "wipe") {
-                        self.path_op(Action::Write, f, ctx, None);
-                    }
-                    if name == "rm" && recursive {
-                        self.tree_delete(f, ctx);
-                    } else {
-                        self.path_op(Action::Delete, f, ctx, None);
-                    }
-                }
-                Feed::default()
-            }
-            "cp" | "mv" | "install" | "ln" | "link" | "rsync" | "scp" => {
-                self.copy(name, args, ctx, &stdin)
-            }
-            "sponge" => {
-                let content = (!stdin.text.is_empty()).then(|| stdin.joined());
-                for f in args.iter().filter(|a| !a.starts_with('-')) {
-                    self.path_op(Action::Write, f, ctx, content.clone());
-                    if stdin.downloaded {
-                        self.downloaded_to(f, ctx);
-                    }
-                }
-                Feed::default()
-            }
-            "parallel" => self.parallel(args, ctx, depth, &stdin),
-            "dd" => self.dd(args, ctx, &stdin),
-            "mkfs" | "mke2fs" | "mkswap" | "wipefs" | "fdisk" | "sfdisk" | "cfdisk" | "parted"
-            | "gdisk" | "sgdisk" | "blkdiscard" | "mkdosfs" | "mkntfs" | "hdparm" | "badblocks"
-            | "losetup" | "cryptsetup" | "mount" | "umount" | "swapon" | "swapoff" | "tune2fs"
-            | "e2fsck" | "fsck" | "resize2fs" => {
-                for f in args.iter().filter(|a| path_like(a) && !a.starts_with('-')) {
-                    self.path_op(Action::Write, f, ctx, None);
-                }
-                Feed::default()
-            }
-            "vi" | "vim" | "nvim" | "nano" | "emacs" | "pico" | "ed" | "ex" | "micro" | "joe"
-            | "mcedit" | "gedit" | "kate" | "code" | "subl" | "vimdiff" | "rvim" | "jed"
-            | "kak" | "hx" | "helix" => {
-                let o = args::parse(
-                    args,
-                    &[
-                        "-c", "--cmd", "-S", "-u", "-U", "-T", "-i", "-t", "-w", "-W", "-s",
-                    ],
-                    false,
-                );
-                for f in o.operands.iter().filter(|f| !f.starts_with('+')) {
-                    self.path_op(Action::Read, f, ctx, None);
-                    self.path_op(Action::Write, f, ctx, None);
-                }
-                Feed::default()
-            }
-            "crontab" => {
-                let o = args::parse(args, &["-u"], false);
-                let user = o.value(&["-u"]).map_or_else(
-                    || {
-                        Path::new(&ctx.home)
-                            .file_name()
-                            .map_or("root".into(), |n| n.to_string_lossy().into_owned())
-                    },
-                    str::to_owned,
-                );
-                let spool = format!("/var/spool/cron/crontabs/{user}");
-                if o.has(&["-l"]) {
-                    self.path_op(Action::Read, &spool, ctx, None);
-                } else if o.has(&["-r"]) {
-                    self.path_op(Action::Delete, &spool, ctx, None);
-                } else {
-                    let content = match o.operands.first() {
-                        Some(&"-") | None => (!stdin.text.is_empty()).then(|| stdin.joined()),
-                        Some(f) => {
-                            self.path_op(Action::Read, f, ctx, None);
-                            self.file_feed(f, ctx).map(|f| f.joined())
-                        }
-                    };
-                    self.path_op(Action::Write, &spool, ctx, content);
-                }
-                Feed::default()
-            }
-            "systemctl" => {
-                let o = args::parse(
-                    args,
-                    &[
-                        "-t",
-                        "-p",
-                        "-H",
-                        "-M",
-                        "--type",
-                        "--property",
-                        "--host",
-                        "--machine",
-                        "--root",
-                    ],
-                    false,
-                );
-                let dir = if o.has(&["--user"]) {
-                    "~/.config/systemd/user"
-                } else {
-                    "/etc/systemd/system"
-                };
-                if let Some((verb, units)) = o.operands.split_first() {
-                    if matches!(
-                        *verb,
-                        "enable"
-                            | "disable"
-                            | "mask"
-                            | "unmask"
-                            | "link"
-                            | "edit"
-                            | "preset"
-                            | "revert"
-                            | "set-property"
-                            | "add-wants"
-                            | "add-requires"
-                            | "reenable"
-                            | "set-default"
-                    ) {
-                        for u in units {
-                            let target = if path_like(u) {
-                                (*u).to_owned()
-                            } else {
-                                format!("{dir}/{u}")
-                            };
-                            self.path_op(Action::Write, &target, ctx, None);
-                        }
-                    }
-                }
-                Feed::default()
-            }
-            "tar" | "bsdtar" => self.tar(args, ctx, &stdin),
-            "zip" | "7z" | "7za" | "rar" => {
-                if name == "zip" && args.iter().any(|a| a == "-@" || a == "--names-stdin") {
-                    self.read_names_on_stdin(&stdin, ctx);
-                }
-                let o = args::parse(
-                    args,
-                    &[
-                        "-b",
-                        "-n",
-                        "-t",
-                        "-tt",
-                        "-x",
-                        "-i",
-                        "-P",
-                        "-O",
-                        "--password",
-                    ],
-                    false,
-                );
-                let mut ops = o
-                    .operands
-                    .iter()
-                    .filter(|a| !matches!(*a, &("a" | "x" | "e" | "l" | "u" | "d")));
-                if let Some(archive) = ops.next() {
-                    self.path_op(Action::Write, archive, ctx, None);
-                }
-                for f in ops {
-                    self.tree_read(f, ctx);
-                }
-                Feed::default()
-            }
-            "unzip" | "gunzip" | "gzip" | "bzip2" | "bunzip2" | "xz" | "unxz" | "zstd"
-            | "unzstd" | "lz4" | "unrar" | "cpio" => {
-                // `cpio -o` / `-p` (and `zip -@`) archive the files named on stdin, one a
-                // line: each one is read.
-                let names_on_stdin = match name {
-                    "cpio" => args.iter().any(|a| {
-                        matches!(a.as_str(), "--create" | "--pass-through")
-                            || (a.starts_with('-')
-                                && !a.starts_with("--")
-                                && a.contains(['o', 'p']))
-                    }),
-                    _ => false,
-                };
-                if names_on_stdin {
-                    self.read_names_on_stdin(&stdin, ctx);
-                }
-                let o = args::parse(
-                    args,
-                    &["-d", "-x", "-P", "-S", "-o", "--suffix", "--output"],
-                    false,
-                );
-                if name == "unzip" {
-                    let mut it = o.operands.iter();
-                    let mut downloaded = false;
-                    if let Some(archive) = it.next() {
-                        self.path_op(Action::Read, archive, ctx, None);
-                        downloaded = self.is_download(archive, ctx);
-                    }
-                    let named = o.value(&["-d"]);
-                    let dir = named.unwrap_or(".");
-                    let lists = o.has(&["-l", "-t", "-v", "-z", "-Z"]);
-                    if !lists {
-                        // Into a directory named on the line: any name in it.
-                        match named {
-                            Some(d) => self.tree_write(d, ctx),
-                            None => self.path_op(Action::Write, dir, ctx, None),
-                        }
-                    }
-                    if downloaded && !lists {
-                        self.downloaded_tree(dir, ctx);
-                    }
-                } else {
-                    for f in &o.operands {
-                        self.path_op(Action::Read, f, ctx, None);
-                        if !o.has(&["-c", "--stdout", "-t", "--test", "-l", "--list"]) {
-                            self.path_op(Action::Write, f, ctx, None);
-                        }
-                    }
-                    for f in o.values(&["-o", "--output"]) {
-                        self.path_op(Action::Write, f, ctx, None);
-                    }
-                }
-                Feed::default()
-            }
-            "git" => self.git(args, ctx, depth),
-            "openssl" => self.openssl(args, ctx, &stdin),
-            "gpg" | "gpg2" => {
-                let o = args::parse(
-                    args,
-                    &[
-                        "-o",
-                        "--output",
-                        "-r",
-                        "--recipient",
-                        "-u",
-                        "--local-user",
-                        "--homedir",
-                        "--keyserver",
-                        "--passphrase-file",
-                        "--default-key",
-                    ],
-                    false,
-                );
-                let home = o.value(&["--homedir"]).unwrap_or("~/.gnupg");
-                self.path_op(Action::Read, home, ctx, None);
-                if o.has(&[
-                    "--import",
-                    "--gen-key",
-                    "--generate-key",
-                    "--full-generate-key",
-                    "--quick-gen-key",
-                    "--delete-secret-keys",
-                    "--delete-keys",
-                    "--edit-key",
-                ]) {
-                    self.path_op(Action::Write, home, ctx, None);
-                }
-                for f in o
-                    .operands
-                    .iter()
-                    .copied()
-                    .chain(o.values(&["--passphrase-file"]))
-                {
-                    if o.has(&[
-                        "--recv-keys",
-                        "--send-keys",
-                        "--search-keys",
-                        "--refresh-keys",
-                    ]) {
-                        break;
-                    }
-                    self.path_op(Action::Read, f, ctx, None);
-                }
-                for f in o.values(&["-o", "--output"]) {
-                    self.path_op(Action::Write, f, ctx, None);
-                }
-                if let Some(ks) = o.value(&["--keyserver"]) {
-                    self.url_op(ks, None);
-                }
-                Feed::default()
-            }
-            "ssh-keygen" => {
-                let o = args::parse(
-                    args,
-                    &[
-                        "-f", "-t", "-b", "-C", "-N", "-P", "-m", "-a", "-Z", "-n", "-I", "-s",
-                        "-V", "-z", "-O", "-F", "-R", "-E", "-w", "-Y", "-G", "-T", "-M", "-r",
-                        "-J", "-j", "-K", "-S",
-                    ],
-                    false,
-                );
-                let files = o.values(&["-f"]);
-                let reading = o.has(&[
-                    "-y", "-l", "-e", "-i", "-B", "-F", "-R", "-D", "-L", "-Q", "-Y",
-                ]);
-                for f in &files {
-                    self.path_op(Action::Read, f, ctx, None);
-                    if !reading {
-                        self.path_op(Action::Write, f, ctx, None);
-                    }
-                }
-                if files.is_empty() && !reading {
-                    self.path_op(Action::Write, "~/.ssh", ctx, None);
-                }
-                for f in o.values(&["-s"]) {
-                    self.path_op(Action::Read, f, ctx, None);
-                }
-                Feed::default()
-            }
-            "ssh-add" => {
-                let o = args::parse(args, &["-t", "-E", "-S", "-H", "-h"], false);
-                for f in o.operands {
-                    self.path_op(Action::Read, f, ctx, None);
-                }
-                if o.flags.is_empty() && args.is_empty() {
-                    self.path_op(Action::Read, "~/.ssh", ctx, None);
-                }
-                Feed::default()
-            }
-            "curl" | "wget" | "nc" | "ncat" | "netcat" | "socat" | "ssh" | "sftp" | "telnet"
-            | "ftp" | "lftp" | "ping" | "ping6" | "dig" | "nslookup" | "host" | "whois"
-            | "traceroute" | "tracepath" | "mtr" | "http" | "https" | "xh" | "aria2c"
-            | "ssh-copy-id" | "mosh" | "nmap" | "tftp" | "openvpn" | "sshpass" | "autossh"
-            | "websocat" | "grpcurl" | "wget2" | "lwp-request" | "lwp-download" | "GET"
-            | "HEAD" | "POST" | "curlie" | "fetch" => {
-                let mut feed = self.network(name, args, ctx, depth, stdin);
-                feed.downloaded |= flow::fetches(name);
-                feed
-            }
-
-            // Lookups print where a program is: `$(which rm)` is rm.
-            "which" => program_paths(args),
-            "type" if args.iter().any(|a| a == "-P" || a == "-p") => program_paths(args),
-            "hash" => {
-                self.hash(args);
-                Feed::default()
-            }
-
-            // Process lookups print PIDs: the daemon's stands as its name (see `stop`).
-            "pgrep" | "pidof" if super::stop::reaches(name, args) => {
-                Feed::text(super::stop::DAEMON)
-            }
-            // File tests stat their operands, signals read nothing: no file is read.
-            "test" | "[" | "pgrep" | "pidof" | "pkill" | "killall" | "kill" => Feed::default(),
-
-            "pip" | "uv" | "npm" | "easy_install" => {
-                self.installer(name, args, ctx);
-                Feed::default()
-            }
-
-            // Anything else: arguments that look like paths are read.
-            _ => {
-                self.other_command(args, ctx);
-                Feed::default()
-            }
-        }
-    }
-
     /// dd: `if=` is read, `of=` written with what it copies.
-    fn dd(&mut self, args: &[String], ctx: &Context, stdin: &Feed) -> Feed {
+    pub(super) fn dd(&mut self, args: &[String], ctx: &Context, stdin: &Feed) -> Feed {
         // Without `of=`, dd prints what it reads: its stdin, or a file whose text
         // this command wrote.
         let mut printed = if args.iter().any(|a| a.starts_with("of=")) {
@@ -1926,7 +511,7 @@ impl Walker<'_> {
     }
 
     /// cd / pushd: the working directory moves (see `cd_path_targets` for `CDPATH`).
-    fn cd(&mut self, name: &str, args: &[String], ctx: &mut Context) -> Feed {
+    pub(super) fn cd(&mut self, name: &str, args: &[String], ctx: &mut Context) -> Feed {
         let o = args::parse(args, &[], false);
         let target = o.operands.first().copied().unwrap_or("~");
         let target = match target {
@@ -1951,7 +536,7 @@ impl Walker<'_> {
     }
 
     /// `locate` and its kin print globs of the paths they may list (`super::locate`).
-    fn locate(&mut self, args: &[String], ctx: &Context) -> Feed {
+    pub(super) fn locate(&mut self, args: &[String], ctx: &Context) -> Feed {
         let found = super::locate::locate(args);
         for db in found.databases {
             self.path_op(Action::Read, db, ctx, None);
@@ -1964,7 +549,7 @@ impl Walker<'_> {
 
     /// fd: what it lists (`super::locate::fd`), below its directories, and the command
     /// `-x`/`-X` runs on each.
-    fn fd(&mut self, args: &[String], ctx: &mut Context, depth: usize) -> Feed {
+    pub(super) fn fd(&mut self, args: &[String], ctx: &mut Context, depth: usize) -> Feed {
         let found = super::locate::fd(args);
         let names: Vec<String> = found
             .names
@@ -1991,7 +576,7 @@ impl Walker<'_> {
 
     /// Package installers: the directories the line installs into are written whole
     /// (`super::installs`); their other arguments are read like any command's.
-    fn installer(&mut self, name: &str, args: &[String], ctx: &Context) {
+    pub(super) fn installer(&mut self, name: &str, args: &[String], ctx: &Context) {
         let dirs = match name {
             "pip" => self.pip_dirs(args, ctx),
             "easy_install" => super::installs::setup_py(args, ctx),
@@ -2032,7 +617,7 @@ impl Walker<'_> {
     }
 
     /// A command not in the table: arguments that look like paths are read.
-    fn other_command(&mut self, args: &[String], ctx: &Context) {
+    pub(super) fn other_command(&mut self, args: &[String], ctx: &Context) {
         for a in args {
             let candidate = if a.starts_with('-') {
                 a.split_once('=').map_or("", |(_, v)| v)
@@ -2048,7 +633,7 @@ impl Walker<'_> {
     }
 
     /// Text decoded from base64, base32 or hex in `input`; a consumer may run it.
-    fn decoded(&mut self, input: &str) -> Feed {
+    pub(super) fn decoded(&mut self, input: &str) -> Feed {
         let compact: String = input.chars().filter(|c| !c.is_whitespace()).collect();
         let mut decoded = normalize::decode_payloads(&compact);
         if decoded.is_empty() {
@@ -2064,7 +649,13 @@ impl Walker<'_> {
     }
 
     /// A shell: `-c STRING`, a script file, or commands on stdin.
-    fn shell(&mut self, args: &[String], ctx: &mut Context, depth: usize, stdin: &Feed) -> Feed {
+    pub(super) fn shell(
+        &mut self,
+        args: &[String],
+        ctx: &mut Context,
+        depth: usize,
+        stdin: &Feed,
+    ) -> Feed {
         let mut command_mode = false;
         let mut stdin_mode = false;
         // `-n` (noexec): the shell reads and checks the script, runs nothing in it.
@@ -2131,7 +722,7 @@ impl Walker<'_> {
     }
 
     /// Commands a shell reads from its stdin (`curl … | sh`, `base64 -d | bash`, here-docs).
-    fn shell_stdin(&mut self, stdin: &Feed, ctx: &mut Context, depth: usize) -> Feed {
+    pub(super) fn shell_stdin(&mut self, stdin: &Feed, ctx: &mut Context, depth: usize) -> Feed {
         if stdin.downloaded {
             self.runs_download("sh", Reach::Stdin);
         }
@@ -2145,7 +736,7 @@ impl Walker<'_> {
 
     /// A script file is read and executed; its text is walked when it is known (process
     /// substitution). `source` runs it in this shell (`same_shell`).
-    fn script_file(
+    pub(super) fn script_file(
         &mut self,
         file: &str,
         ctx: &mut Context,
@@ -2169,161 +760,16 @@ impl Walker<'_> {
         out
     }
 
-    #[expect(
-        clippy::too_many_lines,
-        reason = "the per-command option table is most of it"
-    )]
-    fn reader(&mut self, name: &str, args: &[String], ctx: &mut Context, stdin: Feed) -> Feed {
-        let valued: &[&str] = match name {
-            "head" | "tail" => &[
-                "-n",
-                "-c",
-                "--lines",
-                "--bytes",
-                "-s",
-                "--sleep-interval",
-                "--pid",
-            ],
-            "cut" => &[
-                "-d",
-                "-f",
-                "-c",
-                "-b",
-                "--delimiter",
-                "--fields",
-                "--characters",
-                "--bytes",
-                "--output-delimiter",
-            ],
-            "sort" => &[
-                "-k",
-                "-t",
-                "-o",
-                "-T",
-                "-S",
-                "--key",
-                "--field-separator",
-                "--output",
-                "--buffer-size",
-                "--temporary-directory",
-                "--parallel",
-                "--batch-size",
-                "--files0-from",
-            ],
-            "uniq" => &["-f", "-s", "-w"],
-            "xxd" => &["-s", "-l", "-c", "-g", "-o", "-n"],
-            "od" => &["-A", "-t", "-N", "-j", "-w", "-S"],
-            "hexdump" | "hd" => &["-n", "-s", "-e", "-f"],
-            "strings" => &["-n", "-t", "-e", "-T"],
-            "base64" | "base32" | "basenc" => &["-w", "--wrap"],
-            "ls" | "dir" | "vdir" => &[
-                "-I",
-                "-w",
-                "-T",
-                "--hide",
-                "--ignore",
-                "--width",
-                "--format",
-                "--sort",
-                "--time",
-                "--color",
-                "--block-size",
-                "--quoting-style",
-                "--indicator-style",
-                "--time-style",
-            ],
-            "du" => &[
-                "-d",
-                "-t",
-                "-B",
-                "-X",
-                "--max-depth",
-                "--threshold",
-                "--block-size",
-                "--exclude-from",
-                "--files0-from",
-                "--exclude",
-            ],
-            "tree" => &[
-                "-L",
-                "-I",
-                "-P",
-                "-o",
-                "-H",
-                "-T",
-                "--filelimit",
-                "--charset",
-            ],
-            "diff" | "sdiff" | "diff3" => &[
-                "-U",
-                "-C",
-                "-x",
-                "-X",
-                "-I",
-                "-F",
-                "-L",
-                "-W",
-                "--label",
-                "--to-file",
-                "--from-file",
-                "--width",
-            ],
-            "file" => &["-m", "-F", "-e", "-P", "--magic-file", "--separator"],
-            "stat" => &["-c", "--format", "--printf"],
-            "less" | "more" | "most" => &[
-                "-b", "-h", "-j", "-k", "-o", "-O", "-p", "-P", "-t", "-T", "-x", "-y", "-z",
-            ],
-            "column" => &["-s", "-o", "-c", "-N", "-R", "-E", "-H", "-W", "-l"],
-            "fold" | "fmt" => &["-w", "-p", "-g"],
-            "comm" | "join" | "paste" => &[
-                "-d",
-                "-t",
-                "-1",
-                "-2",
-                "-j",
-                "-o",
-                "-e",
-                "--output-delimiter",
-            ],
-            "iconv" => &["-f", "-t", "-o", "--from-code", "--to-code", "--output"],
-            "nl" => &["-b", "-d", "-f", "-h", "-i", "-l", "-n", "-s", "-v", "-w"],
-            "bat" | "batcat" => &[
-                "-l",
-                "-H",
-                "-r",
-                "-m",
-                "--language",
-                "--line-range",
-                "--highlight-line",
-                "--style",
-                "--theme",
-                "--tabs",
-                "--wrap",
-                "--map-syntax",
-                "--paging",
-                "--color",
-                "--decorations",
-            ],
-            "split" | "csplit" => &[
-                "-a",
-                "-b",
-                "-C",
-                "-l",
-                "-n",
-                "-t",
-                "-f",
-                "--suffix-length",
-                "--bytes",
-                "--lines",
-                "--number",
-                "--prefix",
-            ],
-            "md5sum" | "sha1sum" | "sha256sum" | "sha512sum" | "b2sum" | "cksum" => {
-                &["-a", "-l", "--algorithm", "--length"]
-            }
-            "pr" => &["-h", "-l", "-w", "-o", "-N"],
-            _ => &[],
-        };
+    /// A reader or filter of files, told which of its options take a value (the command
+    /// table's entry for it).
+    pub(super) fn reader(
+        &mut self,
+        name: &str,
+        valued: &[&str],
+        args: &[String],
+        ctx: &mut Context,
+        stdin: Feed,
+    ) -> Feed {
         let o = args::parse(args, valued, false);
         let operands: Vec<&str> = match name {
             // tr takes sets, not files.
@@ -2396,7 +842,7 @@ impl Walker<'_> {
         clippy::too_many_lines,
         reason = "the per-tool option table is most of it"
     )]
-    fn grep(
+    pub(super) fn grep(
         &mut self,
         name: &str,
         args: &[String],
@@ -2545,7 +991,7 @@ impl Walker<'_> {
     /// find: the start directories are read; `-exec`/`-execdir`/`-ok` run a command on what
     /// it finds (`{}` stands for every entry of the tree, hidden ones too, or for the names
     /// its `-name` tests allow: `find_names`); `-delete` deletes it.
-    fn find(&mut self, args: &[String], ctx: &mut Context, depth: usize) -> Feed {
+    pub(super) fn find(&mut self, args: &[String], ctx: &mut Context, depth: usize) -> Feed {
         let mut starts: Vec<&str> = Vec::new();
         let mut i = 0;
         // Leading -H -L -P -D… options, then start points until the expression.
@@ -2634,56 +1080,14 @@ impl Walker<'_> {
         clippy::too_many_lines,
         reason = "cp, mv, install, ln, rsync and scp share the source/destination logic"
     )]
-    fn copy(&mut self, name: &str, args: &[String], ctx: &mut Context, stdin: &Feed) -> Feed {
-        let valued: &[&str] = match name {
-            "install" => &[
-                "-m",
-                "-o",
-                "-g",
-                "-t",
-                "-S",
-                "--mode",
-                "--owner",
-                "--group",
-                "--target-directory",
-                "--suffix",
-            ],
-            "rsync" => &[
-                "-e",
-                "--rsh",
-                "-f",
-                "--filter",
-                "--exclude",
-                "--include",
-                "--exclude-from",
-                "--include-from",
-                "--files-from",
-                "--password-file",
-                "-T",
-                "--temp-dir",
-                "--log-file",
-                "--chmod",
-                "--port",
-                "-B",
-                "--block-size",
-                "--backup-dir",
-                "--partial-dir",
-                "--compare-dest",
-                "--link-dest",
-                "--copy-dest",
-                "-M",
-                "--remote-option",
-                "--rsync-path",
-                "--timeout",
-                "--bwlimit",
-                "--max-size",
-                "--min-size",
-                "--info",
-                "--debug",
-            ],
-            "scp" => &["-i", "-P", "-F", "-o", "-J", "-c", "-l", "-S", "-D", "-X"],
-            _ => &["-t", "-S", "--target-directory", "--suffix"],
-        };
+    pub(super) fn copy(
+        &mut self,
+        name: &str,
+        args: &[String],
+        ctx: &mut Context,
+        stdin: &Feed,
+    ) -> Feed {
+        let valued = copy_valued(name);
         let o = args::parse(args, valued, false);
         for f in o.values(&[
             "-i",
@@ -2809,7 +1213,7 @@ impl Walker<'_> {
         Feed::default()
     }
 
-    fn tar(&mut self, args: &[String], ctx: &mut Context, stdin: &Feed) -> Feed {
+    pub(super) fn tar(&mut self, args: &[String], ctx: &mut Context, stdin: &Feed) -> Feed {
         // The first word may be a bundle of letters without a dash (`tar czf out.tgz dir`).
         let mut args = args.to_vec();
         if let Some(first) = args.first_mut() {
@@ -2950,8 +1354,8 @@ impl Walker<'_> {
         self.tree_write(&hooks, ctx);
     }
 
-    #[expect(clippy::too_many_lines, reason = "one arm per git subcommand family")]
-    fn git(&mut self, args: &[String], ctx: &mut Context, depth: usize) -> Feed {
+    /// git: global options (`-C`, `-c` keys that run commands), then what the verb does.
+    pub(super) fn git(&mut self, args: &[String], ctx: &mut Context, depth: usize) -> Feed {
         let o = args::parse(args, super::canon::GIT_GLOBAL_VALUED, true);
         let mut sub = ctx.clone();
         for d in o.values(&["-C"]) {
@@ -2976,37 +1380,7 @@ impl Walker<'_> {
         let Some((verb, rest)) = o.rest.split_first() else {
             return Feed::default();
         };
-        let ro = args::parse(
-            rest,
-            &[
-                "-m",
-                "-b",
-                "-B",
-                "-o",
-                "--origin",
-                "--branch",
-                "--depth",
-                "-F",
-                "--file",
-                "-u",
-                "--upload-pack",
-                "--receive-pack",
-                "--template",
-                "-c",
-                "--config",
-                "--reference",
-                "-j",
-                "--jobs",
-                "--format",
-                "-n",
-                "--author",
-                "--date",
-                "-S",
-                "--gpg-sign",
-            ],
-            false,
-        );
-        let remote = |w: &str| w.contains("://") || remote_host(w).is_some();
+        let ro = args::parse(rest, GIT_VERB_VALUED, false);
         if verb == "rev-parse" {
             self.path_op(Action::Read, ".", &sub, None);
             return git_dir_paths(rest, &sub);
@@ -3025,55 +1399,7 @@ impl Walker<'_> {
                 }
             }
             "fetch" | "pull" | "push" | "ls-remote" | "remote" | "submodule" => {
-                if *verb == "remote"
-                    && !matches!(
-                        ro.operands.first(),
-                        Some(&("add" | "set-url" | "update" | "prune" | "show"))
-                    )
-                {
-                    self.path_op(Action::Read, ".", &sub, None);
-                    return Feed::default();
-                }
-                // The repository is the first operand (what follows are refspecs such as
-                // `HEAD:main`, which look like scp addresses).
-                let target = match (verb.as_str(), ro.operands.first()) {
-                    ("remote", Some(&("add" | "set-url"))) => ro.operands.get(2),
-                    ("remote", _) => ro.operands.get(1),
-                    ("submodule", _) => ro.operands.iter().find(|w| remote(w)),
-                    _ => ro.operands.first(),
-                };
-                // A remote by name, or none (the branch's): its URL is in the repository's
-                // config. Submodule URLs live elsewhere (.gitmodules); left hostless.
-                let configured = || {
-                    sub.host
-                        .as_deref()
-                        .filter(|_| *verb != "submodule")
-                        .and_then(|host| {
-                            super::gitconfig::remote_url(
-                                host,
-                                &sub.cwd,
-                                target.map(|t| &**t),
-                                *verb == "push",
-                            )
-                        })
-                };
-                match target {
-                    Some(t) if remote(t) => self.git_remote(t, &sub),
-                    _ => match configured() {
-                        Some(url) => self.git_remote(&url, &sub),
-                        None => self.out.op(Operation {
-                            action: Some(Action::Network),
-                            ..Operation::default()
-                        }),
-                    },
-                }
-                self.path_op(Action::Read, ".", &sub, None);
-                if matches!(verb.as_str(), "fetch" | "pull" | "submodule") {
-                    self.path_op(Action::Write, ".git", &sub, None);
-                }
-                if *verb == "pull" {
-                    self.path_op(Action::Write, ".", &sub, None);
-                }
+                self.git_remote_verb(verb, &ro, &sub);
             }
             "clean" => {
                 let target: Vec<&str> = if ro.operands.is_empty() {
@@ -3161,9 +1487,64 @@ impl Walker<'_> {
         Feed::default()
     }
 
+    /// `git fetch|pull|push|ls-remote|remote|submodule`: the remote reached (named on the
+    /// line, or configured), and what the verb changes in the repository.
+    fn git_remote_verb(&mut self, verb: &str, ro: &args::Opts<'_>, sub: &Context) {
+        let remote = |w: &str| w.contains("://") || remote_host(w).is_some();
+        if verb == "remote"
+            && !matches!(
+                ro.operands.first(),
+                Some(&("add" | "set-url" | "update" | "prune" | "show"))
+            )
+        {
+            self.path_op(Action::Read, ".", sub, None);
+            return;
+        }
+        // The repository is the first operand (what follows are refspecs such as
+        // `HEAD:main`, which look like scp addresses).
+        let target = match (verb, ro.operands.first()) {
+            ("remote", Some(&("add" | "set-url"))) => ro.operands.get(2),
+            ("remote", _) => ro.operands.get(1),
+            ("submodule", _) => ro.operands.iter().find(|w| remote(w)),
+            _ => ro.operands.first(),
+        };
+        // A remote by name, or none (the branch's): its URL is in the repository's
+        // config. Submodule URLs live elsewhere (.gitmodules); left hostless.
+        let configured = || {
+            sub.host
+                .as_deref()
+                .filter(|_| verb != "submodule")
+                .and_then(|host| {
+                    super::gitconfig::remote_url(
+                        host,
+                        &sub.cwd,
+                        target.map(|t| &**t),
+                        verb == "push",
+                    )
+                })
+        };
+        match target {
+            Some(t) if remote(t) => self.git_remote(t, sub),
+            _ => match configured() {
+                Some(url) => self.git_remote(&url, sub),
+                None => self.out.op(Operation {
+                    action: Some(Action::Network),
+                    ..Operation::default()
+                }),
+            },
+        }
+        self.path_op(Action::Read, ".", sub, None);
+        if matches!(verb, "fetch" | "pull" | "submodule") {
+            self.path_op(Action::Write, ".git", sub, None);
+        }
+        if verb == "pull" {
+            self.path_op(Action::Write, ".", sub, None);
+        }
+    }
+
     /// Files a command reads by the names it gets on stdin, one a line (`cpio -o`,
     /// `zip -@`): known text name by name, listed names as the globs they came from.
-    fn read_names_on_stdin(&mut self, stdin: &Feed, ctx: &Context) {
+    pub(super) fn read_names_on_stdin(&mut self, stdin: &Feed, ctx: &Context) {
         let names: Vec<String> = stdin
             .text
             .iter()
@@ -3185,7 +1566,7 @@ impl Walker<'_> {
         }
     }
 
-    fn openssl(&mut self, args: &[String], ctx: &mut Context, stdin: &Feed) -> Feed {
+    pub(super) fn openssl(&mut self, args: &[String], ctx: &mut Context, stdin: &Feed) -> Feed {
         let Some((verb, rest)) = args.split_first() else {
             return Feed::default();
         };
@@ -3235,33 +1616,8 @@ impl Walker<'_> {
     }
 }
 
-fn valid_name(k: &str) -> bool {
-    !k.is_empty()
-        && !k.starts_with(|c: char| c.is_ascii_digit())
-        && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
-/// `[user@]host:path` as scp, rsync and git write a remote side (not `./a:b`, not `/x:y`,
-/// not `C:\`).
-pub(super) fn remote_host(word: &str) -> Option<String> {
-    if let Some(rest) = word.strip_prefix("rsync://") {
-        let authority = rest.split('/').next().unwrap_or(rest);
-        let host = authority.rsplit('@').next().unwrap_or(authority);
-        return Some(normalize::host(host.split(':').next().unwrap_or(host)));
-    }
-    if word.contains("://") || word.starts_with(['/', '.', '~']) {
-        return None;
-    }
-    let (authority, _) = word.split_once(':')?;
-    if authority.contains('/') || authority.is_empty() || authority.len() == 1 {
-        return None;
-    }
-    let host = authority.rsplit('@').next().unwrap_or(authority);
-    (!host.is_empty()).then(|| normalize::host(host.trim_start_matches('[').trim_end_matches(']')))
-}
-
 /// Whether a base64/base32/xxd invocation decodes.
-fn decoding(name: &str, args: &[String]) -> bool {
+pub(super) fn decoding(name: &str, args: &[String]) -> bool {
     args.iter().any(|a| {
         if name == "xxd" {
             a == "-r"
@@ -3278,47 +1634,9 @@ fn decoding(name: &str, args: &[String]) -> bool {
     }) || name == "uudecode"
 }
 
-/// `echo -e` / `printf` escapes: `\n`, `\t`, `\xHH`, `\0NNN`, `\NNN`, `\uHHHH`.
-pub(super) fn unescape(s: &str) -> String {
-    let chars: Vec<char> = s.chars().collect();
-    let mut bytes = Vec::new();
-    let mut buf = [0u8; 4];
-    let mut i = 0;
-    while i < chars.len() {
-        if chars[i] != '\\' || i + 1 >= chars.len() {
-            bytes.extend_from_slice(chars[i].encode_utf8(&mut buf).as_bytes());
-            i += 1;
-            continue;
-        }
-        let esc = chars[i + 1];
-        i += 2;
-        if super::word::common_escape(esc, &chars, &mut i, &mut bytes) {
-            continue;
-        }
-        match esc {
-            '\\' => bytes.push(b'\\'),
-            '0' => {
-                let (v, n) = super::word::radix_prefix(&chars[i..], 8, 3);
-                bytes.push(v as u8);
-                i += n;
-            }
-            '1'..='7' => {
-                let (v, n) = super::word::radix_prefix(&chars[i - 1..], 8, 3);
-                bytes.push(v as u8);
-                i += n - 1;
-            }
-            other => {
-                bytes.push(b'\\');
-                bytes.extend_from_slice(other.encode_utf8(&mut buf).as_bytes());
-            }
-        }
-    }
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
 /// The items xargs reads from `text`: split at `delimiter` (`-0`, `-d`), else at blanks
 /// (a NUL among them ends an item too).
-fn xargs_items(text: &str, delimiter: Option<char>) -> Vec<String> {
+pub(super) fn xargs_items(text: &str, delimiter: Option<char>) -> Vec<String> {
     let items: Vec<&str> = match delimiter {
         Some(d) => text.split(d).collect(),
         None => text
@@ -3334,7 +1652,7 @@ fn xargs_items(text: &str, delimiter: Option<char>) -> Vec<String> {
 }
 
 /// What `which`, `command -v` and `type -P` print for the names among `args`.
-fn program_paths(args: &[String]) -> Feed {
+pub(super) fn program_paths(args: &[String]) -> Feed {
     let text: Vec<String> = args
         .iter()
         .filter(|a| !a.starts_with('-'))
@@ -3354,10 +1672,10 @@ const METADATA_ONLY: &[&str] = &[
 ];
 
 /// Where `pushd` keeps the directories `popd` returns to, newest first, one per line.
-const DIRSTACK: &str = "DIRSTACK";
+pub(super) const DIRSTACK: &str = "DIRSTACK";
 
 /// What `env`, `printenv` and `export -p` print: the environment.
-fn environment_feed() -> Feed {
+pub(super) fn environment_feed() -> Feed {
     Feed {
         environment: true,
         ..Feed::default()

@@ -14,6 +14,13 @@
 //! comes back is counted, and once a few are stuck every call fails closed at once rather
 //! than piling up more. Light command lines, the everyday ones, are walked on the caller's
 //! thread; a parser panic becomes an error either way.
+//!
+//! What each command does is data: `table` holds an entry per command (its options that take
+//! a value, which options and operands name paths read / written / executed, what it wraps
+//! or prints), walked by one interpreter; commands whose effect is code (`find -exec`,
+//! `xargs`, `sh -c`, interpreters) name a handler from the entry. `commands` runs one
+//! command (functions, aliases, downloads, then the table) and holds the methods handlers
+//! share; `names` says what a command word is.
 mod args;
 mod canon;
 mod code;
@@ -28,6 +35,7 @@ mod globopts;
 mod home_paths;
 mod installs;
 mod locate;
+mod names;
 mod net;
 mod param;
 mod parse;
@@ -37,6 +45,8 @@ mod resolve;
 mod sed;
 mod stop;
 mod sysctl;
+mod table;
+mod taint;
 mod textops;
 mod walk;
 mod word;

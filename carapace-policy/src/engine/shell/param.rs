@@ -6,7 +6,6 @@
 //! the path the shell would open.
 
 use super::super::operation::Context;
-use super::word::{expand_one, Subst};
 
 /// Arrays are kept as one variable per element (`a[0]`, `a[1]`, …) plus their count
 /// (`a[#]`); `$a` is element 0, as in bash.
@@ -51,8 +50,14 @@ pub(super) fn elements(ctx: &Context, array: &str) -> String {
 /// Separates the elements of `"${a[@]}"`: each is a field of its own even when quoted.
 pub(super) const ELEMENT_BREAK: char = '\u{1}';
 
-/// `${…}` without the braces.
-pub(super) fn parameter(inner: &str, ctx: &Context, subst: &mut Subst<'_>) -> String {
+/// `${…}` without the braces. `expand` expands a word inside it (`${x:-WORD}`): word
+/// expansion and parameter expansion recurse into each other, and the word side lives in
+/// `word`, which calls this one.
+pub(super) fn parameter(
+    inner: &str,
+    ctx: &Context,
+    expand: &mut dyn FnMut(&str) -> String,
+) -> String {
     if let Some(target) = inner.strip_prefix('!') {
         // ${!name}: the variable named by name's value.
         return if valid_name(target) {
@@ -77,28 +82,33 @@ pub(super) fn parameter(inner: &str, ctx: &Context, subst: &mut Subst<'_>) -> St
             let Some(end) = sub.find(']') else {
                 return var(ctx, name);
             };
-            (subscript(ctx, name, &sub[..end], subst), &sub[end + 1..])
+            (subscript(ctx, name, &sub[..end], expand), &sub[end + 1..])
         }
         None => (var(ctx, name), op),
     };
     let set = ctx.var(name).is_some() || name == "IFS";
-    operator(value, set, op, ctx, subst)
+    operator(value, set, op, ctx, expand)
 }
 
 /// The value of `name[sub]`: one element, or all of them for `@` / `*`.
-fn subscript(ctx: &Context, name: &str, sub: &str, subst: &mut Subst<'_>) -> String {
+fn subscript(
+    ctx: &Context,
+    name: &str,
+    sub: &str,
+    expand: &mut dyn FnMut(&str) -> String,
+) -> String {
     if sub == "@" || sub == "*" {
         return elements(ctx, name);
     }
     if is_assoc(ctx, name) {
-        let key = expand_one(sub, ctx, subst);
+        let key = expand(sub);
         return var(ctx, &format!("{name}[{key}]"));
     }
     let count: usize = ctx
         .var(&count_name(name))
         .and_then(|c| c.parse().ok())
         .unwrap_or_else(|| usize::from(ctx.var(name).is_some()));
-    let index = arithmetic(&expand_one(sub, ctx, subst), ctx).unwrap_or(0);
+    let index = arithmetic(&expand(sub), ctx).unwrap_or(0);
     let index = if index < 0 {
         i64::try_from(count).unwrap_or(0) + index
     } else {
@@ -116,7 +126,13 @@ fn element(ctx: &Context, name: &str, i: usize) -> String {
 }
 
 /// The operator part of `${name…}` applied to `value`.
-fn operator(value: String, set: bool, op: &str, ctx: &Context, subst: &mut Subst<'_>) -> String {
+fn operator(
+    value: String,
+    set: bool,
+    op: &str,
+    ctx: &Context,
+    expand: &mut dyn FnMut(&str) -> String,
+) -> String {
     let (colon, rest) = match op.strip_prefix(':') {
         Some(r) if r.starts_with(['-', '=', '+', '?']) => (true, r),
         _ => (false, op),
@@ -125,21 +141,21 @@ fn operator(value: String, set: bool, op: &str, ctx: &Context, subst: &mut Subst
     let mut it = rest.chars();
     match it.next() {
         Some('-' | '=') if present => value,
-        Some('-' | '=') => expand_one(it.as_str(), ctx, subst),
-        Some('+') if present => expand_one(it.as_str(), ctx, subst),
+        Some('-' | '=') => expand(it.as_str()),
+        Some('+') if present => expand(it.as_str()),
         Some('+') => String::new(),
         Some('#') => {
             let longest = rest.starts_with("##");
-            let pat = expand_one(rest.trim_start_matches('#'), ctx, subst);
+            let pat = expand(rest.trim_start_matches('#'));
             remove_prefix(&value, &pat, longest)
         }
         Some('%') => {
             let longest = rest.starts_with("%%");
-            let pat = expand_one(rest.trim_start_matches('%'), ctx, subst);
+            let pat = expand(rest.trim_start_matches('%'));
             remove_suffix(&value, &pat, longest)
         }
-        Some('/') => substitute(&value, &rest[1..], ctx, subst),
-        Some(':') => substring(&value, &rest[1..], ctx, subst),
+        Some('/') => substitute(&value, &rest[1..], expand),
+        Some(':') => substring(&value, &rest[1..], ctx, expand),
         Some(',' | '^' | '~') => change_case(&value, rest),
         // No operator, `?` and the rest: the value itself.
         _ => value,
@@ -167,20 +183,25 @@ fn change_case(value: &str, op: &str) -> String {
     out
 }
 
-fn substring(value: &str, spec: &str, ctx: &Context, subst: &mut Subst<'_>) -> String {
+fn substring(
+    value: &str,
+    spec: &str,
+    ctx: &Context,
+    expand: &mut dyn FnMut(&str) -> String,
+) -> String {
     let chars: Vec<char> = value.chars().collect();
     let n = i64::try_from(chars.len()).unwrap_or(i64::MAX);
     let (off, len) = match spec.split_once(':') {
         Some((o, l)) => (o, Some(l)),
         None => (spec, None),
     };
-    let off = arithmetic(&expand_one(off, ctx, subst), ctx).unwrap_or(0);
+    let off = arithmetic(&expand(off), ctx).unwrap_or(0);
     let start = if off < 0 {
         (n + off).max(0)
     } else {
         off.min(n)
     };
-    let end = match len.map(|l| arithmetic(&expand_one(l, ctx, subst), ctx).unwrap_or(0)) {
+    let end = match len.map(|l| arithmetic(&expand(l), ctx).unwrap_or(0)) {
         None => n,
         Some(l) if l < 0 => (n + l).max(start),
         Some(l) => start.saturating_add(l).min(n),
@@ -228,14 +249,14 @@ fn remove_suffix(value: &str, pat: &str, longest: bool) -> String {
 
 /// `${v/pat/rep}`, `${v//pat/rep}`, `${v/#pat/rep}`, `${v/%pat/rep}`: the longest match at
 /// the first (or every) place the pattern matches.
-fn substitute(value: &str, spec: &str, ctx: &Context, subst: &mut Subst<'_>) -> String {
+fn substitute(value: &str, spec: &str, expand: &mut dyn FnMut(&str) -> String) -> String {
     let (mode, body) = match spec.chars().next() {
         Some(c @ ('/' | '#' | '%')) => (Some(c), &spec[1..]),
         _ => (None, spec),
     };
     let (pat, rep) = body.split_once('/').unwrap_or((body, ""));
-    let pat = expand_one(pat, ctx, subst);
-    let rep = expand_one(rep, ctx, subst);
+    let pat = expand(pat);
+    let rep = expand(rep);
     if pat.is_empty() || too_long(value, &pat) {
         return value.to_owned();
     }
@@ -511,7 +532,9 @@ mod tests {
     }
 
     fn expand(inner: &str, vars: &[(&str, &str)]) -> String {
-        parameter(inner, &ctx(vars), &mut |_| String::new())
+        let c = ctx(vars);
+        let mut word = |w: &str| super::super::word::expand_one(w, &c, &mut |_| String::new());
+        parameter(inner, &c, &mut word)
     }
 
     #[test]

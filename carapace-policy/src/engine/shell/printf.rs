@@ -3,7 +3,7 @@
 //! keeps four characters, `%c` one, `%b` decodes escapes, `*` takes a number from the
 //! arguments), the format reused while arguments remain. `printf -v p '%.18s' ~/.netrcXYZ`
 //! is a path built this way.
-use super::commands::unescape;
+use super::names::unescape;
 
 /// Times the format is reused for leftover arguments, at most.
 const MAX_ROUNDS: usize = 64;

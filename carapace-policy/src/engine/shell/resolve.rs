@@ -8,7 +8,7 @@
 //! walked with the same arguments, so the decision is the strictest among them.
 use super::super::normalize;
 use super::super::operation::Context;
-use super::commands::family;
+use super::names::family;
 use super::walk::Walker;
 
 /// Where programs live, as `PATH` lists them on the systems Carapace runs on.

@@ -68,7 +68,7 @@ pub(super) struct Walker<'o> {
     /// analysis thread.
     pub escalate: bool,
     /// Where downloaded bytes went so far.
-    pub flow: super::flow::Flow,
+    pub flow: super::taint::Flow,
     /// Functions defined so far, by name: a call walks the body with its arguments.
     pub functions: Vec<(String, ast::FunctionBody)>,
     /// Files this command wrote with known content (`echo 'cat ~/.netrc' > /tmp/s`), by
@@ -127,7 +127,7 @@ impl<'o> Walker<'o> {
             git_config: Vec::new(),
             inline: false,
             escalate: false,
-            flow: super::flow::Flow::default(),
+            flow: super::taint::Flow::default(),
             functions: Vec::new(),
             files: Vec::new(),
             sub_names: Vec::new(),
@@ -594,7 +594,7 @@ impl<'o> Walker<'o> {
     /// `/???/ba?h`) reading downloaded bytes may well be a shell: taken as one.
     fn unresolved_runner(&mut self, unresolved: bool, stdin: &Feed) {
         if unresolved && stdin.downloaded {
-            self.runs_download("sh", super::flow::Reach::Stdin);
+            self.runs_download("sh", super::taint::Reach::Stdin);
         }
     }
 
@@ -764,7 +764,7 @@ impl<'o> Walker<'o> {
                                 if fd.is_none_or(|fd| fd == 0) {
                                     if let Some(feed) = self.file_feed(&path, ctx) {
                                         stdin = Some(feed);
-                                    } else if super::flow::is_stdin_path(&path) {
+                                    } else if super::taint::is_stdin_path(&path) {
                                         // `$(< /dev/stdin)`: the stdin it came with.
                                         stdin = Some(self.inherited_stdin());
                                     }
@@ -1141,10 +1141,10 @@ impl<'o> Walker<'o> {
         }
         let mut value = feed.joined();
         if feed.downloaded {
-            value.push_str(super::flow::DOWNLOADED);
+            value.push_str(super::taint::DOWNLOADED);
             // `sh -c 'eval "$(cat)"'` fed by a pipe: the whole stream, read as one value.
             if self.flow.stdin {
-                value.push_str(super::flow::STREAMED);
+                value.push_str(super::taint::STREAMED);
             }
         }
         value
@@ -1404,7 +1404,7 @@ fn unresolved_command(raw: &str, first: Option<&String>) -> bool {
 /// A here-document or here-string: its text, downloaded when it holds a `$(curl …)`.
 fn text_feed(body: String) -> Feed {
     Feed {
-        downloaded: super::flow::value_reach(&body).is_some(),
+        downloaded: super::taint::value_reach(&body).is_some(),
         ..Feed::text(body)
     }
 }

@@ -239,7 +239,7 @@ impl Expansion {
             Some('{') => {
                 let end = matching(chars, i + 1, '{', '}');
                 let inner = collect(&chars[i + 2..end.max(i + 2)]);
-                let value = parameter(&inner, ctx, subst);
+                let value = parameter(&inner, ctx, &mut |w: &str| expand_one(w, ctx, subst));
                 self.expanded(&value, quoted);
                 end + 1
             }

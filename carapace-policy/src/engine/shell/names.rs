@@ -1,0 +1,172 @@
+//! What a command word is, by its name or its shape: the family a program belongs to
+//! (`python3.12` is `python`), shells and interpreters, words that look like paths or
+//! remote places. Plain string functions, used by the command table and the taint flow
+//! alike (so neither depends on the other for them).
+use super::super::normalize;
+
+/// The name a command is looked up by: `/usr/bin/python3.12` → `python`, `mkfs.ext4` →
+/// `mkfs`.
+pub(super) fn family(word: &str) -> &str {
+    let base = word.rsplit('/').next().unwrap_or(word);
+    if base.starts_with("mkfs.") {
+        return "mkfs";
+    }
+    // `pip-3.12`, as some distributions name it.
+    if base
+        .strip_prefix("pip-")
+        .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+    {
+        return "pip";
+    }
+    for (prefix, fam) in [
+        ("python", "python"),
+        ("pypy", "python"),
+        ("ipython", "ipython"),
+        ("perl5", "perl"),
+        ("ruby", "ruby"),
+        ("php", "php"),
+        ("node", "node"),
+        ("lua", "lua"),
+        ("pip", "pip"),
+    ] {
+        if base.starts_with(prefix)
+            && base[prefix.len()..]
+                .bytes()
+                .all(|b| b.is_ascii_digit() || b == b'.')
+        {
+            return fam;
+        }
+    }
+    base
+}
+
+/// A word that names a file rather than a value: rules want to see it as a path.
+/// A word that could name a file in the working directory: no option, scheme, `host:`,
+/// assignment or spaces.
+pub(super) fn bare_name(word: &str) -> bool {
+    !word.is_empty()
+        && !word.starts_with('-')
+        && !word.contains([':', '=', ' ', '@', '$', '\n'])
+        && !word.bytes().all(|b| b.is_ascii_digit())
+}
+
+pub(super) fn path_like(word: &str) -> bool {
+    !word.contains("://")
+        && (word.contains('/') || word.starts_with('~') || word.starts_with('.') && word.len() > 1)
+}
+
+/// Interpreters of other languages (by [`family`] name): `-c`/`-e` code, a script file,
+/// or code on stdin.
+pub(super) fn is_interpreter(name: &str) -> bool {
+    INTERPRETERS.contains(&name)
+}
+
+/// The interpreters [`is_interpreter`] knows, as the command table lists them.
+pub(super) const INTERPRETERS: &[&str] = &[
+    "python",
+    "node",
+    "nodejs",
+    "ruby",
+    "perl",
+    "php",
+    "lua",
+    "luajit",
+    "deno",
+    "bun",
+    "Rscript",
+    "tclsh",
+    "pwsh",
+    "powershell",
+    "osascript",
+    "irb",
+    "julia",
+    "R",
+    "ts-node",
+    "tsx",
+    "ipython",
+    "sbcl",
+    "clisp",
+    "guile",
+    "racket",
+    "elixir",
+    "groovy",
+    "jshell",
+    "scala",
+    "swift",
+    "expect",
+    "wish",
+];
+
+/// Shells that take `-c STRING`, a script file, or read stdin.
+pub(super) fn is_shell(name: &str) -> bool {
+    SHELLS.contains(&name)
+}
+
+/// The shells [`is_shell`] knows, as the command table lists them.
+pub(super) const SHELLS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "yash", "fish", "rbash", "posh", "csh",
+    "tcsh", "ksh93", "pdksh",
+];
+
+pub(super) fn valid_name(k: &str) -> bool {
+    !k.is_empty()
+        && !k.starts_with(|c: char| c.is_ascii_digit())
+        && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// `[user@]host:path` as scp, rsync and git write a remote side (not `./a:b`, not `/x:y`,
+/// not `C:\`).
+pub(super) fn remote_host(word: &str) -> Option<String> {
+    if let Some(rest) = word.strip_prefix("rsync://") {
+        let authority = rest.split('/').next().unwrap_or(rest);
+        let host = authority.rsplit('@').next().unwrap_or(authority);
+        return Some(normalize::host(host.split(':').next().unwrap_or(host)));
+    }
+    if word.contains("://") || word.starts_with(['/', '.', '~']) {
+        return None;
+    }
+    let (authority, _) = word.split_once(':')?;
+    if authority.contains('/') || authority.is_empty() || authority.len() == 1 {
+        return None;
+    }
+    let host = authority.rsplit('@').next().unwrap_or(authority);
+    (!host.is_empty()).then(|| normalize::host(host.trim_start_matches('[').trim_end_matches(']')))
+}
+
+/// `echo -e` / `printf` escapes: `\n`, `\t`, `\xHH`, `\0NNN`, `\NNN`, `\uHHHH`.
+pub(super) fn unescape(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 4];
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] != '\\' || i + 1 >= chars.len() {
+            bytes.extend_from_slice(chars[i].encode_utf8(&mut buf).as_bytes());
+            i += 1;
+            continue;
+        }
+        let esc = chars[i + 1];
+        i += 2;
+        if super::word::common_escape(esc, &chars, &mut i, &mut bytes) {
+            continue;
+        }
+        match esc {
+            '\\' => bytes.push(b'\\'),
+            '0' => {
+                let (v, n) = super::word::radix_prefix(&chars[i..], 8, 3);
+                bytes.push(v as u8);
+                i += n;
+            }
+            '1'..='7' => {
+                let (v, n) = super::word::radix_prefix(&chars[i - 1..], 8, 3);
+                bytes.push(v as u8);
+                i += n - 1;
+            }
+            other => {
+                bytes.push(b'\\');
+                bytes.extend_from_slice(other.encode_utf8(&mut buf).as_bytes());
+            }
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}

@@ -1,0 +1,269 @@
+//! Builtins that change this shell's state (`cd`, `export`, `read`, `set`) or print text
+//! the walk keeps (`echo`, `printf`).
+
+use super::super::super::operation::Context;
+use super::super::args;
+use super::super::commands::{environment_feed, DIRSTACK};
+use super::super::flow;
+use super::super::names::{unescape, valid_name};
+use super::super::param::ELEMENT_BREAK;
+use super::super::walk::{set_var, unset_var, Feed, Walker};
+use super::Call;
+
+/// `cd` / `pushd`: the working directory of the commands after it.
+pub(super) fn cd(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call { name, args, .. } = call;
+    w.cd(name, args, ctx)
+}
+
+/// `export`, `declare`, `local`, `readonly`: variables set (alone: the environment printed).
+pub(super) fn export(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call { name, args, .. } = call;
+    super::super::declare::declare(name, args, ctx);
+    // `export`, `export -p`, `declare -x`: the exported variables, listed.
+    let names = args.iter().any(|a| !a.starts_with('-'));
+    if matches!(name, "export" | "declare" | "typeset") && !names {
+        return environment_feed();
+    }
+    Feed::default()
+}
+
+/// `set` alone lists every variable.
+pub(super) fn set_listing(_w: &mut Walker<'_>, _ctx: &mut Context, call: Call<'_>) -> Feed {
+    let _ = call;
+    environment_feed()
+}
+
+/// When the entry `set_listing` applies.
+pub(super) fn when_set_listing(call: &Call<'_>) -> bool {
+    let Call { args, .. } = call;
+    args.is_empty()
+}
+
+/// `read NAME…`: a line of stdin split into variables.
+pub(super) fn read(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call { args, stdin, .. } = call;
+    // read NAME… <<< "a b": the line's words, the last name takes the rest.
+    let o = args::parse(
+        args,
+        &["-a", "-d", "-n", "-N", "-p", "-t", "-u", "-i"],
+        false,
+    );
+    // A name listed by `find`/`ls` stands in when the text is not known; what a
+    // filter printed is not known either, though it may be run.
+    let line = if stdin.approximate {
+        w.keep_approximate(stdin.text.clone());
+        super::super::walk::UNKNOWN.to_owned()
+    } else if stdin.text.is_empty() {
+        stdin.names.first().cloned().unwrap_or_default()
+    } else {
+        stdin.joined()
+    };
+    let line = line.lines().next().unwrap_or("");
+    let ifs = ctx.var("IFS").unwrap_or(" \t\n").to_owned();
+    let split = |l: &str| -> Vec<String> {
+        l.split(|c: char| ifs.contains(c))
+            .filter(|w| !w.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    if let Some(array) = o.value(&["-a"]) {
+        let fields = if ifs.is_empty() {
+            vec![line.to_owned()]
+        } else {
+            split(line)
+        };
+        set_var(ctx, array, &fields.join(&ELEMENT_BREAK.to_string()));
+        return Feed::default();
+    }
+    let fields = if ifs.is_empty() {
+        vec![line.to_owned()]
+    } else {
+        split(line)
+    };
+    let mut words = fields.iter().map(String::as_str);
+    let names: Vec<&str> = o
+        .operands
+        .iter()
+        .copied()
+        .filter(|n| valid_name(n))
+        .collect();
+    // A line of a download is downloaded text: `eval "$line"` runs it.
+    let taint = if stdin.downloaded { flow::STREAMED } else { "" };
+    for (i, n) in names.iter().enumerate() {
+        let value = if i + 1 == names.len() {
+            words.clone().collect::<Vec<_>>().join(" ")
+        } else {
+            words.next().unwrap_or("").to_owned()
+        };
+        set_var(ctx, n, &format!("{value}{taint}"));
+    }
+    if names.is_empty() {
+        set_var(ctx, "REPLY", &format!("{line}{taint}"));
+    }
+    Feed::default()
+}
+
+/// `mapfile` / `readarray`: stdin's lines into an array.
+pub(super) fn mapfile(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call { args, stdin, .. } = call;
+    // mapfile -t NAME: one element per line of stdin.
+    let o = args::parse(args, &["-d", "-n", "-O", "-s", "-u", "-C", "-c"], false);
+    let name = o.operands.first().copied().unwrap_or("MAPFILE");
+    // Names listed by `find`/`locate` stand in when the text is not known.
+    let text = if stdin.approximate {
+        w.keep_approximate(stdin.text.clone());
+        super::super::walk::UNKNOWN.to_owned()
+    } else if stdin.text.is_empty() {
+        stdin.names.join("\n")
+    } else {
+        stdin.joined()
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    // A download's lines stay tainted: `eval "${a[*]}"` runs them.
+    let taint = if stdin.downloaded { flow::STREAMED } else { "" };
+    if valid_name(name) && !(lines.is_empty() && taint.is_empty()) {
+        let elements = lines.join(&ELEMENT_BREAK.to_string());
+        set_var(ctx, name, &format!("{elements}{taint}"));
+    }
+    Feed::default()
+}
+
+/// `set -- a b` / `set a b`: the positional parameters.
+pub(super) fn set_positional(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call { args, .. } = call;
+    // `set -- a b`: the positional parameters.
+    let params = args.strip_prefix(&["--".to_owned()]).unwrap_or(args);
+    for i in 1..=9 {
+        set_var(
+            ctx,
+            &i.to_string(),
+            params.get(i - 1).map_or("", String::as_str),
+        );
+    }
+    set_var(ctx, "@", &params.join(" "));
+    set_var(ctx, "#", &params.len().to_string());
+    Feed::default()
+}
+
+/// When the entry `set_positional` applies.
+pub(super) fn when_set_positional(call: &Call<'_>) -> bool {
+    let Call { args, .. } = call;
+    args.first().is_some_and(|a| a == "--")
+        || args.first().is_some_and(|a| !a.starts_with(['-', '+']))
+}
+
+/// `popd`: back to the directory the matching `pushd` left.
+pub(super) fn popd(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let _ = call;
+    // Back to the directory the matching `pushd` left.
+    if let Some(stack) = ctx.var(DIRSTACK).map(str::to_owned) {
+        let (top, rest) = stack.split_once('\n').unwrap_or((stack.as_str(), ""));
+        if !top.is_empty() {
+            let old = std::mem::replace(&mut ctx.cwd, top.to_owned());
+            set_var(ctx, "OLDPWD", &old);
+        }
+        set_var(ctx, DIRSTACK, rest);
+    }
+    Feed::default()
+}
+
+/// `shopt`: the glob options later words expand with.
+pub(super) fn shopt(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call { args, .. } = call;
+    if let Some(options) = super::super::globopts::shopt(ctx, args) {
+        set_var(ctx, super::super::globopts::variable(), &options);
+    }
+    Feed::default()
+}
+
+/// `shift [N]`: the positional parameters, moved down.
+pub(super) fn shift(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call { args, .. } = call;
+    let n = args
+        .first()
+        .and_then(|a| a.parse::<usize>().ok())
+        .unwrap_or(1);
+    let params: Vec<String> = (1..=9)
+        .map(|i| ctx.var(&i.to_string()).unwrap_or("").to_owned())
+        .skip(n)
+        .collect();
+    for i in 1..=9 {
+        set_var(
+            ctx,
+            &i.to_string(),
+            params.get(i - 1).map_or("", String::as_str),
+        );
+    }
+    Feed::default()
+}
+
+/// `unset NAME…`.
+pub(super) fn unset(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call { args, .. } = call;
+    for a in args.iter().filter(|a| !a.starts_with('-')) {
+        unset_var(ctx, a);
+    }
+    Feed::default()
+}
+
+/// `alias NAME=VALUE`: the value is walked now, and runs when the name does.
+pub(super) fn alias(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call { args, depth, .. } = call;
+    for a in args {
+        if let Some((k, v)) = a.split_once('=') {
+            w.out.text(v);
+            w.aliases.push((k.to_owned(), v.to_owned()));
+            // Also walk it now: an alias defined is an alias about to be used.
+            w.script(v, &mut ctx.clone(), depth + 1);
+        }
+    }
+    Feed::default()
+}
+
+/// `echo` (`-e`: escapes): the text it prints.
+pub(super) fn echo(w: &mut Walker<'_>, _ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call { args, .. } = call;
+    let mut escapes = false;
+    let mut i = 0;
+    while let Some(a) = args.get(i) {
+        if a.len() > 1 && a.starts_with('-') && a[1..].bytes().all(|b| b"neE".contains(&b)) {
+            escapes |= a.contains('e');
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    let text = args[i..].join(" ");
+    let text = if escapes { unescape(&text) } else { text };
+    w.out.text(text.as_str());
+    Feed::text(text)
+}
+
+/// `printf` (`-v VAR`): the text it prints, or the variable it sets.
+pub(super) fn printf(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call { args, .. } = call;
+    let o = args::parse(args, &["-v"], true);
+    // Arguments are tilde-expanded before `%.18s` cuts them (the walk leaves
+    // tildes for paths to resolve).
+    let filled: Vec<String> = o
+        .rest
+        .iter()
+        .enumerate()
+        .map(|(i, a)| match a.strip_prefix('~') {
+            Some(rest) if i > 0 && (rest.is_empty() || rest.starts_with('/')) => {
+                format!("{}{rest}", ctx.home)
+            }
+            _ => a.clone(),
+        })
+        .collect();
+    let text = super::super::printf::printf(&filled);
+    w.out.text(text.as_str());
+    match o.value(&["-v"]) {
+        Some(var) => {
+            set_var(ctx, var, &text);
+            Feed::default()
+        }
+        None => Feed::text(text),
+    }
+}

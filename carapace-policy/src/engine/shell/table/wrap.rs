@@ -1,0 +1,441 @@
+//! Wrappers and runners: commands whose arguments are a command or code that runs
+//! (`sudo`, `env`, `xargs`, `sh -c`, `find`).
+
+use super::super::super::normalize;
+use super::super::super::operation::Context;
+use super::super::args;
+use super::super::commands::{environment_feed, program_paths, wrapper_valued, xargs_items};
+use super::super::flow::{self, Reach};
+use super::super::names::{family, is_interpreter, is_shell, unescape, valid_name};
+use super::super::walk::{set_var, unset_var, Feed, Lookup, Walker};
+use super::Call;
+use crate::rules::Action;
+
+/// `sudo`: the rest of the line is the command that runs (`-i`/`-s` alone: a shell on
+/// stdin; `-e`: files edited).
+pub(super) fn sudo(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call {
+        args, depth, stdin, ..
+    } = call;
+    let o = args::parse(
+        args,
+        &[
+            "-u",
+            "-g",
+            "-U",
+            "-C",
+            "-D",
+            "-h",
+            "-p",
+            "-r",
+            "-t",
+            "-T",
+            "--user",
+            "--group",
+            "--chdir",
+            "--prompt",
+            "--role",
+            "--type",
+            "--host",
+            "--close-from",
+            "--other-user",
+            "--command-timeout",
+        ],
+        true,
+    );
+    if o.rest.is_empty() && o.has(&["-i", "-s", "--login", "--shell"]) {
+        return w.shell_stdin(&stdin, ctx, depth);
+    }
+    if o.has(&["-e", "--edit"]) {
+        for f in o.rest {
+            w.path_op(Action::Read, f, ctx, None);
+            w.path_op(Action::Write, f, ctx, None);
+        }
+        return Feed::default();
+    }
+    w.wrapped(o.rest, ctx, depth, stdin)
+}
+
+/// Wrappers that run the rest of the line (`nohup`, `exec`, `strace`, `unshare`…).
+pub(super) fn wrapper(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call {
+        name,
+        args,
+        depth,
+        stdin,
+    } = call;
+    let valued: &[&str] = match name {
+        "exec" => &["-a"],
+        "setpriv" | "systemd-run" | "unshare" | "nsenter" | "xvfb-run" | "ssh-agent" | "cgexec"
+        | "proot" => wrapper_valued(name),
+        "strace" | "ltrace" => &[
+            "-o", "-e", "-p", "-s", "-u", "-E", "-P", "-a", "-b", "-I", "-S", "-X",
+        ],
+        _ => &[],
+    };
+    // `command -v NAME` / `-V` looks a name up and runs nothing; `-v` prints
+    // where the program is.
+    if name == "command"
+        && args
+            .iter()
+            .take_while(|a| a.starts_with('-') && *a != "--")
+            .any(|a| a.contains(['v', 'V']))
+    {
+        return if args.iter().any(|a| a == "-v") {
+            program_paths(args)
+        } else {
+            Feed::default()
+        };
+    }
+    let o = args::parse(args, valued, true);
+    // setarch ARCH CMD…, faketime TIME CMD…, sg GROUP [-c] CMD…
+    let o_rest = if matches!(name, "setarch" | "faketime" | "sg") {
+        let after = o.rest.get(1..).unwrap_or(&[]);
+        if name == "sg" && after.first().is_some_and(|a| a == "-c") {
+            let cmd = after.get(1..).unwrap_or(&[]).join(" ");
+            return w.script(&cmd, ctx, depth + 1);
+        }
+        args::parse(after, &[], true).rest
+    } else {
+        o.rest
+    };
+    if matches!(name, "strace" | "ltrace") {
+        for f in o.values(&["-o"]) {
+            w.path_op(Action::Write, f, ctx, None);
+        }
+    }
+    // `command cat` and `builtin cd` skip functions of that name; so does any
+    // program a wrapper starts (it looks commands up on PATH).
+    if !o_rest.is_empty() {
+        w.lookup = Lookup::PastFunctions;
+    }
+    w.wrapped(o_rest, ctx, depth, stdin)
+}
+
+/// `nice`, `taskset`, `chrt`…: the command they run.
+pub(super) fn scheduler(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call {
+        name,
+        args,
+        depth,
+        stdin,
+    } = call;
+    let o = args::parse(
+        args,
+        &[
+            "-n",
+            "-c",
+            "-p",
+            "-l",
+            "-e",
+            "-t",
+            "--adjustment",
+            "--class",
+            "--classdata",
+            "--cpu-list",
+            "--limit",
+        ],
+        true,
+    );
+    let rest = if matches!(name, "taskset" | "chrt") && !o.has(&["-p", "-c"]) {
+        o.rest.get(1..).unwrap_or(&[])
+    } else {
+        o.rest
+    };
+    w.wrapped(rest, ctx, depth, stdin)
+}
+
+/// `watch CMD`: CMD runs.
+pub(super) fn watch(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call { args, depth, .. } = call;
+    let o = args::parse(
+        args,
+        &["-n", "-d", "--interval", "-q", "--equexit", "--differences"],
+        true,
+    );
+    let src = o.rest.join(" ");
+    w.script(&src, &mut ctx.clone(), depth + 1)
+}
+
+/// `env [-i] [-u NAME] [-C DIR] [NAME=VALUE…] [CMD…]`.
+pub(super) fn env(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call {
+        args, depth, stdin, ..
+    } = call;
+    let o = args::parse(
+        args,
+        &["-u", "-C", "-S", "--unset", "--chdir", "--split-string"],
+        false,
+    );
+    let mut sub = ctx.clone();
+    if o.has(&["-i", "--ignore-environment"]) || o.operands.first() == Some(&"-") {
+        sub.env.clear();
+    }
+    for n in o.values(&["-u", "--unset"]) {
+        unset_var(&mut sub, n);
+    }
+    if let Some(dir) = o.value(&["-C", "--chdir"]) {
+        if let Some(p) = normalize::shell_path(dir, &sub) {
+            sub.cwd = p;
+        }
+    }
+    if let Some(s) = o.value(&["-S", "--split-string"]) {
+        let mut src = s.to_owned();
+        for a in &o.operands {
+            src.push(' ');
+            src.push_str(a);
+        }
+        return w.script(&src, &mut sub, depth + 1);
+    }
+    // Assignments come first, then the command; a real env stops parsing options
+    // there, which `parse` does not, so find the command among the operands.
+    let mut rest = Vec::new();
+    for (i, a) in o.operands.iter().enumerate() {
+        match a.split_once('=') {
+            Some((k, v)) if rest.is_empty() && valid_name(k) => set_var(&mut sub, k, v),
+            _ => {
+                rest = o.operands[i..].iter().map(|s| (*s).to_owned()).collect();
+                break;
+            }
+        }
+    }
+    // Options after the command belong to it: take them from the original list.
+    if let Some(pos) = rest.first().and_then(|c| args.iter().position(|a| a == c)) {
+        rest = args[pos..].to_vec();
+    }
+    if rest.is_empty() {
+        // No command: env prints the environment.
+        return environment_feed();
+    }
+    w.wrapped(&rest, &mut sub, depth, stdin)
+}
+
+/// `xargs CMD`: CMD run with its input as arguments.
+pub(super) fn xargs(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call {
+        args, depth, stdin, ..
+    } = call;
+    let o = args::parse(
+        args,
+        &[
+            "-I",
+            "-n",
+            "-P",
+            "-L",
+            "-d",
+            "-E",
+            "-a",
+            "-s",
+            "--arg-file",
+            "--delimiter",
+            "--max-args",
+            "--max-procs",
+            "--max-lines",
+            "--replace",
+            "--eof",
+            "--max-chars",
+            "--process-slot-var",
+        ],
+        true,
+    );
+    // `-a FILE`: the arguments come from FILE, stdin stays the command's.
+    let mut stdin = stdin;
+    for f in o.values(&["-a", "--arg-file"]) {
+        w.path_op(Action::Read, f, ctx, None);
+        let listed = w.file_feed(f, ctx).unwrap_or_default();
+        stdin = Feed {
+            downloaded: stdin.downloaded || listed.downloaded,
+            ..listed
+        };
+    }
+    let mut cmd: Vec<String> = if o.rest.is_empty() {
+        vec!["echo".into()]
+    } else {
+        o.rest.to_vec()
+    };
+    // Downloaded words become a runner's arguments: `sh -c` takes the first as
+    // its code, a script runner its file.
+    if stdin.downloaded {
+        if let Some(runner) = cmd.first().map(|c| family(c).to_owned()) {
+            // The stream is piped into the runner, and is its script.
+            if is_shell(&runner) || is_interpreter(&runner) {
+                w.runs_download(&runner, Reach::Script);
+                w.runs_download(&runner, Reach::Stdin);
+            }
+        }
+    }
+    // The input becomes arguments: known text word by word, listed names as the
+    // globs they came from.
+    let delimiter = if o.has(&["-0", "--null"]) {
+        Some('\0')
+    } else {
+        o.value(&["-d", "--delimiter"])
+            .and_then(|d| unescape(d).chars().next())
+    };
+    let input: Vec<String> = stdin
+        .text
+        .iter()
+        .flat_map(|t| xargs_items(t, delimiter))
+        .chain(stdin.names.iter().cloned())
+        .collect();
+    let replace = o
+        .value(&["-I", "--replace"])
+        .or_else(|| o.has(&["-i"]).then_some("{}"));
+    if let Some(r) = replace {
+        // A listed name may stand anywhere in a word (`cat DIR/{}`): there it
+        // is just the entry's name (what `ls DIR` prints), any of them.
+        let mut input = input;
+        if !stdin.names.is_empty() {
+            input.push("*".to_owned());
+        }
+        for item in &input {
+            let c: Vec<String> = cmd.iter().map(|w| w.replace(r, item)).collect();
+            w.wrapped(&c, ctx, depth, Feed::default());
+        }
+        return Feed::default();
+    }
+    cmd.extend(input);
+    w.wrapped(&cmd, ctx, depth, Feed::default())
+}
+
+/// `trap CMD SIGNAL…`: CMD runs later.
+pub(super) fn trap(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call { args, depth, .. } = call;
+    // `trap 'CMD' EXIT…`: CMD runs later; what it changes (a `cd`) does not
+    // reach the commands before it.
+    let handler = args.iter().find(|a| *a != "--");
+    match handler {
+        Some(h) if !h.starts_with('-') => w.script(h, &mut ctx.clone(), depth + 1),
+        _ => Feed::default(),
+    }
+}
+
+/// `eval WORDS`: the words run as a command line.
+pub(super) fn eval(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call { args, depth, .. } = call;
+    let src = args.join(" ");
+    w.runs_unknown_words(ctx, depth);
+    w.code_from_download("sh", &src);
+    w.script(&src, ctx, depth + 1)
+}
+
+/// `su -c CMD` / `runuser`: the command, or a shell on stdin.
+pub(super) fn switch_user(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call {
+        name,
+        args,
+        depth,
+        stdin,
+    } = call;
+    let o = args::parse(
+        args,
+        &[
+            "-c",
+            "--command",
+            "-s",
+            "--shell",
+            "-g",
+            "-G",
+            "-u",
+            "--group",
+            "--user",
+            "-w",
+            "--whitelist-environment",
+        ],
+        true,
+    );
+    let mut feed = Feed::default();
+    for c in o.values(&["-c", "--command"]) {
+        feed.extend(w.script(c, &mut ctx.clone(), depth + 1));
+    }
+    if name == "runuser" && !o.rest.is_empty() && !o.has(&["-c", "--command"]) {
+        // runuser -u USER CMD…
+        if o.has(&["-u", "--user"]) {
+            return w.wrapped(o.rest, ctx, depth, stdin);
+        }
+    }
+    if !o.has(&["-c", "--command"]) {
+        feed.extend(w.shell_stdin(&stdin, ctx, depth));
+    }
+    feed
+}
+
+/// `script [-c CMD] [FILE]`: the typescript written, CMD run.
+pub(super) fn script(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call { args, depth, .. } = call;
+    let o = args::parse(
+        args,
+        &[
+            "-c",
+            "--command",
+            "-t",
+            "-T",
+            "-I",
+            "-O",
+            "-B",
+            "-E",
+            "--log-out",
+            "--log-in",
+            "--log-io",
+            "--log-timing",
+            "--timing",
+            "--echo",
+        ],
+        false,
+    );
+    for f in o.operands.iter().copied().chain(o.values(&[
+        "-O",
+        "-B",
+        "--log-out",
+        "--log-io",
+        "-T",
+        "--log-timing",
+    ])) {
+        w.path_op(Action::Write, f, ctx, None);
+    }
+    for c in o.values(&["-c", "--command"]) {
+        w.script(c, &mut ctx.clone(), depth + 1);
+    }
+    Feed::default()
+}
+
+/// `find`: what it lists, and what `-exec`, `-delete` and `-fprint` do.
+pub(super) fn find(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call { args, depth, .. } = call;
+    w.find(args, ctx, depth)
+}
+
+/// `locate` and kin: the names they print.
+pub(super) fn locate(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call { args, .. } = call;
+    w.locate(args, ctx)
+}
+
+/// `fd`: what it lists and runs (`-x`).
+pub(super) fn fd(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call { args, depth, .. } = call;
+    w.fd(args, ctx, depth)
+}
+
+/// Shells: `-c CODE`, a script file, or commands on stdin.
+pub(super) fn shell(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call {
+        args, depth, stdin, ..
+    } = call;
+    w.shell(args, ctx, depth, &stdin)
+}
+
+/// `source FILE` / `. FILE`: its commands run in this shell.
+pub(super) fn source(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call {
+        args, depth, stdin, ..
+    } = call;
+    let Some(file) = args.first() else {
+        return Feed::default();
+    };
+    // `source /dev/stdin <<< '…'` runs what comes in on stdin.
+    if file == "-" || flow::is_stdin_path(file) {
+        return w.shell_stdin(&stdin, ctx, depth);
+    }
+    w.script_file(file, ctx, depth, true)
+}
