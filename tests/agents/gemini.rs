@@ -12,6 +12,7 @@
 //! - `read_file` outside the workspace is refused by the CLI itself before any hook, so
 //!   the secrets are asked for with the shell.
 use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 use carapace_tests::agent_cli::{
@@ -143,9 +144,85 @@ fn carapace_hook_refuses_secrets_and_lets_project_work_run() {
     assert_eq!(read(&ws.project().join("note.txt")), "hello\n");
 }
 
+/// A call an approve-mode rule holds (the built-in `secrets-written-to-files`), in `gemini
+/// -p` where nobody can answer a confirmation prompt: Carapace's hook refuses it, saying it
+/// needs a human's approval and how to give it, instead of asking (an ask there leaves the
+/// CLI waiting forever: the deadline then fails the test); the other call runs.
+#[test]
+fn approval_without_a_user_to_ask_is_a_refusal_not_a_hang() {
+    let ws = Workspace::new();
+    let server = GeminiServer::scripted(vec![
+        vec![
+            Part::call(
+                "c_secret",
+                "run_shell_command",
+                json!({"command": "echo 'STRIPE_KEY=sk_live_abcdefghijklmnopqrstuvwx' > stripe.env"}),
+            ),
+            Part::call(
+                "c_echo",
+                "run_shell_command",
+                json!({"command": "echo hello > note.txt"}),
+            ),
+        ],
+        vec![Part::text("All done.")],
+    ]);
+    let settings = ws.home().join(".gemini/settings.json");
+    ws.write(&settings, USER_SETTINGS);
+    install_hook("gemini", &settings);
+
+    let run = run_gemini(&ws, &server);
+    let context = || {
+        format!(
+            "stdout:\n{}\nstderr:\n{}\nrequests: {:?}",
+            run.stdout,
+            run.stderr,
+            paths(&server)
+        )
+    };
+    assert_finished_offline(&run, &server.unknown_requests(), &context);
+    let held = server
+        .function_response("c_secret")
+        .unwrap_or_else(|| panic!("no functionResponse for the held call\n{}", context()));
+    let reason = held["error"]
+        .as_str()
+        .and_then(|e| e.strip_prefix("Tool execution blocked: "))
+        .unwrap_or_else(|| panic!("the held call was not refused: {held}\n{}", context()));
+    for words in [
+        "Carapace",
+        "needs a human's approval",
+        "carapace approve",
+        "console",
+    ] {
+        assert!(
+            reason.contains(words),
+            "the refusal does not say {words:?}: {reason:?}\n{}",
+            context()
+        );
+    }
+    assert!(
+        run.stderr.contains(&format!(
+            "Error executing tool run_shell_command: Tool execution blocked: {reason}"
+        )),
+        "the CLI's output does not show the refusal\n{}",
+        context()
+    );
+    assert!(!ws.project().join("stripe.env").exists(), "{}", context());
+    let echo = server
+        .function_response("c_echo")
+        .unwrap_or_else(|| panic!("no functionResponse for the other call\n{}", context()));
+    assert_eq!(echo["error"], Value::Null, "{echo}\n{}", context());
+    assert_eq!(read(&ws.project().join("note.txt")), "hello\n");
+}
+
 /// `gemini -p` in the project, hermetically: a cleared environment, the throwaway HOME
 /// (whose .gemini/settings.json holds the hook), a dummy key.
 fn run_gemini(ws: &Workspace, server: &GeminiServer) -> Finished {
+    run_with_deadline(ws, &mut gemini_command(ws, server), TIMEOUT, || {
+        format!("requests seen: {:?}", paths(server))
+    })
+}
+
+fn gemini_command(ws: &Workspace, server: &GeminiServer) -> Command {
     let mut cmd = hermetic_command(&installed_bin("CARAPACE_GEMINI_BIN", INSTALLED_BIN), ws);
     cmd.args([
         "-m",
@@ -157,9 +234,7 @@ fn run_gemini(ws: &Workspace, server: &GeminiServer) -> Finished {
     .env("GEMINI_API_KEY", "loopback-dummy")
     .env("GOOGLE_GEMINI_BASE_URL", server.base_url())
     .env("GEMINI_CLI_TRUST_WORKSPACE", "true");
-    run_with_deadline(ws, &mut cmd, TIMEOUT, || {
-        format!("requests seen: {:?}", paths(server))
-    })
+    cmd
 }
 
 /// Pins Gemini's side of the protocol with a hook that is not Carapace's: what it sends a
@@ -234,6 +309,59 @@ fn cli_treats_a_script_hooks_answers_as_carapace_relies_on() {
     assert_eq!(ssh["tool_name"], "run_shell_command");
     assert_eq!(ssh["cwd"], ws.project().to_string_lossy().as_ref());
     assert_same_fields(ssh, "gemini/beforetool-shell.json", "tool_input");
+}
+
+/// Pins why Carapace never answers "ask" in `gemini -p`: a hook's ask there leaves the CLI
+/// waiting for a confirmation nobody can give — the call neither runs nor is refused, no
+/// answer goes back to the model, the process does not end.
+#[test]
+fn cli_waits_forever_on_a_hooks_ask_in_headless_mode() {
+    let ws = Workspace::new();
+    let readme = ws.project().join("README.md");
+    let server = GeminiServer::scripted(vec![
+        vec![Part::call(
+            "c_readme",
+            "read_file",
+            json!({"file_path": readme}),
+        )],
+        vec![Part::text("All done.")],
+    ]);
+    let deny = json!({"decision": "deny", "reason": "script-hook: no keys"});
+    let ask = json!({"decision": "ask", "systemMessage": "script-hook: asks"});
+    let (script, log) = script_hook(&ws, &deny, Some(&ask));
+    let mut settings: Value = serde_json::from_str(USER_SETTINGS).unwrap_or(Value::Null);
+    settings["hooks"] = json!({"BeforeTool": [{"matcher": ".*", "hooks": [
+        {"type": "command", "command": script.to_string_lossy()}]}]});
+    ws.write(
+        &ws.home().join(".gemini/settings.json"),
+        &settings.to_string(),
+    );
+    let mut child = gemini_command(&ws, &server)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start gemini: {e}"));
+    let t0 = std::time::Instant::now();
+    while !log.exists() && t0.elapsed() < TIMEOUT {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Long enough for a call that is going anywhere to have run and been reported.
+    std::thread::sleep(Duration::from_secs(5));
+    let exited = child.try_wait().ok().flatten();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        log.exists(),
+        "the hook was never called: {:?}",
+        paths(&server)
+    );
+    assert_eq!(
+        exited, None,
+        "gemini -p no longer waits on a hook's ask: Carapace could ask there again"
+    );
+    assert!(server.function_response("c_readme").is_none());
+    assert_eq!(server.requests().len(), 1, "{:?}", paths(&server));
 }
 
 fn paths(server: &GeminiServer) -> Vec<String> {

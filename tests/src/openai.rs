@@ -21,6 +21,9 @@ pub struct Turn {
     /// The Responses API `namespace` of calls that have one, by call id (Codex puts each
     /// MCP server's tools in a namespace `mcp__SERVER`).
     pub namespaces: Vec<(String, String)>,
+    /// The ids of calls of custom (freeform) tools, whose argument is one string (Codex's
+    /// `apply_patch`): `custom_tool_call` items with an `input`.
+    pub custom: Vec<String>,
 }
 
 impl Turn {
@@ -30,6 +33,7 @@ impl Turn {
             text: text.to_owned(),
             calls: Vec::new(),
             namespaces: Vec::new(),
+            custom: Vec::new(),
         }
     }
 
@@ -37,6 +41,14 @@ impl Turn {
     pub fn call(mut self, id: &str, name: &str, arguments: Value) -> Self {
         self.calls.push((id.to_owned(), name.to_owned(), arguments));
         self
+    }
+
+    /// A call of the custom tool `name` with `input` as its whole argument (Responses API
+    /// only: the Chat Completions answers carry it as a function call).
+    #[must_use]
+    pub fn custom_call(mut self, id: &str, name: &str, input: &str) -> Self {
+        self.custom.push(id.to_owned());
+        self.call(id, name, Value::String(input.to_owned()))
     }
 
     /// A call of tool `name` of `namespace` (Responses API only).
@@ -108,8 +120,9 @@ impl OpenAiServer {
             .collect()
     }
 
-    /// The `output` of the Responses API `function_call_output` item the client sent back
-    /// for `call_id` (the latest one when it was sent more than once).
+    /// The `output` of the Responses API `function_call_output` (or, for a custom tool,
+    /// `custom_tool_call_output`) item the client sent back for `call_id` (the latest one
+    /// when it was sent more than once).
     #[must_use]
     pub fn function_call_output(&self, call_id: &str) -> Option<String> {
         self.requests()
@@ -121,7 +134,12 @@ impl OpenAiServer {
                 body["input"]
                     .as_array()?
                     .iter()
-                    .find(|i| i["type"] == "function_call_output" && i["call_id"] == call_id)
+                    .find(|i| {
+                        matches!(
+                            i["type"].as_str(),
+                            Some("function_call_output" | "custom_tool_call_output")
+                        ) && i["call_id"] == call_id
+                    })
                     .map(|i| match &i["output"] {
                         Value::String(s) => s.clone(),
                         other => other.to_string(),
@@ -242,6 +260,14 @@ fn output_items(turn: &Turn) -> Vec<Value> {
         "content": [{"type": "output_text", "text": turn.text, "annotations": []}]}),
     ];
     for (id, name, args) in &turn.calls {
+        if turn.custom.contains(id) {
+            items.push(
+                json!({"type": "custom_tool_call", "id": format!("ctc_{id}"),
+                              "call_id": id, "name": name, "input": args,
+                              "status": "completed"}),
+            );
+            continue;
+        }
         let mut item = json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id,
                               "name": name, "arguments": args.to_string(), "status": "completed"});
         if let Some((_, namespace)) = turn.namespaces.iter().find(|(call, _)| call == id) {
@@ -287,6 +313,18 @@ fn response_events(turn: &Turn, model: &str) -> Vec<String> {
                             "output_index": index, "content_index": 0, "delta": piece}),
                 );
             }
+        } else if item["type"] == "custom_tool_call" {
+            opening["input"] = json!("");
+            push(
+                json!({"type": "response.output_item.added", "output_index": index, "item": opening}),
+            );
+            let input = item["input"].as_str().unwrap_or_default().to_owned();
+            for piece in pieces(&input) {
+                push(json!({"type": "response.custom_tool_call_input.delta",
+                            "item_id": item["id"], "output_index": index, "delta": piece}));
+            }
+            push(json!({"type": "response.custom_tool_call_input.done",
+                        "item_id": item["id"], "output_index": index, "input": input}));
         } else {
             opening["arguments"] = json!("");
             push(

@@ -47,18 +47,11 @@ pub(super) fn answer(d: &Decision, approval_id: &str) -> Value {
         Mode::Block => deny(&d.message),
         // Still pending after any --wait: Codex cannot ask, so the call is refused with
         // what the user can do about it.
-        Mode::Approve => {
-            let how = if approval_id.is_empty() {
-                "`carapace approvals`, then `carapace approve ID`".to_owned()
-            } else {
-                format!("`carapace approve {approval_id}`")
-            };
-            deny(&format!(
-                "{} This call needs the user's approval, and Codex hooks cannot ask for it: \
-                 ask the user to approve it ({how}) and try again, or to run it themselves.",
-                d.message
-            ))
-        }
+        Mode::Approve => deny(&super::needs_approval(
+            &d.message,
+            approval_id,
+            "Codex hooks cannot ask for it",
+        )),
         // Shown to the user as a warning; the call runs.
         Mode::Warn => json!({ "systemMessage": d.message }),
         Mode::Allow | Mode::Log => json!({}),

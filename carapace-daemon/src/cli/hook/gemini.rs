@@ -7,10 +7,15 @@
 //!
 //! The answer is Gemini's, not Claude Code's: `{"decision": "deny", "reason": …}` refuses
 //! the call (the model gets "Tool execution blocked: REASON" as its error), `"ask"` makes
-//! Gemini ask the user even in --yolo mode (in `-p` mode nobody can answer: the call never
-//! runs, and the CLI waits), `systemMessage` is shown to the user. Gemini
+//! Gemini ask the user even in --yolo mode, `systemMessage` is shown to the user. Gemini
 //! ignores a Claude-Code-shaped `hookSpecificOutput.permissionDecision`, and runs the call
 //! when a hook exits with a status other than 0 or 2.
+//!
+//! An `"ask"` where nobody can answer (`-p`, no terminal, CI) is never given: the CLI would
+//! wait for the answer forever, the call neither run nor refused (the scheduler turns a hook's
+//! ask into a forced confirmation, past the check that makes its own policy's asks an error
+//! in headless mode). There an approve-mode call is refused with how to approve it;
+//! [`gemini_mode`](super::gemini_mode) tells the two modes apart.
 use serde_json::{json, Value};
 
 use super::HookCall;
@@ -43,12 +48,20 @@ pub(super) fn deny(reason: &str) -> Value {
     json!({ "decision": "deny", "reason": reason })
 }
 
-/// Carapace's decision in Gemini CLI's terms.
-pub(super) fn answer(d: &Decision) -> Value {
+/// Carapace's decision in Gemini CLI's terms. `approval_id` names the request the daemon
+/// parked for an approve-mode call ("" when there is none); `can_ask` says whether the CLI
+/// can put a question to its user, asked only for such a call.
+pub(super) fn answer(d: &Decision, approval_id: &str, can_ask: impl FnOnce() -> bool) -> Value {
     match d.decision {
         Mode::Block => deny(&d.message),
         // Gemini shows the system message with its confirmation prompt.
-        Mode::Approve => json!({ "decision": "ask", "systemMessage": d.message }),
+        Mode::Approve if can_ask() => json!({ "decision": "ask", "systemMessage": d.message }),
+        Mode::Approve => deny(&super::needs_approval(
+            &d.message,
+            approval_id,
+            "Gemini CLI is running non-interactively (-p, no terminal, or CI), where nobody can \
+             answer its confirmation prompt",
+        )),
         Mode::Warn => json!({ "systemMessage": d.message }),
         Mode::Allow | Mode::Log => json!({}),
     }

@@ -19,6 +19,7 @@ mod claude_code;
 mod codex;
 mod copilot;
 mod gemini;
+mod gemini_mode;
 mod install;
 mod slash;
 
@@ -81,8 +82,10 @@ config.toml (added by hand, trust it with /hooks in codex).")]
     /// Gemini CLI `BeforeTool` hook: reads the event on stdin, prints the decision
     ///
     /// Blocked calls are denied with Carapace's message (Gemini shows it to the model as the
-    /// call's error), approve-mode rules make Gemini ask the user, warnings are shown to the
-    /// user. Any failure denies the call.
+    /// call's error), approve-mode rules make Gemini ask the user — or, where nobody can
+    /// answer (`gemini -p`, no terminal, CI), deny saying how to approve (with --wait the hook
+    /// first waits for `carapace approve ID`). Warnings are shown to the user. Any failure
+    /// denies the call.
     #[command(after_help = "\
 Install it with `carapace hook install gemini`, or add to ~/.gemini/settings.json:
   {\"hooks\":{\"BeforeTool\":[{\"matcher\":\".*\",\"hooks\":[{\"type\":\"command\",
@@ -162,7 +165,7 @@ impl Agent {
         match self {
             Self::ClaudeCode { grant } => claude_code::answer(&v.decision, grant),
             Self::Codex => codex::answer(&v.decision, &v.approval_id),
-            Self::Gemini => gemini::answer(&v.decision),
+            Self::Gemini => gemini::answer(&v.decision, &v.approval_id, gemini_mode::can_ask),
             Self::Copilot => copilot::answer(&v.decision),
         }
     }
@@ -274,6 +277,21 @@ fn pre_tool_use_call(event: &Value, event_name: &str) -> anyhow::Result<Option<H
             .unwrap_or_default()
             .to_owned(),
     }))
+}
+
+/// The refusal of an approve-mode call where the agent cannot ask its user (`why`): the
+/// rule's message, then what the user can do about it. `approval_id` names the request the
+/// daemon parked ("" when there is none, as with local evaluation).
+fn needs_approval(message: &str, approval_id: &str, why: &str) -> String {
+    let how = if approval_id.is_empty() {
+        "`carapace approvals`, then `carapace approve ID`".to_owned()
+    } else {
+        format!("`carapace approve {approval_id}`")
+    };
+    format!(
+        "{message} This call needs a human's approval, and {why}: ask the user to approve it \
+         ({how}, or in the Carapace console) and try again, or to run it themselves."
+    )
 }
 
 fn shell_quote(s: &str) -> String {

@@ -33,6 +33,18 @@ fn codex_event(command: &str) -> Value {
     event
 }
 
+/// What Codex CLI 0.169.0 sends its `PreToolUse` hook for its `apply_patch` tool: a patch
+/// that adds `path`.
+fn codex_patch_event(path: &str) -> Value {
+    let mut event = sample(include_str!(
+        "../../../../tests/fixtures/codex/pretooluse-apply-patch.json"
+    ));
+    event["tool_input"]["command"] = json!(format!(
+        "*** Begin Patch\n*** Add File: {path}\n+x\n*** End Patch\n"
+    ));
+    event
+}
+
 /// What Gemini CLI 0.61.0 sends its `BeforeTool` hook.
 fn gemini_event(tool: &str, input: Value) -> Value {
     let mut event = sample(include_str!(
@@ -171,9 +183,31 @@ fn answers_in_each_agents_terms() {
         gemini.answer(&block),
         json!({"decision": "deny", "reason": "no keys"})
     );
+    // Gemini asks where its user can answer…
     assert_eq!(
-        gemini.answer(&approve),
+        gemini::answer(&approve.decision, &approve.approval_id, || true),
         json!({"decision": "ask", "systemMessage": "needs a look"})
+    );
+    // …and elsewhere (`gemini -p`) refuses, saying how to approve: an ask would hang it.
+    let out = gemini::answer(&approve.decision, &approve.approval_id, || false);
+    assert_eq!(out["decision"], "deny");
+    let reason = out["reason"].as_str().unwrap();
+    assert!(reason.starts_with("needs a look"), "{reason}");
+    assert!(reason.contains("needs a human's approval"), "{reason}");
+    assert!(reason.contains("carapace approve a1b2"), "{reason}");
+    assert!(reason.contains("console"), "{reason}");
+    let out = gemini::answer(&approve.decision, "", || false);
+    assert!(
+        out["reason"]
+            .as_str()
+            .unwrap()
+            .contains("carapace approvals"),
+        "{out}"
+    );
+    // Whether the CLI can ask is looked at only for an approve-mode call.
+    assert_eq!(
+        gemini::answer(&block.decision, "", || unreachable!()),
+        json!({"decision": "deny", "reason": "no keys"})
     );
     assert_eq!(gemini.answer(&warn), json!({"systemMessage": "careful"}));
     assert_eq!(gemini.answer(&allow), json!({}));
@@ -279,11 +313,17 @@ fn local_evaluation_refuses_a_secret_and_lets_work_run() {
         },
     };
     let rt = runtime();
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
     let cases = [
         (
             Agent::Codex,
             codex_event("cat /root/.ssh/id_ed25519"),
             codex_event("ls -la"),
+        ),
+        (
+            Agent::Codex,
+            codex_patch_event(&format!("{home}/.bashrc")),
+            codex_patch_event("notes.txt"),
         ),
         (
             Agent::Gemini,
