@@ -210,11 +210,15 @@ fn carapace_hook_refuses_a_patch_to_shell_startup_files_and_applies_project_patc
         )
     };
     assert_finished_offline(&run, &server.unknown_requests(), &context);
-    let offered = server.requests().iter().filter_map(|r| r.json()).any(|b| {
-        b["tools"]
-            .as_array()
-            .is_some_and(|t| t.iter().any(|t| t["name"] == "apply_patch"))
-    });
+    let offered = server
+        .requests()
+        .iter()
+        .filter_map(carapace_tests::anthropic::Recorded::json)
+        .any(|b| {
+            b["tools"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["name"] == "apply_patch"))
+        });
     assert!(
         offered,
         "the CLI no longer offers apply_patch\n{}",

@@ -97,13 +97,13 @@ fn is_terminal(fd: &Path) -> bool {
 /// Gemini CLI's own rule, on its command line (the interpreter and script included: their
 /// arguments never look like Gemini's options), environment and terminals.
 fn interactive(argv: &[String], env: &[String], stdin_tty: bool, stdout_tty: bool) -> bool {
-    let args: Vec<&str> = argv
+    let words: Vec<&str> = argv
         .iter()
         .map(String::as_str)
         .take_while(|a| *a != "--")
         .collect();
     let has = |long: &str, short: Option<char>| {
-        args.iter().any(|a| {
+        words.iter().any(|a| {
             *a == long
                 || a.strip_prefix(long).is_some_and(|v| v.starts_with('='))
                 || short.is_some_and(|c| short_flag(a, c))
@@ -153,8 +153,8 @@ mod tests {
     ];
 
     fn gemini(args: &[&str], env: &[&str], ttys: bool) -> bool {
-        let argv: Vec<&str> = NODE.iter().chain(args).copied().collect();
-        interactive(&strings(&argv), &strings(env), ttys, ttys)
+        let line: Vec<&str> = NODE.iter().chain(args).copied().collect();
+        interactive(&strings(&line), &strings(env), ttys, ttys)
     }
 
     #[test]
