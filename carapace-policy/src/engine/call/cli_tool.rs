@@ -210,6 +210,17 @@ impl Line {
             .find(|(p, s, k, _)| *p == program && *s == sub && *k == key)
             .map(|(.., flag)| *flag);
         let long = format!("--{}", key.replace('_', "-"));
+        // A server that coerces its inputs takes `"true"` or `1` for a true boolean too.
+        let truthy = match value {
+            Value::String(s) => ["true", "yes", "1"]
+                .iter()
+                .any(|t| s.eq_ignore_ascii_case(t)),
+            Value::Number(n) => n.as_u64() == Some(1),
+            _ => false,
+        };
+        if truthy {
+            self.options.push(short.unwrap_or(&long).to_owned());
+        }
         match value {
             Value::Bool(true) => self.options.push(short.unwrap_or(&long).to_owned()),
             Value::String(s) => self.options.push(format!("{long}={}", quote(s))),
