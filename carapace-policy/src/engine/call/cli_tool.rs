@@ -79,9 +79,11 @@ const OPERAND_KEYS: &[&str] = &[
     "file",
     "paths",
     "pathspec",
-    "args",
-    "arguments",
 ];
+
+/// Fields holding the program's own argument words, passed to it as they are
+/// (`mcp__git__git {args: ["push", "--force"]}`).
+const ARGV_KEYS: &[&str] = &["args", "arguments", "argv", "git_args", "command_args"];
 
 /// Fields whose value is a mode of the subcommand.
 const MODE_KEYS: &[&str] = &["mode", "operation", "action", "subcommand", "op"];
@@ -148,6 +150,10 @@ fn command_line(tool: &str, input: &Value) -> Option<String> {
                 continue;
             }
         }
+        if ARGV_KEYS.contains(&key.as_str()) {
+            line.argv(value);
+            continue;
+        }
         if let Some(rank) = OPERAND_KEYS.iter().position(|k| *k == key) {
             line.operands(rank, value);
             continue;
@@ -174,6 +180,8 @@ fn command_line(tool: &str, input: &Value) -> Option<String> {
 #[derive(Default)]
 struct Line {
     subcommands: Vec<String>,
+    /// Argument words the tool passes on as they are.
+    argv: Vec<String>,
     options: Vec<String>,
     operands: Vec<(usize, String)>,
 }
@@ -188,6 +196,17 @@ impl Line {
             self.options.push(format!("--{mode}"));
         } else {
             self.subcommands.push(quote(&mode));
+        }
+    }
+
+    fn argv(&mut self, value: &Value) {
+        match value {
+            Value::Array(items) => self
+                .argv
+                .extend(items.iter().filter_map(Value::as_str).map(quote)),
+            // One string of words: the server splits it as a shell would, or passes it whole.
+            Value::String(s) => self.argv.push(s.clone()),
+            _ => {}
         }
     }
 
@@ -239,6 +258,7 @@ impl Line {
         self.options.sort();
         self.operands.sort_by_key(|(rank, _)| *rank);
         let mut words = self.subcommands;
+        words.append(&mut self.argv);
         words.append(&mut self.options);
         if !self.operands.is_empty() {
             // Operands after `--` could never be read as options, whatever they spell.
