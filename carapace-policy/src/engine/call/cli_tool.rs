@@ -83,7 +83,18 @@ const OPERAND_KEYS: &[&str] = &[
 
 /// Fields holding the program's own argument words, passed to it as they are
 /// (`mcp__git__git {args: ["push", "--force"]}`).
-const ARGV_KEYS: &[&str] = &["args", "arguments", "argv", "git_args", "command_args"];
+const ARGV_KEYS: &[&str] = &[
+    "args",
+    "arguments",
+    "argv",
+    "git_args",
+    "command_args",
+    "options",
+    "flags",
+    "extra_args",
+    "extra_flags",
+    "extra_options",
+];
 
 /// Fields whose value is a mode of the subcommand.
 const MODE_KEYS: &[&str] = &["mode", "operation", "action", "subcommand", "op"];
