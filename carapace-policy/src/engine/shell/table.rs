@@ -33,7 +33,6 @@ mod text;
 mod wrap;
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
 
 use super::super::operation::Context;
@@ -1066,31 +1065,9 @@ static TABLE: &[Entry] = &[
     },
 ];
 
-/// FNV-1a: command names are short and not chosen to collide (the map is built from the
-/// table, and a name not in it only costs a miss), so a simple fast hash fits.
-#[derive(Default)]
-struct Fnv(u64);
-
-impl Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for b in bytes {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        self.0 = h;
-    }
-}
-
-type Index = HashMap<&'static str, Vec<&'static Entry>, BuildHasherDefault<Fnv>>;
+/// Keyed by command name with the fast fixed-seed hash the rule indexes use (names come
+/// from the table, not from calls; a name not in it only costs a miss).
+type Index = HashMap<&'static str, Vec<&'static Entry>, foldhash::fast::FixedState>;
 
 /// The entries of each name, in table order; built on first use.
 fn index() -> &'static Index {
