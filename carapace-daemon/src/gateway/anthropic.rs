@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::refusal::{PendingCall, Verdict};
 use super::sse::{self, Event};
-use super::{head, Step, StreamFilter};
+use super::{Step, StreamFilter};
 
 /// The error body the API uses, e.g. for a refused conversation.
 #[must_use]
@@ -105,17 +105,6 @@ fn index_of(data: &Value) -> Option<usize> {
 
 impl StreamFilter for Stream {
     fn on_event(&mut self, event: Event) -> Step {
-        // Text deltas, most of an answer, pass on their head alone: only a `tool_use`
-        // block's deltas (held by index) are kept back.
-        if let Some(head) = head::read::<head::Anthropic<'_>>(&event.data) {
-            let held = head
-                .index
-                .and_then(|i| usize::try_from(i).ok())
-                .is_some_and(|i| self.held.contains_key(&i));
-            if head.kind == "content_block_delta" && !held {
-                return Step::Emit(event.raw);
-            }
-        }
         let Some(data) = event.json() else {
             return Step::Emit(event.raw);
         };

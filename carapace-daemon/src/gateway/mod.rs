@@ -12,7 +12,6 @@
 //! and decision only.
 pub mod anthropic;
 pub mod gemini;
-mod head;
 pub mod openai;
 pub mod peer;
 pub mod refusal;

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::refusal::{PendingCall, Verdict};
 use super::sse::{self, Event};
-use super::{head, Step, StreamFilter};
+use super::{Step, StreamFilter};
 
 /// The error body the API uses.
 #[must_use]
@@ -236,13 +236,6 @@ impl ChatStream {
 
 impl StreamFilter for ChatStream {
     fn on_event(&mut self, event: Event) -> Step {
-        // Text chunks, most of an answer, pass on their head alone while no call is open.
-        if self.calls.is_empty()
-            && self.held.is_empty()
-            && head::read::<head::Chat>(&event.data).is_some_and(|c| c.without_calls())
-        {
-            return Step::Emit(event.raw);
-        }
         let chunk = event.json();
         let Some(chunk) = chunk.filter(|c| c["choices"].is_array()) else {
             return if self.held.is_empty() {
@@ -420,16 +413,6 @@ impl ResponsesStream {
 
 impl StreamFilter for ResponsesStream {
     fn on_event(&mut self, event: Event) -> Step {
-        // Deltas of items that are no calls (text, reasoning) pass on their head alone.
-        if let Some(head) = head::read::<head::Responses<'_>>(&event.data) {
-            let held = head
-                .output_index
-                .and_then(|i| usize::try_from(i).ok())
-                .is_some_and(|i| self.held.contains_key(&i));
-            if head.kind.ends_with(".delta") && !held {
-                return Step::Emit(event.raw);
-            }
-        }
         let Some(data) = event.json() else {
             return Step::Emit(event.raw);
         };
