@@ -154,14 +154,28 @@ impl DnsMaps {
     /// forgotten, so one learned for a rule does not carry over to another: sessions look the
     /// names up again, and until they do, connects to those addresses are refused (fail
     /// closed). The refusals are replaced by `refusals`, the names judged again under the
-    /// new rules: each address's entry is overwritten in place, never absent for a moment,
-    /// and entries no longer refused go last.
+    /// new rules: each address still refused is overwritten in place, never absent for a
+    /// moment, after the entries no longer refused are removed.
     pub fn after_reload(&mut self, refusals: &[Refusal]) {
         let keys: Vec<LearnedKey> = self.learned.keys().filter_map(Result::ok).collect();
         for k in keys {
             let _ = self.learned.remove(&k);
         }
-        let mut kept = std::collections::HashSet::new();
+        let kept: std::collections::HashSet<(u64, [u8; 16])> = refusals
+            .iter()
+            .map(|r| (r.cgroup, key_addr(r.addr)))
+            .collect();
+        // Entries no longer refused go first: that frees room for the new ones, and they
+        // refuse nothing the new rules refuse.
+        let stale: Vec<LearnedKey> = self
+            .refusals
+            .keys()
+            .filter_map(Result::ok)
+            .filter(|k| !kept.contains(&(k.cgroup, k.addr)))
+            .collect();
+        for k in stale {
+            let _ = self.refusals.remove(&k);
+        }
         for r in refusals {
             let key = LearnedKey {
                 cgroup: r.cgroup,
@@ -171,16 +185,6 @@ impl DnsMaps {
             if let Err(e) = self.refusals.insert(key, value, 0) {
                 tracing::warn!(cgroup = r.cgroup, addr = %r.addr, "cannot keep a refusal across the reload: {e}");
             }
-            kept.insert((key.cgroup, key.addr));
-        }
-        let stale: Vec<LearnedKey> = self
-            .refusals
-            .keys()
-            .filter_map(Result::ok)
-            .filter(|k| !kept.contains(&(k.cgroup, k.addr)))
-            .collect();
-        for k in stale {
-            let _ = self.refusals.remove(&k);
         }
     }
 
