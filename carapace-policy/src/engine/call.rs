@@ -119,8 +119,9 @@ impl ToolCall {
         let known = known_tool(&tool, &name, &self.input, ctx, &mut out);
         if !known {
             generic::extract(&tool, &self.input, ctx, &mut out);
-            cli_tool::extract(&tool, &self.input, ctx, &mut out);
         }
+        // Also for names a schema is known for: a git server's `execute_command` runs git.
+        cli_tool::extract(&tool, &self.input, ctx, &mut out);
         collect_texts(&self.input, &mut out, 0);
         out
     }

@@ -97,7 +97,17 @@ const ARGV_KEYS: &[&str] = &[
 ];
 
 /// Fields whose value is a mode of the subcommand.
-const MODE_KEYS: &[&str] = &["mode", "operation", "action", "subcommand", "op"];
+const MODE_KEYS: &[&str] = &["mode", "operation", "action", "op"];
+
+/// Fields holding the subcommand and what follows it, passed on first (`mcp__git__run
+/// {command: "push --force", args: […]}`).
+const LEADING_KEYS: &[&str] = &["command", "cmd", "subcommand", "git_command"];
+
+/// Words of a server's tool name that say it runs the server's program, not which
+/// subcommand (`mcp__git__execute`, `mcp__git__run_command`).
+const VERBS: &[&str] = &[
+    "run", "exec", "execute", "command", "cmd", "invoke", "call", "tool",
+];
 
 /// Modes that are options of the subcommand rather than subcommands of their own.
 const MODE_OPTIONS: &[(&str, &str, &[&str])] = &[
@@ -141,35 +151,18 @@ fn command_line(tool: &str, input: &Value) -> Option<String> {
             .into_iter()
             .find(|w| is_program(w))?
             .to_owned();
-        (program, words)
+        // `mcp__git__execute_command`: the tool's name says it runs the program, not how.
+        let sub = words
+            .into_iter()
+            .filter(|w| !VERBS.contains(&w.as_str()))
+            .collect();
+        (program, sub)
     };
     let sub = sub.join("-");
-    let obj = input.as_object()?;
     let mut line = Line::default();
     let mut dir = None;
-    for (key, value) in obj {
-        let key = snake(key);
-        if DIR_KEYS.contains(&key.as_str()) && dir.is_none() {
-            if let Some(d) = value.as_str().filter(|d| !d.trim().is_empty()) {
-                dir = Some(d.to_owned());
-                continue;
-            }
-        }
-        if MODE_KEYS.contains(&key.as_str()) {
-            if let Some(mode) = value.as_str() {
-                line.mode(&program, &sub, mode);
-                continue;
-            }
-        }
-        if ARGV_KEYS.contains(&key.as_str()) {
-            line.argv(value);
-            continue;
-        }
-        if let Some(rank) = OPERAND_KEYS.iter().position(|k| *k == key) {
-            line.operands(rank, value);
-            continue;
-        }
-        line.option(&program, &sub, &key, value);
+    for (key, value) in input.as_object()? {
+        line.field(&program, &sub, &snake(key), value, &mut dir, true);
     }
     let mut text = String::new();
     if let Some(dir) = dir {
@@ -191,6 +184,8 @@ fn command_line(tool: &str, input: &Value) -> Option<String> {
 #[derive(Default)]
 struct Line {
     subcommands: Vec<String>,
+    /// The subcommand and its words, when a field gives them.
+    leading: Vec<String>,
     /// Argument words the tool passes on as they are.
     argv: Vec<String>,
     options: Vec<String>,
@@ -198,6 +193,50 @@ struct Line {
 }
 
 impl Line {
+    /// One field of the input; an object under an options field (`options: {force: true}`)
+    /// is read field by field, one level down.
+    fn field(
+        &mut self,
+        program: &str,
+        sub: &str,
+        key: &str,
+        value: &Value,
+        dir: &mut Option<String>,
+        top: bool,
+    ) {
+        if top && DIR_KEYS.contains(&key) && dir.is_none() {
+            if let Some(d) = value.as_str().filter(|d| !d.trim().is_empty()) {
+                *dir = Some(d.to_owned());
+                return;
+            }
+        }
+        if let (Value::Object(inner), true) = (value, top && ARGV_KEYS.contains(&key)) {
+            for (k, v) in inner {
+                self.field(program, sub, &snake(k), v, dir, false);
+            }
+            return;
+        }
+        if MODE_KEYS.contains(&key) {
+            if let Some(mode) = value.as_str() {
+                self.mode(program, sub, mode);
+                return;
+            }
+        }
+        if LEADING_KEYS.contains(&key) {
+            Self::words(value, &mut self.leading);
+            return;
+        }
+        if ARGV_KEYS.contains(&key) {
+            Self::words(value, &mut self.argv);
+            return;
+        }
+        if let Some(rank) = OPERAND_KEYS.iter().position(|k| k == &key) {
+            self.operands(rank, value);
+            return;
+        }
+        self.option(program, sub, key, value);
+    }
+
     fn mode(&mut self, program: &str, sub: &str, mode: &str) {
         let mode = snake(mode).replace('_', "-");
         let is_option = MODE_OPTIONS
@@ -210,13 +249,12 @@ impl Line {
         }
     }
 
-    fn argv(&mut self, value: &Value) {
+    /// The program's own words: each word of a list, or a line of them, which the server
+    /// splits as a shell would (or passes whole).
+    fn words(value: &Value, out: &mut Vec<String>) {
         match value {
-            Value::Array(items) => self
-                .argv
-                .extend(items.iter().filter_map(Value::as_str).map(quote)),
-            // One string of words: the server splits it as a shell would, or passes it whole.
-            Value::String(s) => self.argv.push(s.clone()),
+            Value::Array(items) => out.extend(items.iter().filter_map(Value::as_str).map(quote)),
+            Value::String(s) => out.push(s.clone()),
             _ => {}
         }
     }
@@ -268,7 +306,8 @@ impl Line {
         // Sorted, so that the order of a JSON object's keys never changes the line.
         self.options.sort();
         self.operands.sort_by_key(|(rank, _)| *rank);
-        let mut words = self.subcommands;
+        let mut words = self.leading;
+        words.append(&mut self.subcommands);
         words.append(&mut self.argv);
         words.append(&mut self.options);
         if !self.operands.is_empty() {
