@@ -179,13 +179,27 @@ const ARGS_KEYS: &[&str] = &["args", "arguments"];
 const URL_KEYS: &[&str] = &["url", "uri", "endpoint", "href", "link"];
 
 fn path_op(action: Action, raw: &str, ctx: &Context, out: &mut Extracted, content: Option<&str>) {
-    if let Some(p) = normalize::path(raw, ctx) {
-        let mut op = Operation::path(action, p);
-        if let Some(c) = content {
-            op = op.with_content(normalize::text(c));
-        }
+    if let Some(op) = op_on(action, raw, ctx, content) {
         out.op(op);
     }
+}
+
+/// [`path_op`] for one file written or deleted whole ([`Operation::one_file`]).
+fn file_op(action: Action, raw: &str, ctx: &Context, out: &mut Extracted, content: Option<&str>) {
+    if let Some(op) = op_on(action, raw, ctx, content) {
+        out.op(Operation {
+            one_file: action != Action::Read,
+            ..op
+        });
+    }
+}
+
+fn op_on(action: Action, raw: &str, ctx: &Context, content: Option<&str>) -> Option<Operation> {
+    let mut op = Operation::path(action, normalize::path(raw, ctx)?);
+    if let Some(c) = content {
+        op = op.with_content(normalize::text(c));
+    }
+    Some(op)
 }
 
 fn url_op(raw: &str, out: &mut Extracted, content: Option<String>) {
@@ -543,7 +557,11 @@ fn file_tool(
         out.unparsable(format!("the {tool} call names no file"));
     }
     for p in paths {
-        path_op(action, p, ctx, out, content);
+        if action == Action::Write {
+            file_op(action, p, ctx, out, content);
+        } else {
+            path_op(action, p, ctx, out, content);
+        }
     }
 }
 
@@ -582,7 +600,7 @@ fn apply_patches(input: &Value, all: bool, ctx: &Context, out: &mut Extracted) -
         found = true;
         for change in patch::changes(text) {
             let content = (change.action == Action::Write).then_some(text);
-            path_op(change.action, &change.path, ctx, out, content);
+            file_op(change.action, &change.path, ctx, out, content);
         }
     }
     found

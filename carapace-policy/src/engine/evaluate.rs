@@ -1,5 +1,6 @@
 //! Rules × what a call does → [`Decision`]. Every rule is checked (no short-circuit), so
 //! the answer lists every match and does not depend on rule order.
+use std::cell::OnceCell;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
@@ -9,6 +10,7 @@ use super::operation::{Extracted, Operation};
 
 use carapace_common::op;
 
+use crate::rules::content_index::{self, ContentIndex};
 use crate::rules::index::top_level_paths;
 use crate::rules::model::{Cidr, Host, NetMatch, TextPattern};
 use crate::rules::pattern::{any_entry, written_glob, WrittenGlob};
@@ -131,15 +133,22 @@ fn rule_hits(rules: &RuleSet, ext: &Extracted, activation: &Activation) -> Vec<(
     let mut found_all = Vec::new();
     let hits = PathHits::new(rules, ext);
     let commands = rules.command_index();
+    let paths = rules.path_index();
     let first_command = commands.first_matches(rules.rules().len(), &ext.commands);
     for (i, rule) in rules.rules().iter().enumerate() {
+        // Most rules are settled by an index alone, before anything else is looked at.
+        let command = commands.indexed(i);
+        if (command && first_command[i].is_none()) || (!command && paths.settles(i) && !hits.any[i])
+        {
+            continue;
+        }
         if !activation.applies(rule) {
             continue;
         }
-        let ops = rules.path_index().ops(i).unwrap_or_else(|| rule.ops());
-        let found = if commands.indexed(i) {
+        let ops = paths.ops(i).unwrap_or_else(|| rule.ops());
+        let found = if command {
             first_command[i].map(|c| format!("command `{}`", shorten(&ext.commands[c])))
-        } else if rules.path_index().indexed(i) {
+        } else if paths.indexed(i) {
             hits.rule_matches(rules, i, ops, ext)
         } else {
             rule_matches_with(rule, ops, Some(&hits), ext)
@@ -184,8 +193,9 @@ pub fn fired_triggers<'r>(
         .collect()
 }
 
-/// For each operation with a path, the rules whose indexed path patterns it meets.
-struct PathHits {
+/// For each operation with a path, the rules whose indexed path patterns it meets; for
+/// each text, whether the content filter lets it through.
+struct PathHits<'r> {
     rules: usize,
     /// `hit[op * rules + rule]`.
     hit: Vec<bool>,
@@ -197,10 +207,14 @@ struct PathHits {
     /// Per rule: `hit` for some operation. A rule without any cannot match through the
     /// index: most rules are settled by this alone.
     any: Vec<bool>,
+    content: &'r ContentIndex,
+    /// Per text (each operation's content, then `texts`, then `commands`): whether some
+    /// content pattern may match it ([`ContentIndex::may_match`]), asked once.
+    passes: Vec<OnceCell<bool>>,
 }
 
-impl PathHits {
-    fn new(rules: &RuleSet, ext: &Extracted) -> Self {
+impl<'r> PathHits<'r> {
+    fn new(rules: &'r RuleSet, ext: &Extracted) -> Self {
         let n = rules.rules().len();
         let mut hit = vec![false; n * ext.ops.len()];
         let mut glob = vec![None; ext.ops.len()];
@@ -209,7 +223,7 @@ impl PathHits {
             let Some(path) = op.path.as_deref() else {
                 continue;
             };
-            if op.action != Some(Action::Read) {
+            if op.whole_dir() {
                 entry[o] = Some(any_entry(path));
             }
             let row = &mut hit[o * n..(o + 1) * n];
@@ -222,8 +236,7 @@ impl PathHits {
             }
             // A path written as a glob may name protected files: the rules with a pattern
             // it could name (`PathPattern::covers`).
-            let writes = op.action != Some(Action::Read);
-            if let Some(written) = written_glob(path).map(|w| w.bringing_entries(writes)) {
+            if let Some(written) = written_glob(path).map(|w| w.bringing_entries(op.whole_dir())) {
                 if let Some(entry) = written.every_entry() {
                     rules.path_index().mark(&entry, ops, row);
                 }
@@ -243,7 +256,16 @@ impl PathHits {
             glob,
             entry,
             any,
+            content: rules.content_index(),
+            passes: vec![OnceCell::new(); ext.ops.len() + ext.texts.len() + ext.commands.len()],
         }
+    }
+
+    /// Whether text number `slot` (see [`PathHits::passes`]) may match a content pattern.
+    fn passes(&self, slot: usize, text: &str) -> bool {
+        self.passes
+            .get(slot)
+            .is_none_or(|p| *p.get_or_init(|| self.content.may_match(text)))
     }
 
     /// [`rule_matches`] for a rule whose top-level condition is an indexed path match.
@@ -329,9 +351,9 @@ fn rule_matches_with(
 struct Matcher<'a> {
     /// `op::*` bits the rule covers (0 = every action).
     ops: u32,
-    /// What depends only on each operation's path, prepared once per call (else
-    /// prepared again for each pattern).
-    prepared: Option<&'a PathHits>,
+    /// What depends only on each operation's path or on each text, prepared once per call
+    /// (else prepared again for each pattern).
+    prepared: Option<&'a PathHits<'a>>,
     /// The rule names its actions (content rules then look only at what those write or
     /// send).
     scoped: bool,
@@ -359,7 +381,7 @@ impl Matcher<'_> {
                         Some(prep) => {
                             p.covers_with(path, prep.entry[i].as_deref(), prep.glob[i].as_ref())
                         }
-                        None => p.covers(path, o.action != Some(Action::Read)),
+                        None => p.covers(path, o.whole_dir()),
                     })
                     && !self.except.iter().any(|p| p.exempts(path)))
                 .then(|| describe(o))
@@ -412,13 +434,21 @@ impl Matcher<'_> {
     /// Content rules scoped to write or network actions look only at what is written or
     /// sent; unscoped ones at every text the call carries.
     fn content(&self, patterns: &[TextPattern]) -> Option<String> {
-        let hit = |t: &str| patterns.iter().find(|p| p.matches(t));
-        let outbound = self.ext.ops.iter().filter(|o| self.covers(o));
-        for o in outbound {
-            if let Some(p) = o.content.as_deref().and_then(&hit) {
+        // Texts are numbered as in `PathHits::passes`.
+        let hit = |slot: usize, t: &str| {
+            patterns.iter().find(|p| {
+                (!content_index::indexed(p) || self.prepared.is_none_or(|h| h.passes(slot, t)))
+                    && p.matches(t)
+            })
+        };
+        for (o, op) in self.ext.ops.iter().enumerate() {
+            if !self.covers(op) {
+                continue;
+            }
+            if let Some(p) = op.content.as_deref().and_then(|c| hit(o, c)) {
                 return Some(format!(
                     "{} carrying `{}`",
-                    describe(o),
+                    describe(op),
                     shorten(p.source())
                 ));
             }
@@ -426,11 +456,13 @@ impl Matcher<'_> {
         if self.scoped {
             return None;
         }
+        let first = self.ext.ops.len();
         self.ext
             .texts
             .iter()
             .chain(&self.ext.commands)
-            .find_map(|t| hit(t))
+            .enumerate()
+            .find_map(|(j, t)| hit(first + j, t))
             .map(|p| format!("content matching `{}`", shorten(p.source())))
     }
 }
@@ -572,15 +604,24 @@ mod tests {
                 Just("project"), Just("src"), Just(".git"), Just("hooks"), Just("opt"),
                 Just("secret-x"), Just("proc"), Just("12"), Just("environ"), Just("srv"),
                 Just("bob"), Just("var"), Just("lib"), Just("carapace"), Just("x.pem"),
-                Just("*"), Just("cred*"), Just("id_?sa"),
+                Just("*"), Just("cred*"), Just("id_?sa"), Just(".claude"),
+                Just("settings.local.json"), Just("config"), Just(".copilot"),
+                Just("settings.json"), Just("x.git"),
             ], 0..7),
             action in 0usize..5,
+            one_file in proptest::bool::ANY,
         ) {
             let rules = builtin_all();
             let path = format!("/{}", segs.join("/"));
             let action = [Action::Read, Action::Write, Action::Delete, Action::Execute, Action::Network][action];
-            let mut ext = Extracted::new("t");
-            ext.op(Operation::path(action, path.clone()));
+            // A file tool's write, carrying what every content condition of the packs
+            // looks for, so that a rule guarded by a path below its top level is settled
+            // by its path alone.
+            let mut ext = Extracted::new(if one_file { "Write" } else { "Bash" });
+            let mut op = Operation::path(action, path.clone())
+                .with_content("[core]\n\thooksPath = /tmp/h\nAKIAABCDEFGHIJKLMNOP");
+            op.one_file = one_file && action != Action::Read;
+            ext.op(op);
             let hits = PathHits::new(rules, &ext);
             for (i, rule) in rules.rules().iter().enumerate() {
                 if rules.path_index().indexed(i) {
@@ -588,6 +629,11 @@ mod tests {
                         hits.rule_matches(rules, i, rule.ops(), &ext).is_some(),
                         rule_matches(rule, &ext).is_some(),
                         "rule {} on {}", rule.id, path
+                    );
+                } else if rules.path_index().settles(i) && !hits.any[i] {
+                    prop_assert!(
+                        rule_matches(rule, &ext).is_none(),
+                        "rule {} on {} matches without an index hit", rule.id, path
                     );
                 }
             }

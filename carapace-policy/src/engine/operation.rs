@@ -32,6 +32,11 @@ pub struct Operation {
     /// Rules answer it with their mode for an unknown target.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unknown: bool,
+    /// The path is one file that a file tool writes or a patch writes or deletes whole, so
+    /// never a directory: the operation does not reach a directory's entries (writing to
+    /// a directory's path fails).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub one_file: bool,
 }
 
 impl Operation {
@@ -52,6 +57,13 @@ impl Operation {
             port,
             ..Self::default()
         }
+    }
+
+    /// Whether the operation may act on every entry below its path (a directory written,
+    /// moved or deleted whole): anything but a read of it or a file tool's one file.
+    #[must_use]
+    pub fn whole_dir(&self) -> bool {
+        self.action != Some(Action::Read) && !self.one_file
     }
 
     #[must_use]

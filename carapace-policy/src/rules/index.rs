@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 type Map = HashMap<String, Vec<u32>, foldhash::fast::RandomState>;
 
 use super::model::Cond;
+use aho_corasick::AhoCorasick;
 use carapace_common::op;
 use globset::{Glob, GlobMatcher, GlobSet, GlobSetBuilder};
 
@@ -34,6 +35,10 @@ pub struct PathIndex {
     longest_prefix: usize,
     /// Per rule: its top-level condition is a path match held (at least partly) here.
     indexed: Vec<bool>,
+    /// Per rule: a path match it requires below the top level (`all: [{path: …}, …]`) is
+    /// held here, so a call none of whose paths meets it is settled without evaluating
+    /// the rule.
+    guarded: Vec<bool>,
     /// The globs the forms cannot hold (`~/.aws/cred*`, `**/*.pem`), each with its rule.
     globs: Vec<(Glob, u32)>,
     /// The globs of every rule in one set per kind of operation (`op::*` bit, in
@@ -41,8 +46,9 @@ pub struct PathIndex {
     /// its operation once, instead of through each rule's own. Each set is built when
     /// first used (a one-call loader needs one or two), or by [`PathIndex::build_all`].
     sets: [OnceLock<Globs>; OP_BITS.len() + 1],
-    /// `**/DIRS/**` globs ([`Shape::Within`]), with their rules.
-    within: Vec<(Shape, u32)>,
+    /// `**/DIRS/**` globs ([`Shape::Within`]): a path meets one when it contains `/DIRS/`
+    /// (a relative path, when it starts with `DIRS/`), all looked for in one pass.
+    within: Within,
     /// `DIR/NAME*` globs ([`Shape::Entry`]) by `DIR/`: names and rules.
     entry: HashMap<String, Vec<(String, u32)>, foldhash::fast::RandomState>,
     /// Per rule: it also has patterns neither the forms nor `globs` hold (regexes), to
@@ -53,6 +59,59 @@ pub struct PathIndex {
     expanded: Vec<(String, u32)>,
     /// Per rule: [`Rule::ops`], which every decision needs for every rule.
     ops: Vec<u32>,
+}
+
+/// The `/DIRS/` of every `**/DIRS/**` glob, with their rules, in one automaton.
+#[derive(Clone, Debug, Default)]
+struct Within {
+    needles: Vec<(String, Vec<u32>)>,
+    automaton: Option<AhoCorasick>,
+}
+
+impl Within {
+    fn add(&mut self, inner: String, id: u32) {
+        match self.needles.iter_mut().find(|(n, _)| *n == inner) {
+            Some((_, ids)) if ids.last() == Some(&id) => {}
+            Some((_, ids)) => ids.push(id),
+            None => self.needles.push((inner, vec![id])),
+        }
+    }
+
+    fn build(&mut self) {
+        // A set of literals this small always builds; should it not, every path would
+        // have to be checked against every needle, which `mark` then does.
+        self.automaton = AhoCorasick::new(self.needles.iter().map(|(n, _)| n)).ok();
+    }
+
+    fn mark(&self, path: &str, set: &mut impl FnMut(Option<&[u32]>)) {
+        if self.needles.is_empty() {
+            return;
+        }
+        let rooted;
+        let hay = if path.starts_with('/') {
+            path
+        } else {
+            rooted = format!("/{path}");
+            &rooted
+        };
+        match &self.automaton {
+            Some(ac) => {
+                for m in ac.find_overlapping_iter(hay) {
+                    set(self
+                        .needles
+                        .get(m.pattern().as_usize())
+                        .map(|(_, ids)| &ids[..]));
+                }
+            }
+            None => {
+                for (needle, ids) in &self.needles {
+                    if hay.contains(needle.as_str()) {
+                        set(Some(ids));
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Globs of several rules, in one set.
@@ -88,6 +147,23 @@ pub fn top_level_paths(rule: &Rule) -> Option<&[PathPattern]> {
     }
 }
 
+/// The patterns of a path condition the rule cannot match without, below its top level:
+/// the first path condition of an `all:` (nested `all:`s included). `any:` and `not:` make
+/// none required.
+fn required_paths(rule: &Rule) -> Option<&[PathPattern]> {
+    fn within(cond: &Cond) -> Option<&[PathPattern]> {
+        match cond {
+            Cond::Path(patterns) => Some(patterns),
+            Cond::All(conds) => conds.iter().find_map(within),
+            _ => None,
+        }
+    }
+    match (&rule.cond, &rule.effect) {
+        (Some(cond @ Cond::All(_)), None) => within(cond),
+        _ => None,
+    }
+}
+
 fn forms(p: &PathPattern) -> Option<&[KernelForm]> {
     match p {
         PathPattern::Glob {
@@ -111,15 +187,21 @@ impl PathIndex {
         let mut globs: Vec<(Glob, u32)> = Vec::new();
         let mut index = Self {
             indexed: vec![false; rules.len()],
+            guarded: vec![false; rules.len()],
             slow: vec![false; rules.len()],
             ops: rules.iter().map(Rule::ops).collect(),
             ..Self::default()
         };
         for (i, rule) in rules.iter().enumerate() {
-            let Some(patterns) = top_level_paths(rule) else {
+            let patterns = if let Some(patterns) = top_level_paths(rule) {
+                index.indexed[i] = true;
+                patterns
+            } else if let Some(patterns) = required_paths(rule) {
+                index.guarded[i] = true;
+                patterns
+            } else {
                 continue;
             };
-            index.indexed[i] = true;
             let id = i as u32;
             for p in patterns {
                 if let PathPattern::Glob { expanded, .. } = p {
@@ -151,8 +233,8 @@ impl PathIndex {
                                         add(&mut index.suffix_names, name, id);
                                         continue;
                                     }
-                                    Some(within) => {
-                                        index.within.push((within, id));
+                                    Some(Shape::Within { inner, .. }) => {
+                                        index.within.add(inner, id);
                                         continue;
                                     }
                                     None => {}
@@ -177,6 +259,7 @@ impl PathIndex {
                 }
             }
         }
+        index.within.build();
         index.expanded.sort_unstable();
         index.longest_prefix = index.prefix.keys().map(String::len).max().unwrap_or(0);
         index.globs = globs;
@@ -226,6 +309,14 @@ impl PathIndex {
     #[must_use]
     pub fn indexed(&self, i: usize) -> bool {
         self.indexed.get(i).copied().unwrap_or(false)
+    }
+
+    /// Whether rule `i` cannot match a call whose paths this index marked no hit for: its
+    /// top-level path condition, or one it requires, is held here whole (no pattern to
+    /// test one by one).
+    #[must_use]
+    pub fn settles(&self, i: usize) -> bool {
+        (self.indexed(i) || self.guarded.get(i).copied().unwrap_or(false)) && !self.slow(i)
     }
 
     /// Whether rule `i` has patterns to test one by one besides its indexed ones.
@@ -332,11 +423,7 @@ impl PathIndex {
                 }
             }
         }
-        for (shape, id) in &self.within {
-            if shape.matches(path) {
-                set(Some(std::slice::from_ref(id)));
-            }
-        }
+        self.within.mark(path, &mut set);
         if let Some(at) = path.rfind('/') {
             let name = &path[at + 1..];
             for (prefix, id) in self.entry.get(&path[..=at]).into_iter().flatten() {

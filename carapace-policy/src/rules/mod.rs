@@ -14,6 +14,7 @@ use compile::kernel::Purpose;
 pub mod builtin;
 pub(crate) mod command_index;
 pub mod compile;
+pub(crate) mod content_index;
 pub mod diag;
 pub mod encrypted_dns;
 pub(crate) mod index;
@@ -158,6 +159,7 @@ pub struct RuleSet {
     rules: Vec<Rule>,
     paths: index::PathIndex,
     commands: command_index::CommandIndex,
+    contents: content_index::ContentIndex,
     image: KernelImage,
     warnings: Diagnostics,
     profile: Option<Profile>,
@@ -331,6 +333,10 @@ impl RuleSet {
                 Purpose::Kernel => command_index::CommandIndex::build(&rules),
                 Purpose::Layer1 => command_index::CommandIndex::default(),
             },
+            contents: match purpose {
+                Purpose::Kernel => content_index::ContentIndex::build(&rules),
+                Purpose::Layer1 => content_index::ContentIndex::default(),
+            },
             rules,
             image,
             warnings: diags,
@@ -359,6 +365,12 @@ impl RuleSet {
     #[must_use]
     pub fn command_index(&self) -> &command_index::CommandIndex {
         &self.commands
+    }
+
+    /// The filter of the rules' content patterns (Layer 1's fast path for texts).
+    #[must_use]
+    pub fn content_index(&self) -> &content_index::ContentIndex {
+        &self.contents
     }
 
     #[must_use]
