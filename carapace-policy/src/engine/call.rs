@@ -552,7 +552,18 @@ fn file_tool(
     out: &mut Extracted,
     content: Option<&str>,
 ) {
-    let paths = generic::named_paths(input);
+    files_of(action, tool, generic::named_paths(input), ctx, out, content);
+}
+
+/// [`file_tool`] with the files the input names already found.
+fn files_of(
+    action: Action,
+    tool: &str,
+    paths: Vec<&str>,
+    ctx: &Context,
+    out: &mut Extracted,
+    content: Option<&str>,
+) {
     if paths.is_empty() {
         out.unparsable(format!("the {tool} call names no file"));
     }
@@ -574,10 +585,11 @@ fn edit_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) {
     }
     let content = content.join("\n");
     let patched = apply_patches(input, true, ctx, out);
-    if generic::named_paths(input).is_empty() && patched {
+    let paths = generic::named_paths(input);
+    if paths.is_empty() && patched {
         return;
     }
-    file_tool(Action::Write, tool, input, ctx, out, Some(&content));
+    files_of(Action::Write, tool, paths, ctx, out, Some(&content));
 }
 
 /// The files of every patch among the input's strings: in any field when the tool applies
@@ -591,10 +603,12 @@ fn apply_patches(input: &Value, all: bool, ctx: &Context, out: &mut Extracted) -
         let Some(text) = value.as_str() else {
             continue;
         };
-        let patch_key = fields::words(key)
-            .last()
-            .is_some_and(|w| w.eq_ignore_ascii_case("patch") || w.eq_ignore_ascii_case("diff"));
-        if !(all || patch_key) || !patch::is_patch(text) {
+        let patch_key = || {
+            fields::words(key)
+                .last()
+                .is_some_and(|w| w.eq_ignore_ascii_case("patch") || w.eq_ignore_ascii_case("diff"))
+        };
+        if !(all || patch_key()) || !patch::is_patch(text) {
             continue;
         }
         found = true;

@@ -366,7 +366,10 @@ fn descriptor<'a>(parts: &mut Vec<&'a str>, whose: Process, fd: &str, ctx: &'a C
 pub fn lexical(path: &str) -> String {
     // Most paths are already in this form.
     if path == "/"
-        || (path.starts_with('/') && path[1..].split('/').all(|p| !matches!(p, "" | "." | "..")))
+        || (path.starts_with('/')
+            && path.as_bytes()[1..]
+                .split(|b| *b == b'/')
+                .all(|p| !matches!(p, b"" | b"." | b"..")))
     {
         return path.to_owned();
     }

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 type Map = HashMap<String, Vec<u32>, foldhash::fast::RandomState>;
 
 use super::model::Cond;
-use aho_corasick::AhoCorasick;
+use aho_corasick::{AhoCorasick, AhoCorasickKind};
 use carapace_common::op;
 use globset::{Glob, GlobMatcher, GlobSet, GlobSetBuilder};
 
@@ -80,7 +80,13 @@ impl Within {
     fn build(&mut self) {
         // A set of literals this small always builds; should it not, every path would
         // have to be checked against every needle, which `mark` then does.
-        self.automaton = AhoCorasick::new(self.needles.iter().map(|(n, _)| n)).ok();
+        // Every needle starts with `/`, which every path is full of: a prefilter on first
+        // bytes would stop at each one, so the automaton walks the path alone.
+        self.automaton = AhoCorasick::builder()
+            .kind(Some(AhoCorasickKind::DFA))
+            .prefilter(false)
+            .build(self.needles.iter().map(|(n, _)| n))
+            .ok();
     }
 
     fn mark(&self, path: &str, set: &mut impl FnMut(Option<&[u32]>)) {
@@ -390,9 +396,9 @@ impl PathIndex {
             }
         };
         set(self.exact.get(path).map(Vec::as_slice));
-        let base = path.rsplit('/').next().unwrap_or(path);
+        let base = memchr::memrchr(b'/', path.as_bytes()).map_or(path, |at| &path[at + 1..]);
         let suffixes = self.suffix_names.contains_key(base);
-        for (at, _) in path.match_indices('/') {
+        for at in memchr::memchr_iter(b'/', path.as_bytes()) {
             if at < self.longest_prefix {
                 set(self.prefix.get(&path[..=at]).map(Vec::as_slice));
             } else if !suffixes {

@@ -388,7 +388,7 @@ impl WrittenGlob {
     #[must_use]
     pub fn every_entry(&self) -> Option<String> {
         let (dir, last) = self.glob.rsplit_once('/')?;
-        (every_name(last) && !dir.contains(GLOB_START) && intersect::extglob_at(dir).is_none())
+        (every_name(last) && !has_glob_start(dir) && intersect::extglob_at(dir).is_none())
             .then(|| any_entry(dir))
     }
 
@@ -539,16 +539,30 @@ fn every_name(last: &str) -> bool {
 /// Where a glob's fixed text ends.
 const GLOB_START: [char; 5] = ['*', '?', '[', '{', '\\'];
 
+/// Whether `s` holds one of [`GLOB_START`] (all ASCII, so a byte scan finds them).
+fn has_glob_start(s: &str) -> bool {
+    s.bytes()
+        .any(|b| matches!(b, b'*' | b'?' | b'[' | b'{' | b'\\'))
+}
+
 /// A path written with glob characters, compiled to match the patterns it could name;
 /// `None` for a plain path or one that is not a valid glob.
 #[must_use]
 pub fn written_glob(path: &str) -> Option<WrittenGlob> {
-    let extglob = intersect::extglob_at(path);
-    if !(path.contains(['*', '?', '[']) || extglob.is_some()) || !valid_glob(path) {
+    // Nearly every path has none of the bytes a glob needs (an extglob has its `(`): one
+    // fast scan settles it.
+    let bytes = path.as_bytes();
+    let wildcard = memchr::memchr3(b'*', b'?', b'[', bytes).is_some();
+    if !wildcard && memchr::memchr(b'(', bytes).is_none() {
         return None;
     }
-    let literal = path
-        .find(GLOB_START)
+    let extglob = intersect::extglob_at(path);
+    if !(wildcard || extglob.is_some()) || !valid_glob(path) {
+        return None;
+    }
+    let literal = bytes
+        .iter()
+        .position(|b| GLOB_START.contains(&char::from(*b)))
         .into_iter()
         .chain(extglob)
         .min()
@@ -566,7 +580,10 @@ pub fn written_glob(path: &str) -> Option<WrittenGlob> {
 /// make it refuse one (unclosed or unopened, a bad range, a dangling escape), so a path
 /// without them (`src/**`, `~/.aws/cred*`: nearly every one) needs no parse to tell.
 fn valid_glob(glob: &str) -> bool {
-    !glob.contains(['[', ']', '{', '}', '\\']) || build_glob(glob).is_ok()
+    !glob
+        .bytes()
+        .any(|b| matches!(b, b'[' | b']' | b'{' | b'}' | b'\\'))
+        || build_glob(glob).is_ok()
 }
 
 pub(super) fn build_glob(glob: &str) -> Result<Glob, globset::Error> {

@@ -3,6 +3,9 @@
 //! `target-file`; `write_file`, `save_file`, `edit_block`, `create_directory`): the words
 //! a name is made of say what it is where a list of spellings would miss the next one.
 
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
 /// The words of an identifier, as they are written: `destPath` → `dest`, `Path`;
 /// `new_file-path` → `new`, `file`, `path`.
 pub(super) fn words(name: &str) -> Vec<&str> {
@@ -137,8 +140,62 @@ const CODE_QUALIFIERS: &[&str] = &[
 ];
 const URL_NOUNS: &[&str] = &["url", "uri", "endpoint", "href", "link"];
 
+/// Field names the agents' own tools send on nearly every call (Claude Code, Codex, Gemini
+/// CLI, Copilot CLI): their roles are worked out once, by [`role_by_words`] itself.
+const COMMON_FIELDS: &[&str] = &[
+    "file_path",
+    "absolute_path",
+    "notebook_path",
+    "path",
+    "paths",
+    "content",
+    "old_string",
+    "new_string",
+    "new_source",
+    "replace_all",
+    "edits",
+    "pattern",
+    "glob",
+    "output_mode",
+    "command",
+    "description",
+    "timeout",
+    "run_in_background",
+    "url",
+    "prompt",
+    "query",
+    "limit",
+    "offset",
+    "type",
+    "head_limit",
+    "multiline",
+    "cell_id",
+    "edit_mode",
+    "workdir",
+    "dir_path",
+    "directory",
+    "patch",
+    "input",
+    "title",
+    "body",
+];
+
 /// The role of an input field, by the words of its name.
 pub(super) fn role(key: &str) -> Option<Role> {
+    type Known = HashMap<&'static str, Option<Role>, foldhash::fast::FixedState>;
+    static KNOWN: LazyLock<Known> = LazyLock::new(|| {
+        COMMON_FIELDS
+            .iter()
+            .map(|k| (*k, role_by_words(k)))
+            .collect()
+    });
+    match KNOWN.get(key) {
+        Some(known) => *known,
+        None => role_by_words(key),
+    }
+}
+
+fn role_by_words(key: &str) -> Option<Role> {
     let w = words(key);
     let (last, before) = w.split_last()?;
     let has = |set: &[&str]| w.iter().any(|x| is_any(x, set));
