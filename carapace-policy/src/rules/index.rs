@@ -398,7 +398,12 @@ impl PathIndex {
         set(self.exact.get(path).map(Vec::as_slice));
         let base = memchr::memrchr(b'/', path.as_bytes()).map_or(path, |at| &path[at + 1..]);
         let suffixes = self.suffix_names.contains_key(base);
-        for at in memchr::memchr_iter(b'/', path.as_bytes()) {
+        // Paths are short: a plain walk over their bytes beats a vectorised search per `/`.
+        let slashes = path
+            .bytes()
+            .enumerate()
+            .filter_map(|(at, b)| (b == b'/').then_some(at));
+        for at in slashes {
             if at < self.longest_prefix {
                 set(self.prefix.get(&path[..=at]).map(Vec::as_slice));
             } else if !suffixes {
