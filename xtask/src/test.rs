@@ -205,6 +205,9 @@ pub fn test(args: &TestArgs) -> Result<()> {
     s.step("function length (policy engine)", || {
         crate::fnlen::check(&workspace_root())
     })?;
+    s.step("typed errors (cargo xtask string-errors)", || {
+        crate::string_errors::check(&workspace_root())
+    })?;
     s.step("cargo clippy", || {
         run(cargo().args([
             "clippy",
