@@ -67,8 +67,19 @@ impl Resolution {
 /// `carapace_common::REF_SLOT_SHIFT`).
 pub type Slots = BTreeMap<u32, u32>;
 
+/// More kernel rules have exceptions than the programs have slots for.
+#[derive(Debug, thiserror::Error)]
+#[error("{rules} kernel rules have exceptions; the kernel limit is {MAX_EXCEPT_SLOTS}")]
+pub struct TooManyExceptions {
+    /// Rules with exceptions, counting those whose slots were already taken.
+    pub rules: usize,
+}
+
 /// Gives every rule of `image` that has an exception the lowest slot not in `taken`.
-pub fn except_slots(image: &KernelImage, taken: &BTreeSet<u32>) -> Result<Slots, String> {
+pub fn except_slots(
+    image: &KernelImage,
+    taken: &BTreeSet<u32>,
+) -> Result<Slots, TooManyExceptions> {
     let path_refs = image
         .exact
         .values()
@@ -88,10 +99,9 @@ pub fn except_slots(image: &KernelImage, taken: &BTreeSet<u32>) -> Result<Slots,
     let rules: BTreeSet<u32> = path_refs.chain(net_refs).collect();
     let free = (1..=MAX_EXCEPT_SLOTS as u32).filter(|s| !taken.contains(s));
     if rules.len() > free.clone().count() {
-        return Err(format!(
-            "{} kernel rules have exceptions; the kernel limit is {MAX_EXCEPT_SLOTS}",
-            rules.len() + taken.len()
-        ));
+        return Err(TooManyExceptions {
+            rules: rules.len() + taken.len(),
+        });
     }
     Ok(rules.into_iter().zip(free).collect())
 }

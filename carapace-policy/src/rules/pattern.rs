@@ -270,11 +270,9 @@ impl PathPattern {
     }
 
     /// The kernel forms of this pattern, or why the kernel cannot match it exactly.
-    pub fn kernel_forms(&self) -> Result<Vec<KernelForm>, String> {
+    pub fn kernel_forms(&self) -> Result<Vec<KernelForm>, NoKernelForm> {
         match self {
-            Self::Regex { source, .. } => Err(format!(
-                "pattern `{source}` is a regex, matched in userspace only"
-            )),
+            Self::Regex { source, .. } => Err(NoKernelForm::Regex(source.clone())),
             Self::Glob { expanded, .. } => expanded.iter().map(|g| kernel_form(g)).collect(),
         }
     }
@@ -283,7 +281,7 @@ impl PathPattern {
 impl PathPattern {
     /// What the kernel's path automaton matches this pattern with: each expansion of a glob
     /// (shown as the expansion) or the regex.
-    pub fn automaton_sources(&self) -> Result<Vec<(String, Source)>, String> {
+    pub fn automaton_sources(&self) -> Result<Vec<(String, Source)>, BadGlob> {
         match self {
             Self::Regex { source, regex } => Ok(vec![(
                 source.clone(),
@@ -294,7 +292,10 @@ impl PathPattern {
                 .map(|g| {
                     build_glob(g)
                         .map(|glob| (g.clone(), Source::Glob(glob.regex().to_owned())))
-                        .map_err(|e| format!("glob `{g}`: {e}"))
+                        .map_err(|source| BadGlob {
+                            glob: g.clone(),
+                            source,
+                        })
                 })
                 .collect(),
         }
@@ -638,7 +639,33 @@ impl KernelForm {
     }
 }
 
-fn kernel_form(glob: &str) -> Result<KernelForm, String> {
+/// Why a pattern has no map form in the kernel (it may still have a path automaton).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoKernelForm {
+    #[error("pattern `{0}` is a regex, matched in userspace only")]
+    Regex(String),
+    #[error(
+        "pattern `{0}` is a basename suffix; the kernel matches exact names, prefixes and \
+         basenames so far"
+    )]
+    BasenameSuffix(String),
+    #[error(
+        "pattern `{0}` has wildcards the kernel maps cannot express (only an exact path, \
+         `/dir/**` and `**/name` compile to the kernel so far)"
+    )]
+    Wildcards(String),
+}
+
+/// A glob expansion globset refuses.
+#[derive(Debug, thiserror::Error)]
+#[error("glob `{glob}`: {source}")]
+pub struct BadGlob {
+    pub glob: String,
+    #[source]
+    pub source: globset::Error,
+}
+
+fn kernel_form(glob: &str) -> Result<KernelForm, NoKernelForm> {
     let literal = |s: &str| !s.contains(GLOB_META);
     if literal(glob) && glob.starts_with('/') {
         return Ok(KernelForm::Exact(glob.to_owned()));
@@ -653,16 +680,10 @@ fn kernel_form(glob: &str) -> Result<KernelForm, String> {
             return Ok(KernelForm::Name(name.to_owned()));
         }
         if name.starts_with("*.") && literal(&name[2..]) && !name.contains('/') {
-            return Err(format!(
-                "pattern `{glob}` is a basename suffix; the kernel matches exact names, prefixes \
-                 and basenames so far"
-            ));
+            return Err(NoKernelForm::BasenameSuffix(glob.to_owned()));
         }
     }
-    Err(format!(
-        "pattern `{glob}` has wildcards the kernel maps cannot express (only an exact path, \
-         `/dir/**` and `**/name` compile to the kernel so far)"
-    ))
+    Err(NoKernelForm::Wildcards(glob.to_owned()))
 }
 
 /// Where `path` leads after symlinks, when that differs: its deepest existing directory
