@@ -5,7 +5,7 @@
 //! The check follows each crate's module tree from `src/lib.rs`, so binaries (`src/bin/`,
 //! which use `anyhow`) are not reached, and it skips `#[cfg(test)]` modules and items (tests
 //! may fail with any text they like). Any path `Result<_, String>` counts: in a signature, a
-//! field, a type alias, a closure's return type or a turbofish.
+//! field, a type alias, a closure's return type or a turbofish; so does `type Err = String`.
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -115,6 +115,15 @@ impl<'ast> Visit<'ast> for Walk<'_> {
         }
     }
 
+    fn visit_impl_item_type(&mut self, t: &'ast syn::ImplItemType) {
+        // `type Err = String` in `FromStr` (or `Error` in `TryFrom`) is the same thing.
+        if (t.ident == "Err" || t.ident == "Error") && is_string(&t.ty) {
+            let line = t.ident.span().start().line;
+            self.found.push(format!("{}:{line}", self.file.display()));
+        }
+        syn::visit::visit_impl_item_type(self, t);
+    }
+
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
         let name = m.ident.to_string();
         if m.content.is_none() {
@@ -161,9 +170,13 @@ fn is_string_result(path: &syn::Path) -> bool {
             _ => None,
         })
         .collect();
-    matches!(types.as_slice(), [_, syn::Type::Path(error)]
-        if error.qself.is_none()
-            && error.path.segments.last().is_some_and(|s| s.ident == "String"))
+    matches!(types.as_slice(), [_, error] if is_string(error))
+}
+
+/// `String`, however its path is written.
+fn is_string(ty: &syn::Type) -> bool {
+    matches!(ty, syn::Type::Path(p)
+        if p.qself.is_none() && p.path.segments.last().is_some_and(|s| s.ident == "String"))
 }
 
 fn is_cfg_test(attr: &syn::Attribute) -> bool {
@@ -248,7 +261,7 @@ mod tests {
         write(
             &dir,
             "a/b.rs",
-            "pub enum E {}\nstruct S {\n    r: Option<Result<u8, String>>,\n}\n",
+            "pub enum E {}\nstruct S {\n    r: Option<Result<u8, String>>,\n}\nimpl std::str::FromStr for E {\n    type Err = String;\n}\n",
         );
         write(
             &dir,
@@ -256,9 +269,9 @@ mod tests {
             "mod a;\nmod inner {\n    fn f() { let _ = |x: u8| -> Result<u8, std::string::String> { Ok(x) }; }\n}\n",
         );
         let found = check_crate(&dir).expect("reads");
-        let b = format!("{}:3", dir.join("a/b.rs").display());
+        let b = |line| format!("{}:{line}", dir.join("a/b.rs").display());
         let lib = format!("{}:3", dir.join("lib.rs").display());
-        assert_eq!(found, vec![b, lib]);
+        assert_eq!(found, vec![b(3), b(6), lib]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
