@@ -190,7 +190,7 @@ pub fn staging(old: &KernelImage, old_slots: &Slots, new: &KernelImage) -> Optio
 /// protected paths: always-on rules first, those refusing writes or deletes next, then in
 /// the order `rank` gives rule indices (the compiler ranks by rule id, so that the order
 /// of the rules never changes the image).
-pub fn cap_ancestors<K: Ord>(image: &mut KernelImage, rank: impl Fn(u32) -> K) {
+pub(crate) fn cap_ancestors<K: Ord>(image: &mut KernelImage, rank: impl Fn(u32) -> K) {
     let rules = &image.rules;
     let always_on = |r: &RuleRef| {
         rules

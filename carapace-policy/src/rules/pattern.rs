@@ -244,7 +244,7 @@ impl PathPattern {
     /// ([`any_entry`], when the whole directory counts) and the written glob
     /// ([`written_glob`]).
     #[must_use]
-    pub fn covers_with(
+    pub(crate) fn covers_with(
         &self,
         path: &str,
         entry: Option<&str>,
@@ -265,12 +265,12 @@ impl PathPattern {
     /// An exception's reading: `path` matches, or every entry of directory `path` does. A
     /// glob path is exempt only when the exception matches it as written.
     #[must_use]
-    pub fn exempts(&self, path: &str) -> bool {
+    pub(crate) fn exempts(&self, path: &str) -> bool {
         self.matches(path) || self.matches(&any_entry(path))
     }
 
     /// The kernel forms of this pattern, or why the kernel cannot match it exactly.
-    pub fn kernel_forms(&self) -> Result<Vec<KernelForm>, NoKernelForm> {
+    pub(crate) fn kernel_forms(&self) -> Result<Vec<KernelForm>, NoKernelForm> {
         match self {
             Self::Regex { source, .. } => Err(NoKernelForm::Regex(source.clone())),
             Self::Glob { expanded, .. } => expanded.iter().map(|g| kernel_form(g)).collect(),
@@ -281,7 +281,7 @@ impl PathPattern {
 impl PathPattern {
     /// What the kernel's path automaton matches this pattern with: each expansion of a glob
     /// (shown as the expansion) or the regex.
-    pub fn automaton_sources(&self) -> Result<Vec<(String, Source)>, BadGlob> {
+    pub(crate) fn automaton_sources(&self) -> Result<Vec<(String, Source)>, BadGlob> {
         match self {
             Self::Regex { source, regex } => Ok(vec![(
                 source.clone(),
@@ -311,7 +311,7 @@ impl fmt::Display for PathPattern {
 /// A made-up entry of directory `dir` standing for all of them: NUL never occurs in a
 /// path, so a pattern that matches it matches every entry.
 #[must_use]
-pub fn any_entry(dir: &str) -> String {
+pub(crate) fn any_entry(dir: &str) -> String {
     let dir = dir.trim_end_matches('/');
     let mut entry = String::with_capacity(dir.len() + 2);
     entry.push_str(dir);
@@ -322,7 +322,7 @@ pub fn any_entry(dir: &str) -> String {
 /// A path written with glob characters (`src/**`, `~/.aws/cred*`), compiled to test
 /// which rule patterns it could name.
 #[derive(Clone)]
-pub struct WrittenGlob {
+pub(crate) struct WrittenGlob {
     glob: String,
     /// The text before the first glob character: a pattern that does not start with it
     /// cannot match, which spares the glob test for nearly every pattern (the homes of
@@ -339,14 +339,14 @@ pub struct WrittenGlob {
 impl WrittenGlob {
     /// The same glob, as the path of a write, delete or move (`yes`) or of a read.
     #[must_use]
-    pub fn bringing_entries(mut self, yes: bool) -> Self {
+    pub(crate) fn bringing_entries(mut self, yes: bool) -> Self {
         self.brings_entries = yes;
         self
     }
 
     /// Whether it is a tree written, copied or moved into place.
     #[must_use]
-    pub fn brings_entries(&self) -> bool {
+    pub(crate) fn brings_entries(&self) -> bool {
         self.brings_entries
     }
 
@@ -387,7 +387,7 @@ impl WrittenGlob {
     /// [`any_entry`] of its directory, when it is a directory without wildcards followed by
     /// a last name of wildcards alone.
     #[must_use]
-    pub fn every_entry(&self) -> Option<String> {
+    pub(crate) fn every_entry(&self) -> Option<String> {
         let (dir, last) = self.glob.rsplit_once('/')?;
         (every_name(last) && !dir.contains(GLOB_START) && intersect::extglob_at(dir).is_none())
             .then(|| any_entry(dir))
@@ -395,7 +395,7 @@ impl WrittenGlob {
 
     /// Whether it names some path the `re:` pattern `regex` finds a match in.
     #[must_use]
-    pub fn names_search(&self, regex: &str) -> bool {
+    pub(crate) fn names_search(&self, regex: &str) -> bool {
         self.meets(&Source::Search(regex.to_owned()), None)
     }
 
@@ -543,7 +543,7 @@ const GLOB_START: [char; 5] = ['*', '?', '[', '{', '\\'];
 /// A path written with glob characters, compiled to match the patterns it could name;
 /// `None` for a plain path or one that is not a valid glob.
 #[must_use]
-pub fn written_glob(path: &str) -> Option<WrittenGlob> {
+pub(crate) fn written_glob(path: &str) -> Option<WrittenGlob> {
     let extglob = intersect::extglob_at(path);
     if !(path.contains(['*', '?', '[']) || extglob.is_some()) || !valid_glob(path) {
         return None;
@@ -641,7 +641,7 @@ impl KernelForm {
 
 /// Why a pattern has no map form in the kernel (it may still have a path automaton).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NoKernelForm {
+pub(crate) enum NoKernelForm {
     #[error("pattern `{0}` is a regex, matched in userspace only")]
     Regex(String),
     #[error(
@@ -690,7 +690,7 @@ fn kernel_form(glob: &str) -> Result<KernelForm, NoKernelForm> {
 /// resolved, the names below it that do not exist yet appended (`~/.config/autostart` when
 /// `~/.config` is a link and `autostart` is still to be made).
 #[must_use]
-pub fn symlink_target(host: &dyn Host, path: &str) -> Option<PathBuf> {
+pub(crate) fn symlink_target(host: &dyn Host, path: &str) -> Option<PathBuf> {
     let mut existing = std::path::Path::new(path);
     let mut missing = Vec::new();
     let mut canonical = loop {

@@ -90,7 +90,7 @@ impl HirError {
 }
 
 /// The anchored-at-both-ends regular language of a pattern.
-pub fn hir(source: &Source) -> Result<Hir, HirError> {
+pub(crate) fn hir(source: &Source) -> Result<Hir, HirError> {
     // `utf8(false)`: a path is bytes, and a pattern may match bytes that are not UTF-8.
     let config = syntax::Config::new().utf8(false);
     match source {
@@ -188,7 +188,7 @@ impl PathAutomaton {
 /// What a walk of every automaton of a rule set finds, sorted: the programs' view.
 #[cfg(test)]
 #[must_use]
-pub fn matches_all(automata: &[PathAutomaton], path: &[u8]) -> Vec<RuleRef> {
+pub(crate) fn matches_all(automata: &[PathAutomaton], path: &[u8]) -> Vec<RuleRef> {
     let found: BTreeSet<(u32, u32)> = automata
         .iter()
         .flat_map(|a| a.matches(path))
@@ -274,7 +274,7 @@ fn determinize(hirs: &[Hir]) -> Result<dense::DFA<Vec<u32>>, BuildError> {
 /// Distinct rules whose block patterns a rule set's automata may match early (on entering a
 /// state, see [`PathAutomaton::early`]): the programs judge them from one table of
 /// `REFS_PER_KEY` refs. Further ones are matched at the end of the path like the rest.
-pub const EARLY_BLOCKS: usize = REFS_PER_KEY;
+pub(crate) const EARLY_BLOCKS: usize = REFS_PER_KEY;
 
 /// Whether a pattern's regex may be matched early, and its regex for that: a glob ending in
 /// `/**` (its regex ends in `.*$`) matches a path when a prefix of the path matches the rest,

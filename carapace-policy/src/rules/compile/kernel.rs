@@ -318,7 +318,7 @@ fn add<R: PartialEq>(map: &mut BTreeMap<Vec<u8>, Vec<R>>, key: &str, r: R) {
 /// whose entries stat and resolve every named path, nor the automaton, whose
 /// determinisation is most of compiling the packs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Purpose {
+pub(crate) enum Purpose {
     Kernel,
     Layer1,
 }
