@@ -10,6 +10,8 @@ use carapace_common::{
 
 use crate::rules::compile::dfa::{self, PathAutomaton, Source};
 
+/// Every BPF map's intended contents for one rule set, as plain data: the daemon writes it
+/// into the maps, and `rules explain` reads it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KernelImage {
     /// Indexed by kernel rule index.
@@ -34,6 +36,7 @@ pub struct KernelImage {
     pub automaton: Vec<(Source, RuleRef)>,
     /// The automata of `automaton` (none when it is empty).
     pub dfa: Vec<PathAutomaton>,
+    /// The programs' global settings (the `CONFIG` map's one entry).
     pub config: Config,
     /// The literal paths of the rules, and what they resolved to when this was built.
     pub resolution: Resolution,
@@ -48,7 +51,9 @@ pub struct KernelImage {
 /// directory replaced by a link after the rules loaded, a new bind mount) and rebuild.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Resolution {
+    /// The literal paths, as the kernel maps hold them.
     pub forms: Vec<crate::rules::pattern::KernelForm>,
+    /// What they resolved to (links and bind-mount names), hashed.
     pub digest: u64,
 }
 
@@ -113,6 +118,7 @@ pub struct Staging {
     /// The old rules at their indices plus the new ones moved above both rule tables; every
     /// key holds the refs of both.
     pub image: KernelImage,
+    /// The exception slots of `image`'s rules.
     pub slots: Slots,
     /// Slots of the new image at its own indices: the ones its rules hold in `image`, none
     /// of them an old rule's.
