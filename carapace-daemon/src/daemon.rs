@@ -84,7 +84,7 @@ pub struct Args {
     /// Serve the console — sessions, approvals, the audit timeline and rules in a local web
     /// page — on this loopback address (off by default), e.g. 127.0.0.1:8790; open it with
     /// `carapace console` [default: `console.listen` of config.yaml]
-    #[arg(long, value_name = "ADDR", value_parser = parse_console_addr)]
+    #[arg(long, value_name = "ADDR", value_parser = crate::console::parse_addr)]
     pub console: Option<std::net::SocketAddr>,
     /// Log lines for people (`human`) or one JSON object per line for log collectors
     #[arg(long, value_enum, value_name = "FORMAT", default_value = "human")]
@@ -101,10 +101,6 @@ pub struct Args {
     /// Where the gateway sends Gemini API requests (/v1beta/models/…:generateContent, …)
     #[arg(long, value_name = "URL", default_value = gateway::GEMINI_UPSTREAM)]
     pub gemini_upstream: String,
-}
-
-fn parse_console_addr(text: &str) -> Result<std::net::SocketAddr, String> {
-    crate::console::parse_addr(text).map_err(|e| e.to_string())
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

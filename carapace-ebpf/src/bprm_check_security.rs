@@ -23,6 +23,10 @@ fn try_bprm(ctx: &LsmContext) -> Option<i32> {
     let bprm: *const u8 = ctx.arg(0);
     // A direct load (not a probe read) keeps the verifier's knowledge that this is a
     // `struct file *`, which bpf_d_path needs.
+    #[expect(
+        clippy::cast_ptr_alignment,
+        reason = "a pointer field of the kernel's struct, at its BTF offset, is aligned"
+    )]
     // SAFETY: the offset of `linux_binprm.file` comes from the running kernel's BTF.
     let file =
         unsafe { core::ptr::read(bprm.wrapping_add(globals::bprm_file()).cast::<*const u8>()) };

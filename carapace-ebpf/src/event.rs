@@ -70,6 +70,10 @@ pub fn emit(session: &Session, verdict: Verdict, subject: &Subject<'_>) {
         addr_of_mut!((*ev).port).write_volatile(subject.port);
         addr_of_mut!((*ev).family).write_volatile(subject.family);
         addr_of_mut!((*ev).detail).write_volatile(subject.detail);
+        #[expect(
+            clippy::cast_ptr_alignment,
+            reason = "`addr` is at offset 40 of the 8-aligned `DenyEvent`"
+        )]
         let addr = addr_of_mut!((*ev).addr).cast::<u64>();
         addr.write_volatile(word(&subject.addr, 0));
         addr.add(1).write_volatile(word(&subject.addr, 8));

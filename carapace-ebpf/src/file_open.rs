@@ -213,12 +213,13 @@ fn deny(session: &Session, verdict: Verdict, path: &[u8; PATH_MAX]) {
 /// The dentry's name: cheaper than scanning the path for its last '/'.
 #[inline(always)]
 fn read_basename(f_path: *const u8, name: &mut [u8; NAME_MAX]) -> bool {
-    match kread::read::<*const u8>(f_path, globals::path_dentry(), errsite::READ_INODE) {
-        Some(dentry) => inode::name_of(dentry, name),
-        None => {
-            kread::zero_words(name);
-            false
-        }
+    if let Some(dentry) =
+        kread::read::<*const u8>(f_path, globals::path_dentry(), errsite::READ_INODE)
+    {
+        inode::name_of(dentry, name)
+    } else {
+        kread::zero_words(name);
+        false
     }
 }
 

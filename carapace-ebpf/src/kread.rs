@@ -12,12 +12,11 @@ use crate::{globals, maps::count_error};
 #[inline(always)]
 pub fn read<T>(base: *const u8, offset: usize, site: u32) -> Option<T> {
     // SAFETY: bpf_probe_read_kernel checks the address; a bad one returns an error.
-    match unsafe { bpf_probe_read_kernel(base.wrapping_add(offset).cast::<T>()) } {
-        Ok(v) => Some(v),
-        Err(_) => {
-            count_error(site);
-            None
-        }
+    if let Ok(v) = unsafe { bpf_probe_read_kernel(base.wrapping_add(offset).cast::<T>()) } {
+        Some(v)
+    } else {
+        count_error(site);
+        None
     }
 }
 
@@ -96,6 +95,10 @@ pub fn read_str(src: *const u8, dst: &mut [u8], site: u32) -> Option<usize> {
 #[inline(always)]
 pub fn zero_words(buf: &mut [u8]) {
     let words = buf.len() / 8;
+    #[expect(
+        clippy::cast_ptr_alignment,
+        reason = "callers pass 8-byte aligned buffers"
+    )]
     let ptr = buf.as_mut_ptr().cast::<u64>();
     for i in 0..words {
         // SAFETY: i < len / 8 and callers pass 8-byte aligned buffers.

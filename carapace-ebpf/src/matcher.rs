@@ -383,12 +383,11 @@ fn learned(cgroup: u64, addr: &[u8; 16]) -> Option<&'static Learned> {
     scratch.key.cgroup = cgroup;
     scratch.key.addr = *addr;
     // SAFETY: map values live as long as the map; read by copy.
-    match unsafe { LEARNED.get(&scratch.key) } {
-        Some(found) => scratch.found = *found,
-        None => {
-            scratch.found.expires = 0;
-            scratch.found.count = 0;
-        }
+    if let Some(found) = unsafe { LEARNED.get(&scratch.key) } {
+        scratch.found = *found;
+    } else {
+        scratch.found.expires = 0;
+        scratch.found.count = 0;
     }
     // SAFETY: as above.
     match unsafe { LEARNED_REFUSALS.get(&scratch.key) } {

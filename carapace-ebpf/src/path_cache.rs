@@ -191,8 +191,8 @@ pub fn d_instantiate(ctx: LsmContext) -> i32 {
     if let Some(e) = PATH_CACHE.get_ptr_mut(slot_of(dentry)) {
         // SAFETY: a map value; a zero checksum matches no identity (see `checksum`).
         unsafe {
-            if core::ptr::read_volatile(&(*e).dentry) == dentry {
-                core::ptr::write_volatile(&mut (*e).check, 0);
+            if core::ptr::read_volatile(&raw const (*e).dentry) == dentry {
+                core::ptr::write_volatile(&raw mut (*e).check, 0);
             }
         }
     }

@@ -75,13 +75,12 @@ fn foreign(owner: i64) -> bool {
     let Some(session) = gate::current_session() else {
         return false;
     };
-    // SAFETY: helper call without arguments.
-    let pid_tgid = unsafe { bpf_get_current_pid_tgid() };
-    let (tgid, tid) = (
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let (tgid, thread) = (
         i64::from((pid_tgid >> 32) as u32),
         i64::from(pid_tgid as u32),
     );
-    if owner == tgid || owner == tid || owner == -tgid {
+    if owner == tgid || owner == thread || owner == -tgid {
         return false;
     }
     guard::deny(

@@ -1,5 +1,5 @@
 //! `socket_sendmsg`: a datagram sent with a destination address (`sendto`, `sendmsg`,
-//! `sendmmsg`, io_uring sends) reaches that address without any `connect`, so the address is
+//! `sendmmsg`, `io_uring` sends) reaches that address without any `connect`, so the address is
 //! judged here by the same rules as `socket_connect` — an `AF_UNSPEC` address on an IPv4
 //! socket as the IPv4 address the protocol takes it for. Sends on connected sockets carry no
 //! address (their `connect` was judged). Ancillary data that routes the packet by hand is

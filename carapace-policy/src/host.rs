@@ -11,8 +11,11 @@ use std::path::{Path, PathBuf};
 /// The kind of file a path names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FileKind {
+    /// A regular file.
     File,
+    /// A directory.
     Dir,
+    /// A symbolic link (`lstat`: not followed).
     Symlink,
     /// Devices, sockets, FIFOs.
     Other,
@@ -21,10 +24,12 @@ pub enum FileKind {
 /// What `stat` tells of a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileInfo {
+    /// What kind of file it is.
     pub kind: FileKind,
     /// The device in the kernel's encoding (`MAJOR << 20 | MINOR`, as `s_dev` holds it; see
     /// [`kernel_dev`]): what the inode map's keys hold.
     pub dev: u64,
+    /// The inode number.
     pub ino: u64,
     /// Size in bytes.
     pub len: u64,

@@ -10,6 +10,8 @@ use carapace_common::{
 
 use crate::rules::compile::dfa::{self, PathAutomaton, Source};
 
+/// Every BPF map's intended contents for one rule set, as plain data: the daemon writes it
+/// into the maps, and `rules explain` reads it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KernelImage {
     /// Indexed by kernel rule index.
@@ -34,6 +36,7 @@ pub struct KernelImage {
     pub automaton: Vec<(Source, RuleRef)>,
     /// The automata of `automaton` (none when it is empty).
     pub dfa: Vec<PathAutomaton>,
+    /// The programs' global settings (the `CONFIG` map's one entry).
     pub config: Config,
     /// The literal paths of the rules, and what they resolved to when this was built.
     pub resolution: Resolution,
@@ -48,7 +51,9 @@ pub struct KernelImage {
 /// directory replaced by a link after the rules loaded, a new bind mount) and rebuild.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Resolution {
+    /// The literal paths, as the kernel maps hold them.
     pub forms: Vec<crate::rules::pattern::KernelForm>,
+    /// What they resolved to (links and bind-mount names), hashed.
     pub digest: u64,
 }
 
@@ -67,8 +72,19 @@ impl Resolution {
 /// `carapace_common::REF_SLOT_SHIFT`).
 pub type Slots = BTreeMap<u32, u32>;
 
+/// More kernel rules have exceptions than the programs have slots for.
+#[derive(Debug, thiserror::Error)]
+#[error("{rules} kernel rules have exceptions; the kernel limit is {MAX_EXCEPT_SLOTS}")]
+pub struct TooManyExceptions {
+    /// Rules with exceptions, counting those whose slots were already taken.
+    pub rules: usize,
+}
+
 /// Gives every rule of `image` that has an exception the lowest slot not in `taken`.
-pub fn except_slots(image: &KernelImage, taken: &BTreeSet<u32>) -> Result<Slots, String> {
+pub fn except_slots(
+    image: &KernelImage,
+    taken: &BTreeSet<u32>,
+) -> Result<Slots, TooManyExceptions> {
     let path_refs = image
         .exact
         .values()
@@ -88,10 +104,9 @@ pub fn except_slots(image: &KernelImage, taken: &BTreeSet<u32>) -> Result<Slots,
     let rules: BTreeSet<u32> = path_refs.chain(net_refs).collect();
     let free = (1..=MAX_EXCEPT_SLOTS as u32).filter(|s| !taken.contains(s));
     if rules.len() > free.clone().count() {
-        return Err(format!(
-            "{} kernel rules have exceptions; the kernel limit is {MAX_EXCEPT_SLOTS}",
-            rules.len() + taken.len()
-        ));
+        return Err(TooManyExceptions {
+            rules: rules.len() + taken.len(),
+        });
     }
     Ok(rules.into_iter().zip(free).collect())
 }
@@ -103,6 +118,7 @@ pub struct Staging {
     /// The old rules at their indices plus the new ones moved above both rule tables; every
     /// key holds the refs of both.
     pub image: KernelImage,
+    /// The exception slots of `image`'s rules.
     pub slots: Slots,
     /// Slots of the new image at its own indices: the ones its rules hold in `image`, none
     /// of them an old rule's.
@@ -180,7 +196,7 @@ pub fn staging(old: &KernelImage, old_slots: &Slots, new: &KernelImage) -> Optio
 /// protected paths: always-on rules first, those refusing writes or deletes next, then in
 /// the order `rank` gives rule indices (the compiler ranks by rule id, so that the order
 /// of the rules never changes the image).
-pub fn cap_ancestors<K: Ord>(image: &mut KernelImage, rank: impl Fn(u32) -> K) {
+pub(crate) fn cap_ancestors<K: Ord>(image: &mut KernelImage, rank: impl Fn(u32) -> K) {
     let rules = &image.rules;
     let always_on = |r: &RuleRef| {
         rules

@@ -9,7 +9,11 @@
 //! - [`host`]: what the two ask of the machine. The crate performs no file system access of
 //!   its own (the daemon passes the real file system as a [`host::Host`]) and depends on no
 //!   kernel, async or database crate.
+// Every public item is documented; `engine` and `rules` are not there yet (issue 22).
+#![warn(missing_docs)]
+#[allow(missing_docs, reason = "not yet documented item by item (issue 22)")]
 pub mod engine;
 pub mod host;
 pub mod image;
+#[allow(missing_docs, reason = "not yet documented item by item (issue 22)")]
 pub mod rules;

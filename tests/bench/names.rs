@@ -38,7 +38,7 @@ const VOLUME: u64 = 2 << 30;
 struct Fixed(Arc<RuleSet>);
 
 impl RulesInForce for Fixed {
-    fn current(&self) -> Result<(Arc<RuleSet>, Activation), String> {
+    fn current(&self) -> Result<(Arc<RuleSet>, Activation), carapace::dns::RulesUnavailable> {
         Ok((Arc::clone(&self.0), Activation::default()))
     }
 }

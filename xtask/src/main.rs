@@ -6,6 +6,7 @@ mod initramfs;
 mod install;
 mod kernel;
 mod setup;
+mod string_errors;
 mod test;
 mod test_clock;
 mod util;
@@ -61,6 +62,8 @@ enum Cmd {
     ClippyEbpf,
     /// Fail if any function of the policy engine is over 150 lines.
     FnLength,
+    /// Fail if library code of the policy crate or the daemon returns `Result<_, String>`.
+    StringErrors,
 }
 
 fn main() -> ExitCode {
@@ -79,6 +82,7 @@ fn main() -> ExitCode {
         Cmd::Cycles => cycles::check(&workspace_root()).map(|()| 0),
         Cmd::ClippyEbpf => test::ebpf_clippy().map(|()| 0),
         Cmd::FnLength => fnlen::check(&workspace_root()).map(|()| 0),
+        Cmd::StringErrors => string_errors::check(&workspace_root()).map(|()| 0),
     };
     match result {
         Ok(0) => ExitCode::SUCCESS,

@@ -121,7 +121,7 @@ fn fuzz(target: &str, seeds: &[&str], hang_seconds: u32) -> Result<()> {
 /// Lints the eBPF crate for its own target, which the workspace's clippy (host target,
 /// stable) never builds: nightly with `-Z build-std=core` and the `bpf_target_arch` cfg the
 /// real build gets from aya-build. Checking does not link, so no bpf-linker is needed.
-/// `cargo xtask clippy-ebpf`; not yet a step of `test`: the crate still has pedantic findings.
+/// `cargo xtask clippy-ebpf`, and a step of `test`: any finding fails it.
 pub fn ebpf_clippy() -> Result<()> {
     run(Command::new("cargo")
         .current_dir(workspace_root())
@@ -205,6 +205,9 @@ pub fn test(args: &TestArgs) -> Result<()> {
     s.step("function length (policy engine)", || {
         crate::fnlen::check(&workspace_root())
     })?;
+    s.step("typed errors (cargo xtask string-errors)", || {
+        crate::string_errors::check(&workspace_root())
+    })?;
     s.step("cargo clippy", || {
         run(cargo().args([
             "clippy",
@@ -215,6 +218,7 @@ pub fn test(args: &TestArgs) -> Result<()> {
             "warnings",
         ]))
     })?;
+    s.step("cargo clippy (eBPF crate, bpfel target)", ebpf_clippy)?;
     s.step("cargo test (unit, host and agent CLI tests)", || {
         // The agent CLI tests (tests/claude/, tests/agents/) fail rather than skip without
         // the CLIs, so a run with --no-setup still needs an earlier `cargo xtask setup`.

@@ -73,7 +73,7 @@ pub fn kernel_rules(set: &RuleSet) -> Vec<KernelRule> {
                         (it judges files by identity whatever the root, and refuses mounts)"
                         .into();
                 }
-                Err(reason) => out.userspace_reason = reason,
+                Err(reason) => out.userspace_reason = reason.to_string(),
             }
             out
         })

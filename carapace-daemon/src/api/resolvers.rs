@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 
 use super::{audit, Daemon, SessionEvent};
 use crate::api::proto::Denial;
-use crate::dns::{DenialSink, RulesInForce};
+use crate::dns::{DenialSink, RulesInForce, RulesUnavailable};
 use carapace_policy::engine::names::needs_resolver;
 use carapace_policy::engine::Activation;
 use carapace_policy::rules::{Cond, Mode, RuleSet};
@@ -18,13 +18,10 @@ struct SessionRules {
 }
 
 impl RulesInForce for SessionRules {
-    fn current(&self) -> Result<(Arc<RuleSet>, Activation), String> {
-        let daemon = self
-            .daemon
-            .upgrade()
-            .ok_or_else(|| "the daemon is stopping".to_owned())?;
+    fn current(&self) -> Result<(Arc<RuleSet>, Activation), RulesUnavailable> {
+        let daemon = self.daemon.upgrade().ok_or(RulesUnavailable::Stopping)?;
         let activation = crate::session::state::activation(&daemon.sessions, &self.session_id)
-            .map_err(|e| format!("cannot read the session's rule state: {e}"))?;
+            .map_err(|e| RulesUnavailable::SessionState(Box::new(e)))?;
         Ok((daemon.rules(), activation))
     }
 }

@@ -148,14 +148,19 @@ impl Head {
     }
 }
 
+/// A head file whose text (kept here) is not a ledger head.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a ledger head: `{0}`")]
+pub struct NotAHead(pub String);
+
 /// The head of `dir`: `Ok(None)` when there is no head file, `Err` when it cannot be read;
-/// `Ok(Some(Err(text)))` when it is not a head.
-pub fn read_head(dir: &Path) -> Result<Option<Result<Head, String>>, IoError> {
+/// `Ok(Some(Err(_)))` when it is not a head.
+pub fn read_head(dir: &Path) -> Result<Option<Result<Head, NotAHead>>, IoError> {
     let path = head_path(dir);
     match fs::read(&path) {
         Ok(bytes) => {
             let text = String::from_utf8_lossy(&bytes).into_owned();
-            Ok(Some(Head::decode(&text).ok_or(text)))
+            Ok(Some(Head::decode(&text).ok_or(NotAHead(text))))
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(IoError::new("read", path, e)),

@@ -64,8 +64,13 @@ pub enum AuditError {
          directory aside to start a new ledger", dir.display()
     )]
     Truncated { dir: PathBuf, last: u64, head: u64 },
+    /// Shared (`Arc`) by every caller of the batch the writer failed to write.
     #[error("cannot write the audit ledger: {0}")]
-    Write(String),
+    Write(#[source] Arc<AuditError>),
+    #[error("an earlier write failed and could not be undone; restart carapaced")]
+    Broken,
+    #[error("cannot encode a record: {0}")]
+    Encode(#[source] serde_json::Error),
     #[error("the audit ledger is closed")]
     Closed,
 }
@@ -83,7 +88,7 @@ pub struct Stats {
 
 struct Job {
     event: Event,
-    done: oneshot::Sender<Result<u64, String>>,
+    done: oneshot::Sender<Result<u64, Arc<AuditError>>>,
 }
 
 /// The append-only ledger of one data directory.
@@ -162,7 +167,10 @@ impl Ledger {
         self.published.subscribe()
     }
 
-    fn submit(&self, event: Event) -> Result<oneshot::Receiver<Result<u64, String>>, AuditError> {
+    fn submit(
+        &self,
+        event: Event,
+    ) -> Result<oneshot::Receiver<Result<u64, Arc<AuditError>>>, AuditError> {
         let (done, rx) = oneshot::channel();
         let jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
         jobs.as_ref()
@@ -246,13 +254,13 @@ struct Writer {
 }
 
 /// Answers every caller of a batch: record `first + i` for the i-th, or the error.
-fn acknowledge(batch: Vec<Job>, result: &Result<u64, String>) {
+fn acknowledge(batch: Vec<Job>, result: &Result<u64, Arc<AuditError>>) {
     for (i, job) in batch.into_iter().enumerate() {
         let _ = job.done.send(
             result
                 .as_ref()
                 .map(|first| first + i as u64)
-                .map_err(Clone::clone),
+                .map_err(Arc::clone),
         );
     }
 }
@@ -358,7 +366,7 @@ impl Writer {
         };
         writer
             .write_head(true)
-            .map_err(|e| AuditError::Write(e.to_string()))?;
+            .map_err(|e| AuditError::Write(Arc::new(e.into())))?;
         sync_dir(dir)?;
         Ok((writer, recovery))
     }
@@ -403,7 +411,7 @@ impl Writer {
             }
             let events = batch.iter().map(|j| &j.event);
             let result = if self.broken {
-                Err("an earlier write failed and could not be undone; restart carapaced".into())
+                Err(Arc::new(AuditError::Broken))
             } else {
                 let written = self.commit(events);
                 match (written, self.options.acknowledge) {
@@ -421,7 +429,7 @@ impl Writer {
                 }
                 .map_err(|e| {
                     tracing::error!("audit ledger: {e}");
-                    e.to_string()
+                    Arc::new(e)
                 })
             };
             if result.is_ok() {
@@ -525,9 +533,7 @@ impl Writer {
                 event: event.clone(),
                 prev: self.head.hash.clone(),
             };
-            let (line, hash) = record
-                .encode()
-                .map_err(|e| AuditError::Write(format!("cannot encode a record: {e}")))?;
+            let (line, hash) = record.encode().map_err(AuditError::Encode)?;
             // A full segment (never an empty one: a record larger than the limit gets a
             // segment of its own) starts the next.
             let rotate = self.file.as_ref().is_none_or(|(_, _, len)| {

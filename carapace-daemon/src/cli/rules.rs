@@ -13,7 +13,7 @@ use crate::api::reload::{Loaded, RuleSource};
 use crate::paths::DEFAULT_DATA_DIR;
 use crate::policy_host::resolve_dns;
 use carapace_policy::rules::compile::dfa::PathAutomaton;
-use carapace_policy::rules::compile::kernel::{self as kernel_compile, Plan};
+use carapace_policy::rules::compile::kernel::{self as kernel_compile, NotInKernel, Plan};
 use carapace_policy::rules::model::{Cidr, Host};
 use carapace_policy::rules::pattern::KernelForm;
 use carapace_policy::rules::validate::mode_name;
@@ -430,7 +430,7 @@ fn form_info(form: &KernelForm) -> FormInfo {
 
 /// The kernel side of a rule: its plan (the compiler's own) plus the entries the compiler
 /// derived from the machine (inodes of existing files, symlink targets), read from the image.
-fn kernel_info(set: &RuleSet, rule: &Rule, index: u32) -> Result<KernelInfo, String> {
+fn kernel_info(set: &RuleSet, rule: &Rule, index: u32) -> Result<KernelInfo, NotInKernel> {
     let plan = kernel_compile::plan(rule)?;
     let image = set.kernel_image();
     let mut matches = Vec::new();
@@ -700,7 +700,18 @@ fn url_authority(target: &str) -> Option<String> {
     })
 }
 
-fn parse_net_target(target: &str) -> Result<(Vec<IpAddr>, Option<u16>), String> {
+/// A `rules test --op network` target that names no address.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+enum BadTarget {
+    #[error("`{port}` in `{target}` is not a port (0-65535)")]
+    Port { port: String, target: String },
+    #[error("`{0}` is not a host; write HOST[:PORT], IP[:PORT] or [IPv6]:PORT")]
+    NotAHost(String),
+    #[error("host `{0}` does not resolve")]
+    Unresolved(String),
+}
+
+fn parse_net_target(target: &str) -> Result<(Vec<IpAddr>, Option<u16>), BadTarget> {
     if let Ok(sa) = target.parse::<SocketAddr>() {
         return Ok((vec![sa.ip()], Some(sa.port())));
     }
@@ -710,19 +721,18 @@ fn parse_net_target(target: &str) -> Result<(Vec<IpAddr>, Option<u16>), String> 
     }
     let (host, port) = match target.rsplit_once(':') {
         Some((h, p)) => {
-            let port = p
-                .parse::<u16>()
-                .map_err(|_| format!("`{p}` in `{target}` is not a port (0-65535)"))?;
+            let port = p.parse::<u16>().map_err(|_| BadTarget::Port {
+                port: p.to_owned(),
+                target: target.to_owned(),
+            })?;
             (h, Some(port))
         }
         None => (target, None),
     };
     if host.is_empty() || host.contains('/') {
-        return Err(format!(
-            "`{target}` is not a host; write HOST[:PORT], IP[:PORT] or [IPv6]:PORT"
-        ));
+        return Err(BadTarget::NotAHost(target.to_owned()));
     }
-    let ips = resolve_dns(host).ok_or_else(|| format!("host `{host}` does not resolve"))?;
+    let ips = resolve_dns(host).ok_or_else(|| BadTarget::Unresolved(host.to_owned()))?;
     Ok((ips, port))
 }
 

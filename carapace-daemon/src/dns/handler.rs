@@ -20,7 +20,17 @@ use crate::config::dns::RefuseWith;
 /// Where the rules of each query come from: the daemon's rules at that moment (a reload
 /// applies at once) with the session's activation state.
 pub trait RulesInForce: Send + Sync {
-    fn current(&self) -> Result<(Arc<RuleSet>, Activation), String>;
+    fn current(&self) -> Result<(Arc<RuleSet>, Activation), RulesUnavailable>;
+}
+
+/// Why the rules of a query cannot be read (the query fails closed).
+#[derive(Debug, thiserror::Error)]
+pub enum RulesUnavailable {
+    #[error("the daemon is stopping")]
+    Stopping,
+    /// The session store could not be read (its own error type stays with the session).
+    #[error("cannot read the session's rule state: {0}")]
+    SessionState(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Where refused lookups go: the audit ledger and the session's watchers, in the daemon.
@@ -234,7 +244,7 @@ impl Handler {
         let current = tokio::task::spawn_blocking(move || rules.current()).await;
         let (rules, activation) = match current {
             Ok(Ok(current)) => current,
-            Ok(Err(e)) => return self.fail(bytes, &e),
+            Ok(Err(e)) => return self.fail(bytes, &e.to_string()),
             Err(e) => return self.fail(bytes, &e.to_string()),
         };
         let (question, excepted) =

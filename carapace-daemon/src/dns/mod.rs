@@ -35,7 +35,7 @@ mod sessions;
 mod upstream;
 pub mod wire;
 
-pub use self::handler::{DenialSink, Handler, RecentDenials, RulesInForce, Step};
+pub use self::handler::{DenialSink, Handler, RecentDenials, RulesInForce, RulesUnavailable, Step};
 pub use self::learned::{boot_time_ns, Learned, LearnedAddress, Learner, Refusal};
 pub use self::server::{Resolver, ResolverError, ResolverHandle};
 pub use self::sessions::{ResolverRegistry, SessionResolvers};

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use hyper::body::Bytes;
 use serde_json::{json, Value};
 
-use super::refusal::{PendingCall, Verdict};
+use super::refusal::{PendingCall, UnreadableInput, Verdict};
 use super::sse::{self, Event};
 use super::{Step, StreamFilter};
 
@@ -140,7 +140,8 @@ impl StreamFilter for Stream {
                     let input = if held.json.trim().is_empty() {
                         Ok(held.start_input.clone())
                     } else {
-                        serde_json::from_str(&held.json).map_err(|e| e.to_string())
+                        serde_json::from_str(&held.json)
+                            .map_err(|e| UnreadableInput::NotJson(std::sync::Arc::new(e)))
                     };
                     Step::Judge(vec![PendingCall {
                         key: i,

@@ -6,7 +6,7 @@
 use hyper::body::Bytes;
 use serde_json::{json, Value};
 
-use super::refusal::{PendingCall, Verdict};
+use super::refusal::{PendingCall, UnreadableInput, Verdict};
 use super::sse::{self, Event};
 use super::{Step, StreamFilter};
 
@@ -63,7 +63,7 @@ pub fn calls(message: &Value) -> Vec<PendingCall> {
                 input: match call.get("args") {
                     None | Some(Value::Null) => Ok(json!({})),
                     Some(args @ Value::Object(_)) => Ok(args.clone()),
-                    Some(other) => Err(format!("the call's args are not an object: {other}")),
+                    Some(other) => Err(UnreadableInput::ArgsNotObject(other.clone())),
                 },
             });
         }

@@ -57,20 +57,36 @@ pub struct Upstream {
     prefix: String,
 }
 
+/// An upstream URL the gateway cannot use, or a request path it cannot append.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("`{url}` is not a URL ({source})")]
+    NotAUrl {
+        url: String,
+        #[source]
+        source: hyper::http::uri::InvalidUri,
+    },
+    #[error("`{0}` must start with https:// (or http:// for a local server)")]
+    Scheme(String),
+    #[error("`{0}` has no host")]
+    NoHost(String),
+    #[error("cannot build the upstream URL ({0})")]
+    Join(#[source] hyper::http::uri::InvalidUri),
+}
+
 impl Upstream {
-    pub fn parse(url: &str) -> Result<Self, String> {
-        let uri: Uri = url
-            .parse()
-            .map_err(|e| format!("`{url}` is not a URL ({e})"))?;
+    pub fn parse(url: &str) -> Result<Self, UpstreamError> {
+        let uri: Uri = url.parse().map_err(|source| UpstreamError::NotAUrl {
+            url: url.to_owned(),
+            source,
+        })?;
         let scheme = uri.scheme_str().unwrap_or_default();
         if scheme != "http" && scheme != "https" {
-            return Err(format!(
-                "`{url}` must start with https:// (or http:// for a local server)"
-            ));
+            return Err(UpstreamError::Scheme(url.to_owned()));
         }
         let authority = uri
             .authority()
-            .ok_or_else(|| format!("`{url}` has no host"))?
+            .ok_or_else(|| UpstreamError::NoHost(url.to_owned()))?
             .to_string();
         Ok(Self {
             scheme: scheme.to_owned(),
@@ -79,13 +95,13 @@ impl Upstream {
         })
     }
 
-    fn join(&self, path_and_query: &str) -> Result<Uri, String> {
+    fn join(&self, path_and_query: &str) -> Result<Uri, UpstreamError> {
         format!(
             "{}://{}{}{path_and_query}",
             self.scheme, self.authority, self.prefix
         )
         .parse()
-        .map_err(|e| format!("cannot build the upstream URL ({e})"))
+        .map_err(UpstreamError::Join)
     }
 }
 
@@ -389,7 +405,10 @@ async fn proxy(
         .map_or_else(|| "/".to_owned(), ToString::to_string);
     let uri = match upstream.join(&pq) {
         Ok(u) => u,
-        Err(e) => return (error(StatusCode::BAD_GATEWAY, "api_error", &e), "error"),
+        Err(e) => {
+            let text = e.to_string();
+            return (error(StatusCode::BAD_GATEWAY, "api_error", &text), "error");
+        }
     };
     let mut forward = Request::new(Full::new(body));
     *forward.method_mut() = parts.method;

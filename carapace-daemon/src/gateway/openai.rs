@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use hyper::body::Bytes;
 use serde_json::{json, Value};
 
-use super::refusal::{PendingCall, Verdict};
+use super::refusal::{PendingCall, UnreadableInput, Verdict};
 use super::sse::{self, Event};
 use super::{Step, StreamFilter};
 
@@ -28,10 +28,12 @@ pub fn responses_history(request: &Value) -> Option<&Value> {
     request.get("input").filter(|i| i.is_array())
 }
 
-fn arguments(v: &Value) -> Result<Value, String> {
+fn arguments(v: &Value) -> Result<Value, UnreadableInput> {
     match v {
         Value::String(s) if s.trim().is_empty() => Ok(json!({})),
-        Value::String(s) => serde_json::from_str(s).map_err(|e| e.to_string()),
+        Value::String(s) => {
+            serde_json::from_str(s).map_err(|e| UnreadableInput::NotJson(std::sync::Arc::new(e)))
+        }
         Value::Null => Ok(json!({})),
         other => Ok(other.clone()),
     }
@@ -434,7 +436,7 @@ impl StreamFilter for ResponsesStream {
                     None => Step::Judge(vec![PendingCall {
                         key: i,
                         tool: data["item"]["type"].as_str().unwrap_or("tool").to_owned(),
-                        input: Err("the finished item is not a call".to_owned()),
+                        input: Err(UnreadableInput::NotACall),
                     }]),
                 }
             }

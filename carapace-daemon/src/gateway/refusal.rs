@@ -19,6 +19,7 @@ use crate::api::evaluate::{self, Args, Evaluated};
 use crate::api::Daemon;
 use crate::metrics::Layer;
 use crate::session::approvals::Request;
+use crate::session::db::StoreError;
 use crate::session::state::{self, Caller, SessionRef};
 use carapace_policy::engine::{
     self, Activation, Context, Decision, Extracted, HistoryReport, ToolCall,
@@ -65,7 +66,17 @@ pub struct Client {
     pub peer: peer::Client,
     pub ctx: Context,
     /// `Err` when the session store could not be read: the client's calls are refused.
-    pub session: Result<Option<SessionRef>, String>,
+    pub session: Result<Option<SessionRef>, SessionUnknown>,
+}
+
+/// Why a client's session is not known. Shared (`Arc`) because every call of the
+/// connection carries it.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum SessionUnknown {
+    #[error(transparent)]
+    Store(Arc<StoreError>),
+    #[error("the session lookup failed: {0}")]
+    Task(#[source] Arc<tokio::task::JoinError>),
 }
 
 impl Client {
@@ -99,7 +110,19 @@ pub struct PendingCall {
     pub key: usize,
     pub tool: String,
     /// The input, or why it could not be read (refused: fail closed).
-    pub input: Result<Value, String>,
+    pub input: Result<Value, UnreadableInput>,
+}
+
+/// Why a tool call's input could not be read.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum UnreadableInput {
+    /// `arguments` is a string that is not JSON.
+    #[error("{0}")]
+    NotJson(#[source] Arc<serde_json::Error>),
+    #[error("the call's args are not an object: {0}")]
+    ArgsNotObject(Value),
+    #[error("the finished item is not a call")]
+    NotACall,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -141,10 +164,11 @@ impl Gate {
                 uid,
                 cgroup: cgroup.as_deref(),
             };
-            state::resolve(&daemon.sessions, caller, "gateway", "").map_err(|e| e.to_string())
+            state::resolve(&daemon.sessions, caller, "gateway", "")
+                .map_err(|e| SessionUnknown::Store(Arc::new(e)))
         })
         .await
-        .unwrap_or_else(|e| Err(format!("the session lookup failed: {e}")));
+        .unwrap_or_else(|e| Err(SessionUnknown::Task(Arc::new(e))));
         if let Err(e) = &session {
             tracing::error!("gateway: cannot find the client's session: {e}");
         }
@@ -166,7 +190,7 @@ impl Gate {
                     call.tool
                 );
                 if let Some(daemon) = &daemon {
-                    let status = tonic::Status::invalid_argument(why.clone());
+                    let status = tonic::Status::invalid_argument(why.to_string());
                     let event = Args::of("")
                         .recorded(client.agent(), client.session_id(), started.elapsed())
                         .event(Err(&status));

@@ -42,31 +42,63 @@ pub const PROGRAMS: [&str; 7] = [
     SOCK_OPS,
 ];
 
-fn program<'a>(ebpf: &'a mut aya::Ebpf, name: &str) -> Result<&'a mut CgroupSockAddr, String> {
-    ebpf.program_mut(name)
-        .ok_or_else(|| format!("program {name} missing from the object"))?
-        .try_into()
-        .map_err(|e: ProgramError| format!("{name}: {e}"))
+/// Why DNS cannot be redirected on this kernel (the daemon runs without).
+#[derive(Debug, thiserror::Error)]
+pub enum DnsUnavailable {
+    #[error("program {0} missing from the object")]
+    Missing(String),
+    /// The object's program is not of the expected type.
+    #[error("{name}: {source}")]
+    WrongType {
+        name: String,
+        #[source]
+        source: ProgramError,
+    },
+    #[error("DNS redirection: the kernel refused {name}: {source}")]
+    Refused {
+        name: &'static str,
+        #[source]
+        source: ProgramError,
+    },
 }
 
-fn sock_ops(ebpf: &mut aya::Ebpf) -> Result<&mut SockOps, String> {
-    ebpf.program_mut(SOCK_OPS)
-        .ok_or_else(|| format!("program {SOCK_OPS} missing from the object"))?
+fn program<'a>(
+    ebpf: &'a mut aya::Ebpf,
+    name: &str,
+) -> Result<&'a mut CgroupSockAddr, DnsUnavailable> {
+    ebpf.program_mut(name)
+        .ok_or_else(|| DnsUnavailable::Missing(name.to_owned()))?
         .try_into()
-        .map_err(|e: ProgramError| format!("{SOCK_OPS}: {e}"))
+        .map_err(|source: ProgramError| DnsUnavailable::WrongType {
+            name: name.to_owned(),
+            source,
+        })
+}
+
+fn sock_ops(ebpf: &mut aya::Ebpf) -> Result<&mut SockOps, DnsUnavailable> {
+    ebpf.program_mut(SOCK_OPS)
+        .ok_or_else(|| DnsUnavailable::Missing(SOCK_OPS.to_owned()))?
+        .try_into()
+        .map_err(|source: ProgramError| DnsUnavailable::WrongType {
+            name: SOCK_OPS.to_owned(),
+            source,
+        })
 }
 
 /// Loads every program (the verifier runs here); the error says why DNS cannot be
 /// redirected on this kernel.
-pub fn load(ebpf: &mut aya::Ebpf) -> Result<(), String> {
+pub fn load(ebpf: &mut aya::Ebpf) -> Result<(), DnsUnavailable> {
     for name in SOCK_ADDR {
         program(ebpf, name)?
             .load()
-            .map_err(|e| format!("DNS redirection: the kernel refused {name}: {e}"))?;
+            .map_err(|source| DnsUnavailable::Refused { name, source })?;
     }
     sock_ops(ebpf)?
         .load()
-        .map_err(|e| format!("DNS redirection: the kernel refused {SOCK_OPS}: {e}"))
+        .map_err(|source| DnsUnavailable::Refused {
+            name: SOCK_OPS,
+            source,
+        })
 }
 
 /// Attaches every program to the cgroup `root` and pins its link under its name in
@@ -94,7 +126,7 @@ pub fn attach(
     };
     let mut links = Vec::new();
     for name in SOCK_ADDR {
-        let program = program(ebpf, name).map_err(KernelUnavailable::new)?;
+        let program = program(ebpf, name).map_err(|e| KernelUnavailable::new(e.to_string()))?;
         let id = program
             .attach(&cgroup, CgroupAttachMode::Single)
             .map_err(|e| cannot_attach(name, &e))?;
@@ -105,7 +137,7 @@ pub fn attach(
             .map_err(|e| not_a_link(name, &e))?;
         links.push((name, link));
     }
-    let program = sock_ops(ebpf).map_err(KernelUnavailable::new)?;
+    let program = sock_ops(ebpf).map_err(|e| KernelUnavailable::new(e.to_string()))?;
     let id = program
         .attach(&cgroup, CgroupAttachMode::Single)
         .map_err(|e| cannot_attach(SOCK_OPS, &e))?;

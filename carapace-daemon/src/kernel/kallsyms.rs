@@ -3,15 +3,37 @@
 //! sequence counts change with every rename and every mount change.
 
 use std::fs;
+use std::sync::Arc;
+
+/// Why the path cache stays off on this kernel (logged, and shown by `carapace status`).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PathCacheOff {
+    /// A hook the cache needs to stay honest is missing.
+    #[error("this kernel has no {0} LSM hook")]
+    NoHook(&'static str),
+    /// Shared: the loader keeps the reason and hands out copies.
+    #[error("cannot read /proc/kallsyms: {0}")]
+    Kallsyms(#[source] Arc<std::io::Error>),
+    #[error(
+        "/proc/kallsyms hides addresses (kernel.kptr_restrict is 2, or the daemon lacks \
+         CAP_SYSLOG)"
+    )]
+    AddressesHidden,
+    #[error(
+        "/proc/kallsyms lists no rename_lock and mount_lock data symbols (a kernel built \
+         without CONFIG_KALLSYMS_ALL)"
+    )]
+    NoLockSymbols,
+}
 
 /// The addresses of `rename_lock` and `mount_lock`, or why the path cache stays off.
-pub fn path_cache_locks() -> Result<(u64, u64), String> {
-    let text = fs::read_to_string("/proc/kallsyms")
-        .map_err(|e| format!("cannot read /proc/kallsyms: {e}"))?;
+pub fn path_cache_locks() -> Result<(u64, u64), PathCacheOff> {
+    let text =
+        fs::read_to_string("/proc/kallsyms").map_err(|e| PathCacheOff::Kallsyms(Arc::new(e)))?;
     locks_in(&text)
 }
 
-fn locks_in(text: &str) -> Result<(u64, u64), String> {
+fn locks_in(text: &str) -> Result<(u64, u64), PathCacheOff> {
     let (mut rename, mut mount) = (None, None);
     for line in text.lines() {
         let mut fields = line.split_whitespace();
@@ -33,15 +55,9 @@ fn locks_in(text: &str) -> Result<(u64, u64), String> {
         }
     }
     match (rename, mount) {
-        (Some(0), _) | (_, Some(0)) => Err("/proc/kallsyms hides addresses (kernel.kptr_restrict \
-             is 2, or the daemon lacks CAP_SYSLOG)"
-            .to_owned()),
+        (Some(0), _) | (_, Some(0)) => Err(PathCacheOff::AddressesHidden),
         (Some(r), Some(m)) => Ok((r, m)),
-        _ => Err(
-            "/proc/kallsyms lists no rename_lock and mount_lock data symbols (a kernel \
-             built without CONFIG_KALLSYMS_ALL)"
-                .to_owned(),
-        ),
+        _ => Err(PathCacheOff::NoLockSymbols),
     }
 }
 
@@ -57,20 +73,24 @@ mod tests {
                     ffffffff82b10000 b mount_lock\n\
                     ffffffffc0000000 t mount_lock\t[somemodule]\n";
         assert_eq!(
-            locks_in(text),
-            Ok((0xffff_ffff_82a0_c040, 0xffff_ffff_82b1_0000))
+            locks_in(text).ok(),
+            Some((0xffff_ffff_82a0_c040, 0xffff_ffff_82b1_0000))
         );
     }
 
     #[test]
     fn hidden_addresses_turn_the_cache_off() {
         let text = "0000000000000000 D rename_lock\n0000000000000000 b mount_lock\n";
-        assert!(locks_in(text).unwrap_err().contains("kptr_restrict"));
+        let e = locks_in(text).unwrap_err();
+        assert!(matches!(e, PathCacheOff::AddressesHidden), "{e:?}");
+        assert!(e.to_string().contains("kptr_restrict"));
     }
 
     #[test]
     fn functions_do_not_count() {
         let text = "ffffffff82a0c040 T rename_lock\nffffffff82b10000 b mount_lock\n";
-        assert!(locks_in(text).unwrap_err().contains("CONFIG_KALLSYMS_ALL"));
+        let e = locks_in(text).unwrap_err();
+        assert!(matches!(e, PathCacheOff::NoLockSymbols), "{e:?}");
+        assert!(e.to_string().contains("CONFIG_KALLSYMS_ALL"));
     }
 }

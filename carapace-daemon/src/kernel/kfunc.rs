@@ -37,12 +37,16 @@ impl Linked {
     }
 }
 
+/// The eBPF object is not an ELF file `object` can read.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read the eBPF object: {0}")]
+pub struct Unreadable(#[source] object::read::Error);
+
 /// A copy of `object` with every placeholder rewritten into a call of the kfunc whose BTF
 /// id is `rdonly_cast`, or (`None`) into `r0 = r1`, which only dead code holds on a kernel
 /// without it. Returns the copy and the number of instructions rewritten.
-pub fn link(object: &[u8], rdonly_cast: Option<u32>) -> Result<(Linked, usize), String> {
-    let file =
-        object::File::parse(object).map_err(|e| format!("cannot read the eBPF object: {e}"))?;
+pub fn link(object: &[u8], rdonly_cast: Option<u32>) -> Result<(Linked, usize), Unreadable> {
+    let file = object::File::parse(object).map_err(Unreadable)?;
     let placeholder = RDONLY_CAST_PLACEHOLDER.to_le_bytes();
     let replacement = instruction(rdonly_cast).to_le_bytes();
     let mut linked = Linked::copy_of(object);

@@ -25,6 +25,7 @@ use aya::{
 };
 use carapace_common::{globals, maps as names};
 
+use super::kallsyms::PathCacheOff;
 use super::links::{chain, pin_replacing};
 use super::{btf, dns_programs, kfunc, KernelSettings, KernelUnavailable};
 
@@ -130,7 +131,7 @@ pub struct Loaded {
     pub skipped: Vec<String>,
     /// Whether file opens inside sessions use the path cache (and how it reads the lock
     /// sequences), or why not.
-    pub path_cache: Result<&'static str, String>,
+    pub path_cache: Result<&'static str, PathCacheOff>,
 }
 
 pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
@@ -188,10 +189,10 @@ pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
 }
 
 /// The lock addresses the path cache reads, or why it stays off on this kernel.
-fn path_cache_plan(kernel_btf: &btf::Btf) -> Result<(u64, u64), String> {
+fn path_cache_plan(kernel_btf: &btf::Btf) -> Result<(u64, u64), PathCacheOff> {
     for hook in PATH_CACHE_HOOKS {
         if kernel_btf.lsm_hook_params(hook).is_none() {
-            return Err(format!("this kernel has no {hook} LSM hook"));
+            return Err(PathCacheOff::NoHook(hook));
         }
     }
     super::kallsyms::path_cache_locks()
@@ -228,7 +229,7 @@ struct Inputs<'a> {
     enums: &'a [(&'static str, u32)],
     /// Name hooks and guards, with why each cannot be attached here.
     optional: &'a [(&'static str, &'static str, Option<String>)],
-    path_cache: &'a Result<(u64, u64), String>,
+    path_cache: &'a Result<(u64, u64), PathCacheOff>,
     /// The BTF ids of `bpf_rdonly_cast` and `struct seqcount` (`Btf::seqcount_cast`).
     seqcount_cast: Option<(u32, u32)>,
 }
@@ -391,7 +392,7 @@ fn load_dns(ebpf: &mut aya::Ebpf, links_dir: &Path, skipped: &mut Vec<String>) -
             for name in dns_programs::PROGRAMS {
                 let _ = fs::remove_file(links_dir.join(name));
             }
-            skipped.push(why);
+            skipped.push(why.to_string());
             false
         }
     }

@@ -50,7 +50,7 @@ pub struct Kernel {
     skipped: Vec<String>,
     adopted: Vec<(u64, u32)>,
     adopted_links: bool,
-    path_cache: Result<&'static str, String>,
+    path_cache: Result<&'static str, kallsyms::PathCacheOff>,
     /// Resolver ports and learned addresses, when this kernel redirects sessions' DNS;
     /// shared with the resolvers, which write it as they answer.
     dns: Option<Arc<Mutex<DnsMaps>>>,

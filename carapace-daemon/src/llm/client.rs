@@ -149,7 +149,7 @@ impl Llm {
             });
         }
         let answer = provider::answer(self.config.provider, &reply.body, &q.schema)?;
-        schema::check(&q.schema.schema, &answer).map_err(LlmError::Malformed)?;
+        schema::check(&q.schema.schema, &answer).map_err(|e| LlmError::Malformed(e.to_string()))?;
         Ok(answer)
     }
 }

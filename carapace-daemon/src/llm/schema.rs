@@ -104,17 +104,47 @@ pub fn proposals() -> Schema {
 /// Checks `value` against `schema` (the subset of JSON Schema the schemas above use:
 /// `type`, `properties`, `required`, `additionalProperties: false`, `items`, `enum`,
 /// `minimum`, `maximum`). Returns what is wrong, with its JSON path.
-pub fn check(schema: &Value, value: &Value) -> Result<(), String> {
+pub fn check(schema: &Value, value: &Value) -> Result<(), Mismatch> {
     check_at(schema, value, "$")
 }
 
-fn check_at(schema: &Value, value: &Value, at: &str) -> Result<(), String> {
+/// Where (a JSON path such as `$.categories[1]`) and how an answer differs from its schema.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{at}: {how}")]
+pub struct Mismatch {
+    pub at: String,
+    pub how: How,
+}
+
+/// How a value differs from its schema.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum How {
+    #[error("{value} is not one of {allowed}")]
+    NotAllowed { value: Value, allowed: Value },
+    #[error("expected {expected}, found {found}")]
+    Type {
+        expected: String,
+        found: &'static str,
+    },
+    #[error("{0} is out of range")]
+    OutOfRange(f64),
+    #[error("missing `{0}`")]
+    Missing(String),
+    #[error("unexpected `{0}`")]
+    Unexpected(String),
+}
+
+fn check_at(schema: &Value, value: &Value, at: &str) -> Result<(), Mismatch> {
+    let mismatch = |how| Mismatch {
+        at: at.to_owned(),
+        how,
+    };
     if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
         if !allowed.contains(value) {
-            return Err(format!(
-                "{at}: {value} is not one of {}",
-                Value::from(allowed.clone())
-            ));
+            return Err(mismatch(How::NotAllowed {
+                value: value.clone(),
+                allowed: Value::from(allowed.clone()),
+            }));
         }
     }
     let ty = schema.get("type").and_then(Value::as_str).unwrap_or("");
@@ -128,7 +158,10 @@ fn check_at(schema: &Value, value: &Value, at: &str) -> Result<(), String> {
         _ => true,
     };
     if !ok {
-        return Err(format!("{at}: expected {ty}, found {}", kind(value)));
+        return Err(mismatch(How::Type {
+            expected: ty.to_owned(),
+            found: kind(value),
+        }));
     }
     if let Some(n) = value.as_f64() {
         if schema
@@ -140,7 +173,7 @@ fn check_at(schema: &Value, value: &Value, at: &str) -> Result<(), String> {
                 .and_then(Value::as_f64)
                 .is_some_and(|m| n > m)
         {
-            return Err(format!("{at}: {n} is out of range"));
+            return Err(mismatch(How::OutOfRange(n)));
         }
     }
     if let Some(obj) = value.as_object() {
@@ -153,7 +186,7 @@ fn check_at(schema: &Value, value: &Value, at: &str) -> Result<(), String> {
         {
             if let Some(name) = req.as_str() {
                 if !obj.contains_key(name) {
-                    return Err(format!("{at}: missing `{name}`"));
+                    return Err(mismatch(How::Missing(name.to_owned())));
                 }
             }
         }
@@ -161,7 +194,7 @@ fn check_at(schema: &Value, value: &Value, at: &str) -> Result<(), String> {
             match props.and_then(|p| p.get(k)) {
                 Some(sub) => check_at(sub, v, &format!("{at}.{k}"))?,
                 None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
-                    return Err(format!("{at}: unexpected `{k}`"));
+                    return Err(mismatch(How::Unexpected(k.clone())));
                 }
                 None => {}
             }
@@ -197,14 +230,18 @@ mod tests {
         let s = verdict().schema;
         assert!(check(&s, &json!({"applies": true, "reason": "r"})).is_ok());
         assert_eq!(
-            check(&s, &json!({"applies": "yes", "reason": "r"})).unwrap_err(),
+            check(&s, &json!({"applies": "yes", "reason": "r"}))
+                .unwrap_err()
+                .to_string(),
             "$.applies: expected boolean, found string"
         );
         assert!(check(&s, &json!({"applies": true}))
             .unwrap_err()
+            .to_string()
             .contains("missing `reason`"));
         assert!(check(&s, &json!({"applies": true, "reason": "", "x": 1}))
             .unwrap_err()
+            .to_string()
             .contains("unexpected `x`"));
         assert!(check(&s, &json!([true])).is_err());
     }
@@ -217,13 +254,22 @@ mod tests {
         assert!(check(&s, &good).is_ok());
         let mut bad = good.clone();
         bad["operation_type"] = json!("launch_missiles");
-        assert!(check(&s, &bad).unwrap_err().contains("is not one of"));
+        assert!(check(&s, &bad)
+            .unwrap_err()
+            .to_string()
+            .contains("is not one of"));
         let mut bad = good.clone();
         bad["confidence"] = json!(7);
-        assert!(check(&s, &bad).unwrap_err().contains("out of range"));
+        assert!(check(&s, &bad)
+            .unwrap_err()
+            .to_string()
+            .contains("out of range"));
         let mut bad = good;
         bad["categories"] = json!(["a", 1]);
-        assert!(check(&s, &bad).unwrap_err().contains("$.categories[1]"));
+        assert!(check(&s, &bad)
+            .unwrap_err()
+            .to_string()
+            .contains("$.categories[1]"));
     }
 
     fn arb_json() -> impl Strategy<Value = Value> {

@@ -17,24 +17,50 @@ pub enum Network {
     Loopback,
 }
 
+/// A `--timeout`, `--memory`, `--pids` or `--network` value that does not parse; the text
+/// is what `carapace run` prints.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadLimit {
+    #[error("unknown network mode `{0}`; use none, loopback or host")]
+    NetworkMode(String),
+    #[error("`{0}` is not a duration; write e.g. 90, 30s, 5m or 1h")]
+    NotADuration(String),
+    #[error("`{0}` has an unknown unit; use s, m or h (e.g. 30s, 5m, 1h)")]
+    DurationUnit(String),
+    #[error("`{0}` is too long")]
+    TooLong(String),
+    #[error("a timeout of 0 would kill the command at once; give a positive duration")]
+    ZeroTimeout,
+    #[error("`{0}` is not a size; write e.g. 512M, 2G or 1048576")]
+    NotASize(String),
+    #[error("`{0}` has an unknown unit; use K, M, G or T (e.g. 512M, 2G)")]
+    SizeUnit(String),
+    #[error("`{0}` is too large")]
+    TooLarge(String),
+    #[error("a memory limit of `{0}` is below one page (4K); the command could not even start")]
+    BelowOnePage(String),
+    #[error("a pids limit of 0 would refuse the command itself; give at least 1")]
+    ZeroPids,
+    #[error("`{0}` is not a process count; write a whole number, e.g. 200")]
+    NotACount(String),
+}
+
 impl std::str::FromStr for Network {
-    type Err = String;
+    type Err = BadLimit;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "host" => Ok(Self::Host),
             "none" => Ok(Self::None),
             "loopback" => Ok(Self::Loopback),
-            other => Err(format!(
-                "unknown network mode `{other}`; use none, loopback or host"
-            )),
+            other => Err(BadLimit::NetworkMode(other.to_owned())),
         }
     }
 }
 
 /// Parses a duration: a number with an optional unit `s`, `m`, `h` (seconds by default),
 /// e.g. `90`, `30s`, `5m`, `1h`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, BadLimit> {
     let t = text.trim();
     let (number, unit) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
         Some((i, _)) => t.split_at(i),
@@ -42,24 +68,18 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     };
     let n: u64 = number
         .parse()
-        .map_err(|_| format!("`{text}` is not a duration; write e.g. 90, 30s, 5m or 1h"))?;
+        .map_err(|_| BadLimit::NotADuration(text.to_owned()))?;
     let scale = match unit {
         "s" => 1,
         "m" => 60,
         "h" => 3600,
-        _ => {
-            return Err(format!(
-                "`{text}` has an unknown unit; use s, m or h (e.g. 30s, 5m, 1h)"
-            ))
-        }
+        _ => return Err(BadLimit::DurationUnit(text.to_owned())),
     };
     let secs = n
         .checked_mul(scale)
-        .ok_or_else(|| format!("`{text}` is too long"))?;
+        .ok_or_else(|| BadLimit::TooLong(text.to_owned()))?;
     if secs == 0 {
-        return Err(
-            "a timeout of 0 would kill the command at once; give a positive duration".into(),
-        );
+        return Err(BadLimit::ZeroTimeout);
     }
     Ok(Duration::from_secs(secs))
 }
@@ -67,32 +87,26 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// Parses a memory size: a whole number of bytes with an optional binary unit `K`, `M`, `G`,
 /// `T` (also written `KiB`, `MB`, `m`, …; all mean powers of 1024), e.g. `512M`, `2G`,
 /// `1048576`. At least one page (4 KiB): the kernel rounds smaller limits to nothing useful.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, BadLimit> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
     let n: u64 = number
         .parse()
-        .map_err(|_| format!("`{text}` is not a size; write e.g. 512M, 2G or 1048576"))?;
+        .map_err(|_| BadLimit::NotASize(text.to_owned()))?;
     let shift = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 0,
         "k" | "kb" | "kib" => 10,
         "m" | "mb" | "mib" => 20,
         "g" | "gb" | "gib" => 30,
         "t" | "tb" | "tib" => 40,
-        _ => {
-            return Err(format!(
-                "`{text}` has an unknown unit; use K, M, G or T (e.g. 512M, 2G)"
-            ))
-        }
+        _ => return Err(BadLimit::SizeUnit(text.to_owned())),
     };
     let bytes = n
         .checked_mul(1 << shift)
-        .ok_or_else(|| format!("`{text}` is too large"))?;
+        .ok_or_else(|| BadLimit::TooLarge(text.to_owned()))?;
     if bytes < MIN_MEMORY {
-        return Err(format!(
-            "a memory limit of `{text}` is below one page (4K); the command could not even start"
-        ));
+        return Err(BadLimit::BelowOnePage(text.to_owned()));
     }
     Ok(bytes)
 }
@@ -101,13 +115,11 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 const MIN_MEMORY: u64 = 4096;
 
 /// Parses `--pids`: how many processes and threads the session may have at once (at least 1).
-pub fn parse_pids(text: &str) -> Result<u64, String> {
+pub fn parse_pids(text: &str) -> Result<u64, BadLimit> {
     match text.trim().parse::<u64>() {
-        Ok(0) => Err("a pids limit of 0 would refuse the command itself; give at least 1".into()),
+        Ok(0) => Err(BadLimit::ZeroPids),
         Ok(n) => Ok(n),
-        Err(_) => Err(format!(
-            "`{text}` is not a process count; write a whole number, e.g. 200"
-        )),
+        Err(_) => Err(BadLimit::NotACount(text.to_owned())),
     }
 }
 
@@ -320,7 +332,7 @@ mod tests {
         #[test]
         fn sizes_round_trip(n in 1u64..1 << 20, unit in 0usize..4) {
             let (suffix, shift) = [("K", 10), ("M", 20), ("G", 30), ("T", 40)][unit];
-            let bytes = parse_size(&format!("{n}{suffix}")).map_err(proptest::test_runner::TestCaseError::fail)?;
+            let bytes = parse_size(&format!("{n}{suffix}")).map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
             proptest::prop_assert_eq!(bytes, n << shift);
             proptest::prop_assert!(!format_size(bytes).is_empty());
         }

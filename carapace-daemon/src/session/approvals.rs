@@ -147,7 +147,7 @@ pub enum AnswerError {
     #[error("approval request {id} is already {status}")]
     NotPending { id: String, status: &'static str },
     #[error("bad step list {0:?}: {1}")]
-    BadSteps(String, String),
+    BadSteps(String, #[source] BadStep),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -411,12 +411,23 @@ impl Approvals {
     }
 }
 
+/// What is wrong with one item of a step list.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadStep {
+    #[error("empty item; write e.g. `1-3,5`")]
+    Empty,
+    #[error("`{part}` is not a range of steps within 1-{n}")]
+    OutOfRange { part: String, n: u32 },
+    #[error("`{0}` is not a step number")]
+    NotANumber(String),
+}
+
 /// Parses a step list such as `1-3,5` against a plan of `n` steps.
-pub fn parse_steps(text: &str, n: u32) -> Result<BTreeSet<u32>, String> {
+pub fn parse_steps(text: &str, n: u32) -> Result<BTreeSet<u32>, BadStep> {
     let mut out = BTreeSet::new();
     for part in text.split(',').map(str::trim) {
         if part.is_empty() {
-            return Err("empty item; write e.g. `1-3,5`".into());
+            return Err(BadStep::Empty);
         }
         let (lo, hi) = if let Some((a, b)) = part.split_once('-') {
             (step_number(a)?, step_number(b)?)
@@ -425,17 +436,20 @@ pub fn parse_steps(text: &str, n: u32) -> Result<BTreeSet<u32>, String> {
             (v, v)
         };
         if lo == 0 || lo > hi || hi > n {
-            return Err(format!("`{part}` is not a range of steps within 1-{n}"));
+            return Err(BadStep::OutOfRange {
+                part: part.to_owned(),
+                n,
+            });
         }
         out.extend(lo..=hi);
     }
     Ok(out)
 }
 
-fn step_number(s: &str) -> Result<u32, String> {
+fn step_number(s: &str) -> Result<u32, BadStep> {
     s.trim()
         .parse::<u32>()
-        .map_err(|_| format!("`{}` is not a step number", s.trim()))
+        .map_err(|_| BadStep::NotANumber(s.trim().to_owned()))
 }
 
 /// `ap-<8 random hex digits>`: short enough to type in `carapace approve`.

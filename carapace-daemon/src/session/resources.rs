@@ -8,7 +8,8 @@
 //! say whether it hit its limits.
 use std::fs;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::cgroup::{CarapaceRoot, Hierarchy};
 use crate::io_error::IoError;
@@ -45,17 +46,42 @@ pub enum LimitError {
     Unavailable {
         what: &'static str,
         flag: &'static str,
-        why: String,
+        #[source]
+        why: ControllerUnavailable,
     },
     #[error("cannot set the session's limit: {0}")]
     Write(#[from] IoError),
 }
 
+/// Why a cgroup controller cannot limit sessions.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum ControllerUnavailable {
+    #[error(
+        "the cgroup v2 hierarchy at {} has no {name} controller (its cgroup.controllers \
+         lists: {listed}); on hosts with a hybrid cgroup setup {name} lives on cgroup v1 — \
+         boot with systemd.unified_cgroup_hierarchy=1 to use cgroup v2 only",
+        mount.display()
+    )]
+    Missing {
+        mount: PathBuf,
+        name: &'static str,
+        listed: String,
+    },
+    #[error("cannot enable the {name} controller in {}: {source}", file.display())]
+    Enable {
+        name: &'static str,
+        file: PathBuf,
+        /// Shared: the state is kept (and cloned) for every session that asks.
+        #[source]
+        source: Arc<io::Error>,
+    },
+}
+
 /// The controllers below the Carapace root: `Ok` when usable, else why not.
 #[derive(Clone, Debug)]
 pub struct Controllers {
-    memory: Result<(), String>,
-    pids: Result<(), String>,
+    memory: Result<(), ControllerUnavailable>,
+    pids: Result<(), ControllerUnavailable>,
 }
 
 impl Controllers {
@@ -63,7 +89,7 @@ impl Controllers {
     /// hierarchy allows, and records why each one that stays off is unavailable.
     #[must_use]
     pub fn enable(hierarchy: &Hierarchy, root: &CarapaceRoot) -> Self {
-        let enable = |name: &str| -> Result<(), String> {
+        let enable = |name: &'static str| -> Result<(), ControllerUnavailable> {
             let offered =
                 fs::read_to_string(hierarchy.mount.join("cgroup.controllers")).unwrap_or_default();
             if !offered.split_whitespace().any(|c| c == name) {
@@ -72,25 +98,24 @@ impl Controllers {
                 } else {
                     offered.trim()
                 };
-                return Err(format!(
-                    "the cgroup v2 hierarchy at {} has no {name} controller (its \
-                     cgroup.controllers lists: {listed}); on hosts with a hybrid cgroup setup \
-                     {name} lives on cgroup v1 — boot with systemd.unified_cgroup_hierarchy=1 \
-                     to use cgroup v2 only",
-                    hierarchy.mount.display()
-                ));
+                return Err(ControllerUnavailable::Missing {
+                    mount: hierarchy.mount.clone(),
+                    name,
+                    listed: listed.to_owned(),
+                });
             }
             for dir in [hierarchy.mount.as_path(), root.dir.as_path()] {
                 let file = dir.join("cgroup.subtree_control");
                 let on = fs::read_to_string(&file)
                     .is_ok_and(|t| t.split_whitespace().any(|c| c == name));
                 if !on {
-                    fs::write(&file, format!("+{name}")).map_err(|e| {
-                        format!(
-                            "cannot enable the {name} controller in {}: {e}",
-                            file.display()
-                        )
-                    })?;
+                    if let Err(e) = fs::write(&file, format!("+{name}")) {
+                        return Err(ControllerUnavailable::Enable {
+                            name,
+                            file,
+                            source: Arc::new(e),
+                        });
+                    }
                 }
             }
             Ok(())
@@ -110,7 +135,7 @@ impl Controllers {
 
     /// Refuses limits whose controller is unavailable.
     pub fn check(&self, wanted: &Resources) -> Result<(), LimitError> {
-        let unavailable = |what, flag, state: &Result<(), String>| match state {
+        let unavailable = |what, flag, state: &Result<(), ControllerUnavailable>| match state {
             Ok(()) => Ok(()),
             Err(why) => Err(LimitError::Unavailable {
                 what,
@@ -309,7 +334,11 @@ mod tests {
     #[test]
     fn unavailable_controllers_refuse_only_what_is_asked() {
         let c = Controllers {
-            memory: Err("no memory controller".into()),
+            memory: Err(ControllerUnavailable::Missing {
+                mount: "/sys/fs/cgroup".into(),
+                name: "memory",
+                listed: "cpu io".into(),
+            }),
             pids: Ok(()),
         };
         assert!(c.check(&Resources::default()).is_ok());

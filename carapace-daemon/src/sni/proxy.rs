@@ -127,7 +127,7 @@ impl SniProxy {
                 .await
             {
                 Ok(Ok(first)) => first,
-                Ok(Err(why)) => return self.malformed(to, &why).await,
+                Ok(Err(why)) => return self.malformed(to, &why.to_string()).await,
                 Err(_) => {
                     return self
                         .malformed(to, "no ClientHello or request head in time")
@@ -298,7 +298,21 @@ enum First {
     Http(Vec<u8>, Option<String>),
 }
 
-async fn first_bytes(client: &mut TcpStream, protocol: Protocol) -> Result<First, String> {
+/// Why the client's first bytes name no server (the connection is refused as malformed).
+#[derive(Debug, thiserror::Error)]
+enum NoFirst {
+    /// What the `ClientHello` or request head parser found wrong.
+    #[error("{0}")]
+    Malformed(&'static str),
+    #[error("no ClientHello or request head in {0} bytes")]
+    TooLong(usize),
+    #[error("reading the client: {0}")]
+    Read(#[source] std::io::Error),
+    #[error("the client closed before naming a server")]
+    Closed,
+}
+
+async fn first_bytes(client: &mut TcpStream, protocol: Protocol) -> Result<First, NoFirst> {
     let bound = protocol.bound();
     let mut buf = Vec::with_capacity(4096);
     loop {
@@ -315,18 +329,15 @@ async fn first_bytes(client: &mut TcpStream, protocol: Protocol) -> Result<First
             },
         };
         if let Some(why) = reading {
-            return Err(why.to_owned());
+            return Err(NoFirst::Malformed(why));
         }
         if buf.len() >= bound {
-            return Err(format!("no ClientHello or request head in {bound} bytes"));
+            return Err(NoFirst::TooLong(bound));
         }
         let mut chunk = vec![0; (bound - buf.len()).min(16 * 1024)];
-        let n = client
-            .read(&mut chunk)
-            .await
-            .map_err(|e| format!("reading the client: {e}"))?;
+        let n = client.read(&mut chunk).await.map_err(NoFirst::Read)?;
         if n == 0 {
-            return Err("the client closed before naming a server".into());
+            return Err(NoFirst::Closed);
         }
         buf.extend_from_slice(&chunk[..n]);
     }

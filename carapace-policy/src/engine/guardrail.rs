@@ -9,7 +9,7 @@ use super::decision::{Decision, Layer, Match};
 use crate::rules::{Mode, Profile, RuleSet};
 
 /// Id of the pseudo-rule that rejects a task type the engine does not support.
-pub const UNSUPPORTED_TASK_RULE: &str = "carapace-unsupported-task-type";
+pub(crate) const UNSUPPORTED_TASK_RULE: &str = "carapace-unsupported-task-type";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskAnswer {
@@ -58,7 +58,7 @@ impl TaskAnswer {
 
 /// Whether a request is a task (`task_type` + `task_parameters`) rather than a tool call.
 #[must_use]
-pub fn is_task(request: &Value) -> bool {
+pub(crate) fn is_task(request: &Value) -> bool {
     request.get("task_type").is_some()
 }
 

@@ -241,7 +241,7 @@ pub fn needs_resolver(rules: &RuleSet) -> bool {
 /// (IPv4-mapped `::ffff:0:0/96`, the NAT64 prefixes `64:ff9b::/96` and `64:ff9b:1::/48`,
 /// 6to4 `2002::/16`) is judged by that IPv4 address.
 #[must_use]
-pub fn is_private(addr: IpAddr) -> bool {
+pub(crate) fn is_private(addr: IpAddr) -> bool {
     match addr {
         IpAddr::V4(v4) => {
             let [a, b, ..] = v4.octets();

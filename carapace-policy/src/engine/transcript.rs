@@ -5,7 +5,7 @@
 //! any depth, keeps this robust to wrappers each format adds around them.
 use serde_json::Value;
 
-use super::call::ToolCall;
+use super::call::{CallError, ToolCall};
 
 /// How deep a transcript may nest; deeper input is refused rather than walked.
 const MAX_DEPTH: usize = 64;
@@ -131,7 +131,7 @@ fn walk(v: &Value, cwd: Option<&str>, out: &mut Transcript, depth: usize) {
 /// Records a call found, or why it could not be read. A call recorded again right after
 /// (Copilot logs the model's request, the hook's input and the execution of each) counts
 /// once: its verdict is the same.
-fn push(out: &mut Transcript, call: Result<ToolCall, String>, cwd: Option<&str>) {
+fn push(out: &mut Transcript, call: Result<ToolCall, CallError>, cwd: Option<&str>) {
     /// How far back a repeat is looked for: the records of one call sit close together.
     const RECENT: usize = 64;
     match call {
@@ -156,7 +156,7 @@ fn named(
     obj: &serde_json::Map<String, Value>,
     name_key: &str,
     input_key: &str,
-) -> Result<ToolCall, String> {
+) -> Result<ToolCall, CallError> {
     let name = match (
         obj.get("namespace").and_then(Value::as_str),
         obj.get(name_key),
@@ -172,11 +172,11 @@ fn named(
         "arguments".into(),
         obj.get(input_key).cloned().unwrap_or(Value::Null),
     );
-    ToolCall::from_json(&Value::Object(shaped)).map_err(|e| e.to_string())
+    ToolCall::from_json(&Value::Object(shaped))
 }
 
 /// A tool call in one of the formats' own shapes, or `None` if `v` is not one.
-fn as_call(v: &Value) -> Option<Result<ToolCall, String>> {
+fn as_call(v: &Value) -> Option<Result<ToolCall, CallError>> {
     let obj = v.as_object()?;
     let kind = obj.get("type").and_then(Value::as_str);
     if let Some(Value::Object(f)) = obj.get("functionCall") {
@@ -213,14 +213,12 @@ fn as_call(v: &Value) -> Option<Result<ToolCall, String>> {
             }))
         }
         // OpenAI chat `tool_calls` entries.
-        Some("function") if obj.contains_key("function") => {
-            Some(ToolCall::from_json(v).map_err(|e| e.to_string()))
-        }
+        Some("function") if obj.contains_key("function") => Some(ToolCall::from_json(v)),
         _ => {
             // Legacy `function_call: {name, arguments}` on a chat message.
             let f = obj.get("function_call")?.as_object()?;
             f.get("name")?;
-            Some(ToolCall::from_json(&Value::Object(f.clone())).map_err(|e| e.to_string()))
+            Some(ToolCall::from_json(&Value::Object(f.clone())))
         }
     }
 }

@@ -42,4 +42,4 @@ pub const DEFAULT: &[&str] = NAMES.split_at(NAMES.len() - 1).0;
 /// Packs in force whatever the rule file's `builtin:` says (`none` included): their rules are
 /// `locked`, and an agent that could write Carapace's rules, binaries or pins would switch
 /// every other rule off.
-pub const ALWAYS: &[&str] = &["self-protection"];
+pub(crate) const ALWAYS: &[&str] = &["self-protection"];

@@ -50,7 +50,7 @@ pub struct Diagnostics(pub Vec<Diagnostic>);
 
 impl Diagnostics {
     #[must_use]
-    pub fn has_errors(&self) -> bool {
+    pub(crate) fn has_errors(&self) -> bool {
         self.0.iter().any(|d| d.severity == Severity::Error)
     }
 

@@ -24,11 +24,11 @@ use super::{Cond, Mode, Rule};
 const LIST: &str = include_str!("../../../rules/encrypted-dns.txt");
 
 /// DNS over TLS (RFC 7858).
-pub const DOT_PORT: u16 = 853;
+pub(crate) const DOT_PORT: u16 = 853;
 
 /// The resolvers of the list.
 #[derive(Debug, Default)]
-pub struct Endpoints {
+pub(crate) struct Endpoints {
     pub names: Vec<&'static str>,
     pub addrs: Vec<IpAddr>,
 }

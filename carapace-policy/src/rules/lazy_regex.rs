@@ -27,12 +27,27 @@ pub struct LazyRegex {
     source: String,
     /// Literals one of which every match contains, when few enough to try first.
     needles: Option<Vec<Vec<u8>>>,
-    compiled: OnceLock<Result<Regex, String>>,
+    compiled: OnceLock<Result<Regex, LazyError>>,
+}
+
+/// Why a `re:` pattern or a glob set cannot be used, shown by the last line of the
+/// library's message: the line that says what is wrong (the ones before draw the pattern).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LazyError {
+    /// The regex does not parse.
+    #[error("{}", last_line(&.0.to_string()))]
+    Syntax(#[source] Box<regex_syntax::Error>),
+    /// The regex parses but cannot be built (its automaton would exceed the size limit).
+    #[error("{}", last_line(&.0.to_string()))]
+    Regex(#[source] regex::Error),
+    /// The glob set cannot be built.
+    #[error("{}", last_line(&.0.to_string()))]
+    GlobSet(#[source] globset::Error),
 }
 
 impl LazyRegex {
     /// A pattern whose syntax `regex` accepts; the error says what is wrong otherwise.
-    pub fn new(source: &str) -> Result<Self, String> {
+    pub fn new(source: &str) -> Result<Self, LazyError> {
         // The built-in packs' patterns were parsed, and their literals found, when the crate
         // was built (`build.rs`): a one-call loader does not parse a hundred regexes again.
         if let Ok(i) = BUILTIN.binary_search_by(|(known, _)| (*known).cmp(source)) {
@@ -48,7 +63,7 @@ impl LazyRegex {
             .nest_limit(NEST_LIMIT)
             .build()
             .parse(source)
-            .map_err(|e| last_line(&e.to_string()))?;
+            .map_err(|e| LazyError::Syntax(Box::new(e)))?;
         Ok(Self {
             source: source.to_owned(),
             needles: needles(&hir),
@@ -69,11 +84,10 @@ impl LazyRegex {
 
     /// The compiled regex, or why it cannot be built (its automaton would exceed the size
     /// limit).
-    pub fn compile(&self) -> Result<&Regex, &str> {
+    pub fn compile(&self) -> Result<&Regex, &LazyError> {
         self.compiled
-            .get_or_init(|| Regex::new(&self.source).map_err(|e| last_line(&e.to_string())))
+            .get_or_init(|| Regex::new(&self.source).map_err(LazyError::Regex))
             .as_ref()
-            .map_err(String::as_str)
     }
 
     /// Whether `text` matches. A pattern that cannot be built matches everything, so that
@@ -125,7 +139,7 @@ impl LazyGlob {
 /// built into one matcher when first used.
 pub struct LazyGlobSet {
     globs: Vec<globset::Glob>,
-    set: OnceLock<Result<globset::GlobSet, String>>,
+    set: OnceLock<Result<globset::GlobSet, LazyError>>,
 }
 
 impl LazyGlobSet {
@@ -139,17 +153,16 @@ impl LazyGlobSet {
     }
 
     /// The matcher, or why it cannot be built.
-    pub fn compile(&self) -> Result<&globset::GlobSet, &str> {
+    pub fn compile(&self) -> Result<&globset::GlobSet, &LazyError> {
         self.set
             .get_or_init(|| {
                 let mut builder = globset::GlobSetBuilder::new();
                 for g in &self.globs {
                     builder.add(g.clone());
                 }
-                builder.build().map_err(|e| last_line(&e.to_string()))
+                builder.build().map_err(LazyError::GlobSet)
             })
             .as_ref()
-            .map_err(String::as_str)
     }
 
     #[cfg(test)]

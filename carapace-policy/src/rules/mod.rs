@@ -16,7 +16,7 @@ pub(crate) mod command_index;
 pub mod compile;
 pub(crate) mod content_index;
 pub mod diag;
-pub mod encrypted_dns;
+pub(crate) mod encrypted_dns;
 pub(crate) mod index;
 pub(crate) mod intersect;
 pub(crate) mod lazy_regex;
@@ -357,13 +357,13 @@ impl RuleSet {
 
     /// The index of the rules' path patterns (Layer 1's fast path).
     #[must_use]
-    pub fn path_index(&self) -> &index::PathIndex {
+    pub(crate) fn path_index(&self) -> &index::PathIndex {
         &self.paths
     }
 
     /// The index of the rules' command regexes (Layer 1's fast path for shell commands).
     #[must_use]
-    pub fn command_index(&self) -> &command_index::CommandIndex {
+    pub(crate) fn command_index(&self) -> &command_index::CommandIndex {
         &self.commands
     }
 

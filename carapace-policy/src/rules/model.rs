@@ -31,7 +31,7 @@ impl Action {
     ];
 
     #[must_use]
-    pub fn from_name(name: &str) -> Option<Self> {
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
         Some(match name {
             "read" => Self::Read,
             "write" => Self::Write,
@@ -75,7 +75,7 @@ impl Action {
 
 /// OR of the kernel ops of `actions`.
 #[must_use]
-pub fn ops_of(actions: &[Action]) -> u32 {
+pub(crate) fn ops_of(actions: &[Action]) -> u32 {
     actions.iter().fold(0, |acc, a| acc | a.ops())
 }
 
@@ -151,7 +151,7 @@ impl Cidr {
 
     /// Every address (`::/0`) or every IPv4 address (`0.0.0.0/0`, stored IPv4-mapped).
     #[must_use]
-    pub fn is_whole_family(&self) -> bool {
+    pub(crate) fn is_whole_family(&self) -> bool {
         self.prefix_len == 0
             || *self == Self::new(Ipv4Addr::UNSPECIFIED.to_ipv6_mapped().octets(), 96)
     }
@@ -207,7 +207,7 @@ impl NetMatch {
     /// wildcard) adds nothing: in an exception the kernel keeps refusing it (fail closed);
     /// in a match it refuses the addresses a session's resolver hands out for it.
     #[must_use]
-    pub fn resolved_blocks(&self) -> Vec<Cidr> {
+    pub(crate) fn resolved_blocks(&self) -> Vec<Cidr> {
         let mut out = self.cidrs.clone();
         for h in &self.hosts {
             match h {
@@ -302,7 +302,7 @@ impl Cond {
     /// How a condition only the kernel can match is written, for messages; `None` for the
     /// others.
     #[must_use]
-    pub fn kernel_only(&self) -> Option<&'static str> {
+    pub(crate) fn kernel_only(&self) -> Option<&'static str> {
         match self {
             Self::OutsideListener => Some("unix: outside-session"),
             Self::View(_) => Some("view:"),

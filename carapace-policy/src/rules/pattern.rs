@@ -244,7 +244,7 @@ impl PathPattern {
     /// ([`any_entry`], when the whole directory counts) and the written glob
     /// ([`written_glob`]).
     #[must_use]
-    pub fn covers_with(
+    pub(crate) fn covers_with(
         &self,
         path: &str,
         entry: Option<&str>,
@@ -265,16 +265,14 @@ impl PathPattern {
     /// An exception's reading: `path` matches, or every entry of directory `path` does. A
     /// glob path is exempt only when the exception matches it as written.
     #[must_use]
-    pub fn exempts(&self, path: &str) -> bool {
+    pub(crate) fn exempts(&self, path: &str) -> bool {
         self.matches(path) || self.matches(&any_entry(path))
     }
 
     /// The kernel forms of this pattern, or why the kernel cannot match it exactly.
-    pub fn kernel_forms(&self) -> Result<Vec<KernelForm>, String> {
+    pub(crate) fn kernel_forms(&self) -> Result<Vec<KernelForm>, NoKernelForm> {
         match self {
-            Self::Regex { source, .. } => Err(format!(
-                "pattern `{source}` is a regex, matched in userspace only"
-            )),
+            Self::Regex { source, .. } => Err(NoKernelForm::Regex(source.clone())),
             Self::Glob { expanded, .. } => expanded.iter().map(|g| kernel_form(g)).collect(),
         }
     }
@@ -283,7 +281,7 @@ impl PathPattern {
 impl PathPattern {
     /// What the kernel's path automaton matches this pattern with: each expansion of a glob
     /// (shown as the expansion) or the regex.
-    pub fn automaton_sources(&self) -> Result<Vec<(String, Source)>, String> {
+    pub(crate) fn automaton_sources(&self) -> Result<Vec<(String, Source)>, BadGlob> {
         match self {
             Self::Regex { source, regex } => Ok(vec![(
                 source.clone(),
@@ -294,7 +292,10 @@ impl PathPattern {
                 .map(|g| {
                     build_glob(g)
                         .map(|glob| (g.clone(), Source::Glob(glob.regex().to_owned())))
-                        .map_err(|e| format!("glob `{g}`: {e}"))
+                        .map_err(|source| BadGlob {
+                            glob: g.clone(),
+                            source,
+                        })
                 })
                 .collect(),
         }
@@ -310,7 +311,7 @@ impl fmt::Display for PathPattern {
 /// A made-up entry of directory `dir` standing for all of them: NUL never occurs in a
 /// path, so a pattern that matches it matches every entry.
 #[must_use]
-pub fn any_entry(dir: &str) -> String {
+pub(crate) fn any_entry(dir: &str) -> String {
     let dir = dir.trim_end_matches('/');
     let mut entry = String::with_capacity(dir.len() + 2);
     entry.push_str(dir);
@@ -321,7 +322,7 @@ pub fn any_entry(dir: &str) -> String {
 /// A path written with glob characters (`src/**`, `~/.aws/cred*`), compiled to test
 /// which rule patterns it could name.
 #[derive(Clone)]
-pub struct WrittenGlob {
+pub(crate) struct WrittenGlob {
     glob: String,
     /// The text before the first glob character: a pattern that does not start with it
     /// cannot match, which spares the glob test for nearly every pattern (the homes of
@@ -338,14 +339,14 @@ pub struct WrittenGlob {
 impl WrittenGlob {
     /// The same glob, as the path of a write, delete or move (`yes`) or of a read.
     #[must_use]
-    pub fn bringing_entries(mut self, yes: bool) -> Self {
+    pub(crate) fn bringing_entries(mut self, yes: bool) -> Self {
         self.brings_entries = yes;
         self
     }
 
     /// Whether it is a tree written, copied or moved into place.
     #[must_use]
-    pub fn brings_entries(&self) -> bool {
+    pub(crate) fn brings_entries(&self) -> bool {
         self.brings_entries
     }
 
@@ -386,7 +387,7 @@ impl WrittenGlob {
     /// [`any_entry`] of its directory, when it is a directory without wildcards followed by
     /// a last name of wildcards alone.
     #[must_use]
-    pub fn every_entry(&self) -> Option<String> {
+    pub(crate) fn every_entry(&self) -> Option<String> {
         let (dir, last) = self.glob.rsplit_once('/')?;
         (every_name(last) && !has_glob_start(dir) && intersect::extglob_at(dir).is_none())
             .then(|| any_entry(dir))
@@ -394,7 +395,7 @@ impl WrittenGlob {
 
     /// Whether it names some path the `re:` pattern `regex` finds a match in.
     #[must_use]
-    pub fn names_search(&self, regex: &str) -> bool {
+    pub(crate) fn names_search(&self, regex: &str) -> bool {
         self.meets(&Source::Search(regex.to_owned()), None)
     }
 
@@ -548,7 +549,7 @@ fn has_glob_start(s: &str) -> bool {
 /// A path written with glob characters, compiled to match the patterns it could name;
 /// `None` for a plain path or one that is not a valid glob.
 #[must_use]
-pub fn written_glob(path: &str) -> Option<WrittenGlob> {
+pub(crate) fn written_glob(path: &str) -> Option<WrittenGlob> {
     // Nearly every path has none of the bytes a glob needs (an extglob has its `(`): one
     // fast scan settles it.
     let bytes = path.as_bytes();
@@ -655,7 +656,33 @@ impl KernelForm {
     }
 }
 
-fn kernel_form(glob: &str) -> Result<KernelForm, String> {
+/// Why a pattern has no map form in the kernel (it may still have a path automaton).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NoKernelForm {
+    #[error("pattern `{0}` is a regex, matched in userspace only")]
+    Regex(String),
+    #[error(
+        "pattern `{0}` is a basename suffix; the kernel matches exact names, prefixes and \
+         basenames so far"
+    )]
+    BasenameSuffix(String),
+    #[error(
+        "pattern `{0}` has wildcards the kernel maps cannot express (only an exact path, \
+         `/dir/**` and `**/name` compile to the kernel so far)"
+    )]
+    Wildcards(String),
+}
+
+/// A glob expansion globset refuses.
+#[derive(Debug, thiserror::Error)]
+#[error("glob `{glob}`: {source}")]
+pub struct BadGlob {
+    pub glob: String,
+    #[source]
+    pub source: globset::Error,
+}
+
+fn kernel_form(glob: &str) -> Result<KernelForm, NoKernelForm> {
     let literal = |s: &str| !s.contains(GLOB_META);
     if literal(glob) && glob.starts_with('/') {
         return Ok(KernelForm::Exact(glob.to_owned()));
@@ -670,23 +697,17 @@ fn kernel_form(glob: &str) -> Result<KernelForm, String> {
             return Ok(KernelForm::Name(name.to_owned()));
         }
         if name.starts_with("*.") && literal(&name[2..]) && !name.contains('/') {
-            return Err(format!(
-                "pattern `{glob}` is a basename suffix; the kernel matches exact names, prefixes \
-                 and basenames so far"
-            ));
+            return Err(NoKernelForm::BasenameSuffix(glob.to_owned()));
         }
     }
-    Err(format!(
-        "pattern `{glob}` has wildcards the kernel maps cannot express (only an exact path, \
-         `/dir/**` and `**/name` compile to the kernel so far)"
-    ))
+    Err(NoKernelForm::Wildcards(glob.to_owned()))
 }
 
 /// Where `path` leads after symlinks, when that differs: its deepest existing directory
 /// resolved, the names below it that do not exist yet appended (`~/.config/autostart` when
 /// `~/.config` is a link and `autostart` is still to be made).
 #[must_use]
-pub fn symlink_target(host: &dyn Host, path: &str) -> Option<PathBuf> {
+pub(crate) fn symlink_target(host: &dyn Host, path: &str) -> Option<PathBuf> {
     let mut existing = std::path::Path::new(path);
     let mut missing = Vec::new();
     let mut canonical = loop {

@@ -46,22 +46,33 @@ pub const CATEGORIES: &[&str] = &[
 /// The category that never rejects: its rules only require confirmation.
 pub const CONFIRMATION: &str = "CONFIRMATION";
 
+/// Why an id is not `R_<CATEGORY>_<NNN>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadId {
+    #[error("`{0}` does not start with `R_`")]
+    NoPrefix(String),
+    #[error("`{0}` has no `_<NNN>` number")]
+    NoNumber(String),
+    #[error("`{0}` is not a zero-padded three-digit number from 001 to 999")]
+    BadNumber(String),
+    #[error("`{0}` is not a guardrail category")]
+    UnknownCategory(String),
+}
+
 /// The category of an id `R_<CATEGORY>_<NNN>` (NNN zero-padded, 001–999), or why it is not
 /// one.
-pub fn id_category(id: &str) -> Result<&str, String> {
+pub fn id_category(id: &str) -> Result<&str, BadId> {
     let rest = id
         .strip_prefix("R_")
-        .ok_or_else(|| format!("`{id}` does not start with `R_`"))?;
+        .ok_or_else(|| BadId::NoPrefix(id.to_owned()))?;
     let (category, number) = rest
         .rsplit_once('_')
-        .ok_or_else(|| format!("`{id}` has no `_<NNN>` number"))?;
+        .ok_or_else(|| BadId::NoNumber(id.to_owned()))?;
     if number.len() != 3 || !number.bytes().all(|b| b.is_ascii_digit()) || number == "000" {
-        return Err(format!(
-            "`{number}` is not a zero-padded three-digit number from 001 to 999"
-        ));
+        return Err(BadId::BadNumber(number.to_owned()));
     }
     if !CATEGORIES.contains(&category) {
-        return Err(format!("`{category}` is not a guardrail category"));
+        return Err(BadId::UnknownCategory(category.to_owned()));
     }
     Ok(category)
 }

@@ -61,7 +61,7 @@ impl Node {
 
     /// A plain `true`/`false` scalar.
     #[must_use]
-    pub fn as_bool(&self) -> Option<bool> {
+    pub(crate) fn as_bool(&self) -> Option<bool> {
         match &self.kind {
             NodeKind::Scalar {
                 value,

@@ -197,7 +197,7 @@ pub async fn run(socket: &Path, command: HookCommand) -> anyhow::Result<u8> {
 async fn respond(socket: &Path, agent: Agent, common: &Common) -> Value {
     match read_input(std::io::stdin()) {
         Ok(text) => answer_event(socket, agent, common, &text).await,
-        Err(reason) => agent.deny(&reason),
+        Err(reason) => agent.deny(&reason.to_string()),
     }
 }
 
@@ -219,16 +219,23 @@ async fn answer_event(socket: &Path, agent: Agent, common: &Common, text: &str) 
     }
 }
 
+/// Why the hook refuses an event it could not take in; the text is the refusal's reason.
+#[derive(Debug, thiserror::Error)]
+enum BadInput {
+    #[error("Carapace could not read the hook input ({0}), so the call is refused.")]
+    Read(#[source] std::io::Error),
+    #[error("Carapace refuses tool calls larger than 32 MiB.")]
+    TooLarge,
+}
+
 /// The event text, at most [`MAX_INPUT`] bytes; the refusal's reason otherwise.
-fn read_input(input: impl std::io::Read) -> Result<String, String> {
+fn read_input(input: impl std::io::Read) -> Result<String, BadInput> {
     let mut text = String::new();
     if let Err(e) = input.take(MAX_INPUT + 1).read_to_string(&mut text) {
-        return Err(format!(
-            "Carapace could not read the hook input ({e}), so the call is refused."
-        ));
+        return Err(BadInput::Read(e));
     }
     if text.len() as u64 > MAX_INPUT {
-        return Err("Carapace refuses tool calls larger than 32 MiB.".into());
+        return Err(BadInput::TooLarge);
     }
     Ok(text)
 }

@@ -39,9 +39,14 @@ pub enum Slash {
     Deny(String),
 }
 
+/// A `/carapace` prompt that is no command; shown with the usage.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown /carapace command\n{USAGE}")]
+pub struct UnknownCommand;
+
 /// Parses a prompt; `None` when it is not a `/carapace` command at all.
 #[must_use]
-pub fn parse(prompt: &str) -> Option<Result<Slash, String>> {
+pub fn parse(prompt: &str) -> Option<Result<Slash, UnknownCommand>> {
     let rest = prompt.trim().strip_prefix("/carapace")?;
     if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
         return None;
@@ -57,7 +62,7 @@ pub fn parse(prompt: &str) -> Option<Result<Slash, String>> {
         ["approve", id] => Ok(Slash::Approve((*id).to_owned(), String::new())),
         ["approve", id, steps] => Ok(Slash::Approve((*id).to_owned(), (*steps).to_owned())),
         ["deny", id] => Ok(Slash::Deny((*id).to_owned())),
-        _ => Err(format!("unknown /carapace command\n{USAGE}")),
+        _ => Err(UnknownCommand),
     })
 }
 
@@ -72,7 +77,7 @@ pub async fn user_prompt(socket: &Path, text: &str) -> Option<Value> {
     let prompt = event.get("prompt").and_then(Value::as_str).unwrap_or("");
     let command = match parse(prompt) {
         None => return Some(json!({})),
-        Some(Err(usage)) => return Some(shown(&usage)),
+        Some(Err(usage)) => return Some(shown(&usage.to_string())),
         Some(Ok(c)) => c,
     };
     let external = event

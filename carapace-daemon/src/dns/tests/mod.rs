@@ -50,7 +50,7 @@ fn kernel_index(set: &RuleSet, id: &str) -> u32 {
 pub(crate) struct Fixed(pub(crate) Arc<RuleSet>, pub(crate) Activation);
 
 impl RulesInForce for Fixed {
-    fn current(&self) -> Result<(Arc<RuleSet>, Activation), String> {
+    fn current(&self) -> Result<(Arc<RuleSet>, Activation), crate::dns::RulesUnavailable> {
         Ok((Arc::clone(&self.0), self.1.clone()))
     }
 }

@@ -493,7 +493,10 @@ async fn session_resolvers_start_register_refuse_with_nxdomain_and_stop() {
 struct Changing(std::sync::Mutex<(Arc<carapace_policy::rules::RuleSet>, Activation)>);
 
 impl crate::dns::RulesInForce for Changing {
-    fn current(&self) -> Result<(Arc<carapace_policy::rules::RuleSet>, Activation), String> {
+    fn current(
+        &self,
+    ) -> Result<(Arc<carapace_policy::rules::RuleSet>, Activation), crate::dns::RulesUnavailable>
+    {
         Ok(self.0.lock().unwrap().clone())
     }
 }

@@ -12,35 +12,47 @@ pub(super) const MAX_NESTING: usize = 48;
 pub(super) const MAX_AMBIGUOUS: usize = 20;
 pub(super) const MAX_CASES: usize = 12;
 
-pub(super) fn program(src: &str) -> Result<Program, String> {
+/// Why a command line was not parsed; shown in the unparsable note the agent reads.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ParseError {
+    #[error("it is {0} bytes long; the limit is {MAX_LEN}")]
+    TooLong(usize),
+    #[error("it is nested {0} levels deep; the limit is {MAX_NESTING}")]
+    TooDeep(usize),
+    #[error(
+        "it nests {0} parentheses and case statements without closing them; the limit is \
+         {MAX_AMBIGUOUS} ({MAX_CASES} for case)"
+    )]
+    TooAmbiguous(usize),
+    /// brush-parser 0.4 unwraps the number into a u32 and panics.
+    #[error("a redirection names a file descriptor number too large")]
+    HugeFd,
+    /// brush-parser 0.4's tokenizer loops forever, allocating, on a here-document whose tag
+    /// is blank (`<<''`, `<<` and a carriage return) when the line ends in a backslash; a
+    /// thread stuck there cannot be stopped, so such text is never parsed.
+    #[error("a here-document has an empty or blank delimiter")]
+    BlankHereTag,
+    /// The parser's own message.
+    #[error("{0}")]
+    Syntax(String),
+}
+
+pub(super) fn program(src: &str) -> Result<Program, ParseError> {
     if src.len() > MAX_LEN {
-        return Err(format!(
-            "it is {} bytes long; the limit is {MAX_LEN}",
-            src.len()
-        ));
+        return Err(ParseError::TooLong(src.len()));
     }
     let n = nesting(src);
     if n.depth > MAX_NESTING {
-        return Err(format!(
-            "it is nested {} levels deep; the limit is {MAX_NESTING}",
-            n.depth
-        ));
+        return Err(ParseError::TooDeep(n.depth));
     }
     if n.ambiguous > MAX_AMBIGUOUS || n.cases > MAX_CASES {
-        return Err(format!(
-            "it nests {} parentheses and case statements without closing them; the limit is {MAX_AMBIGUOUS} ({MAX_CASES} for case)",
-            n.ambiguous
-        ));
+        return Err(ParseError::TooAmbiguous(n.ambiguous));
     }
     if huge_fd(src) {
-        // brush-parser 0.4 unwraps the number into a u32 and panics.
-        return Err("a redirection names a file descriptor number too large".into());
+        return Err(ParseError::HugeFd);
     }
     if blank_here_tag(src) {
-        // brush-parser 0.4's tokenizer loops forever, allocating, on a here-document whose
-        // tag is blank (`<<''`, `<<` and a carriage return) when the line ends in a
-        // backslash; a thread stuck there cannot be stopped, so such text is never parsed.
-        return Err("a here-document has an empty or blank delimiter".into());
+        return Err(ParseError::BlankHereTag);
     }
     // The everyday command line needs no general parser (see `plain`).
     if let Some(program) = super::plain::program(src) {
@@ -50,7 +62,7 @@ pub(super) fn program(src: &str) -> Result<Program, String> {
 }
 
 /// `src` parsed by `brush-parser` (the caller has checked the limits above).
-pub(super) fn brush(src: &str) -> Result<Program, String> {
+pub(super) fn brush(src: &str) -> Result<Program, ParseError> {
     // brush-parser 0.4's tokenizer spins forever on some inputs that end inside a here-doc
     // tag (`a<<$(  `); a shell line ends with a newline anyway, and with one it reports them.
     let src = if src.ends_with('\n') {
@@ -61,7 +73,9 @@ pub(super) fn brush(src: &str) -> Result<Program, String> {
     let options = brush_parser::ParserOptions::default();
     let mut reader = std::io::BufReader::new(src.as_bytes());
     let mut parser = brush_parser::Parser::new(&mut reader, &options);
-    parser.parse_program().map_err(|e| e.to_string())
+    parser
+        .parse_program()
+        .map_err(|e| ParseError::Syntax(e.to_string()))
 }
 
 /// Text short and shallow enough to parse and walk on the caller's thread: a small stack

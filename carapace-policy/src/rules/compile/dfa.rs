@@ -52,19 +52,55 @@ fn any_bytes() -> Hir {
     })
 }
 
+/// Why a pattern has no path automaton.
+#[derive(Debug, thiserror::Error)]
+pub enum HirError {
+    /// globset's regex for a glob does not parse as a byte regex.
+    #[error("glob regex `{regex}`: {source}")]
+    Glob {
+        regex: String,
+        #[source]
+        source: Box<regex_syntax::Error>,
+    },
+    /// A `re:` regex does not parse (the message's first line: the rest draws the span).
+    #[error("regex `{regex}`: {}", first_line(&source.to_string()))]
+    Search {
+        regex: String,
+        #[source]
+        source: Box<regex_syntax::Error>,
+    },
+    #[error("{UNICODE_WORD_BOUNDARY}")]
+    UnicodeWordBoundary,
+}
+
+impl HirError {
+    fn glob(regex: &str) -> impl FnOnce(regex_syntax::Error) -> Self + '_ {
+        move |e| Self::Glob {
+            regex: regex.to_owned(),
+            source: Box::new(e),
+        }
+    }
+
+    fn search(regex: &str) -> impl FnOnce(regex_syntax::Error) -> Self + '_ {
+        move |e| Self::Search {
+            regex: regex.to_owned(),
+            source: Box::new(e),
+        }
+    }
+}
+
 /// The anchored-at-both-ends regular language of a pattern.
-pub fn hir(source: &Source) -> Result<Hir, String> {
+pub(crate) fn hir(source: &Source) -> Result<Hir, HirError> {
     // `utf8(false)`: a path is bytes, and a pattern may match bytes that are not UTF-8.
     let config = syntax::Config::new().utf8(false);
     match source {
         Source::Glob(regex) => {
             // globset compiles its regexes with `.` matching `\n`; so must we.
             syntax::parse_with(regex, &config.dot_matches_new_line(true))
-                .map_err(|e| format!("glob regex `{regex}`: {e}"))
+                .map_err(HirError::glob(regex))
         }
         Source::Search(regex) => {
-            let inner = syntax::parse_with(regex, &config)
-                .map_err(|e| format!("regex `{regex}`: {}", first_line(&e.to_string())))?;
+            let inner = syntax::parse_with(regex, &config).map_err(HirError::search(regex))?;
             Ok(Hir::concat(vec![any_bytes(), inner, any_bytes()]))
         }
     }
@@ -152,7 +188,7 @@ impl PathAutomaton {
 /// What a walk of every automaton of a rule set finds, sorted: the programs' view.
 #[cfg(test)]
 #[must_use]
-pub fn matches_all(automata: &[PathAutomaton], path: &[u8]) -> Vec<RuleRef> {
+pub(crate) fn matches_all(automata: &[PathAutomaton], path: &[u8]) -> Vec<RuleRef> {
     let found: BTreeSet<(u32, u32)> = automata
         .iter()
         .flat_map(|a| a.matches(path))
@@ -194,10 +230,10 @@ const UNICODE_WORD_BOUNDARY: &str = "a Unicode word boundary (`\\b`) cannot be d
 
 /// Whether one pattern can be compiled into a path automaton at all (the reason if not);
 /// whether the rule set's automaton fits the maps is decided by [`build`].
-pub fn check(source: &Source) -> Result<(), String> {
+pub fn check(source: &Source) -> Result<(), HirError> {
     let hir = hir(source)?;
     if hir.properties().look_set().contains_word_unicode() {
-        return Err(UNICODE_WORD_BOUNDARY.into());
+        return Err(HirError::UnicodeWordBoundary);
     }
     Ok(())
 }
@@ -238,7 +274,7 @@ fn determinize(hirs: &[Hir]) -> Result<dense::DFA<Vec<u32>>, BuildError> {
 /// Distinct rules whose block patterns a rule set's automata may match early (on entering a
 /// state, see [`PathAutomaton::early`]): the programs judge them from one table of
 /// `REFS_PER_KEY` refs. Further ones are matched at the end of the path like the rest.
-pub const EARLY_BLOCKS: usize = REFS_PER_KEY;
+pub(crate) const EARLY_BLOCKS: usize = REFS_PER_KEY;
 
 /// Whether a pattern's regex may be matched early, and its regex for that: a glob ending in
 /// `/**` (its regex ends in `.*$`) matches a path when a prefix of the path matches the rest,
@@ -246,20 +282,20 @@ pub const EARLY_BLOCKS: usize = REFS_PER_KEY;
 /// have every state of the automaton remember whether it already matched: with a few of
 /// them, the automaton grows by their product (the built-in packs went from hundreds of
 /// states to tens of thousands, and from milliseconds to minutes under emulation).
-fn early_hir(source: &Source) -> Option<Result<Hir, String>> {
+fn early_hir(source: &Source) -> Option<Result<Hir, HirError>> {
     let config = syntax::Config::new().utf8(false);
     match source {
         Source::Glob(regex) => {
             let head = regex.strip_suffix(".*$")?;
             Some(
                 syntax::parse_with(head, &config.dot_matches_new_line(true))
-                    .map_err(|e| format!("glob regex `{regex}`: {e}")),
+                    .map_err(HirError::glob(regex)),
             )
         }
         Source::Search(regex) => Some(
             syntax::parse_with(regex, &config)
                 .map(|inner| Hir::concat(vec![any_bytes(), inner]))
-                .map_err(|e| format!("regex `{regex}`: {}", first_line(&e.to_string()))),
+                .map_err(HirError::search(regex)),
         ),
     }
 }
@@ -390,7 +426,7 @@ fn build_one(entries: &[Entry<'_>], floats: bool) -> Result<PathAutomaton, Build
             None => hir(e.source),
         })
         .collect::<Result<Vec<_>, _>>()
-        .map_err(BuildError::Unsupported)?;
+        .map_err(|e| BuildError::Unsupported(e.to_string()))?;
     let dfa = determinize(&hirs)?;
 
     let byte_classes = dfa.byte_classes();
@@ -686,7 +722,8 @@ mod tests {
     #[test]
     fn impossible_and_oversized_patterns_are_refused_precisely() {
         let e = check(&Source::Search(r"\bkey\b".into())).unwrap_err();
-        assert!(e.contains("Unicode word boundary"), "{e}");
+        assert!(matches!(e, HirError::UnicodeWordBoundary), "{e:?}");
+        assert!(e.to_string().contains("Unicode word boundary"), "{e}");
         assert!(check(&Source::Search(r"(?-u:\b)key".into())).is_ok());
         let e = build(&[(Source::Search(r"\bkey".into()), r(0))]).unwrap_err();
         assert!(

@@ -14,11 +14,11 @@ use carapace_common::{
 };
 
 use crate::image::KernelImage;
-use crate::rules::compile::dfa::{self, BuildError, Source};
+use crate::rules::compile::dfa::{self, BuildError, HirError, Source};
 use crate::rules::compile::resolution::{self, with_link_targets, Mounts};
 use crate::rules::diag::{Diagnostic, Severity};
 use crate::rules::model::{ops_of, Cidr, Cond, Effect, Enforcement, Trigger};
-use crate::rules::pattern::{KernelForm, PathPattern};
+use crate::rules::pattern::{BadGlob, KernelForm, PathPattern};
 use crate::rules::validate::mode_name;
 use crate::rules::{Mode, Rule};
 
@@ -84,39 +84,69 @@ fn actions_ops(rule: &Rule) -> u32 {
     }
 }
 
+/// Why the kernel cannot enforce a rule (shown as the rule's `userspace only` reason).
+#[derive(Debug, thiserror::Error)]
+pub enum NotInKernel {
+    #[error("mode `{0}` is decided in userspace; only `block` rules reach the kernel")]
+    Mode(&'static str),
+    #[error("the rule asks for an LLM review, which happens in userspace")]
+    LlmReview,
+    #[error("a plain-English trigger is decided by the LLM reviewer")]
+    EnglishTrigger,
+    #[error("a plain-English effect is judged by the LLM reviewer")]
+    EnglishEffect,
+    #[error(
+        "the effect names no path or address (it covers every operation of its actions), \
+         which the kernel cannot tell apart from the agent's own work; give the effect a path \
+         or address"
+    )]
+    EffectWithoutTarget,
+    #[error(
+        "the rule narrows its effect with a match of its own, which is evaluated in userspace"
+    )]
+    NarrowedEffect,
+    /// An `all` condition also matches on something only userspace sees (its kind).
+    #[error("the rule also matches on `{0}`, which the kernel cannot see")]
+    AlsoMatches(&'static str),
+    #[error("composite conditions (all / any / not) are evaluated in userspace")]
+    Composite,
+    /// The condition's kind.
+    #[error("the rule matches on `{0}`, which the kernel cannot see")]
+    Matches(&'static str),
+    #[error("the rule has no path or address to match")]
+    NoTarget,
+    #[error(transparent)]
+    Glob(#[from] BadGlob),
+    #[error("pattern `{pattern}` cannot be matched by the kernel's path automaton: {source}")]
+    Automaton {
+        pattern: String,
+        #[source]
+        source: HirError,
+    },
+    #[error(
+        "an exception cannot be expressed in the kernel, and enforcing the rule without it \
+         would block what it allows: {0}"
+    )]
+    Exception(#[source] Box<NotInKernel>),
+}
+
 /// The kernel plan of a rule, or why the kernel cannot enforce it (the same reason the
 /// compiler records in [`Rule::enforcement`]).
-pub fn plan(rule: &Rule) -> Result<Plan, String> {
+pub fn plan(rule: &Rule) -> Result<Plan, NotInKernel> {
     if rule.mode != Mode::Block {
-        return Err(format!(
-            "mode `{}` is decided in userspace; only `block` rules reach the kernel",
-            mode_name(rule.mode)
-        ));
+        return Err(NotInKernel::Mode(mode_name(rule.mode)));
     }
     if rule.llm_review {
-        return Err("the rule asks for an LLM review, which happens in userspace".into());
+        return Err(NotInKernel::LlmReview);
     }
     if let Some(Trigger::English(_)) = &rule.trigger {
-        return Err("a plain-English trigger is decided by the LLM reviewer".into());
+        return Err(NotInKernel::EnglishTrigger);
     }
     match &rule.effect {
-        Some(Effect::English(_)) => {
-            return Err("a plain-English effect is judged by the LLM reviewer".into())
-        }
-        Some(Effect::Actions { cond: None, .. }) => {
-            return Err(
-                "the effect names no path or address (it covers every operation of \
-                        its actions), which the kernel cannot tell apart from the agent's \
-                        own work; give the effect a path or address"
-                    .into(),
-            )
-        }
+        Some(Effect::English(_)) => return Err(NotInKernel::EnglishEffect),
+        Some(Effect::Actions { cond: None, .. }) => return Err(NotInKernel::EffectWithoutTarget),
         Some(Effect::Actions { cond: Some(_), .. }) if rule.cond.is_some() => {
-            return Err(
-                "the rule narrows its effect with a match of its own, which is \
-                        evaluated in userspace"
-                    .into(),
-            )
+            return Err(NotInKernel::NarrowedEffect)
         }
         _ => {}
     }
@@ -157,22 +187,14 @@ pub fn plan(rule: &Rule) -> Result<Plan, String> {
                 .find(|c| !matches!(c, Cond::Path(_) | Cond::Net(_)))
             {
                 Some(c @ (Cond::Tool(_) | Cond::Command(_) | Cond::Content(_))) => {
-                    format!(
-                        "the rule also matches on `{}`, which the kernel cannot see",
-                        c.kind()
-                    )
+                    NotInKernel::AlsoMatches(c.kind())
                 }
-                _ => "composite conditions (all / any / not) are evaluated in userspace".into(),
+                _ => NotInKernel::Composite,
             },
         ),
-        Some(Cond::Any(_) | Cond::Not(_)) => {
-            Err("composite conditions (all / any / not) are evaluated in userspace".into())
-        }
-        Some(other) => Err(format!(
-            "the rule matches on `{}`, which the kernel cannot see",
-            other.kind()
-        )),
-        None => Err("the rule has no path or address to match".into()),
+        Some(Cond::Any(_) | Cond::Not(_)) => Err(NotInKernel::Composite),
+        Some(other) => Err(NotInKernel::Matches(other.kind())),
+        None => Err(NotInKernel::NoTarget),
     }
 }
 
@@ -181,13 +203,9 @@ fn path_plan(
     rule: &Rule,
     forms: Vec<KernelForm>,
     automata: Vec<Automaton>,
-) -> Result<Plan, String> {
-    let (excepts, except_automata) = forms_of(&rule.except).map_err(|reason| {
-        format!(
-            "an exception cannot be expressed in the kernel, and enforcing the rule without it \
-             would block what it allows: {reason}"
-        )
-    })?;
+) -> Result<Plan, NotInKernel> {
+    let (excepts, except_automata) =
+        forms_of(&rule.except).map_err(|reason| NotInKernel::Exception(Box::new(reason)))?;
     Ok(Plan::Path {
         forms,
         excepts,
@@ -219,7 +237,7 @@ fn kernel_cond(rule: &Rule) -> Option<&Cond> {
 }
 
 /// Map forms where the patterns have one, path-automaton patterns for the rest.
-fn forms_of(patterns: &[PathPattern]) -> Result<(Vec<KernelForm>, Vec<Automaton>), String> {
+fn forms_of(patterns: &[PathPattern]) -> Result<(Vec<KernelForm>, Vec<Automaton>), NotInKernel> {
     let mut forms = Vec::new();
     let mut automata = Vec::new();
     for p in patterns {
@@ -228,11 +246,9 @@ fn forms_of(patterns: &[PathPattern]) -> Result<(Vec<KernelForm>, Vec<Automaton>
             continue;
         }
         for (pattern, source) in p.automaton_sources()? {
-            dfa::check(&source).map_err(|why| {
-                format!(
-                    "pattern `{pattern}` cannot be matched by the kernel's path automaton: {why}"
-                )
-            })?;
+            if let Err(source) = dfa::check(&source) {
+                return Err(NotInKernel::Automaton { pattern, source });
+            }
             automata.push(Automaton { pattern, source });
         }
     }
@@ -302,7 +318,7 @@ fn add<R: PartialEq>(map: &mut BTreeMap<Vec<u8>, Vec<R>>, key: &str, r: R) {
 /// whose entries stat and resolve every named path, nor the automaton, whose
 /// determinisation is most of compiling the packs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Purpose {
+pub(crate) enum Purpose {
     Kernel,
     Layer1,
 }
@@ -329,7 +345,7 @@ pub(crate) fn compile_with(
         let plan = match plan(rule) {
             Ok(plan) => plan,
             Err(reason) => {
-                rule.enforcement = Enforcement::Userspace(reason);
+                rule.enforcement = Enforcement::Userspace(reason.to_string());
                 continue;
             }
         };
