@@ -10,7 +10,7 @@ use crate::host::{FileKind, Host};
 
 use carapace_common::{
     op, Config, NetRef, RuleMeta, RuleRef, MAX_RULES, NAME_MAX, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
-    RULE_ALWAYS_ON, RULE_EVERY_ADDRESS,
+    RULE_ALWAYS_ON, RULE_APPROVE, RULE_EVERY_ADDRESS,
 };
 
 use crate::image::KernelImage;
@@ -85,11 +85,14 @@ fn actions_ops(rule: &Rule) -> u32 {
 }
 
 /// The kernel plan of a rule, or why the kernel cannot enforce it (the same reason the
-/// compiler records in [`Rule::enforcement`]).
+/// compiler records in [`Rule::enforcement`]). An `approve` rule on paths reaches the kernel
+/// too, flagged [`RULE_APPROVE`]: refused there until a human approves the operation for the
+/// session.
 pub fn plan(rule: &Rule) -> Result<Plan, String> {
-    if rule.mode != Mode::Block {
+    if !matches!(rule.mode, Mode::Block | Mode::Approve) {
         return Err(format!(
-            "mode `{}` is decided in userspace; only `block` rules reach the kernel",
+            "mode `{}` is decided in userspace; only `block` and `approve` rules reach the \
+             kernel",
             mode_name(rule.mode)
         ));
     }
@@ -119,6 +122,15 @@ pub fn plan(rule: &Rule) -> Result<Plan, String> {
             )
         }
         _ => {}
+    }
+    // The kernel's approvals are exceptions by path: an approve rule on anything else would
+    // refuse with no way for a human to let the retry through.
+    if rule.mode == Mode::Approve && !matches!(kernel_cond(rule), Some(Cond::Path(_))) {
+        return Err(
+            "mode `approve` reaches the kernel for path rules only (an approval there is \
+             an exception for one path); this rule is decided in userspace"
+                .into(),
+        );
     }
     match kernel_cond(rule) {
         Some(Cond::Path(patterns)) => {
@@ -369,7 +381,12 @@ pub(crate) fn compile_with(
         let flags = match rule.trigger {
             None | Some(Trigger::Always) => RULE_ALWAYS_ON,
             Some(_) => 0,
-        } | if every_address { RULE_EVERY_ADDRESS } else { 0 };
+        } | if every_address { RULE_EVERY_ADDRESS } else { 0 }
+            | if rule.mode == Mode::Approve {
+                RULE_APPROVE
+            } else {
+                0
+            };
         image.rules.push(RuleMeta { ops, flags });
         match plan {
             Plan::Path {
