@@ -199,8 +199,11 @@ mod tests {
         let e = event(b"/srv/drafts/a.txt", op::READ);
         let d = super::super::denial::denial_from_event(&e, "s-1", Some(("drafts", "m")));
         let r = request_of(&e, drafts, &d, 1000).expect("a request");
-        let k = r.kernel.as_ref().expect("kernel operation");
-        assert_eq!((k.path.as_str(), k.ops), ("/srv/drafts/a.txt", op::READ));
+        let asked = r.kernel.as_ref().expect("kernel operation");
+        assert_eq!(
+            (asked.path.as_str(), asked.ops),
+            ("/srv/drafts/a.txt", op::READ)
+        );
         assert_eq!(r.requester_uid, 1000);
         assert!(
             r.summary.starts_with("read of /srv/drafts/a.txt"),
@@ -209,13 +212,13 @@ mod tests {
         );
         assert_eq!(r.rules[0].id, "drafts");
         // Another path or action is another request.
-        let w = request_of(&event(b"/srv/drafts/a.txt", op::WRITE), drafts, &d, 1000)
+        let write = request_of(&event(b"/srv/drafts/a.txt", op::WRITE), drafts, &d, 1000)
             .expect("a request");
-        assert_ne!(w.identity(KIND), r.identity(KIND));
+        assert_ne!(write.identity(KIND), r.identity(KIND));
         // An exec approval covers the reads an exec makes.
-        let x =
+        let exec =
             request_of(&event(b"/srv/drafts/run", op::EXEC), drafts, &d, 1000).expect("a request");
-        assert_eq!(x.kernel.map(|k| k.ops), Some(op::EXEC | op::READ));
+        assert_eq!(exec.kernel.map(|k| k.ops), Some(op::EXEC | op::READ));
         // A block rule files nothing; nor does a path that is not UTF-8.
         let secret = set.by_id("secret").expect("secret");
         assert!(request_of(&event(b"/srv/secret/a", op::READ), secret, &d, 1000).is_none());

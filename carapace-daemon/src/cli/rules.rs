@@ -377,6 +377,19 @@ pub struct KernelInfo {
 /// What the kernel does for an approve-mode rule, as `rules explain` says it.
 pub const APPROVE_IN_KERNEL: &str = "refuse, then approval request";
 
+/// How the kernel answers a rule of metadata `meta`: [`APPROVE_IN_KERNEL`] (with a note
+/// saying what that means) for an approve-mode rule.
+fn approval_of(
+    meta: Option<&carapace_common::RuleMeta>,
+    notes: &mut Vec<String>,
+) -> Option<&'static str> {
+    let approve = meta.is_some_and(|m| m.flags & carapace_common::RULE_APPROVE != 0);
+    if approve {
+        notes.push(APPROVE_NOTE.to_owned());
+    }
+    approve.then_some(APPROVE_IN_KERNEL)
+}
+
 /// What `rules explain` adds about an approve-mode rule in the kernel.
 const APPROVE_NOTE: &str = "mode approve in the kernel: an operation the rule covers is \
      refused (EACCES) and files an approval request for that path and action; once a human \
@@ -530,12 +543,7 @@ fn kernel_info(set: &RuleSet, rule: &Rule, index: u32) -> Result<KernelInfo, Str
         }
     }
     let meta = image.rules.get(index as usize);
-    let approval = meta
-        .is_some_and(|m| m.flags & carapace_common::RULE_APPROVE != 0)
-        .then_some(APPROVE_IN_KERNEL);
-    if approval.is_some() {
-        notes.push(APPROVE_NOTE.to_owned());
-    }
+    let approval = approval_of(meta, &mut notes);
     Ok(KernelInfo {
         index,
         ops: op_names(meta.map_or_else(|| rule.ops(), |m| m.ops)),

@@ -374,19 +374,7 @@ pub(crate) fn compile_with(
         let index = next;
         next += 1;
         let ops = rule_ops(rule);
-        let every_address = matches!(
-            &plan,
-            Plan::Net { entries, .. } if entries.iter().any(|(cidr, _)| cidr.is_whole_family())
-        );
-        let flags = match rule.trigger {
-            None | Some(Trigger::Always) => RULE_ALWAYS_ON,
-            Some(_) => 0,
-        } | if every_address { RULE_EVERY_ADDRESS } else { 0 }
-            | if rule.mode == Mode::Approve {
-                RULE_APPROVE
-            } else {
-                0
-            };
+        let flags = rule_flags(rule, &plan);
         image.rules.push(RuleMeta { ops, flags });
         match plan {
             Plan::Path {
@@ -433,6 +421,25 @@ pub(crate) fn compile_with(
         build_automaton(&mut image, rules, diags);
     }
     image
+}
+
+/// `RuleMeta::flags` of a rule the kernel enforces with `plan`.
+fn rule_flags(rule: &Rule, plan: &Plan) -> u32 {
+    let every_address = matches!(
+        plan,
+        Plan::Net { entries, .. } if entries.iter().any(|(cidr, _)| cidr.is_whole_family())
+    );
+    let mut flags = match rule.trigger {
+        None | Some(Trigger::Always) => RULE_ALWAYS_ON,
+        Some(_) => 0,
+    };
+    if every_address {
+        flags |= RULE_EVERY_ADDRESS;
+    }
+    if rule.mode == Mode::Approve {
+        flags |= RULE_APPROVE;
+    }
+    flags
 }
 
 /// Adds a network rule's address entries (exceptions flagged `REF_EXCEPT`).
