@@ -136,7 +136,8 @@ extern "C" fn judge_step(index: u64, ctx: *mut c_void) -> i64 {
     if session.state.is_active(r.rule, meta) {
         // An approve-mode rule gives way to what a human approved on this path for this
         // session; what is left of the operation (a read approved, a write asked) is
-        // still refused and named.
+        // still refused and named. An open let through so is never cached as clean (its
+        // ref's operations are in `found_ops`): the path cache serves every session.
         if meta.flags & RULE_APPROVE != 0 && j.path != 0 {
             hit &= !approved_ops(session.cgroup);
             if hit == 0 {
