@@ -381,6 +381,73 @@ pub const RULE_ALWAYS_ON: u32 = 1;
 /// names, and the connect goes to it. Rules that name addresses still refuse port 53 there.
 pub const RULE_EVERY_ADDRESS: u32 = 2;
 
+/// `RuleMeta::flags`: a `mode: approve` rule. The programs refuse what it covers unless a
+/// human approved that very operation for the session ([`ApprovedOps`]): the denial makes
+/// the daemon file an approval request, and the approval lets the agent's retry through.
+pub const RULE_APPROVE: u32 = 4;
+
+/// Sessions that can hold an approval for one path at once ([`ApprovedOps`]).
+pub const APPROVALS_PER_PATH: usize = 8;
+/// Paths [`maps::APPROVED_PATHS`] holds approvals for.
+pub const MAX_APPROVED_PATHS: u32 = 16_384;
+
+/// The value of `APPROVED_PATHS` (keyed by the path as `EXACT_PATHS` is): the operations
+/// (`op::*`) a human approved on that path for each session (`cgroups[i]`, a session's
+/// cgroup id; 0 for a free slot). Read only when an approve-mode rule would refuse, so
+/// opens no such rule covers never pay for it. Keyed by path rather than (session, path):
+/// the programs look it up with the path already in their scratch buffer, no copy.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ApprovedOps {
+    pub cgroups: [u64; APPROVALS_PER_PATH],
+    pub ops: [u32; APPROVALS_PER_PATH],
+}
+
+impl ApprovedOps {
+    /// The operations approved on this path for the session of cgroup `cgroup`.
+    #[expect(
+        clippy::inline_always,
+        reason = "called by eBPF programs; a call adds verifier work"
+    )]
+    #[inline(always)]
+    #[must_use]
+    pub fn of(&self, cgroup: u64) -> u32 {
+        let mut ops = 0;
+        let mut i = 0;
+        while i < APPROVALS_PER_PATH {
+            if self.cgroups[i] == cgroup {
+                ops |= self.ops[i];
+            }
+            i += 1;
+        }
+        ops
+    }
+
+    /// Adds `ops` for `cgroup`; `false` when every slot is another session's.
+    pub fn add(&mut self, cgroup: u64, ops: u32) -> bool {
+        let slot = (0..APPROVALS_PER_PATH)
+            .find(|&i| self.cgroups[i] == cgroup)
+            .or_else(|| (0..APPROVALS_PER_PATH).find(|&i| self.cgroups[i] == 0));
+        let Some(i) = slot else {
+            return false;
+        };
+        self.cgroups[i] = cgroup;
+        self.ops[i] |= ops;
+        true
+    }
+
+    /// Forgets what was approved for `cgroup`; whether any slot is still in use.
+    pub fn remove(&mut self, cgroup: u64) -> bool {
+        for i in 0..APPROVALS_PER_PATH {
+            if self.cgroups[i] == cgroup {
+                self.cgroups[i] = 0;
+                self.ops[i] = 0;
+            }
+        }
+        self.cgroups.iter().any(|&c| c != 0)
+    }
+}
+
 /// Per-rule data the programs need, in an array indexed by rule index.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -781,6 +848,7 @@ pub mod maps {
     pub const DFA_LIVE: &str = "DFA_LIVE";
     pub const PATH_CACHE: &str = "PATH_CACHE";
     pub const PATH_CACHE_GEN: &str = "PATH_CACHE_GEN";
+    pub const APPROVED_PATHS: &str = "APPROVED_PATHS";
 }
 
 /// Indices of `PATH_CACHE_GEN`, the generations a cached path verdict was made under. Two
@@ -860,13 +928,15 @@ const _: () = {
     assert!(core::mem::size_of::<LearnedRefusals>() == 8 + 8 * LEARNED_BLOCKS);
     assert!(core::mem::size_of::<OrigDst>() == 24);
     assert!(core::mem::size_of::<SniPeerKey>() == 24);
+    assert!(core::mem::size_of::<ApprovedOps>() == 12 * APPROVALS_PER_PATH);
 };
 
 #[cfg(feature = "user")]
 mod pod {
     use super::{
-        Config, DfaEarly, DfaHeader, InodeKey, Learned, LearnedKey, LearnedRefusals, NameKey,
-        NetKey, NetRefs, OrigDst, PathKey, PrefixKey, RuleMeta, RuleRefs, SessionState, SniPeerKey,
+        ApprovedOps, Config, DfaEarly, DfaHeader, InodeKey, Learned, LearnedKey, LearnedRefusals,
+        NameKey, NetKey, NetRefs, OrigDst, PathKey, PrefixKey, RuleMeta, RuleRefs, SessionState,
+        SniPeerKey,
     };
 
     // SAFETY: each type is #[repr(C)], has no padding the compiler inserts (the size
@@ -904,6 +974,8 @@ mod pod {
     unsafe impl aya::Pod for LearnedRefusals {}
     // SAFETY: see above.
     unsafe impl aya::Pod for OrigDst {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for ApprovedOps {}
 }
 
 #[cfg(feature = "user")]
@@ -978,6 +1050,28 @@ mod tests {
         assert!(NameKey::new(&[b'x'; NAME_MAX]).is_none());
         assert!(PathKey::new(b"a\0b").is_none());
         assert_eq!(PrefixKey::new(b"/etc/").map(|k| k.prefix_len), Some(40));
+    }
+
+    #[test]
+    fn approved_ops_by_session() {
+        let mut a = ApprovedOps::default();
+        assert_eq!(a.of(7), 0);
+        assert!(a.add(7, op::READ));
+        assert!(a.add(7, op::WRITE));
+        assert!(a.add(9, op::EXEC | op::READ));
+        assert_eq!(a.of(7), op::READ | op::WRITE);
+        assert_eq!(a.of(9), op::EXEC | op::READ);
+        assert_eq!(a.of(8), 0);
+        for c in 10..16 {
+            assert!(a.add(c, op::READ));
+        }
+        assert!(!a.add(99, op::READ), "every slot is taken");
+        assert!(a.remove(7));
+        assert_eq!(a.of(7), 0);
+        assert!(a.add(99, op::READ), "a freed slot is reused");
+        let mut b = ApprovedOps::default();
+        b.add(1, op::READ);
+        assert!(!b.remove(1), "no slot left in use");
     }
 
     #[test]

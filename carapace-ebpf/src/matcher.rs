@@ -10,7 +10,7 @@
 use carapace_common::{
     has, op, slot_bit, Config, InodeKey, Learned, NetRefs, RuleRefs, BLOCK_IN_ANY_STATE, DFA_CELLS,
     DFA_CHUNK, DFA_EARLY_FLAG, DFA_GROUPS, DFA_STATES, LEARNED_BLOCKS, PATH_MAX, REFS_PER_KEY,
-    REF_EXCEPT, RULE_EVERY_ADDRESS,
+    REF_EXCEPT, RULE_APPROVE, RULE_EVERY_ADDRESS,
 };
 
 use aya_ebpf::{
@@ -22,9 +22,9 @@ use core::ptr::addr_of_mut;
 
 use crate::gate::Session;
 use crate::maps::{
-    source, Scratch, ANCESTORS, DFA, DFA_ACCEPT, DFA_EARLY, DFA_EARLY_REFS, DFA_LIVE, DFA_TRANS,
-    EXACT_PATHS, INODES, LEARNED, LEARNED_REFUSALS, LEARNED_SCRATCH, NAMES, NETS, PREFIX_PATHS,
-    RULES, SCRATCH,
+    source, Scratch, ANCESTORS, APPROVED_PATHS, DFA, DFA_ACCEPT, DFA_EARLY, DFA_EARLY_REFS,
+    DFA_LIVE, DFA_TRANS, EXACT_PATHS, INODES, LEARNED, LEARNED_REFUSALS, LEARNED_SCRATCH, NAMES,
+    NETS, PREFIX_PATHS, RULES, SCRATCH,
 };
 
 /// A denial: the rule and the one operation bit it denied.
@@ -62,6 +62,10 @@ pub struct Judging {
     rule: u32,
     /// The operation denied; 0 while no ref denies.
     op: u32,
+    /// 1 when the scratch key holds the path judged, so that approvals of it
+    /// (`APPROVED_PATHS`) can lift an approve-mode rule; 0 for a file known by inode only.
+    path: u32,
+    pad: u32,
 }
 
 impl Judging {
@@ -73,7 +77,24 @@ impl Judging {
             early: 0,
             rule: 0,
             op: 0,
+            path: 0,
+            pad: 0,
         }
+    }
+}
+
+/// The operations a human approved on the path in the scratch key for the session of
+/// `cgroup` (exceptions to approve-mode rules).
+#[inline(always)]
+fn approved_ops(cgroup: u64) -> u32 {
+    let Some(scratch) = SCRATCH.get_ptr(0) else {
+        return 0;
+    };
+    // SAFETY: per-CPU scratch holding the path judged; map values are valid while the
+    // program runs and are replaced whole.
+    match unsafe { APPROVED_PATHS.get(&(*scratch).key.data) } {
+        Some(approved) => approved.of(cgroup),
+        None => 0,
     }
 }
 
@@ -103,7 +124,7 @@ extern "C" fn judge_step(index: u64, ctx: *mut c_void) -> i64 {
     let Some(meta) = RULES.get(r.rule) else {
         return 0;
     };
-    let hit = meta.ops & j.ops;
+    let mut hit = meta.ops & j.ops;
     if hit == 0 {
         return 0;
     }
@@ -113,6 +134,16 @@ extern "C" fn judge_step(index: u64, ctx: *mut c_void) -> i64 {
         return 0;
     };
     if session.state.is_active(r.rule, meta) {
+        // An approve-mode rule gives way to what a human approved on this path for this
+        // session; what is left of the operation (a read approved, a write asked) is
+        // still refused and named. An open let through so is never cached as clean (its
+        // ref's operations are in `found_ops`): the path cache serves every session.
+        if meta.flags & RULE_APPROVE != 0 && j.path != 0 {
+            hit &= !approved_ops(session.cgroup);
+            if hit == 0 {
+                return 0;
+            }
+        }
         // An exec open also reads; exec rules deny reads too, and name the exec.
         j.op = if hit & op::EXEC != 0 {
             op::EXEC
@@ -303,6 +334,7 @@ pub fn check_path(subject: &mut PathSubject<'_>, config: &Config, ops: u32) -> O
         d1 = walk(subject.len, first + 1, &mut early_except, &mut early_blocks);
     }
     let mut j = Judging::new(ops);
+    j.path = 1;
     scratch.sources = 0;
     scratch.found_ops = 0;
     j.excepted = early_except;

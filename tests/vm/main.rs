@@ -21,6 +21,7 @@ use std::{
 };
 
 mod allowlist;
+mod approve;
 mod attach;
 mod console;
 mod dns;

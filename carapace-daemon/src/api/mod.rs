@@ -7,6 +7,7 @@ pub mod audit;
 pub mod deadline;
 pub mod denial;
 pub mod evaluate;
+pub mod kernel_approval;
 pub mod kernel_rules;
 pub mod proto;
 pub mod reload;
@@ -387,10 +388,13 @@ pub fn spawn_denial_pump(
                 .id_of_number(event.session)
                 .unwrap_or_else(|| format!("#{}", event.session));
             let rules = daemon.rules();
-            let rule = rules
-                .by_kernel_index(event.rule)
-                .map(|r| (r.id.as_str(), r.message.as_str()));
+            let found = rules.by_kernel_index(event.rule);
+            let rule = found.map(|r| (r.id.as_str(), r.message.as_str()));
             let mut d = denial::denial_from_event(&event, &session_id, rule);
+            // An approve-mode rule refused: a human is asked, and the agent told to retry.
+            if let Some(r) = found.filter(|r| r.mode == carapace_policy::rules::Mode::Approve) {
+                kernel_approval::file(&daemon, &event, r, &mut d).await;
+            }
             // "connect of 140.82.112.5:443 (api.github.com)": the name the session resolved.
             let learned = denial::inet_addr(&event)
                 .and_then(|a| daemon.resolvers.learned().lookup(event.session_cgroup, a));

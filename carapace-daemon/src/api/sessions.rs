@@ -228,14 +228,17 @@ pub fn answer(
         "deny requests"
     };
     authorize_human(peer, current.request.requester_uid, what)?;
-    daemon
+    let answered = daemon
         .approvals
         .answer(id, approve, steps, scope, peer.uid)
         .map_err(|e| match e {
             crate::session::approvals::AnswerError::NotFound(_) => Status::not_found(e.to_string()),
             crate::session::approvals::AnswerError::Store(_) => internal(e),
             _ => Status::failed_precondition(e.to_string()),
-        })
+        })?;
+    // Before the answer returns: the human's "approved" means the retry passes now.
+    super::kernel_approval::apply(daemon, &answered);
+    Ok(answered)
 }
 
 /// A plan, pre-evaluated step by step with the session's rule state as it will be when the

@@ -368,7 +368,33 @@ pub struct KernelInfo {
     /// States of the rule set's path automaton, when this rule has patterns in it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub automaton_states: Option<usize>,
+    /// How the kernel answers an approve-mode rule ([`APPROVE_IN_KERNEL`]); absent for a
+    /// block rule, which it refuses outright.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<&'static str>,
 }
+
+/// What the kernel does for an approve-mode rule, as `rules explain` says it.
+pub const APPROVE_IN_KERNEL: &str = "refuse, then approval request";
+
+/// How the kernel answers a rule of metadata `meta`: [`APPROVE_IN_KERNEL`] (with a note
+/// saying what that means) for an approve-mode rule.
+fn approval_of(
+    meta: Option<&carapace_common::RuleMeta>,
+    notes: &mut Vec<String>,
+) -> Option<&'static str> {
+    let approve = meta.is_some_and(|m| m.flags & carapace_common::RULE_APPROVE != 0);
+    if approve {
+        notes.push(APPROVE_NOTE.to_owned());
+    }
+    approve.then_some(APPROVE_IN_KERNEL)
+}
+
+/// What `rules explain` adds about an approve-mode rule in the kernel.
+const APPROVE_NOTE: &str = "mode approve in the kernel: an operation the rule covers is \
+     refused (EACCES) and files an approval request for that path and action; once a human \
+     approves it, the same operation passes for the rest of the session (the agent retries); \
+     a denial or an expired request keeps it refused";
 
 /// What `carapace rules explain` says about one rule.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -517,6 +543,7 @@ fn kernel_info(set: &RuleSet, rule: &Rule, index: u32) -> Result<KernelInfo, Not
         }
     }
     let meta = image.rules.get(index as usize);
+    let approval = approval_of(meta, &mut notes);
     Ok(KernelInfo {
         index,
         ops: op_names(meta.map_or_else(|| rule.ops(), |m| m.ops)),
@@ -525,6 +552,7 @@ fn kernel_info(set: &RuleSet, rule: &Rule, index: u32) -> Result<KernelInfo, Not
         exceptions,
         notes,
         automaton_states,
+        approval,
     })
 }
 
@@ -631,11 +659,14 @@ pub fn render_explanation(e: &Explanation) -> String {
             } else {
                 " and userspace"
             };
+            let answer = match k.approval {
+                Some(how) => format!("{how} for {}", k.ops.join(", ")),
+                None => format!("denies {}", k.ops.join(", ")),
+            };
             let _ = writeln!(
                 out,
-                "  layers: kernel (rule index {}, denies {}, {when}){userspace}",
-                k.index,
-                k.ops.join(", ")
+                "  layers: kernel (rule index {}, {answer}, {when}){userspace}",
+                k.index
             );
             for f in &k.matches {
                 let _ = writeln!(out, "  kernel matches {}", form_text(f));
@@ -1049,6 +1080,27 @@ rules:
             (15.into(), 5.into())
         );
         assert!(ssh.kernel.as_ref().unwrap().automaton_states.is_none());
+        assert!(ssh.kernel.as_ref().unwrap().approval.is_none());
+        assert!(!render_explanation(&ssh).contains("approval"));
+    }
+
+    #[test]
+    fn explain_says_an_approve_rule_is_refused_then_asked_in_the_kernel() {
+        let s = set(
+            "version: 1\nbuiltin: none\nrules:\n  - id: drafts\n    approve: \"/srv/drafts/**\"\n    actions: [write]\n",
+        );
+        let e = explain(&s, s.by_id("drafts").unwrap());
+        assert_eq!(e.layers, ["kernel", "userspace"]);
+        let k = e.kernel.as_ref().expect("in the kernel");
+        assert_eq!(k.approval, Some(APPROVE_IN_KERNEL));
+        let text = render_explanation(&e);
+        assert!(
+            text.contains("kernel (rule index 0, refuse, then approval request for write"),
+            "{text}"
+        );
+        assert!(text.contains("files an approval request"), "{text}");
+        let json = serde_json::to_value(&e).unwrap();
+        assert_eq!(json["kernel"]["approval"], "refuse, then approval request");
     }
 
     #[test]

@@ -399,7 +399,7 @@ fn load_dns(ebpf: &mut aya::Ebpf, links_dir: &Path, skipped: &mut Vec<String>) -
 }
 
 /// The maps the daemon writes or reads, taken out of the loaded object.
-const DAEMON_MAPS: [&str; 24] = [
+const DAEMON_MAPS: [&str; 25] = [
     names::SESSIONS,
     names::DEFAULT_SESSION,
     names::RULES,
@@ -422,6 +422,7 @@ const DAEMON_MAPS: [&str; 24] = [
     names::DFA_EARLY,
     names::DFA_EARLY_REFS,
     names::PATH_CACHE_GEN,
+    names::APPROVED_PATHS,
     names::EVENTS,
     names::ERRORS,
 ];

@@ -14,9 +14,10 @@ use aya::maps::{
     Array, HashMap, Map, MapData,
 };
 use carapace_common::{
-    cache_gen, has, maps as names, slot_bit, Config, DfaEarly, DfaHeader, InodeKey, NetRef,
-    NetRefs, RuleMeta, RuleRef, RuleRefs, SessionState, DFA_CELLS, DFA_CHUNK, DFA_EARLY_FLAG,
-    DFA_GROUPS, DFA_STATES, NAME_MAX, PATH_MAX, REFS_PER_KEY, REF_EXCEPT, REF_SLOT_SHIFT,
+    cache_gen, has, maps as names, slot_bit, ApprovedOps, Config, DfaEarly, DfaHeader, InodeKey,
+    NetRef, NetRefs, RuleMeta, RuleRef, RuleRefs, SessionState, DFA_CELLS, DFA_CHUNK,
+    DFA_EARLY_FLAG, DFA_GROUPS, DFA_STATES, NAME_MAX, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
+    REF_SLOT_SHIFT,
 };
 
 use carapace_policy::rules::compile::dfa::PathAutomaton;
@@ -42,6 +43,8 @@ pub struct KernelMaps {
     dfa_early_refs: Array<MapData, RuleRefs>,
     /// Generations of the programs' path cache; the daemon owns `cache_gen::RULES`.
     cache_gen: Array<MapData, u64>,
+    /// Operations humans approved per path and session: exceptions to approve-mode rules.
+    approved: HashMap<MapData, [u8; PATH_MAX], ApprovedOps>,
     /// `Config::dfa` as last written: which half of the automaton maps is in force.
     dfa_in_force: u32,
     /// Rule indices written by the last image, to clear the ones a new image drops.
@@ -91,6 +94,7 @@ impl KernelMaps {
             dfa_early: typed!(maps, names::DFA_EARLY),
             dfa_early_refs: typed!(maps, names::DFA_EARLY_REFS),
             cache_gen: typed!(maps, names::PATH_CACHE_GEN),
+            approved: typed!(maps, names::APPROVED_PATHS),
             dfa_in_force,
             rule_count: 0,
             current: KernelImage::default(),
@@ -147,11 +151,59 @@ impl KernelMaps {
             .with_context(|| format!("cannot update the rules of session cgroup {cgroup}"))
     }
 
+    /// Untags a session and forgets what humans approved for it: a cgroup id is not
+    /// reused while the system runs, but the map's slots are few.
     pub fn remove_session(&mut self, cgroup: u64) -> anyhow::Result<()> {
+        if let Err(e) = self.forget_approvals(cgroup) {
+            tracing::warn!("cannot remove the approvals of session cgroup {cgroup}: {e:#}");
+        }
         match self.sessions.remove(&cgroup) {
             Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
             Err(e) => Err(e).with_context(|| format!("cannot untag session cgroup {cgroup}")),
         }
+    }
+
+    /// Lets `ops` (`op::*`) on `path` through the approve-mode rules for the session of
+    /// `cgroup`, as a human approved. Fails (nothing written) when the path is too long for
+    /// a key or other sessions fill its slots: the operation then stays refused.
+    pub fn approve_path(&mut self, cgroup: u64, path: &[u8], ops: u32) -> anyhow::Result<()> {
+        let key = path_key(path)?;
+        let mut approved = match self.approved.get(&key, 0) {
+            Ok(a) => a,
+            Err(aya::maps::MapError::KeyNotFound) => ApprovedOps::default(),
+            Err(e) => return Err(e).context("APPROVED_PATHS"),
+        };
+        if !approved.add(cgroup, ops) {
+            bail!(
+                "{} sessions already hold approvals for {}",
+                carapace_common::APPROVALS_PER_PATH,
+                String::from_utf8_lossy(path)
+            );
+        }
+        self.approved
+            .insert(key, approved, 0)
+            .context("APPROVED_PATHS")
+    }
+
+    /// Removes the approvals of the session of `cgroup`.
+    fn forget_approvals(&mut self, cgroup: u64) -> anyhow::Result<()> {
+        let entries = self
+            .approved
+            .iter()
+            .collect::<Result<Vec<_>, _>>()
+            .context("APPROVED_PATHS")?;
+        for (key, mut approved) in entries {
+            if !approved.cgroups.contains(&cgroup) {
+                continue;
+            }
+            if approved.remove(cgroup) {
+                self.approved.insert(key, approved, 0)
+            } else {
+                self.approved.remove(&key)
+            }
+            .context("APPROVED_PATHS")?;
+        }
+        Ok(())
     }
 
     /// Writes `image` over whatever the maps hold (at start: nothing, or the pins of a

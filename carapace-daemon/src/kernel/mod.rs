@@ -180,6 +180,12 @@ impl Kernel {
         self.maps.remove_session(cgroup_id)
     }
 
+    /// Lets the operations `ops` on `path` through the session's approve-mode rules (a
+    /// human approved the request the kernel's refusal filed).
+    pub fn approve_path(&mut self, cgroup_id: u64, path: &[u8], ops: u32) -> anyhow::Result<()> {
+        self.maps.approve_path(cgroup_id, path, ops)
+    }
+
     /// (cgroup id, session number) of sessions found in pinned maps at start.
     #[must_use]
     pub fn adopted_sessions(&self) -> Vec<(u64, u32)> {

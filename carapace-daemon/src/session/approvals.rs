@@ -69,6 +69,17 @@ pub struct Request {
     /// How many times this request was asked (identical requests joined it).
     #[serde(default)]
     pub asked: u32,
+    /// For a request the kernel's refusal filed (kind `kernel`): the operation that the
+    /// approval lets through for the session (`api::kernel_approval`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelOperation>,
+}
+
+/// An operation an approve-mode kernel rule refused: a path and its `op::*` bits.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelOperation {
+    pub path: String,
+    pub ops: u32,
 }
 
 impl Request {

@@ -79,6 +79,24 @@ const MIGRATIONS: &[&str] = &[
         decided_by INTEGER
     );
     CREATE INDEX pending_approvals ON approvals (status) WHERE status = 'pending';",
+    // 2: approval requests the kernel's refusals file (approve-mode path rules). SQLite
+    // cannot change a CHECK in place: the table is copied into one that allows the kind.
+    "CREATE TABLE approvals_v2 (
+        id TEXT PRIMARY KEY,
+        session_id TEXT REFERENCES sessions (id) ON DELETE CASCADE,
+        kind TEXT NOT NULL CHECK (kind IN ('call', 'plan', 'kernel')),
+        created INTEGER NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'denied', 'expired')),
+        request TEXT NOT NULL,
+        answer TEXT NOT NULL DEFAULT '',
+        decided_at INTEGER,
+        decided_by INTEGER
+    );
+    INSERT INTO approvals_v2 SELECT id, session_id, kind, created, status, request, answer,
+        decided_at, decided_by FROM approvals;
+    DROP TABLE approvals;
+    ALTER TABLE approvals_v2 RENAME TO approvals;
+    CREATE INDEX pending_approvals ON approvals (status) WHERE status = 'pending';",
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -843,6 +861,47 @@ mod tests {
         drop(db);
         let db = Db::open(dir.path()).unwrap();
         assert_eq!(db.run_sessions().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_version_1_store_takes_kernel_requests_and_keeps_its_approvals() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = Connection::open(dir.path().join(FILE_NAME)).unwrap();
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.execute_batch(
+            "PRAGMA user_version = 1;
+             INSERT INTO approvals (id, session_id, kind, created, status, request)
+             VALUES ('ap-old', NULL, 'call', 1, 'pending', '{}');",
+        )
+        .unwrap();
+        drop(conn);
+        let db = Db::open(dir.path()).unwrap();
+        assert!(db.approval("ap-old").unwrap().is_some(), "kept");
+        let row = ApprovalRow {
+            id: "ap-k".into(),
+            session_id: None,
+            kind: "kernel".into(),
+            created: 2,
+            status: ApprovalStatus::Pending,
+            request: "{}".into(),
+            answer: String::new(),
+            decided_at: None,
+            decided_by: None,
+        };
+        db.insert_approval(&row).unwrap();
+        let pending: Vec<String> = db
+            .pending_approvals()
+            .unwrap()
+            .into_iter()
+            .map(|a| a.id)
+            .collect();
+        assert_eq!(pending.len(), 2, "{pending:?}");
+        let bad = ApprovalRow {
+            id: "ap-x".into(),
+            kind: "other".into(),
+            ..row
+        };
+        assert!(db.insert_approval(&bad).is_err(), "kinds are still checked");
     }
 
     #[test]

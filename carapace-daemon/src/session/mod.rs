@@ -179,6 +179,28 @@ impl SessionManager {
         }
     }
 
+    /// Lets `ops` on `path` through the approve-mode kernel rules for session `id`, as a
+    /// human approved; `Ok(false)` when the kernel layer is not up or `id` is not a
+    /// `carapace run` session.
+    pub fn approve_kernel_path(
+        &self,
+        id: &str,
+        path: &[u8],
+        ops: u32,
+    ) -> Result<bool, SessionError> {
+        let mut state = self.lock();
+        let Some(cgroup_id) = state.sessions.get(id).map(|s| s.cgroup_id) else {
+            return Ok(false);
+        };
+        match state.kernel.as_mut() {
+            Some(k) => k
+                .approve_path(cgroup_id, path, ops)
+                .map(|()| true)
+                .map_err(SessionError::Kernel),
+            None => Ok(false),
+        }
+    }
+
     /// The `carapace run` session whose cgroup holds `cgroup` (hierarchy-relative).
     #[must_use]
     pub fn session_of_cgroup(&self, cgroup: &str) -> Option<String> {

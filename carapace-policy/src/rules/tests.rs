@@ -1,7 +1,9 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use carapace_common::{op, NetRef, RuleRef, REFS_PER_KEY, REF_EXCEPT, RULE_ALWAYS_ON};
+use carapace_common::{
+    op, NetRef, RuleRef, REFS_PER_KEY, REF_EXCEPT, RULE_ALWAYS_ON, RULE_APPROVE,
+};
 use proptest::prelude::*;
 
 use super::*;
@@ -109,10 +111,41 @@ fn short_forms_set_mode_and_pattern() {
     assert!(set
         .by_id("block-home-env")
         .is_some_and(|r| r.kernel_index == Some(0)));
-    assert!(userspace_reason(&set, "approve-srv").contains("mode `approve`"));
+    // An approve rule on paths reaches the kernel, flagged: refused until approved.
+    let approve = set.by_id("approve-srv").expect("approve-srv");
+    assert_eq!(approve.enforcement, Enforcement::Kernel);
+    assert_eq!(approve.kernel_index, Some(1));
+    assert_eq!(
+        set.kernel_image().rules[1].flags & RULE_APPROVE,
+        RULE_APPROVE
+    );
+    assert_eq!(
+        set.kernel_image().rules[0].flags & RULE_APPROVE,
+        0,
+        "a block rule is not approvable"
+    );
+    assert!(userspace_reason(&set, "warn-x").contains("mode `warn`"));
     assert!(userspace_reason(&set, "allow-tmp").contains("mode `allow`"));
-    assert_eq!(set.kernel_image().rules.len(), 1);
+    assert_eq!(set.kernel_image().rules.len(), 2);
     assert_eq!(set.rules()[0].message, "blocked by rule `block-home-env`");
+}
+
+#[test]
+fn approve_rules_reach_the_kernel_on_paths_only() {
+    let set = ok(&user(
+        "  - id: drafts\n    approve: \"/srv/drafts/**\"\n    actions: [write]\n  - id: api\n    approve: { host: \"127.0.0.9\" }\n  - id: after-web\n    trigger: { after: { actions: [network] } }\n    effect: { actions: [write], path: \"/srv/work/**\" }\n    mode: approve\n",
+    ));
+    let drafts = set.by_id("drafts").expect("drafts");
+    let index = drafts.kernel_index.expect("drafts in the kernel") as usize;
+    let meta = set.kernel_image().rules[index];
+    assert_eq!(meta.flags & RULE_APPROVE, RULE_APPROVE);
+    assert_eq!(meta.ops, op::WRITE);
+    // An address cannot be approved in the kernel: it stays with the tool-call check.
+    assert!(userspace_reason(&set, "api").contains("path rules only"));
+    // A session rule's effect on paths is approvable too, once its trigger fires.
+    let after = set.by_id("after-web").expect("after-web");
+    let meta = set.kernel_image().rules[after.kernel_index.expect("after-web") as usize];
+    assert_eq!(meta.flags, RULE_APPROVE, "not always on, approvable");
 }
 
 #[test]
@@ -496,7 +529,7 @@ fn advanced_forms_are_validated_and_kept_in_userspace() {
     assert!(userspace_reason(&set, "proc-environ").contains("`tool`"));
     assert!(userspace_reason(&set, "not-tmp").contains("mode `log`"));
     assert!(userspace_reason(&set, "review").contains("LLM review"));
-    assert!(userspace_reason(&set, "no-write-after-web").contains("mode `approve`"));
+    assert!(userspace_reason(&set, "no-write-after-web").contains("names no path"));
     assert!(
         userspace_reason(&set, "plain").contains("plain-English trigger")
             || userspace_reason(&set, "plain").contains("effects")
@@ -1407,7 +1440,7 @@ fn session_rules_with_a_structured_effect_reach_the_kernel_switched_off() {
         .kernel_index
         .unwrap_or_else(|| panic!("not in the kernel"));
     let meta = set.kernel_image().rules[index as usize];
-    assert_eq!(meta.ops, carapace_common::op::WRITE);
+    assert_eq!(meta.ops, op::WRITE);
     assert_eq!(
         meta.flags & carapace_common::RULE_ALWAYS_ON,
         0,

@@ -10,7 +10,7 @@ use crate::host::{FileKind, Host};
 
 use carapace_common::{
     op, Config, NetRef, RuleMeta, RuleRef, MAX_RULES, NAME_MAX, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
-    RULE_ALWAYS_ON, RULE_EVERY_ADDRESS,
+    RULE_ALWAYS_ON, RULE_APPROVE, RULE_EVERY_ADDRESS,
 };
 
 use crate::image::KernelImage;
@@ -87,8 +87,15 @@ fn actions_ops(rule: &Rule) -> u32 {
 /// Why the kernel cannot enforce a rule (shown as the rule's `userspace only` reason).
 #[derive(Debug, thiserror::Error)]
 pub enum NotInKernel {
-    #[error("mode `{0}` is decided in userspace; only `block` rules reach the kernel")]
+    #[error(
+        "mode `{0}` is decided in userspace; only `block` and `approve` rules reach the kernel"
+    )]
     Mode(&'static str),
+    #[error(
+        "mode `approve` reaches the kernel for path rules only (an approval there is an \
+         exception for one path); this rule is decided in userspace"
+    )]
+    ApproveOffPath,
     #[error("the rule asks for an LLM review, which happens in userspace")]
     LlmReview,
     #[error("a plain-English trigger is decided by the LLM reviewer")]
@@ -131,9 +138,11 @@ pub enum NotInKernel {
 }
 
 /// The kernel plan of a rule, or why the kernel cannot enforce it (the same reason the
-/// compiler records in [`Rule::enforcement`]).
+/// compiler records in [`Rule::enforcement`]). An `approve` rule on paths reaches the kernel
+/// too, flagged [`RULE_APPROVE`]: refused there until a human approves the operation for the
+/// session.
 pub fn plan(rule: &Rule) -> Result<Plan, NotInKernel> {
-    if rule.mode != Mode::Block {
+    if !matches!(rule.mode, Mode::Block | Mode::Approve) {
         return Err(NotInKernel::Mode(mode_name(rule.mode)));
     }
     if rule.llm_review {
@@ -149,6 +158,11 @@ pub fn plan(rule: &Rule) -> Result<Plan, NotInKernel> {
             return Err(NotInKernel::NarrowedEffect)
         }
         _ => {}
+    }
+    // The kernel's approvals are exceptions by path: an approve rule on anything else would
+    // refuse with no way for a human to let the retry through.
+    if rule.mode == Mode::Approve && !matches!(kernel_cond(rule), Some(Cond::Path(_))) {
+        return Err(NotInKernel::ApproveOffPath);
     }
     match kernel_cond(rule) {
         Some(Cond::Path(patterns)) => {
@@ -378,14 +392,7 @@ pub(crate) fn compile_with(
         let index = next;
         next += 1;
         let ops = rule_ops(rule);
-        let every_address = matches!(
-            &plan,
-            Plan::Net { entries, .. } if entries.iter().any(|(cidr, _)| cidr.is_whole_family())
-        );
-        let flags = match rule.trigger {
-            None | Some(Trigger::Always) => RULE_ALWAYS_ON,
-            Some(_) => 0,
-        } | if every_address { RULE_EVERY_ADDRESS } else { 0 };
+        let flags = rule_flags(rule, &plan);
         image.rules.push(RuleMeta { ops, flags });
         match plan {
             Plan::Path {
@@ -432,6 +439,25 @@ pub(crate) fn compile_with(
         build_automaton(&mut image, rules, diags);
     }
     image
+}
+
+/// `RuleMeta::flags` of a rule the kernel enforces with `plan`.
+fn rule_flags(rule: &Rule, plan: &Plan) -> u32 {
+    let every_address = matches!(
+        plan,
+        Plan::Net { entries, .. } if entries.iter().any(|(cidr, _)| cidr.is_whole_family())
+    );
+    let mut flags = match rule.trigger {
+        None | Some(Trigger::Always) => RULE_ALWAYS_ON,
+        Some(_) => 0,
+    };
+    if every_address {
+        flags |= RULE_EVERY_ADDRESS;
+    }
+    if rule.mode == Mode::Approve {
+        flags |= RULE_APPROVE;
+    }
+    flags
 }
 
 /// Adds a network rule's address entries (exceptions flagged `REF_EXCEPT`).
