@@ -391,6 +391,9 @@ pub fn settle(
             summary: ev.ext.summary(),
             signature: ev.checked.signature(&ev.ext).to_owned(),
             rules: gate_rules(&ev.checked.decision),
+            kernel_ops: ev.session.as_ref().map_or_else(Vec::new, |_| {
+                super::kernel_approval::call_operations(rules, &ev.checked.decision, &ev.ext)
+            }),
             ..Request::default()
         };
         let session_id = ev.session.as_ref().map(|s| s.id.as_str());

@@ -5,12 +5,19 @@
 //! kernel's `APPROVED_PATHS` map, so the agent's retry passes. A denial or an expiry writes
 //! nothing: the retry is refused again (and, denied, answered at once by the fatigue rule).
 //!
+//! A tool call approved at Layer 1 (hook, `check --wait`, console) is the same human
+//! answer: the call's operations that approve-mode kernel rules cover are written as the
+//! session's exceptions too ([`call_operations`]), so the command the agent then runs is
+//! not refused by the kernel and asked about a second time.
+//!
 //! In the kernel an approval stands for the rest of the session even when given "once": the
 //! kernel cannot tell the retry from the next identical open.
 use std::sync::Arc;
 
 use carapace_common::{op, subject, DenyEvent};
-use carapace_policy::rules::{Mode, Rule};
+use carapace_policy::engine::{Decision, Extracted};
+use carapace_policy::rules::compile::kernel::{self, Plan};
+use carapace_policy::rules::{Mode, Rule, RuleSet};
 
 use super::proto::Denial;
 use super::Daemon;
@@ -54,6 +61,58 @@ pub fn request_of(event: &DenyEvent, rule: &Rule, d: &Denial, owner_uid: u32) ->
         }),
         ..Request::default()
     })
+}
+
+/// The operations of a tool call that the approve-mode kernel rules among `decision`'s
+/// matches cover: each path the call acts on, with the `op::*` bits of its actions that
+/// those rules refuse. Approving the call approves exactly these in the kernel; paths no
+/// approve-mode path rule reaches are left out (the kernel never asks about them, and the
+/// exception map's slots are few). Targets the analysis could not determine are left out
+/// too: the kernel sees the real path, and a guess must not become an exception.
+#[must_use]
+pub fn call_operations(
+    rules: &RuleSet,
+    decision: &Decision,
+    ext: &Extracted,
+) -> Vec<KernelOperation> {
+    let gates: Vec<&Rule> = decision
+        .matches
+        .iter()
+        .filter(|m| m.mode == Mode::Approve && m.kernel)
+        .filter_map(|m| rules.by_id(&m.id))
+        .filter(|r| matches!(kernel::plan(r), Ok(Plan::Path { .. })))
+        .collect();
+    let mut out: Vec<KernelOperation> = Vec::new();
+    for o in ext.ops.iter().filter(|o| !o.unknown && !gates.is_empty()) {
+        let (Some(action), Some(path)) = (o.action, o.path.as_deref()) else {
+            continue;
+        };
+        // `dir/**` is the extractor's "everything under dir" (a recursive copy): the kernel
+        // sees each file's own path, which no single exception names.
+        if path.is_empty() || path.contains('\0') || path.ends_with("/**") {
+            continue;
+        }
+        // Running a file reads it too (the exec open, the loader), as in `request_of`.
+        let mut asked = action.ops();
+        if asked & op::EXEC != 0 {
+            asked |= op::READ;
+        }
+        let ops = gates
+            .iter()
+            .filter(|r| r.matches_path(path, asked))
+            .fold(0, |acc, r| acc | (asked & r.ops()));
+        if ops == 0 {
+            continue;
+        }
+        match out.iter_mut().find(|k| k.path == path) {
+            Some(k) => k.ops |= ops,
+            None => out.push(KernelOperation {
+                path: path.to_owned(),
+                ops,
+            }),
+        }
+    }
+    out
 }
 
 /// What the agent reads after the rule's message: that a human is asked and to retry, or
@@ -126,12 +185,25 @@ fn with_stop(message: &str) -> String {
 /// Writes the exception an approved kernel request stands for. Called after the answer is
 /// stored; a failure is logged, and the operation then stays refused (fail closed).
 pub fn apply(daemon: &Daemon, approval: &Approval) {
-    if approval.row.kind != KIND || approval.row.status != ApprovalStatus::Approved {
+    if approval.row.status != ApprovalStatus::Approved {
         return;
     }
-    let (Some(session), Some(k)) = (&approval.row.session_id, &approval.request.kernel) else {
+    let Some(session) = &approval.row.session_id else {
         return;
     };
+    // A kernel request carries its one operation, an approved call those its rules cover.
+    let ops = approval
+        .request
+        .kernel
+        .iter()
+        .chain(&approval.request.kernel_ops);
+    for k in ops {
+        write(daemon, approval, session, k);
+    }
+}
+
+/// Writes one approved operation as the session's kernel exception, logging the outcome.
+fn write(daemon: &Daemon, approval: &Approval, session: &str, k: &KernelOperation) {
     match daemon
         .sessions
         .approve_kernel_path(session, k.path.as_bytes(), k.ops)
@@ -223,6 +295,52 @@ mod tests {
         let secret = set.by_id("secret").expect("secret");
         assert!(request_of(&event(b"/srv/secret/a", op::READ), secret, &d, 1000).is_none());
         assert!(request_of(&event(b"/srv/drafts/\xff", op::READ), drafts, &d, 1000).is_none());
+    }
+
+    /// The operations an approved call writes as kernel exceptions, for a Bash call.
+    fn call_ops(set: &carapace_policy::rules::RuleSet, command: &str) -> Vec<(String, u32)> {
+        use carapace_policy::engine::{self, Activation, Context, Layer, ToolCall};
+        let call = ToolCall::from_json(&serde_json::json!({
+            "tool_name": "Bash",
+            "tool_input": {"command": command}
+        }))
+        .expect("a call");
+        let ctx = Context {
+            cwd: "/srv".into(),
+            home: "/home/u".into(),
+            env: Vec::new(),
+            host: None,
+        };
+        let ext = call.extract(&ctx);
+        let d = engine::evaluate(set, &ext, &Activation::default(), Layer::ToolCall);
+        call_operations(set, &d, &ext)
+            .into_iter()
+            .map(|k| (k.path, k.ops))
+            .collect()
+    }
+
+    #[test]
+    fn an_approved_call_covers_what_its_approve_kernel_rules_refuse() {
+        let set = rules(
+            "version: 1\nbuiltin: none\nrules:\n  - id: drafts\n    approve: \"/srv/drafts/**\"\n    actions: [read, write]\n  - id: ask\n    approve: {command: \"deploy *\"}\n",
+        );
+        // The approve rule's path and the call's action on it, nothing else of the call.
+        assert_eq!(
+            call_ops(&set, "cat /srv/drafts/a.txt /srv/other.txt"),
+            vec![("/srv/drafts/a.txt".to_owned(), op::READ)]
+        );
+        // Read and write of one path are one exception.
+        assert_eq!(
+            call_ops(&set, "cp /srv/drafts/a /srv/drafts/b && cat /srv/drafts/b"),
+            vec![
+                ("/srv/drafts/a".to_owned(), op::READ),
+                ("/srv/drafts/b".to_owned(), op::READ | op::WRITE)
+            ]
+        );
+        // An action the rule does not refuse is not an exception.
+        assert!(call_ops(&set, "rm /srv/drafts/a").is_empty());
+        // A call approved for a rule the kernel does not hold writes nothing.
+        assert!(call_ops(&set, "deploy prod").is_empty());
     }
 
     #[test]

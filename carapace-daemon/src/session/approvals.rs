@@ -73,6 +73,11 @@ pub struct Request {
     /// approval lets through for the session (`api::kernel_approval`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<KernelOperation>,
+    /// For a tool call (kind `call`): the operations of the call that approve-mode kernel
+    /// rules cover, written as the session's kernel exceptions when the call is approved,
+    /// so the command the agent then runs is not refused and asked again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_ops: Vec<KernelOperation>,
 }
 
 /// An operation an approve-mode kernel rule refused: a path and its `op::*` bits.
