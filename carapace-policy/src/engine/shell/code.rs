@@ -8,6 +8,7 @@ use super::super::normalize;
 use super::super::operation::{Context, Operation};
 use super::args;
 use super::code_eval;
+use super::code_refs;
 use super::flow::{self, Reach};
 use super::names::path_like;
 use super::walk::{Feed, Walker};
@@ -502,6 +503,9 @@ impl Walker<'_> {
         if depth > super::MAX_DEPTH || !self.spend(1) {
             return;
         }
+        // A function imported or assigned under another name is read as itself.
+        let unaliased = code_refs::unalias(code);
+        let code = unaliased.as_deref().unwrap_or(code);
         let Some(sites) = code_eval::sites(code, vars) else {
             self.out
                 .unparsable("the inline code is too complex to analyse (work limit reached)");
@@ -512,7 +516,10 @@ impl Walker<'_> {
             // language's own evaluator by reference, where no call site shows it.
             self.runs_download("code", Reach::Stdin);
         }
-        let deletes = DELETE_CALLS.iter().any(|c| code.contains(c));
+        let whole = Whole {
+            code,
+            deletes: code_refs::deletes(code, DELETE_CALLS),
+        };
         let remote = remote_stdio(code);
         if remote && RUNS.iter().any(|r| code.contains(r)) {
             // Whatever it runs may come from the connection (`system $_ while <>`).
@@ -529,7 +536,7 @@ impl Walker<'_> {
             if remote {
                 self.remote_runner(&site, before);
             }
-            self.site(&site, before, after, ctx, depth, deletes);
+            self.site(&site, before, after, ctx, depth, &whole);
         }
     }
 
@@ -564,7 +571,7 @@ impl Walker<'_> {
         after: &str,
         ctx: &Context,
         depth: usize,
-        deletes: bool,
+        whole: &Whole,
     ) {
         let value = &site.value;
         if site.chdir {
@@ -610,7 +617,7 @@ impl Walker<'_> {
             self.host_op(&value.text, None, None);
             return;
         }
-        self.path_site(site, before, after, ctx, deletes);
+        self.path_site(site, before, after, ctx, whole);
     }
 
     /// A value that may be a path: written out, relative in a call that opens files, or
@@ -621,13 +628,17 @@ impl Walker<'_> {
         before: &str,
         after: &str,
         ctx: &Context,
-        deletes: bool,
+        whole: &Whole,
     ) {
         let value = &site.value;
         let before_trim = before.trim_end();
-        // The call the value is given to, or the method called on it (`Path(p).read_text()`).
-        let opens = file_call(before_trim).or_else(|| after_action(after));
-        if opens.is_none() && deletes && walks(before_trim, after) {
+        let file_call = |b: &str| file_call(whole.code, b);
+        // The call the value is given to, the method called on it (`Path(p).read_text()`),
+        // or the call the items of its list are handed to (`[rmtree(p) for p in [V]]`).
+        let opens = file_call(before_trim)
+            .or_else(|| after_action(after))
+            .or_else(|| code_refs::iterated_action(whole.code, before, after, file_call));
+        if opens.is_none() && whole.deletes && walks(before_trim, after) {
             self.walked_and_deleted(value, ctx);
             return;
         }
@@ -717,14 +728,31 @@ impl Walker<'_> {
     }
 }
 
+/// The code as a whole, for what one value's site depends on beyond its neighbourhood.
+struct Whole<'c> {
+    code: &'c str,
+    /// Some call in it deletes files.
+    deletes: bool,
+}
+
+/// Whether the delete call that ends `before` deletes files: `os.remove(` does,
+/// `names.remove(` (a list's method) does not.
+fn deletes_here(code: &str, before: &str) -> bool {
+    let trimmed = before.trim_end();
+    match code_refs::AMBIGUOUS.iter().find(|c| trimmed.ends_with(*c)) {
+        Some(call) => code_refs::file_receiver(code, &trimmed[..trimmed.len() - call.len()]),
+        None => true,
+    }
+}
+
 /// Calls whose string argument is code of the same language, run.
 const EVAL_CALLS: &[&str] = &["exec(", "eval(", "eval", "exec", "compile(", "Function("];
 
 /// What a call that opens the path it is given does with it, when the call before the
 /// value is one (`open(`, `readFileSync(`, `rmtree(`, Perl's `open F, "<",`, awk's
 /// `getline <`).
-fn file_call(before: &str) -> Option<Action> {
-    if ends_with_call(before, DELETE_CALLS) {
+fn file_call(code: &str, before: &str) -> Option<Action> {
+    if ends_with_call(before, DELETE_CALLS) && deletes_here(code, before) {
         return Some(Action::Delete);
     }
     if ends_with_call(before, WRITE_CALLS) {

@@ -25,6 +25,7 @@ mod args;
 mod canon;
 mod code;
 mod code_eval;
+mod code_refs;
 mod commands;
 mod declare;
 mod fetch;
