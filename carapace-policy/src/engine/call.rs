@@ -5,6 +5,7 @@
 mod cli_tool;
 mod code;
 mod fields;
+mod forge;
 mod generic;
 
 use serde_json::Value;
@@ -122,6 +123,8 @@ impl ToolCall {
         }
         // Also for names a schema is known for: a git server's `execute_command` runs git.
         cli_tool::extract(&tool, &self.input, ctx, &mut out);
+        // A forge's API deleting or force-moving a branch is the git push that would.
+        forge::extract(&tool, &self.input, ctx, &mut out);
         collect_texts(&self.input, &mut out, 0);
         out
     }
