@@ -432,7 +432,13 @@ impl Walker<'_> {
                 'r' | 'R' if !arg.is_empty() => self.path_op(Action::Read, arg, ctx, None),
                 'w' | 'W' if !arg.is_empty() => self.path_op(Action::Write, arg, ctx, None),
                 'e' if !arg.is_empty() => {
-                    self.script(arg, &mut ctx.clone(), depth + 1);
+                    // `s/x/cat ~\/.netrc/e`: the delimiter escaped in a replacement is itself.
+                    let command = if arg.contains("\\/") {
+                        std::borrow::Cow::Owned(arg.replace("\\/", "/"))
+                    } else {
+                        std::borrow::Cow::Borrowed(arg)
+                    };
+                    self.script(&command, &mut ctx.clone(), depth + 1);
                 }
                 _ => {}
             }
@@ -599,7 +605,7 @@ impl Walker<'_> {
             }
             return;
         }
-        if value.shell_literal || ends_with_call(before, SHELL_CALLS) {
+        if value.shell_literal || ends_with_call(before, SHELL_CALLS) || awk_pipe(before, after) {
             if value.complete {
                 self.script(&value.text, &mut ctx.clone(), depth + 1);
             } else if value.computed {
@@ -747,6 +753,17 @@ fn deletes_here(code: &str, before: &str) -> bool {
 
 /// Calls whose string argument is code of the same language, run.
 const EVAL_CALLS: &[&str] = &["exec(", "eval(", "eval", "exec", "compile(", "Function("];
+
+/// awk's pipes to and from a command: `"CMD" | getline`, `print … | "CMD"`.
+fn awk_pipe(before: &str, after: &str) -> bool {
+    let from = after
+        .trim_start()
+        .strip_prefix('|')
+        .is_some_and(|r| r.trim_start().starts_with("getline"));
+    let b = before.trim_end();
+    let to = b.ends_with('|') && !b.ends_with("||") && b.contains("print");
+    from || to
+}
 
 /// What a call that opens the path it is given does with it, when the call before the
 /// value is one (`open(`, `readFileSync(`, `rmtree(`, Perl's `open F, "<",`, awk's

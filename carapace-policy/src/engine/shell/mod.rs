@@ -38,6 +38,7 @@ mod installs;
 mod locate;
 mod names;
 mod net;
+mod opt_commands;
 mod param;
 mod parse;
 mod plain;

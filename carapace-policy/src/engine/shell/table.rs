@@ -1093,6 +1093,8 @@ impl Walker<'_> {
         depth: usize,
         stdin: Feed,
     ) -> Feed {
+        // Commands an option names (`tar --to-command`, `rsync -e`, `vim -c ':!…'`).
+        self.option_commands(name, args, ctx, depth);
         let call = Call {
             name,
             args,
