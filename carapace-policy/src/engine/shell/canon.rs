@@ -37,7 +37,12 @@ pub(super) fn line(base: &str, args: &[String]) -> Option<String> {
     let mut words = vec![tool.to_owned()];
     words.extend(implied_verb(tool, args).map(str::to_owned));
     words.extend(canonical_args(args, spec).in_order);
-    Some(words.join(" "))
+    let line = words.join(" ");
+    // Kubernetes matches resource types in any case (`kubectl get SECRETS`, `Secret/db`).
+    if matches!(tool, "kubectl" | "oc") {
+        return Some(line.to_ascii_lowercase());
+    }
+    Some(line)
 }
 
 /// Other names and front ends of the tools the packs speak about.

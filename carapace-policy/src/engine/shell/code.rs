@@ -296,6 +296,19 @@ impl Walker<'_> {
         if name == "php" && o.has(&["-S"]) {
             self.tree_read(o.value(&["-t"]).unwrap_or("."), ctx);
         }
+        // ruby -run -e httpd [DIR]: un.rb's file server, the working directory by default.
+        if name == "ruby"
+            && o.values(&["-r"]).contains(&"un")
+            && o.values(&["-e"]).iter().any(|c| c.trim() == "httpd")
+        {
+            let dir = o
+                .operands
+                .iter()
+                .copied()
+                .chain(o.rest.iter().map(String::as_str))
+                .find(|a| !a.starts_with('-'));
+            self.tree_read(dir.unwrap_or("."), ctx);
+        }
         let codes = o.values(code_flags);
         let mut rest = o.rest;
         // deno run FILE / bun run FILE / deno eval CODE.
