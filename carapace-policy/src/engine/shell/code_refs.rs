@@ -229,18 +229,105 @@ fn reference(stmt: &str, out: &mut Vec<(String, String)>) {
 /// `x('cmd')` → `execSync('cmd')`), so that the call tables recognise it; `None` when the
 /// code names no such alias.
 pub(super) fn unalias(code: &str) -> Option<String> {
-    let renames: Vec<(String, String)> = aliases(code)
+    let attrs = dynamic_attributes(code);
+    let base = attrs.as_deref().unwrap_or(code);
+    let renames: Vec<(String, String)> = aliases(base)
         .into_iter()
         .filter(|(alias, name)| alias != name && !FILE_MODULES.contains(&name.as_str()))
         .collect();
     if renames.is_empty() {
-        return None;
+        return attrs;
     }
-    let mut out = code.to_owned();
+    let mut out = base.to_owned();
     for (alias, name) in renames {
         out = replace_calls(&out, &alias, &name);
     }
     (out != code).then_some(out)
+}
+
+/// Attributes named by a string, written as attributes: `getattr(X, 'remove')(` →
+/// `X.remove(`, `fs['rmSync'](` → `fs.rmSync(`; `None` when there are none.
+fn dynamic_attributes(code: &str) -> Option<String> {
+    if !code.contains("getattr(") && !code.contains("'](") && !code.contains("\"](") {
+        return None;
+    }
+    let mut out = code.to_owned();
+    for _ in 0..16 {
+        let Some(next) = getattr_call(&out).or_else(|| bracket_call(&out)) else {
+            break;
+        };
+        out = next;
+    }
+    (out != code).then_some(out)
+}
+
+/// The first `getattr(EXPR, 'NAME')(` rewritten as `EXPR.NAME(`.
+fn getattr_call(code: &str) -> Option<String> {
+    let at = code.find("getattr(")?;
+    let args = &code[at + "getattr(".len()..];
+    let comma = args.rfind_top_comma()?;
+    let (target, rest) = args.split_at(comma);
+    let rest = rest[1..].trim_start();
+    let quote = rest.chars().next().filter(|c| *c == '\'' || *c == '"')?;
+    let name_end = rest[1..].find(quote)? + 1;
+    let name = &rest[1..name_end];
+    let after = rest[name_end + 1..].trim_start().strip_prefix(')')?;
+    if !is_ident(name) || !after.starts_with('(') {
+        return None;
+    }
+    Some(format!("{}{}.{name}{after}", &code[..at], target.trim()))
+}
+
+/// The first `X['NAME'](` (or with double quotes) rewritten as `X.NAME(`.
+fn bracket_call(code: &str) -> Option<String> {
+    ["['", "[\""].iter().find_map(|open| {
+        let close = if *open == "['" { "'](" } else { "\"](" };
+        let mut from = 0;
+        while let Some(i) = code[from..].find(open).map(|i| i + from) {
+            let name_start = i + open.len();
+            if let Some(j) = code[name_start..].find(close) {
+                let name = &code[name_start..name_start + j];
+                let receiver =
+                    code[..i].ends_with(|c: char| c.is_alphanumeric() || c == ')' || c == '_');
+                if is_ident(name) && receiver {
+                    return Some(format!(
+                        "{}.{name}({}",
+                        &code[..i],
+                        &code[name_start + j + close.len()..]
+                    ));
+                }
+            }
+            from = name_start;
+        }
+        None
+    })
+}
+
+/// The byte index of the last comma of `s` outside brackets and quotes, before the
+/// bracket that closes `s`'s argument list.
+trait TopComma {
+    fn rfind_top_comma(&self) -> Option<usize>;
+}
+
+impl TopComma for str {
+    fn rfind_top_comma(&self) -> Option<usize> {
+        let mut depth = 0i32;
+        let mut quote = None;
+        let mut last = None;
+        for (i, c) in self.char_indices() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (None, '\'' | '"') => quote = Some(c),
+                (None, '(' | '[' | '{') => depth += 1,
+                (None, ')' | ']' | '}') if depth == 0 => return last,
+                (None, ')' | ']' | '}') => depth -= 1,
+                (None, ',') if depth == 0 => last = Some(i),
+                // Inside quotes, and any other character.
+                _ => {}
+            }
+        }
+        None
+    }
 }
 
 /// `alias(` → `name(` where `alias` is a whole identifier (not `x.alias(` or `myalias(`).
@@ -390,6 +477,15 @@ mod tests {
             unalias("import shutil; rm = shutil.rmtree; rm('/x'); farm('/y')").as_deref(),
             Some("import shutil; rm = shutil.rmtree; rmtree('/x'); farm('/y')")
         );
+        assert_eq!(
+            unalias("getattr(__import__('os'), 'remove')('/x')").as_deref(),
+            Some("__import__('os').remove('/x')")
+        );
+        assert_eq!(
+            unalias("require('fs')['rmSync']('/x')").as_deref(),
+            Some("require('fs').rmSync('/x')")
+        );
+        assert_eq!(unalias("d = {}; d['k'] = 1; print(d['k'])"), None);
         assert_eq!(unalias("import os; print(os.listdir('.'))"), None);
         assert_eq!(unalias("x = a + b; print(x)"), None);
     }
