@@ -438,9 +438,13 @@ fn known_tool(tool: &str, name: &str, input: &Value, ctx: &Context, out: &mut Ex
                 .or_else(|| generic::first_of(input, &[fields::Role::Path]))
             {
                 Some(src) => {
-                    path_op(Action::Read, src, ctx, out, None);
-                    if moves {
-                        path_op(Action::Delete, src, ctx, out, None);
+                    // A directory copied or moved takes everything below it along.
+                    let tree = format!("{}/**", src.trim_end_matches('/'));
+                    for p in [src, tree.as_str()] {
+                        path_op(Action::Read, p, ctx, out, None);
+                        if moves {
+                            path_op(Action::Delete, p, ctx, out, None);
+                        }
                     }
                 }
                 None => out.unparsable(format!("the {tool} call names no source")),
