@@ -103,7 +103,7 @@ pub(super) fn file_receiver(code: &str, before: &str) -> bool {
 /// Names the code binds to a file module or to one of its functions, as (alias, what it
 /// stands for): `import os as o` → (`o`, `os`); `from os import remove as r` → (`r`,
 /// `remove`); `const fs = require('fs')` → (`fs`, `fs`); `const {execSync: x} =
-/// require('child_process')` → (`x`, `execSync`); `rm = shutil.rmtree` → (`rm`, `rmtree`).
+/// require('child_process')` → (`x`, `execSync`); `rm = shutil.rmtree` → (`rm`, `shutil.rmtree`).
 pub(super) fn aliases(code: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     if !(code.contains(" as ") || code.contains("require") || code.contains('=')) {
@@ -220,8 +220,9 @@ fn reference(stmt: &str, out: &mut Vec<(String, String)>) {
         return;
     };
     let root = receiver.split('.').next().unwrap_or(receiver);
+    // Written back whole (`os.remove`, not `remove`): the receiver says it is a file call.
     if is_ident(name) && (FILE_MODULES.contains(&root) || FILE_RECEIVERS.contains(&root)) {
-        out.push((lhs.to_owned(), name.to_owned()));
+        out.push((lhs.to_owned(), rhs.to_owned()));
     }
 }
 
@@ -475,7 +476,7 @@ mod tests {
         );
         assert_eq!(
             unalias("import shutil; rm = shutil.rmtree; rm('/x'); farm('/y')").as_deref(),
-            Some("import shutil; rm = shutil.rmtree; rmtree('/x'); farm('/y')")
+            Some("import shutil; rm = shutil.rmtree; shutil.rmtree('/x'); farm('/y')")
         );
         assert_eq!(
             unalias("getattr(__import__('os'), 'remove')('/x')").as_deref(),
