@@ -194,7 +194,12 @@ fn git(args: &[String]) -> Option<String> {
     // `-c alias.p='push --force' p`: git runs the alias's words (a `!` alias is a shell
     // command, walked as one by the command table).
     let expanded: Vec<String>;
-    let (verb, rest) = match config.iter().find(|(k, _)| *k == format!("alias.{verb}")) {
+    // Config keys are case-insensitive: `git P` runs `alias.p`.
+    let alias = config.iter().find(|(k, _)| {
+        k.strip_prefix("alias.")
+            .is_some_and(|name| name.eq_ignore_ascii_case(verb))
+    });
+    let (verb, rest) = match alias {
         Some((_, value)) if !value.starts_with('!') => {
             expanded = value
                 .split_whitespace()
