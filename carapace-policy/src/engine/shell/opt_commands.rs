@@ -7,11 +7,11 @@ use super::super::operation::Context;
 use super::walk::Walker;
 use crate::rules::Action;
 
-/// Programs, and their options whose value is a shell command they run.
-const COMMAND_OPTIONS: &[(&[&str], &[&str])] = &[
-    (
-        &["tar", "bsdtar", "gtar"],
-        &[
+/// The options of `name` whose value is a shell command it runs (a match, so that the
+/// names of every other program cost one comparison of lengths and bytes).
+fn command_options(name: &str) -> &'static [&'static str] {
+    match name {
+        "tar" | "bsdtar" | "gtar" => &[
             "--to-command",
             "--use-compress-program",
             "-I",
@@ -21,20 +21,22 @@ const COMMAND_OPTIONS: &[(&[&str], &[&str])] = &[
             "-F",
             "--rsh-command",
         ],
-    ),
-    (&["rsync"], &["-e", "--rsh"]),
-    (&["zip"], &["-TT", "--unzip-command"]),
-    (&["scp", "sftp"], &["-S"]),
-    (&["script"], &["-c", "--command"]),
-    (
-        &["su", "runuser"],
-        &["-c", "--command", "--session-command"],
-    ),
-    (&["flock"], &["-c", "--command"]),
-];
+        "rsync" => &["-e", "--rsh"],
+        "zip" => &["-TT", "--unzip-command"],
+        "scp" | "sftp" => &["-S"],
+        "script" | "flock" => &["-c", "--command"],
+        "su" | "runuser" => &["-c", "--command", "--session-command"],
+        _ => &[],
+    }
+}
 
 /// Editors whose `-c`/`--cmd`/`+` values are ex commands.
-const EX_EDITORS: &[&str] = &["vi", "vim", "nvim", "ex", "view", "rvim", "vimdiff", "gvim"];
+fn ex_editor(name: &str) -> bool {
+    matches!(
+        name,
+        "vi" | "vim" | "nvim" | "ex" | "view" | "rvim" | "vimdiff" | "gvim"
+    )
+}
 
 impl Walker<'_> {
     /// The commands `name`'s options make it run, and the files its editor commands read
@@ -46,18 +48,16 @@ impl Walker<'_> {
         ctx: &Context,
         depth: usize,
     ) {
-        if EX_EDITORS.contains(&name) {
+        if ex_editor(name) {
             for cmd in ex_commands(args) {
                 self.ex_command(cmd, ctx, depth);
             }
             return;
         }
-        let Some((_, options)) = COMMAND_OPTIONS
-            .iter()
-            .find(|(names, _)| names.contains(&name))
-        else {
+        let options = command_options(name);
+        if options.is_empty() {
             return;
-        };
+        }
         for value in option_values(args, options) {
             // `--checkpoint-action=exec=CMD` (also `exec:CMD` in older tars).
             let value = value
