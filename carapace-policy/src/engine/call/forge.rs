@@ -22,6 +22,14 @@ const FORGES: &[&str] = &[
     "glab",
 ];
 
+/// The verbs of the tools read here, as tool names spell them (`delete_branch`,
+/// `deleteRepo`, `UPDATE_REF`).
+const VERB_MARKS: &[&str] = &[
+    "delete", "Delete", "DELETE", "remove", "Remove", "REMOVE", "destroy", "Destroy", "DESTROY",
+    "update", "Update", "UPDATE", "set", "Set", "SET", "force", "Force", "FORCE", "move", "Move",
+    "MOVE",
+];
+
 /// Fields naming the branch or the ref a tool acts on, in order of preference.
 const REF_KEYS: &[&str] = &["branch", "branch_name", "ref", "ref_name", "name"];
 
@@ -37,6 +45,11 @@ pub(super) fn extract(tool: &str, input: &Value, ctx: &Context, out: &mut Extrac
 
 fn command_line(tool: &str, input: &Value) -> Option<String> {
     let (server, local) = tool.strip_prefix("mcp__")?.split_once("__")?;
+    // Most tools of a forge (issues, pull requests, reads) change no ref: a look for the
+    // verbs first, before any word is split or copied.
+    if !VERB_MARKS.iter().any(|v| local.contains(v)) {
+        return None;
+    }
     // Lowercased first: `GitHub` is one word, not `Git` and `Hub`.
     let server = server.to_ascii_lowercase();
     let server_words = fields::words(&server);
