@@ -5,6 +5,7 @@
 mod cli_tool;
 mod code;
 mod fields;
+mod forge;
 mod generic;
 
 use serde_json::Value;
@@ -122,6 +123,8 @@ impl ToolCall {
         }
         // Also for names a schema is known for: a git server's `execute_command` runs git.
         cli_tool::extract(&tool, &self.input, ctx, &mut out);
+        // A forge's API deleting or force-moving a branch is the git push that would.
+        forge::extract(&tool, &self.input, ctx, &mut out);
         collect_texts(&self.input, &mut out, 0);
         out
     }
@@ -449,9 +452,13 @@ fn known_tool(tool: &str, name: &str, input: &Value, ctx: &Context, out: &mut Ex
                 .or_else(|| generic::first_of(input, &[fields::Role::Path]))
             {
                 Some(src) => {
-                    path_op(Action::Read, src, ctx, out, None);
-                    if moves {
-                        path_op(Action::Delete, src, ctx, out, None);
+                    // A directory copied or moved takes everything below it along.
+                    let tree = format!("{}/**", src.trim_end_matches('/'));
+                    for p in [src, tree.as_str()] {
+                        path_op(Action::Read, p, ctx, out, None);
+                        if moves {
+                            path_op(Action::Delete, p, ctx, out, None);
+                        }
                     }
                 }
                 None => out.unparsable(format!("the {tool} call names no source")),

@@ -37,6 +37,21 @@ const PROGRAMS: &[&str] = &[
     "az",
 ];
 
+/// Servers that name version control without naming the program (`mcp__vcs__push`,
+/// `mcp__source_control__reset`, `mcp__scm__…`): git's, as the program agents meet under
+/// those names; their tools are read as git's. Matched on the server's words, joined.
+const VCS_SERVERS: &[&str] = &[
+    "vcs",
+    "scm",
+    "sourcecontrol",
+    "versioncontrol",
+    "revisioncontrol",
+    "repo",
+    "repos",
+    "repository",
+    "gitops",
+];
+
 /// Fields naming the directory the program runs in (a repository's, most often).
 const DIR_KEYS: &[&str] = &[
     "path",
@@ -147,10 +162,16 @@ fn command_line(tool: &str, input: &Value) -> Option<String> {
         (words[at].clone(), words[at + 1..].to_vec())
     } else {
         let server = server.to_ascii_lowercase();
-        let program = fields::words(&server)
-            .into_iter()
-            .find(|w| is_program(w))?
-            .to_owned();
+        let server_words = fields::words(&server);
+        let program = match server_words.iter().find(|w| is_program(w)) {
+            Some(p) => (*p).to_owned(),
+            None if server_words.iter().any(|w| VCS_SERVERS.contains(w))
+                || VCS_SERVERS.contains(&server_words.concat().as_str()) =>
+            {
+                "git".to_owned()
+            }
+            None => return None,
+        };
         // `mcp__git__execute_command`: the tool's name says it runs the program, not how.
         let sub = words
             .into_iter()
@@ -158,8 +179,13 @@ fn command_line(tool: &str, input: &Value) -> Option<String> {
             .collect();
         (program, sub)
     };
+    // `branch_delete`, `delete_branch`: a mode of the subcommand spelled in the name.
+    let (sub, modes) = name_modes(&program, sub);
     let sub = sub.join("-");
     let mut line = Line::default();
+    for mode in modes {
+        line.mode(&program, &sub, &mode);
+    }
     let mut dir = None;
     for (key, value) in input.as_object()? {
         line.field(&program, &sub, &snake(key), value, &mut dir, true);
@@ -178,6 +204,27 @@ fn command_line(tool: &str, input: &Value) -> Option<String> {
         text.push_str(&word);
     }
     Some(text)
+}
+
+/// The words of a tool's name split into the subcommand and the modes of it the name
+/// spells (`[delete, branch]` of git → `[branch]` and `[delete]`).
+fn name_modes(program: &str, words: Vec<String>) -> (Vec<String>, Vec<String>) {
+    let Some((_, sub, _)) = MODE_OPTIONS
+        .iter()
+        .find(|(p, s, _)| *p == program && words.iter().any(|w| w == s))
+    else {
+        return (words, Vec::new());
+    };
+    let modes_of = MODE_OPTIONS
+        .iter()
+        .filter(|(p, s, _)| *p == program && s == sub)
+        .flat_map(|(.., m)| m.iter());
+    let (modes, rest): (Vec<String>, Vec<String>) = words
+        .into_iter()
+        .partition(|w| w != sub && modes_of.clone().any(|m| m == w));
+    // The subcommand first, whatever order the name had (`delete_branch`).
+    let (first, others): (Vec<String>, Vec<String>) = rest.into_iter().partition(|w| w == sub);
+    (first.into_iter().chain(others).collect(), modes)
 }
 
 /// The words after the subcommand, options first.

@@ -145,6 +145,13 @@ fn object(
                 for action in actions {
                     path_op(*action, s, ctx, out, content.filter(|_| writes(*action)));
                 }
+                // A directory copied, moved or deleted takes everything below it.
+                if tree_verb(tool.verb) {
+                    let tree = format!("{}/**", s.trim_end_matches('/'));
+                    for action in actions {
+                        path_op(*action, &tree, ctx, out, None);
+                    }
+                }
             }
             Some(Role::BareSource) if plausible(s) && spelled_as_path(s) => {
                 for action in source_actions(tool.verb) {
@@ -189,6 +196,11 @@ fn taken_actions(verb: Verb, carries_content: bool) -> &'static [Action] {
         _ if carries_content => &[Action::Write],
         Verb::Run | Verb::Read => &[Action::Read],
     }
+}
+
+/// Verbs whose source, when a directory, is taken whole.
+fn tree_verb(verb: Verb) -> bool {
+    matches!(verb, Verb::Copy | Verb::Move | Verb::Delete)
 }
 
 /// What a tool does to the file a `source`-like field names.

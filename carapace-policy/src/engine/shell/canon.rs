@@ -37,7 +37,12 @@ pub(super) fn line(base: &str, args: &[String]) -> Option<String> {
     let mut words = vec![tool.to_owned()];
     words.extend(implied_verb(tool, args).map(str::to_owned));
     words.extend(canonical_args(args, spec).in_order);
-    Some(words.join(" "))
+    let line = words.join(" ");
+    // Kubernetes matches resource types in any case (`kubectl get SECRETS`, `Secret/db`).
+    if matches!(tool, "kubectl" | "oc") {
+        return Some(line.to_ascii_lowercase());
+    }
+    Some(line)
 }
 
 /// Other names and front ends of the tools the packs speak about.
@@ -189,7 +194,12 @@ fn git(args: &[String]) -> Option<String> {
     // `-c alias.p='push --force' p`: git runs the alias's words (a `!` alias is a shell
     // command, walked as one by the command table).
     let expanded: Vec<String>;
-    let (verb, rest) = match config.iter().find(|(k, _)| *k == format!("alias.{verb}")) {
+    // Config keys are case-insensitive: `git P` runs `alias.p`.
+    let alias = config.iter().find(|(k, _)| {
+        k.strip_prefix("alias.")
+            .is_some_and(|name| name.eq_ignore_ascii_case(verb))
+    });
+    let (verb, rest) = match alias {
         Some((_, value)) if !value.starts_with('!') => {
             expanded = value
                 .split_whitespace()

@@ -8,6 +8,7 @@ use super::super::normalize;
 use super::super::operation::{Context, Operation};
 use super::args;
 use super::code_eval;
+use super::code_refs;
 use super::flow::{self, Reach};
 use super::names::path_like;
 use super::walk::{Feed, Walker};
@@ -295,6 +296,19 @@ impl Walker<'_> {
         if name == "php" && o.has(&["-S"]) {
             self.tree_read(o.value(&["-t"]).unwrap_or("."), ctx);
         }
+        // ruby -run -e httpd [DIR]: un.rb's file server, the working directory by default.
+        if name == "ruby"
+            && o.values(&["-r"]).contains(&"un")
+            && o.values(&["-e"]).iter().any(|c| c.trim() == "httpd")
+        {
+            let dir = o
+                .operands
+                .iter()
+                .copied()
+                .chain(o.rest.iter().map(String::as_str))
+                .find(|a| !a.starts_with('-'));
+            self.tree_read(dir.unwrap_or("."), ctx);
+        }
         let codes = o.values(code_flags);
         let mut rest = o.rest;
         // deno run FILE / bun run FILE / deno eval CODE.
@@ -431,7 +445,13 @@ impl Walker<'_> {
                 'r' | 'R' if !arg.is_empty() => self.path_op(Action::Read, arg, ctx, None),
                 'w' | 'W' if !arg.is_empty() => self.path_op(Action::Write, arg, ctx, None),
                 'e' if !arg.is_empty() => {
-                    self.script(arg, &mut ctx.clone(), depth + 1);
+                    // `s/x/cat ~\/.netrc/e`: the delimiter escaped in a replacement is itself.
+                    let command = if arg.contains("\\/") {
+                        std::borrow::Cow::Owned(arg.replace("\\/", "/"))
+                    } else {
+                        std::borrow::Cow::Borrowed(arg)
+                    };
+                    self.script(&command, &mut ctx.clone(), depth + 1);
                 }
                 _ => {}
             }
@@ -502,6 +522,9 @@ impl Walker<'_> {
         if depth > super::MAX_DEPTH || !self.spend(1) {
             return;
         }
+        // A function imported or assigned under another name is read as itself.
+        let unaliased = code_refs::unalias(code);
+        let code = unaliased.as_deref().unwrap_or(code);
         let Some(sites) = code_eval::sites(code, vars) else {
             self.out
                 .unparsable("the inline code is too complex to analyse (work limit reached)");
@@ -512,7 +535,10 @@ impl Walker<'_> {
             // language's own evaluator by reference, where no call site shows it.
             self.runs_download("code", Reach::Stdin);
         }
-        let deletes = DELETE_CALLS.iter().any(|c| code.contains(c));
+        let whole = Whole {
+            code,
+            deletes: code_refs::deletes(code, DELETE_CALLS),
+        };
         let remote = remote_stdio(code);
         if remote && RUNS.iter().any(|r| code.contains(r)) {
             // Whatever it runs may come from the connection (`system $_ while <>`).
@@ -529,7 +555,7 @@ impl Walker<'_> {
             if remote {
                 self.remote_runner(&site, before);
             }
-            self.site(&site, before, after, ctx, depth, deletes);
+            self.site(&site, before, after, ctx, depth, &whole);
         }
     }
 
@@ -564,7 +590,7 @@ impl Walker<'_> {
         after: &str,
         ctx: &Context,
         depth: usize,
-        deletes: bool,
+        whole: &Whole,
     ) {
         let value = &site.value;
         if site.chdir {
@@ -592,7 +618,7 @@ impl Walker<'_> {
             }
             return;
         }
-        if value.shell_literal || ends_with_call(before, SHELL_CALLS) {
+        if value.shell_literal || ends_with_call(before, SHELL_CALLS) || awk_pipe(before, after) {
             if value.complete {
                 self.script(&value.text, &mut ctx.clone(), depth + 1);
             } else if value.computed {
@@ -610,7 +636,7 @@ impl Walker<'_> {
             self.host_op(&value.text, None, None);
             return;
         }
-        self.path_site(site, before, after, ctx, deletes);
+        self.path_site(site, before, after, ctx, whole);
     }
 
     /// A value that may be a path: written out, relative in a call that opens files, or
@@ -621,13 +647,17 @@ impl Walker<'_> {
         before: &str,
         after: &str,
         ctx: &Context,
-        deletes: bool,
+        whole: &Whole,
     ) {
         let value = &site.value;
         let before_trim = before.trim_end();
-        // The call the value is given to, or the method called on it (`Path(p).read_text()`).
-        let opens = file_call(before_trim).or_else(|| after_action(after));
-        if opens.is_none() && deletes && walks(before_trim, after) {
+        let file_call = |b: &str| file_call(whole.code, b);
+        // The call the value is given to, the method called on it (`Path(p).read_text()`),
+        // or the call the items of its list are handed to (`[rmtree(p) for p in [V]]`).
+        let opens = file_call(before_trim)
+            .or_else(|| after_action(after))
+            .or_else(|| code_refs::iterated_action(whole.code, before, after, file_call));
+        if opens.is_none() && whole.deletes && walks(before_trim, after) {
             self.walked_and_deleted(value, ctx);
             return;
         }
@@ -717,14 +747,42 @@ impl Walker<'_> {
     }
 }
 
+/// The code as a whole, for what one value's site depends on beyond its neighbourhood.
+struct Whole<'c> {
+    code: &'c str,
+    /// Some call in it deletes files.
+    deletes: bool,
+}
+
+/// Whether the delete call that ends `before` deletes files: `os.remove(` does,
+/// `names.remove(` (a list's method) does not.
+fn deletes_here(code: &str, before: &str) -> bool {
+    let trimmed = before.trim_end();
+    match code_refs::AMBIGUOUS.iter().find(|c| trimmed.ends_with(*c)) {
+        Some(call) => code_refs::file_receiver(code, &trimmed[..trimmed.len() - call.len()]),
+        None => true,
+    }
+}
+
 /// Calls whose string argument is code of the same language, run.
 const EVAL_CALLS: &[&str] = &["exec(", "eval(", "eval", "exec", "compile(", "Function("];
+
+/// awk's pipes to and from a command: `"CMD" | getline`, `print … | "CMD"`.
+fn awk_pipe(before: &str, after: &str) -> bool {
+    let from = after
+        .trim_start()
+        .strip_prefix('|')
+        .is_some_and(|r| r.trim_start().starts_with("getline"));
+    let b = before.trim_end();
+    let to = b.ends_with('|') && !b.ends_with("||") && b.contains("print");
+    from || to
+}
 
 /// What a call that opens the path it is given does with it, when the call before the
 /// value is one (`open(`, `readFileSync(`, `rmtree(`, Perl's `open F, "<",`, awk's
 /// `getline <`).
-fn file_call(before: &str) -> Option<Action> {
-    if ends_with_call(before, DELETE_CALLS) {
+fn file_call(code: &str, before: &str) -> Option<Action> {
+    if ends_with_call(before, DELETE_CALLS) && deletes_here(code, before) {
         return Some(Action::Delete);
     }
     if ends_with_call(before, WRITE_CALLS) {

@@ -1,7 +1,7 @@
 //! A small evaluator of the string expressions inline code builds paths and commands with,
 //! in the languages agents write one-liners in (Python, JavaScript, Ruby, Perl, PHP, awk):
 //! literals (with f-string, template and `"…$x…"`/`"#{x}"` interpolation), concatenation
-//! (`+`, Perl/PHP `.`, juxtaposition), `%`/`.format`/`sprintf`, `/` on paths, path joins,
+//! (`+`, Perl/PHP `.`, Lua `..`, juxtaposition), `%`/`.format`/`sprintf`, `/` on paths, path joins,
 //! the home directory's many spellings, variables assigned earlier in the same code,
 //! `chdir` then relative names, and the decoders an attacker hides a name behind (base64,
 //! hex, reversal, rot13, character codes). What it cannot know it says so: a value is
@@ -630,6 +630,12 @@ impl<'c> Parser<'c> {
                     if matches!(n, b' ' | b'\t' | b'\'' | b'"' | b'$') && !self.at("..") =>
                 {
                     self.pos += 1;
+                    self.operand().map(|o| v.clone().concat(&o))
+                }
+                // Lua's `..` (not a third dot: `...` is varargs).
+                (Some(b'.'), Some(b'.')) if !self.at("...") => {
+                    self.pos += 2;
+                    self.skip_ws(false);
                     self.operand().map(|o| v.clone().concat(&o))
                 }
                 (Some(b'/'), n) if !matches!(n, Some(b'/' | b'=' | b'*')) => {

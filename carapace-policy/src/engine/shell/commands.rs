@@ -1372,6 +1372,16 @@ impl Walker<'_> {
                     || key.ends_with("editor")
                     || key.ends_with("pager")
                     || key.starts_with("alias.")
+                    // Helpers and drivers git runs: credential helpers (`!cmd`), the
+                    // external diff, askpass, gpg's program, textconv and filter drivers.
+                    || key.ends_with("credential.helper")
+                    || key.ends_with("askpass")
+                    || key.rsplit_once('.').is_some_and(|(_, name)| {
+                        matches!(
+                            name,
+                            "external" | "program" | "textconv" | "clean" | "smudge" | "process"
+                        )
+                    })
                 {
                     self.script(value.trim_start_matches('!'), &mut sub.clone(), depth + 1);
                 }

@@ -42,12 +42,56 @@ fn enabled(ctx: &Context, name: &str) -> bool {
         .is_some_and(|v| v.split(':').any(|o| o == name))
 }
 
+/// `[c]` (a class of one character) written as `c` (escaped if it is a wildcard itself).
+fn single_classes(raw: &str) -> Cow<'_, str> {
+    let b = raw.as_bytes();
+    let is_single = |i: usize| {
+        b[i] == b'['
+            && (i == 0 || b[i - 1] != b'\\')
+            && b.get(i + 2) == Some(&b']')
+            && b.get(i + 1)
+                .is_some_and(|c| c.is_ascii() && !matches!(c, b'!' | b'^' | b']' | b'/' | b'\\'))
+    };
+    if !(0..b.len()).any(is_single) {
+        return Cow::Borrowed(raw);
+    }
+    let mut out = String::with_capacity(raw.len());
+    let mut i = 0;
+    while i < b.len() {
+        if is_single(i) {
+            let c = char::from(b[i + 1]);
+            if matches!(c, '*' | '?' | '[' | '{' | '}') {
+                out.push('\\');
+            }
+            out.push(c);
+            i += 3;
+        } else {
+            let ch = raw[i..].chars().next().unwrap_or('\0');
+            out.push(ch);
+            i += ch.len_utf8();
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// `raw` as the glob that names what bash would match with the options in force.
 pub(super) fn apply<'a>(raw: &'a str, ctx: &Context) -> Cow<'a, str> {
     // Most paths have no wildcard: no option lookup, no copy.
     if !raw.contains(['*', '?', '[']) {
         return Cow::Borrowed(raw);
     }
+    // `known_host[s]` names one file, `known_hosts`: written so, rules' exceptions for the
+    // file apply to it as they do to its plain name. (Under nocaseglob `[s]` is `[sS]`.)
+    if enabled(ctx, "nocaseglob") {
+        return with_options(raw, ctx);
+    }
+    match single_classes(raw) {
+        Cow::Borrowed(raw) => with_options(raw, ctx),
+        Cow::Owned(plain) => Cow::Owned(with_options(&plain, ctx).into_owned()),
+    }
+}
+
+fn with_options<'a>(raw: &'a str, ctx: &Context) -> Cow<'a, str> {
     let nocase = enabled(ctx, "nocaseglob");
     let dotglob = enabled(ctx, "dotglob") || ctx.var("GLOBIGNORE").is_some_and(|g| !g.is_empty());
     if !(nocase || dotglob) {
@@ -122,6 +166,17 @@ mod tests {
             env: vec![(OPTIONS.to_owned(), opts.to_owned())],
             ..Context::default()
         }
+    }
+
+    #[test]
+    fn a_class_of_one_character_is_that_character() {
+        assert_eq!(
+            apply("~/.ssh/known_host[s]", &ctx("")),
+            "~/.ssh/known_hosts"
+        );
+        assert_eq!(apply("a[*]b[!x][^y][]]", &ctx("")), "a\\*b[!x][^y][]]");
+        assert_eq!(apply("a\\[b]", &ctx("")), "a\\[b]");
+        assert_eq!(apply("[ab]", &ctx("")), "[ab]");
     }
 
     #[test]

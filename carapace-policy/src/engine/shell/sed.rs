@@ -33,8 +33,9 @@ pub(super) fn commands(line: &str) -> Vec<(char, &str)> {
                     break;
                 }
                 if flags.contains('e') {
-                    // The pattern space, once substituted, is run: its text is not known.
-                    out.push(('e', ""));
+                    // The pattern space, once substituted, is run: what is known of it is
+                    // the replacement (all of it for `s/.*/COMMAND/e`).
+                    out.push(('e', replacement(after)));
                 }
                 rest = tail;
             }
@@ -61,6 +62,29 @@ fn skip_address(mut s: &str) -> &str {
         }
     }
     s
+}
+
+/// `s/a/b/FLAGS` → `b`, as written (escapes of the delimiter kept).
+fn replacement(after: &str) -> &str {
+    let mut chars = after.char_indices();
+    let Some((_, delim)) = chars.next() else {
+        return "";
+    };
+    let mut start = None;
+    let mut escaped = false;
+    for (i, c) in chars {
+        if escaped {
+            escaped = false;
+        } else if c == '\\' {
+            escaped = true;
+        } else if c == delim {
+            match start {
+                None => start = Some(i + c.len_utf8()),
+                Some(s) => return after.get(s..i).unwrap_or(""),
+            }
+        }
+    }
+    ""
 }
 
 /// `s/a/b/FLAGS;rest` → (FLAGS, rest).

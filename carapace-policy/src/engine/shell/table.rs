@@ -861,6 +861,30 @@ static TABLE: &[Entry] = &[
         when: None,
         does: Does::Handler(files::copy),
     },
+    // Package runners: the package's command runs with the rest of the line; `-c` is a
+    // shell line.
+    Entry {
+        names: &["npx", "pnpx", "bunx"],
+        when: None,
+        does: Does::Spec(Spec {
+            valued: &["-p", "--package", "-c", "--call"],
+            code: &["-c", "--call"],
+            runs: Some(0),
+            ..Spec::NONE
+        }),
+    },
+    Entry {
+        names: &[
+            "httpd",
+            "http-server",
+            "serve",
+            "darkhttpd",
+            "miniserve",
+            "static-web-server",
+        ],
+        when: None,
+        does: Does::Handler(files::file_server),
+    },
     Entry {
         names: &["sponge"],
         when: None,
@@ -1093,6 +1117,8 @@ impl Walker<'_> {
         depth: usize,
         stdin: Feed,
     ) -> Feed {
+        // Commands an option names (`tar --to-command`, `rsync -e`, `vim -c ':!…'`).
+        self.option_commands(name, args, ctx, depth);
         let call = Call {
             name,
             args,

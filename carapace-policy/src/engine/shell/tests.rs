@@ -1017,3 +1017,61 @@ fn deletes_of_a_tree_name_what_is_under_it() {
     // rm refuses `.`.
     assert!(!has(&ex("rm -rf ."), Delete, "/home/u/project"));
 }
+
+/// The Python one-liner that calls `module.function` on `path`, spelled the `how`-th way.
+fn python_call(module: &str, function: &str, path: &str, how: usize) -> String {
+    let body = match how {
+        0 => format!("import {module}; {module}.{function}('{path}')"),
+        1 => format!("import {module} as m; m.{function}('{path}')"),
+        2 => format!("from {module} import {function}; {function}('{path}')"),
+        3 => format!("from {module} import {function} as f; f('{path}')"),
+        4 => format!("import {module}; g = {module}.{function}; g('{path}')"),
+        5 => format!("import {module}; [{module}.{function}(p) for p in ['{path}']]"),
+        6 => format!("import {module}; list(map({module}.{function}, ['{path}']))"),
+        7 => format!("import {module}\nfor p in ['{path}']:\n    {module}.{function}(p)"),
+        _ => format!("import {module}; getattr({module}, '{function}')('{path}')"),
+    };
+    format!("python3 - <<'EOF'\n{body}\nEOF")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// However a one-liner names its delete call (alias, import, reference, comprehension,
+    /// map, loop, getattr), and whatever list methods run next to it, the delete is found.
+    #[test]
+    fn a_code_delete_is_found_in_any_spelling(
+        (module, function) in prop_oneof![
+            Just(("shutil", "rmtree")), Just(("os", "remove")), Just(("os", "unlink")),
+            Just(("os", "rmdir")),
+        ],
+        path in prop_oneof![Just("/home/u/.ssh"), Just("/etc/cron.d/x"), Just("/home/u/.bashrc")],
+        how in 0..9usize,
+        noise in prop_oneof![Just(""), Just("xs = [1]; xs.remove(1); "), Just("d = {}; d.pop('k', None); ")],
+    ) {
+        let cmd = python_call(module, function, path, how).replacen("<<'EOF'\n", &format!("<<'EOF'\n{noise}"), 1);
+        let x = ex(&cmd);
+        prop_assert!(has(&x, Delete, path), "`{}`: {:?}", cmd, x.ops);
+    }
+
+    /// A list's, a set's or a map's `remove`/`delete` next to a directory listing deletes
+    /// nothing.
+    #[test]
+    fn collection_methods_delete_nothing(
+        dir in prop_oneof![Just("/home/u"), Just("/etc"), Just("/home/u/.ssh")],
+        code in prop_oneof![
+            Just("import os; n = os.listdir('DIR'); n.remove('x'); print(n)"),
+            Just("import os; s = set(os.listdir('DIR')); s.remove('x')"),
+            Just("node -e \"const fs = require('fs'); const m = new Map(fs.readdirSync('DIR').map(f => [f, 1])); m.delete('x')\""),
+            Just("ruby -e 'a = Dir.children(\"DIR\"); a.delete(\"x\")'"),
+        ],
+    ) {
+        let code = code.replace("DIR", dir);
+        let cmd = if code.starts_with("import") { format!("python3 -c \"{code}\"") } else { code };
+        let x = ex(&cmd);
+        prop_assert!(
+            !x.ops.iter().any(|o| o.action == Some(Delete)),
+            "`{}`: {:?}", cmd, x.ops
+        );
+    }
+}

@@ -10,6 +10,10 @@ use crate::rules::Action;
 /// What a command prints, as far as it is known, so that `echo … | base64 -d | sh`, `$(…)`
 /// and here-docs can be followed into the command that consumes them.
 #[derive(Clone, Debug, Default)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent facts about one output, each read on its own"
+)]
 pub(super) struct Feed {
     /// Text known to be printed (echo, printf, here-docs, decoders, `cat` of its stdin).
     pub text: Vec<String>,
@@ -23,6 +27,9 @@ pub(super) struct Feed {
     /// The bytes hold the process environment (`env`, `printenv`, `/proc/self/environ`),
     /// where API keys and tokens live.
     pub environment: bool,
+    /// The last text printed ended without a newline (`printf '%s' x`, `echo -n x`): what
+    /// the next command prints continues that line (`$(printf ~/.ne; printf trc)`).
+    pub open_end: bool,
 }
 
 impl Feed {
@@ -42,7 +49,17 @@ impl Feed {
     }
 
     pub fn extend(&mut self, other: Self) {
-        self.text.extend(other.text);
+        // Output that printed nothing leaves the line as it was.
+        if !other.text.is_empty() {
+            let mut more = other.text.into_iter();
+            if self.open_end && !self.text.is_empty() {
+                if let (Some(last), Some(first)) = (self.text.last_mut(), more.next()) {
+                    last.push_str(&first);
+                }
+            }
+            self.text.extend(more);
+            self.open_end = other.open_end;
+        }
         self.names.extend(other.names);
         self.downloaded |= other.downloaded;
         self.approximate |= other.approximate;

@@ -484,3 +484,45 @@ pub(super) fn network(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> 
     feed.downloaded |= flow::fetches(name);
     feed
 }
+
+/// Static file servers (`busybox httpd`, `http-server`, `serve`, `darkhttpd`, `miniserve`):
+/// everything below the directory they serve is readable by whoever connects, so the tree
+/// is read (the working directory when none is named).
+pub(super) fn file_server(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call { args, .. } = call;
+    let o = args::parse(
+        args,
+        &[
+            "-h",
+            "--root",
+            "-p",
+            "--port",
+            "-a",
+            "--address",
+            "-c",
+            "-r",
+            "-u",
+            "-l",
+            "--listen",
+            "-i",
+            "--interfaces",
+            "-e",
+            "-d",
+            "-P",
+            "--proxy",
+            "-C",
+            "-K",
+            "--cert",
+            "--key",
+            "--tls-cert",
+            "--tls-key",
+        ],
+        false,
+    );
+    let root = o
+        .value(&["-h", "--root"])
+        .or_else(|| o.operands.first().copied())
+        .unwrap_or(".");
+    w.tree_read(root, ctx);
+    Feed::default()
+}

@@ -225,10 +225,12 @@ pub(super) fn alias(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fe
 pub(super) fn echo(w: &mut Walker<'_>, _ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, .. } = call;
     let mut escapes = false;
+    let mut no_newline = false;
     let mut i = 0;
     while let Some(a) = args.get(i) {
         if a.len() > 1 && a.starts_with('-') && a[1..].bytes().all(|b| b"neE".contains(&b)) {
             escapes |= a.contains('e');
+            no_newline |= a.contains('n');
             i += 1;
         } else {
             break;
@@ -237,7 +239,10 @@ pub(super) fn echo(w: &mut Walker<'_>, _ctx: &mut Context, call: Call<'_>) -> Fe
     let text = args[i..].join(" ");
     let text = if escapes { unescape(&text) } else { text };
     w.out.text(text.as_str());
-    Feed::text(text)
+    Feed {
+        open_end: no_newline,
+        ..Feed::text(text)
+    }
 }
 
 /// `printf` (`-v VAR`): the text it prints, or the variable it sets.
@@ -264,6 +269,9 @@ pub(super) fn printf(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> F
             set_var(ctx, var, &text);
             Feed::default()
         }
-        None => Feed::text(text),
+        None => Feed {
+            open_end: !text.is_empty() && !text.ends_with('\n'),
+            ..Feed::text(text)
+        },
     }
 }
