@@ -5,6 +5,9 @@
 //! SHA:refs/heads/BRANCH`, `gh repo delete OWNER/REPO` — so that the destructive-git pack's
 //! rules (shared branches by name, feature branches passed) cover the API too. Other forge
 //! tools (issues, pull requests, commits through `push_files`) add nothing here.
+use std::sync::LazyLock;
+
+use aho_corasick::AhoCorasick;
 use serde_json::Value;
 
 use super::{fields, quote, shell};
@@ -22,13 +25,16 @@ const FORGES: &[&str] = &[
     "glab",
 ];
 
-/// The verbs of the tools read here, as tool names spell them (`delete_branch`,
-/// `deleteRepo`, `UPDATE_REF`).
-const VERB_MARKS: &[&str] = &[
-    "delete", "Delete", "DELETE", "remove", "Remove", "REMOVE", "destroy", "Destroy", "DESTROY",
-    "update", "Update", "UPDATE", "set", "Set", "SET", "force", "Force", "FORCE", "move", "Move",
-    "MOVE",
-];
+/// The verbs of the tools read here, in any case as tool names spell them (`delete_branch`,
+/// `deleteRepo`, `UPDATE_REF`), looked for in one pass over a tool's name.
+static VERB_MARKS: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
+    AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .build([
+            "delete", "remove", "destroy", "update", "set", "force", "move",
+        ])
+        .ok()
+});
 
 /// Fields naming the branch or the ref a tool acts on, in order of preference.
 const REF_KEYS: &[&str] = &["branch", "branch_name", "ref", "ref_name", "name"];
@@ -47,7 +53,10 @@ fn command_line(tool: &str, input: &Value) -> Option<String> {
     let (server, local) = tool.strip_prefix("mcp__")?.split_once("__")?;
     // Most tools of a forge (issues, pull requests, reads) change no ref: a look for the
     // verbs first, before any word is split or copied.
-    if !VERB_MARKS.iter().any(|v| local.contains(v)) {
+    if VERB_MARKS
+        .as_ref()
+        .is_some_and(|verbs| !verbs.is_match(local))
+    {
         return None;
     }
     // Lowercased first: `GitHub` is one word, not `Git` and `Hub`.
