@@ -188,7 +188,7 @@ fn command_line(tool: &str, input: &Value) -> Option<String> {
     }
     let mut dir = None;
     for (key, value) in input.as_object()? {
-        line.field(&program, &sub, &snake(key), value, &mut dir, true);
+        line.field(&program, &sub, &fields::snake(key), value, &mut dir, true);
     }
     let mut text = String::new();
     if let Some(dir) = dir {
@@ -259,7 +259,7 @@ impl Line {
         }
         if let (Value::Object(inner), true) = (value, top && ARGV_KEYS.contains(&key)) {
             for (k, v) in inner {
-                self.field(program, sub, &snake(k), v, dir, false);
+                self.field(program, sub, &fields::snake(k), v, dir, false);
             }
             return;
         }
@@ -285,7 +285,7 @@ impl Line {
     }
 
     fn mode(&mut self, program: &str, sub: &str, mode: &str) {
-        let mode = snake(mode).replace('_', "-");
+        let mode = fields::snake(mode).replace('_', "-");
         let is_option = MODE_OPTIONS
             .iter()
             .any(|(p, s, modes)| *p == program && *s == sub && modes.contains(&mode.as_str()));
@@ -364,15 +364,6 @@ impl Line {
         }
         words
     }
-}
-
-/// `forceWithLease`, `force-with-lease` and `Force_With_Lease` as `force_with_lease`.
-fn snake(key: &str) -> String {
-    fields::words(key)
-        .iter()
-        .map(|w| w.to_ascii_lowercase())
-        .collect::<Vec<_>>()
-        .join("_")
 }
 
 #[cfg(test)]

@@ -34,6 +34,15 @@ pub(super) fn words(name: &str) -> Vec<&str> {
     out
 }
 
+/// `forceWithLease`, `force-with-lease` and `Force_With_Lease` as `force_with_lease`.
+pub(super) fn snake(key: &str) -> String {
+    words(key)
+        .iter()
+        .map(|w| w.to_ascii_lowercase())
+        .collect::<Vec<_>>()
+        .join("_")
+}
+
 fn is_any(word: &str, set: &[&str]) -> bool {
     set.iter().any(|s| word.eq_ignore_ascii_case(s))
 }

@@ -75,7 +75,7 @@ fn command_line(tool: &str, input: &Value) -> Option<String> {
     let get = |keys: &[&str]| {
         keys.iter().find_map(|k| {
             obj.iter()
-                .find(|(name, _)| snake(name) == *k)
+                .find(|(name, _)| fields::snake(name) == *k)
                 .and_then(|(_, v)| v.as_str())
                 .filter(|v| !v.trim().is_empty())
         })
@@ -121,7 +121,7 @@ fn branch_ref(name: &str) -> String {
 /// A `force` field that a server coercing its inputs takes as true.
 fn forced(obj: &serde_json::Map<String, Value>) -> bool {
     obj.iter()
-        .filter(|(k, _)| snake(k) == "force")
+        .filter(|(k, _)| fields::snake(k) == "force")
         .any(|(_, v)| match v {
             Value::Bool(b) => *b,
             Value::String(s) => ["true", "yes", "1", "on"]
@@ -135,18 +135,10 @@ fn forced(obj: &serde_json::Map<String, Value>) -> bool {
 fn number(obj: &serde_json::Map<String, Value>, keys: &[&str]) -> Option<String> {
     keys.iter().find_map(|k| {
         obj.iter()
-            .find(|(name, _)| snake(name) == *k)
+            .find(|(name, _)| fields::snake(name) == *k)
             .and_then(|(_, v)| v.as_u64())
             .map(|n| n.to_string())
     })
-}
-
-fn snake(key: &str) -> String {
-    fields::words(key)
-        .iter()
-        .map(|w| w.to_ascii_lowercase())
-        .collect::<Vec<_>>()
-        .join("_")
 }
 
 #[cfg(test)]

@@ -24,8 +24,7 @@ fn command_options(name: &str) -> &'static [&'static str] {
         "rsync" => &["-e", "--rsh"],
         "zip" => &["-TT", "--unzip-command"],
         "scp" | "sftp" => &["-S"],
-        "script" | "flock" => &["-c", "--command"],
-        "su" | "runuser" => &["-c", "--command", "--session-command"],
+        // `flock -c`, `script -c` and `su -c` are their table entries' own.
         _ => &[],
     }
 }

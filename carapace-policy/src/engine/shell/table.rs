@@ -1182,6 +1182,20 @@ fn apply(w: &mut Walker<'_>, spec: &Spec, ctx: &mut Context, call: Call<'_>) -> 
         w.path_op(action, path, ctx, None);
     }
     if spec.runs.is_some() {
+        // A code option where the command would be (`flock FILE -c CODE`) is that option.
+        if let Some(first) = command.first() {
+            let code = args::parse(command, spec.code, false);
+            if spec
+                .code
+                .iter()
+                .any(|c| first == c || first.starts_with(&format!("{c}=")))
+            {
+                for c in code.values(spec.code) {
+                    w.script(c, &mut ctx.clone(), depth + 1);
+                }
+                return Feed::default();
+            }
+        }
         return w.wrapped(command, ctx, depth, stdin);
     }
     match spec.prints {

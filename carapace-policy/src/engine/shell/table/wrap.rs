@@ -327,34 +327,39 @@ pub(super) fn switch_user(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>)
         depth,
         stdin,
     } = call;
-    let o = args::parse(
-        args,
-        &[
-            "-c",
-            "--command",
-            "-s",
-            "--shell",
-            "-g",
-            "-G",
-            "-u",
-            "--group",
-            "--user",
-            "-w",
-            "--whitelist-environment",
-        ],
-        true,
-    );
+    let valued = &[
+        "-c",
+        "--command",
+        "--session-command",
+        "-s",
+        "--shell",
+        "-g",
+        "-G",
+        "-u",
+        "--group",
+        "--user",
+        "-w",
+        "--whitelist-environment",
+    ];
+    // `su USER -c CODE`: su hands what follows the user to the shell, so options after it
+    // count; only `runuser -u USER CMD…` runs the words after its user as a command.
+    let user_command = name == "runuser"
+        && args
+            .iter()
+            .any(|a| a.starts_with("--user") || (a.starts_with("-u") && !a.starts_with("--")));
+    let o = args::parse(args, valued, user_command);
     let mut feed = Feed::default();
-    for c in o.values(&["-c", "--command"]) {
+    for c in o.values(&["-c", "--command", "--session-command"]) {
         feed.extend(w.script(c, &mut ctx.clone(), depth + 1));
     }
-    if name == "runuser" && !o.rest.is_empty() && !o.has(&["-c", "--command"]) {
+    if name == "runuser" && !o.rest.is_empty() && !o.has(&["-c", "--command", "--session-command"])
+    {
         // runuser -u USER CMD…
         if o.has(&["-u", "--user"]) {
             return w.wrapped(o.rest, ctx, depth, stdin);
         }
     }
-    if !o.has(&["-c", "--command"]) {
+    if !o.has(&["-c", "--command", "--session-command"]) {
         feed.extend(w.shell_stdin(&stdin, ctx, depth));
     }
     feed
