@@ -166,17 +166,9 @@ impl SessionManager {
         activated: &[u32],
         disabled: &[u32],
     ) -> Result<bool, SessionError> {
-        let mut state = self.lock();
-        let Some(cgroup_id) = state.sessions.get(id).map(|s| s.cgroup_id) else {
-            return Ok(false);
-        };
-        match state.kernel.as_mut() {
-            Some(k) => k
-                .set_session_rules(cgroup_id, activated, disabled)
-                .map(|()| true)
-                .map_err(SessionError::Kernel),
-            None => Ok(false),
-        }
+        self.in_kernel(id, |k, cgroup_id| {
+            k.set_session_rules(cgroup_id, activated, disabled)
+        })
     }
 
     /// Lets `ops` on `path` through the approve-mode kernel rules for session `id`, as a
@@ -188,13 +180,22 @@ impl SessionManager {
         path: &[u8],
         ops: u32,
     ) -> Result<bool, SessionError> {
+        self.in_kernel(id, |k, cgroup_id| k.approve_path(cgroup_id, path, ops))
+    }
+
+    /// Runs `write` on the kernel maps for the cgroup of `carapace run` session `id`;
+    /// `Ok(false)` when the kernel layer is not up or `id` is not such a session.
+    fn in_kernel(
+        &self,
+        id: &str,
+        write: impl FnOnce(&mut Kernel, u64) -> anyhow::Result<()>,
+    ) -> Result<bool, SessionError> {
         let mut state = self.lock();
         let Some(cgroup_id) = state.sessions.get(id).map(|s| s.cgroup_id) else {
             return Ok(false);
         };
         match state.kernel.as_mut() {
-            Some(k) => k
-                .approve_path(cgroup_id, path, ops)
+            Some(k) => write(k, cgroup_id)
                 .map(|()| true)
                 .map_err(SessionError::Kernel),
             None => Ok(false),
