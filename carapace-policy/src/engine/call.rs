@@ -156,6 +156,8 @@ fn same_key(a: &str, b: &str) -> bool {
     norm(a).eq(norm(b))
 }
 
+/// The fields the agents' own file tools name their one file with (Claude Code, Gemini CLI).
+const FILE_KEYS: &[&str] = &["file_path", "absolute_path", "notebook_path"];
 const CWD_KEYS: &[&str] = &["cwd", "workdir", "working_directory", "working_dir"];
 const SHELL_CWD_KEYS: &[&str] = &[
     "cwd",
@@ -559,13 +561,22 @@ fn file_tool(
     out: &mut Extracted,
     content: Option<&str>,
 ) {
-    files_of(action, tool, generic::named_paths(input), ctx, out, content);
+    files_of(
+        action,
+        tool,
+        input,
+        generic::named_paths(input),
+        ctx,
+        out,
+        content,
+    );
 }
 
 /// [`file_tool`] with the files the input names already found.
 fn files_of(
     action: Action,
     tool: &str,
+    input: &Value,
     paths: Vec<&str>,
     ctx: &Context,
     out: &mut Extracted,
@@ -574,8 +585,16 @@ fn files_of(
     if paths.is_empty() {
         out.unparsable(format!("the {tool} call names no file"));
     }
+    // One file for sure only when the call names a single path, in a field the agents'
+    // own file tools name a file with: a generic tool's `directory` (with a `filename`
+    // beside it, or none) may write into a directory's entries.
+    let one_file = action == Action::Write
+        && paths.len() == 1
+        && FILE_KEYS
+            .iter()
+            .any(|k| input.get(k).and_then(Value::as_str) == paths.first().copied());
     for p in paths {
-        if action == Action::Write {
+        if one_file {
             file_op(action, p, ctx, out, content);
         } else {
             path_op(action, p, ctx, out, content);
@@ -596,7 +615,7 @@ fn edit_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) {
     if paths.is_empty() && patched {
         return;
     }
-    files_of(Action::Write, tool, paths, ctx, out, Some(&content));
+    files_of(Action::Write, tool, input, paths, ctx, out, Some(&content));
 }
 
 /// The files of every patch among the input's strings: in any field when the tool applies
