@@ -31,6 +31,25 @@ pub fn text(s: &str) -> String {
     s.chars().filter(|&c| !invisible(c)).nfkc().collect()
 }
 
+/// Appends the words of `s` to `out`, one space between them (a command line as rules see
+/// it, however it was spaced), without collecting them first.
+pub fn push_words(out: &mut String, s: &str) {
+    for word in s.split_whitespace() {
+        if !out.is_empty() && !out.ends_with(' ') {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+}
+
+/// The words of `s`, one space between them.
+#[must_use]
+pub fn words(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    push_words(&mut out, s);
+    out
+}
+
 /// Expands `$VAR`, `${VAR}` (and `${VAR:-default}`) from the context; unknown variables
 /// expand to nothing, as in a shell.
 #[must_use]

@@ -83,7 +83,7 @@ static STUCK: AtomicUsize = AtomicUsize::new(0);
 pub fn extract(command: &str, ctx: &Context, out: &mut Extracted) {
     let command = normalize::text(command);
     out.command(command.trim());
-    out.command(command.split_whitespace().collect::<Vec<_>>().join(" "));
+    out.command(normalize::words(&command));
     out.text(command.as_str());
     for decoded in normalize::decode_payloads(&command) {
         out.text(decoded);

@@ -1,5 +1,7 @@
 //! Walks the syntax tree: lists, pipelines, compound commands, redirects and words, keeping
 //! the variables and working directory a real shell would have at each point.
+use std::fmt::Write as _;
+
 use brush_parser::ast;
 
 use super::super::normalize;
@@ -216,8 +218,7 @@ impl<'o> Walker<'o> {
             Err(why) => {
                 self.out
                     .unparsable(format!("the shell command could not be parsed: {why}"));
-                self.out
-                    .command(src.split_whitespace().collect::<Vec<_>>().join(" "));
+                self.out.command(normalize::words(&src));
                 self.rough(&src, ctx, depth);
                 Feed::default()
             }
@@ -282,17 +283,17 @@ impl<'o> Walker<'o> {
             return self.command(only, ctx, depth, stdin);
         }
         // The pipeline as one line, so that command rules like `curl … | sh` can match.
-        let line = p
-            .seq
-            .iter()
-            .map(|c| {
-                normalize::text(&c.to_string())
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .collect::<Vec<_>>()
-            .join(" | ");
+        let mut line = String::new();
+        let mut part = String::new();
+        for (i, c) in p.seq.iter().enumerate() {
+            part.clear();
+            // Writing to a String cannot fail.
+            let _ = write!(part, "{c}");
+            if i > 0 {
+                line.push_str(" | ");
+            }
+            normalize::push_words(&mut line, &normalize::text(&part));
+        }
         self.out.command(line);
         // Each part of a pipeline runs in a subshell: `cd` in one does not move the others.
         // Downloaded bytes taint every later part: `curl … | grep … | sh` runs them. The
@@ -1287,13 +1288,7 @@ impl<'o> Walker<'o> {
     /// A recursive read (archivers, copies, `grep -r`): the path itself and `PATH/**`, so
     /// rules on files below a directory see the directory being read whole.
     pub fn tree_read(&mut self, raw: &str, ctx: &Context) {
-        self.path_op(Action::Read, raw, ctx, None);
-        if let Some(path) = normalize::shell_path(raw, ctx) {
-            if !pseudo_file(&path) {
-                let tree = format!("{}/**", path.trim_end_matches('/'));
-                self.out.op(Operation::path(Action::Read, tree));
-            }
-        }
+        self.tree_op(Action::Read, raw, ctx);
     }
 
     /// A delete of `raw` and of everything under it (`rm -r`, `tar --remove-files`): rules on
@@ -1310,17 +1305,24 @@ impl<'o> Walker<'o> {
     }
 
     fn tree_op(&mut self, action: Action, raw: &str, ctx: &Context) {
-        self.path_op(action, raw, ctx, None);
-        if let Some(path) = normalize::shell_path(raw, ctx) {
-            if !pseudo_file(&path) {
-                let tree = format!("{}/**", path.trim_end_matches('/'));
-                self.out.op(Operation::path(action, tree));
-            }
-        }
+        self.op_on_path(action, raw, ctx, None, true);
     }
 
     /// An operation on a path as the command wrote it (pseudo-files are skipped).
     pub fn path_op(&mut self, action: Action, raw: &str, ctx: &Context, content: Option<String>) {
+        self.op_on_path(action, raw, ctx, content, false);
+    }
+
+    /// [`Self::path_op`], and with `tree` the same action on everything under the path (the
+    /// path resolved once for both).
+    fn op_on_path(
+        &mut self,
+        action: Action,
+        raw: &str,
+        ctx: &Context,
+        content: Option<String>,
+        tree: bool,
+    ) {
         let raw = super::globopts::apply(raw, ctx);
         let Some(path) = normalize::shell_path(&raw, ctx) else {
             return;
@@ -1343,9 +1345,13 @@ impl<'o> Walker<'o> {
         if action == Action::Write {
             self.wrote(&path, content.as_deref());
         }
+        let below = tree.then(|| format!("{}/**", path.trim_end_matches('/')));
         let mut op = Operation::path(action, path);
         op.content = content;
         self.out.op(op);
+        if let Some(below) = below {
+            self.out.op(Operation::path(action, below));
+        }
     }
 }
 
