@@ -6,6 +6,7 @@ mod initramfs;
 mod install;
 mod kernel;
 mod setup;
+mod side_by_side;
 mod string_errors;
 mod test;
 mod test_clock;

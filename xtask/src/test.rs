@@ -3,17 +3,17 @@
 
 use std::{
     io::{BufRead as _, BufReader},
+    num::NonZeroUsize,
     path::{Path, PathBuf},
     process::{Command, Stdio},
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use anyhow::{bail, Context as _, Result};
 
 use crate::{
-    build_release_binaries,
     kernel::Kernel,
-    setup,
+    setup, side_by_side,
     util::{self, cargo, free_bytes, run, target_dir, workspace_root},
     vm,
 };
@@ -94,6 +94,24 @@ const FUZZ_TARGETS: &[(&str, &[&str], u32)] = &[
 ];
 const FUZZ_SECONDS: u32 = 45;
 
+/// `cargo fuzz SUBCOMMAND` in fuzz/, as every fuzzing step runs it: the same toolchain,
+/// flags and environment, so that `run` finds what `build` built and compiles nothing.
+fn cargo_fuzz(subcommand: &str) -> Result<Command> {
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(workspace_root().join("fuzz"))
+        .arg(format!("+{}", util::ebpf_toolchain()?))
+        .args(["fuzz", subcommand])
+        // The fuzz workspace needs no eBPF object (userspace parsers only).
+        .env("AYA_BUILD_SKIP", "1");
+    Ok(cmd)
+}
+
+/// Builds every fuzz target in one cargo invocation (the instrumented dependencies once, the
+/// targets in parallel) before the VM suites, whose cores the fuzzing later shares.
+fn build_fuzz_targets() -> Result<()> {
+    run(cargo_fuzz("build")?.args(["--fuzz-dir", "."]))
+}
+
 /// Runs one cargo-fuzz target (fuzz/) for `FUZZ_SECONDS`; a crash, hang or failed assertion
 /// fails the step and leaves the input under fuzz/artifacts/.
 fn fuzz(target: &str, seeds: &[&str], hang_seconds: u32) -> Result<()> {
@@ -101,21 +119,27 @@ fn fuzz(target: &str, seeds: &[&str], hang_seconds: u32) -> Result<()> {
     if let Some(grown) = seeds.first() {
         std::fs::create_dir_all(root.join("fuzz").join(grown))?;
     }
-    run(Command::new("cargo")
-        .current_dir(root.join("fuzz"))
-        .arg(format!("+{}", util::ebpf_toolchain()?))
-        .args(["fuzz", "run", target, "--fuzz-dir", "."])
+    run(cargo_fuzz("run")?
+        .args([target, "--fuzz-dir", "."])
         .args(seeds)
         .arg("--")
         .arg(format!("-max_total_time={FUZZ_SECONDS}"))
         // A single input taking this long is a hang.
         .arg(format!("-timeout={hang_seconds}"))
-        .arg("-rss_limit_mb=4096")
-        // The fuzz workspace needs no eBPF object (userspace parsers only).
-        .env("AYA_BUILD_SKIP", "1"))
+        .arg("-rss_limit_mb=4096"))
     .with_context(|| {
         format!("fuzz target {target} failed; the input is under fuzz/artifacts/{target}/")
     })
+}
+
+/// Every fuzz target, one step each; the first failure stops the rest.
+fn fuzz_all(s: &mut Steps) -> Result<()> {
+    for (target, seeds, hang_seconds) in FUZZ_TARGETS {
+        s.step(&format!("fuzz {target} ({FUZZ_SECONDS} s)"), || {
+            fuzz(target, seeds, *hang_seconds)
+        })?;
+    }
+    Ok(())
 }
 
 /// Lints the eBPF crate for its own target, which the workspace's clippy (host target,
@@ -229,35 +253,49 @@ pub fn test(args: &TestArgs) -> Result<()> {
         }
         run(&mut test)
     })?;
-    if !args.no_fuzz {
-        for (target, seeds, hang_seconds) in FUZZ_TARGETS {
-            s.step(&format!("fuzz {target} ({FUZZ_SECONDS} s)"), || {
-                fuzz(target, seeds, *hang_seconds)
-            })?;
-        }
+    let fuzzing = !args.no_fuzz;
+    if fuzzing {
+        s.step("build fuzz targets", build_fuzz_targets)?;
     }
     if args.no_vm {
+        if fuzzing {
+            fuzz_all(&mut s)?;
+        }
         s.summary();
         println!("all steps passed (VM tests skipped: --no-vm)");
         return Ok(());
     }
-    let bins = s.step("build release binaries", build_release_binaries)?;
-    let exe = s.step("build VM kernel tests", kernel_test_exe)?;
+    let (bins, exe) = s.step("build release binaries and VM kernel tests", release_build)?;
     let rules = workspace_root().join("tests/fixtures/kernel-rules.yaml");
     let kernels: Vec<Kernel> = match args.kernel {
         Some(k) => vec![k],
         None => Kernel::ALL.to_vec(),
     };
     let names: Vec<&str> = kernels.iter().map(|k| k.name()).collect();
-    s.step(
-        &format!("VM kernel tests on Linux {}", names.join(" and ")),
+    // The fuzzing steps run on the core the quicker suite frees (side_by_side.rs); their
+    // own lines and times are kept apart and joined to the summary after.
+    let mut fuzz_steps = Steps { done: Vec::new() };
+    let vm = s.step(
+        &format!(
+            "VM kernel tests on Linux {}{}",
+            names.join(" and "),
+            if fuzzing { ", fuzzing beside" } else { "" }
+        ),
         || {
             if !rules.exists() {
                 bail!("{} is missing (the VM tests' rule file)", rules.display());
             }
-            vm_suites(&kernels, &rules, &exe, &bins)
+            vm_suites(&kernels, &rules, &exe, &bins, || {
+                if fuzzing {
+                    fuzz_all(&mut fuzz_steps)
+                } else {
+                    Ok(())
+                }
+            })
         },
-    )?;
+    );
+    s.done.append(&mut fuzz_steps.done);
+    vm?;
     s.summary();
     println!("all steps passed");
     Ok(())
@@ -284,57 +322,43 @@ fn vm_args(k: Kernel, rules: &Path, exe: &Path) -> vm::VmArgs {
     }
 }
 
-/// Runs the VM suite on each kernel. Several kernels boot side by side: TCG runs a one-CPU
-/// guest on one host thread, so on a 2-core machine two suites take the time of the longer
-/// one instead of the sum (about 15 minutes less). Each console goes to
-/// target/vm-logs/KERNEL.log, printed whole when its suite ends, with a progress line a
-/// minute meanwhile.
-fn vm_suites(kernels: &[Kernel], rules: &Path, exe: &Path, bins: &Path) -> Result<()> {
-    if let [k] = kernels {
-        return match vm::run_vm(&vm_args(*k, rules, exe), Some(bins))? {
-            0 => Ok(()),
-            code => bail!("kernel tests failed in the VM (exit status {code})"),
-        };
-    }
+/// Runs the VM suite on each kernel, and `beside` (the fuzzing) once a core is free. Several
+/// kernels boot side by side: TCG runs a one-CPU guest on one host thread, so on a 2-core
+/// machine two suites take the time of the longer one instead of the sum (about 15 minutes
+/// less), and `beside` runs in the quicker suite's idle tail (6.1 ends about 4 minutes before
+/// 6.12) instead of before the VMs. Each console goes to target/vm-logs/KERNEL.log, printed
+/// whole when every suite has ended, with a progress line a minute meanwhile.
+fn vm_suites(
+    kernels: &[Kernel],
+    rules: &Path,
+    exe: &Path,
+    bins: &Path,
+    beside: impl FnOnce() -> Result<()>,
+) -> Result<()> {
     let logs = target_dir()?.join("vm-logs");
     std::fs::create_dir_all(&logs)?;
     let log_of = |k: Kernel| logs.join(format!("{}.log", k.name()));
-    let outcomes: Vec<(Kernel, Result<i32>)> = std::thread::scope(|scope| {
-        let runs: Vec<_> = kernels
+    let jobs: Vec<side_by_side::Job<'_, i32>> = kernels
+        .iter()
+        .map(|&k| -> side_by_side::Job<'_, i32> {
+            let log = log_of(k);
+            Box::new(move || {
+                let file = std::fs::File::create(&log)
+                    .with_context(|| format!("cannot create {}", log.display()))?;
+                vm::run_vm_to(&vm_args(k, rules, exe), Some(bins), Box::new(file))
+            })
+        })
+        .collect();
+    let cores = std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN);
+    let outcomes = side_by_side::run(jobs, cores, beside, Duration::from_mins(1), || {
+        let progress: Vec<String> = kernels
             .iter()
-            .map(|&k| {
-                let log = log_of(k);
-                let run = scope.spawn(move || -> Result<i32> {
-                    let file = std::fs::File::create(&log)
-                        .with_context(|| format!("cannot create {}", log.display()))?;
-                    vm::run_vm_to(&vm_args(k, rules, exe), Some(bins), Box::new(file))
-                });
-                (k, run)
-            })
+            .map(|&k| format!("{}: {}", k.name(), progress(&log_of(k))))
             .collect();
-        let mut last = Instant::now();
-        while !runs.iter().all(|(_, r)| r.is_finished()) {
-            std::thread::sleep(std::time::Duration::from_secs(1));
-            if last.elapsed().as_secs() >= 60 {
-                last = Instant::now();
-                let progress: Vec<String> = kernels
-                    .iter()
-                    .map(|&k| format!("{}: {}", k.name(), progress(&log_of(k))))
-                    .collect();
-                println!("VM tests: {}", progress.join("; "));
-            }
-        }
-        runs.into_iter()
-            .map(|(k, r)| {
-                let outcome = r
-                    .join()
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("the VM runner panicked")));
-                (k, outcome)
-            })
-            .collect()
+        println!("VM tests: {}", progress.join("; "));
     });
     let mut failed = Vec::new();
-    for (k, outcome) in outcomes {
+    for (&k, outcome) in kernels.iter().zip(outcomes.jobs) {
         println!("\n---- console of the VM suite on Linux {} ----", k.name());
         match std::fs::read_to_string(log_of(k)) {
             Ok(text) => print!("{text}"),
@@ -345,6 +369,9 @@ fn vm_suites(kernels: &[Kernel], rules: &Path, exe: &Path, bins: &Path) -> Resul
             Ok(code) => failed.push(format!("Linux {} (exit status {code})", k.name())),
             Err(e) => failed.push(format!("Linux {} ({e:#})", k.name())),
         }
+    }
+    if let Err(e) = outcomes.beside {
+        failed.push(format!("{e:#}"));
     }
     if !failed.is_empty() {
         bail!("kernel tests failed in the VM: {}", failed.join(", "));
@@ -360,17 +387,27 @@ fn progress(log: &Path) -> String {
     format!("{passed} passed, {failed} failed")
 }
 
-/// Builds the `kernel` test binary of carapace-tests and returns its path.
-fn kernel_test_exe() -> Result<PathBuf> {
+/// Builds the release `carapaced` and `carapace` and the `kernel` test binary of
+/// carapace-tests in one cargo invocation, and returns the binaries' directory and the test
+/// binary's path. One invocation resolves one feature set: built apart, the test's
+/// dependencies (tungstenite's) turn on features of crates under carapace-daemon (rand,
+/// regex-syntax) and cargo compiled the daemon, its rule engine and the regex stack twice in
+/// release, about 2.5 minutes of CI (BENCHMARKS.md).
+fn release_build() -> Result<(PathBuf, PathBuf)> {
     let mut child = cargo()
         .args([
-            "test",
+            "build",
             "--release",
+            "-p",
+            "carapace-daemon",
+            "--bin",
+            "carapaced",
+            "--bin",
+            "carapace",
             "-p",
             "carapace-tests",
             "--test",
             "kernel",
-            "--no-run",
             "--message-format=json-render-diagnostics",
         ])
         .stdout(Stdio::piped())
@@ -379,22 +416,53 @@ fn kernel_test_exe() -> Result<PathBuf> {
     let stdout = child.stdout.take().expect("piped stdout");
     let mut exe = None;
     for line in BufReader::new(stdout).lines() {
-        let line = line?;
-        let Ok(msg) = serde_json::from_str::<serde_json::Value>(&line) else {
-            continue;
-        };
-        if msg["reason"] == "compiler-artifact"
-            && msg["target"]["name"] == "kernel"
-            && msg["profile"]["test"] == true
-        {
-            if let Some(path) = msg["executable"].as_str() {
-                exe = Some(PathBuf::from(path));
-            }
+        if let Some(path) = kernel_test_executable(&line?) {
+            exe = Some(path);
         }
     }
     let status = child.wait()?;
     if !status.success() {
-        bail!("building the kernel tests failed ({status})");
+        bail!(
+            "building carapaced/carapace and the kernel tests failed ({status}); \
+             use --no-vm to skip the VM"
+        );
     }
-    exe.context("cargo did not report the kernel test executable")
+    let exe = exe.context("cargo did not report the kernel test executable")?;
+    Ok((target_dir()?.join("release"), exe))
+}
+
+/// The path of the `kernel` test executable when `line` (cargo's JSON messages) reports it.
+fn kernel_test_executable(line: &str) -> Option<PathBuf> {
+    let msg = serde_json::from_str::<serde_json::Value>(line).ok()?;
+    if msg["reason"] == "compiler-artifact"
+        && msg["target"]["name"] == "kernel"
+        && msg["profile"]["test"] == true
+    {
+        return msg["executable"].as_str().map(PathBuf::from);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kernel_test_executable_is_found_among_cargos_messages() {
+        let test = r#"{"reason":"compiler-artifact","target":{"name":"kernel"},"profile":{"test":true},"executable":"/t/release/deps/kernel-0123"}"#;
+        assert_eq!(
+            kernel_test_executable(test),
+            Some(PathBuf::from("/t/release/deps/kernel-0123"))
+        );
+        // The daemon binary built beside it, the crate `kernel` built as a library of no test,
+        // a message of another kind and cargo's plain text are not it.
+        for other in [
+            r#"{"reason":"compiler-artifact","target":{"name":"carapaced"},"profile":{"test":false},"executable":"/t/release/carapaced"}"#,
+            r#"{"reason":"compiler-artifact","target":{"name":"kernel"},"profile":{"test":false},"executable":null}"#,
+            r#"{"reason":"build-finished","success":true}"#,
+            "   Compiling carapace-tests v0.1.0",
+        ] {
+            assert_eq!(kernel_test_executable(other), None, "{other}");
+        }
+    }
 }

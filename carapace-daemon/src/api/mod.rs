@@ -430,7 +430,13 @@ pub fn spawn_reaper(daemon: Arc<Daemon>) -> tokio::task::JoinHandle<()> {
         loop {
             tick.tick().await;
             let sessions = Arc::clone(&daemon.sessions);
-            let Ok(ended) = tokio::task::spawn_blocking(move || sessions.reap_empty()).await else {
+            let Ok(ended) = tokio::task::spawn_blocking(move || {
+                let ended = sessions.reap_empty();
+                sessions.detach_when_idle(crate::session::DETACH_AFTER);
+                ended
+            })
+            .await
+            else {
                 continue;
             };
             for (id, hits) in ended {

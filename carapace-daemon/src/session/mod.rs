@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read as _;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use self::cgroup::{CarapaceRoot, CgroupError, Hierarchy};
 use self::db::Db;
@@ -22,6 +22,13 @@ use crate::kernel::Kernel;
 
 /// How long ending a session waits for its processes to die.
 const KILL_WAIT: Duration = Duration::from_secs(2);
+
+/// How long the kernel programs stay attached after the last session ended. Attaching them
+/// (a trampoline per hook, the path cache reset) is most of what starting a session costs,
+/// and agents are often run one after another (a script, a test suite); detaching at once
+/// made every such `carapace run` pay it again. Meanwhile the machine's other processes pay
+/// the trampolines on their opens as they do while a session runs (BENCHMARKS.md, session 9).
+pub const DETACH_AFTER: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -53,6 +60,9 @@ pub struct NewSession {
 struct State {
     sessions: BTreeMap<String, SessionRecord>,
     kernel: Option<Kernel>,
+    /// Since when nothing was left to enforce while the programs stayed attached
+    /// (`DETACH_AFTER`); `None` while a session runs or once detached.
+    idle_since: Option<Instant>,
 }
 
 /// Every live session, the kernel handle that tags them, and their storage.
@@ -108,7 +118,11 @@ impl SessionManager {
             root,
             db,
             controllers,
-            state: Mutex::new(State { sessions, kernel }),
+            state: Mutex::new(State {
+                sessions,
+                kernel,
+                idle_since: None,
+            }),
         })
     }
 
@@ -238,6 +252,7 @@ impl SessionManager {
         if let Some(k) = state.kernel.as_mut() {
             if let Err(e) = k.arm().and_then(|()| k.add_session(cgroup_id, number)) {
                 undo(&dir);
+                self.idle_from_now(&mut state);
                 return Err(SessionError::Kernel(e));
             }
         }
@@ -269,8 +284,10 @@ impl SessionManager {
                 }
             }
             undo(&dir);
+            self.idle_from_now(&mut state);
             return Err(e);
         }
+        state.idle_since = None;
         tracing::info!(session = %id, uid = new.owner_uid, pid = new.pid, cgroup = %dir.display(), "session created");
         Ok(record)
     }
@@ -336,14 +353,35 @@ impl SessionManager {
         self.db.remove_session(id)?;
         state.sessions.remove(id);
         tracing::info!(session = %id, "session ended");
+        // Detached by `detach_when_idle` unless another session starts first.
+        self.idle_from_now(&mut state);
+        Ok(hits)
+    }
+
+    /// Starts the wait before detaching when nothing is left to enforce (a wait already
+    /// running goes on).
+    fn idle_from_now(&self, state: &mut State) {
         if nothing_to_enforce(&self.root, &state.sessions) {
-            if let Some(k) = state.kernel.as_mut() {
-                if let Err(e) = k.disarm() {
-                    tracing::warn!("cannot detach the kernel programs: {e:#}");
-                }
+            state.idle_since.get_or_insert_with(Instant::now);
+        }
+    }
+
+    /// Detaches the kernel programs when nothing was left to enforce for `after` since the
+    /// last session ended; a session started meanwhile keeps them. The reaper calls it.
+    pub fn detach_when_idle(&self, after: Duration) {
+        let mut state = self.lock();
+        let Some(since) = state.idle_since else {
+            return;
+        };
+        if since.elapsed() < after || !nothing_to_enforce(&self.root, &state.sessions) {
+            return;
+        }
+        state.idle_since = None;
+        if let Some(k) = state.kernel.as_mut() {
+            if let Err(e) = k.disarm() {
+                tracing::warn!("cannot detach the kernel programs: {e:#}");
             }
         }
-        Ok(hits)
     }
 }
 
