@@ -539,6 +539,9 @@ impl<'o> Walker<'o> {
         } = parts;
         // `cat ${p:=~/.netrc}`: p is set in this shell before the command runs.
         self.keep_defaults(ctx);
+        for (name, value) in &assignments {
+            self.environment_command(name, value, ctx, depth);
+        }
 
         if words.is_empty() {
             // Plain assignments persist in this shell.

@@ -17,9 +17,15 @@ pub(super) fn cd(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed 
 }
 
 /// `export`, `declare`, `local`, `readonly`: variables set (alone: the environment printed).
-pub(super) fn export(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
-    let Call { name, args, .. } = call;
+pub(super) fn export(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call {
+        name, args, depth, ..
+    } = call;
     super::super::declare::declare(name, args, ctx);
+    // `export GIT_SSH_COMMAND='…'`: a command the programs after it run.
+    for (var, value) in args.iter().filter_map(|a| a.split_once('=')) {
+        w.environment_command(var, value, ctx, depth);
+    }
     // `export`, `export -p`, `declare -x`: the exported variables, listed.
     let names = args.iter().any(|a| !a.starts_with('-'));
     if matches!(name, "export" | "declare" | "typeset") && !names {

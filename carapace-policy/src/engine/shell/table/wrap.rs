@@ -192,7 +192,10 @@ pub(super) fn env(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed
     let mut rest = Vec::new();
     for (i, a) in o.operands.iter().enumerate() {
         match a.split_once('=') {
-            Some((k, v)) if rest.is_empty() && valid_name(k) => set_var(&mut sub, k, v),
+            Some((k, v)) if rest.is_empty() && valid_name(k) => {
+                w.environment_command(k, v, &sub, depth);
+                set_var(&mut sub, k, v);
+            }
             _ => {
                 rest = o.operands[i..].iter().map(|s| (*s).to_owned()).collect();
                 break;
