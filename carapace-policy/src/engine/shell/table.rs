@@ -375,6 +375,11 @@ static TABLE: &[Entry] = &[
         does: Does::Handler(state::read),
     },
     Entry {
+        names: &["let"],
+        when: None,
+        does: Does::Handler(state::let_),
+    },
+    Entry {
         names: &["mapfile", "readarray"],
         when: None,
         does: Does::Handler(state::mapfile),

@@ -465,9 +465,10 @@ impl<'o> Walker<'o> {
             }
             ast::CompoundCommand::Arithmetic(a) => {
                 // `(( x = $(cmd) ))` runs cmd.
-                word::expand_heredoc(&a.expr.value, ctx, &mut |inner| {
+                let expr = word::expand_heredoc(&a.expr.value, ctx, &mut |inner| {
                     self.substitution(inner, ctx, depth)
                 });
+                param::arithmetic_assignments(&expr, ctx);
                 Feed::default()
             }
             ast::CompoundCommand::Coprocess(c) => {
@@ -1384,6 +1385,7 @@ const SETS_VARIABLES: &[&str] = &[
     "popd",
     "cd",
     "unset",
+    "let",
 ];
 
 /// What an unknown command output stands for inside a word: any one name, a hidden one
