@@ -327,3 +327,9 @@ impl Walker<'_> {
         self.run(&command, ctx, depth + 1, Feed::default())
     }
 }
+
+/// Whether a command line is one [`Walker::runs_download`] records (a pipeline is never
+/// one simple command's words, so no command line of the agent's reads so).
+pub(super) fn is_download_run(line: &str) -> bool {
+    line == "sh <(curl)" || line.starts_with("curl | ")
+}
