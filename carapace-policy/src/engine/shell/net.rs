@@ -686,7 +686,9 @@ impl Walker<'_> {
         downloaded: bool,
     ) {
         if downloaded {
-            let runner = remote.first().map_or("sh", |w| names::family(w));
+            // The remote shell splits the line again (`ssh HOST 'bash -s'`).
+            let first = remote_cmd.split_whitespace().next();
+            let runner = first.map_or("sh", names::family);
             if remote.is_empty() || names::is_shell(runner) || names::is_interpreter(runner) {
                 self.runs_download(runner, Reach::Stdin);
             }

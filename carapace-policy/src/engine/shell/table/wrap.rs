@@ -53,7 +53,23 @@ pub(super) fn sudo(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fee
         }
         return Feed::default();
     }
-    w.wrapped(o.rest, ctx, depth, stdin)
+    // `sudo VAR=VALUE CMD…`: the command's environment, as env sets it.
+    let assigned = o
+        .rest
+        .iter()
+        .take_while(|a| a.split_once('=').is_some_and(|(k, _)| valid_name(k)))
+        .count();
+    if assigned == 0 {
+        return w.wrapped(o.rest, ctx, depth, stdin);
+    }
+    let mut sub = ctx.clone();
+    for (k, v) in o.rest[..assigned].iter().filter_map(|a| a.split_once('=')) {
+        w.environment_command(k, v, &sub, depth);
+        set_var(&mut sub, k, v);
+    }
+    let feed = w.wrapped(&o.rest[assigned..], &mut sub, depth, stdin);
+    ctx.cwd = sub.cwd;
+    feed
 }
 
 /// Wrappers that run the rest of the line (`nohup`, `exec`, `strace`, `unshare`…).
