@@ -16,7 +16,7 @@ struct CommandOptions {
     short_valued: &'static str,
     /// Letters of the short options whose value is a command.
     short_code: &'static str,
-    /// Long options whose value is a command; getopt_long takes any unambiguous prefix of
+    /// Long options whose value is a command; `getopt_long` takes any unambiguous prefix of
     /// them (`--use-compress`, `--rs`), so a prefix is read as the option.
     long_code: &'static [&'static str],
     /// Options outside getopt (zip's `-TT`): only `OPT VALUE` and `OPT=VALUE`.
@@ -256,12 +256,11 @@ fn option_values<'a>(args: &'a [String], spec: &CommandOptions) -> Vec<&'a str> 
                     .iter()
                     .any(|o| o.get(2..).is_some_and(|o| o.starts_with(name)));
             if code {
-                match value {
-                    Some(v) => out.push(v),
-                    None => {
-                        out.extend(args.get(i).map(String::as_str));
-                        i += 1;
-                    }
+                if let Some(v) = value {
+                    out.push(v);
+                } else {
+                    out.extend(args.get(i).map(String::as_str));
+                    i += 1;
                 }
             }
         } else if let Some(cluster) = a.strip_prefix('-').filter(|c| !c.is_empty()) {

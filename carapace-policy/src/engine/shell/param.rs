@@ -678,4 +678,31 @@ mod tests {
         assert_eq!(arithmetic("1/0", &c), None);
         assert_eq!(arithmetic(&"(".repeat(100), &c), None);
     }
+
+    #[test]
+    fn arithmetic_assignments_set_what_they_can_evaluate() {
+        let mut c = ctx(&[("n", "3"), ("stale", "7")]);
+        arithmetic_assignments("i=1, j = i+n, j++, k+=2, i==4, stale=x/0", &mut c);
+        assert_eq!(c.var("i"), Some("1"));
+        assert_eq!(c.var("j"), Some("5"));
+        assert_eq!(c.var("k"), Some("2"));
+        // A value that cannot be known leaves no stale one behind.
+        assert_eq!(c.var("stale"), None);
+    }
+
+    #[test]
+    fn positional_slices() {
+        let vars = [
+            ("0", "sh"),
+            ("@", "a b c"),
+            ("1", "a"),
+            ("2", "b"),
+            ("3", "c"),
+        ];
+        assert_eq!(expand("@:2", &vars), "b c");
+        assert_eq!(expand("@:1:2", &vars), "a b");
+        assert_eq!(expand("*: -1", &vars), "c");
+        assert_eq!(expand("@:0:1", &vars), "sh");
+        assert_eq!(expand("@:9", &vars), "");
+    }
 }

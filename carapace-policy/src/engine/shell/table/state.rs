@@ -110,7 +110,7 @@ pub(super) fn read(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fee
 
 /// The fields `read` splits a line into, as byte spans: IFS whitespace around fields is
 /// trimmed and runs of it are one delimiter, while each other IFS character ends a field of
-/// its own, empty ones included (`IFS=/ read -r a b <<< /home` sets a to ``).
+/// its own, empty ones included (`IFS=/ read -r a b <<< /home` sets a to the empty string).
 fn ifs_fields(line: &str, ifs: &str) -> Vec<(usize, usize)> {
     if ifs.is_empty() {
         return vec![(0, line.len())];
@@ -312,5 +312,26 @@ pub(super) fn printf(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> F
             open_end: !text.is_empty() && !text.ends_with('\n'),
             ..Feed::text(text)
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ifs_fields;
+
+    fn fields<'a>(line: &'a str, ifs: &str) -> Vec<&'a str> {
+        ifs_fields(line, ifs)
+            .into_iter()
+            .map(|(a, b)| &line[a..b])
+            .collect()
+    }
+
+    #[test]
+    fn fields_split_as_read_splits_them() {
+        assert_eq!(fields("  a  b ", " \t\n"), ["a", "b"]);
+        assert_eq!(fields("/home/u/.netrc", "/"), ["", "home", "u", ".netrc"]);
+        assert_eq!(fields("a::b/", ":/"), ["a", "", "b"]);
+        assert_eq!(fields("a , b", " ,"), ["a", "b"]);
+        assert_eq!(fields("a b", ""), ["a b"]);
     }
 }
