@@ -315,10 +315,11 @@ fn takes_number(parts: &[&str]) -> bool {
 }
 
 /// Who `/proc/WHO/task/TID` is: a thread's links are its process's, and the agent's own
-/// threads are the agent.
+/// threads are the agent. A TID of `self` is the shell's own PID (`task/$$`, which the walk
+/// expands to `self`): its main thread.
 fn thread(who: &str, tid: &str) -> Option<Process> {
     let whose = process(who)?;
-    let thread = process(tid).filter(|t| *t != Process::Own)?;
+    let thread = process(tid)?;
     Some(if whose == Process::Own {
         Process::Own
     } else {

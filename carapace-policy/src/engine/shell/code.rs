@@ -161,6 +161,19 @@ const WRITE_CALLS: &[&str] = &[
     "File.write(",
 ];
 
+/// Writing calls whose first argument is only read (or, for a link, named).
+const COPY_CALLS: &[&str] = &[
+    "copyfile(",
+    "copy(",
+    "copy2(",
+    "copytree(",
+    "copyFileSync(",
+    "copyFile(",
+    "cpSync(",
+    "symlink(",
+    "symlinkSync(",
+];
+
 /// Options of an interpreter (by family name): those that take a value, those whose value
 /// is code (`python -c`), and those whose value is a file of code (`php -f`, `R --file`).
 type InterpreterOptions = (
@@ -673,11 +686,11 @@ impl Walker<'_> {
         };
         let action = if mode_write
             || redirects_into(before_trim)
-            || (opens != Some(Action::Delete) && write_mode_after(after))
+            || (opens != Some(Action::Delete) && write_mode_after(whole.code, before_trim, after))
         {
             Action::Write
         } else {
-            opens.unwrap_or_else(|| call_action(before, after))
+            opens.unwrap_or_else(|| call_action(whole.code, before, after))
         };
         if !value.complete {
             if opens.is_some() && (value.computed || value.home || path.starts_with('~')) {
@@ -782,8 +795,23 @@ fn awk_pipe(before: &str, after: &str) -> bool {
 /// value is one (`open(`, `readFileSync(`, `rmtree(`, Perl's `open F, "<",`, awk's
 /// `getline <`).
 fn file_call(code: &str, before: &str) -> Option<Action> {
+    // `rmtree(*['/x'])`, `os.remove(*('/x',))`: the items unpacked are the arguments.
+    // The value is the list itself, or an item of it.
+    let b = before.trim_end();
+    let b = b.strip_suffix(['[', '(']).map_or(b, str::trim_end);
+    if let Some(call) = b
+        .strip_suffix('*')
+        .filter(|b| b.trim_end().ends_with(['(', ',']))
+    {
+        return file_call(code, call.trim_end());
+    }
     if ends_with_call(before, DELETE_CALLS) && deletes_here(code, before) {
         return Some(Action::Delete);
+    }
+    // `copy(SRC, DST)`: the source is read; the destination (after a comma, so not here)
+    // is written.
+    if ends_with_call(before, COPY_CALLS) {
+        return Some(Action::Read);
     }
     if ends_with_call(before, WRITE_CALLS) {
         return Some(Action::Write);
@@ -913,33 +941,94 @@ fn shell_quote(s: &str) -> String {
 /// What the call a value stands in does with it when no call that opens files says: a
 /// write when a writing call comes shortly before it (`copy(src, dst)`) or an `open` mode
 /// that writes follows it (`open(p, "w")`), else a read.
-fn call_action(before: &str, after: &str) -> Action {
-    if WRITE_CALLS.iter().any(|c| before.contains(c)) || write_mode_after(after) {
+fn call_action(code: &str, before: &str, after: &str) -> Action {
+    if WRITE_CALLS.iter().any(|c| before.contains(c)) || write_mode_after(code, before, after) {
         Action::Write
     } else {
         Action::Read
     }
 }
 
-/// `open('/x', 'w')`, `open(os.path.join(…), "a")`: the literal after the path, with only
-/// a comma (and the closing of a join) between, is a mode that writes.
-fn write_mode_after(after: &str) -> bool {
+/// `open('/x', 'w')`, `open(os.path.join(…), "a")`: the mode after the path, with only a
+/// comma (and the closing of a join) between, is one that writes: a literal that does, a
+/// name assigned one in the code (`m = 'w'; open(p, m)`) or not assigned a literal at all
+/// (a mode the analysis cannot know may write), or `os.open` flags that do (`O_WRONLY`).
+fn write_mode_after(code: &str, before: &str, after: &str) -> bool {
     let rest = after.trim_start().trim_start_matches(')').trim_start();
     let Some(rest) = rest.strip_prefix(',') else {
         return false;
     };
     let rest = rest.trim_start();
     // open(p, mode="a"), File.open(p, mode: "a").
-    let rest = rest.strip_prefix("mode").map_or(rest, |r| {
+    let keyword = rest
+        .strip_prefix("mode")
+        .filter(|r| r.trim_start().starts_with(['=', ':']));
+    let rest = keyword.map_or(rest, |r| {
         r.trim_start().trim_start_matches(['=', ':']).trim_start()
     });
     let Some(quote) = rest.chars().next().filter(|c| matches!(c, '\'' | '"')) else {
-        return false;
+        // Only an `open` call takes a mode there (`copy(src, dst)` takes a path).
+        let open = ["open(", "fopen(", "openSync("]
+            .iter()
+            .any(|c| before.trim_end().ends_with(c));
+        return open && mode_expression_writes(code, rest, keyword.is_some());
     };
     let Some(mode) = rest[1..].split(quote).next() else {
         return false;
     };
+    literal_mode_writes(mode)
+}
+
+fn literal_mode_writes(mode: &str) -> bool {
     mode.len() <= 4 && (mode.starts_with(['w', 'a', 'x']) || mode.contains('+'))
+}
+
+/// A mode given to `open` as an expression: `os.O_WRONLY | os.O_CREAT` flags, or a name.
+/// Keyword arguments in that place (`encoding=…`) and numbers are not modes.
+fn mode_expression_writes(code: &str, rest: &str, keyword: bool) -> bool {
+    let arg = rest.split([',', ')']).next().unwrap_or("").trim();
+    if ["O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND", "O_TRUNC"]
+        .iter()
+        .any(|f| arg.contains(f))
+    {
+        return true;
+    }
+    let name_like = !arg.is_empty()
+        && arg.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && arg.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if !name_like
+        || arg.contains("O_RDONLY")
+        || (rest[arg.len()..].trim_start().starts_with('=') && !keyword)
+    {
+        return false;
+    }
+    match assigned_literal(code, arg) {
+        Some(mode) => literal_mode_writes(mode),
+        None => true,
+    }
+}
+
+/// The string literal `name` is assigned in the code (`m = 'w'`, `m='a'`), if any.
+fn assigned_literal<'c>(code: &'c str, name: &str) -> Option<&'c str> {
+    let mut from = 0;
+    while let Some(at) = code[from..].find(name) {
+        let start = from + at;
+        from = start + name.len();
+        let whole_word =
+            !code[..start].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+        let rest = code[from..].trim_start();
+        let Some(value) = rest.strip_prefix('=').filter(|r| !r.starts_with('=')) else {
+            continue;
+        };
+        let value = value.trim_start();
+        let Some(quote) = value.chars().next().filter(|c| matches!(c, '\'' | '"')) else {
+            continue;
+        };
+        if whole_word {
+            return value[1..].split(quote).next();
+        }
+    }
+    None
 }
 
 fn floor_boundary(s: &str, mut i: usize) -> usize {

@@ -179,6 +179,26 @@ const ARGV_CALLS: &[&str] = &[
     "Command",
 ];
 
+/// The calls of [`ARGV_CALLS`] given the program's path and then its whole argv, `argv[0]`
+/// included (Python's `os.exec*` and `os.spawn*`, `posix_spawn`).
+const PATH_THEN_ARGV0: &[&str] = &[
+    "execv",
+    "execvp",
+    "execve",
+    "execl",
+    "execlp",
+    "execle",
+    "execvpe",
+    "spawnl",
+    "spawnlp",
+    "spawnve",
+    "spawnvpe",
+    "spawnv",
+    "spawnvp",
+    "posix_spawn",
+    "posix_spawnp",
+];
+
 /// Names taken as identifiers in the code (Perl/PHP `$x` included).
 fn is_ident_start(b: u8) -> bool {
     b.is_ascii_alphabetic() || b == b'_' || b == b'$' || b == b'@'
@@ -484,6 +504,11 @@ impl<'c> Parser<'c> {
         }
         if words.is_empty() {
             return None;
+        }
+        // `os.execl(PATH, ARG0, …)`, `os.execv(PATH, [ARG0, …])`: the program is the path,
+        // and ARG0 only its name as it sees it (`os.execl('/bin/sh', 'sh', '-c', CMD)`).
+        if PATH_THEN_ARGV0.contains(&last) && words.len() > 1 {
+            words.remove(1);
         }
         let site = Site {
             start,

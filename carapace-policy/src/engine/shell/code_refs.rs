@@ -331,19 +331,24 @@ impl TopComma for str {
     }
 }
 
-/// `alias(` → `name(` where `alias` is a whole identifier (not `x.alias(` or `myalias(`).
+/// `alias(` → `name(` and `alias.` → `name.` where `alias` is a whole identifier (not
+/// `x.alias(` or `myalias(`).
 fn replace_calls(code: &str, alias: &str, name: &str) -> String {
-    let needle = format!("{alias}(");
+    if alias.is_empty() {
+        return code.to_owned();
+    }
     let mut out = String::with_capacity(code.len());
     let mut rest = code;
-    while let Some(at) = rest.find(&needle) {
+    while let Some(at) = rest.find(alias) {
         let (head, tail) = rest.split_at(at);
         out.push_str(head);
+        let after = tail.get(alias.len()..).unwrap_or("");
+        // A call of the alias, or an attribute of it (`P.home()` after `import Path as P`).
+        let used = after.starts_with(['(', '.']);
         let whole =
             !out.ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == '.' || c == '$');
-        out.push_str(if whole { name } else { alias });
-        out.push('(');
-        rest = tail.get(needle.len()..).unwrap_or("");
+        out.push_str(if whole && used { name } else { alias });
+        rest = after;
     }
     out.push_str(rest);
     out

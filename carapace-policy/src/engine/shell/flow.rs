@@ -255,7 +255,7 @@ impl Walker<'_> {
         }
     }
 
-    /// GNU parallel: with no command, each input line is a command; with one, input lines
+    /// GNU parallel: with no command, each input line (or `:::` argument) is a command; with one, input lines
     /// become its arguments (a runner's code or script, as for `xargs`).
     pub(super) fn parallel(
         &mut self,
@@ -321,9 +321,45 @@ impl Walker<'_> {
                 Some(_) => {}
             }
         }
+        // `::: A B` gives the arguments on the line (`:::: FILE` in a file): with no
+        // command each is a command line, else each fills `{}` or is appended.
+        let mut inputs = Vec::new();
+        let mut files = false;
+        for a in o.rest.iter().skip(command.len()) {
+            match a.as_str() {
+                ":::" | ":::+" => files = false,
+                "::::" | "::::+" => files = true,
+                f if files => self.path_op(Action::Read, f, ctx, None),
+                v => inputs.push(v),
+            }
+        }
         if command.is_empty() {
+            for line in inputs.into_iter().take(MAX_INPUTS) {
+                self.script(line, &mut ctx.clone(), depth + 1);
+            }
             return Feed::default();
         }
-        self.run(&command, ctx, depth + 1, Feed::default())
+        if inputs.is_empty() {
+            return self.run(&command, ctx, depth + 1, Feed::default());
+        }
+        let mut feed = Feed::default();
+        for input in inputs.into_iter().take(MAX_INPUTS) {
+            let filled = command.iter().any(|w| w.contains("{}"));
+            let mut words: Vec<String> = command.iter().map(|w| w.replace("{}", input)).collect();
+            if !filled {
+                words.push(input.to_owned());
+            }
+            feed.extend(self.run(&words, &mut ctx.clone(), depth + 1, Feed::default()));
+        }
+        feed
     }
+}
+
+/// The `:::` arguments of one `parallel` line walked (each is one more command).
+const MAX_INPUTS: usize = 16;
+
+/// Whether a command line is one [`Walker::runs_download`] records (a pipeline is never
+/// one simple command's words, so no command line of the agent's reads so).
+pub(super) fn is_download_run(line: &str) -> bool {
+    line == "sh <(curl)" || line.starts_with("curl | ")
 }

@@ -15,8 +15,9 @@ static HOME_EXPR: LazyLock<Regex> = LazyLock::new(|| {
         r#"(?:os\.)?environ\s*\[\s*['"]HOME['"]\s*\]"#,
         r#"|(?:os\.)?environ\.get\(\s*['"]HOME['"][^)]*\)"#,
         r#"|(?:os\.)?getenv\(\s*['"]HOME['"][^)]*\)"#,
-        r"|(?:pathlib\.)?Path\.home\(\)",
-        r"|(?:os\.)?homedir\(\)",
+        // Through the module under any name (`import pathlib as pl; pl.Path.home()`).
+        r"|(?:[A-Za-z_]\w*\.)?Path\.home\(\)",
+        r"|(?:[A-Za-z_]\w*\.)?homedir\(\)",
         r"|process\.env\.HOME\b",
         r#"|process\.env\[\s*['"]HOME['"]\s*\]"#,
         r#"|ENV\s*\[\s*['"]HOME['"]\s*\]"#,

@@ -1,9 +1,10 @@
 //! Network commands: where they connect (host and port, canonical), what they send
 //! (`content`), and the files they read or write on the way.
 use super::super::normalize;
-use super::super::operation::{Context, Operation};
+use super::super::operation::{Context, Extracted, Operation};
 use super::args;
-use super::names::remote_host;
+use super::flow::{self, Reach};
+use super::names::{self, remote_host};
 use super::walk::{downloaded_feed, Feed, Walker};
 use crate::rules::Action;
 
@@ -231,7 +232,7 @@ impl Walker<'_> {
             "wget" | "wget2" | "aria2c" => self.net_wget(name, args, ctx, piped.as_ref()),
             "nc" | "ncat" | "netcat" => self.net_nc(args, ctx, depth, piped.as_ref()),
             "socat" => self.net_socat(args, ctx, depth, piped.as_ref()),
-            "ssh" | "autossh" | "mosh" => self.net_ssh(args, ctx, depth, piped),
+            "ssh" | "autossh" | "mosh" => self.net_ssh(args, ctx, depth, piped, stdin.downloaded),
             "sshpass" => self.net_sshpass(args, ctx, depth, stdin),
             "ssh-copy-id" | "sftp" => self.net_ssh_copy_id(name, args, ctx),
             "http" | "https" | "xh" => self.net_http(name, args, ctx, piped),
@@ -595,6 +596,7 @@ impl Walker<'_> {
         ctx: &mut Context,
         depth: usize,
         piped: Option<String>,
+        downloaded: bool,
     ) -> Feed {
         let o = args::parse(
             args,
@@ -658,6 +660,7 @@ impl Walker<'_> {
             return Feed::default();
         };
         let remote_cmd = remote.join(" ");
+        self.remote_runs_download(remote, &remote_cmd, ctx, depth, downloaded);
         let content = if remote_cmd.is_empty() {
             piped
         } else {
@@ -668,6 +671,38 @@ impl Walker<'_> {
         }
         self.ssh_destination(dest, port, content);
         Feed::default()
+    }
+
+    /// Downloaded code run on the remote host is downloaded code run all the same: a
+    /// download piped to `ssh HOST` (the login shell reads it) or to `ssh HOST sh`, and a
+    /// remote line that runs one itself (`ssh HOST 'curl … | sh'`). Only the remote line's
+    /// flows are kept: its paths are the remote host's, not this one's.
+    fn remote_runs_download(
+        &mut self,
+        remote: &[String],
+        remote_cmd: &str,
+        ctx: &Context,
+        depth: usize,
+        downloaded: bool,
+    ) {
+        if downloaded {
+            // The remote shell splits the line again (`ssh HOST 'bash -s'`).
+            let first = remote_cmd.split_whitespace().next();
+            let runner = first.map_or("sh", names::family);
+            if remote.is_empty() || names::is_shell(runner) || names::is_interpreter(runner) {
+                self.runs_download(runner, Reach::Stdin);
+            }
+        }
+        if remote_cmd.is_empty() || !self.spend(remote_cmd.len()) {
+            return;
+        }
+        let mut scratch = Extracted::new("Bash");
+        Walker::new(&mut scratch).script(remote_cmd, &mut ctx.clone(), depth + 1);
+        for line in scratch.commands {
+            if flow::is_download_run(&line) {
+                self.out.command(line);
+            }
+        }
     }
 
     fn net_sshpass(

@@ -7,25 +7,115 @@ use super::super::operation::Context;
 use super::walk::Walker;
 use crate::rules::Action;
 
-/// The options of `name` whose value is a shell command it runs (a match, so that the
-/// names of every other program cost one comparison of lengths and bytes).
-fn command_options(name: &str) -> &'static [&'static str] {
-    match name {
-        "tar" | "bsdtar" | "gtar" => &[
+/// How a program spells the options whose value is a command it runs. Short options are
+/// parsed as getopt does, which needs every short option that takes a value: in
+/// `tar -xvI"sh -c …"` the `I` takes the rest of the cluster, and in `tar -xfI a.tar`
+/// nothing after `f` is an option.
+struct CommandOptions {
+    /// Letters of every short option that takes a value (the command ones included).
+    short_valued: &'static str,
+    /// Letters of the short options whose value is a command.
+    short_code: &'static str,
+    /// Long options whose value is a command; `getopt_long` takes any unambiguous prefix of
+    /// them (`--use-compress`, `--rs`), so a prefix is read as the option.
+    long_code: &'static [&'static str],
+    /// Options outside getopt (zip's `-TT`): only `OPT VALUE` and `OPT=VALUE`.
+    exact: &'static [&'static str],
+    /// The first argument may be a bundle of letters without a dash whose values follow
+    /// in order (`tar xvfI a.tar CMD`).
+    bundled: bool,
+}
+
+impl CommandOptions {
+    const NONE: CommandOptions = CommandOptions {
+        short_valued: "",
+        short_code: "",
+        long_code: &[],
+        exact: &[],
+        bundled: false,
+    };
+}
+
+/// The command options of `name` (a match, so that the names of every other program cost
+/// one comparison of lengths and bytes).
+fn command_options(name: &str) -> Option<&'static CommandOptions> {
+    const TAR: CommandOptions = CommandOptions {
+        short_valued: "bCfFgHIKLNTVX",
+        short_code: "IF",
+        long_code: &[
             "--to-command",
             "--use-compress-program",
-            "-I",
             "--checkpoint-action",
             "--info-script",
             "--new-volume-script",
-            "-F",
             "--rsh-command",
         ],
-        "rsync" => &["-e", "--rsh"],
-        "zip" => &["-TT", "--unzip-command"],
-        "scp" | "sftp" => &["-S"],
+        exact: &[],
+        bundled: true,
+    };
+    const RSYNC: CommandOptions = CommandOptions {
+        short_valued: "eBTfM@",
+        short_code: "e",
+        long_code: &["--rsh"],
+        ..CommandOptions::NONE
+    };
+    const ZIP: CommandOptions = CommandOptions {
+        long_code: &["--unzip-command"],
+        exact: &["-TT"],
+        ..CommandOptions::NONE
+    };
+    const SCP: CommandOptions = CommandOptions {
+        short_valued: "BbcDFiJlLoPRSsX",
+        short_code: "S",
+        ..CommandOptions::NONE
+    };
+    match name {
+        "tar" | "bsdtar" | "gtar" => Some(&TAR),
+        "rsync" => Some(&RSYNC),
+        "zip" => Some(&ZIP),
+        "scp" | "sftp" => Some(&SCP),
         // `flock -c`, `script -c` and `su -c` are their table entries' own.
-        _ => &[],
+        _ => None,
+    }
+}
+
+/// What a program makes of an environment variable it is given.
+enum Environment {
+    /// A command line it runs (`GIT_SSH_COMMAND`, `PAGER`, `LESSOPEN='|cmd %s'`).
+    Command,
+    /// A script a non-interactive bash sources before anything else (`BASH_ENV`; sh's
+    /// `ENV` is read by interactive shells only, and is a common name for other things).
+    Sourced,
+}
+
+/// The variables whose value a program runs, whichever program reads them: a value set
+/// for one command (`GIT_SSH_COMMAND='…' git fetch`) or exported for later ones is walked
+/// as the code it is. A match on the name, so other variables cost one comparison.
+fn environment(name: &str) -> Option<Environment> {
+    match name {
+        "GIT_SSH_COMMAND"
+        | "GIT_SSH"
+        | "GIT_PROXY_COMMAND"
+        | "GIT_EXTERNAL_DIFF"
+        | "GIT_PAGER"
+        | "GIT_EDITOR"
+        | "GIT_SEQUENCE_EDITOR"
+        | "GIT_ASKPASS"
+        | "SSH_ASKPASS"
+        | "RSYNC_RSH"
+        | "RSYNC_CONNECT_PROG"
+        | "CVS_RSH"
+        | "PAGER"
+        | "MANPAGER"
+        | "SYSTEMD_PAGER"
+        | "EDITOR"
+        | "VISUAL"
+        | "LESSOPEN"
+        | "LESSCLOSE"
+        | "BROWSER"
+        | "PROMPT_COMMAND" => Some(Environment::Command),
+        "BASH_ENV" => Some(Environment::Sourced),
+        _ => None,
     }
 }
 
@@ -53,10 +143,9 @@ impl Walker<'_> {
             }
             return;
         }
-        let options = command_options(name);
-        if options.is_empty() {
+        let Some(options) = command_options(name) else {
             return;
-        }
+        };
         for value in option_values(args, options) {
             // `--checkpoint-action=exec=CMD` (also `exec:CMD` in older tars).
             let value = value
@@ -64,6 +153,27 @@ impl Walker<'_> {
                 .or_else(|| value.strip_prefix("exec:"))
                 .unwrap_or(value);
             self.script(value, &mut ctx.clone(), depth + 1);
+        }
+    }
+
+    /// A variable set to a command some program runs (see [`environment`]).
+    pub(super) fn environment_command(
+        &mut self,
+        name: &str,
+        value: &str,
+        ctx: &Context,
+        depth: usize,
+    ) {
+        match environment(name) {
+            Some(Environment::Command) => {
+                // less's input preprocessor is `|CMD %s` or `||CMD %s`.
+                let code = value.trim_start_matches(['|', '-']);
+                self.script(code, &mut ctx.clone(), depth + 1);
+            }
+            Some(Environment::Sourced) if !value.is_empty() => {
+                self.script_file(value, &mut ctx.clone(), depth + 1, true);
+            }
+            _ => {}
         }
     }
 
@@ -115,9 +225,11 @@ impl Walker<'_> {
     }
 }
 
-/// The values of `options` in `args`: `-o VALUE`, `--opt VALUE`, `--opt=VALUE`, and a one-
-/// letter option's value attached (`-essh`). Operands after `--` are not options.
-fn option_values<'a>(args: &'a [String], options: &[&str]) -> Vec<&'a str> {
+/// The values of the command options in `args`, parsed as the program's getopt does:
+/// `-o VALUE`, `-oVALUE`, a cluster ending in one (`-xvIzstd`, `-ave CMD`), `--opt VALUE`,
+/// `--opt=VALUE` and their unambiguous prefixes, and tar's dashless first bundle.
+/// Operands after `--` are not options.
+fn option_values<'a>(args: &'a [String], spec: &CommandOptions) -> Vec<&'a str> {
     let mut out = Vec::new();
     let mut i = 0;
     while let Some(a) = args.get(i) {
@@ -125,23 +237,57 @@ fn option_values<'a>(args: &'a [String], options: &[&str]) -> Vec<&'a str> {
         if a == "--" {
             break;
         }
-        for opt in options {
-            if a == opt {
-                if let Some(v) = args.get(i) {
-                    out.push(v.as_str());
+        if let Some(opt) = spec.exact.iter().find(|o| a.starts_with(**o)) {
+            match &a[opt.len()..] {
+                "" => {
+                    out.extend(args.get(i).map(String::as_str));
                     i += 1;
                 }
-            } else if let Some(v) = a.strip_prefix(opt) {
-                let attached = if opt.starts_with("--") {
-                    v.strip_prefix('=')
-                } else if opt.len() == 2 {
-                    Some(v)
-                } else {
-                    None
-                };
-                if let Some(v) = attached.filter(|v| !v.is_empty()) {
+                attached => out.extend(attached.strip_prefix('=')),
+            }
+        } else if let Some(long) = a.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v)),
+                None => (long, None),
+            };
+            let code = !name.is_empty()
+                && spec
+                    .long_code
+                    .iter()
+                    .any(|o| o.get(2..).is_some_and(|o| o.starts_with(name)));
+            if code {
+                if let Some(v) = value {
                     out.push(v);
+                } else {
+                    out.extend(args.get(i).map(String::as_str));
+                    i += 1;
                 }
+            }
+        } else if let Some(cluster) = a.strip_prefix('-').filter(|c| !c.is_empty()) {
+            // The first letter that takes a value takes the rest of the cluster, or the
+            // next argument when nothing is left.
+            if let Some((j, c)) = cluster
+                .char_indices()
+                .find(|(_, c)| spec.short_valued.contains(*c))
+            {
+                let attached = &cluster[j + c.len_utf8()..];
+                let value = if attached.is_empty() {
+                    i += 1;
+                    args.get(i - 1).map(String::as_str)
+                } else {
+                    Some(attached)
+                };
+                if spec.short_code.contains(c) {
+                    out.extend(value);
+                }
+            }
+        } else if i == 1 && spec.bundled {
+            // `tar xvfI a.tar CMD`: each letter that takes a value takes the next argument.
+            for c in a.chars().filter(|c| spec.short_valued.contains(*c)) {
+                if spec.short_code.contains(c) {
+                    out.extend(args.get(i).map(String::as_str));
+                }
+                i += 1;
             }
         }
     }
@@ -175,21 +321,49 @@ fn ex_commands(args: &[String]) -> Vec<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::{ex_commands, option_values};
+    use super::{command_options, ex_commands, option_values};
 
     fn words(s: &[&str]) -> Vec<String> {
         s.iter().map(|w| (*w).to_owned()).collect()
     }
 
+    fn values(name: &str, args: &[&str]) -> Vec<String> {
+        let spec = command_options(name).expect("a program with command options");
+        let args = words(args);
+        option_values(&args, spec)
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
+
     #[test]
     fn option_values_in_every_spelling() {
-        let args = words(&["-essh -p 2", "--rsh=sh -c x", "-e", "ssh", "--", "-e", "no"]);
+        let args = ["-essh -p 2", "--rsh=sh -c x", "-e", "ssh", "--", "-e", "no"];
+        assert_eq!(values("rsync", &args), ["ssh -p 2", "sh -c x", "ssh"]);
+        assert_eq!(values("zip", &["-T", "-TT", "cat x", "-TTy"]), ["cat x"]);
+    }
+
+    #[test]
+    fn clusters_prefixes_and_bundles_as_getopt_reads_them() {
+        // The command option at the end of a cluster, its value attached or next.
+        assert_eq!(values("tar", &["-xIzstd", "-f", "a"]), ["zstd"]);
+        assert_eq!(values("tar", &["-xvIsh -c x", "-f", "a"]), ["sh -c x"]);
+        assert_eq!(values("rsync", &["-ave", "sh -c x", "s", "d"]), ["sh -c x"]);
+        assert_eq!(values("scp", &["-qSx", "a", "h:b"]), ["x"]);
+        // A letter that takes a value before it: the rest is that value, not an option.
+        assert!(values("tar", &["-cfI", "a"]).is_empty());
+        assert!(values("rsync", &["-avB1024", "-Teo", "s", "d"]).is_empty());
+        // Unambiguous prefixes of long options.
         assert_eq!(
-            option_values(&args, &["-e", "--rsh"]),
-            vec!["ssh -p 2", "sh -c x", "ssh"]
+            values("tar", &["--use-compress=x", "--to-comm", "y"]),
+            ["x", "y"]
         );
-        let args = words(&["-T", "-TT", "cat x", "-TTy"]);
-        assert_eq!(option_values(&args, &["-TT"]), vec!["cat x"]);
+        assert_eq!(values("rsync", &["--rs=x"]), ["x"]);
+        assert!(values("tar", &["--verbose", "--", "--to-command=x"]).is_empty());
+        // tar's dashless bundle takes its values in order.
+        assert_eq!(values("tar", &["xvfI", "a.tar", "x"]), ["x"]);
+        assert_eq!(values("tar", &["xIf", "x", "a.tar"]), ["x"]);
+        assert!(values("tar", &["xvf", "a.tar", "xI"]).is_empty());
     }
 
     #[test]

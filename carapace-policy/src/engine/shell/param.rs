@@ -66,6 +66,13 @@ pub(super) fn parameter(
             String::new()
         };
     }
+    if let Some(spec) = inner
+        .strip_prefix(['@', '*'])
+        .and_then(|r| r.strip_prefix(':'))
+        .filter(|r| !r.starts_with(['-', '=', '+', '?']))
+    {
+        return positional_slice(spec, ctx, expand);
+    }
     if inner.len() > 1 && inner.starts_with('#') {
         // Lengths: nothing a path could be made of.
         return String::new();
@@ -217,6 +224,37 @@ fn substring(
         .collect()
 }
 
+/// `${@:OFF}`, `${@:OFF:LEN}`, `${@: -1}`: positional parameters from OFF (`$0` is 0), as
+/// `$@` is kept (joined by spaces).
+fn positional_slice(spec: &str, ctx: &Context, expand: &mut dyn FnMut(&str) -> String) -> String {
+    let all = var(ctx, "@");
+    let params: Vec<&str> = std::iter::once(ctx.var("0").unwrap_or(""))
+        .chain(all.split(' ').filter(|p| !p.is_empty()))
+        .collect();
+    let n = i64::try_from(params.len()).unwrap_or(i64::MAX);
+    let (off, len) = match spec.split_once(':') {
+        Some((o, l)) => (o, Some(l)),
+        None => (spec, None),
+    };
+    let off = arithmetic(&expand(off), ctx).unwrap_or(0);
+    // A negative offset counts back from the last parameter, not from `$0`.
+    let start = if off < 0 {
+        (n + off).max(1)
+    } else {
+        off.min(n)
+    };
+    let end = match len.map(|l| arithmetic(&expand(l), ctx).unwrap_or(0)) {
+        None => n,
+        Some(l) if l < 0 => (n + l).max(start),
+        Some(l) => start.saturating_add(l).min(n),
+    };
+    let (start, end) = (
+        usize::try_from(start).unwrap_or(0),
+        usize::try_from(end).unwrap_or(0),
+    );
+    params.get(start..end.max(start)).unwrap_or(&[]).join(" ")
+}
+
 fn remove_prefix(value: &str, pat: &str, longest: bool) -> String {
     if too_long(value, pat) {
         return value.to_owned();
@@ -254,8 +292,14 @@ fn substitute(value: &str, spec: &str, expand: &mut dyn FnMut(&str) -> String) -
         Some(c @ ('/' | '#' | '%')) => (Some(c), &spec[1..]),
         _ => (None, spec),
     };
-    let (pat, rep) = body.split_once('/').unwrap_or((body, ""));
-    let pat = expand(pat);
+    // The pattern ends at the first `/` not escaped (`${x/\/tmp/$HOME}`).
+    let end = body
+        .char_indices()
+        .find(|&(i, c)| c == '/' && !body[..i].ends_with('\\'))
+        .map_or(body.len(), |(i, _)| i);
+    let pat = body[..end].replace("\\/", "/");
+    let rep = body.get(end + 1..).unwrap_or("");
+    let pat = expand(&pat);
     let rep = expand(rep);
     if pat.is_empty() || too_long(value, &pat) {
         return value.to_owned();
@@ -426,6 +470,43 @@ pub(super) fn arithmetic(expr: &str, ctx: &Context) -> Option<i64> {
     (at == tokens.len()).then_some(v)
 }
 
+/// The assignments of `let` and `(( … ))` (`i=1`, `i+=2`, `i++`, comma-separated), each
+/// evaluated as it comes: indices built this way (`((i=1)); cat "${a[i]}"`) are known.
+/// What cannot be evaluated unsets the name, so that it is not read as a stale value.
+pub(super) fn arithmetic_assignments(expr: &str, ctx: &mut Context) {
+    for part in expr.split(',') {
+        let part = part.trim();
+        let (name, value) =
+            if let Some(name) = part.strip_suffix("++").or_else(|| part.strip_prefix("++")) {
+                (name.trim(), arithmetic(&format!("{}+1", name.trim()), ctx))
+            } else if let Some(name) = part.strip_suffix("--").or_else(|| part.strip_prefix("--")) {
+                (name.trim(), arithmetic(&format!("{}-1", name.trim()), ctx))
+            } else if let Some((lhs, rhs)) = part.split_once('=') {
+                // `==`, `<=`, `>=`, `!=` compare; `+=`, `-=`, `*=` update.
+                if rhs.starts_with('=') || lhs.ends_with(['<', '>', '!']) {
+                    continue;
+                }
+                match lhs.trim().strip_suffix(['+', '-', '*', '/', '%']) {
+                    Some(name) => {
+                        let op = &lhs.trim()[name.len()..];
+                        let name = name.trim();
+                        (name, arithmetic(&format!("{name}{op}({rhs})"), ctx))
+                    }
+                    None => (lhs.trim(), arithmetic(rhs, ctx)),
+                }
+            } else {
+                continue;
+            };
+        if !valid_name(name) {
+            continue;
+        }
+        match value {
+            Some(v) => super::walk::set_var(ctx, name, &v.to_string()),
+            None => super::walk::unset_var(ctx, name),
+        }
+    }
+}
+
 /// Nesting deeper than this is not evaluated.
 const MAX_NESTING: usize = 32;
 
@@ -503,10 +584,14 @@ fn unary(t: &[char], at: &mut usize, ctx: &Context, depth: usize) -> Option<i64>
 }
 
 /// A variable's value; `IFS` has its default when unset (`cat${IFS}/etc/shadow` is a classic).
+/// The shell's own PID (`$$`, `$BASHPID`) is not known, but the process is: the agent's
+/// shell, whose `/proc/PID/cwd` and `fd/N` are this walk's (`/proc/$$/cwd/…`), so it reads
+/// as `self`.
 pub(super) fn var(ctx: &Context, name: &str) -> String {
     match ctx.var(name) {
         Some(v) => v.to_owned(),
         None if name == "IFS" => " \t\n".to_owned(),
+        None if name == "$" || name == "BASHPID" => "self".to_owned(),
         None => String::new(),
     }
 }
@@ -592,5 +677,32 @@ mod tests {
         assert_eq!(arithmetic("9223372036854775807+1", &c), None);
         assert_eq!(arithmetic("1/0", &c), None);
         assert_eq!(arithmetic(&"(".repeat(100), &c), None);
+    }
+
+    #[test]
+    fn arithmetic_assignments_set_what_they_can_evaluate() {
+        let mut c = ctx(&[("n", "3"), ("stale", "7")]);
+        arithmetic_assignments("i=1, j = i+n, j++, k+=2, i==4, stale=x/0", &mut c);
+        assert_eq!(c.var("i"), Some("1"));
+        assert_eq!(c.var("j"), Some("5"));
+        assert_eq!(c.var("k"), Some("2"));
+        // A value that cannot be known leaves no stale one behind.
+        assert_eq!(c.var("stale"), None);
+    }
+
+    #[test]
+    fn positional_slices() {
+        let vars = [
+            ("0", "sh"),
+            ("@", "a b c"),
+            ("1", "a"),
+            ("2", "b"),
+            ("3", "c"),
+        ];
+        assert_eq!(expand("@:2", &vars), "b c");
+        assert_eq!(expand("@:1:2", &vars), "a b");
+        assert_eq!(expand("*: -1", &vars), "c");
+        assert_eq!(expand("@:0:1", &vars), "sh");
+        assert_eq!(expand("@:9", &vars), "");
     }
 }

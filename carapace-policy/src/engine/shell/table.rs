@@ -375,6 +375,11 @@ static TABLE: &[Entry] = &[
         does: Does::Handler(state::read),
     },
     Entry {
+        names: &["let"],
+        when: None,
+        does: Does::Handler(state::let_),
+    },
+    Entry {
         names: &["mapfile", "readarray"],
         when: None,
         does: Does::Handler(state::mapfile),
@@ -443,6 +448,11 @@ static TABLE: &[Entry] = &[
         names: &["pwd"],
         when: None,
         does: Does::Handler(text::pwd),
+    },
+    Entry {
+        names: &["mktemp"],
+        when: None,
+        does: Does::Handler(text::mktemp),
     },
     Entry {
         names: &["dirname", "basename", "realpath"],
@@ -1081,6 +1091,13 @@ static TABLE: &[Entry] = &[
         names: &["test", "[", "pgrep", "pidof", "pkill", "killall", "kill"],
         when: None,
         does: Does::Spec(Spec { ..Spec::NONE }),
+    },
+    // Project runners: `uv run CMD…`, `poetry run CMD…`, `bundle exec CMD…` run the rest
+    // of the line as a command in the project's environment.
+    Entry {
+        names: wrap::PROJECT_RUNNERS,
+        when: Some(wrap::when_project_run),
+        does: Does::Handler(wrap::project_run),
     },
     Entry {
         names: &["pip", "uv", "npm", "easy_install"],

@@ -976,7 +976,7 @@ proptest! {
             Just("env -i bash"), Just("busybox sh"), Just("sudo -E bash -s"), Just("command bash"),
             Just("python3 -"), Just("/usr/bin/python3"), Just("perl"), Just("node"), Just("zsh -s --"),
         ],
-        how in 0..4usize,
+        how in 0..5usize,
     ) {
         // Given a file, a runner reads its code from there, not from stdin.
         let file_runner = runner
@@ -987,7 +987,8 @@ proptest! {
             0 => format!("{fetch}{middle} | {runner}"),
             1 => format!("{fetch}{middle} > /tmp/dl; {file_runner} /tmp/dl"),
             2 => format!("{file_runner} <({fetch}{middle})"),
-            _ => format!("{fetch}{middle} | tee /tmp/dl >/dev/null && {runner} < /tmp/dl"),
+            3 => format!("{fetch}{middle} | tee /tmp/dl >/dev/null && {runner} < /tmp/dl"),
+            _ => format!("f=$(mktemp); {fetch}{middle} > \"$f\"; {file_runner} \"$f\""),
         };
         prop_assert!(runs_download(&cmd), "`{}`", cmd);
     }
@@ -1029,6 +1030,8 @@ fn python_call(module: &str, function: &str, path: &str, how: usize) -> String {
         5 => format!("import {module}; [{module}.{function}(p) for p in ['{path}']]"),
         6 => format!("import {module}; list(map({module}.{function}, ['{path}']))"),
         7 => format!("import {module}\nfor p in ['{path}']:\n    {module}.{function}(p)"),
+        8 => format!("import {module}; {module}.{function}(*['{path}'])"),
+        9 => format!("import {module}; {module}.{function}(*('{path}',))"),
         _ => format!("import {module}; getattr({module}, '{function}')('{path}')"),
     };
     format!("python3 - <<'EOF'\n{body}\nEOF")
@@ -1046,12 +1049,38 @@ proptest! {
             Just(("os", "rmdir")),
         ],
         path in prop_oneof![Just("/home/u/.ssh"), Just("/etc/cron.d/x"), Just("/home/u/.bashrc")],
-        how in 0..9usize,
+        how in 0..11usize,
         noise in prop_oneof![Just(""), Just("xs = [1]; xs.remove(1); "), Just("d = {}; d.pop('k', None); ")],
     ) {
         let cmd = python_call(module, function, path, how).replacen("<<'EOF'\n", &format!("<<'EOF'\n{noise}"), 1);
         let x = ex(&cmd);
         prop_assert!(has(&x, Delete, path), "`{}`: {:?}", cmd, x.ops);
+    }
+
+    /// A program's command option in any spelling getopt takes (separate, attached, at the
+    /// end of a cluster, a long option, its prefix, tar's dashless bundle), or a variable
+    /// whose value a program runs set in any way, is walked as the command it is.
+    #[test]
+    fn a_command_option_is_found_in_any_spelling(
+        line in prop_oneof![
+            Just("tar -xf a.tar -I 'CODE'"), Just("tar -xvI'CODE' -f a.tar"),
+            Just("tar -xfa.tar -I'CODE'"), Just("tar --use-compress-program='CODE' -xf a.tar"),
+            Just("tar --use-compress 'CODE' -xf a.tar"), Just("tar xvfI a.tar 'CODE'"),
+            Just("tar xIf 'CODE' a.tar"), Just("tar -cf x.tar --to-command='CODE' s"),
+            Just("tar -cf x.tar --checkpoint-action=exec='CODE' s"),
+            Just("rsync -e 'CODE' s h:d"), Just("rsync -ave 'CODE' s h:d"),
+            Just("rsync -avz --rsh='CODE' s h:d"), Just("rsync --rs 'CODE' s h:d"),
+            Just("scp -S 'CODE' a h:b"), Just("scp -qS'CODE' a h:b"), Just("zip -TT 'CODE' x.zip f"),
+            Just("GIT_SSH_COMMAND='CODE' git fetch"), Just("env GIT_SSH_COMMAND='CODE' git fetch"),
+            Just("export GIT_SSH_COMMAND='CODE'; git fetch"), Just("PAGER='CODE' git log"),
+            Just("LESSOPEN='|CODE %s' less f"), Just("flock /tmp/l -c 'CODE'"),
+            Just("flock -w 5 /tmp/l --command='CODE'"),
+        ],
+        path in prop_oneof![Just("/etc/shadow"), Just("/home/u/.netrc")],
+    ) {
+        let cmd = line.replace("CODE", &format!("cat {path}"));
+        let x = ex(&cmd);
+        prop_assert!(has(&x, Read, path), "`{}`: {:?}", cmd, x.ops);
     }
 
     /// A list's, a set's or a map's `remove`/`delete` next to a directory listing deletes

@@ -466,9 +466,10 @@ impl<'o> Walker<'o> {
             }
             ast::CompoundCommand::Arithmetic(a) => {
                 // `(( x = $(cmd) ))` runs cmd.
-                word::expand_heredoc(&a.expr.value, ctx, &mut |inner| {
+                let expr = word::expand_heredoc(&a.expr.value, ctx, &mut |inner| {
                     self.substitution(inner, ctx, depth)
                 });
+                param::arithmetic_assignments(&expr, ctx);
                 Feed::default()
             }
             ast::CompoundCommand::Coprocess(c) => {
@@ -540,6 +541,9 @@ impl<'o> Walker<'o> {
         } = parts;
         // `cat ${p:=~/.netrc}`: p is set in this shell before the command runs.
         self.keep_defaults(ctx);
+        for (name, value) in &assignments {
+            self.environment_command(name, value, ctx, depth);
+        }
 
         if words.is_empty() {
             // Plain assignments persist in this shell.
@@ -1387,6 +1391,7 @@ const SETS_VARIABLES: &[&str] = &[
     "popd",
     "cd",
     "unset",
+    "let",
 ];
 
 /// What an unknown command output stands for inside a word: any one name, a hidden one

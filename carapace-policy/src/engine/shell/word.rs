@@ -246,8 +246,10 @@ impl Expansion {
                 let end = matching(chars, i + 2, '(', ')');
                 let inner = collect(&chars[(i + 3).min(end)..end]);
                 let value = expand_one(&inner, ctx, subst);
-                // Only literal numbers are evaluated; anything else stands in as 0.
-                let value = value.trim().parse::<i64>().unwrap_or(0).to_string();
+                // Evaluated as the shell does (`a[$((0+1))]`); what cannot be stands in as 0.
+                let value = super::param::arithmetic(&value, ctx)
+                    .unwrap_or(0)
+                    .to_string();
                 self.expanded(&value, quoted);
                 (end + 2).min(chars.len())
             }

@@ -17,9 +17,15 @@ pub(super) fn cd(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed 
 }
 
 /// `export`, `declare`, `local`, `readonly`: variables set (alone: the environment printed).
-pub(super) fn export(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
-    let Call { name, args, .. } = call;
+pub(super) fn export(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call {
+        name, args, depth, ..
+    } = call;
     super::super::declare::declare(name, args, ctx);
+    // `export GIT_SSH_COMMAND='…'`: a command the programs after it run.
+    for (var, value) in args.iter().filter_map(|a| a.split_once('=')) {
+        w.environment_command(var, value, ctx, depth);
+    }
     // `export`, `export -p`, `declare -x`: the exported variables, listed.
     let names = args.iter().any(|a| !a.starts_with('-'));
     if matches!(name, "export" | "declare" | "typeset") && !names {
@@ -38,6 +44,14 @@ pub(super) fn set_listing(_w: &mut Walker<'_>, _ctx: &mut Context, call: Call<'_
 pub(super) fn when_set_listing(call: &Call<'_>) -> bool {
     let Call { args, .. } = call;
     args.is_empty()
+}
+
+/// `let i=1 j=i+1`: each argument an arithmetic assignment.
+pub(super) fn let_(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    for expr in call.args {
+        super::super::param::arithmetic_assignments(expr, ctx);
+    }
+    Feed::default()
 }
 
 /// `read NAME…`: a line of stdin split into variables.
@@ -61,27 +75,13 @@ pub(super) fn read(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fee
     };
     let line = line.lines().next().unwrap_or("");
     let ifs = ctx.var("IFS").unwrap_or(" \t\n").to_owned();
-    let split = |l: &str| -> Vec<String> {
-        l.split(|c: char| ifs.contains(c))
-            .filter(|w| !w.is_empty())
-            .map(str::to_owned)
-            .collect()
-    };
+    let spans = ifs_fields(line, &ifs);
     if let Some(array) = o.value(&["-a"]) {
-        let fields = if ifs.is_empty() {
-            vec![line.to_owned()]
-        } else {
-            split(line)
-        };
+        let fields: Vec<&str> = spans.iter().map(|&(a, b)| &line[a..b]).collect();
         set_var(ctx, array, &fields.join(&ELEMENT_BREAK.to_string()));
         return Feed::default();
     }
-    let fields = if ifs.is_empty() {
-        vec![line.to_owned()]
-    } else {
-        split(line)
-    };
-    let mut words = fields.iter().map(String::as_str);
+    let mut words = spans.iter().map(|&(a, b)| &line[a..b]);
     let names: Vec<&str> = o
         .operands
         .iter()
@@ -92,7 +92,11 @@ pub(super) fn read(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fee
     let taint = if stdin.downloaded { flow::STREAMED } else { "" };
     for (i, n) in names.iter().enumerate() {
         let value = if i + 1 == names.len() {
-            words.clone().collect::<Vec<_>>().join(" ")
+            // The last name takes the rest of the line, its delimiters included
+            // (`IFS=/ read -r a b <<< x/y/z` sets b to `y/z`).
+            let rest = spans.get(i).map_or("", |&(a, _)| &line[a..]);
+            let ws = |c: char| c.is_whitespace() && ifs.contains(c);
+            rest.trim_end_matches(ws).to_owned()
         } else {
             words.next().unwrap_or("").to_owned()
         };
@@ -102,6 +106,41 @@ pub(super) fn read(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fee
         set_var(ctx, "REPLY", &format!("{line}{taint}"));
     }
     Feed::default()
+}
+
+/// The fields `read` splits a line into, as byte spans: IFS whitespace around fields is
+/// trimmed and runs of it are one delimiter, while each other IFS character ends a field of
+/// its own, empty ones included (`IFS=/ read -r a b <<< /home` sets a to the empty string).
+fn ifs_fields(line: &str, ifs: &str) -> Vec<(usize, usize)> {
+    if ifs.is_empty() {
+        return vec![(0, line.len())];
+    }
+    let ws = |c: char| c.is_whitespace() && ifs.contains(c);
+    let mut spans = Vec::new();
+    let mut chars = line.char_indices().peekable();
+    while chars.next_if(|&(_, c)| ws(c)).is_some() {}
+    let mut start = chars.peek().map_or(line.len(), |&(i, _)| i);
+    while let Some((i, c)) = chars.next() {
+        if !ifs.contains(c) {
+            continue;
+        }
+        // One delimiter: a run of IFS whitespace with at most one other IFS character.
+        let mut hard = !ws(c);
+        while let Some(&(_, n)) = chars.peek() {
+            if ws(n) || (!hard && ifs.contains(n)) {
+                hard |= !ws(n);
+                chars.next();
+            } else {
+                break;
+            }
+        }
+        spans.push((start, i));
+        start = chars.peek().map_or(line.len(), |&(j, _)| j);
+    }
+    if start < line.len() {
+        spans.push((start, line.len()));
+    }
+    spans
 }
 
 /// `mapfile` / `readarray`: stdin's lines into an array.
@@ -273,5 +312,26 @@ pub(super) fn printf(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> F
             open_end: !text.is_empty() && !text.ends_with('\n'),
             ..Feed::text(text)
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ifs_fields;
+
+    fn fields<'a>(line: &'a str, ifs: &str) -> Vec<&'a str> {
+        ifs_fields(line, ifs)
+            .into_iter()
+            .map(|(a, b)| &line[a..b])
+            .collect()
+    }
+
+    #[test]
+    fn fields_split_as_read_splits_them() {
+        assert_eq!(fields("  a  b ", " \t\n"), ["a", "b"]);
+        assert_eq!(fields("/home/u/.netrc", "/"), ["", "home", "u", ".netrc"]);
+        assert_eq!(fields("a::b/", ":/"), ["a", "", "b"]);
+        assert_eq!(fields("a , b", " ,"), ["a", "b"]);
+        assert_eq!(fields("a b", ""), ["a b"]);
     }
 }

@@ -93,6 +93,24 @@ pub(super) fn pwd(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fee
 }
 
 /// `dirname`, `basename`, `realpath`: the path they print.
+/// `mktemp [-d] [-p DIR] [TEMPLATE]`: the name it prints, with its `X`s as written (the
+/// random letters are not known, but the place is: `f=$(mktemp); curl -o "$f" …; sh "$f"`
+/// runs the file the download saved). Every call prints the same name here, which can only
+/// join flows that real names would keep apart.
+pub(super) fn mktemp(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    // `--tmpdir` takes its value only as `--tmpdir=DIR`.
+    let o = args::parse(call.args, &["-p", "--suffix"], false);
+    let template = o.operands.first().copied().unwrap_or("tmp.XXXXXXXXXX");
+    let dir = o.value(&["-p", "--tmpdir"]).filter(|d| !d.is_empty());
+    let in_tmp = o.operands.is_empty() || o.has(&["-t", "--tmpdir"]) || dir.is_some();
+    let name = match (dir, in_tmp && !template.contains('/')) {
+        (Some(d), true) => format!("{}/{template}", d.trim_end_matches('/')),
+        (None, true) => format!("{}/{template}", ctx.var("TMPDIR").unwrap_or("/tmp")),
+        (_, false) => template.to_owned(),
+    };
+    Feed::text(name)
+}
+
 pub(super) fn path_name(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { name, args, .. } = call;
     let o = args::parse(

@@ -53,7 +53,23 @@ pub(super) fn sudo(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fee
         }
         return Feed::default();
     }
-    w.wrapped(o.rest, ctx, depth, stdin)
+    // `sudo VAR=VALUE CMD…`: the command's environment, as env sets it.
+    let assigned = o
+        .rest
+        .iter()
+        .take_while(|a| a.split_once('=').is_some_and(|(k, _)| valid_name(k)))
+        .count();
+    if assigned == 0 {
+        return w.wrapped(o.rest, ctx, depth, stdin);
+    }
+    let mut sub = ctx.clone();
+    for (k, v) in o.rest[..assigned].iter().filter_map(|a| a.split_once('=')) {
+        w.environment_command(k, v, &sub, depth);
+        set_var(&mut sub, k, v);
+    }
+    let feed = w.wrapped(&o.rest[assigned..], &mut sub, depth, stdin);
+    ctx.cwd = sub.cwd;
+    feed
 }
 
 /// Wrappers that run the rest of the line (`nohup`, `exec`, `strace`, `unshare`…).
@@ -110,6 +126,89 @@ pub(super) fn wrapper(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> 
         w.lookup = Lookup::PastFunctions;
     }
     w.wrapped(o_rest, ctx, depth, stdin)
+}
+
+/// Tools whose `run` (or `exec`) subcommand runs the rest of the line as a command.
+pub(super) const PROJECT_RUNNERS: &[&str] = &[
+    "uv",
+    "poetry",
+    "pipenv",
+    "pdm",
+    "hatch",
+    "rye",
+    "pixi",
+    "conda",
+    "mamba",
+    "micromamba",
+    "bundle",
+    "npm",
+    "pnpm",
+    "yarn",
+];
+
+/// The subcommand of a [`PROJECT_RUNNERS`] tool that runs a command (`yarn run` and `pnpm
+/// run` run package.json scripts, their `exec` a command).
+fn project_verb(name: &str) -> &'static str {
+    match name {
+        "bundle" | "npm" | "pnpm" | "yarn" => "exec",
+        _ => "run",
+    }
+}
+
+/// Where the subcommand is, after the tool's own leading options (`uv -q run`).
+fn project_verb_at(name: &str, args: &[String]) -> Option<usize> {
+    let at = args.iter().position(|a| !a.starts_with('-'))?;
+    (args[at] == project_verb(name)).then_some(at)
+}
+
+/// When the entry `project_run` applies.
+pub(super) fn when_project_run(call: &Call<'_>) -> bool {
+    project_verb_at(call.name, call.args).is_some()
+}
+
+/// `uv run [OPTS] CMD…`, `conda run -n ENV CMD…`, `npm exec -c CODE`: the command run.
+pub(super) fn project_run(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call {
+        name,
+        args,
+        depth,
+        stdin,
+    } = call;
+    let Some(at) = project_verb_at(name, args) else {
+        return Feed::default();
+    };
+    let o = args::parse(
+        &args[at + 1..],
+        &[
+            "--with",
+            "--with-editable",
+            "--with-requirements",
+            "-p",
+            "--python",
+            "--package",
+            "--extra",
+            "--group",
+            "--env-file",
+            "--directory",
+            "--project",
+            "--index",
+            "--index-url",
+            "--extra-index-url",
+            "-n",
+            "--name",
+            "--prefix",
+            "--cwd",
+            "-e",
+            "--env",
+            "-c",
+            "--call",
+        ],
+        true,
+    );
+    for code in o.values(&["-c", "--call"]) {
+        w.script(code, &mut ctx.clone(), depth + 1);
+    }
+    w.wrapped(o.rest, ctx, depth, stdin)
 }
 
 /// `nice`, `taskset`, `chrt`…: the command they run.
@@ -192,7 +291,10 @@ pub(super) fn env(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed
     let mut rest = Vec::new();
     for (i, a) in o.operands.iter().enumerate() {
         match a.split_once('=') {
-            Some((k, v)) if rest.is_empty() && valid_name(k) => set_var(&mut sub, k, v),
+            Some((k, v)) if rest.is_empty() && valid_name(k) => {
+                w.environment_command(k, v, &sub, depth);
+                set_var(&mut sub, k, v);
+            }
             _ => {
                 rest = o.operands[i..].iter().map(|s| (*s).to_owned()).collect();
                 break;
@@ -243,8 +345,10 @@ pub(super) fn xargs(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fe
     for f in o.values(&["-a", "--arg-file"]) {
         w.path_op(Action::Read, f, ctx, None);
         let listed = w.file_feed(f, ctx).unwrap_or_default();
+        // A file saved by a download earlier in the line holds downloaded words too.
+        let saved = w.is_download(f, ctx);
         stdin = Feed {
-            downloaded: stdin.downloaded || listed.downloaded,
+            downloaded: stdin.downloaded || listed.downloaded || saved,
             ..listed
         };
     }
