@@ -157,14 +157,8 @@ const CODE_QUALIFIERS: &[&str] = &[
     "input",
 ];
 /// What the other paths of a call are relative to (`root`, `base_dir`, `workspace_root`).
-const BASE_NOUNS: &[&str] = &[
-    "root",
-    "base",
-    "basedir",
-    "rootdir",
-    "workspace",
-    "workspaceroot",
-];
+/// A bare `base` is not one: a pull request's `base` is a branch.
+const BASE_NOUNS: &[&str] = &["root", "basedir", "rootdir", "workspace", "workspaceroot"];
 const URL_NOUNS: &[&str] = &["url", "uri", "endpoint", "href", "link"];
 
 /// Field names the agents' own tools send on nearly every call (Claude Code, Codex, Gemini
@@ -228,7 +222,9 @@ fn role_by_words(key: &str) -> Option<Role> {
     let has = |set: &[&str]| w.iter().any(|x| is_any(x, set));
     if is_any(last, BASE_NOUNS)
         || is_any(last, &["dir", "directory", "folder", "path"])
-            && before.iter().any(|x| is_any(x, BASE_NOUNS))
+            && before
+                .iter()
+                .any(|x| is_any(x, BASE_NOUNS) || x.eq_ignore_ascii_case("base"))
     {
         return Some(Role::Base);
     }
@@ -504,9 +500,13 @@ mod tests {
             "format",
             "file_id",
             "name",
+            "base",
         ] {
             assert!(
-                !matches!(role(key), Some(Role::Code | Role::Path | Role::Dest)),
+                !matches!(
+                    role(key),
+                    Some(Role::Code | Role::Path | Role::Dest | Role::Base)
+                ),
                 "{key}"
             );
         }

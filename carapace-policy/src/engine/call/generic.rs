@@ -170,7 +170,8 @@ fn object(
             Some(Role::Path | Role::Paths) if plausible(s) => {
                 named(tool, s, taken, tree, content, out);
             }
-            Some(Role::Base) if base_alone && plausible(s) => {
+            // Spelled as a path: a chat tool's `workspace: acme` names no directory.
+            Some(Role::Base) if base_alone && plausible(s) && spelled_as_path(s) => {
                 named(tool, s, taken, tree, content, out);
             }
             Some(Role::Source) if plausible(s) => {
@@ -329,7 +330,9 @@ fn named_paths_at(input: &Value, depth: usize) -> Vec<&str> {
                         .filter(|s| plausible(s)),
                 );
             }
-            (Some(Role::Base), Value::String(s)) if plausible(s) => base = Some(s.as_str()),
+            (Some(Role::Base), Value::String(s)) if plausible(s) && spelled_as_path(s) => {
+                base = Some(s.as_str());
+            }
             // `uri: file:///…` names the file.
             (Some(Role::Url), Value::String(s)) if normalize::file_url_path(s).is_some() => {
                 out.push(s.as_str());
