@@ -298,7 +298,8 @@ pub(super) fn first_of<'a>(input: &'a Value, roles: &[Role]) -> Option<&'a str> 
 
 /// Every file a file tool's input names: its path fields, path lists and destinations
 /// (a singular field holding a list, a plural one a string); a base directory when it is
-/// the only one; in a nested request object (`{request: {path}}`) when the top names none.
+/// the only one; in nested request objects (`{request: {path}}`, `files: [{path}]`) when
+/// the top names none.
 pub(super) fn named_paths(input: &Value) -> Vec<&str> {
     named_paths_at(input, 0)
 }
@@ -343,11 +344,17 @@ fn named_paths_at(input: &Value, depth: usize) -> Vec<&str> {
     if out.is_empty() {
         out.extend(base);
     }
+    // `{request: {path}}`, or one object per file (`edits: [{file_path, …}, …]`).
     if out.is_empty() && depth < 2 {
-        for v in obj.values().filter(|v| v.is_object()) {
-            out = named_paths_at(v, depth + 1);
-            if !out.is_empty() {
-                break;
+        for v in obj.values() {
+            match v {
+                Value::Object(_) => out.extend(named_paths_at(v, depth + 1)),
+                Value::Array(items) => {
+                    for item in items.iter().filter(|i| i.is_object()) {
+                        out.extend(named_paths_at(item, depth + 1));
+                    }
+                }
+                _ => {}
             }
         }
     }
