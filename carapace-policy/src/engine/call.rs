@@ -107,7 +107,10 @@ impl ToolCall {
         } else {
             CWD_KEYS
         };
-        let ctx = match field(&self.input, keys).or_else(|| field(action(&self.input)?, keys)) {
+        let cwd = field(&self.input, keys)
+            .or_else(|| field(action(&self.input)?, keys))
+            .or_else(|| base_dir(&self.input));
+        let ctx = match cwd {
             Some(cwd) => {
                 own = Context {
                     cwd: normalize::path(cwd, ctx).unwrap_or_else(|| ctx.cwd.clone()),
@@ -128,6 +131,54 @@ impl ToolCall {
         collect_texts(&self.input, &mut out, 0);
         out
     }
+}
+
+/// The directory a call's relative paths are under when it names one beside them: a
+/// `root`/`base_dir`/`workspace` field, or a `directory` next to a `filename`.
+fn base_dir(input: &Value) -> Option<&str> {
+    let obj = input.as_object()?;
+    // Most calls have no such field: their keys are looked at as bytes first.
+    let hint = |k: &str| {
+        let b = k.as_bytes();
+        [&b"root"[..], b"base", b"work", b"dir", b"folder"]
+            .iter()
+            .any(|w| b.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w)))
+    };
+    if obj.len() < 2 || !obj.keys().any(|k| hint(k)) {
+        return None;
+    }
+    let mut base = None;
+    let mut others = 0;
+    for (k, v) in obj {
+        let Some(role) = fields::role(k) else {
+            continue;
+        };
+        let dir_field = role == fields::Role::Path
+            && fields::words(k).last().is_some_and(|w| {
+                ["dir", "directory", "folder"]
+                    .iter()
+                    .any(|d| w.eq_ignore_ascii_case(d))
+            });
+        match v.as_str() {
+            Some(s) if role == fields::Role::Base || dir_field && base.is_none() => {
+                base = Some(s);
+            }
+            _ if matches!(
+                role,
+                fields::Role::Path
+                    | fields::Role::Paths
+                    | fields::Role::Source
+                    | fields::Role::Dest
+                    | fields::Role::BareSource
+                    | fields::Role::BareDest
+            ) =>
+            {
+                others += 1;
+            }
+            _ => {}
+        }
+    }
+    base.filter(|_| others > 0)
 }
 
 /// Codex's `local_shell` call puts what it runs in an `action` object.
@@ -479,7 +530,11 @@ fn known_tool(tool: &str, name: &str, input: &Value, ctx: &Context, out: &mut Ex
                 // names (up to 20).
                 let prompt = field(input, &["prompt"]).unwrap_or_default();
                 let urls = urls_in(prompt);
-                if urls.is_empty() {
+                // An MCP server's own API call names a path on its server, which the server
+                // chose (`mcp__github__api_request {method, path}`): no URL is missing.
+                let own_api =
+                    tool.starts_with("mcp__") && field(input, &["path", "route"]).is_some();
+                if urls.is_empty() && !own_api {
                     out.unparsable(format!("the {tool} call has no url"));
                 }
                 for u in urls {
@@ -561,15 +616,12 @@ fn file_tool(
     out: &mut Extracted,
     content: Option<&str>,
 ) {
-    files_of(
-        action,
-        tool,
-        input,
-        generic::named_paths(input),
-        ctx,
-        out,
-        content,
-    );
+    let mut paths = generic::named_paths(input);
+    // Gemini's `read_many_files` also reads what its `include` globs match.
+    if action == Action::Read {
+        paths.extend(generic::globs(input));
+    }
+    files_of(action, tool, input, paths, ctx, out, content);
 }
 
 /// [`file_tool`] with the files the input names already found.

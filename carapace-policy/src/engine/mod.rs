@@ -157,4 +157,6 @@ impl HistoryReport {
 #[cfg(test)]
 mod cases;
 #[cfg(test)]
+mod spelling_tests;
+#[cfg(test)]
 mod tests;

@@ -77,6 +77,12 @@ pub(super) enum Role {
     Url,
     /// The directory the call runs in.
     Cwd,
+    /// A directory the call's other paths are relative to (`root`, `base_dir`,
+    /// `workspace`, `rootPath`); a path itself when the call names no other.
+    Base,
+    /// Globs of files read (`include`, `patterns`): Gemini's `read_many_files` reads what
+    /// its `include` matches as well as its `paths`.
+    Globs,
 }
 
 const PATH_NOUNS: &[&str] = &[
@@ -101,6 +107,9 @@ const PLURAL_PATH_NOUNS: &[&str] = &[
     "directories",
     "folders",
     "locations",
+    "sources",
+    "srcs",
+    "inputs",
 ];
 const DEST_MARKS: &[&str] = &[
     "dest",
@@ -147,6 +156,9 @@ const CODE_QUALIFIERS: &[&str] = &[
     "raw",
     "input",
 ];
+/// What the other paths of a call are relative to (`root`, `base_dir`, `workspace_root`).
+/// A bare `base` is not one: a pull request's `base` is a branch.
+const BASE_NOUNS: &[&str] = &["root", "basedir", "rootdir", "workspace", "workspaceroot"];
 const URL_NOUNS: &[&str] = &["url", "uri", "endpoint", "href", "link"];
 
 /// Field names the agents' own tools send on nearly every call (Claude Code, Codex, Gemini
@@ -208,6 +220,19 @@ fn role_by_words(key: &str) -> Option<Role> {
     let w = words(key);
     let (last, before) = w.split_last()?;
     let has = |set: &[&str]| w.iter().any(|x| is_any(x, set));
+    if is_any(last, BASE_NOUNS)
+        || is_any(last, &["dir", "directory", "folder", "path"])
+            && before
+                .iter()
+                .any(|x| is_any(x, BASE_NOUNS) || x.eq_ignore_ascii_case("base"))
+    {
+        return Some(Role::Base);
+    }
+    if w.len() == 1 && is_any(last, &["include", "includes", "patterns", "globs"])
+        || w.len() > 1 && is_any(last, &["patterns", "globs"])
+    {
+        return Some(Role::Globs);
+    }
     if is_any(last, &["cwd", "workdir"])
         || (is_any(last, &["dir", "directory", "folder"])
             && before
@@ -313,8 +338,11 @@ const WRITE_VERBS: &[&str] = &[
     "touch",
     "store",
 ];
+/// Also the words of tools that type into a running shell (Codex's `write_stdin`, Copilot
+/// CLI's `write_bash`): they are the agent's shell.
 const RUN_VERBS: &[&str] = &[
-    "run", "execute", "exec", "eval", "evaluate", "spawn", "launch", "shell", "terminal",
+    "run", "execute", "exec", "eval", "evaluate", "spawn", "launch", "shell", "terminal", "stdin",
+    "bash", "pty", "tty", "tmux", "repl",
 ];
 const READ_VERBS: &[&str] = &["read", "view", "cat", "open", "show", "get", "load"];
 
@@ -454,6 +482,14 @@ mod tests {
             ("url", Role::Url),
             ("working_directory", Role::Cwd),
             ("cwd", Role::Cwd),
+            ("root", Role::Base),
+            ("rootPath", Role::Base),
+            ("base_dir", Role::Base),
+            ("workspace", Role::Base),
+            ("project_root", Role::Base),
+            ("include", Role::Globs),
+            ("patterns", Role::Globs),
+            ("inputs", Role::Paths),
         ] {
             assert_eq!(role(key), Some(want), "{key}");
         }
@@ -464,9 +500,13 @@ mod tests {
             "format",
             "file_id",
             "name",
+            "base",
         ] {
             assert!(
-                !matches!(role(key), Some(Role::Code | Role::Path | Role::Dest)),
+                !matches!(
+                    role(key),
+                    Some(Role::Code | Role::Path | Role::Dest | Role::Base)
+                ),
                 "{key}"
             );
         }
@@ -489,5 +529,7 @@ mod tests {
         assert_eq!(family_by_verbs("create_issue"), None);
         assert_eq!(family_by_verbs("update_user"), None);
         assert_eq!(family_by_verbs("read_multiple_files"), Some("Read"));
+        assert_eq!(family_by_verbs("write_stdin"), Some("Bash"));
+        assert_eq!(family_by_verbs("write_bash"), Some("Bash"));
     }
 }

@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 use aho_corasick::AhoCorasick;
 use serde_json::Value;
 
-use super::{fields, quote, shell};
+use super::{fields, quote, same_key, shell};
 use crate::engine::operation::{Context, Extracted};
 
 /// Words of a server's or a tool's name that say it speaks to a forge's API.
@@ -25,53 +25,139 @@ const FORGES: &[&str] = &[
     "glab",
 ];
 
-/// The verbs of the tools read here, in any case as tool names spell them (`delete_branch`,
-/// `deleteRepo`, `UPDATE_REF`), looked for in one pass over a tool's name.
-static VERB_MARKS: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
-    AhoCorasick::builder()
-        .ascii_case_insensitive(true)
-        .build([
-            "delete", "remove", "destroy", "update", "set", "force", "move",
-        ])
-        .ok()
-});
+/// Verbs that delete what the tool names (`delete_branch`, `purge_branch`, `drop_ref`,
+/// `wipe_branch`, `{method: DELETE}`).
+const DELETE_VERBS: &[&str] = &[
+    "delete", "remove", "destroy", "purge", "drop", "wipe", "erase", "rm", "del", "trash",
+    "discard", "nuke", "prune", "clear",
+];
+
+/// Verbs that move a ref when forced (`update_ref`, `overwrite_ref`, `replace_ref`,
+/// `create_ref {force: true}`).
+const MOVE_VERBS: &[&str] = &[
+    "update",
+    "set",
+    "reset",
+    "force",
+    "move",
+    "overwrite",
+    "replace",
+    "rewrite",
+    "create",
+    "put",
+    "patch",
+    "write",
+    "edit",
+    "modify",
+    "push",
+];
+
+/// Verbs that force by themselves (`force_update_ref`, `overwrite_branch`).
+const FORCE_VERBS: &[&str] = &["force", "overwrite", "rewrite"];
+
+/// Words of a tool's name that say it acts on branches or refs.
+const REF_WORDS: &[&str] = &[
+    "branch",
+    "branches",
+    "ref",
+    "refs",
+    "reference",
+    "references",
+];
+
+/// Words of a tool's name that say it acts on the repository itself.
+const REPO_WORDS: &[&str] = &["repo", "repository", "repos", "repositories", "project"];
+
+/// Fields whose value is the verb of a tool that takes one (`git_refs {method: DELETE}`,
+/// `branches {action: delete}`, `refs {operation: force_update}`).
+const VERB_KEYS: &[&str] = &["method", "action", "operation", "op", "verb", "http_method"];
 
 /// Fields naming the branch or the ref a tool acts on, in order of preference.
 const REF_KEYS: &[&str] = &["branch", "branch_name", "ref", "ref_name", "name"];
 
+/// Fields naming several of them (`delete_branches {branches: […]}`).
+const REFS_KEYS: &[&str] = &["branches", "refs", "branch_names", "ref_names"];
+
 /// Fields naming the commit a ref is moved to.
 const SHA_KEYS: &[&str] = &["sha", "commit", "commit_sha", "target", "to"];
 
+/// Fields of a REST call's own path (`api_request {method, path}`).
+const ENDPOINT_KEYS: &[&str] = &["endpoint", "path", "url", "route", "uri"];
+
+/// The verbs that make a tool worth reading, in any case and spelling, looked for in one
+/// pass over its name (and a verb field's value) before any word is split or copied.
+static MARKS: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
+    AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .build(DELETE_VERBS.iter().chain(FORCE_VERBS))
+        .ok()
+});
+
+/// Whether a call may be one read here: a deleting or forcing verb in its name or its verb
+/// field, a `force` field, or a REST call's method and path.
+fn worth_reading(local: &str, obj: &serde_json::Map<String, Value>) -> bool {
+    let marked = |s: &str| MARKS.as_ref().is_none_or(|m| m.is_match(s));
+    if marked(local) {
+        return true;
+    }
+    let key = |keys: &[&str]| obj.keys().any(|k| keys.iter().any(|w| same_key(k, w)));
+    key(&["force"])
+        || obj.iter().any(|(k, v)| {
+            VERB_KEYS.iter().any(|w| same_key(k, w)) && v.as_str().is_some_and(marked)
+        })
+        || key(&["method", "http_method"]) && key(ENDPOINT_KEYS)
+}
+
 /// Judges a forge tool as the git or `gh` command line with the same effect.
 pub(super) fn extract(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) {
-    if let Some(line) = command_line(tool, input) {
+    for line in command_lines(tool, input) {
         shell::extract(&line, ctx, out);
     }
 }
 
-fn command_line(tool: &str, input: &Value) -> Option<String> {
-    let (server, local) = tool.strip_prefix("mcp__")?.split_once("__")?;
-    // Most tools of a forge (issues, pull requests, reads) change no ref: a look for the
-    // verbs first, before any word is split or copied.
-    if VERB_MARKS
-        .as_ref()
-        .is_some_and(|verbs| !verbs.is_match(local))
-    {
-        return None;
-    }
-    // Lowercased first: `GitHub` is one word, not `Git` and `Hub`.
+/// Whether the call is a forge's: its server's or its tool's name names one, or its
+/// arguments have a forge API's shape (`owner` and `repo`, a GitLab `project_id`).
+fn is_forge(server: &str, local: &str, obj: &serde_json::Map<String, Value>) -> bool {
+    let forge = |w: &str| FORGES.iter().any(|f| w.eq_ignore_ascii_case(f));
     let server = server.to_ascii_lowercase();
-    let server_words = fields::words(&server);
-    let words: Vec<String> = fields::words(local)
+    if fields::words(&server).iter().any(|w| forge(w))
+        || fields::words(local).iter().any(|w| forge(w))
+    {
+        return true;
+    }
+    let key = |k: &str| obj.keys().any(|n| fields::snake(n) == k);
+    (key("owner") && (key("repo") || key("repository"))) || key("project_id")
+}
+
+fn command_lines(tool: &str, input: &Value) -> Vec<String> {
+    let Some((server, local)) = tool.strip_prefix("mcp__").and_then(|r| r.split_once("__")) else {
+        return Vec::new();
+    };
+    let Some(obj) = input.as_object() else {
+        return Vec::new();
+    };
+    // Most tools of a forge (issues, pull requests, reads) change no ref.
+    if !worth_reading(local, obj) {
+        return Vec::new();
+    }
+    // The words of what the tool does: its name's, and those of a verb field's value.
+    let mut words: Vec<String> = fields::words(local)
         .iter()
         .map(|w| w.to_ascii_lowercase())
         .collect();
-    let forge = |w: &str| FORGES.iter().any(|f| w.eq_ignore_ascii_case(f));
-    if !server_words.iter().any(|w| forge(w)) && !words.iter().any(|w| forge(w)) {
-        return None;
+    for (k, v) in obj {
+        if VERB_KEYS.iter().any(|vk| fields::snake(k) == *vk) {
+            if let Some(s) = v.as_str() {
+                words.extend(fields::words(s).iter().map(|w| w.to_ascii_lowercase()));
+            }
+        }
     }
-    let has = |w: &str| words.iter().any(|x| x == w);
-    let obj = input.as_object()?;
+    let has = |set: &[&str]| words.iter().any(|w| set.contains(&w.as_str()));
+    let deletes = has(DELETE_VERBS);
+    let force = forced(obj) || has(FORCE_VERBS);
+    if !is_forge(server, local, obj) {
+        return Vec::new();
+    }
     let get = |keys: &[&str]| {
         keys.iter().find_map(|k| {
             obj.iter()
@@ -80,30 +166,60 @@ fn command_line(tool: &str, input: &Value) -> Option<String> {
                 .filter(|v| !v.trim().is_empty())
         })
     };
-    let deletes = has("delete") || has("remove") || has("destroy");
-    if deletes && (has("branch") || has("ref") || has("reference")) {
-        let branch = branch_ref(get(REF_KEYS)?);
-        return Some(format!("git push --delete -- origin {}", quote(&branch)));
+    let mut lines = Vec::new();
+    // A REST call the tool passes through: as `gh api`, which the packs read.
+    if let (Some(method), Some(endpoint)) = (get(&["method", "http_method"]), get(ENDPOINT_KEYS)) {
+        if endpoint.contains("repos/") || endpoint.contains("projects/") {
+            let endpoint = endpoint.split("://").nth(1).map_or(endpoint, |rest| {
+                rest.split_once('/').map_or(rest, |(_, p)| p)
+            });
+            lines.push(format!(
+                "gh api -X {} {}",
+                quote(&method.to_ascii_uppercase()),
+                quote(endpoint.trim_start_matches('/'))
+            ));
+        }
     }
-    if deletes && (has("repo") || has("repository") || has("project")) {
+    let refs: Vec<&str> = get(REF_KEYS)
+        .into_iter()
+        .chain(list(obj, REFS_KEYS))
+        .collect();
+    let on_refs = has(REF_WORDS) || (!refs.is_empty() && !has(REPO_WORDS));
+    if deletes && has(REF_WORDS) {
+        lines.extend(
+            refs.iter()
+                .map(|r| format!("git push --delete -- origin {}", quote(&branch_ref(r)))),
+        );
+    } else if deletes && has(REPO_WORDS) {
         let owner = get(&["owner", "namespace", "org", "organization", "user"]);
         let name = get(&["repo", "repository", "name", "project", "project_id", "id"])
             .map(str::to_owned)
             .or_else(|| number(obj, &["project_id", "id"]))
             .unwrap_or_default();
         let full = owner.map_or_else(|| name.clone(), |o| format!("{o}/{name}"));
-        return Some(format!("gh repo delete -- {}", quote(&full)));
-    }
-    let moves = has("update") || has("set") || has("reset") || has("force") || has("move");
-    if moves && (has("ref") || has("reference") || has("branch")) && forced(obj) {
-        let branch = branch_ref(get(REF_KEYS)?);
+        lines.push(format!("gh repo delete -- {}", quote(&full)));
+    } else if force && on_refs && (has(MOVE_VERBS) || forced(obj)) {
         let sha = get(SHA_KEYS).unwrap_or("HEAD");
-        return Some(format!(
-            "git push --force -- origin {}",
-            quote(&format!("{sha}:{branch}"))
-        ));
+        lines.extend(refs.iter().map(|r| {
+            format!(
+                "git push --force -- origin {}",
+                quote(&format!("{sha}:{}", branch_ref(r)))
+            )
+        }));
     }
-    None
+    lines
+}
+
+/// The strings of the first of `keys` that holds a list.
+fn list<'a>(obj: &'a serde_json::Map<String, Value>, keys: &[&str]) -> Vec<&'a str> {
+    keys.iter()
+        .find_map(|k| {
+            obj.iter()
+                .find(|(name, _)| fields::snake(name) == *k)
+                .and_then(|(_, v)| v.as_array())
+        })
+        .map(|items| items.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
 }
 
 /// `main`, `heads/main` and `refs/heads/main` as `refs/heads/main`; tags and other refs
@@ -145,11 +261,11 @@ fn number(obj: &serde_json::Map<String, Value>, keys: &[&str]) -> Option<String>
 mod tests {
     use serde_json::json;
 
-    use super::command_line;
+    use super::command_lines;
 
     #[test]
     fn forge_tools_read_as_the_command_with_their_effect() {
-        let line = |t: &str, v| command_line(t, &v);
+        let line = |t: &str, v| command_lines(t, &v).into_iter().next();
         assert_eq!(
             line(
                 "mcp__github__delete_branch",

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use super::fields::{self, Role, Verb};
 use super::{apply_patches, code, command_line, get_ci, path_op, shell, url_op};
+use crate::engine::normalize;
 use crate::engine::operation::{Context, Extracted};
 use crate::rules::Action;
 
@@ -38,6 +39,7 @@ pub(super) fn extract(tool: &str, input: &Value, ctx: &Context, out: &mut Extrac
         patches: has("patch") || has("diff"),
         feeds_shell: [
             "process", "terminal", "stdin", "repl", "pty", "tty", "console", "tmux", "shell",
+            "bash",
         ]
         .iter()
         .any(|w| has(w)),
@@ -96,25 +98,54 @@ fn object(
     )
     .and_then(Value::as_str)
     .or(tool.language);
-    for (key, value) in obj {
-        let role = fields::role(key);
+    let roles: Vec<Option<Role>> = obj.keys().map(|k| fields::role(k)).collect();
+    let any = |set: &[Role]| roles.iter().flatten().any(|r| set.contains(r));
+    // A source named beside a destination is copied, whatever the tool's name says
+    // (`sync`, `backup`, `zip {inputs, output}`): a directory goes whole.
+    let pair =
+        any(&[Role::Source, Role::BareSource, Role::Paths]) && any(&[Role::Dest, Role::BareDest]);
+    let tree = tree_verb(tool.verb) || pair;
+    // A base directory is a path itself only when the call names no other.
+    let base_alone = !any(&[
+        Role::Path,
+        Role::Paths,
+        Role::Source,
+        Role::BareSource,
+        Role::Dest,
+        Role::BareDest,
+    ]);
+    for ((key, value), role) in obj.iter().zip(roles.iter().copied()) {
         let Some(s) = value.as_str() else {
             match (role, value) {
-                (Some(Role::Paths), Value::Array(items)) => {
+                // `paths: […]`, and `path: […]` too.
+                (Some(Role::Paths | Role::Path | Role::Source), Value::Array(items)) => {
+                    let actions = if role == Some(Role::Source) {
+                        source_actions(tool.verb)
+                    } else {
+                        taken
+                    };
                     for p in items
                         .iter()
                         .filter_map(Value::as_str)
                         .filter(|p| plausible(p))
                     {
-                        for action in taken {
-                            path_op(*action, p, ctx, out, content.filter(|_| writes(*action)));
-                        }
+                        named(tool, p, actions, tree, content, out);
                     }
                     // `files: [{path, content}, …]`
                     walk(tool, value, out, depth + 1);
                 }
-                // Handled with the object (`command_line`).
-                (Some(Role::Command | Role::Args | Role::Program), _) => {}
+                (Some(Role::Globs), Value::Array(items)) => {
+                    for p in items
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .filter(|p| plausible(p))
+                    {
+                        path_op(Action::Read, p, ctx, out, None);
+                    }
+                }
+                // Handled with the object (`command_line`); an object there is walked
+                // (`{args: {path, content}}`).
+                (Some(Role::Command | Role::Args | Role::Program), v) if !v.is_object() => {}
                 _ => walk(tool, value, out, depth + 1),
             }
             continue;
@@ -136,35 +167,54 @@ fn object(
         }
         // A `source` that is a file as well as code: the file is read too.
         match role {
-            Some(Role::Path | Role::Source) if plausible(s) => {
-                let actions = if role == Some(Role::Source) {
-                    source_actions(tool.verb)
-                } else {
-                    taken
-                };
-                for action in actions {
-                    path_op(*action, s, ctx, out, content.filter(|_| writes(*action)));
-                }
-                // A directory copied, moved or deleted takes everything below it.
-                if tree_verb(tool.verb) {
-                    let tree = format!("{}/**", s.trim_end_matches('/'));
-                    for action in actions {
-                        path_op(*action, &tree, ctx, out, None);
-                    }
-                }
+            Some(Role::Path | Role::Paths) if plausible(s) => {
+                named(tool, s, taken, tree, content, out);
+            }
+            // Spelled as a path: a chat tool's `workspace: acme` names no directory.
+            Some(Role::Base) if base_alone && plausible(s) && spelled_as_path(s) => {
+                named(tool, s, taken, tree, content, out);
+            }
+            Some(Role::Source) if plausible(s) => {
+                named(tool, s, source_actions(tool.verb), tree, content, out);
             }
             Some(Role::BareSource) if plausible(s) && spelled_as_path(s) => {
-                for action in source_actions(tool.verb) {
-                    path_op(*action, s, ctx, out, None);
-                }
+                named(tool, s, source_actions(tool.verb), tree, None, out);
             }
             Some(Role::Dest) if plausible(s) => path_op(Action::Write, s, ctx, out, content),
             // A destination spelled as a path (`to: "json"` is a format, not a file).
             Some(Role::BareDest) if plausible(s) && spelled_as_path(s) => {
                 path_op(Action::Write, s, ctx, out, content);
             }
+            Some(Role::Globs) if plausible(s) => path_op(Action::Read, s, ctx, out, None),
+            // A file URI is the file, done to as the tool's name says (`write_resource
+            // {uri: file:///…}` writes it).
+            Some(Role::Url) if normalize::file_url_path(s).is_some() => {
+                named(tool, s, taken, tree, content, out);
+            }
             Some(Role::Url) => url_op(s, out, None),
             _ => {}
+        }
+    }
+}
+
+/// One path a call names, done to with `actions`; with what is below it when a directory
+/// goes whole (`tree`).
+fn named(
+    tool: &Tool<'_>,
+    path: &str,
+    actions: &[Action],
+    tree: bool,
+    content: Option<&str>,
+    out: &mut Extracted,
+) {
+    let ctx = tool.ctx;
+    for action in actions {
+        path_op(*action, path, ctx, out, content.filter(|_| writes(*action)));
+    }
+    if tree {
+        let below = format!("{}/**", path.trim_end_matches('/'));
+        for action in actions {
+            path_op(*action, &below, ctx, out, None);
         }
     }
 }
@@ -246,15 +296,26 @@ pub(super) fn first_of<'a>(input: &'a Value, roles: &[Role]) -> Option<&'a str> 
     })
 }
 
-/// Every file a file tool's input names: its path fields, path lists and destinations.
+/// Every file a file tool's input names: its path fields, path lists and destinations
+/// (a singular field holding a list, a plural one a string); a base directory when it is
+/// the only one; in nested request objects (`{request: {path}}`, `files: [{path}]`) when
+/// the top names none.
 pub(super) fn named_paths(input: &Value) -> Vec<&str> {
+    named_paths_at(input, 0)
+}
+
+fn named_paths_at(input: &Value, depth: usize) -> Vec<&str> {
     let Some(obj) = input.as_object() else {
         return Vec::new();
     };
     let mut out = Vec::new();
+    let mut base = None;
     for (k, v) in obj {
-        match (fields::role(k), v) {
-            (Some(Role::Path | Role::Dest | Role::Source), Value::String(s)) if plausible(s) => {
+        let role = fields::role(k);
+        match (role, v) {
+            (Some(Role::Path | Role::Paths | Role::Dest | Role::Source), Value::String(s))
+                if plausible(s) =>
+            {
                 out.push(s.as_str());
             }
             (Some(Role::BareDest | Role::BareSource), Value::String(s))
@@ -262,7 +323,7 @@ pub(super) fn named_paths(input: &Value) -> Vec<&str> {
             {
                 out.push(s.as_str());
             }
-            (Some(Role::Paths), Value::Array(items)) => {
+            (Some(Role::Paths | Role::Path | Role::Source), Value::Array(items)) => {
                 out.extend(
                     items
                         .iter()
@@ -270,8 +331,48 @@ pub(super) fn named_paths(input: &Value) -> Vec<&str> {
                         .filter(|s| plausible(s)),
                 );
             }
+            (Some(Role::Base), Value::String(s)) if plausible(s) && spelled_as_path(s) => {
+                base = Some(s.as_str());
+            }
+            // `uri: file:///…` names the file.
+            (Some(Role::Url), Value::String(s)) if normalize::file_url_path(s).is_some() => {
+                out.push(s.as_str());
+            }
             _ => {}
         }
     }
+    if out.is_empty() {
+        out.extend(base);
+    }
+    // `{request: {path}}`, or one object per file (`edits: [{file_path, …}, …]`).
+    if out.is_empty() && depth < 2 {
+        for v in obj.values() {
+            match v {
+                Value::Object(_) => out.extend(named_paths_at(v, depth + 1)),
+                Value::Array(items) => {
+                    for item in items.iter().filter(|i| i.is_object()) {
+                        out.extend(named_paths_at(item, depth + 1));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
     out
+}
+
+/// The globs a read tool reads besides its paths (`include`, `patterns`).
+pub(super) fn globs(input: &Value) -> Vec<&str> {
+    let Some(obj) = input.as_object() else {
+        return Vec::new();
+    };
+    obj.iter()
+        .filter(|(k, _)| fields::role(k) == Some(Role::Globs))
+        .flat_map(|(_, v)| match v {
+            Value::String(s) => vec![s.as_str()],
+            Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        })
+        .filter(|s| plausible(s))
+        .collect()
 }

@@ -240,7 +240,12 @@ fn apply_git_config(verb: &str, config: &[(String, &str)], c: &mut Canonical) {
             ("push", Some("push"), _) if c.operands.len() <= 1 => {
                 c.operands.push((*value).to_owned());
             }
-            ("gc", _, "gc.pruneexpire") => {
+            // Git's own safety taken away: `clean` without `--force` cleans.
+            ("clean", _, "clean.requireforce") if boolean(value) == Some(false) => {
+                c.options.push("--force".to_owned());
+            }
+            // Reflogs expired by `gc` are history deleted as a prune's objects are.
+            ("gc", _, "gc.pruneexpire" | "gc.reflogexpire" | "gc.reflogexpireunreachable") => {
                 c.options
                     .extend(["--prune".to_owned(), (*value).to_owned()]);
             }

@@ -132,6 +132,24 @@ enum Prints {
     ProgramPaths,
 }
 
+/// `ps e`, `ps eww`, `ps auxe`: a BSD-style option word (no dash) holding `e` prints every
+/// listed process's environment after its command line (`ps -e`, with a dash, only lists
+/// every process). Values of the options that take one (`-o etime`) are skipped.
+fn ps_shows_environment(call: &Call<'_>) -> bool {
+    const VALUED: &[&str] = &[
+        "-o", "-O", "-p", "-q", "-u", "-U", "-g", "-G", "-C", "-t", "-s", "--format", "--pid",
+        "--ppid", "--user", "--User", "--group", "--Group", "--sort", "--tty", "--sid", "-k",
+    ];
+    let mut valued = false;
+    call.args.iter().any(|a| {
+        let after_option = std::mem::replace(&mut valued, VALUED.contains(&a.as_str()));
+        !after_option
+            && !a.starts_with('-')
+            && a.bytes().all(|b| b.is_ascii_alphabetic())
+            && a.contains('e')
+    })
+}
+
 /// `touch`, `mkdir`, `setfacl` and their kin: options that take a value.
 const CREATE_VALUED: &[&str] = &[
     "-r",
@@ -294,6 +312,14 @@ static TABLE: &[Entry] = &[
     Entry {
         names: &["printenv"],
         when: None,
+        does: Does::Spec(Spec {
+            prints: Prints::Environment,
+            ..Spec::NONE
+        }),
+    },
+    Entry {
+        names: &["ps"],
+        when: Some(ps_shows_environment),
         does: Does::Spec(Spec {
             prints: Prints::Environment,
             ..Spec::NONE
