@@ -166,9 +166,13 @@ impl Api {
     /// (a coding agent's system prompt and tool definitions are tens of KiB, sent again on
     /// every turn): the other fields are only checked to be JSON. A body the narrow reading
     /// refuses (not an object, the field given twice) is read whole, as before, so the
-    /// field judged is the one a provider's parser keeps (the last).
+    /// field judged is the one a provider's parser keeps (the last). A `null` conversation
+    /// is no conversation.
     fn read_history(self, body: &[u8]) -> Result<Option<Value>, serde_json::Error> {
+        // Serde reads a struct from an array too (fields by position): objects only.
+        let object = body.trim_ascii_start().first() == Some(&b'{');
         let narrow = match self {
+            _ if !object => Err(serde::de::Error::custom("not an object")),
             Self::AnthropicMessages | Self::ChatCompletions => {
                 serde_json::from_slice::<Messages>(body).map(|r| r.messages)
             }
