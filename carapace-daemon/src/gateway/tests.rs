@@ -591,7 +591,12 @@ fn the_conversation_is_read_as_the_whole_request_would_give_it() {
             let got = api.read_history(body.as_bytes()).expect("read");
             assert_eq!(got, want, "{api:?} {body}");
         }
-        for bad in ["", "{", r#"{"messages": [}"#, r#"{"tools": [1,], "messages": []}"#] {
+        for bad in [
+            "",
+            "{",
+            r#"{"messages": [}"#,
+            r#"{"tools": [1,], "messages": []}"#,
+        ] {
             assert!(api.read_history(bad.as_bytes()).is_err(), "{api:?} {bad}");
         }
     }
