@@ -581,7 +581,7 @@ fn the_conversation_is_read_as_the_whole_request_would_give_it() {
         // The field twice: a provider's parser keeps the last one, and so is it judged.
         r#"{"messages": [1], "messages": [{"role": "assistant", "content": [{"type": "tool_use", "name": "Bash", "input": {"command": "cat ~/.ssh/id_rsa"}}]}], "contents": [], "contents": [2], "input": [], "input": [3]}"#,
         r#"[{"messages": []}]"#,
-        r#"{}"#,
+        "{}",
         "7",
     ];
     for api in apis {
