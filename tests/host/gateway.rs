@@ -263,6 +263,11 @@ fn gateway_judges_only_new_past_calls_and_counts_its_decisions() {
         "carapace_decisions_total{layer=\"gateway\",mode=\"allow\"} 2",
         "carapace_decisions_total{layer=\"gateway\",mode=\"block\"} 1",
         "carapace_rule_matches_total{layer=\"gateway\",mode=\"block\",rule=\"ssh-private-keys\"} 1",
+        // What the gateway did with each request (a streamed answer is counted as checked
+        // whatever its calls' decisions, which the lines above count).
+        "carapace_gateway_requests_total{decision=\"checked\"} 2",
+        "carapace_gateway_requests_total{decision=\"checked-stream\"} 1",
+        "carapace_gateway_requests_total{decision=\"bad-agent\"} 0",
     ] {
         assert!(metrics.contains(want), "no {want} in\n{metrics}");
     }

@@ -10,11 +10,12 @@
 //! it next to `std::process`, and it stops when dropped.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use hyper::{Response, StatusCode};
 use serde_json::{json, Value};
 
-use crate::loopback::{self, event_stream, Body, Loopback};
+use crate::loopback::{self, paced_event_stream, Body, Loopback};
 
 /// One content block of an assistant reply.
 #[derive(Clone, Debug)]
@@ -66,6 +67,8 @@ struct State {
     responder: Box<Responder>,
     recorded: Mutex<Vec<Recorded>>,
     next_id: AtomicU64,
+    /// Time between two streamed events, in nanoseconds (0: all at once).
+    gap_ns: AtomicU64,
 }
 
 /// The running server; stops when dropped.
@@ -97,6 +100,7 @@ impl MessagesServer {
             responder: Box::new(responder),
             recorded: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
+            gap_ns: AtomicU64::new(0),
         });
         let serving = Arc::clone(&state);
         let server = Loopback::start("anthropic-loopback", move |request| {
@@ -104,6 +108,13 @@ impl MessagesServer {
             async move { response }
         });
         Self { server, state }
+    }
+
+    /// Streams the next answers with `gap` between two events, as a model sends them while
+    /// it generates (zero, the default: all at once).
+    pub fn pace(&self, gap: Duration) {
+        let ns = u64::try_from(gap.as_nanos()).unwrap_or(u64::MAX);
+        self.state.gap_ns.store(ns, Ordering::Relaxed);
     }
 
     /// `http://127.0.0.1:PORT`, the value for `ANTHROPIC_BASE_URL`.
@@ -218,7 +229,8 @@ fn respond(state: &State, recorded: &Recorded) -> Response<Body> {
         input_tokens,
     };
     if request["stream"] == true {
-        stream_response(reply.events())
+        let gap = Duration::from_nanos(state.gap_ns.load(Ordering::Relaxed));
+        with_request_id(paced_event_stream(reply.events(), gap))
     } else {
         json_response(&reply.message())
     }
@@ -374,10 +386,6 @@ fn chunks(s: &str) -> impl Iterator<Item = &str> {
 
 fn sse(event: &str, data: &Value) -> String {
     format!("event: {event}\ndata: {data}\n\n")
-}
-
-fn stream_response(events: Vec<String>) -> Response<Body> {
-    with_request_id(event_stream(events))
 }
 
 fn json_response(value: &Value) -> Response<Body> {

@@ -7,6 +7,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use http_body_util::{combinators::BoxBody, BodyExt as _, Full, StreamBody};
 use hyper::body::{Bytes, Frame, Incoming};
@@ -180,13 +181,27 @@ pub fn json_response(value: &serde_json::Value) -> Response<Body> {
 /// arrive as separate chunks.
 #[must_use]
 pub fn event_stream(events: Vec<String>) -> Response<Body> {
+    paced_event_stream(events, Duration::ZERO)
+}
+
+/// [`event_stream`] with `gap` between two events, as a model generating its answer sends
+/// them (the first goes at once). A zero gap sends them all as fast as the socket takes them.
+#[must_use]
+pub fn paced_event_stream(events: Vec<String>, gap: Duration) -> Response<Body> {
     let frames = events
         .into_iter()
         .map(|e| Ok::<_, Infallible>(Frame::data(Bytes::from(e))));
-    with_type(
-        StreamBody::new(tokio_stream::iter(frames)).boxed(),
-        "text/event-stream; charset=utf-8",
-    )
+    let body = if gap.is_zero() {
+        StreamBody::new(tokio_stream::iter(frames)).boxed()
+    } else {
+        // The first item goes at once, each next one `gap` after the one before.
+        StreamBody::new(tokio_stream::StreamExt::throttle(
+            tokio_stream::iter(frames),
+            gap,
+        ))
+        .boxed()
+    };
+    with_type(body, "text/event-stream; charset=utf-8")
 }
 
 fn with_type(body: Body, content_type: &'static str) -> Response<Body> {

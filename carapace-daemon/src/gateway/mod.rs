@@ -162,6 +162,40 @@ impl Api {
         }
     }
 
+    /// The conversation of a request body, read without building the rest of the request
+    /// (a coding agent's system prompt and tool definitions are tens of KiB, sent again on
+    /// every turn): the other fields are only checked to be JSON. A body the narrow reading
+    /// refuses (not an object, the field given twice) is read whole, as before, so the
+    /// field judged is the one a provider's parser keeps (the last). A `null` conversation
+    /// is no conversation.
+    fn read_history(self, body: &[u8]) -> Result<Option<Value>, serde_json::Error> {
+        // Serde reads a struct from an array too (fields by position): objects only.
+        let object = body.trim_ascii_start().first() == Some(&b'{');
+        let narrow = match self {
+            _ if !object => Err(serde::de::Error::custom("not an object")),
+            Self::AnthropicMessages | Self::ChatCompletions => {
+                serde_json::from_slice::<Messages>(body).map(|r| r.messages)
+            }
+            Self::Responses => serde_json::from_slice::<Input>(body).map(|r| r.input),
+            Self::GeminiContent => serde_json::from_slice::<Contents>(body).map(|r| r.contents),
+        };
+        match narrow {
+            Ok(history) => Ok(history.filter(|h| self.history_shape(h))),
+            Err(_) => {
+                let request = serde_json::from_slice::<Value>(body)?;
+                Ok(self.history(&request).cloned())
+            }
+        }
+    }
+
+    /// Whether a conversation field's value is one [`Api::history`] takes.
+    fn history_shape(self, value: &Value) -> bool {
+        match self {
+            Self::Responses => value.is_array(),
+            Self::AnthropicMessages | Self::ChatCompletions | Self::GeminiContent => true,
+        }
+    }
+
     fn message_calls(self, message: &Value) -> Vec<PendingCall> {
         match self {
             Self::AnthropicMessages => anthropic::message_calls(message),
@@ -188,6 +222,22 @@ impl Api {
             Self::GeminiContent => Box::<gemini::Stream>::default(),
         }
     }
+}
+
+/// The conversation field of each API's request body; the other fields are skipped.
+#[derive(serde::Deserialize)]
+struct Messages {
+    messages: Option<Value>,
+}
+
+#[derive(serde::Deserialize)]
+struct Input {
+    input: Option<Value>,
+}
+
+#[derive(serde::Deserialize)]
+struct Contents {
+    contents: Option<Value>,
 }
 
 /// A Gemini content method: `/v1beta/models/MODEL:generateContent` and
@@ -327,6 +377,9 @@ async fn handle(state: &State, ctx: &GatewayClient, req: Request<Incoming>) -> R
     let path = path_only(&pq).to_owned();
     let api = Api::of(&method, &path);
     let (response, decision) = proxy(state, ctx, req, api).await;
+    if let Some(daemon) = state.gate.daemon() {
+        daemon.metrics.gateway_request(decision);
+    }
     // The query is left out: some APIs take keys there.
     tracing::info!(
         method = %method,
@@ -380,7 +433,7 @@ async fn proxy(
         }
     };
     if let Some(api) = api {
-        let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+        let Ok(history) = api.read_history(&body) else {
             return (
                 error(
                     StatusCode::BAD_REQUEST,
@@ -390,7 +443,7 @@ async fn proxy(
                 "refused",
             );
         };
-        if let Some(transcript) = api.history(&request) {
+        if let Some(transcript) = &history {
             if let Some(message) = state.gate.history(ctx, transcript).await {
                 return (
                     error(StatusCode::FORBIDDEN, "permission_error", &message),

@@ -148,7 +148,7 @@ impl Gate {
         }
     }
 
-    fn daemon(&self) -> Option<Arc<Daemon>> {
+    pub(super) fn daemon(&self) -> Option<Arc<Daemon>> {
         Arc::clone(&self.source).daemon()
     }
 

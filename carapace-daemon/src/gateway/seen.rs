@@ -51,11 +51,19 @@ impl SeenClean {
             .map(|past| {
                 let mut h = client.clone();
                 field(&mut h, past.call.tool.as_bytes());
-                field(&mut h, past.call.input.to_string().as_bytes());
                 field(
                     &mut h,
                     past.cwd.as_deref().unwrap_or("\u{0}none").as_bytes(),
                 );
+                // The input last, serialised straight into the digest (a long conversation
+                // has hundreds of calls: no string for each), then its length.
+                let mut input = Hashing { h: &mut h, len: 0 };
+                let written = serde_json::to_writer(&mut input, &past.call.input).is_ok();
+                let len = input.len;
+                // Writing a `Value` to a digest cannot fail (no I/O, string keys); if it
+                // ever did, the flag keeps the partial input from hashing like a whole one.
+                h.update([u8::from(written)]);
+                h.update(len.to_le_bytes());
                 h.finalize().into()
             })
             .collect()
@@ -93,6 +101,24 @@ impl Inner {
             self.clean.clear();
             self.rules = Some(Arc::clone(rules));
         }
+    }
+}
+
+/// Bytes written into a digest, counted.
+struct Hashing<'h> {
+    h: &'h mut Sha256,
+    len: u64,
+}
+
+impl std::io::Write for Hashing<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.h.update(buf);
+        self.len += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -143,6 +169,22 @@ mod tests {
         let reloaded = Arc::new(RuleSet::default());
         assert_eq!(seen.known(&reloaded, &keys), [false, false]);
         assert_eq!(seen.known(&rules, &keys), [false, false]);
+    }
+
+    #[test]
+    fn the_input_is_hashed_as_its_serialisation() {
+        let c = ctx("/home/a");
+        let t = calls(&["echo \"a\\b\" é"]);
+        let mut want = Sha256::new();
+        for part in ["/home/a", "/p", "Bash", "\u{0}none"] {
+            field(&mut want, part.as_bytes());
+        }
+        let input = t.calls[0].call.input.to_string();
+        want.update(input.as_bytes());
+        want.update([1]);
+        want.update((input.len() as u64).to_le_bytes());
+        let want: Key = want.finalize().into();
+        assert_eq!(SeenClean::keys(&c, &t), [want]);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! Follows the WHATWG event-stream grammar: lines end in CRLF, LF or CR; a blank line ends
 //! an event; `data:` lines join with `\n`; one space after the colon is dropped; lines
 //! starting with `:` are comments.
+use bytes::BytesMut;
 use hyper::body::Bytes;
 
 /// Largest event held while waiting for its end; a longer one fails the stream (closed).
@@ -77,10 +78,12 @@ fn lines(text: &str) -> impl Iterator<Item = &str> {
 #[error("an event of the upstream's stream exceeds {MAX_EVENT} bytes")]
 pub struct TooLong;
 
-/// Splits a byte stream into events as they complete.
+/// Splits a byte stream into events as they complete. Each event's bytes are cut off the
+/// front of the buffer without a copy (a burst of events arrives in one read: copying the
+/// rest after each cut cost as much again as the events).
 #[derive(Debug, Default)]
 pub struct Splitter {
-    buf: Vec<u8>,
+    buf: BytesMut,
     /// Bytes of `buf` already scanned without finding the end of the event.
     scanned: usize,
 }
@@ -91,10 +94,9 @@ impl Splitter {
         self.buf.extend_from_slice(chunk);
         let mut events = Vec::new();
         while let Some(end) = self.event_end() {
-            let rest = self.buf.split_off(end);
-            let raw = std::mem::replace(&mut self.buf, rest);
+            let raw = self.buf.split_to(end).freeze();
             self.scanned = 0;
-            events.push(Event::parse(Bytes::from(raw)));
+            events.push(Event::parse(raw));
         }
         if self.buf.len() > MAX_EVENT {
             return Err(TooLong);
@@ -105,7 +107,7 @@ impl Splitter {
     /// The end of the stream: what is left, an event without its blank line, if anything.
     pub fn finish(&mut self) -> Option<Event> {
         self.scanned = 0;
-        (!self.buf.is_empty()).then(|| Event::parse(Bytes::from(std::mem::take(&mut self.buf))))
+        (!self.buf.is_empty()).then(|| Event::parse(self.buf.split().freeze()))
     }
 
     /// Where the first complete event in `buf` ends (after its blank line). A CR at the end

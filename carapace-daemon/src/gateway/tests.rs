@@ -563,3 +563,41 @@ fn gemini_content_methods_are_checked_under_any_model_resource() {
         assert_eq!(Api::of(&Method::POST, path), None, "{path}");
     }
 }
+
+/// The narrow reading of a request's conversation gives what reading the whole request and
+/// taking the field gave, for every API, whatever else the body holds; a body that is not
+/// JSON is still refused.
+#[test]
+fn the_conversation_is_read_as_the_whole_request_would_give_it() {
+    let apis = [
+        Api::AnthropicMessages,
+        Api::ChatCompletions,
+        Api::Responses,
+        Api::GeminiContent,
+    ];
+    let bodies = [
+        r#"{"model": "m", "system": [{"type": "text", "text": "be brief"}], "tools": [{"name": "Bash", "input_schema": {"type": "object"}}], "messages": [{"role": "user", "content": "hi"}], "input": [{"type": "function_call", "name": "shell", "arguments": "{}"}], "contents": [{"role": "user", "parts": [{"text": "hi"}]}]}"#,
+        r#"{"input": "a plain string", "messages": null}"#,
+        // The field twice: a provider's parser keeps the last one, and so is it judged.
+        r#"{"messages": [1], "messages": [{"role": "assistant", "content": [{"type": "tool_use", "name": "Bash", "input": {"command": "cat ~/.ssh/id_rsa"}}]}], "contents": [], "contents": [2], "input": [], "input": [3]}"#,
+        r#"[{"messages": []}]"#,
+        "{}",
+        "7",
+    ];
+    for api in apis {
+        for body in bodies {
+            let whole: Value = serde_json::from_str(body).expect("JSON");
+            let want = api.history(&whole).filter(|h| !h.is_null()).cloned();
+            let got = api.read_history(body.as_bytes()).expect("read");
+            assert_eq!(got, want, "{api:?} {body}");
+        }
+        for bad in [
+            "",
+            "{",
+            r#"{"messages": [}"#,
+            r#"{"tools": [1,], "messages": []}"#,
+        ] {
+            assert!(api.read_history(bad.as_bytes()).is_err(), "{api:?} {bad}");
+        }
+    }
+}

@@ -78,6 +78,18 @@ fn mode_index(mode: Mode) -> usize {
     }
 }
 
+/// What the gateway did with a request, as its `decision` label and log field name it (by
+/// name: the page's order).
+pub const GATEWAY_DECISIONS: [&str; 7] = [
+    "bad-agent",
+    "checked",
+    "checked-stream",
+    "error",
+    "forwarded",
+    "refused",
+    "refused-tool-call",
+];
+
 /// A counter per (layer, mode).
 type Grid = [[AtomicU64; MODES.len()]; Layer::ALL.len()];
 
@@ -145,6 +157,8 @@ pub struct Metrics {
     /// Past calls of the gateway's conversations judged, and found clean before (skipped).
     history_judged: AtomicU64,
     history_remembered: AtomicU64,
+    /// Requests through the gateway, per [`GATEWAY_DECISIONS`].
+    gateway_requests: [AtomicU64; GATEWAY_DECISIONS.len()],
 }
 
 /// Escapes a label value for the text format.
@@ -203,6 +217,14 @@ impl Metrics {
             .fetch_add(judged as u64, Ordering::Relaxed);
         self.history_remembered
             .fetch_add(remembered as u64, Ordering::Relaxed);
+    }
+
+    /// One request through the gateway and what was done with it (one of
+    /// [`GATEWAY_DECISIONS`]; any other name is not counted).
+    pub fn gateway_request(&self, decision: &str) {
+        if let Some(i) = GATEWAY_DECISIONS.iter().position(|d| *d == decision) {
+            self.gateway_requests[i].fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Blocked decisions per layer since start (`tool-call`, `history`, `kernel`).
@@ -295,6 +317,15 @@ impl Metrics {
                 load(n)
             );
         }
+        out.push_str("# HELP carapace_gateway_requests_total Requests through the gateway by what it did: forwarded unchecked, checked (whole or streamed), a tool call refused, the conversation refused (bad-agent), the request refused, or the upstream failed (error).\n");
+        out.push_str("# TYPE carapace_gateway_requests_total counter\n");
+        for (decision, n) in GATEWAY_DECISIONS.iter().zip(&self.gateway_requests) {
+            let _ = writeln!(
+                out,
+                "carapace_gateway_requests_total{{decision=\"{decision}\"}} {}",
+                load(n)
+            );
+        }
         out.push_str("# HELP carapace_evaluation_seconds Time to evaluate a tool call or transcript and record it.\n");
         out.push_str("# TYPE carapace_evaluation_seconds histogram\n");
         for layer in Layer::ALL {
@@ -373,6 +404,8 @@ mod tests {
         );
         m.decision(Layer::ToolCall, Mode::Allow, [], Duration::from_secs(10));
         m.kernel_denial("protect");
+        m.gateway_request("checked-stream");
+        m.gateway_request("not-a-decision");
         let text = m.render(&[("carapace_ledger_records", "Records.", 7.0)]);
         for want in [
             "carapace_decisions_total{layer=\"tool-call\",mode=\"block\"} 1",
@@ -386,6 +419,8 @@ mod tests {
             "carapace_evaluation_seconds_count{layer=\"tool-call\"} 2",
             "carapace_evaluation_seconds_sum{layer=\"tool-call\"} 10.0003",
             "carapace_ledger_records 7",
+            "carapace_gateway_requests_total{decision=\"checked-stream\"} 1",
+            "carapace_gateway_requests_total{decision=\"bad-agent\"} 0",
         ] {
             assert!(text.contains(want), "missing {want} in:\n{text}");
         }
