@@ -179,13 +179,11 @@ impl Api {
             Self::Responses => serde_json::from_slice::<Input>(body).map(|r| r.input),
             Self::GeminiContent => serde_json::from_slice::<Contents>(body).map(|r| r.contents),
         };
-        match narrow {
-            Ok(history) => Ok(history.filter(|h| self.history_shape(h))),
-            Err(_) => {
-                let request = serde_json::from_slice::<Value>(body)?;
-                Ok(self.history(&request).cloned())
-            }
+        if let Ok(history) = narrow {
+            return Ok(history.filter(|h| self.history_shape(h)));
         }
+        let request = serde_json::from_slice::<Value>(body)?;
+        Ok(self.history(&request).cloned())
     }
 
     /// Whether a conversation field's value is one [`Api::history`] takes.

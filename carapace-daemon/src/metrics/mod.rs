@@ -254,10 +254,6 @@ impl Metrics {
     /// The Prometheus text exposition; `extra` adds values known elsewhere (name, help, value):
     /// counters when the name ends in `_total`, gauges otherwise.
     #[must_use]
-    #[expect(
-        clippy::cast_precision_loss,
-        reason = "a latency sum in nanoseconds stays far below 2^52 for centuries of decisions"
-    )]
     pub fn render(&self, extra: &[(&str, &str, f64)]) -> String {
         let mut out = String::new();
         out.push_str("# HELP carapace_decisions_total Decisions by layer and mode.\n");
@@ -326,6 +322,28 @@ impl Metrics {
                 load(n)
             );
         }
+        self.render_latency(&mut out);
+        for (name, help, value) in extra {
+            // Totals kept elsewhere (the LLM client's) are counters; the rest are gauges.
+            let kind = if name.ends_with("_total") {
+                "counter"
+            } else {
+                "gauge"
+            };
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
+        }
+        out
+    }
+
+    /// The evaluation-time histograms, one per layer that decided something.
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "a latency sum in nanoseconds stays far below 2^52 for centuries of decisions"
+    )]
+    fn render_latency(&self, out: &mut String) {
         out.push_str("# HELP carapace_evaluation_seconds Time to evaluate a tool call or transcript and record it.\n");
         out.push_str("# TYPE carapace_evaluation_seconds histogram\n");
         for layer in Layer::ALL {
@@ -357,19 +375,6 @@ impl Metrics {
                 "carapace_evaluation_seconds_count{{layer=\"{layer}\"}} {count}"
             );
         }
-        for (name, help, value) in extra {
-            // Totals kept elsewhere (the LLM client's) are counters; the rest are gauges.
-            let kind = if name.ends_with("_total") {
-                "counter"
-            } else {
-                "gauge"
-            };
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
-            );
-        }
-        out
     }
 }
 
