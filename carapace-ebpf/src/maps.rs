@@ -233,6 +233,12 @@ pub struct Scratch {
     pub complete: u32,
     /// The path being checked, as the cache knows it (`path_cache::identify`).
     pub probe: CachedPath,
+    /// The file judged, for the inode check of an approval (`matcher::approved_ops`): a
+    /// `struct file *` or `struct dentry *` as `object_kind` says (`matcher::object`).
+    /// Stored, not read: the inode is read only when an approval is about to apply.
+    pub object: u64,
+    pub object_kind: u32,
+    pub object_pad: u32,
     /// Where `dpath` spells a path, backwards from `PATH_MAX`.
     pub spelled: [u8; SPELLED],
 }

@@ -83,8 +83,26 @@ impl Judging {
     }
 }
 
+/// The kinds of `Scratch::object`.
+pub mod object {
+    pub const NONE: u32 = 0;
+    pub const FILE: u32 = 1;
+    pub const DENTRY: u32 = 2;
+}
+
+/// The kernel object of the file judged, whose inode an approval is checked against.
+#[derive(Clone, Copy)]
+pub enum Object {
+    /// None at hand (a unix socket's path): only approvals of no file in particular apply.
+    None,
+    File(*const u8),
+    Dentry(*const u8),
+}
+
 /// The operations a human approved on the path in the scratch key for the session of
-/// `cgroup` (exceptions to approve-mode rules).
+/// `cgroup` (exceptions to approve-mode rules), if the path still names the file they
+/// approved: a file renamed or linked onto the path since is not covered. The inode is
+/// read here, only when an approval would apply.
 #[inline(always)]
 fn approved_ops(cgroup: u64) -> u32 {
     let Some(scratch) = SCRATCH.get_ptr(0) else {
@@ -92,9 +110,23 @@ fn approved_ops(cgroup: u64) -> u32 {
     };
     // SAFETY: per-CPU scratch holding the path judged; map values are valid while the
     // program runs and are replaced whole.
-    match unsafe { APPROVED_PATHS.get(&(*scratch).key.data) } {
+    let (ops, file) = match unsafe { APPROVED_PATHS.get(&(*scratch).key.data) } {
         Some(approved) => approved.of(cgroup),
-        None => 0,
+        None => return 0,
+    };
+    if ops == 0 || (file.dev == 0 && file.ino == 0) {
+        return ops;
+    }
+    // SAFETY: as above; `check_path` stored the object for this judging.
+    let (kind, ptr) = unsafe { ((*scratch).object_kind, (*scratch).object as *const u8) };
+    let now = match kind {
+        object::FILE => crate::inode::of_file(ptr),
+        object::DENTRY => crate::inode::of_dentry(ptr),
+        _ => None,
+    };
+    match now {
+        Some(k) if k.dev == file.dev && k.ino == file.ino => ops,
+        _ => 0,
     }
 }
 
@@ -195,6 +227,8 @@ pub struct PathSubject<'a> {
     /// it completes: for a directory's path and `/`, under a name a directory could be moved
     /// or linked to.
     pub live: bool,
+    /// The file's kernel object, for an approval's inode check.
+    pub object: Object,
 }
 
 /// A walk in progress: what [`step`] reads and writes between bytes. Scalars only: the
@@ -335,6 +369,11 @@ pub fn check_path(subject: &mut PathSubject<'_>, config: &Config, ops: u32) -> O
     }
     let mut j = Judging::new(ops);
     j.path = 1;
+    (scratch.object_kind, scratch.object) = match subject.object {
+        Object::None => (object::NONE, 0),
+        Object::File(f) => (object::FILE, f as u64),
+        Object::Dentry(d) => (object::DENTRY, d as u64),
+    };
     scratch.sources = 0;
     scratch.found_ops = 0;
     j.excepted = early_except;

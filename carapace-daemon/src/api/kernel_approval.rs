@@ -11,11 +11,14 @@
 //! not refused by the kernel and asked about a second time.
 //!
 //! In the kernel an approval stands for the rest of the session even when given "once": the
-//! kernel cannot tell the retry from the next identical open.
+//! kernel cannot tell the retry from the next identical open. It stands for the file the
+//! path named when the human answered (its inode), not for the name: a file renamed or
+//! hard-linked onto the path later is refused again.
 use std::sync::Arc;
 
-use carapace_common::{op, subject, DenyEvent};
+use carapace_common::{op, subject, DenyEvent, InodeKey};
 use carapace_policy::engine::{Decision, Extracted};
+use carapace_policy::host::kernel_dev;
 use carapace_policy::rules::compile::kernel::{self, Plan};
 use carapace_policy::rules::{Mode, Rule, RuleSet};
 
@@ -49,7 +52,12 @@ pub fn request_of(event: &DenyEvent, rule: &Rule, d: &Denial, owner_uid: u32) ->
     Some(Request {
         requester_uid: owner_uid,
         summary: format!("{phrase} (refused by the kernel until approved; the agent retries)"),
-        signature: format!("kernel {ops:#x} {path}"),
+        // The file too: once another file is moved onto the path, the approval of the old
+        // one does not answer for it (fatigue), a human is asked again.
+        signature: {
+            let file = file_at(path);
+            format!("kernel {ops:#x} {path} {}:{}", file.dev, file.ino)
+        },
         rules: vec![GateRule {
             id: rule.id.clone(),
             mode: "approve".into(),
@@ -202,11 +210,27 @@ pub fn apply(daemon: &Daemon, approval: &Approval) {
     }
 }
 
+/// The file `path` names now, as the kernel keys inodes: the exception covers that file
+/// only, so that another file renamed or hard-linked onto the path afterwards is refused
+/// again. Zero (any file) when nothing is there yet — an approved write that creates it —
+/// or for a socket, whose connect the kernel judges by path alone.
+fn file_at(path: &str) -> InodeKey {
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+    // Not followed: the kernel judges the name itself (an unlinked symlink is the link).
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if !m.file_type().is_socket() => InodeKey {
+            dev: kernel_dev(m.dev()),
+            ino: m.ino(),
+        },
+        _ => InodeKey::default(),
+    }
+}
+
 /// Writes one approved operation as the session's kernel exception, logging the outcome.
 fn write(daemon: &Daemon, approval: &Approval, session: &str, k: &KernelOperation) {
     match daemon
         .sessions
-        .approve_kernel_path(session, k.path.as_bytes(), k.ops)
+        .approve_kernel_path(session, k.path.as_bytes(), k.ops, file_at(&k.path))
     {
         Ok(true) => tracing::info!(
             approval = %approval.row.id,
@@ -341,6 +365,33 @@ mod tests {
         assert!(call_ops(&set, "rm /srv/drafts/a").is_empty());
         // A call approved for a rule the kernel does not hold writes nothing.
         assert!(call_ops(&set, "deploy prod").is_empty());
+    }
+
+    #[test]
+    fn an_exception_names_the_file_the_path_names_now() {
+        use std::os::unix::fs::MetadataExt as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::write(&a, "a").expect("write a");
+        std::fs::write(&b, "b").expect("write b");
+        let path = a.to_str().expect("utf-8");
+        let approved = file_at(path);
+        let meta = std::fs::metadata(&a).expect("stat a");
+        assert_eq!(approved.ino, meta.ino());
+        assert_eq!(approved.dev, kernel_dev(meta.dev()));
+        assert_ne!(approved, InodeKey::default());
+        // Another file moved onto the path is another key.
+        std::fs::rename(&b, &a).expect("rename");
+        assert_ne!(file_at(path), approved);
+        // Nothing there yet (a write that creates it), or a socket: any file.
+        let missing = dir.path().join("missing");
+        assert_eq!(
+            file_at(missing.to_str().expect("utf-8")),
+            InodeKey::default()
+        );
+        let sock = dir.path().join("sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
+        assert_eq!(file_at(sock.to_str().expect("utf-8")), InodeKey::default());
     }
 
     #[test]

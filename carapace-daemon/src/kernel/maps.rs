@@ -163,17 +163,24 @@ impl KernelMaps {
         }
     }
 
-    /// Lets `ops` (`op::*`) on `path` through the approve-mode rules for the session of
-    /// `cgroup`, as a human approved. Fails (nothing written) when the path is too long for
-    /// a key or other sessions fill its slots: the operation then stays refused.
-    pub fn approve_path(&mut self, cgroup: u64, path: &[u8], ops: u32) -> anyhow::Result<()> {
+    /// Lets `ops` (`op::*`) on `path`, while it names the file `inode` (zero: any file),
+    /// through the approve-mode rules for the session of `cgroup`, as a human approved.
+    /// Fails (nothing written) when the path is too long for a key or other sessions fill
+    /// its slots: the operation then stays refused.
+    pub fn approve_path(
+        &mut self,
+        cgroup: u64,
+        path: &[u8],
+        ops: u32,
+        inode: InodeKey,
+    ) -> anyhow::Result<()> {
         let key = path_key(path)?;
         let mut approved = match self.approved.get(&key, 0) {
             Ok(a) => a,
             Err(aya::maps::MapError::KeyNotFound) => ApprovedOps::default(),
             Err(e) => return Err(e).context("APPROVED_PATHS"),
         };
-        if !approved.add(cgroup, ops) {
+        if !approved.add(cgroup, ops, inode) {
             bail!(
                 "{} sessions already hold approvals for {}",
                 carapace_common::APPROVALS_PER_PATH,

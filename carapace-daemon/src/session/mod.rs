@@ -171,16 +171,19 @@ impl SessionManager {
         })
     }
 
-    /// Lets `ops` on `path` through the approve-mode kernel rules for session `id`, as a
-    /// human approved; `Ok(false)` when the kernel layer is not up or `id` is not a
+    /// Lets `ops` on `path`, while it names the file `inode` (zero: any), through the
+    /// approve-mode kernel rules for session `id`, as a human approved; `Ok(false)` when the kernel layer is not up or `id` is not a
     /// `carapace run` session.
     pub fn approve_kernel_path(
         &self,
         id: &str,
         path: &[u8],
         ops: u32,
+        inode: carapace_common::InodeKey,
     ) -> Result<bool, SessionError> {
-        self.in_kernel(id, |k, cgroup_id| k.approve_path(cgroup_id, path, ops))
+        self.in_kernel(id, |k, cgroup_id| {
+            k.approve_path(cgroup_id, path, ops, inode)
+        })
     }
 
     /// Runs `write` on the kernel maps for the cgroup of `carapace run` session `id`;
