@@ -463,6 +463,22 @@ impl ApprovedOps {
     }
 }
 
+/// Address approvals [`maps::APPROVED_ADDRS`] holds, all sessions together.
+pub const MAX_APPROVED_ADDRS: u32 = 16_384;
+
+/// The key of `APPROVED_ADDRS`: an address (IPv4-mapped for IPv4, as `NETS` keys it) and
+/// port a human approved connecting to for the session of cgroup `cgroup`. Its value is the
+/// `op::*` bits approved (`op::NETWORK`). Looked up only when an approve-mode address rule
+/// would refuse.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ApprovedAddr {
+    pub cgroup: u64,
+    pub addr: [u8; 16],
+    pub port: u16,
+    pub pad: [u8; 6],
+}
+
 /// Per-rule data the programs need, in an array indexed by rule index.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -864,6 +880,7 @@ pub mod maps {
     pub const PATH_CACHE: &str = "PATH_CACHE";
     pub const PATH_CACHE_GEN: &str = "PATH_CACHE_GEN";
     pub const APPROVED_PATHS: &str = "APPROVED_PATHS";
+    pub const APPROVED_ADDRS: &str = "APPROVED_ADDRS";
 }
 
 /// Indices of `PATH_CACHE_GEN`, the generations a cached path verdict was made under. Two
@@ -944,14 +961,15 @@ const _: () = {
     assert!(core::mem::size_of::<OrigDst>() == 24);
     assert!(core::mem::size_of::<SniPeerKey>() == 24);
     assert!(core::mem::size_of::<ApprovedOps>() == 28 * APPROVALS_PER_PATH);
+    assert!(core::mem::size_of::<ApprovedAddr>() == 32);
 };
 
 #[cfg(feature = "user")]
 mod pod {
     use super::{
-        ApprovedOps, Config, DfaEarly, DfaHeader, InodeKey, Learned, LearnedKey, LearnedRefusals,
-        NameKey, NetKey, NetRefs, OrigDst, PathKey, PrefixKey, RuleMeta, RuleRefs, SessionState,
-        SniPeerKey,
+        ApprovedAddr, ApprovedOps, Config, DfaEarly, DfaHeader, InodeKey, Learned, LearnedKey,
+        LearnedRefusals, NameKey, NetKey, NetRefs, OrigDst, PathKey, PrefixKey, RuleMeta, RuleRefs,
+        SessionState, SniPeerKey,
     };
 
     // SAFETY: each type is #[repr(C)], has no padding the compiler inserts (the size
@@ -991,6 +1009,8 @@ mod pod {
     unsafe impl aya::Pod for OrigDst {}
     // SAFETY: see above.
     unsafe impl aya::Pod for ApprovedOps {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for ApprovedAddr {}
 }
 
 #[cfg(feature = "user")]

@@ -360,3 +360,56 @@ fn an_approval_does_not_cover_another_file_put_at_its_path() {
     assert_ne!(again, id, "a new request for the new file");
     answer("deny", &again);
 }
+
+/// Approve mode on an address: a connect is refused and files a request naming the address
+/// and port; approving it lets the session's retry connect; a denied port stays refused,
+/// and another session has no such approval.
+#[test]
+fn approve_mode_on_an_address_lets_the_approved_connect_through() {
+    let _g = guard();
+    let _a = super::listen("127.0.0.77:7777");
+    let _b = super::listen("127.0.0.77:7778");
+    let go = "/tmp/approve-addr-go";
+    let _ = fs::remove_file(go);
+    let script = format!(
+        "import os, socket, time\n\
+         def c(port):\n    s = socket.socket()\n    try:\n        s.connect(('127.0.0.77', port))\n        return 0\n    except OSError as e:\n        return e.errno\n    finally:\n        s.close()\n\
+         print('first=%d' % c(7777)); print('other=%d' % c(7778), flush=True)\n\
+         for _ in range(1200):\n    if os.path.exists('{go}'): break\n    time.sleep(0.1)\n\
+         print('second=%d' % c(7777)); print('denied=%d' % c(7778))\n"
+    );
+    let child = session_command(&["python3", "-c", &script], Some(1000))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start agent");
+    let yes = request_naming("kernel", "127.0.0.77:7777");
+    let no = request_naming("kernel", "127.0.0.77:7778");
+    answer("approve", &yes);
+    answer("deny", &no);
+    fs::write(go, "").expect("go");
+    let out = finish(child);
+    let text = stdout(&out);
+    assert!(
+        text.contains("first=13") && text.contains("other=13"),
+        "refused until approved:\n{text}"
+    );
+    assert!(
+        text.contains("second=0"),
+        "the approved retry connects:\n{text}"
+    );
+    assert!(
+        text.contains("denied=13"),
+        "the denied port stays refused:\n{text}"
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "carapace: blocked network of 127.0.0.77:7777 (rule approve-api: That service needs a human's approval. Waiting for a human to approve it (request {yes}"
+        )),
+        "the message says a human is asked:\n{err}"
+    );
+    // Another session has no such approval.
+    let out = agent(&super::py_connect("AF_INET", "127.0.0.77", 7777));
+    assert_eq!(stdout(&out).trim(), "13", "another session is refused");
+}

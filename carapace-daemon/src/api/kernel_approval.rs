@@ -31,10 +31,38 @@ use crate::session::db::ApprovalStatus;
 pub const KIND: &str = "kernel";
 
 /// The request a refusal by `rule` stands for, if the rule is an approve-mode rule and the
-/// event names a path that can be written as a map key again (UTF-8, no NUL).
+/// event names a path that can be written as a map key again (UTF-8, no NUL), or an
+/// address and port.
 #[must_use]
 pub fn request_of(event: &DenyEvent, rule: &Rule, d: &Denial, owner_uid: u32) -> Option<Request> {
-    if rule.mode != Mode::Approve || event.subject != subject::PATH {
+    if rule.mode != Mode::Approve {
+        return None;
+    }
+    let gate = vec![GateRule {
+        id: rule.id.clone(),
+        mode: "approve".into(),
+        message: rule.message.clone(),
+    }];
+    if event.subject == subject::INET {
+        let addr = super::denial::inet_addr(event)?;
+        // `d.subject` names the address as the denial line does, with the host name the
+        // session's resolver handed it out for when it did.
+        let phrase = super::denial::phrase(&d.operation, &d.subject);
+        return Some(Request {
+            requester_uid: owner_uid,
+            summary: format!("{phrase} (refused by the kernel until approved; the agent retries)"),
+            signature: format!("kernel connect {addr} {}", event.port),
+            rules: gate,
+            kernel: Some(KernelOperation {
+                addr: Some(addr),
+                port: event.port,
+                ops: op::NETWORK,
+                ..KernelOperation::default()
+            }),
+            ..Request::default()
+        });
+    }
+    if event.subject != subject::PATH {
         return None;
     }
     let end = event.path.iter().position(|b| *b == 0)?;
@@ -58,14 +86,11 @@ pub fn request_of(event: &DenyEvent, rule: &Rule, d: &Denial, owner_uid: u32) ->
             let file = file_at(path);
             format!("kernel {ops:#x} {path} {}:{}", file.dev, file.ino)
         },
-        rules: vec![GateRule {
-            id: rule.id.clone(),
-            mode: "approve".into(),
-            message: rule.message.clone(),
-        }],
+        rules: gate,
         kernel: Some(KernelOperation {
             path: path.to_owned(),
             ops,
+            ..KernelOperation::default()
         }),
         ..Request::default()
     })
@@ -117,6 +142,7 @@ pub fn call_operations(
             None => out.push(KernelOperation {
                 path: path.to_owned(),
                 ops,
+                ..KernelOperation::default()
             }),
         }
     }
@@ -228,16 +254,27 @@ fn file_at(path: &str) -> InodeKey {
 
 /// Writes one approved operation as the session's kernel exception, logging the outcome.
 fn write(daemon: &Daemon, approval: &Approval, session: &str, k: &KernelOperation) {
-    match daemon
-        .sessions
-        .approve_kernel_path(session, k.path.as_bytes(), k.ops, file_at(&k.path))
-    {
+    let (written, what) = match k.addr {
+        Some(addr) => (
+            daemon.sessions.approve_kernel_addr(session, addr, k.port),
+            std::net::SocketAddr::new(addr, k.port).to_string(),
+        ),
+        None => (
+            daemon.sessions.approve_kernel_path(
+                session,
+                k.path.as_bytes(),
+                k.ops,
+                file_at(&k.path),
+            ),
+            crate::audit::redact::redact(&k.path),
+        ),
+    };
+    match written {
         Ok(true) => tracing::info!(
             approval = %approval.row.id,
             session = %session,
-            "kernel exception written: {:#x} on {}",
+            "kernel exception written: {:#x} on {what}",
             k.ops,
-            crate::audit::redact::redact(&k.path)
         ),
         Ok(false) => tracing::warn!(
             approval = %approval.row.id,
@@ -319,6 +356,48 @@ mod tests {
         let secret = set.by_id("secret").expect("secret");
         assert!(request_of(&event(b"/srv/secret/a", op::READ), secret, &d, 1000).is_none());
         assert!(request_of(&event(b"/srv/drafts/\xff", op::READ), drafts, &d, 1000).is_none());
+    }
+
+    #[test]
+    fn approve_rules_on_addresses_file_the_address_and_port() {
+        let set = rules(
+            "version: 1\nbuiltin: none\nrules:\n  - id: api\n    approve: { host: \"127.0.0.9\", port: 8080 }\n",
+        );
+        let api = set.by_id("api").expect("api");
+        let mut e = event(b"", op::NETWORK);
+        e.subject = subject::INET;
+        e.family = carapace_common::AF_INET;
+        e.addr = std::net::Ipv4Addr::new(127, 0, 0, 9)
+            .to_ipv6_mapped()
+            .octets();
+        e.port = 8080;
+        let mut d = super::super::denial::denial_from_event(&e, "s-1", Some(("api", "m")));
+        d.subject = format!("{} (api.example)", d.subject);
+        let r = request_of(&e, api, &d, 1000).expect("a request");
+        let k = r.kernel.as_ref().expect("kernel operation");
+        assert_eq!(k.addr, Some("127.0.0.9".parse().expect("addr")));
+        assert_eq!((k.port, k.ops, k.path.as_str()), (8080, op::NETWORK, ""));
+        assert!(
+            r.summary.contains("127.0.0.9:8080 (api.example)"),
+            "the summary names the address, port and name: {}",
+            r.summary
+        );
+        // Another port is another request; the name does not make one.
+        let mut other = e;
+        other.port = 8081;
+        let r2 = request_of(&other, api, &d, 1000).expect("a request");
+        assert_ne!(r2.identity(KIND), r.identity(KIND));
+        let mut plain = d.clone();
+        plain.subject = "127.0.0.9:8080".into();
+        let r3 = request_of(&e, api, &plain, 1000).expect("a request");
+        assert_eq!(r3.identity(KIND), r.identity(KIND));
+        // Stored as JSON, and read back; older rows without an address still read.
+        let json = serde_json::to_string(k).expect("json");
+        let back: KernelOperation = serde_json::from_str(&json).expect("read back");
+        assert_eq!(&back, k);
+        let old: KernelOperation =
+            serde_json::from_str(r#"{"path":"/srv/a","ops":1}"#).expect("an old row");
+        assert_eq!((old.addr, old.port), (None, 0));
     }
 
     /// The operations an approved call writes as kernel exceptions, for a Bash call.

@@ -193,6 +193,17 @@ impl Kernel {
         self.maps.approve_path(cgroup_id, path, ops, inode)
     }
 
+    /// Lets a connect to `addr` (IPv4-mapped for IPv4) and `port` through the session's
+    /// approve-mode address rules.
+    pub fn approve_addr(
+        &mut self,
+        cgroup_id: u64,
+        addr: [u8; 16],
+        port: u16,
+    ) -> anyhow::Result<()> {
+        self.maps.approve_addr(cgroup_id, addr, port)
+    }
+
     /// (cgroup id, session number) of sessions found in pinned maps at start.
     #[must_use]
     pub fn adopted_sessions(&self) -> Vec<(u64, u32)> {

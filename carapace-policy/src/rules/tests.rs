@@ -131,17 +131,20 @@ fn short_forms_set_mode_and_pattern() {
 }
 
 #[test]
-fn approve_rules_reach_the_kernel_on_paths_only() {
+fn approve_rules_reach_the_kernel_on_paths_and_addresses() {
     let set = ok(&user(
-        "  - id: drafts\n    approve: \"/srv/drafts/**\"\n    actions: [write]\n  - id: api\n    approve: { host: \"127.0.0.9\" }\n  - id: after-web\n    trigger: { after: { actions: [network] } }\n    effect: { actions: [write], path: \"/srv/work/**\" }\n    mode: approve\n",
+        "  - id: drafts\n    approve: \"/srv/drafts/**\"\n    actions: [write]\n  - id: api\n    approve: { host: \"127.0.0.9\", port: 8080 }\n  - id: after-web\n    trigger: { after: { actions: [network] } }\n    effect: { actions: [write], path: \"/srv/work/**\" }\n    mode: approve\n",
     ));
     let drafts = set.by_id("drafts").expect("drafts");
     let index = drafts.kernel_index.expect("drafts in the kernel") as usize;
     let meta = set.kernel_image().rules[index];
     assert_eq!(meta.flags & RULE_APPROVE, RULE_APPROVE);
     assert_eq!(meta.ops, op::WRITE);
-    // An address cannot be approved in the kernel: it stays with the tool-call check.
-    assert!(userspace_reason(&set, "api").contains("path rules only"));
+    // An address and port, flagged the same way: the approval is an exception for them.
+    let api = set.by_id("api").expect("api");
+    let meta = set.kernel_image().rules[api.kernel_index.expect("api in the kernel") as usize];
+    assert_eq!(meta.flags & RULE_APPROVE, RULE_APPROVE);
+    assert_eq!(meta.ops, op::NETWORK);
     // A session rule's effect on paths is approvable too, once its trigger fires.
     let after = set.by_id("after-web").expect("after-web");
     let meta = set.kernel_image().rules[after.kernel_index.expect("after-web") as usize];
