@@ -266,7 +266,7 @@ fn write(daemon: &Daemon, approval: &Approval, session: &str, k: &KernelOperatio
                 k.ops,
                 file_at(&k.path),
             ),
-            crate::audit::redact::redact(&k.path),
+            crate::audit::redact::redact(&k.path).to_string(),
         ),
     };
     match written {
