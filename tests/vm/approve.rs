@@ -355,10 +355,17 @@ fn an_approval_does_not_cover_another_file_put_at_its_path() {
         text.contains("third=1"),
         "the swapped file is refused:\n{text}"
     );
-    // Asked anew, about the file now there.
-    let again = request_for(&format!("read of {path}"));
-    assert_ne!(again, id, "a new request for the new file");
-    answer("deny", &again);
+    // Asked anew, about the file now there (the request goes with the session).
+    let err = stderr(&out);
+    let asked = err
+        .lines()
+        .filter(|l| l.contains(&format!("blocked read of {path}")))
+        .last()
+        .unwrap_or_default();
+    assert!(
+        asked.contains("Waiting for a human") && !asked.contains(&id),
+        "a new request for the new file:\n{err}"
+    );
 }
 
 /// Approve mode on an address: a connect is refused and files a request naming the address
