@@ -359,8 +359,7 @@ fn an_approval_does_not_cover_another_file_put_at_its_path() {
     let err = stderr(&out);
     let asked = err
         .lines()
-        .filter(|l| l.contains(&format!("blocked read of {path}")))
-        .last()
+        .rfind(|l| l.contains(&format!("blocked read of {path}")))
         .unwrap_or_default();
     assert!(
         asked.contains("Waiting for a human") && !asked.contains(&id),
