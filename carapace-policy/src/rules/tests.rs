@@ -1230,9 +1230,12 @@ fn kernel_test_rules_compile_entirely_to_the_kernel() {
         img.exact.get(&key("/run/blocked.sock")),
         Some(&refs(idx("blocked-unix"), 0))
     );
-    // The three blocked-* keys, the metadata address, and the allow-list's every-address
-    // key plus two exceptions (its `::1` shares blocked-v6's key).
-    assert_eq!(img.nets.len(), 7);
+    // The three blocked-* keys, the metadata address, the allow-list's every-address key
+    // plus two exceptions (its `::1` shares blocked-v6's key), and approve-api's address.
+    assert_eq!(img.nets.len(), 8);
+    assert!(img.nets[&(128, mapped([127, 0, 0, 77]))]
+        .iter()
+        .any(|r| r.rule == idx("approve-api") && r.port == 7777));
     let allow = idx("egress-allowlist");
     assert!(img.nets[&(0, [0; 16])]
         .iter()
