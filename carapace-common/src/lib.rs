@@ -393,45 +393,59 @@ pub const MAX_APPROVED_PATHS: u32 = 16_384;
 
 /// The value of `APPROVED_PATHS` (keyed by the path as `EXACT_PATHS` is): the operations
 /// (`op::*`) a human approved on that path for each session (`cgroups[i]`, a session's
-/// cgroup id; 0 for a free slot). Read only when an approve-mode rule would refuse, so
-/// opens no such rule covers never pay for it. Keyed by path rather than (session, path):
-/// the programs look it up with the path already in their scratch buffer, no copy.
+/// cgroup id; 0 for a free slot), and the file the path named when they approved
+/// (`inodes[i]`): a file renamed or hard-linked onto the path later is another file, which
+/// the approval does not cover. A zero inode (no file there when approved: a write that
+/// creates it, or a socket) covers whatever the path names. Read only when an approve-mode
+/// rule would refuse, so opens no such rule covers never pay for it. Keyed by path rather
+/// than (session, path): the programs look it up with the path already in their scratch
+/// buffer, no copy.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ApprovedOps {
     pub cgroups: [u64; APPROVALS_PER_PATH],
+    pub inodes: [InodeKey; APPROVALS_PER_PATH],
     pub ops: [u32; APPROVALS_PER_PATH],
 }
 
 impl ApprovedOps {
-    /// The operations approved on this path for the session of cgroup `cgroup`.
+    /// The operations approved on this path for the session of cgroup `cgroup`, and the
+    /// file they were approved for (zero: any).
     #[expect(
         clippy::inline_always,
         reason = "called by eBPF programs; a call adds verifier work"
     )]
     #[inline(always)]
     #[must_use]
-    pub fn of(&self, cgroup: u64) -> u32 {
+    pub fn of(&self, cgroup: u64) -> (u32, InodeKey) {
         let mut ops = 0;
+        let mut inode = InodeKey { dev: 0, ino: 0 };
         let mut i = 0;
         while i < APPROVALS_PER_PATH {
             if self.cgroups[i] == cgroup {
                 ops |= self.ops[i];
+                inode = self.inodes[i];
             }
             i += 1;
         }
-        ops
+        (ops, inode)
     }
 
-    /// Adds `ops` for `cgroup`; `false` when every slot is another session's.
-    pub fn add(&mut self, cgroup: u64, ops: u32) -> bool {
+    /// Adds `ops` for `cgroup` on the file `inode`; `false` when every slot is another
+    /// session's. An approval for another file than the one approved before (the path was
+    /// replaced) starts afresh: what was approved for the old file does not pass to the new.
+    pub fn add(&mut self, cgroup: u64, ops: u32, inode: InodeKey) -> bool {
         let slot = (0..APPROVALS_PER_PATH)
             .find(|&i| self.cgroups[i] == cgroup)
             .or_else(|| (0..APPROVALS_PER_PATH).find(|&i| self.cgroups[i] == 0));
         let Some(i) = slot else {
             return false;
         };
+        if self.cgroups[i] != cgroup || self.inodes[i] != inode {
+            self.ops[i] = 0;
+        }
         self.cgroups[i] = cgroup;
+        self.inodes[i] = inode;
         self.ops[i] |= ops;
         true
     }
@@ -441,11 +455,28 @@ impl ApprovedOps {
         for i in 0..APPROVALS_PER_PATH {
             if self.cgroups[i] == cgroup {
                 self.cgroups[i] = 0;
+                self.inodes[i] = InodeKey::default();
                 self.ops[i] = 0;
             }
         }
         self.cgroups.iter().any(|&c| c != 0)
     }
+}
+
+/// Address approvals [`maps::APPROVED_ADDRS`] holds, all sessions together.
+pub const MAX_APPROVED_ADDRS: u32 = 16_384;
+
+/// The key of `APPROVED_ADDRS`: an address (IPv4-mapped for IPv4, as `NETS` keys it) and
+/// port a human approved connecting to for the session of cgroup `cgroup`. Its value is the
+/// `op::*` bits approved (`op::NETWORK`). Looked up only when an approve-mode address rule
+/// would refuse.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ApprovedAddr {
+    pub cgroup: u64,
+    pub addr: [u8; 16],
+    pub port: u16,
+    pub pad: [u8; 6],
 }
 
 /// Per-rule data the programs need, in an array indexed by rule index.
@@ -849,6 +880,7 @@ pub mod maps {
     pub const PATH_CACHE: &str = "PATH_CACHE";
     pub const PATH_CACHE_GEN: &str = "PATH_CACHE_GEN";
     pub const APPROVED_PATHS: &str = "APPROVED_PATHS";
+    pub const APPROVED_ADDRS: &str = "APPROVED_ADDRS";
 }
 
 /// Indices of `PATH_CACHE_GEN`, the generations a cached path verdict was made under. Two
@@ -928,15 +960,16 @@ const _: () = {
     assert!(core::mem::size_of::<LearnedRefusals>() == 8 + 8 * LEARNED_BLOCKS);
     assert!(core::mem::size_of::<OrigDst>() == 24);
     assert!(core::mem::size_of::<SniPeerKey>() == 24);
-    assert!(core::mem::size_of::<ApprovedOps>() == 12 * APPROVALS_PER_PATH);
+    assert!(core::mem::size_of::<ApprovedOps>() == 28 * APPROVALS_PER_PATH);
+    assert!(core::mem::size_of::<ApprovedAddr>() == 32);
 };
 
 #[cfg(feature = "user")]
 mod pod {
     use super::{
-        ApprovedOps, Config, DfaEarly, DfaHeader, InodeKey, Learned, LearnedKey, LearnedRefusals,
-        NameKey, NetKey, NetRefs, OrigDst, PathKey, PrefixKey, RuleMeta, RuleRefs, SessionState,
-        SniPeerKey,
+        ApprovedAddr, ApprovedOps, Config, DfaEarly, DfaHeader, InodeKey, Learned, LearnedKey,
+        LearnedRefusals, NameKey, NetKey, NetRefs, OrigDst, PathKey, PrefixKey, RuleMeta, RuleRefs,
+        SessionState, SniPeerKey,
     };
 
     // SAFETY: each type is #[repr(C)], has no padding the compiler inserts (the size
@@ -976,6 +1009,8 @@ mod pod {
     unsafe impl aya::Pod for OrigDst {}
     // SAFETY: see above.
     unsafe impl aya::Pod for ApprovedOps {}
+    // SAFETY: see above.
+    unsafe impl aya::Pod for ApprovedAddr {}
 }
 
 #[cfg(feature = "user")]
@@ -1054,24 +1089,31 @@ mod tests {
 
     #[test]
     fn approved_ops_by_session() {
+        let file = InodeKey { dev: 3, ino: 11 };
+        let any = InodeKey::default();
         let mut a = ApprovedOps::default();
-        assert_eq!(a.of(7), 0);
-        assert!(a.add(7, op::READ));
-        assert!(a.add(7, op::WRITE));
-        assert!(a.add(9, op::EXEC | op::READ));
-        assert_eq!(a.of(7), op::READ | op::WRITE);
-        assert_eq!(a.of(9), op::EXEC | op::READ);
-        assert_eq!(a.of(8), 0);
+        assert_eq!(a.of(7).0, 0);
+        assert!(a.add(7, op::READ, file));
+        assert!(a.add(7, op::WRITE, file));
+        assert!(a.add(9, op::EXEC | op::READ, any));
+        assert_eq!(a.of(7), (op::READ | op::WRITE, file));
+        assert_eq!(a.of(9), (op::EXEC | op::READ, any));
+        assert_eq!(a.of(8).0, 0);
+        // The path now names another file: what the old one had approved is gone.
+        let other = InodeKey { dev: 3, ino: 12 };
+        assert!(a.add(7, op::WRITE, other));
+        assert_eq!(a.of(7), (op::WRITE, other));
         for c in 10..16 {
-            assert!(a.add(c, op::READ));
+            assert!(a.add(c, op::READ, any));
         }
-        assert!(!a.add(99, op::READ), "every slot is taken");
+        assert!(!a.add(99, op::READ, any), "every slot is taken");
         assert!(a.remove(7));
-        assert_eq!(a.of(7), 0);
-        assert!(a.add(99, op::READ), "a freed slot is reused");
+        assert_eq!(a.of(7).0, 0);
+        assert!(a.add(99, op::READ, any), "a freed slot is reused");
         let mut b = ApprovedOps::default();
-        b.add(1, op::READ);
+        b.add(1, op::READ, file);
         assert!(!b.remove(1), "no slot left in use");
+        assert_eq!(b, ApprovedOps::default(), "a freed slot is all zeroes");
     }
 
     #[test]

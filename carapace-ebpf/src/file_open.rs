@@ -10,8 +10,8 @@ use aya_ebpf::{
     programs::LsmContext,
 };
 use carapace_common::{
-    errsite, has, op, path_op, subject, InodeKey, FMODE_EXEC, FMODE_READ, FMODE_WRITE, NAME_MAX,
-    O_ACCMODE, O_TRUNC, PATH_MAX, RULE_PATH_TOO_LONG,
+    errsite, has, op, path_op, subject, FMODE_EXEC, FMODE_READ, FMODE_WRITE, NAME_MAX, O_ACCMODE,
+    O_TRUNC, PATH_MAX, RULE_PATH_TOO_LONG,
 };
 
 use crate::{
@@ -20,7 +20,7 @@ use crate::{
     gate::{self, Session},
     globals, inode, kread,
     maps::{count_error, CONFIG, SCRATCH},
-    matcher::{self, PathSubject, Verdict},
+    matcher::{self, Object, PathSubject, Verdict},
     outside, path_cache, EACCES,
 };
 
@@ -160,7 +160,7 @@ pub fn check_file(session: &Session, file: *const u8, ops: u32) -> Option<i32> {
     let want_name = config.has & has::NAMES != 0;
     let has_name = want_name && read_basename(f_path, &mut scratch.name);
     let inode = if config.has & has::INODES != 0 {
-        read_inode(file)
+        inode::of_file(file)
     } else {
         None
     };
@@ -173,6 +173,7 @@ pub fn check_file(session: &Session, file: *const u8, ops: u32) -> Option<i32> {
         inode,
         ancestors: false,
         live: false,
+        object: Object::File(file),
     };
     let verdict = matcher::check_path(&mut subject, config, ops)?;
     deny(session, verdict, &subject.scratch.key.data);
@@ -221,16 +222,4 @@ fn read_basename(f_path: *const u8, name: &mut [u8; NAME_MAX]) -> bool {
         kread::zero_words(name);
         false
     }
-}
-
-#[inline(always)]
-fn read_inode(file: *const u8) -> Option<InodeKey> {
-    let inode = kread::read::<*const u8>(file, globals::file_f_inode(), errsite::READ_INODE)?;
-    let ino = kread::read::<u64>(inode, globals::inode_i_ino(), errsite::READ_INODE)?;
-    let sb = kread::read::<*const u8>(inode, globals::inode_i_sb(), errsite::READ_INODE)?;
-    let dev = kread::read::<u32>(sb, globals::sb_s_dev(), errsite::READ_INODE)?;
-    Some(InodeKey {
-        dev: u64::from(dev),
-        ino,
-    })
 }

@@ -20,6 +20,22 @@ pub fn of_dentry(dentry: *const u8) -> Option<InodeKey> {
     })
 }
 
+/// The identity of the inode a `struct file *` is open on.
+#[inline(always)]
+pub fn of_file(file: *const u8) -> Option<InodeKey> {
+    let inode = kread::read::<*const u8>(file, globals::file_f_inode(), errsite::READ_INODE)?;
+    if inode.is_null() {
+        return None;
+    }
+    let ino = kread::read::<u64>(inode, globals::inode_i_ino(), errsite::READ_INODE)?;
+    let sb = kread::read::<*const u8>(inode, globals::inode_i_sb(), errsite::READ_INODE)?;
+    let dev = kread::read::<u32>(sb, globals::sb_s_dev(), errsite::READ_INODE)?;
+    Some(InodeKey {
+        dev: u64::from(dev),
+        ino,
+    })
+}
+
 /// The dentry's name into `name` (zero-tailed); false when it cannot be read or fills the
 /// buffer (it may have been cut short, and no basename rule is that long).
 #[inline(always)]

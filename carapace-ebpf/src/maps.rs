@@ -6,10 +6,10 @@ use aya_ebpf::{
     maps::{Array, HashMap, LpmTrie, LruHashMap, PerCpuArray, RingBuf},
 };
 use carapace_common::{
-    cache_gen, errsite, ApprovedOps, Config, DfaEarly, DfaHeader, InodeKey, Learned, LearnedKey,
-    LearnedRefusals, NetRefs, OrigDst, RuleMeta, RuleRefs, SessionState, SniPeerKey, DFA_CELLS,
-    DFA_CHUNK, DFA_SLOTS, DFA_STATES, MAX_APPROVED_PATHS, MAX_LEARNED, MAX_LEARNED_REFUSALS,
-    MAX_RULES, MAX_SESSIONS, MAX_SNI_PEERS, NAME_MAX, PATH_MAX,
+    cache_gen, errsite, ApprovedAddr, ApprovedOps, Config, DfaEarly, DfaHeader, InodeKey, Learned,
+    LearnedKey, LearnedRefusals, NetRefs, OrigDst, RuleMeta, RuleRefs, SessionState, SniPeerKey,
+    DFA_CELLS, DFA_CHUNK, DFA_SLOTS, DFA_STATES, MAX_APPROVED_ADDRS, MAX_APPROVED_PATHS,
+    MAX_LEARNED, MAX_LEARNED_REFUSALS, MAX_RULES, MAX_SESSIONS, MAX_SNI_PEERS, NAME_MAX, PATH_MAX,
 };
 
 /// Hash maps grow on demand instead of preallocating every entry.
@@ -78,6 +78,14 @@ pub static ANCESTORS: HashMap<[u8; PATH_MAX], RuleRefs> = HashMap::pinned(MAX_EN
 #[map(name = "APPROVED_PATHS")]
 pub static APPROVED_PATHS: HashMap<[u8; PATH_MAX], ApprovedOps> =
     HashMap::pinned(MAX_APPROVED_PATHS, NO_PREALLOC);
+
+/// (session cgroup, address, port) a human approved connecting to → the operations
+/// approved: exceptions to approve-mode address rules, written by the daemon when a request
+/// the kernel filed is approved, removed when the session ends. Looked up only when such a
+/// rule would refuse.
+#[map(name = "APPROVED_ADDRS")]
+pub static APPROVED_ADDRS: HashMap<ApprovedAddr, u32> =
+    HashMap::pinned(MAX_APPROVED_ADDRS, NO_PREALLOC);
 
 /// IPv4-mapped / IPv6 CIDR → rules with ports.
 #[map(name = "NETS")]
@@ -233,6 +241,12 @@ pub struct Scratch {
     pub complete: u32,
     /// The path being checked, as the cache knows it (`path_cache::identify`).
     pub probe: CachedPath,
+    /// The file judged, for the inode check of an approval (`matcher::approved_ops`): a
+    /// `struct file *` or `struct dentry *` as `object_kind` says (`matcher::object`).
+    /// Stored, not read: the inode is read only when an approval is about to apply.
+    pub object: u64,
+    pub object_kind: u32,
+    pub object_pad: u32,
     /// Where `dpath` spells a path, backwards from `PATH_MAX`.
     pub spelled: [u8; SPELLED],
 }

@@ -8,9 +8,9 @@
 //! verifier explores once per ref, not once per combination.
 
 use carapace_common::{
-    has, op, slot_bit, Config, InodeKey, Learned, NetRefs, RuleRefs, BLOCK_IN_ANY_STATE, DFA_CELLS,
-    DFA_CHUNK, DFA_EARLY_FLAG, DFA_GROUPS, DFA_STATES, LEARNED_BLOCKS, PATH_MAX, REFS_PER_KEY,
-    REF_EXCEPT, RULE_APPROVE, RULE_EVERY_ADDRESS,
+    has, op, slot_bit, ApprovedAddr, Config, InodeKey, Learned, NetRefs, RuleMeta, RuleRefs,
+    BLOCK_IN_ANY_STATE, DFA_CELLS, DFA_CHUNK, DFA_EARLY_FLAG, DFA_GROUPS, DFA_STATES,
+    LEARNED_BLOCKS, PATH_MAX, REFS_PER_KEY, REF_EXCEPT, RULE_APPROVE, RULE_EVERY_ADDRESS,
 };
 
 use aya_ebpf::{
@@ -22,9 +22,9 @@ use core::ptr::addr_of_mut;
 
 use crate::gate::Session;
 use crate::maps::{
-    source, Scratch, ANCESTORS, APPROVED_PATHS, DFA, DFA_ACCEPT, DFA_EARLY, DFA_EARLY_REFS,
-    DFA_LIVE, DFA_TRANS, EXACT_PATHS, INODES, LEARNED, LEARNED_REFUSALS, LEARNED_SCRATCH, NAMES,
-    NETS, PREFIX_PATHS, RULES, SCRATCH,
+    source, Scratch, ANCESTORS, APPROVED_ADDRS, APPROVED_PATHS, DFA, DFA_ACCEPT, DFA_EARLY,
+    DFA_EARLY_REFS, DFA_LIVE, DFA_TRANS, EXACT_PATHS, INODES, LEARNED, LEARNED_REFUSALS,
+    LEARNED_SCRATCH, NAMES, NETS, PREFIX_PATHS, RULES, SCRATCH,
 };
 
 /// A denial: the rule and the one operation bit it denied.
@@ -83,8 +83,26 @@ impl Judging {
     }
 }
 
+/// The kinds of `Scratch::object`.
+pub mod object {
+    pub const NONE: u32 = 0;
+    pub const FILE: u32 = 1;
+    pub const DENTRY: u32 = 2;
+}
+
+/// The kernel object of the file judged, whose inode an approval is checked against.
+#[derive(Clone, Copy)]
+pub enum Object {
+    /// None at hand (a unix socket's path): only approvals of no file in particular apply.
+    None,
+    File(*const u8),
+    Dentry(*const u8),
+}
+
 /// The operations a human approved on the path in the scratch key for the session of
-/// `cgroup` (exceptions to approve-mode rules).
+/// `cgroup` (exceptions to approve-mode rules), if the path still names the file they
+/// approved: a file renamed or linked onto the path since is not covered. The inode is
+/// read here, only when an approval would apply.
 #[inline(always)]
 fn approved_ops(cgroup: u64) -> u32 {
     let Some(scratch) = SCRATCH.get_ptr(0) else {
@@ -92,9 +110,23 @@ fn approved_ops(cgroup: u64) -> u32 {
     };
     // SAFETY: per-CPU scratch holding the path judged; map values are valid while the
     // program runs and are replaced whole.
-    match unsafe { APPROVED_PATHS.get(&(*scratch).key.data) } {
+    let (ops, file) = match unsafe { APPROVED_PATHS.get(&(*scratch).key.data) } {
         Some(approved) => approved.of(cgroup),
-        None => 0,
+        None => return 0,
+    };
+    if ops == 0 || (file.dev == 0 && file.ino == 0) {
+        return ops;
+    }
+    // SAFETY: as above; `check_path` stored the object for this judging.
+    let (kind, ptr) = unsafe { ((*scratch).object_kind, (*scratch).object as *const u8) };
+    let now = match kind {
+        object::FILE => crate::inode::of_file(ptr),
+        object::DENTRY => crate::inode::of_dentry(ptr),
+        _ => None,
+    };
+    match now {
+        Some(k) if k.dev == file.dev && k.ino == file.ino => ops,
+        _ => 0,
     }
 }
 
@@ -195,6 +227,8 @@ pub struct PathSubject<'a> {
     /// it completes: for a directory's path and `/`, under a name a directory could be moved
     /// or linked to.
     pub live: bool,
+    /// The file's kernel object, for an approval's inode check.
+    pub object: Object,
 }
 
 /// A walk in progress: what [`step`] reads and writes between bytes. Scalars only: the
@@ -335,6 +369,11 @@ pub fn check_path(subject: &mut PathSubject<'_>, config: &Config, ops: u32) -> O
     }
     let mut j = Judging::new(ops);
     j.path = 1;
+    (scratch.object_kind, scratch.object) = match subject.object {
+        Object::None => (object::NONE, 0),
+        Object::File(f) => (object::FILE, f as u64),
+        Object::Dentry(d) => (object::DENTRY, d as u64),
+    };
     scratch.sources = 0;
     scratch.found_ops = 0;
     j.excepted = early_except;
@@ -436,7 +475,12 @@ fn learned(cgroup: u64, addr: &[u8; 16]) -> Option<&'static Learned> {
 /// resolver learned it for (`Learned::blocks`; expired or not). A block flagged
 /// `BLOCK_IN_ANY_STATE` stands for rules the entry had no room for: in force regardless.
 #[inline(always)]
-fn learned_block(learned: &Learned, port: u16, session: &Session) -> Option<Verdict> {
+fn learned_block(
+    learned: &Learned,
+    addr: &[u8; 16],
+    port: u16,
+    session: &Session,
+) -> Option<Verdict> {
     for i in 0..LEARNED_BLOCKS {
         if i as u32 >= learned.blocked {
             return None;
@@ -449,7 +493,7 @@ fn learned_block(learned: &Learned, port: u16, session: &Session) -> Option<Verd
             continue;
         };
         let in_force = b.flags & BLOCK_IN_ANY_STATE != 0 || session.state.is_active(b.rule, meta);
-        if meta.ops & op::NETWORK != 0 && in_force {
+        if meta.ops & op::NETWORK != 0 && in_force && !approved_addr(meta, session, addr, port) {
             return Some(Verdict {
                 rule: b.rule,
                 op: op::NETWORK,
@@ -457,6 +501,24 @@ fn learned_block(learned: &Learned, port: u16, session: &Session) -> Option<Verd
         }
     }
     None
+}
+
+/// Whether `meta` is an approve-mode rule and a human approved connecting to `addr` and
+/// `port` for the session: such a rule then gives way (a block rule never does). The map is
+/// read only for an approve-mode rule about to refuse.
+#[inline(always)]
+fn approved_addr(meta: &RuleMeta, session: &Session, addr: &[u8; 16], port: u16) -> bool {
+    if meta.flags & RULE_APPROVE == 0 {
+        return false;
+    }
+    let key = ApprovedAddr {
+        cgroup: session.cgroup,
+        addr: *addr,
+        port,
+        pad: [0; 6],
+    };
+    // SAFETY: map values are valid while the program runs.
+    unsafe { APPROVED_ADDRS.get(&key) }.is_some_and(|ops| *ops & op::NETWORK != 0)
 }
 
 /// Judges a connect to `addr` (IPv4-mapped for IPv4) and `port` (host order): first by the
@@ -467,7 +529,7 @@ fn learned_block(learned: &Learned, port: u16, session: &Session) -> Option<Verd
 pub fn check_net(addr: [u8; 16], port: u16, session: &Session, dns: bool) -> Option<Verdict> {
     let state = session.state;
     let learned = learned(session.cgroup, &addr)?;
-    if let Some(verdict) = learned_block(learned, port, session) {
+    if let Some(verdict) = learned_block(learned, &addr, port, session) {
         return Some(verdict);
     }
     // SAFETY: helper without arguments.
@@ -503,7 +565,10 @@ pub fn check_net(addr: [u8; 16], port: u16, session: &Session, dns: bool) -> Opt
         if learned.excepts(r.rule, now) {
             continue;
         }
-        if meta.ops & op::NETWORK != 0 && state.is_active(r.rule, meta) {
+        if meta.ops & op::NETWORK != 0
+            && state.is_active(r.rule, meta)
+            && !approved_addr(meta, session, &addr, port)
+        {
             return Some(Verdict {
                 rule: r.rule,
                 op: op::NETWORK,

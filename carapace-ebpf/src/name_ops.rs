@@ -28,7 +28,7 @@ use crate::{
     event::{self, Subject},
     gate, globals, inode, kread,
     maps::{CONFIG, SCRATCH},
-    matcher::{self, PathSubject, Verdict},
+    matcher::{self, Object, PathSubject, Verdict},
     EACCES,
 };
 
@@ -281,6 +281,7 @@ pub fn judge(dentry: u64, mnt: u64, ops: u32, flags: u32) -> u64 {
         inode,
         ancestors: flags & CARRIES != 0,
         live: false,
+        object: Object::Dentry(dentry as *const u8),
     };
     if let Some(v) = matcher::check_path(&mut subject, config, ops) {
         return pack(v);
@@ -293,6 +294,7 @@ pub fn judge(dentry: u64, mnt: u64, ops: u32, flags: u32) -> u64 {
     subject.len = (len + 1) & (PATH_MAX - 1);
     subject.has_name = false;
     subject.inode = None;
+    subject.object = Object::None;
     subject.ancestors = false;
     subject.live = flags & CARRIES != 0;
     let verdict = matcher::check_path(&mut subject, config, ops);

@@ -9,7 +9,7 @@ use crate::{
     gate::{self, Session},
     kread,
     maps::{CONFIG, RESOLVERS, SCRATCH},
-    matcher::{self, PathSubject},
+    matcher::{self, Object, PathSubject},
     EACCES,
 };
 
@@ -94,6 +94,7 @@ pub fn unix(session: &Session, sockaddr: *const u8) -> Option<i32> {
         inode: None,
         ancestors: false,
         live: false,
+        object: Object::None,
     };
     let config = CONFIG.get(0)?;
     let verdict = matcher::check_path(&mut subject, config, op::NETWORK)?;

@@ -19,7 +19,7 @@ use crate::{
     event::{self, Subject},
     gate, globals, inode, kread, link_rename,
     maps::{CONFIG, SCRATCH},
-    matcher::{self, PathSubject, Verdict},
+    matcher::{self, Object, PathSubject, Verdict},
     name_ops, EACCES,
 };
 
@@ -124,6 +124,7 @@ fn abstract_peer(sk: *const u8) -> u64 {
         inode: None,
         ancestors: false,
         live: false,
+        object: Object::None,
     };
     let Some(verdict) = matcher::check_path(&mut subject, config, op::OUTSIDE) else {
         return 0;

@@ -224,3 +224,198 @@ fn approve_mode_refuses_until_a_human_approves_the_retry() {
         "an expired request cannot be approved any more"
     );
 }
+
+/// The pending request of `kind` whose summary names `path`, once filed.
+fn request_naming(kind: &str, path: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(a) = pending()
+            .into_iter()
+            .find(|a| a["kind"] == kind && a["summary"].as_str().is_some_and(|s| s.contains(path)))
+        {
+            return a["id"].as_str().expect("id").to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {kind} request naming {path}: {:?}",
+            pending()
+        );
+        thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A tool call checked at Layer 1 from inside the session (`carapace check --wait`, as the
+/// hook does; the daemon knows the session by the caller's cgroup) and approved by a human
+/// is the kernel's exception too: the command then opens the file without a second
+/// request. A denied call leaves the kernel refusing.
+#[test]
+fn an_approved_tool_call_is_the_kernel_exception() {
+    let _g = guard();
+    let (yes, no) = (draft("call-approved.txt"), draft("call-denied.txt"));
+    let call = |path: &str| {
+        format!(
+            "carapace check --wait 120 --json '{{\"tool\":\"Bash\",\"input\":{{\"command\":\"cat {path}\"}}}}' >/dev/null"
+        )
+    };
+    let script = format!(
+        "{}; echo check-yes=$?; cat {yes}; echo read-yes=$?; \
+         {}; echo check-no=$?; cat {no}; echo read-no=$?",
+        call(&yes),
+        call(&no)
+    );
+    let child = session_command(&["bash", "-c", &script], Some(1000))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start agent");
+    answer("approve", &request_naming("call", &yes));
+    answer("deny", &request_naming("call", &no));
+    let out = finish(child);
+    let (text, err) = (stdout(&out), stderr(&out));
+    assert!(
+        text.contains("check-yes=0") && text.contains("draft call-approved.txt"),
+        "the approved call's command reads the file:\n{text}"
+    );
+    assert!(text.contains("read-yes=0"), "{text}");
+    assert!(
+        !err.contains(&format!("blocked read of {yes}")),
+        "the kernel did not refuse the approved call's read:\n{err}"
+    );
+    assert!(
+        !pending()
+            .iter()
+            .any(|a| a["summary"].as_str().is_some_and(|s| s.contains(&yes))),
+        "no second request for the approved call"
+    );
+    assert!(
+        text.contains("check-no=2") && text.contains("read-no=1"),
+        "the denied call stays refused in the kernel:\n{text}"
+    );
+    assert!(!text.contains("draft call-denied.txt"), "{text}");
+    assert!(err.contains(&format!("blocked read of {no}")), "{err}");
+}
+
+/// Waits for the file `path` (a step the agent's script reached).
+fn reached(path: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !Path::new(path).exists() {
+        assert!(Instant::now() < deadline, "the agent never reached {path}");
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// An approval is for the file the path named, not for the name: the agent cannot link or
+/// move another draft onto the approved path, and a file moved there later (from outside
+/// the session) is refused again and asked about anew.
+#[test]
+fn an_approval_does_not_cover_another_file_put_at_its_path() {
+    let _g = guard();
+    let path = draft("keyed.txt");
+    let other = draft("keyed-other.txt");
+    let swapped = draft("keyed-swapped.txt");
+    let (go, ready, go2) = ("/tmp/keyed-go", "/tmp/keyed-ready", "/tmp/keyed-go2");
+    for f in [go, ready, go2] {
+        let _ = fs::remove_file(f);
+    }
+    let wait = |f: &str| format!("for _ in $(seq 1200); do [ -e {f} ] && break; sleep 0.1; done");
+    let script = format!(
+        "cat {path}; echo first=$?; {}; cat {path}; echo second=$?; \
+         ln -f {other} {path}; echo ln=$?; mv -f {other} {path}; echo mv=$?; \
+         touch {ready}; {}; cat {path}; echo third=$?",
+        wait(go),
+        wait(go2)
+    );
+    let child = session_command(&["bash", "-c", &script], Some(1000))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start agent");
+    let id = request_for(&format!("read of {path}"));
+    answer("approve", &id);
+    fs::write(go, "").expect("go");
+    reached(ready);
+    // Another file takes the path (as an editor's save or another program would).
+    fs::rename(&swapped, &path).expect("swap the file");
+    fs::write(go2, "").expect("go2");
+    let out = finish(child);
+    let text = stdout(&out);
+    assert!(
+        text.contains("first=1") && text.contains("draft keyed.txt") && text.contains("second=0"),
+        "the approved retry reads the file:\n{text}"
+    );
+    assert!(
+        text.contains("ln=1") && text.contains("mv=1"),
+        "another draft cannot be linked or moved onto the approved path:\n{text}"
+    );
+    assert!(
+        !text.contains("draft keyed-other.txt") && !text.contains("draft keyed-swapped.txt"),
+        "no other file is read through the approval:\n{text}"
+    );
+    assert!(
+        text.contains("third=1"),
+        "the swapped file is refused:\n{text}"
+    );
+    // Asked anew, about the file now there (the request goes with the session).
+    let err = stderr(&out);
+    let asked = err
+        .lines()
+        .rfind(|l| l.contains(&format!("blocked read of {path}")))
+        .unwrap_or_default();
+    assert!(
+        asked.contains("Waiting for a human") && !asked.contains(&id),
+        "a new request for the new file:\n{err}"
+    );
+}
+
+/// Approve mode on an address: a connect is refused and files a request naming the address
+/// and port; approving it lets the session's retry connect; a denied port stays refused,
+/// and another session has no such approval.
+#[test]
+fn approve_mode_on_an_address_lets_the_approved_connect_through() {
+    let _g = guard();
+    let _a = super::listen("127.0.0.77:7777");
+    let _b = super::listen("127.0.0.77:7778");
+    let go = "/tmp/approve-addr-go";
+    let _ = fs::remove_file(go);
+    let script = format!(
+        "import os, socket, time\n\
+         def c(port):\n    s = socket.socket()\n    try:\n        s.connect(('127.0.0.77', port))\n        return 0\n    except OSError as e:\n        return e.errno\n    finally:\n        s.close()\n\
+         print('first=%d' % c(7777)); print('other=%d' % c(7778), flush=True)\n\
+         for _ in range(1200):\n    if os.path.exists('{go}'): break\n    time.sleep(0.1)\n\
+         print('second=%d' % c(7777)); print('denied=%d' % c(7778))\n"
+    );
+    let child = session_command(&["python3", "-c", &script], Some(1000))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start agent");
+    let yes = request_naming("kernel", "127.0.0.77:7777");
+    let no = request_naming("kernel", "127.0.0.77:7778");
+    answer("approve", &yes);
+    answer("deny", &no);
+    fs::write(go, "").expect("go");
+    let out = finish(child);
+    let text = stdout(&out);
+    assert!(
+        text.contains("first=13") && text.contains("other=13"),
+        "refused until approved:\n{text}"
+    );
+    assert!(
+        text.contains("second=0"),
+        "the approved retry connects:\n{text}"
+    );
+    assert!(
+        text.contains("denied=13"),
+        "the denied port stays refused:\n{text}"
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "carapace: blocked network of 127.0.0.77:7777 (rule approve-api: That service needs a human's approval. Waiting for a human to approve it (request {yes}"
+        )),
+        "the message says a human is asked:\n{err}"
+    );
+    // Another session has no such approval.
+    let out = agent(&super::py_connect("AF_INET", "127.0.0.77", 7777));
+    assert_eq!(stdout(&out).trim(), "13", "another session is refused");
+}

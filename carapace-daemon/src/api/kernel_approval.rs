@@ -11,11 +11,14 @@
 //! not refused by the kernel and asked about a second time.
 //!
 //! In the kernel an approval stands for the rest of the session even when given "once": the
-//! kernel cannot tell the retry from the next identical open.
+//! kernel cannot tell the retry from the next identical open. It stands for the file the
+//! path named when the human answered (its inode), not for the name: a file renamed or
+//! hard-linked onto the path later is refused again.
 use std::sync::Arc;
 
-use carapace_common::{op, subject, DenyEvent};
+use carapace_common::{op, subject, DenyEvent, InodeKey};
 use carapace_policy::engine::{Decision, Extracted};
+use carapace_policy::host::kernel_dev;
 use carapace_policy::rules::compile::kernel::{self, Plan};
 use carapace_policy::rules::{Mode, Rule, RuleSet};
 
@@ -28,10 +31,38 @@ use crate::session::db::ApprovalStatus;
 pub const KIND: &str = "kernel";
 
 /// The request a refusal by `rule` stands for, if the rule is an approve-mode rule and the
-/// event names a path that can be written as a map key again (UTF-8, no NUL).
+/// event names a path that can be written as a map key again (UTF-8, no NUL), or an
+/// address and port.
 #[must_use]
 pub fn request_of(event: &DenyEvent, rule: &Rule, d: &Denial, owner_uid: u32) -> Option<Request> {
-    if rule.mode != Mode::Approve || event.subject != subject::PATH {
+    if rule.mode != Mode::Approve {
+        return None;
+    }
+    let gate = vec![GateRule {
+        id: rule.id.clone(),
+        mode: "approve".into(),
+        message: rule.message.clone(),
+    }];
+    if event.subject == subject::INET {
+        let addr = super::denial::inet_addr(event)?;
+        // `d.subject` names the address as the denial line does, with the host name the
+        // session's resolver handed it out for when it did.
+        let phrase = super::denial::phrase(&d.operation, &d.subject);
+        return Some(Request {
+            requester_uid: owner_uid,
+            summary: format!("{phrase} (refused by the kernel until approved; the agent retries)"),
+            signature: format!("kernel connect {addr} {}", event.port),
+            rules: gate,
+            kernel: Some(KernelOperation {
+                addr: Some(addr),
+                port: event.port,
+                ops: op::NETWORK,
+                ..KernelOperation::default()
+            }),
+            ..Request::default()
+        });
+    }
+    if event.subject != subject::PATH {
         return None;
     }
     let end = event.path.iter().position(|b| *b == 0)?;
@@ -49,15 +80,17 @@ pub fn request_of(event: &DenyEvent, rule: &Rule, d: &Denial, owner_uid: u32) ->
     Some(Request {
         requester_uid: owner_uid,
         summary: format!("{phrase} (refused by the kernel until approved; the agent retries)"),
-        signature: format!("kernel {ops:#x} {path}"),
-        rules: vec![GateRule {
-            id: rule.id.clone(),
-            mode: "approve".into(),
-            message: rule.message.clone(),
-        }],
+        // The file too: once another file is moved onto the path, the approval of the old
+        // one does not answer for it (fatigue), a human is asked again.
+        signature: {
+            let file = file_at(path);
+            format!("kernel {ops:#x} {path} {}:{}", file.dev, file.ino)
+        },
+        rules: gate,
         kernel: Some(KernelOperation {
             path: path.to_owned(),
             ops,
+            ..KernelOperation::default()
         }),
         ..Request::default()
     })
@@ -109,6 +142,7 @@ pub fn call_operations(
             None => out.push(KernelOperation {
                 path: path.to_owned(),
                 ops,
+                ..KernelOperation::default()
             }),
         }
     }
@@ -202,18 +236,45 @@ pub fn apply(daemon: &Daemon, approval: &Approval) {
     }
 }
 
+/// The file `path` names now, as the kernel keys inodes: the exception covers that file
+/// only, so that another file renamed or hard-linked onto the path afterwards is refused
+/// again. Zero (any file) when nothing is there yet — an approved write that creates it —
+/// or for a socket, whose connect the kernel judges by path alone.
+fn file_at(path: &str) -> InodeKey {
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+    // Not followed: the kernel judges the name itself (an unlinked symlink is the link).
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if !m.file_type().is_socket() => InodeKey {
+            dev: kernel_dev(m.dev()),
+            ino: m.ino(),
+        },
+        _ => InodeKey::default(),
+    }
+}
+
 /// Writes one approved operation as the session's kernel exception, logging the outcome.
 fn write(daemon: &Daemon, approval: &Approval, session: &str, k: &KernelOperation) {
-    match daemon
-        .sessions
-        .approve_kernel_path(session, k.path.as_bytes(), k.ops)
-    {
+    let (written, what) = match k.addr {
+        Some(addr) => (
+            daemon.sessions.approve_kernel_addr(session, addr, k.port),
+            std::net::SocketAddr::new(addr, k.port).to_string(),
+        ),
+        None => (
+            daemon.sessions.approve_kernel_path(
+                session,
+                k.path.as_bytes(),
+                k.ops,
+                file_at(&k.path),
+            ),
+            crate::audit::redact::redact(&k.path).to_string(),
+        ),
+    };
+    match written {
         Ok(true) => tracing::info!(
             approval = %approval.row.id,
             session = %session,
-            "kernel exception written: {:#x} on {}",
+            "kernel exception written: {:#x} on {what}",
             k.ops,
-            crate::audit::redact::redact(&k.path)
         ),
         Ok(false) => tracing::warn!(
             approval = %approval.row.id,
@@ -297,6 +358,48 @@ mod tests {
         assert!(request_of(&event(b"/srv/drafts/\xff", op::READ), drafts, &d, 1000).is_none());
     }
 
+    #[test]
+    fn approve_rules_on_addresses_file_the_address_and_port() {
+        let set = rules(
+            "version: 1\nbuiltin: none\nrules:\n  - id: api\n    approve: { host: \"127.0.0.9\", port: 8080 }\n",
+        );
+        let api = set.by_id("api").expect("api");
+        let mut e = event(b"", op::NETWORK);
+        e.subject = subject::INET;
+        e.family = carapace_common::AF_INET;
+        e.addr = std::net::Ipv4Addr::new(127, 0, 0, 9)
+            .to_ipv6_mapped()
+            .octets();
+        e.port = 8080;
+        let mut d = super::super::denial::denial_from_event(&e, "s-1", Some(("api", "m")));
+        d.subject = format!("{} (api.example)", d.subject);
+        let r = request_of(&e, api, &d, 1000).expect("a request");
+        let k = r.kernel.as_ref().expect("kernel operation");
+        assert_eq!(k.addr, Some("127.0.0.9".parse().expect("addr")));
+        assert_eq!((k.port, k.ops, k.path.as_str()), (8080, op::NETWORK, ""));
+        assert!(
+            r.summary.contains("127.0.0.9:8080 (api.example)"),
+            "the summary names the address, port and name: {}",
+            r.summary
+        );
+        // Another port is another request; the name does not make one.
+        let mut other = e;
+        other.port = 8081;
+        let r2 = request_of(&other, api, &d, 1000).expect("a request");
+        assert_ne!(r2.identity(KIND), r.identity(KIND));
+        let mut plain = d.clone();
+        plain.subject = "127.0.0.9:8080".into();
+        let r3 = request_of(&e, api, &plain, 1000).expect("a request");
+        assert_eq!(r3.identity(KIND), r.identity(KIND));
+        // Stored as JSON, and read back; older rows without an address still read.
+        let json = serde_json::to_string(k).expect("json");
+        let back: KernelOperation = serde_json::from_str(&json).expect("read back");
+        assert_eq!(&back, k);
+        let old: KernelOperation =
+            serde_json::from_str(r#"{"path":"/srv/a","ops":1}"#).expect("an old row");
+        assert_eq!((old.addr, old.port), (None, 0));
+    }
+
     /// The operations an approved call writes as kernel exceptions, for a Bash call.
     fn call_ops(set: &carapace_policy::rules::RuleSet, command: &str) -> Vec<(String, u32)> {
         use carapace_policy::engine::{self, Activation, Context, Layer, ToolCall};
@@ -341,6 +444,33 @@ mod tests {
         assert!(call_ops(&set, "rm /srv/drafts/a").is_empty());
         // A call approved for a rule the kernel does not hold writes nothing.
         assert!(call_ops(&set, "deploy prod").is_empty());
+    }
+
+    #[test]
+    fn an_exception_names_the_file_the_path_names_now() {
+        use std::os::unix::fs::MetadataExt as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::write(&a, "a").expect("write a");
+        std::fs::write(&b, "b").expect("write b");
+        let path = a.to_str().expect("utf-8");
+        let approved = file_at(path);
+        let meta = std::fs::metadata(&a).expect("stat a");
+        assert_eq!(approved.ino, meta.ino());
+        assert_eq!(approved.dev, kernel_dev(meta.dev()));
+        assert_ne!(approved, InodeKey::default());
+        // Another file moved onto the path is another key.
+        std::fs::rename(&b, &a).expect("rename");
+        assert_ne!(file_at(path), approved);
+        // Nothing there yet (a write that creates it), or a socket: any file.
+        let missing = dir.path().join("missing");
+        assert_eq!(
+            file_at(missing.to_str().expect("utf-8")),
+            InodeKey::default()
+        );
+        let sock = dir.path().join("sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
+        assert_eq!(file_at(sock.to_str().expect("utf-8")), InodeKey::default());
     }
 
     #[test]

@@ -391,15 +391,16 @@ pub fn spawn_denial_pump(
             let found = rules.by_kernel_index(event.rule);
             let rule = found.map(|r| (r.id.as_str(), r.message.as_str()));
             let mut d = denial::denial_from_event(&event, &session_id, rule);
-            // An approve-mode rule refused: a human is asked, and the agent told to retry.
-            if let Some(r) = found.filter(|r| r.mode == carapace_policy::rules::Mode::Approve) {
-                kernel_approval::file(&daemon, &event, r, &mut d).await;
-            }
             // "connect of 140.82.112.5:443 (api.github.com)": the name the session resolved.
             let learned = denial::inet_addr(&event)
                 .and_then(|a| daemon.resolvers.learned().lookup(event.session_cgroup, a));
             if let Some(name) = learned {
                 d.subject = format!("{} ({name})", d.subject);
+            }
+            // An approve-mode rule refused: a human is asked (told the name too, when the
+            // session resolved one), and the agent told to retry.
+            if let Some(r) = found.filter(|r| r.mode == carapace_policy::rules::Mode::Approve) {
+                kernel_approval::file(&daemon, &event, r, &mut d).await;
             }
             tracing::warn!(
                 session = %d.session_id,

@@ -392,9 +392,10 @@ fn approval_of(
 
 /// What `rules explain` adds about an approve-mode rule in the kernel.
 const APPROVE_NOTE: &str = "mode approve in the kernel: an operation the rule covers is \
-     refused (EACCES) and files an approval request for that path and action; once a human \
-     approves it, the same operation passes for the rest of the session (the agent retries); \
-     a denial or an expired request keeps it refused";
+     refused (EACCES) and files an approval request for that path and action (the file it \
+     names then), or that address and port; once a human approves it, the same operation \
+     passes for the rest of the session (the agent retries); a denial or an expired request \
+     keeps it refused";
 
 /// What `carapace rules explain` says about one rule.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -1101,6 +1102,21 @@ rules:
         assert!(text.contains("files an approval request"), "{text}");
         let json = serde_json::to_value(&e).unwrap();
         assert_eq!(json["kernel"]["approval"], "refuse, then approval request");
+        // An address and port the same way.
+        let s = set(
+            "version: 1\nbuiltin: none\nrules:\n  - id: api\n    approve: { host: \"127.0.0.9\", port: 8080 }\n",
+        );
+        let e = explain(&s, s.by_id("api").unwrap());
+        assert_eq!(e.layers, ["kernel", "userspace"]);
+        assert_eq!(
+            e.kernel.as_ref().and_then(|k| k.approval),
+            Some(APPROVE_IN_KERNEL)
+        );
+        assert!(
+            render_explanation(&e).contains("address and port"),
+            "{}",
+            render_explanation(&e)
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ use super::peer;
 use super::seen::SeenClean;
 use crate::api::audit::{self as ledger, agent_of};
 use crate::api::evaluate::{self, Args, Evaluated};
+use crate::api::kernel_approval;
 use crate::api::Daemon;
 use crate::metrics::Layer;
 use crate::session::approvals::Request;
@@ -383,6 +384,11 @@ async fn decide(
                 summary: ev.ext.summary(),
                 signature: ev.checked.signature(&ev.ext).to_owned(),
                 rules: evaluate::gate_rules(&ev.checked.decision),
+                // Approving the call lifts the kernel's approve rules for what it names, as
+                // for a hook's call (`api::kernel_approval`): the command then runs once.
+                kernel_ops: ev.session.as_ref().map_or_else(Vec::new, |_| {
+                    kernel_approval::call_operations(&r, &ev.checked.decision, &ev.ext)
+                }),
                 ..Request::default()
             };
             let session_id = ev.session.as_ref().map(|s| s.id.as_str());

@@ -399,7 +399,7 @@ fn load_dns(ebpf: &mut aya::Ebpf, links_dir: &Path, skipped: &mut Vec<String>) -
 }
 
 /// The maps the daemon writes or reads, taken out of the loaded object.
-const DAEMON_MAPS: [&str; 25] = [
+const DAEMON_MAPS: [&str; 26] = [
     names::SESSIONS,
     names::DEFAULT_SESSION,
     names::RULES,
@@ -423,6 +423,7 @@ const DAEMON_MAPS: [&str; 25] = [
     names::DFA_EARLY_REFS,
     names::PATH_CACHE_GEN,
     names::APPROVED_PATHS,
+    names::APPROVED_ADDRS,
     names::EVENTS,
     names::ERRORS,
 ];

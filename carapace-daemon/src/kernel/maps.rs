@@ -14,10 +14,10 @@ use aya::maps::{
     Array, HashMap, Map, MapData,
 };
 use carapace_common::{
-    cache_gen, has, maps as names, slot_bit, ApprovedOps, Config, DfaEarly, DfaHeader, InodeKey,
-    NetRef, NetRefs, RuleMeta, RuleRef, RuleRefs, SessionState, DFA_CELLS, DFA_CHUNK,
-    DFA_EARLY_FLAG, DFA_GROUPS, DFA_STATES, NAME_MAX, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
-    REF_SLOT_SHIFT,
+    cache_gen, has, maps as names, op, slot_bit, ApprovedAddr, ApprovedOps, Config, DfaEarly,
+    DfaHeader, InodeKey, NetRef, NetRefs, RuleMeta, RuleRef, RuleRefs, SessionState, DFA_CELLS,
+    DFA_CHUNK, DFA_EARLY_FLAG, DFA_GROUPS, DFA_STATES, NAME_MAX, PATH_MAX, REFS_PER_KEY,
+    REF_EXCEPT, REF_SLOT_SHIFT,
 };
 
 use carapace_policy::rules::compile::dfa::PathAutomaton;
@@ -45,6 +45,9 @@ pub struct KernelMaps {
     cache_gen: Array<MapData, u64>,
     /// Operations humans approved per path and session: exceptions to approve-mode rules.
     approved: HashMap<MapData, [u8; PATH_MAX], ApprovedOps>,
+    /// Connects humans approved per session, address and port: exceptions to approve-mode
+    /// address rules.
+    approved_addrs: HashMap<MapData, ApprovedAddr, u32>,
     /// `Config::dfa` as last written: which half of the automaton maps is in force.
     dfa_in_force: u32,
     /// Rule indices written by the last image, to clear the ones a new image drops.
@@ -95,6 +98,7 @@ impl KernelMaps {
             dfa_early_refs: typed!(maps, names::DFA_EARLY_REFS),
             cache_gen: typed!(maps, names::PATH_CACHE_GEN),
             approved: typed!(maps, names::APPROVED_PATHS),
+            approved_addrs: typed!(maps, names::APPROVED_ADDRS),
             dfa_in_force,
             rule_count: 0,
             current: KernelImage::default(),
@@ -163,17 +167,24 @@ impl KernelMaps {
         }
     }
 
-    /// Lets `ops` (`op::*`) on `path` through the approve-mode rules for the session of
-    /// `cgroup`, as a human approved. Fails (nothing written) when the path is too long for
-    /// a key or other sessions fill its slots: the operation then stays refused.
-    pub fn approve_path(&mut self, cgroup: u64, path: &[u8], ops: u32) -> anyhow::Result<()> {
+    /// Lets `ops` (`op::*`) on `path`, while it names the file `inode` (zero: any file),
+    /// through the approve-mode rules for the session of `cgroup`, as a human approved.
+    /// Fails (nothing written) when the path is too long for a key or other sessions fill
+    /// its slots: the operation then stays refused.
+    pub fn approve_path(
+        &mut self,
+        cgroup: u64,
+        path: &[u8],
+        ops: u32,
+        inode: InodeKey,
+    ) -> anyhow::Result<()> {
         let key = path_key(path)?;
         let mut approved = match self.approved.get(&key, 0) {
             Ok(a) => a,
             Err(aya::maps::MapError::KeyNotFound) => ApprovedOps::default(),
             Err(e) => return Err(e).context("APPROVED_PATHS"),
         };
-        if !approved.add(cgroup, ops) {
+        if !approved.add(cgroup, ops, inode) {
             bail!(
                 "{} sessions already hold approvals for {}",
                 carapace_common::APPROVALS_PER_PATH,
@@ -185,8 +196,34 @@ impl KernelMaps {
             .context("APPROVED_PATHS")
     }
 
+    /// Lets a connect to `addr` (IPv4-mapped for IPv4, as the programs see it) and `port`
+    /// through the approve-mode address rules for the session of `cgroup`, as a human
+    /// approved.
+    pub fn approve_addr(&mut self, cgroup: u64, addr: [u8; 16], port: u16) -> anyhow::Result<()> {
+        let key = ApprovedAddr {
+            cgroup,
+            addr,
+            port,
+            pad: [0; 6],
+        };
+        self.approved_addrs
+            .insert(key, op::NETWORK, 0)
+            .context("APPROVED_ADDRS")
+    }
+
     /// Removes the approvals of the session of `cgroup`.
     fn forget_approvals(&mut self, cgroup: u64) -> anyhow::Result<()> {
+        let addrs = self
+            .approved_addrs
+            .keys()
+            .collect::<Result<Vec<_>, _>>()
+            .context("APPROVED_ADDRS")?;
+        for key in addrs.into_iter().filter(|k| k.cgroup == cgroup) {
+            match self.approved_addrs.remove(&key) {
+                Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
+                Err(e) => return Err(e).context("APPROVED_ADDRS"),
+            }
+        }
         let entries = self
             .approved
             .iter()

@@ -180,10 +180,28 @@ impl Kernel {
         self.maps.remove_session(cgroup_id)
     }
 
-    /// Lets the operations `ops` on `path` through the session's approve-mode rules (a
-    /// human approved the request the kernel's refusal filed).
-    pub fn approve_path(&mut self, cgroup_id: u64, path: &[u8], ops: u32) -> anyhow::Result<()> {
-        self.maps.approve_path(cgroup_id, path, ops)
+    /// Lets the operations `ops` on `path`, while it names the file `inode` (zero: any),
+    /// through the session's approve-mode rules (a human approved the request the kernel's
+    /// refusal filed).
+    pub fn approve_path(
+        &mut self,
+        cgroup_id: u64,
+        path: &[u8],
+        ops: u32,
+        inode: carapace_common::InodeKey,
+    ) -> anyhow::Result<()> {
+        self.maps.approve_path(cgroup_id, path, ops, inode)
+    }
+
+    /// Lets a connect to `addr` (IPv4-mapped for IPv4) and `port` through the session's
+    /// approve-mode address rules.
+    pub fn approve_addr(
+        &mut self,
+        cgroup_id: u64,
+        addr: [u8; 16],
+        port: u16,
+    ) -> anyhow::Result<()> {
+        self.maps.approve_addr(cgroup_id, addr, port)
     }
 
     /// (cgroup id, session number) of sessions found in pinned maps at start.

@@ -80,11 +80,22 @@ pub struct Request {
     pub kernel_ops: Vec<KernelOperation>,
 }
 
-/// An operation an approve-mode kernel rule refused: a path and its `op::*` bits.
+/// An operation an approve-mode kernel rule refused: a path and its `op::*` bits, or (with
+/// `addr`) a connect to an address and port.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelOperation {
     pub path: String,
     pub ops: u32,
+    /// The address of a connect (`path` is then empty); absent in path requests, and in
+    /// requests stored before addresses could be approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addr: Option<std::net::IpAddr>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub port: u16,
+}
+
+fn is_zero(port: &u16) -> bool {
+    *port == 0
 }
 
 impl Request {

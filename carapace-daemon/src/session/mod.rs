@@ -185,16 +185,35 @@ impl SessionManager {
         })
     }
 
-    /// Lets `ops` on `path` through the approve-mode kernel rules for session `id`, as a
-    /// human approved; `Ok(false)` when the kernel layer is not up or `id` is not a
+    /// Lets `ops` on `path`, while it names the file `inode` (zero: any), through the
+    /// approve-mode kernel rules for session `id`, as a human approved; `Ok(false)` when the kernel layer is not up or `id` is not a
     /// `carapace run` session.
     pub fn approve_kernel_path(
         &self,
         id: &str,
         path: &[u8],
         ops: u32,
+        inode: carapace_common::InodeKey,
     ) -> Result<bool, SessionError> {
-        self.in_kernel(id, |k, cgroup_id| k.approve_path(cgroup_id, path, ops))
+        self.in_kernel(id, |k, cgroup_id| {
+            k.approve_path(cgroup_id, path, ops, inode)
+        })
+    }
+
+    /// Lets a connect to `addr` and `port` through the approve-mode kernel address rules for
+    /// session `id`, as a human approved; `Ok(false)` as for [`Self::approve_kernel_path`].
+    pub fn approve_kernel_addr(
+        &self,
+        id: &str,
+        addr: std::net::IpAddr,
+        port: u16,
+    ) -> Result<bool, SessionError> {
+        // The programs see IPv4 IPv4-mapped (`NETS` keys it so).
+        let key = match addr {
+            std::net::IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+            std::net::IpAddr::V6(v6) => v6.octets(),
+        };
+        self.in_kernel(id, |k, cgroup_id| k.approve_addr(cgroup_id, key, port))
     }
 
     /// Runs `write` on the kernel maps for the cgroup of `carapace run` session `id`;

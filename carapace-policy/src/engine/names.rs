@@ -197,7 +197,9 @@ pub fn blocked_by(rules: &RuleSet, name: &str) -> Vec<NameBlock> {
     let name = name.trim_end_matches('.');
     let mut out = Vec::new();
     for rule in rules.rules() {
-        let (Some(Cond::Net(net)), Mode::Block, Some(index)) =
+        // An approve rule too: the kernel refuses the name's addresses until a human
+        // approves the address and port for the session.
+        let (Some(Cond::Net(net)), Mode::Block | Mode::Approve, Some(index)) =
             (&rule.cond, rule.mode, rule.kernel_index)
         else {
             continue;
@@ -223,13 +225,15 @@ pub fn blocked_by(rules: &RuleSet, name: &str) -> Vec<NameBlock> {
     out
 }
 
-/// Whether a rule set needs a resolver per session: some network `block` rule (in force now
-/// or once triggered) names hosts, wildcards included, or is the base of an allow-list.
+/// Whether a rule set needs a resolver per session: some network `block` or `approve` rule
+/// (in force now or once triggered) names hosts, wildcards included, or a `block` rule is
+/// the base of an allow-list.
 #[must_use]
 pub fn needs_resolver(rules: &RuleSet) -> bool {
     rules.rules().iter().any(|rule| {
         matches!(&rule.cond, Some(Cond::Net(net))
-            if rule.mode == Mode::Block && (is_allow_list(net) || net.names().next().is_some()))
+            if (rule.mode == Mode::Block && is_allow_list(net))
+                || (matches!(rule.mode, Mode::Block | Mode::Approve) && net.names().next().is_some()))
     })
 }
 

@@ -250,6 +250,10 @@ fn which_rule_sets_need_a_resolver() {
     )));
     assert!(!needs_resolver(&set("  - block: { cidr: 10.0.0.0/8 }\n")));
     assert!(!needs_resolver(&set("  - warn: { host: pastebin.com }\n")));
+    assert!(needs_resolver(&set(
+        "  - approve: { host: pastebin.com }\n"
+    )));
+    assert!(!needs_resolver(&set("  - approve: { cidr: 10.0.0.0/8 }\n")));
     assert!(!needs_resolver(&set("  - block: \"~/.ssh/**\"\n")));
 }
 
@@ -331,6 +335,8 @@ fn blocked_names_refuse_their_learned_addresses_by_rule_and_port() {
     trigger: {{ after: {{ actions: [network], tool: [WebFetch] }} }}
   - id: warned
     warn: {{ host: warned.example }}
+  - id: asked
+    approve: {{ host: asked.example, port: 8443 }}
 {ALLOW_LIST}"
     ));
     let block = |id: &str, port: u16| NameBlock {
@@ -354,6 +360,8 @@ fn blocked_names_refuse_their_learned_addresses_by_rule_and_port() {
     assert_eq!(blocked_by(&set, "free.git.example.com"), []);
     // Not in force yet: listed all the same, the kernel checks the session's state.
     assert_eq!(blocked_by(&set, "late.example"), [block("later", 0)]);
+    // Approve mode: refused by the kernel until a human approves the address and port.
+    assert_eq!(blocked_by(&set, "asked.example"), [block("asked", 8443)]);
     // Not a kernel rule; the allow-list's base refuses every address already; no rule.
     for name in [
         "warned.example",

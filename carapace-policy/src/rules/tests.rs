@@ -131,17 +131,20 @@ fn short_forms_set_mode_and_pattern() {
 }
 
 #[test]
-fn approve_rules_reach_the_kernel_on_paths_only() {
+fn approve_rules_reach_the_kernel_on_paths_and_addresses() {
     let set = ok(&user(
-        "  - id: drafts\n    approve: \"/srv/drafts/**\"\n    actions: [write]\n  - id: api\n    approve: { host: \"127.0.0.9\" }\n  - id: after-web\n    trigger: { after: { actions: [network] } }\n    effect: { actions: [write], path: \"/srv/work/**\" }\n    mode: approve\n",
+        "  - id: drafts\n    approve: \"/srv/drafts/**\"\n    actions: [write]\n  - id: api\n    approve: { host: \"127.0.0.9\", port: 8080 }\n  - id: after-web\n    trigger: { after: { actions: [network] } }\n    effect: { actions: [write], path: \"/srv/work/**\" }\n    mode: approve\n",
     ));
     let drafts = set.by_id("drafts").expect("drafts");
     let index = drafts.kernel_index.expect("drafts in the kernel") as usize;
     let meta = set.kernel_image().rules[index];
     assert_eq!(meta.flags & RULE_APPROVE, RULE_APPROVE);
     assert_eq!(meta.ops, op::WRITE);
-    // An address cannot be approved in the kernel: it stays with the tool-call check.
-    assert!(userspace_reason(&set, "api").contains("path rules only"));
+    // An address and port, flagged the same way: the approval is an exception for them.
+    let api = set.by_id("api").expect("api");
+    let meta = set.kernel_image().rules[api.kernel_index.expect("api in the kernel") as usize];
+    assert_eq!(meta.flags & RULE_APPROVE, RULE_APPROVE);
+    assert_eq!(meta.ops, op::NETWORK);
     // A session rule's effect on paths is approvable too, once its trigger fires.
     let after = set.by_id("after-web").expect("after-web");
     let meta = set.kernel_image().rules[after.kernel_index.expect("after-web") as usize];
@@ -1227,9 +1230,12 @@ fn kernel_test_rules_compile_entirely_to_the_kernel() {
         img.exact.get(&key("/run/blocked.sock")),
         Some(&refs(idx("blocked-unix"), 0))
     );
-    // The three blocked-* keys, the metadata address, and the allow-list's every-address
-    // key plus two exceptions (its `::1` shares blocked-v6's key).
-    assert_eq!(img.nets.len(), 7);
+    // The three blocked-* keys, the metadata address, the allow-list's every-address key
+    // plus two exceptions (its `::1` shares blocked-v6's key), and approve-api's address.
+    assert_eq!(img.nets.len(), 8);
+    assert!(img.nets[&(128, mapped([127, 0, 0, 77]))]
+        .iter()
+        .any(|r| r.rule == idx("approve-api") && r.port == 7777));
     let allow = idx("egress-allowlist");
     assert!(img.nets[&(0, [0; 16])]
         .iter()

@@ -92,8 +92,9 @@ pub enum NotInKernel {
     )]
     Mode(&'static str),
     #[error(
-        "mode `approve` reaches the kernel for path rules only (an approval there is an \
-         exception for one path); this rule is decided in userspace"
+        "mode `approve` reaches the kernel for path and address rules only (an approval \
+         there is an exception for one path, or one address and port); this rule is decided \
+         in userspace"
     )]
     ApproveOffPath,
     #[error("the rule asks for an LLM review, which happens in userspace")]
@@ -138,9 +139,9 @@ pub enum NotInKernel {
 }
 
 /// The kernel plan of a rule, or why the kernel cannot enforce it (the same reason the
-/// compiler records in [`Rule::enforcement`]). An `approve` rule on paths reaches the kernel
-/// too, flagged [`RULE_APPROVE`]: refused there until a human approves the operation for the
-/// session.
+/// compiler records in [`Rule::enforcement`]). An `approve` rule on paths or addresses
+/// reaches the kernel too, flagged [`RULE_APPROVE`]: refused there until a human approves
+/// the operation (path and action, or address and port) for the session.
 pub fn plan(rule: &Rule) -> Result<Plan, NotInKernel> {
     if !matches!(rule.mode, Mode::Block | Mode::Approve) {
         return Err(NotInKernel::Mode(mode_name(rule.mode)));
@@ -159,9 +160,11 @@ pub fn plan(rule: &Rule) -> Result<Plan, NotInKernel> {
         }
         _ => {}
     }
-    // The kernel's approvals are exceptions by path: an approve rule on anything else would
-    // refuse with no way for a human to let the retry through.
-    if rule.mode == Mode::Approve && !matches!(kernel_cond(rule), Some(Cond::Path(_))) {
+    // The kernel's approvals are exceptions by path, or by address and port: an approve rule
+    // on anything else would refuse with no way for a human to let the retry through.
+    if rule.mode == Mode::Approve
+        && !matches!(kernel_cond(rule), Some(Cond::Path(_) | Cond::Net(_)))
+    {
         return Err(NotInKernel::ApproveOffPath);
     }
     match kernel_cond(rule) {
