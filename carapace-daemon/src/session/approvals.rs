@@ -94,6 +94,10 @@ pub struct KernelOperation {
     pub port: u16,
 }
 
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes the field by reference"
+)]
 fn is_zero(port: &u16) -> bool {
     *port == 0
 }
