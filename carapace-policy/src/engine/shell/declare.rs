@@ -4,7 +4,7 @@
 //! elements with explicit keys or indices (`([k]=v [3]=w)`).
 use super::super::operation::Context;
 use super::param::{self, ELEMENT_BREAK};
-use super::walk::{set_scalar, set_var};
+use super::vars::{set_scalar, set_var};
 
 /// Runs `name args…` (one of the declaring builtins) against `ctx`.
 pub(super) fn declare(name: &str, args: &[String], ctx: &mut Context) {

@@ -50,6 +50,7 @@ mod sysctl;
 mod table;
 mod taint;
 mod textops;
+mod vars;
 mod walk;
 mod word;
 

@@ -470,43 +470,6 @@ pub(super) fn arithmetic(expr: &str, ctx: &Context) -> Option<i64> {
     (at == tokens.len()).then_some(v)
 }
 
-/// The assignments of `let` and `(( … ))` (`i=1`, `i+=2`, `i++`, comma-separated), each
-/// evaluated as it comes: indices built this way (`((i=1)); cat "${a[i]}"`) are known.
-/// What cannot be evaluated unsets the name, so that it is not read as a stale value.
-pub(super) fn arithmetic_assignments(expr: &str, ctx: &mut Context) {
-    for part in expr.split(',') {
-        let part = part.trim();
-        let (name, value) =
-            if let Some(name) = part.strip_suffix("++").or_else(|| part.strip_prefix("++")) {
-                (name.trim(), arithmetic(&format!("{}+1", name.trim()), ctx))
-            } else if let Some(name) = part.strip_suffix("--").or_else(|| part.strip_prefix("--")) {
-                (name.trim(), arithmetic(&format!("{}-1", name.trim()), ctx))
-            } else if let Some((lhs, rhs)) = part.split_once('=') {
-                // `==`, `<=`, `>=`, `!=` compare; `+=`, `-=`, `*=` update.
-                if rhs.starts_with('=') || lhs.ends_with(['<', '>', '!']) {
-                    continue;
-                }
-                match lhs.trim().strip_suffix(['+', '-', '*', '/', '%']) {
-                    Some(name) => {
-                        let op = &lhs.trim()[name.len()..];
-                        let name = name.trim();
-                        (name, arithmetic(&format!("{name}{op}({rhs})"), ctx))
-                    }
-                    None => (lhs.trim(), arithmetic(rhs, ctx)),
-                }
-            } else {
-                continue;
-            };
-        if !valid_name(name) {
-            continue;
-        }
-        match value {
-            Some(v) => super::walk::set_var(ctx, name, &v.to_string()),
-            None => super::walk::unset_var(ctx, name),
-        }
-    }
-}
-
 /// Nesting deeper than this is not evaluated.
 const MAX_NESTING: usize = 32;
 
@@ -677,17 +640,6 @@ mod tests {
         assert_eq!(arithmetic("9223372036854775807+1", &c), None);
         assert_eq!(arithmetic("1/0", &c), None);
         assert_eq!(arithmetic(&"(".repeat(100), &c), None);
-    }
-
-    #[test]
-    fn arithmetic_assignments_set_what_they_can_evaluate() {
-        let mut c = ctx(&[("n", "3"), ("stale", "7")]);
-        arithmetic_assignments("i=1, j = i+n, j++, k+=2, i==4, stale=x/0", &mut c);
-        assert_eq!(c.var("i"), Some("1"));
-        assert_eq!(c.var("j"), Some("5"));
-        assert_eq!(c.var("k"), Some("2"));
-        // A value that cannot be known leaves no stale one behind.
-        assert_eq!(c.var("stale"), None);
     }
 
     #[test]

@@ -6,6 +6,7 @@ use brush_parser::ast;
 
 use super::super::normalize;
 use super::super::operation::{Context, Extracted, Operation};
+use super::vars::{set_scalar, set_var, unset_var};
 use super::{param, parse, word, MAX_DEPTH, MAX_WORK};
 use crate::rules::Action;
 
@@ -469,7 +470,7 @@ impl<'o> Walker<'o> {
                 let expr = word::expand_heredoc(&a.expr.value, ctx, &mut |inner| {
                     self.substitution(inner, ctx, depth)
                 });
-                param::arithmetic_assignments(&expr, ctx);
+                super::vars::arithmetic_assignments(&expr, ctx);
                 Feed::default()
             }
             ast::CompoundCommand::Coprocess(c) => {
@@ -1476,75 +1477,4 @@ fn close_descriptors(ctx: &mut Context, opened: Vec<(String, Option<String>)>) {
     for (fd, old) in opened.into_iter().rev() {
         ctx.set_descriptor(&fd, old);
     }
-}
-
-pub(super) fn set_var(ctx: &mut Context, name: &str, value: &str) {
-    // Through a nameref, the variable it names is set (`declare -n r=x; r=v`).
-    let name = &match name.split_once('[') {
-        Some((base, rest)) => format!("{}[{rest}", ctx.referent(base)),
-        None => ctx.referent(name).to_owned(),
-    };
-    if value.contains(param::ELEMENT_BREAK) {
-        set_array(ctx, name, value);
-        return;
-    }
-    if let Some((array, index)) = name.strip_suffix(']').and_then(|n| n.split_once('[')) {
-        if let Some(keys) = ctx.var(&param::keys_name(array)).map(str::to_owned) {
-            // An associative array's element: its key joins the list.
-            let listed = keys.split(param::ELEMENT_BREAK).any(|k| k == index);
-            if !listed {
-                let keys = format!("{keys}{}{index}", param::ELEMENT_BREAK);
-                set_scalar(ctx, &param::keys_name(array), &keys);
-            }
-            set_scalar(ctx, name, value);
-            return;
-        }
-        // One element: the array grows to hold it; element 0 is also `$array`.
-        let count: usize = ctx
-            .var(&param::count_name(array))
-            .and_then(|c| c.parse().ok())
-            .unwrap_or_else(|| usize::from(ctx.var(array).is_some()));
-        if let Ok(i) = index.parse::<usize>() {
-            if i == 0 {
-                set_scalar(ctx, array, value);
-            }
-            set_scalar(
-                ctx,
-                &param::count_name(array),
-                &count.max(i + 1).to_string(),
-            );
-        }
-        set_scalar(ctx, name, value);
-        return;
-    }
-    set_scalar(ctx, name, value);
-}
-
-/// `name=(a b c)`: the elements (separated by `param::ELEMENT_BREAK`) and their count.
-fn set_array(ctx: &mut Context, name: &str, value: &str) {
-    let elements: Vec<&str> = value.split(param::ELEMENT_BREAK).collect();
-    for (i, e) in elements.iter().enumerate().take(MAX_ELEMENTS) {
-        set_scalar(ctx, &param::element_name(name, i), e);
-    }
-    let count = elements.len().min(MAX_ELEMENTS);
-    set_scalar(ctx, &param::count_name(name), &count.to_string());
-    set_scalar(ctx, name, elements.first().copied().unwrap_or(""));
-}
-
-/// Elements of one array that are tracked, at most.
-const MAX_ELEMENTS: usize = 64;
-
-pub(super) fn set_scalar(ctx: &mut Context, name: &str, value: &str) {
-    // (`PWD=DIR` changes the variable, not the directory: only `cd` moves.)
-    if name == "HOME" {
-        value.clone_into(&mut ctx.home);
-    }
-    match ctx.env.iter_mut().find(|(k, _)| k == name) {
-        Some((_, v)) => value.clone_into(v),
-        None => ctx.env.push((name.to_owned(), value.to_owned())),
-    }
-}
-
-pub(super) fn unset_var(ctx: &mut Context, name: &str) {
-    ctx.env.retain(|(k, _)| k != name);
 }

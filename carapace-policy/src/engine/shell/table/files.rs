@@ -7,7 +7,8 @@ use super::super::args;
 use super::super::commands::engine_sockets;
 use super::super::flow;
 use super::super::names::path_like;
-use super::super::walk::{set_var, Feed, Walker};
+use super::super::vars::set_var;
+use super::super::walk::{Feed, Walker};
 use super::Call;
 use crate::rules::Action;
 

@@ -7,7 +7,8 @@ use super::super::commands::{environment_feed, DIRSTACK};
 use super::super::flow;
 use super::super::names::{unescape, valid_name};
 use super::super::param::ELEMENT_BREAK;
-use super::super::walk::{set_var, unset_var, Feed, Walker};
+use super::super::vars::{set_var, unset_var};
+use super::super::walk::{Feed, Walker};
 use super::Call;
 
 /// `cd` / `pushd`: the working directory of the commands after it.
@@ -49,7 +50,7 @@ pub(super) fn when_set_listing(call: &Call<'_>) -> bool {
 /// `let i=1 j=i+1`: each argument an arithmetic assignment.
 pub(super) fn let_(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     for expr in call.args {
-        super::super::param::arithmetic_assignments(expr, ctx);
+        super::super::vars::arithmetic_assignments(expr, ctx);
     }
     Feed::default()
 }

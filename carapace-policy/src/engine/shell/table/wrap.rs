@@ -7,7 +7,8 @@ use super::super::args;
 use super::super::commands::{environment_feed, program_paths, wrapper_valued, xargs_items};
 use super::super::flow::{self, Reach};
 use super::super::names::{family, is_interpreter, is_shell, unescape, valid_name};
-use super::super::walk::{set_var, unset_var, Feed, Lookup, Walker};
+use super::super::vars::{set_var, unset_var};
+use super::super::walk::{Feed, Lookup, Walker};
 use super::Call;
 use crate::rules::Action;
 
