@@ -186,8 +186,8 @@ impl SessionManager {
     }
 
     /// Lets `ops` on `path`, while it names the file `inode` (zero: any), through the
-    /// approve-mode kernel rules for session `id`, as a human approved; `Ok(false)` when the kernel layer is not up or `id` is not a
-    /// `carapace run` session.
+    /// approve-mode kernel rules for session `id`, as a human approved; `Ok(false)` when the
+    /// kernel layer is not up or `id` is not a `carapace run` session.
     pub fn approve_kernel_path(
         &self,
         id: &str,

@@ -197,14 +197,28 @@ fn field<'a>(input: &'a Value, keys: &[&str]) -> Option<&'a str> {
 }
 
 fn same_key(a: &str, b: &str) -> bool {
-    // Compared character by character: this runs for every key of every call against
-    // every known field name, so it must not allocate.
-    fn norm(s: &str) -> impl Iterator<Item = char> + '_ {
-        s.chars()
-            .filter(|c| *c != '_' && *c != '-')
-            .map(|c| c.to_ascii_lowercase())
+    // Compared byte by byte: this runs for every key of every call against every known
+    // field name, so it must neither allocate nor decode. `_`, `-` and ASCII letters are
+    // single bytes that never occur inside a multi-byte character, so skipping and folding
+    // bytes is skipping and folding characters.
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let (mut i, mut j) = (0, 0);
+    loop {
+        while a.get(i).is_some_and(|c| matches!(c, b'_' | b'-')) {
+            i += 1;
+        }
+        while b.get(j).is_some_and(|c| matches!(c, b'_' | b'-')) {
+            j += 1;
+        }
+        match (a.get(i), b.get(j)) {
+            (None, None) => return true,
+            (Some(x), Some(y)) if x.eq_ignore_ascii_case(y) => {
+                i += 1;
+                j += 1;
+            }
+            _ => return false,
+        }
     }
-    norm(a).eq(norm(b))
 }
 
 /// The fields the agents' own file tools name their one file with (Claude Code, Gemini CLI).
@@ -725,5 +739,34 @@ fn collect_texts(v: &Value, out: &mut Extracted, depth: usize) {
         Value::Array(items) => items.iter().for_each(|i| collect_texts(i, out, depth + 1)),
         Value::Object(obj) => obj.values().for_each(|i| collect_texts(i, out, depth + 1)),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::same_key;
+
+    /// The key comparison by characters, as it was written first.
+    fn by_chars(a: &str, b: &str) -> bool {
+        fn norm(s: &str) -> impl Iterator<Item = char> + '_ {
+            s.chars()
+                .filter(|c| *c != '_' && *c != '-')
+                .map(|c| c.to_ascii_lowercase())
+        }
+        norm(a).eq(norm(b))
+    }
+
+    proptest! {
+        /// Byte by byte, keys compare as characters do, non-ASCII included.
+        #[test]
+        fn keys_compare_as_characters_do(
+            a in "[a-cA-C_\\-éÉß]{0,6}",
+            b in "[a-cA-C_\\-éÉß]{0,6}",
+        ) {
+            prop_assert_eq!(same_key(&a, &b), by_chars(&a, &b));
+            prop_assert_eq!(same_key(&a, &a.to_ascii_uppercase()), true);
+        }
     }
 }
