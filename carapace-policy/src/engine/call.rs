@@ -201,20 +201,21 @@ fn same_key(a: &str, b: &str) -> bool {
     // field name, so it must neither allocate nor decode. `_`, `-` and ASCII letters are
     // single bytes that never occur inside a multi-byte character, so skipping and folding
     // bytes is skipping and folding characters.
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    let (mut i, mut j) = (0, 0);
+    let (left, right) = (a.as_bytes(), b.as_bytes());
+    let (mut at_left, mut at_right) = (0, 0);
+    let separator = |c: &u8| matches!(c, b'_' | b'-');
     loop {
-        while a.get(i).is_some_and(|c| matches!(c, b'_' | b'-')) {
-            i += 1;
+        while left.get(at_left).is_some_and(separator) {
+            at_left += 1;
         }
-        while b.get(j).is_some_and(|c| matches!(c, b'_' | b'-')) {
-            j += 1;
+        while right.get(at_right).is_some_and(separator) {
+            at_right += 1;
         }
-        match (a.get(i), b.get(j)) {
+        match (left.get(at_left), right.get(at_right)) {
             (None, None) => return true,
-            (Some(x), Some(y)) if x.eq_ignore_ascii_case(y) => {
-                i += 1;
-                j += 1;
+            (Some(l), Some(r)) if l.eq_ignore_ascii_case(r) => {
+                at_left += 1;
+                at_right += 1;
             }
             _ => return false,
         }
