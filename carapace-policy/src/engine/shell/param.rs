@@ -197,14 +197,32 @@ fn substring(
     expand: &mut dyn FnMut(&str) -> String,
 ) -> String {
     let chars: Vec<char> = value.chars().collect();
-    let n = i64::try_from(chars.len()).unwrap_or(i64::MAX);
+    let (start, end) = slice_bounds(spec, chars.len(), 0, ctx, expand);
+    chars
+        .get(start..end.max(start))
+        .unwrap_or(&[])
+        .iter()
+        .collect()
+}
+
+/// The `start..end` that `OFF[:LEN]` (`spec`, arithmetic) selects of `count` items, as bash
+/// counts: a negative offset from the end (not before `first`), a negative length as an end
+/// counted back.
+fn slice_bounds(
+    spec: &str,
+    count: usize,
+    first: i64,
+    ctx: &Context,
+    expand: &mut dyn FnMut(&str) -> String,
+) -> (usize, usize) {
+    let n = i64::try_from(count).unwrap_or(i64::MAX);
     let (off, len) = match spec.split_once(':') {
         Some((o, l)) => (o, Some(l)),
         None => (spec, None),
     };
     let off = arithmetic(&expand(off), ctx).unwrap_or(0);
     let start = if off < 0 {
-        (n + off).max(0)
+        (n + off).max(first)
     } else {
         off.min(n)
     };
@@ -213,15 +231,10 @@ fn substring(
         Some(l) if l < 0 => (n + l).max(start),
         Some(l) => start.saturating_add(l).min(n),
     };
-    let (start, end) = (
+    (
         usize::try_from(start).unwrap_or(0),
         usize::try_from(end).unwrap_or(0),
-    );
-    chars
-        .get(start..end.max(start))
-        .unwrap_or(&[])
-        .iter()
-        .collect()
+    )
 }
 
 /// `${@:OFF}`, `${@:OFF:LEN}`, `${@: -1}`: positional parameters from OFF (`$0` is 0), as
@@ -231,27 +244,8 @@ fn positional_slice(spec: &str, ctx: &Context, expand: &mut dyn FnMut(&str) -> S
     let params: Vec<&str> = std::iter::once(ctx.var("0").unwrap_or(""))
         .chain(all.split(' ').filter(|p| !p.is_empty()))
         .collect();
-    let n = i64::try_from(params.len()).unwrap_or(i64::MAX);
-    let (off, len) = match spec.split_once(':') {
-        Some((o, l)) => (o, Some(l)),
-        None => (spec, None),
-    };
-    let off = arithmetic(&expand(off), ctx).unwrap_or(0);
     // A negative offset counts back from the last parameter, not from `$0`.
-    let start = if off < 0 {
-        (n + off).max(1)
-    } else {
-        off.min(n)
-    };
-    let end = match len.map(|l| arithmetic(&expand(l), ctx).unwrap_or(0)) {
-        None => n,
-        Some(l) if l < 0 => (n + l).max(start),
-        Some(l) => start.saturating_add(l).min(n),
-    };
-    let (start, end) = (
-        usize::try_from(start).unwrap_or(0),
-        usize::try_from(end).unwrap_or(0),
-    );
+    let (start, end) = slice_bounds(spec, params.len(), 1, ctx, expand);
     params.get(start..end.max(start)).unwrap_or(&[]).join(" ")
 }
 
