@@ -304,7 +304,9 @@ proptest! {
     fn every_host_is_read_back_and_cuts_ask_for_more(name in host_name(), port in proptest::option::of(1u16..)) {
         let host = port.map_or_else(|| name.clone(), |p| format!("{name}:{p}"));
         let head = format!("GET /index.html HTTP/1.1\r\nAccept: */*\r\nHost: {host}\r\n\r\n");
-        prop_assert_eq!(host_of(&head), Reading::Done(Some(name.to_ascii_lowercase())));
+        // Labels of digits can spell an IPv4 literal (`0.0.0.0`), which names no host.
+        let named = name.parse::<std::net::Ipv4Addr>().is_err().then(|| name.to_ascii_lowercase());
+        prop_assert_eq!(host_of(&head), Reading::Done(named));
         for cut in 0..head.len() {
             prop_assert_eq!(read_request_host(&head.as_bytes()[..cut]), Reading::More);
         }
