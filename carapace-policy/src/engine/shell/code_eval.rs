@@ -141,7 +141,8 @@ pub(super) fn sites(code: &str, vars: &[(String, String)]) -> Option<Vec<Site>> 
     (p.steps <= MAX_STEPS).then_some(p.sites)
 }
 
-/// Calls whose arguments are a command's argv (or, as a single string, a shell line).
+/// Calls whose arguments are a command's argv (or, as a single string, a shell line); with
+/// [`PATH_THEN_ARGV0`], those that take the program's path first.
 const ARGV_CALLS: &[&str] = &[
     "system",
     "run",
@@ -153,25 +154,10 @@ const ARGV_CALLS: &[&str] = &[
     "spawnSync",
     "execFile",
     "execFileSync",
-    "execv",
-    "execvp",
-    "execve",
-    "execl",
-    "execlp",
-    "execle",
-    "execvpe",
-    "spawnl",
-    "spawnlp",
-    "spawnve",
-    "spawnvpe",
     "create_subprocess_shell",
     "create_subprocess_exec",
     "execa",
     "execaSync",
-    "spawnv",
-    "spawnvp",
-    "posix_spawn",
-    "posix_spawnp",
     "capture2",
     "capture3",
     "popen",
@@ -179,8 +165,8 @@ const ARGV_CALLS: &[&str] = &[
     "Command",
 ];
 
-/// The calls of [`ARGV_CALLS`] given the program's path and then its whole argv, `argv[0]`
-/// included (Python's `os.exec*` and `os.spawn*`, `posix_spawn`).
+/// Calls given the program's path and then its whole argv, `argv[0]` included (Python's
+/// `os.exec*` and `os.spawn*`, `posix_spawn`).
 const PATH_THEN_ARGV0: &[&str] = &[
     "execv",
     "execvp",
@@ -485,7 +471,9 @@ impl<'c> Parser<'c> {
         let start = self.pos;
         let name = self.ident()?;
         let last = name.rsplit(['.', ':', '>']).next().unwrap_or(&name);
-        if !ARGV_CALLS.contains(&last) || self.peek() != Some(b'(') {
+        if !(ARGV_CALLS.contains(&last) || PATH_THEN_ARGV0.contains(&last))
+            || self.peek() != Some(b'(')
+        {
             return None;
         }
         self.pos += 1;
