@@ -7,23 +7,26 @@ use crate::{globals, kread};
 
 #[inline(always)]
 pub fn of_dentry(dentry: *const u8) -> Option<InodeKey> {
-    let inode: *const u8 = kread::read(dentry, globals::dentry_d_inode(), errsite::READ_INODE)?;
-    if inode.is_null() {
-        return None;
-    }
-    let ino = kread::read::<u64>(inode, globals::inode_i_ino(), errsite::READ_INODE)?;
-    let sb = kread::read::<*const u8>(inode, globals::inode_i_sb(), errsite::READ_INODE)?;
-    let dev = kread::read::<u32>(sb, globals::sb_s_dev(), errsite::READ_INODE)?;
-    Some(InodeKey {
-        dev: u64::from(dev),
-        ino,
-    })
+    of_inode(kread::read(
+        dentry,
+        globals::dentry_d_inode(),
+        errsite::READ_INODE,
+    )?)
 }
 
 /// The identity of the inode a `struct file *` is open on.
 #[inline(always)]
 pub fn of_file(file: *const u8) -> Option<InodeKey> {
-    let inode = kread::read::<*const u8>(file, globals::file_f_inode(), errsite::READ_INODE)?;
+    of_inode(kread::read(
+        file,
+        globals::file_f_inode(),
+        errsite::READ_INODE,
+    )?)
+}
+
+/// An inode's identity (device, number); `None` for a negative dentry's null inode.
+#[inline(always)]
+fn of_inode(inode: *const u8) -> Option<InodeKey> {
     if inode.is_null() {
         return None;
     }
