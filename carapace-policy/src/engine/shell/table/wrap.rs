@@ -55,22 +55,36 @@ pub(super) fn sudo(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fee
         return Feed::default();
     }
     // `sudo VAR=VALUE CMD…`: the command's environment, as env sets it.
-    let assigned = o
-        .rest
-        .iter()
-        .take_while(|a| a.split_once('=').is_some_and(|(k, _)| valid_name(k)))
-        .count();
-    if assigned == 0 {
+    if o.rest.first().and_then(|a| assignment(a)).is_none() {
         return w.wrapped(o.rest, ctx, depth, stdin);
     }
     let mut sub = ctx.clone();
-    for (k, v) in o.rest[..assigned].iter().filter_map(|a| a.split_once('=')) {
-        w.environment_command(k, v, &sub, depth);
-        set_var(&mut sub, k, v);
-    }
+    let assigned = assign_leading(w, o.rest, &mut sub, depth);
     let feed = w.wrapped(&o.rest[assigned..], &mut sub, depth, stdin);
     ctx.cwd = sub.cwd;
     feed
+}
+
+/// `NAME=VALUE`, split.
+fn assignment(word: &str) -> Option<(&str, &str)> {
+    word.split_once('=').filter(|(k, _)| valid_name(k))
+}
+
+/// Sets the leading assignments of `words` in `sub` (`env A=1 B=2 CMD`, `sudo A=1 CMD`),
+/// each value a program may run walked as code (`GIT_SSH_COMMAND=…`); how many there were.
+fn assign_leading<S: AsRef<str>>(
+    w: &mut Walker<'_>,
+    words: &[S],
+    sub: &mut Context,
+    depth: usize,
+) -> usize {
+    let mut assigned = 0;
+    for (k, v) in words.iter().map_while(|a| assignment(a.as_ref())) {
+        w.environment_command(k, v, sub, depth);
+        set_var(sub, k, v);
+        assigned += 1;
+    }
+    assigned
 }
 
 /// Wrappers that run the rest of the line (`nohup`, `exec`, `strace`, `unshare`…).
@@ -289,19 +303,11 @@ pub(super) fn env(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed
     }
     // Assignments come first, then the command; a real env stops parsing options
     // there, which `parse` does not, so find the command among the operands.
-    let mut rest = Vec::new();
-    for (i, a) in o.operands.iter().enumerate() {
-        match a.split_once('=') {
-            Some((k, v)) if rest.is_empty() && valid_name(k) => {
-                w.environment_command(k, v, &sub, depth);
-                set_var(&mut sub, k, v);
-            }
-            _ => {
-                rest = o.operands[i..].iter().map(|s| (*s).to_owned()).collect();
-                break;
-            }
-        }
-    }
+    let assigned = assign_leading(w, &o.operands, &mut sub, depth);
+    let mut rest: Vec<String> = o.operands[assigned..]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
     // Options after the command belong to it: take them from the original list.
     if let Some(pos) = rest.first().and_then(|c| args.iter().position(|a| a == c)) {
         rest = args[pos..].to_vec();
