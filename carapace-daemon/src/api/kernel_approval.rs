@@ -77,19 +77,19 @@ pub fn request_of(event: &DenyEvent, rule: &Rule, d: &Denial, owner_uid: u32) ->
         event.op
     };
     let phrase = super::denial::phrase(&d.operation, path);
+    // The file refused, read now: the human approves that file. Once another file is moved
+    // onto the path, before or after the answer, the approval does not cover it, and its
+    // request is another one (fatigue does not answer it).
+    let file = file_at(path);
     Some(Request {
         requester_uid: owner_uid,
         summary: format!("{phrase} (refused by the kernel until approved; the agent retries)"),
-        // The file too: once another file is moved onto the path, the approval of the old
-        // one does not answer for it (fatigue), a human is asked again.
-        signature: {
-            let file = file_at(path);
-            format!("kernel {ops:#x} {path} {}:{}", file.dev, file.ino)
-        },
+        signature: format!("kernel {ops:#x} {path} {}:{}", file.dev, file.ino),
         rules: gate,
         kernel: Some(KernelOperation {
             path: path.to_owned(),
             ops,
+            file: Some([file.dev, file.ino]),
             ..KernelOperation::default()
         }),
         ..Request::default()
@@ -264,7 +264,9 @@ fn write(daemon: &Daemon, approval: &Approval, session: &str, k: &KernelOperatio
                 session,
                 k.path.as_bytes(),
                 k.ops,
-                file_at(&k.path),
+                // The file refused when the request was filed; a call's paths are read now.
+                k.file
+                    .map_or_else(|| file_at(&k.path), |[dev, ino]| InodeKey { dev, ino }),
             ),
             crate::audit::redact::redact(&k.path).to_string(),
         ),
@@ -444,6 +446,31 @@ mod tests {
         assert!(call_ops(&set, "rm /srv/drafts/a").is_empty());
         // A call approved for a rule the kernel does not hold writes nothing.
         assert!(call_ops(&set, "deploy prod").is_empty());
+    }
+
+    #[test]
+    fn a_request_holds_the_file_refused_not_the_one_at_the_path_later() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::write(&a, "draft").expect("write a");
+        std::fs::write(&b, "secret").expect("write b");
+        let path = a.to_str().expect("utf-8");
+        let set = rules(&format!(
+            "version: 1\nbuiltin: none\nrules:\n  - id: drafts\n    approve: \"{}/**\"\n",
+            dir.path().display()
+        ));
+        let drafts = set.by_id("drafts").expect("drafts");
+        let e = event(path.as_bytes(), op::READ);
+        let d = super::super::denial::denial_from_event(&e, "s-1", Some(("drafts", "m")));
+        let refused = file_at(path);
+        let r = request_of(&e, drafts, &d, 1000).expect("a request");
+        let k = r.kernel.expect("kernel operation");
+        assert_eq!(k.file, Some([refused.dev, refused.ino]));
+        // The agent puts another file at the path before the human answers: the stored
+        // request still names the one refused, not what is there now.
+        std::fs::rename(&b, &a).expect("rename");
+        assert_ne!(file_at(path), refused);
+        assert_eq!(k.file, Some([refused.dev, refused.ino]));
     }
 
     #[test]

@@ -92,6 +92,11 @@ pub struct KernelOperation {
     pub addr: Option<std::net::IpAddr>,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub port: u16,
+    /// The file (device, inode, as the kernel keys them) `path` named when the kernel
+    /// refused it: the approval covers that file only, even if another is put at the path
+    /// before the human answers. Absent for calls and for rows stored before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<[u64; 2]>,
 }
 
 #[expect(
