@@ -451,24 +451,24 @@ mod tests {
     #[test]
     fn a_request_holds_the_file_refused_not_the_one_at_the_path_later() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-        std::fs::write(&a, "draft").expect("write a");
-        std::fs::write(&b, "secret").expect("write b");
-        let path = a.to_str().expect("utf-8");
+        let (draft, swapped) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::write(&draft, "draft").expect("write a");
+        std::fs::write(&swapped, "secret").expect("write b");
+        let path = draft.to_str().expect("utf-8");
         let set = rules(&format!(
             "version: 1\nbuiltin: none\nrules:\n  - id: drafts\n    approve: \"{}/**\"\n",
             dir.path().display()
         ));
         let drafts = set.by_id("drafts").expect("drafts");
-        let e = event(path.as_bytes(), op::READ);
-        let d = super::super::denial::denial_from_event(&e, "s-1", Some(("drafts", "m")));
+        let refusal = event(path.as_bytes(), op::READ);
+        let d = super::super::denial::denial_from_event(&refusal, "s-1", Some(("drafts", "m")));
         let refused = file_at(path);
-        let r = request_of(&e, drafts, &d, 1000).expect("a request");
+        let r = request_of(&refusal, drafts, &d, 1000).expect("a request");
         let k = r.kernel.expect("kernel operation");
         assert_eq!(k.file, Some([refused.dev, refused.ino]));
         // The agent puts another file at the path before the human answers: the stored
         // request still names the one refused, not what is there now.
-        std::fs::rename(&b, &a).expect("rename");
+        std::fs::rename(&swapped, &draft).expect("rename");
         assert_ne!(file_at(path), refused);
         assert_eq!(k.file, Some([refused.dev, refused.ino]));
     }
