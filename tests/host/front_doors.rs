@@ -5,6 +5,8 @@ use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use carapace::api::direct;
+use carapace::api::proto::{EvaluateReply, EvaluateRequest};
 use carapace_tests::{text, Daemon};
 
 use super::{setup, CARAPACE, CARAPACED};
@@ -336,4 +338,83 @@ fn check_and_scan_use_the_daemons_rules() {
         "{}",
         d.log_text()
     );
+}
+
+/// One call on the direct wire, as the test writes it: the daemon's reply (answer or
+/// refusal), or `None` when it hung up.
+fn direct_call(socket: &Path, bytes: &[u8]) -> Option<Result<EvaluateReply, String>> {
+    use std::io::Read as _;
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).expect("connect");
+    stream.write_all(bytes).expect("write");
+    let mut header = [0u8; 5];
+    stream.read_exact(&mut header).ok()?;
+    let (answered, len) = direct::reply_header(header).expect("a reply header");
+    let mut body = vec![0u8; len];
+    stream.read_exact(&mut body).expect("the reply body");
+    Some(direct::reply(answered, &body).expect("a reply body"))
+}
+
+#[test]
+fn the_daemon_answers_one_call_on_the_direct_wire_and_grpc_beside_it() {
+    let Some(dir) = setup("the_daemon_answers_one_call_on_the_direct_wire_and_grpc_beside_it")
+    else {
+        return;
+    };
+    let rules = dir.path().join("rules.yaml");
+    std::fs::write(
+        &rules,
+        "version: 1\nbuiltin: none\nrules:\n  - id: no-deploy\n    match: { command: \"re:^make deploy\" }\n    message: \"Deploys are for humans\"\n",
+    )
+    .expect("rules");
+    let d = Daemon::start(
+        Path::new(CARAPACED),
+        dir.path(),
+        &["--rules", rules.to_str().expect("utf-8")],
+    );
+    let req = |command: &str| EvaluateRequest {
+        call_json: serde_json::json!({"tool": "Bash", "input": {"command": command}}).to_string(),
+        cwd: "/tmp".into(),
+        agent: "claude-code".into(),
+        ..EvaluateRequest::default()
+    };
+    let decided = |reply: Option<Result<EvaluateReply, String>>| -> serde_json::Value {
+        let reply = reply.expect("an answer").expect("not a refusal");
+        serde_json::from_str(&reply.decision_json).expect("decision JSON")
+    };
+    let blocked = decided(direct_call(
+        &d.socket,
+        &direct::request_frame(&req("make deploy")),
+    ));
+    assert_eq!(blocked["decision"], "block", "{blocked}");
+    assert_eq!(blocked["matches"][0]["id"], "no-deploy", "{blocked}");
+    let allowed = decided(direct_call(
+        &d.socket,
+        &direct::request_frame(&req("make test")),
+    ));
+    assert_eq!(allowed["decision"], "allow", "{allowed}");
+    // A length over the limit is refused before anything is read, with the reason.
+    let mut oversized = direct::MAGIC.to_vec();
+    oversized.extend_from_slice(&u32::MAX.to_le_bytes());
+    let refused = direct_call(&d.socket, &oversized).expect("an answer");
+    assert!(
+        refused.as_ref().is_err_and(|m| m.contains("at most")),
+        "{refused:?}"
+    );
+    // A body that is not a request is refused too; a client that stops half-way through
+    // the opening is left behind.
+    let mut garbage = direct::MAGIC.to_vec();
+    garbage.extend_from_slice(&3u32.to_le_bytes());
+    garbage.extend_from_slice(&[0xff, 0xff, 0xff]);
+    assert!(direct_call(&d.socket, &garbage).is_some_and(|r| r.is_err()));
+    drop(
+        std::os::unix::net::UnixStream::connect(&d.socket)
+            .and_then(|mut s| s.write_all(&direct::MAGIC[..3]).map(|()| s)),
+    );
+    // gRPC on the same socket, after all that: scan-history has no direct form.
+    let transcript = r#"[{"role":"assistant","content":[{"type":"tool_use","id":"x","name":"Bash","input":{"command":"make deploy"}}]}]"#;
+    let work = tmp();
+    let out = run(work.path(), Some(&d.socket), &["scan-history"], transcript);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    let log = d.log_text();
+    assert!(!log.contains("panicked"), "{log}");
 }

@@ -6,6 +6,8 @@
 pub mod audit;
 pub mod deadline;
 pub mod denial;
+pub mod direct;
+mod doors;
 pub mod evaluate;
 pub mod kernel_approval;
 pub mod kernel_rules;
@@ -27,7 +29,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use tokio::net::UnixListener;
 use tokio::sync::{broadcast, mpsc};
-use tokio_stream::wrappers::{ReceiverStream, UnixListenerStream};
+use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
 use tonic::transport::server::UdsConnectInfo;
 use tonic::{Request, Response, Status};
@@ -369,10 +371,16 @@ pub async fn serve(
         shutdown.await;
         let _ = events.send(SessionEvent::Shutdown);
     };
-    tonic::transport::Server::builder()
-        .add_service(CarapaceServer::new(Service { daemon }))
-        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
-        .await
+    // Connections reach tonic through the doors, which answer direct-wire clients themselves.
+    let service = Service { daemon };
+    let (to_grpc, grpc) = mpsc::channel(64);
+    let doors = tokio::spawn(doors::accept(listener, service.clone(), to_grpc));
+    let served = tonic::transport::Server::builder()
+        .add_service(CarapaceServer::new(service))
+        .serve_with_incoming_shutdown(ReceiverStream::new(grpc), shutdown)
+        .await;
+    doors.abort();
+    served
 }
 
 /// Drains the kernel's denials: logs each and sends it to the session's watchers.
@@ -500,6 +508,7 @@ pub struct Peer {
     pub agent: bool,
 }
 
+#[derive(Clone)]
 struct Service {
     daemon: Arc<Daemon>,
 }
@@ -511,6 +520,11 @@ impl Service {
             .get::<UdsConnectInfo>()
             .and_then(|info| info.peer_cred)
             .ok_or_else(|| Status::unauthenticated("peer credentials are unavailable"))?;
+        self.peer_of(cred)
+    }
+
+    /// The caller behind a socket's credentials: its cgroup says whether it is an agent.
+    fn peer_of(&self, cred: tokio::net::unix::UCred) -> Result<Peer, Status> {
         let pid = cred
             .pid()
             .and_then(|p| u32::try_from(p).ok())
@@ -828,30 +842,9 @@ impl Carapace for Service {
         request: Request<EvaluateRequest>,
     ) -> Result<Response<EvaluateReply>, Status> {
         let peer = self.peer(&request)?;
-        let req = request.into_inner();
-        let started = std::time::Instant::now();
-        let args = evaluate::Args::of(&req.call_json);
-        let agent_session = req.session_id.clone();
-        let audit_peer = peer.clone();
-        let task =
-            carapace_policy::engine::guardrail::answers_json(&self.daemon.rules(), &req.call_json);
-        let outcome = self.evaluate_in_session(peer, req).await;
-        evaluate::record_evaluation(
-            &self.daemon,
-            &audit_peer,
-            &agent_session,
-            args,
-            started.elapsed(),
-            outcome.as_ref().map(|ev| &ev.checked.decision),
-        )
-        .await?;
-        outcome.map(|ev| {
-            let mut reply = evaluate::evaluated_reply(&ev);
-            if task {
-                reply.task_answer = Some(evaluate::task_answer(&ev.checked.decision));
-            }
-            Response::new(reply)
-        })
+        self.evaluate_reply(peer, request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn list_sessions(
@@ -1135,6 +1128,37 @@ impl Carapace for Service {
 }
 
 impl Service {
+    /// `Evaluate`, whichever door the request came in by (gRPC or the direct wire).
+    async fn evaluate_reply(
+        &self,
+        peer: Peer,
+        req: EvaluateRequest,
+    ) -> Result<EvaluateReply, Status> {
+        let started = std::time::Instant::now();
+        let args = evaluate::Args::of(&req.call_json);
+        let agent_session = req.session_id.clone();
+        let audit_peer = peer.clone();
+        let task =
+            carapace_policy::engine::guardrail::answers_json(&self.daemon.rules(), &req.call_json);
+        let outcome = self.evaluate_in_session(peer, req).await;
+        evaluate::record_evaluation(
+            &self.daemon,
+            &audit_peer,
+            &agent_session,
+            args,
+            started.elapsed(),
+            outcome.as_ref().map(|ev| &ev.checked.decision),
+        )
+        .await?;
+        outcome.map(|ev| {
+            let mut reply = evaluate::evaluated_reply(&ev);
+            if task {
+                reply.task_answer = Some(evaluate::task_answer(&ev.checked.decision));
+            }
+            reply
+        })
+    }
+
     /// Layer 1 in the caller's session: check, LLM review, recording and triggers, and the
     /// wait for the user's answer when the call needs approval and the caller waits.
     async fn evaluate_in_session(

@@ -72,7 +72,7 @@ pub async fn check(socket: &Path, args: CheckArgs) -> anyhow::Result<u8> {
     };
     let call: serde_json::Value =
         serde_json::from_str(&text).context("the tool call is not valid JSON")?;
-    let mut eval = Evaluator::open(socket, &args.source, Fallback::Local).await?;
+    let mut eval = Evaluator::open_for_one_call(socket, &args.source, Fallback::Local).await?;
     let session = InSession {
         agent: args.agent.clone(),
         external_id: args.session.clone().unwrap_or_default(),

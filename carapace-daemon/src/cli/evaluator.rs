@@ -3,11 +3,13 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use tokio::net::UnixStream;
 use tonic::transport::Channel;
 
 use super::connect::connect;
+use super::one_call::{self, OneCallError};
 use crate::api::proto::carapace_client::CarapaceClient;
-use crate::api::proto::{EvaluateRequest, ScanHistoryRequest};
+use crate::api::proto::{EvaluateReply, EvaluateRequest, ScanHistoryRequest};
 use crate::llm::review::Subject;
 use crate::llm::Reviewer;
 use crate::paths::DEFAULT_DATA_DIR;
@@ -96,6 +98,12 @@ pub enum Evaluator {
         client: CarapaceClient<Channel>,
         cwd: String,
     },
+    /// The daemon, for one call on its direct wire (the connection made when opening).
+    OneCall {
+        stream: Option<UnixStream>,
+        socket: PathBuf,
+        cwd: String,
+    },
 }
 
 fn local_rules(file: Option<&Path>) -> anyhow::Result<RuleSet> {
@@ -116,6 +124,26 @@ fn local_rules(file: Option<&Path>) -> anyhow::Result<RuleSet> {
 
 impl Evaluator {
     pub async fn open(socket: &Path, source: &Source, fallback: Fallback) -> anyhow::Result<Self> {
+        Self::open_as(socket, source, fallback, false).await
+    }
+
+    /// Like [`Evaluator::open`], for a process that makes one call: the daemon is asked on
+    /// its direct wire, without an HTTP/2 connection (a later call, or a daemon that
+    /// predates the wire, goes over gRPC).
+    pub async fn open_for_one_call(
+        socket: &Path,
+        source: &Source,
+        fallback: Fallback,
+    ) -> anyhow::Result<Self> {
+        Self::open_as(socket, source, fallback, true).await
+    }
+
+    async fn open_as(
+        socket: &Path,
+        source: &Source,
+        fallback: Fallback,
+        one_call: bool,
+    ) -> anyhow::Result<Self> {
         let cwd = match &source.cwd {
             Some(c) => {
                 std::path::absolute(c).with_context(|| format!("bad --cwd {}", c.display()))?
@@ -135,6 +163,16 @@ impl Evaluator {
         };
         if source.local || source.rules.is_some() {
             return local(cwd);
+        }
+        // Not there: the gRPC connection below fails the same way, and says so.
+        if one_call {
+            if let Ok(stream) = UnixStream::connect(socket).await {
+                return Ok(Self::OneCall {
+                    stream: Some(stream),
+                    socket: socket.to_path_buf(),
+                    cwd,
+                });
+            }
         }
         match connect(socket).await {
             Ok(client) => Ok(Self::Daemon { client, cwd }),
@@ -212,72 +250,127 @@ impl Evaluator {
                 client,
                 cwd: default_cwd,
             } => {
-                let reply = client
-                    .evaluate(EvaluateRequest {
-                        call_json: call.to_string(),
-                        cwd: cwd.unwrap_or(default_cwd).to_owned(),
-                        session_id: session.external_id.clone(),
-                        agent: session.agent.clone(),
-                        wait_seconds: session.wait_seconds,
-                    })
-                    .await
-                    .map_err(|s| {
-                        anyhow::anyhow!("the daemon could not evaluate the call: {}", s.message())
-                    })?
-                    .into_inner();
-                let decision = serde_json::from_str(&reply.decision_json)
-                    .context("the daemon's decision is not the JSON this carapace understands")?;
-                Ok(Verdict {
-                    decision,
-                    approval_id: reply.approval_id,
-                    approval_status: reply.approval_status,
-                    session_id: reply.session_id,
-                    activated: reply.activated,
-                    task_answer: reply.task_answer.map(|a| TaskAnswer {
-                        approved: a.approved,
-                        failed_checks: a.failed_checks,
-                        required_confirmation: a.required_confirmation,
-                    }),
-                })
+                let req = evaluate_request(call, cwd.unwrap_or(default_cwd), session);
+                verdict(grpc_evaluate(client, req).await?)
             }
+            Self::OneCall {
+                stream,
+                cwd: default_cwd,
+                ..
+            } => {
+                let req = evaluate_request(call, cwd.unwrap_or(default_cwd), session);
+                let answered = match stream.take() {
+                    Some(stream) => one_call::evaluate(stream, &req).await,
+                    None => Err(OneCallError::Unanswered(
+                        std::io::ErrorKind::NotConnected.into(),
+                    )),
+                };
+                let reply = match answered {
+                    Ok(reply) => reply,
+                    Err(OneCallError::Refused(message)) => {
+                        anyhow::bail!("the daemon could not evaluate the call: {message}")
+                    }
+                    Err(_) => {
+                        // The wire was not understood or broke: ask over gRPC from now on.
+                        let (client, _) = self.daemon().await?;
+                        grpc_evaluate(client, req).await?
+                    }
+                };
+                verdict(reply)
+            }
+        }
+    }
+
+    /// The daemon's gRPC client and the default working directory, connecting one for a
+    /// one-call evaluator (a second call, a daemon that predates the direct wire, or what the
+    /// wire does not carry).
+    async fn daemon(&mut self) -> anyhow::Result<(&mut CarapaceClient<Channel>, &str)> {
+        if let Self::OneCall { socket, cwd, .. } = self {
+            let client = connect(socket).await?;
+            *self = Self::Daemon {
+                client,
+                cwd: std::mem::take(cwd),
+            };
+        }
+        match self {
+            Self::Daemon { client, cwd } => Ok((client, cwd.as_str())),
+            _ => anyhow::bail!("local evaluation has no daemon to ask"),
         }
     }
 
     /// Layer 0 over a whole transcript.
     pub async fn scan_history(&mut self, transcript: &str) -> anyhow::Result<HistoryReport> {
-        match self {
-            Self::Local { rules, ctx } => Ok(crate::llm::review::unreviewed_history(
+        if let Self::Local { rules, ctx } = self {
+            return Ok(crate::llm::review::unreviewed_history(
                 rules,
                 engine::scan_history(rules, transcript, ctx, &Activation::default()),
-            )),
-            Self::Daemon { client, cwd } => {
-                let reply = client
-                    .scan_history(ScanHistoryRequest {
-                        transcript: transcript.to_owned(),
-                        cwd: cwd.clone(),
-                    })
-                    .await
-                    .map_err(|s| {
-                        anyhow::anyhow!("the daemon could not scan the transcript: {}", s.message())
-                    })?
-                    .into_inner();
-                let findings = reply
-                    .findings
-                    .into_iter()
-                    .map(|f| {
-                        let json = f.decision.map(|d| d.decision_json).unwrap_or_default();
-                        let d: Decision = serde_json::from_str(&json).context(
-                            "the daemon's decision is not the JSON this carapace understands",
-                        )?;
-                        Ok((f.index as usize, d))
-                    })
-                    .collect::<anyhow::Result<_>>()?;
-                Ok(HistoryReport {
-                    tool_calls: reply.tool_calls as usize,
-                    findings,
-                    message: reply.message,
-                })
-            }
+            ));
         }
+        let (client, cwd) = self.daemon().await?;
+        let cwd = cwd.to_owned();
+        let reply = client
+            .scan_history(ScanHistoryRequest {
+                transcript: transcript.to_owned(),
+                cwd,
+            })
+            .await
+            .map_err(|s| {
+                anyhow::anyhow!("the daemon could not scan the transcript: {}", s.message())
+            })?
+            .into_inner();
+        let findings = reply
+            .findings
+            .into_iter()
+            .map(|f| {
+                let json = f.decision.map(|d| d.decision_json).unwrap_or_default();
+                let d: Decision = serde_json::from_str(&json)
+                    .context("the daemon's decision is not the JSON this carapace understands")?;
+                Ok((f.index as usize, d))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(HistoryReport {
+            tool_calls: reply.tool_calls as usize,
+            findings,
+            message: reply.message,
+        })
     }
+}
+
+fn evaluate_request(call: &serde_json::Value, cwd: &str, session: &InSession) -> EvaluateRequest {
+    EvaluateRequest {
+        call_json: call.to_string(),
+        cwd: cwd.to_owned(),
+        session_id: session.external_id.clone(),
+        agent: session.agent.clone(),
+        wait_seconds: session.wait_seconds,
+    }
+}
+
+async fn grpc_evaluate(
+    client: &mut CarapaceClient<Channel>,
+    req: EvaluateRequest,
+) -> anyhow::Result<EvaluateReply> {
+    Ok(client
+        .evaluate(req)
+        .await
+        .map_err(|s| anyhow::anyhow!("the daemon could not evaluate the call: {}", s.message()))?
+        .into_inner())
+}
+
+/// The daemon's answer, as the CLI shows it.
+fn verdict(reply: EvaluateReply) -> anyhow::Result<Verdict> {
+    let decision = serde_json::from_str(&reply.decision_json)
+        .context("the daemon's decision is not the JSON this carapace understands")?;
+    Ok(Verdict {
+        decision,
+        approval_id: reply.approval_id,
+        approval_status: reply.approval_status,
+        session_id: reply.session_id,
+        activated: reply.activated,
+        task_answer: reply.task_answer.map(|a| TaskAnswer {
+            approved: a.approved,
+            failed_checks: a.failed_checks,
+            required_confirmation: a.required_confirmation,
+        }),
+    })
 }

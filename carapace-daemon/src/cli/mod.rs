@@ -12,6 +12,7 @@ mod exit;
 pub mod hook;
 pub mod learn;
 pub mod mcp;
+mod one_call;
 mod pty;
 pub mod rules;
 pub mod session;

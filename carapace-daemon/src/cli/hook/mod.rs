@@ -250,7 +250,7 @@ async fn decide(
     let Some(call) = agent.call(&event)? else {
         return Ok(None);
     };
-    let mut eval = Evaluator::open(socket, &common.source, Fallback::Fail).await?;
+    let mut eval = Evaluator::open_for_one_call(socket, &common.source, Fallback::Fail).await?;
     let session = InSession {
         agent: agent.name().into(),
         external_id: call.session_id,
