@@ -367,6 +367,46 @@ fn an_approval_does_not_cover_another_file_put_at_its_path() {
     );
 }
 
+/// The approval is for the file the kernel refused: a file moved onto the path while the
+/// request waits is not what the human approved, and stays refused after the approval.
+#[test]
+fn an_approval_covers_the_refused_file_not_one_swapped_in_while_it_waits() {
+    let _g = guard();
+    let path = draft("waiting.txt");
+    let swapped = draft("waiting-swapped.txt");
+    let (go, ready) = ("/tmp/waiting-go", "/tmp/waiting-ready");
+    for f in [go, ready] {
+        let _ = fs::remove_file(f);
+    }
+    let script = format!(
+        "cat {path}; echo first=$?; touch {ready}; \
+         for _ in $(seq 1200); do [ -e {go} ] && break; sleep 0.1; done; \
+         cat {path}; echo second=$?"
+    );
+    let child = session_command(&["bash", "-c", &script], Some(1000))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start agent");
+    let id = request_for(&format!("read of {path}"));
+    reached(ready);
+    // While the request waits, another file takes the path; then the human approves.
+    fs::rename(&swapped, &path).expect("swap the file");
+    answer("approve", &id);
+    fs::write(go, "").expect("go");
+    let out = finish(child);
+    let text = stdout(&out);
+    assert!(
+        text.contains("first=1") && text.contains("second=1"),
+        "the swapped-in file is refused after the approval:\n{text}\n{}",
+        stderr(&out)
+    );
+    assert!(
+        !text.contains("draft waiting-swapped.txt"),
+        "the swapped-in file is not read through the approval:\n{text}"
+    );
+}
+
 /// Approve mode on an address: a connect is refused and files a request naming the address
 /// and port; approving it lets the session's retry connect; a denied port stays refused,
 /// and another session has no such approval.
