@@ -12,6 +12,7 @@ use crate::api::proto::ReloadRulesRequest;
 use crate::api::reload::{Loaded, RuleSource};
 use crate::paths::DEFAULT_DATA_DIR;
 use crate::policy_host::resolve_dns;
+use carapace_policy::engine::{self, Activation, Extracted, Layer, Operation};
 use carapace_policy::rules::compile::dfa::PathAutomaton;
 use carapace_policy::rules::compile::kernel::{self as kernel_compile, NotInKernel, Plan};
 use carapace_policy::rules::model::{Cidr, Host};
@@ -739,17 +740,32 @@ enum BadTarget {
     Port { port: String, target: String },
     #[error("`{0}` is not a host; write HOST[:PORT], IP[:PORT] or [IPv6]:PORT")]
     NotAHost(String),
-    #[error("host `{0}` does not resolve")]
-    Unresolved(String),
 }
 
-fn parse_net_target(target: &str) -> Result<(Vec<IpAddr>, Option<u16>), BadTarget> {
+/// A `rules test` network target: the host as written, its addresses (none for a name that
+/// does not resolve here) and the port, if given.
+#[derive(Debug, PartialEq, Eq)]
+struct NetTarget {
+    host: String,
+    ips: Vec<IpAddr>,
+    port: Option<u16>,
+}
+
+fn parse_net_target(target: &str) -> Result<NetTarget, BadTarget> {
     if let Ok(sa) = target.parse::<SocketAddr>() {
-        return Ok((vec![sa.ip()], Some(sa.port())));
+        return Ok(NetTarget {
+            host: sa.ip().to_string(),
+            ips: vec![sa.ip()],
+            port: Some(sa.port()),
+        });
     }
     let bare = target.trim_start_matches('[').trim_end_matches(']');
     if let Ok(ip) = bare.parse::<IpAddr>() {
-        return Ok((vec![ip], None));
+        return Ok(NetTarget {
+            host: ip.to_string(),
+            ips: vec![ip],
+            port: None,
+        });
     }
     let (host, port) = match target.rsplit_once(':') {
         Some((h, p)) => {
@@ -764,8 +780,23 @@ fn parse_net_target(target: &str) -> Result<(Vec<IpAddr>, Option<u16>), BadTarge
     if host.is_empty() || host.contains('/') {
         return Err(BadTarget::NotAHost(target.to_owned()));
     }
-    let ips = resolve_dns(host).ok_or_else(|| BadTarget::Unresolved(host.to_owned()))?;
-    Ok((ips, port))
+    Ok(NetTarget {
+        host: host.to_owned(),
+        ips: resolve_dns(host).unwrap_or_default(),
+        port,
+    })
+}
+
+/// The rules a connection to `host` matches by name, as Layer 1 judges a call that names it
+/// and the session resolver a lookup (wildcards and `except:` included).
+fn name_matches<'a>(set: &'a RuleSet, host: &str, port: Option<u16>) -> Vec<&'a Rule> {
+    let mut ext = Extracted::new("network");
+    ext.ops.push(Operation::network(host, port));
+    engine::evaluate(set, &ext, &Activation::default(), Layer::ToolCall)
+        .matches
+        .iter()
+        .filter_map(|m| set.by_id(&m.id))
+        .collect()
 }
 
 /// The rules a connection matches. Without a port, a rule matches if it matches on some
@@ -813,17 +844,30 @@ fn test(set: &RuleSet, target: &str, op: Option<TestOp>) -> u8 {
     let target = url_authority(target).unwrap_or_else(|| target.to_owned());
     let target = target.as_str();
     let (subject, matched) = if op == TestOp::Network {
-        let (ips, port) = match parse_net_target(target) {
+        let t = match parse_net_target(target) {
             Ok(t) => t,
             Err(e) => {
                 eprintln!("carapace: {e}");
                 return 1;
             }
         };
-        let shown: Vec<String> = ips.iter().map(ToString::to_string).collect();
-        let port_text = port.map_or_else(|| "any port".to_owned(), |p| format!("port {p}"));
-        let subject = format!("{target} ({}, {port_text})", shown.join(", "));
-        (subject, net_matches(set, &ips, port))
+        let port_text = t
+            .port
+            .map_or_else(|| "any port".to_owned(), |p| format!("port {p}"));
+        let addresses = if t.ips.is_empty() {
+            "does not resolve here: rules on addresses not checked".to_owned()
+        } else {
+            let shown: Vec<String> = t.ips.iter().map(ToString::to_string).collect();
+            shown.join(", ")
+        };
+        let subject = format!("{target} ({addresses}, {port_text})");
+        let mut matched = name_matches(set, &t.host, t.port);
+        for r in net_matches(set, &t.ips, t.port) {
+            if !matched.iter().any(|m| m.id == r.id) {
+                matched.push(r);
+            }
+        }
+        (subject, matched)
     } else {
         if !target.starts_with('/') {
             eprintln!(
@@ -847,7 +891,7 @@ fn test(set: &RuleSet, target: &str, op: Option<TestOp>) -> u8 {
     }
     let strictest = matched.iter().map(|r| r.mode).max();
     match strictest {
-        None => println!("decision: allow (no path or address rule matches)"),
+        None => println!("decision: allow (no path, host or address rule matches)"),
         Some(mode) => println!("decision: {}", mode_name(mode)),
     }
     if strictest == Some(Mode::Block) {
@@ -1121,19 +1165,30 @@ rules:
 
     #[test]
     fn network_targets() {
+        let target = |host: &str, ip: &str, port| NetTarget {
+            host: host.into(),
+            ips: vec![ip.parse().unwrap()],
+            port,
+        };
         assert_eq!(
             parse_net_target("10.0.0.1:443"),
-            Ok((vec!["10.0.0.1".parse().unwrap()], Some(443)))
+            Ok(target("10.0.0.1", "10.0.0.1", Some(443)))
         );
         assert_eq!(
             parse_net_target("[::1]:22"),
-            Ok((vec!["::1".parse().unwrap()], Some(22)))
+            Ok(target("::1", "::1", Some(22)))
         );
-        assert_eq!(
-            parse_net_target("::1"),
-            Ok((vec!["::1".parse().unwrap()], None))
-        );
+        assert_eq!(parse_net_target("::1"), Ok(target("::1", "::1", None)));
         assert!(parse_net_target("localhost:http").is_err());
+        // A name that does not resolve is still a target: rules by name decide it.
+        assert_eq!(
+            parse_net_target("nowhere.invalid:443"),
+            Ok(NetTarget {
+                host: "nowhere.invalid".into(),
+                ips: Vec::new(),
+                port: Some(443),
+            })
+        );
         assert!(parse_net_target("/etc/passwd").is_err());
         let s = set(RULES);
         let ip: IpAddr = "169.254.169.254".parse().unwrap();
@@ -1141,5 +1196,32 @@ rules:
         assert_eq!(ids(net_matches(&s, &[ip], None)), ["meta"]);
         assert_eq!(ids(net_matches(&s, &[ip], Some(80))), ["meta"]);
         assert!(net_matches(&s, &[ip], Some(443)).is_empty());
+    }
+
+    #[test]
+    fn names_are_tested_by_name_whether_they_resolve_or_not() {
+        let s = set(r#"version: 1
+builtin: none
+rules:
+  - id: paste
+    block: { host: "*.pastebin.example" }
+  - id: allow-list
+    approve: { host: "*" }
+    except: [github.example, "*.githubusercontent.example"]
+"#);
+        let ids = |m: Vec<&Rule>| m.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            ids(name_matches(&s, "raw.pastebin.example", Some(443))),
+            ["paste", "allow-list"]
+        );
+        assert!(name_matches(&s, "github.example", None).is_empty());
+        assert!(name_matches(&s, "objects.githubusercontent.example", Some(443)).is_empty());
+        assert_eq!(
+            ids(name_matches(&s, "GitHub.example.evil", None)),
+            ["allow-list"]
+        );
+        // `rules test` of a name that does not resolve: rules by name still answer.
+        assert_eq!(test(&s, "https://raw.pastebin.example/x", None), 2);
+        assert_eq!(test(&s, "github.example:443", None), 0);
     }
 }
