@@ -118,8 +118,13 @@ async fn read_request(stream: &mut UnixStream) -> Result<super::proto::EvaluateR
         let mut header = [0u8; MAGIC.len() + 4];
         stream.read_exact(&mut header).await?;
         let len = direct::request_length([header[8], header[9], header[10], header[11]])?;
-        let mut body = vec![0u8; len];
-        stream.read_exact(&mut body).await?;
+        // Grown as bytes arrive, not allocated up front: a client that announces the largest
+        // body and sends nothing holds no more memory than it sent.
+        let mut body = Vec::new();
+        let read = (&mut *stream).take(len as u64).read_to_end(&mut body).await?;
+        if read < len {
+            return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+        }
         Ok::<_, ReadError>(direct::request(&body)?)
     };
     tokio::time::timeout(OPENING_TIMEOUT, read)
