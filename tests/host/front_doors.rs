@@ -292,22 +292,27 @@ fn scan_history_finds_a_bad_agent() {
     assert_eq!(json(&out)["tool_calls"], 1);
 }
 
-#[test]
-fn check_and_scan_use_the_daemons_rules() {
-    let Some(dir) = setup("check_and_scan_use_the_daemons_rules") else {
-        return;
-    };
-    let rules = dir.path().join("rules.yaml");
+/// A daemon whose only rule refuses `make deploy`.
+fn no_deploy_daemon(dir: &Path) -> Daemon {
+    let rules = dir.join("rules.yaml");
     std::fs::write(
         &rules,
         "version: 1\nbuiltin: none\nrules:\n  - id: no-deploy\n    match: { command: \"re:^make deploy\" }\n    message: \"Deploys are for humans\"\n",
     )
     .expect("rules");
-    let d = Daemon::start(
+    Daemon::start(
         Path::new(CARAPACED),
-        dir.path(),
+        dir,
         &["--rules", rules.to_str().expect("utf-8")],
-    );
+    )
+}
+
+#[test]
+fn check_and_scan_use_the_daemons_rules() {
+    let Some(dir) = setup("check_and_scan_use_the_daemons_rules") else {
+        return;
+    };
+    let d = no_deploy_daemon(dir.path());
     let work = tmp();
     let out = run(
         work.path(),
@@ -360,17 +365,7 @@ fn the_daemon_answers_one_call_on_the_direct_wire_and_grpc_beside_it() {
     else {
         return;
     };
-    let rules = dir.path().join("rules.yaml");
-    std::fs::write(
-        &rules,
-        "version: 1\nbuiltin: none\nrules:\n  - id: no-deploy\n    match: { command: \"re:^make deploy\" }\n    message: \"Deploys are for humans\"\n",
-    )
-    .expect("rules");
-    let d = Daemon::start(
-        Path::new(CARAPACED),
-        dir.path(),
-        &["--rules", rules.to_str().expect("utf-8")],
-    );
+    let d = no_deploy_daemon(dir.path());
     let req = |command: &str| EvaluateRequest {
         call_json: serde_json::json!({"tool": "Bash", "input": {"command": command}}).to_string(),
         cwd: "/tmp".into(),

@@ -121,7 +121,10 @@ async fn read_request(stream: &mut UnixStream) -> Result<super::proto::EvaluateR
         // Grown as bytes arrive, not allocated up front: a client that announces the largest
         // body and sends nothing holds no more memory than it sent.
         let mut body = Vec::new();
-        let read = (&mut *stream).take(len as u64).read_to_end(&mut body).await?;
+        let read = (&mut *stream)
+            .take(len as u64)
+            .read_to_end(&mut body)
+            .await?;
         if read < len {
             return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
         }
