@@ -131,7 +131,10 @@ impl Offer {
             ));
             for n in &self.replay.newly_allowed {
                 let tag = if n.must_block { "MUST-BLOCK " } else { "" };
-                out.push_str(&format!("  {tag}{} (was {}): {}\n", n.origin, n.was, n.what));
+                out.push_str(&format!(
+                    "  {tag}{} (was {}): {}\n",
+                    n.origin, n.was, n.what
+                ));
             }
         }
         out
@@ -145,19 +148,33 @@ pub fn offer(daemon: &Daemon, from: &Origin, rule: Option<&str>) -> Result<Offer
         Origin::Record(seq) => refusal_of_record(daemon, *seq)?,
         Origin::Approval(id) => refusal_of_approval(daemon, id)?,
     };
-    let (rule_id, target) = match rule {
-        Some(r) => refused
-            .into_iter()
-            .find(|(id, _)| id == r)
-            .ok_or_else(|| AllowError::NoSuchMatch {
-                rule: r.to_owned(),
-                from: from.to_string(),
+    let rules = daemon.rules();
+    let others: Vec<String> = refused
+        .iter()
+        .map(|(id, _)| id.clone())
+        .filter(|id| Some(id.as_str()) != rule)
+        .collect();
+    // No exception lifts a locked rule, so nothing allows an operation one of them refused.
+    if let Some(locked) = refused
+        .iter()
+        .map(|(id, _)| id)
+        .find(|id| rules.by_id(id).is_some_and(|r| r.locked))
+    {
+        return Err(amend::AmendError::Locked(locked.clone()).into());
+    }
+    let (rule_id, target) =
+        match rule {
+            Some(r) => refused.into_iter().find(|(id, _)| id == r).ok_or_else(|| {
+                AllowError::NoSuchMatch {
+                    rule: r.to_owned(),
+                    from: from.to_string(),
+                }
             })?,
-        None => refused
-            .into_iter()
-            .next()
-            .ok_or_else(|| AllowError::NotRefused(from.to_string()))?,
-    };
+            None => refused
+                .into_iter()
+                .next()
+                .ok_or_else(|| AllowError::NotRefused(from.to_string()))?,
+        };
     let target = target?;
     let path = daemon.source.path.clone();
     let text = match std::fs::read_to_string(&path) {
@@ -172,8 +189,7 @@ pub fn offer(daemon: &Daemon, from: &Origin, rule: Option<&str>) -> Result<Offer
         session: session.clone(),
         from: from.to_string(),
     };
-    let rules = daemon.rules();
-    let proposal = amend::propose(
+    let mut proposal = amend::propose(
         &rules,
         &RuleFile {
             origin: &origin,
@@ -184,6 +200,16 @@ pub fn offer(daemon: &Daemon, from: &Origin, rule: Option<&str>) -> Result<Offer
         &note,
         &opts,
     )?;
+    let also: Vec<&String> = others.iter().filter(|id| **id != rule_id).collect();
+    if !also.is_empty() {
+        proposal.notes.push(format!(
+            "also refused by {}: allow it under each of them (`--rule`) for the operation to pass",
+            also.iter()
+                .map(|id| format!("`{id}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     let history = session
         .as_deref()
         .map(|s| session_history(daemon, s))
@@ -319,7 +345,12 @@ fn refused_by(record: &Record) -> Refused {
 }
 
 fn refusal_of_record(daemon: &Daemon, seq: u64) -> Result<(Option<String>, Refused), AllowError> {
-    let dir = daemon.audit.ledger().ok_or(AllowError::NoLedger)?.dir().to_owned();
+    let dir = daemon
+        .audit
+        .ledger()
+        .ok_or(AllowError::NoLedger)?
+        .dir()
+        .to_owned();
     let record = records(&dir)
         .into_iter()
         .find(|r| r.seq == seq)
@@ -349,9 +380,10 @@ fn refusal_of_approval(daemon: &Daemon, id: &str) -> Result<(Option<String>, Ref
         .rules
         .iter()
         .map(|r| {
-            let target = ops.first().cloned().ok_or_else(|| {
-                amend::AmendError::NotAnOperation(a.request.summary.clone())
-            });
+            let target = ops
+                .first()
+                .cloned()
+                .ok_or_else(|| amend::AmendError::NotAnOperation(a.request.summary.clone()));
             (r.id.clone(), target)
         })
         .collect();

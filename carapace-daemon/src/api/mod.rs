@@ -35,10 +35,10 @@ use tonic::{Request, Response, Status};
 
 use self::proto::carapace_server::{Carapace, CarapaceServer};
 use self::proto::{
-    allow_from_denial_request, AllowFromDenialReply, AllowFromDenialRequest,
-    AnswerApprovalRequest, Approval as ApprovalMsg, ConsoleUrlReply, ConsoleUrlRequest,
-    CreateSessionReply, CreateSessionRequest, Denial, EndSessionReply, EndSessionRequest,
-    EvaluateReply, EvaluateRequest, GetSessionRequest, ListApprovalsReply, ListApprovalsRequest,
+    allow_from_denial_request, AllowFromDenialReply, AllowFromDenialRequest, AnswerApprovalRequest,
+    Approval as ApprovalMsg, ConsoleUrlReply, ConsoleUrlRequest, CreateSessionReply,
+    CreateSessionRequest, Denial, EndSessionReply, EndSessionRequest, EvaluateReply,
+    EvaluateRequest, GetSessionRequest, ListApprovalsReply, ListApprovalsRequest,
     ListSessionsReply, ListSessionsRequest, PlanReply, PlanRequest, ReloadRulesReply,
     ReloadRulesRequest, ResetSessionRequest, ScanHistoryReply, ScanHistoryRequest, SessionDetail,
     SessionInfo, SetSessionRuleRequest, StatusReply, StatusRequest, WatchApprovalsRequest,
@@ -704,7 +704,10 @@ impl Carapace for Service {
     ) -> Result<Response<AllowFromDenialReply>, Status> {
         let peer = self.peer(&request)?;
         if peer.agent {
-            tracing::warn!(pid = peer.pid, "an agent asked to change the rules; refused");
+            tracing::warn!(
+                pid = peer.pid,
+                "an agent asked to change the rules; refused"
+            );
             return Err(Status::permission_denied(
                 "processes inside a Carapace session cannot change the rules",
             ));
@@ -721,7 +724,11 @@ impl Carapace for Service {
         let from = match req.from {
             Some(allow_from_denial_request::From::Record(seq)) => allow::Origin::Record(seq),
             Some(allow_from_denial_request::From::Approval(id)) => allow::Origin::Approval(id),
-            None => return Err(Status::invalid_argument("name a ledger record or an approval")),
+            None => {
+                return Err(Status::invalid_argument(
+                    "name a ledger record or an approval",
+                ))
+            }
         };
         let rule = (!req.rule.is_empty()).then_some(req.rule);
         let status = |e: allow::AllowError| match e {
@@ -734,10 +741,9 @@ impl Carapace for Service {
         };
         if req.write {
             let who = format!("uid {} (pid {})", peer.uid, peer.pid);
-            let (offer, outcome) =
-                allow::apply(&self.daemon, from, rule, req.confirm, &who)
-                    .await
-                    .map_err(status)?;
+            let (offer, outcome) = allow::apply(&self.daemon, from, rule, req.confirm, &who)
+                .await
+                .map_err(status)?;
             let mut json = offer.to_json();
             json["reload"] = serde_json::json!({
                 "ok": outcome.ok, "rules": outcome.rules, "kernel_rules": outcome.kernel_rules,

@@ -135,7 +135,12 @@ pub enum RulesCommand {
         The seq of a denial is in `carapace audit tail` and the console's timeline.")]
     Allow {
         /// The audit ledger record (seq) of the refusal
-        #[arg(long, value_name = "SEQ", required_unless_present = "approval", conflicts_with = "approval")]
+        #[arg(
+            long,
+            value_name = "SEQ",
+            required_unless_present = "approval",
+            conflicts_with = "approval"
+        )]
         from_denial: Option<u64>,
         /// An approval request instead (its id)
         #[arg(long, value_name = "ID")]
