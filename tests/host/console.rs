@@ -443,6 +443,13 @@ fn a_denial_becomes_a_rule(
         b.eval("document.getElementById('allow-confirm-label').hidden"),
         false
     );
+    // The session's own refusals were replayed too (the SSH reads stay refused).
+    let safety = b.eval("document.querySelector('#allow-check [data-newly-allowed]').innerText");
+    let safety = safety.as_str().unwrap_or_default();
+    assert!(
+        !safety.contains(" 0 operations of the session"),
+        "the session's history: {safety}"
+    );
     b.screenshot(&shots.join("allow.png"));
     b.click("#allow-always");
     b.wait_for(

@@ -106,6 +106,7 @@ impl Offer {
     /// For a terminal: the diff, notes and the safety check.
     #[must_use]
     pub fn to_text(&self) -> String {
+        use std::fmt::Write as _;
         let mut out = format!(
             "Allow {} from now on: an exception to rule `{}` ({}) in {}\n\n{}",
             self.proposal.target.describe(),
@@ -115,26 +116,25 @@ impl Offer {
             self.proposal.diff
         );
         for n in &self.proposal.notes {
-            out.push_str(&format!("\nnote: {n}"));
+            let _ = write!(out, "\nnote: {n}");
         }
-        out.push_str(&format!(
+        let _ = write!(
+            out,
             "\nsafety check: {} must-block case(s) of the built-in packs and {} operation(s) of \
              the session's history replayed; ",
             self.replay.fixtures_checked, self.replay.history_checked
-        ));
+        );
         if self.replay.newly_allowed.is_empty() {
             out.push_str("nothing else would be allowed.\n");
         } else {
-            out.push_str(&format!(
-                "{} would newly be allowed:\n",
+            let _ = writeln!(
+                out,
+                "{} would newly be allowed:",
                 self.replay.newly_allowed.len()
-            ));
+            );
             for n in &self.replay.newly_allowed {
                 let tag = if n.must_block { "MUST-BLOCK " } else { "" };
-                out.push_str(&format!(
-                    "  {tag}{} (was {}): {}\n",
-                    n.origin, n.was, n.what
-                ));
+                let _ = writeln!(out, "  {tag}{} (was {}): {}", n.origin, n.was, n.what);
             }
         }
         out
@@ -359,7 +359,13 @@ fn refusal_of_record(daemon: &Daemon, seq: u64) -> Result<(Option<String>, Refus
     if !refused {
         return Err(AllowError::NotRefused(format!("ledger record {seq}")));
     }
-    Ok((record.event.session.clone(), refused_by(&record)))
+    // An agent session a harness names (a hook's `--session`) is recorded as such.
+    let session = record
+        .event
+        .session
+        .clone()
+        .or_else(|| record.event.agent_session.clone());
+    Ok((session, refused_by(&record)))
 }
 
 fn refusal_of_approval(daemon: &Daemon, id: &str) -> Result<(Option<String>, Refused), AllowError> {
@@ -421,9 +427,9 @@ fn session_history(daemon: &Daemon, session: &str) -> Vec<HistoryOp> {
     };
     let mut out: Vec<HistoryOp> = Vec::new();
     for r in records(&dir) {
-        if r.event.session.as_deref() != Some(session)
-            || !matches!(r.event.decision.as_deref(), Some("block" | "approve"))
-        {
+        let of_session = r.event.session.as_deref() == Some(session)
+            || (r.event.session.is_none() && r.event.agent_session.as_deref() == Some(session));
+        if !of_session || !matches!(r.event.decision.as_deref(), Some("block" | "approve")) {
             continue;
         }
         for (_, target) in refused_by(&r) {

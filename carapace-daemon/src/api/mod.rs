@@ -733,7 +733,6 @@ impl Carapace for Service {
         let rule = (!req.rule.is_empty()).then_some(req.rule);
         let status = |e: allow::AllowError| match e {
             allow::AllowError::NotFound(_) => Status::not_found(e.to_string()),
-            allow::AllowError::NeedsConfirmation(_) => Status::failed_precondition(e.to_string()),
             allow::AllowError::Write { .. }
             | allow::AllowError::Read { .. }
             | allow::AllowError::Task(_) => Status::internal(e.to_string()),
