@@ -450,3 +450,88 @@ fn session_history(daemon: &Daemon, session: &str) -> Vec<HistoryOp> {
 fn records(dir: &Path) -> Vec<Record> {
     crate::console::views::tail(dir, usize::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::record::RuleRef;
+    use crate::session::approvals::KernelOperation;
+
+    fn rule(id: &str, mode: &str, matched: &str) -> RuleRef {
+        RuleRef {
+            id: id.into(),
+            mode: mode.into(),
+            matched: matched.into(),
+        }
+    }
+
+    #[test]
+    fn the_blocking_rule_comes_first_and_warnings_are_left_out() {
+        let mut event = Event::new(Kind::Evaluate);
+        event.decision = Some("block".into());
+        event.rules = vec![
+            rule("asks", "approve", "write /srv/a"),
+            rule("warns", "warn", "write /srv/a"),
+            rule("blocks", "block", "write /srv/a"),
+            rule("cmd", "block", "command `rm -rf /`"),
+        ];
+        let record = Record {
+            seq: 1,
+            ts: String::new(),
+            event,
+            prev: String::new(),
+        };
+        let refused = refused_by(&record);
+        let ids: Vec<&str> = refused.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["blocks", "cmd", "asks"]);
+        assert!(refused[0].1.is_ok());
+        assert!(refused[1].1.is_err(), "a command names no operation");
+    }
+
+    #[test]
+    fn a_kernel_request_names_its_operation() {
+        let path = KernelOperation {
+            path: "/srv/drafts/a.txt".into(),
+            ops: op::READ | op::WRITE,
+            ..KernelOperation::default()
+        };
+        assert_eq!(
+            kernel_target(&path),
+            Some(Target::Path {
+                action: Action::Write,
+                path: "/srv/drafts/a.txt".into()
+            })
+        );
+        let addr = KernelOperation {
+            addr: Some("192.0.2.7".parse().unwrap()),
+            port: 443,
+            ..KernelOperation::default()
+        };
+        assert_eq!(
+            kernel_target(&addr),
+            Some(Target::Net {
+                host: "192.0.2.7".into(),
+                port: Some(443)
+            })
+        );
+        assert_eq!(kernel_target(&KernelOperation::default()), None);
+    }
+
+    #[test]
+    fn the_file_is_replaced_whole_and_keeps_its_mode() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rules.yaml");
+        std::fs::write(&path, "version: 1\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        write_file(&path, "version: 1\nrules: []\n").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "version: 1\nrules: []\n"
+        );
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "no temporary file left behind");
+    }
+}
