@@ -480,7 +480,7 @@ fn arb_target() -> impl Strategy<Value = (String, Target)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
 
     /// Any valid rule file and any operation a rule refuses: either a valid file whose
     /// only change is the exception and that allows the operation, or a clear refusal.
