@@ -99,10 +99,14 @@ fn the_console_in_a_real_browser() {
     };
     let port = free_port();
     let hostport = format!("127.0.0.1:{port}");
+    // A copy: turning a denial into a rule writes the file.
+    let rules = dir.path().join("personal-agent.yaml");
+    std::fs::copy(PERSONAL, &rules).unwrap_or_else(|e| panic!("{e}"));
+    let rules_arg = rules.display().to_string();
     let d = Daemon::start(
         Path::new(CARAPACED),
         dir.path(),
-        &["--rules", PERSONAL, "--console", &hostport],
+        &["--rules", &rules_arg, "--console", &hostport],
     );
     let shots = screenshots();
     only_the_human_gets_in(&d, &hostport, port);
@@ -128,11 +132,19 @@ fn the_console_in_a_real_browser() {
     an_approval_is_answered_by_a_click(&mut b, &d, &hostport, &shots);
     identical_requests_are_asked_once(&mut b, &d);
     denials_rules_and_charts(&mut b, &d, &hostport, &shots);
+    a_denial_becomes_a_rule(&mut b, &d, &hostport, &shots, &rules);
     let out = sleeper
         .join()
         .unwrap_or_else(|_| panic!("the run session panicked"));
     assert!(out.status.success(), "{}", text(&out.stderr));
-    for page in ["sessions", "approvals", "timeline", "rules", "charts"] {
+    for page in [
+        "sessions",
+        "approvals",
+        "timeline",
+        "rules",
+        "charts",
+        "allow",
+    ] {
         let png = shots.join(format!("{page}.png"));
         let size = std::fs::metadata(&png).map_or(0, |m| m.len());
         assert!(size > 1000, "{} is {size} bytes", png.display());
@@ -364,4 +376,119 @@ fn denials_rules_and_charts(b: &mut Browser, d: &Daemon, hostport: &str, shots: 
         "the charts",
     );
     b.screenshot(&shots.join("charts.png"));
+}
+
+/// "Allow from now on" on a denial in the timeline: the diff and the safety check are shown,
+/// a locked rule is refused, a must-block case needs the confirmation, and "Always" writes
+/// the rule file and reloads, after which the retry passes.
+fn a_denial_becomes_a_rule(
+    b: &mut Browser,
+    d: &Daemon,
+    hostport: &str,
+    shots: &Path,
+    rules: &Path,
+) {
+    let before = std::fs::read_to_string(rules).unwrap_or_else(|e| panic!("{e}"));
+    b.navigate(&format!("http://{hostport}/#timeline"));
+    b.wait_for(
+        "document.body.dataset.ready === 'true'",
+        WAIT,
+        "the page again",
+    );
+    // The SSH key's denial: its rule is locked, so no change is offered.
+    b.wait_for(
+        "[...document.querySelectorAll('#timeline-table tbody tr')].some(r => r.innerText.includes('ssh-private-keys') && r.querySelector('[data-allow]'))",
+        WAIT,
+        "the SSH denial with its allow button",
+    );
+    b.eval("[...document.querySelectorAll('#timeline-table tbody tr')].find(r => r.innerText.includes('ssh-private-keys')).querySelector('[data-allow]').click()");
+    b.wait_for(
+        "document.getElementById('allow-error').textContent.includes('locked')",
+        WAIT,
+        "the locked rule refused",
+    );
+
+    // A built-in rule that is not locked.
+    let read = r#"{"tool":"Read","input":{"file_path":"/root/.aws/config"}}"#;
+    let (code, v) = check(&d.socket, "cc-console-1", read, &[]);
+    assert_eq!(code, 2, "{v}");
+    b.wait_for(
+        "[...document.querySelectorAll('#timeline-table tbody tr')].some(r => r.innerText.includes('aws-credentials') && r.querySelector('[data-allow]'))",
+        WAIT,
+        "the AWS denial",
+    );
+    b.eval("[...document.querySelectorAll('#timeline-table tbody tr')].find(r => r.innerText.includes('aws-credentials')).querySelector('[data-allow]').click()");
+    b.wait_for(
+        "document.querySelector('#allow-check [data-newly-allowed]')",
+        WAIT,
+        "the proposal and its safety check",
+    );
+    let diff = b.eval("document.getElementById('allow-diff').innerText");
+    let diff = diff.as_str().unwrap_or_default();
+    assert!(
+        diff.contains("+exceptions:")
+            && diff.contains("+  - rule: \"aws-credentials\"")
+            && diff.contains("+      - \"/root/.aws/config\""),
+        "the diff: {diff}"
+    );
+    // `/root/.aws/config` is a must-block case of the credentials pack: shown as such, and
+    // "Always" needs the confirmation.
+    let must = b.eval("[...document.querySelectorAll('#allow-check [data-must-block=\"true\"]')].map(e => e.innerText).join('\\n')");
+    let must = must.as_str().unwrap_or_default();
+    assert!(
+        must.contains("rules/fixtures/credentials.yaml:") && must.contains("/root/.aws/config"),
+        "the must-block case: {must}"
+    );
+    assert_eq!(
+        b.eval("document.getElementById('allow-confirm-label').hidden"),
+        false
+    );
+    // The session's own refusals were replayed too (the SSH reads stay refused).
+    let safety = b.eval("document.querySelector('#allow-check [data-newly-allowed]').innerText");
+    let safety = safety.as_str().unwrap_or_default();
+    assert!(
+        !safety.contains(" 0 operations of the session"),
+        "the session's history: {safety}"
+    );
+    b.screenshot(&shots.join("allow.png"));
+    b.click("#allow-always");
+    b.wait_for(
+        "document.getElementById('allow-error').textContent.includes('confirm')",
+        WAIT,
+        "unconfirmed: refused",
+    );
+    assert_eq!(
+        std::fs::read_to_string(rules).unwrap_or_default(),
+        before,
+        "nothing written without the confirmation"
+    );
+    b.click("#allow-confirm");
+    b.click("#allow-always");
+    b.wait_for(
+        "document.getElementById('allow-result').dataset.written === 'true'",
+        WAIT,
+        "written and reloaded",
+    );
+    let after = std::fs::read_to_string(rules).unwrap_or_default();
+    assert!(
+        after.starts_with(before.trim_end())
+            && after.contains("allowed from now on: read /root/.aws/config"),
+        "the rule file: {after}"
+    );
+    // Reloaded: the timeline shows it, and the retry passes; the rest stays refused.
+    b.eval("(() => { const s = document.getElementById('f-decision'); s.value = ''; s.dispatchEvent(new Event('input')); })()");
+    b.wait_for(
+        "[...document.querySelectorAll('#timeline-table tbody tr')].some(r => r.dataset.kind === 'rules-reload' && r.innerText.includes('allowed'))",
+        WAIT,
+        "the reload in the timeline",
+    );
+    let (code, v) = check(&d.socket, "cc-console-1", read, &[]);
+    assert_eq!(code, 0, "the retry: {v}");
+    let (code, v) = check(
+        &d.socket,
+        "cc-console-1",
+        r#"{"tool":"Read","input":{"file_path":"/root/.aws/credentials"}}"#,
+        &[],
+    );
+    assert_eq!(code, 2, "another file of the rule: {v}");
 }

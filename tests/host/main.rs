@@ -23,6 +23,7 @@ mod landlock;
 mod limits;
 mod llm_review;
 mod mcp;
+mod rules_allow;
 mod sessions;
 mod terminal;
 

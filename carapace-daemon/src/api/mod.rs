@@ -3,6 +3,7 @@
 //! Peer identity comes from the socket — `SO_PEERCRED` as tonic's [`UdsConnectInfo`], and the
 //! peer's cgroup from `/proc/PID/cgroup` — never from request fields. A peer inside
 //! `<cgroup2>/carapace/…` is an agent.
+pub mod allow;
 pub mod audit;
 pub mod deadline;
 pub mod denial;
@@ -36,9 +37,10 @@ use tonic::{Request, Response, Status};
 
 use self::proto::carapace_server::{Carapace, CarapaceServer};
 use self::proto::{
-    AnswerApprovalRequest, Approval as ApprovalMsg, ConsoleUrlReply, ConsoleUrlRequest,
-    CreateSessionReply, CreateSessionRequest, Denial, EndSessionReply, EndSessionRequest,
-    EvaluateReply, EvaluateRequest, GetSessionRequest, ListApprovalsReply, ListApprovalsRequest,
+    allow_from_denial_request, AllowFromDenialReply, AllowFromDenialRequest, AnswerApprovalRequest,
+    Approval as ApprovalMsg, ConsoleUrlReply, ConsoleUrlRequest, CreateSessionReply,
+    CreateSessionRequest, Denial, EndSessionReply, EndSessionRequest, EvaluateReply,
+    EvaluateRequest, GetSessionRequest, ListApprovalsReply, ListApprovalsRequest,
     ListSessionsReply, ListSessionsRequest, PlanReply, PlanRequest, ReloadRulesReply,
     ReloadRulesRequest, ResetSessionRequest, ScanHistoryReply, ScanHistoryRequest, SessionDetail,
     SessionInfo, SetSessionRuleRequest, StatusReply, StatusRequest, WatchApprovalsRequest,
@@ -707,6 +709,73 @@ impl Carapace for Service {
             rules: outcome.rules,
             kernel_rules: outcome.kernel_rules,
             diagnostics: outcome.diagnostics,
+        }))
+    }
+
+    async fn allow_from_denial(
+        &self,
+        request: Request<AllowFromDenialRequest>,
+    ) -> Result<Response<AllowFromDenialReply>, Status> {
+        let peer = self.peer(&request)?;
+        if peer.agent {
+            tracing::warn!(
+                pid = peer.pid,
+                "an agent asked to change the rules; refused"
+            );
+            return Err(Status::permission_denied(
+                "processes inside a Carapace session cannot change the rules",
+            ));
+        }
+        // The rule file and the ledger are root's, as for ReloadRules.
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let own = unsafe { libc::geteuid() };
+        if peer.uid != 0 && peer.uid != own {
+            return Err(Status::permission_denied(
+                "only root can change the rules (try `sudo carapace rules allow`)",
+            ));
+        }
+        let req = request.into_inner();
+        let from = match req.from {
+            Some(allow_from_denial_request::From::Record(seq)) => allow::Origin::Record(seq),
+            Some(allow_from_denial_request::From::Approval(id)) => allow::Origin::Approval(id),
+            None => {
+                return Err(Status::invalid_argument(
+                    "name a ledger record or an approval",
+                ))
+            }
+        };
+        let rule = (!req.rule.is_empty()).then_some(req.rule);
+        let status = |e: allow::AllowError| match e {
+            allow::AllowError::NotFound(_) => Status::not_found(e.to_string()),
+            allow::AllowError::Write { .. }
+            | allow::AllowError::Read { .. }
+            | allow::AllowError::Task(_) => Status::internal(e.to_string()),
+            _ => Status::failed_precondition(e.to_string()),
+        };
+        if req.write {
+            let who = format!("uid {} (pid {})", peer.uid, peer.pid);
+            let (offer, outcome) = allow::apply(&self.daemon, from, rule, req.confirm, &who)
+                .await
+                .map_err(status)?;
+            let mut json = offer.to_json();
+            json["reload"] = serde_json::json!({
+                "ok": outcome.ok, "rules": outcome.rules, "kernel_rules": outcome.kernel_rules,
+            });
+            return Ok(Response::new(AllowFromDenialReply {
+                offer_json: json.to_string(),
+                text: offer.to_text(),
+                written: true,
+            }));
+        }
+        let d = Arc::clone(&self.daemon);
+        let offer = tokio::task::spawn_blocking(move || allow::offer(&d, &from, rule.as_deref()))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?
+            .map_err(status)?;
+        Ok(Response::new(AllowFromDenialReply {
+            offer_json: offer.to_json().to_string(),
+            text: offer.to_text(),
+            written: false,
         }))
     }
 

@@ -41,6 +41,9 @@ pub enum Kind {
     /// A session's connect to a learned address was refused for the server name it asked
     /// for (`tls: sni`).
     ServerNameRefused,
+    /// The user changed the rule file through Carapace ("allow this from now on"); `rules`
+    /// names the rule that got the exception, `detail` the exception and the safety check.
+    RulesChanged,
 }
 
 /// A rule that matched, as recorded.

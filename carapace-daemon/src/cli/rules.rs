@@ -8,7 +8,7 @@ use carapace_common::op;
 use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
 
-use crate::api::proto::ReloadRulesRequest;
+use crate::api::proto::{allow_from_denial_request, AllowFromDenialRequest, ReloadRulesRequest};
 use crate::api::reload::{Loaded, RuleSource};
 use crate::paths::DEFAULT_DATA_DIR;
 use crate::policy_host::resolve_dns;
@@ -23,7 +23,7 @@ use carapace_policy::rules::{Cond, Enforcement, Mode, Rule, RuleSet};
 const AFTER_HELP: &str = "\
 Without --rules / FILE, the rule file is $CARAPACE_DATA_DIR/rules.yaml (default
 /var/lib/carapace/rules.yaml), the file carapaced reads; when it does not exist, the built-in
-packs are used, as the daemon does. Only `reload` talks to the daemon.
+packs are used, as the daemon does. Only `reload` and `allow` talk to the daemon.
 
 Examples:
   carapace rules check ./rules.yaml              validate before installing
@@ -119,6 +119,46 @@ pub enum RulesCommand {
     /// processes inside an agent session.
     #[command(after_help = "Example:\n  sudo carapace rules reload")]
     Reload,
+    /// Allow a refused operation from now on: the smallest change of the rule file
+    ///
+    /// Shows the change the daemon proposes for one refusal — an `except:` entry with the
+    /// exact path (or host and port) on the rule that refused it, or an `exceptions:` entry
+    /// for a built-in rule — as a diff of the rule file, and the safety check: the built-in
+    /// packs' must-block cases and the session's refused operations replayed under the old
+    /// and the new file, listing every one that would newly be allowed. `--write` writes the
+    /// file (with a comment saying when and why) and reloads; a change that lets a must-block
+    /// case through also needs `--confirm`. A locked rule is never changed. Needs root; refused
+    /// to processes inside an agent session. Exit 0 shown or written, 1 refused.
+    #[command(after_help = "Examples:\n  \
+        sudo carapace rules allow --from-denial 1234          # show the change\n  \
+        sudo carapace rules allow --from-denial 1234 --write  # write it and reload\n  \
+        sudo carapace rules allow --approval ap-1a2b3c4d --rule approve-drafts --write\n\n\
+        The seq of a denial is in `carapace audit tail` and the console's timeline.")]
+    Allow {
+        /// The audit ledger record (seq) of the refusal
+        #[arg(
+            long,
+            value_name = "SEQ",
+            required_unless_present = "approval",
+            conflicts_with = "approval"
+        )]
+        from_denial: Option<u64>,
+        /// An approval request instead (its id)
+        #[arg(long, value_name = "ID")]
+        approval: Option<String>,
+        /// Which of the rules that refused it (default: the one that decided)
+        #[arg(long, value_name = "RULE")]
+        rule: Option<String>,
+        /// Write the change and reload (default: only show it)
+        #[arg(long)]
+        write: bool,
+        /// Write it even though it lets a built-in must-block case through
+        #[arg(long, requires = "write")]
+        confirm: bool,
+        /// Print the offer as JSON
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -199,6 +239,31 @@ pub async fn run(socket: &Path, args: RulesArgs) -> anyhow::Result<u8> {
             Ok(test(&loaded.rules, &target, op))
         }
         RulesCommand::Reload => reload(socket).await,
+        RulesCommand::Allow {
+            from_denial,
+            approval,
+            rule,
+            write,
+            confirm,
+            json,
+        } => {
+            let from = match (from_denial, approval) {
+                (Some(seq), _) => allow_from_denial_request::From::Record(seq),
+                (None, Some(id)) => allow_from_denial_request::From::Approval(id),
+                (None, None) => anyhow::bail!("name --from-denial SEQ or --approval ID"),
+            };
+            allow(
+                socket,
+                AllowFromDenialRequest {
+                    from: Some(from),
+                    rule: rule.unwrap_or_default(),
+                    write,
+                    confirm,
+                },
+                json,
+            )
+            .await
+        }
     }
 }
 
@@ -928,6 +993,31 @@ async fn reload(socket: &Path) -> anyhow::Result<u8> {
             reply.rules, reply.kernel_rules
         );
         Ok(1)
+    }
+}
+
+async fn allow(socket: &Path, request: AllowFromDenialRequest, json: bool) -> anyhow::Result<u8> {
+    let mut client = super::connect::connect(socket).await?;
+    let write = request.write;
+    match client.allow_from_denial(request).await {
+        Ok(reply) => {
+            let reply = reply.into_inner();
+            if json {
+                println!("{}", reply.offer_json);
+            } else {
+                print!("{}", reply.text);
+                if reply.written {
+                    println!("written and reloaded.");
+                } else if !write {
+                    println!("(not written: add --write to write it and reload)");
+                }
+            }
+            Ok(0)
+        }
+        Err(status) => {
+            eprintln!("carapace: {}", status.message());
+            Ok(1)
+        }
     }
 }
 

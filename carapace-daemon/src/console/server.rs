@@ -1,5 +1,6 @@
 //! The console's HTTP/1.1 server (hyper): the page, its live feed (server-sent events) and
-//! the one state-changing request, answering an approval.
+//! the two state-changing requests, answering an approval and changing the rule file
+//! ("allow this from now on").
 //!
 //! Every connection is traced to the processes holding its client socket before anything
 //! is read from it ([`super::peer`]); a connection from inside an agent session, or from a
@@ -22,7 +23,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::auth::{query_param, Access, Refusal, Visit, CSRF_HEADER};
 use super::peer::{self, Verdict};
 use super::views;
-use crate::api::{self, Daemon, SessionEvent};
+use crate::api::{self, allow, Daemon, SessionEvent};
 use crate::audit::record::{Kind, Record};
 use crate::session::approvals::Scope;
 
@@ -210,10 +211,11 @@ impl Conn {
                 json_response(StatusCode::OK, &v)
             }
             (Method::POST, "/api/answer") => self.answer(req, &visit).await,
+            (Method::POST, "/api/allow") => self.allow(req, &visit).await,
             (
                 _,
                 "/" | "/console.js" | "/console.css" | "/api/events" | "/api/verify"
-                | "/api/answer",
+                | "/api/answer" | "/api/allow",
             ) => text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
             _ => text(StatusCode::NOT_FOUND, "no such page"),
         }
@@ -301,6 +303,79 @@ impl Conn {
                 };
                 text(code, status.message())
             }
+            Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+        }
+    }
+
+    /// `POST /api/allow` `{"record": SEQ | "approval": "ap-…", "rule"?: ID, "write": bool,
+    /// "confirm"?: bool}`: the rule change that allows a refusal from now on, with its
+    /// safety check; written and reloaded with `write` (see `api::allow`). The rule file is
+    /// root's: only root (or the daemon's own user) may ask, as for `ReloadRules`.
+    async fn allow(&self, req: Request<Incoming>, visit: &Visit) -> Response<Body> {
+        if let Err(r) =
+            self.access
+                .check_write(visit, header(&req, CSRF_HEADER), header(&req, "origin"))
+        {
+            tracing::warn!(
+                uid = visit.uid,
+                "console: a rule change without the CSRF token or from another origin; refused"
+            );
+            return refused(r);
+        }
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let own = unsafe { libc::geteuid() };
+        if visit.uid != 0 && visit.uid != own {
+            return text(
+                StatusCode::FORBIDDEN,
+                "only root can change the rules (open the console with `sudo carapace console`)",
+            );
+        }
+        let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(_) => return text(StatusCode::PAYLOAD_TOO_LARGE, "the request is too large"),
+        };
+        let Ok(v) = serde_json::from_slice::<Value>(&body) else {
+            return text(StatusCode::BAD_REQUEST, "send JSON");
+        };
+        let from = match (v["record"].as_u64(), v["approval"].as_str()) {
+            (Some(seq), _) => allow::Origin::Record(seq),
+            (None, Some(id)) => allow::Origin::Approval(id.to_owned()),
+            (None, None) => {
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    r#"send {"record": SEQ} or {"approval": "ap-…"}, with "write": true to write"#,
+                )
+            }
+        };
+        let rule = v["rule"].as_str().map(str::to_owned);
+        let write = v["write"].as_bool().unwrap_or(false);
+        let confirm = v["confirm"].as_bool().unwrap_or(false);
+        let status = |e: &allow::AllowError| match e {
+            allow::AllowError::NotFound(_) => StatusCode::NOT_FOUND,
+            allow::AllowError::NeedsConfirmation(_) => StatusCode::PRECONDITION_REQUIRED,
+            allow::AllowError::Write { .. }
+            | allow::AllowError::Read { .. }
+            | allow::AllowError::Task(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            _ => StatusCode::CONFLICT,
+        };
+        if write {
+            let who = format!("console uid {} (pid {})", visit.uid, self.pid());
+            return match allow::apply(&self.daemon, from, rule, confirm, &who).await {
+                Ok((offer, outcome)) => {
+                    let mut value = offer.to_json();
+                    value["written"] = json!(true);
+                    value["reload"] = json!({
+                        "ok": outcome.ok, "rules": outcome.rules, "kernel_rules": outcome.kernel_rules,
+                    });
+                    json_response(StatusCode::OK, &value)
+                }
+                Err(e) => text(status(&e), &e.to_string()),
+            };
+        }
+        let d = Arc::clone(&self.daemon);
+        match tokio::task::spawn_blocking(move || allow::offer(&d, &from, rule.as_deref())).await {
+            Ok(Ok(offer)) => json_response(StatusCode::OK, &offer.to_json()),
+            Ok(Err(e)) => text(status(&e), &e.to_string()),
             Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
         }
     }

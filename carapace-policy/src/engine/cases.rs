@@ -21,9 +21,14 @@
 use serde_json::{Map, Value};
 use yaml_rust2::{Yaml, YamlLoader};
 
+#[cfg(test)]
 use super::guardrail::{self, TaskAnswer};
-use super::{evaluate, Activation, Context, Extracted, Layer, Operation, ToolCall};
-use crate::rules::{Action, Homes, Mode, Options, RuleSet};
+#[cfg(test)]
+use super::{evaluate, Activation, Layer};
+use super::{Context, Extracted, Operation, ToolCall};
+#[cfg(test)]
+use crate::rules::RuleSet;
+use crate::rules::{Action, Mode};
 
 /// One case and where it is.
 #[derive(Clone, Debug)]
@@ -38,6 +43,10 @@ pub struct Case {
 pub struct CaseFile {
     pub homes: Vec<String>,
     pub cwd: String,
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "the tests' own rules; a replay brings its rules")
+    )]
     pub rules: Option<String>,
     pub cases: Vec<Case>,
 }
@@ -130,9 +139,10 @@ pub fn parse(text: &str) -> Result<CaseFile, String> {
 }
 
 impl CaseFile {
+    #[cfg(test)]
     pub fn rule_set(&self, default_rules: &str) -> Result<RuleSet, String> {
-        let opts = Options {
-            homes: Homes::fixed(self.homes.clone()),
+        let opts = crate::rules::Options {
+            homes: crate::rules::Homes::fixed(self.homes.clone()),
             resolver: |_| None,
             host: crate::host::real::host(),
         };
@@ -197,6 +207,7 @@ pub fn extract(case: &Case, ctx: &Context) -> Result<Extracted, String> {
 }
 
 /// Runs every case; returns one line per failure.
+#[cfg(test)]
 pub fn run(file: &CaseFile, rules: &RuleSet, origin: &str) -> Vec<String> {
     let ctx = file.context();
     let mut failures = Vec::new();

@@ -154,8 +154,9 @@ impl HistoryReport {
     }
 }
 
-#[cfg(test)]
-mod cases;
+/// Case files (the packs' fixtures, the corpus): run by the tests, and replayed against a
+/// proposed rule change (`rules::amend`).
+pub(crate) mod cases;
 #[cfg(test)]
 mod spelling_tests;
 #[cfg(test)]

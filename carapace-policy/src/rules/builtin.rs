@@ -15,6 +15,16 @@ macro_rules! packs {
                 _ => None,
             }
         }
+
+        /// The must-block / must-allow cases of a pack (`rules/fixtures/`), kept in the
+        /// binary so that a proposed rule change can be replayed against them.
+        #[must_use]
+        pub fn fixture(name: &str) -> Option<&'static str> {
+            match name {
+                $($name => Some(include_str!(concat!("../../../rules/fixtures/", $name, ".yaml"))),)*
+                _ => None,
+            }
+        }
     };
 }
 

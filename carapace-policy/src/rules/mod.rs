@@ -11,6 +11,7 @@ use crate::host::Host;
 use crate::image::KernelImage;
 use compile::kernel::Purpose;
 
+pub mod amend;
 pub mod builtin;
 pub(crate) mod command_index;
 pub mod compile;
@@ -223,6 +224,22 @@ impl RuleSet {
         )
     }
 
+    /// [`RuleSet::load`] on text already read (`origin` names it in diagnostics): what a
+    /// rule file would give if it held `text`, e.g. a change before it is written.
+    pub fn load_text(origin: &str, text: &str, opts: &Options) -> Result<Self, Diagnostics> {
+        Self::compile_text(origin, text, opts, builtin::ALWAYS, &[], Purpose::Kernel)
+    }
+
+    /// [`RuleSet::load_text`] for Layer 1 alone (see [`RuleSet::load_for_layer1`]): the
+    /// cheap form for replaying cases against many rule sets.
+    pub fn load_text_for_layer1(
+        origin: &str,
+        text: &str,
+        opts: &Options,
+    ) -> Result<Self, Diagnostics> {
+        Self::compile_text(origin, text, opts, builtin::ALWAYS, &[], Purpose::Layer1)
+    }
+
     /// [`RuleSet::load`] for Layer 1 alone and one call (`check --local`, the hook's
     /// `--local`): every rule's plan, but no kernel maps or automaton (nor the kernel's
     /// limits checked: `rules check` and the daemon do), and each regex compiled when a call
@@ -296,6 +313,17 @@ impl RuleSet {
         let profile = model.profile;
         rules.extend(model.rules);
         assign_ids(&mut rules, &mut diags);
+        if !model.overrides.is_empty() {
+            let mut sink = diag::Sink::new(origin);
+            let ctx = validate::Ctx {
+                homes: &opts.homes,
+                resolver: opts.resolver,
+                packs: builtin::NAMES,
+                source: origin,
+            };
+            validate::apply_overrides(&mut rules, &model.overrides, &ctx, &mut sink);
+            diags.extend(sink.items);
+        }
         encrypted_dns::add_guards(&mut rules);
         if diags.iter().any(|d| d.severity == Severity::Error) {
             return Err(sorted(diags));

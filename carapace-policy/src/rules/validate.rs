@@ -42,9 +42,23 @@ pub(crate) struct FileModel {
     /// The contract the file declares with `profile:` (see `profile`).
     pub profile: Option<Profile>,
     pub rules: Vec<Rule>,
+    /// `exceptions:`: exceptions the file adds to built-in rules (applied by
+    /// [`apply_overrides`] once the packs are read).
+    pub overrides: Vec<Override>,
 }
 
-const TOP_KEYS: &[&str] = &["version", "builtin", "profile", "rules"];
+/// One `exceptions:` entry: `{ rule: ID, except: … }`, the way a file relaxes a built-in
+/// rule without leaving its pack out. The value is checked against the rule it names (paths
+/// or addresses), so it is kept as written until the packs are read.
+#[derive(Clone, Debug)]
+pub(crate) struct Override {
+    pub rule: String,
+    pub span: Span,
+    pub except: Node,
+}
+
+const TOP_KEYS: &[&str] = &["version", "builtin", "profile", "rules", "exceptions"];
+const OVERRIDE_KEYS: &[&str] = &["rule", "except"];
 const MODES: &[&str] = &["block", "approve", "warn", "log", "allow"];
 const RULE_KEYS: &[&str] = &[
     "id",
@@ -111,6 +125,7 @@ pub(crate) fn file(root: Option<&Node>, ctx: &Ctx<'_>, sink: &mut Sink) -> FileM
         builtin: BuiltinSel::Default,
         profile: None,
         rules: Vec::new(),
+        overrides: Vec::new(),
     };
     let Some(root) = root else {
         sink.error(
@@ -156,6 +171,9 @@ pub(crate) fn file(root: Option<&Node>, ctx: &Ctx<'_>, sink: &mut Sink) -> FileM
     if let Some(p) = root.get("profile") {
         model.profile = profile(p, sink);
     }
+    if let Some(x) = root.get("exceptions") {
+        model.overrides = overrides(x, sink);
+    }
     if let Some(rules) = root.get("rules") {
         match &rules.kind {
             NodeKind::Seq(items) => {
@@ -180,6 +198,118 @@ pub(crate) fn file(root: Option<&Node>, ctx: &Ctx<'_>, sink: &mut Sink) -> FileM
         }
     }
     model
+}
+
+/// The entries of `exceptions:`, each a mapping with `rule` and `except`.
+fn overrides(node: &Node, sink: &mut Sink) -> Vec<Override> {
+    let items = match &node.kind {
+        NodeKind::Seq(items) => items,
+        _ if node.is_null() => return Vec::new(),
+        NodeKind::Alias => return Vec::new(),
+        _ => {
+            sink.error(
+                node.span,
+                None,
+                format!("`exceptions` must be a list, found {}", node.describe()),
+                "write each entry as `- rule: ID` with `except: [...]` under it",
+            );
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::new();
+    for item in items {
+        let NodeKind::Map(entries) = &item.kind else {
+            if !matches!(item.kind, NodeKind::Alias) {
+                sink.error(
+                    item.span,
+                    None,
+                    format!(
+                        "an exceptions entry must be a mapping, found {}",
+                        item.describe()
+                    ),
+                    "write `- rule: ssh-private-keys` and `except: [\"/path\"]` under it",
+                );
+            }
+            continue;
+        };
+        check_keys(entries, OVERRIDE_KEYS, "exceptions key", None, sink);
+        let rule = item
+            .get("rule")
+            .and_then(|r| r.as_str().filter(|_| !r.is_null()));
+        match (rule, item.get("except")) {
+            (Some(rule), Some(except)) => out.push(Override {
+                rule: rule.to_owned(),
+                span: item.span,
+                except: except.clone(),
+            }),
+            _ => sink.error(
+                item.span,
+                None,
+                "an exceptions entry needs `rule` (a built-in rule's id) and `except`".into(),
+                "write `- rule: ssh-private-keys` and `except: [\"/path\"]` under it",
+            ),
+        }
+    }
+    out
+}
+
+/// Adds the file's `exceptions:` to the built-in rules they name. Only a built-in rule in
+/// force can take one: a locked rule never (no rule file may weaken it), nor a rule of the
+/// file itself (its own `except:` is the place).
+pub(crate) fn apply_overrides(
+    rules: &mut [Rule],
+    overrides: &[Override],
+    ctx: &Ctx<'_>,
+    sink: &mut Sink,
+) {
+    for o in overrides {
+        let Some(rule) = rules.iter_mut().find(|r| r.id == o.rule) else {
+            sink.error(
+                o.span,
+                Some(&o.rule),
+                format!("no rule `{}` is in force to add exceptions to", o.rule),
+                "name a rule of a selected built-in pack (`carapace rules list`)",
+            );
+            continue;
+        };
+        if !rule.source.starts_with("builtin:") {
+            sink.error(
+                o.span,
+                Some(&o.rule),
+                format!("rule `{}` is not a built-in rule", o.rule),
+                "add the exception to the rule's own `except:`",
+            );
+            continue;
+        }
+        if rule.locked {
+            sink.error(
+                o.span,
+                Some(&o.rule),
+                format!(
+                    "rule `{}` is locked: no rule file can add exceptions to it",
+                    o.rule
+                ),
+                "locked rules protect Carapace itself; remove this entry",
+            );
+            continue;
+        }
+        match &rule.cond {
+            Some(Cond::Net(_)) => {
+                let extra = net_exceptions(&o.except, ctx, &o.rule, sink);
+                rule.except_net.extend(extra);
+            }
+            Some(Cond::View(_)) | None => sink.error(
+                o.span,
+                Some(&o.rule),
+                format!("rule `{}` takes no exceptions", o.rule),
+                "leave its pack out, or switch it off for one session",
+            ),
+            Some(_) => {
+                let extra = paths(&o.except, ctx, &o.rule, sink);
+                rule.except.extend(extra);
+            }
+        }
+    }
 }
 
 fn report_aliases(node: &Node, sink: &mut Sink) {

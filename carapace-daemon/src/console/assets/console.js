@@ -148,6 +148,8 @@ function renderApprovals() {
       ruleList(a.rules),
       steps,
       el('div', {},
+        el('button', { class: 'small', type: 'button', 'data-allow-approval': a.id, onclick: () => offerAllow({ approval: a.id }) }, 'Allow this from now on…')),
+      el('div', {},
         el('button', { class: 'allow', type: 'button', 'data-answer': 'once', onclick: () => answer(a.id, 'once', card) }, 'Allow once'),
         el('button', { class: 'session', type: 'button', 'data-answer': 'session', onclick: () => answer(a.id, 'session', card) }, 'Allow for this session'),
         el('button', { class: 'deny', type: 'button', 'data-answer': 'deny', onclick: () => answer(a.id, 'deny', card) }, 'Deny')),
@@ -189,9 +191,104 @@ function renderTimeline() {
       el('td', { class: 'd-' + (r.decision || '') }, r.decision || ''),
       el('td', {}, r.tool || ''),
       el('td', { class: 'mono' }, (r.rules || []).map((x) => x.id).join(', ')),
-      el('td', { class: 'mono' }, r.detail || r.error || '')));
+      el('td', { class: 'mono' }, r.detail || r.error || ''),
+      el('td', {}, refusal(r) ? el('button', { class: 'small', type: 'button', 'data-allow': r.seq,
+        onclick: () => offerAllow({ record: r.seq }) }, 'Allow from now on…') : null)));
   }
 }
+
+// ---- allow this from now on -----------------------------------------------------------
+
+// A record a rule refused (or asked about) that names an operation.
+function refusal(r) {
+  return (r.decision === 'block' || r.decision === 'approve')
+    && (r.kind === 'evaluate' || r.kind === 'kernel-denial')
+    && (r.rules || []).some((x) => x.mode === 'block' || x.mode === 'approve');
+}
+
+let allowFrom = null;
+
+async function postAllow(body) {
+  return fetch('/api/allow', {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', 'X-Carapace-Csrf': state.csrf },
+    body: JSON.stringify(body),
+    credentials: 'same-origin',
+  });
+}
+
+function diffLines(diff) {
+  return diff.split('\n').filter((l) => l !== '').map((l) =>
+    el('span', { class: l.startsWith('+') && !l.startsWith('+++') ? 'add'
+      : l.startsWith('-') && !l.startsWith('---') ? 'del' : '' }, l + '\n'));
+}
+
+// Shows the proposed change for one refusal: the diff, and what the safety check found.
+async function offerAllow(from) {
+  allowFrom = from;
+  const panel = document.getElementById('allow-panel');
+  panel.hidden = false;
+  for (const id of ['allow-op', 'allow-where', 'allow-diff', 'allow-notes', 'allow-check', 'allow-result', 'allow-error']) {
+    document.getElementById(id).replaceChildren();
+  }
+  document.getElementById('allow-confirm').checked = false;
+  document.getElementById('allow-confirm-label').hidden = true;
+  document.getElementById('allow-always').disabled = true;
+  document.getElementById('allow-op').textContent = 'checking…';
+  panel.scrollIntoView();
+  const resp = await postAllow(from);
+  if (!resp.ok) {
+    document.getElementById('allow-op').textContent = '';
+    document.getElementById('allow-error').textContent = await resp.text();
+    return;
+  }
+  const o = await resp.json();
+  panel.dataset.rule = o.rule;
+  document.getElementById('allow-op').textContent = o.operation;
+  document.getElementById('allow-where').textContent =
+    `an exception to rule ${o.rule} (${o.source}) in ${o.file} · from ${o.from}`;
+  document.getElementById('allow-diff').replaceChildren(...diffLines(o.diff));
+  document.getElementById('allow-notes').replaceChildren(...o.notes.map((n) => el('li', {}, n)));
+  const check = document.getElementById('allow-check');
+  const head = `Safety check: ${o.fixtures_checked} must-block cases of the built-in packs and `
+    + `${o.history_checked} operations of the session replayed. `;
+  if (!o.newly_allowed.length) {
+    check.replaceChildren(el('p', { 'data-newly-allowed': 0 }, head, 'Nothing else would be allowed.'));
+  } else {
+    check.replaceChildren(el('p', { 'data-newly-allowed': o.newly_allowed.length }, head,
+      `${o.newly_allowed.length} would newly be allowed:`),
+    el('ul', {}, o.newly_allowed.map((n) => el('li', { class: n.must_block ? 'must-block' : '', 'data-must-block': n.must_block },
+      n.must_block ? 'MUST-BLOCK ' : '', el('span', { class: 'mono' }, n.origin), ` (was ${n.was}): `,
+      el('span', { class: 'mono' }, n.what)))));
+  }
+  document.getElementById('allow-confirm-label').hidden = !o.needs_confirmation;
+  document.getElementById('allow-always').disabled = false;
+}
+
+document.getElementById('allow-cancel').addEventListener('click', () => {
+  document.getElementById('allow-panel').hidden = true;
+  allowFrom = null;
+});
+
+document.getElementById('allow-always').addEventListener('click', async () => {
+  if (!allowFrom) return;
+  const button = document.getElementById('allow-always');
+  button.disabled = true;
+  const panel = document.getElementById('allow-panel');
+  const resp = await postAllow({ ...allowFrom, rule: panel.dataset.rule, write: true,
+    confirm: document.getElementById('allow-confirm').checked });
+  if (resp.ok) {
+    const o = await resp.json();
+    const result = document.getElementById('allow-result');
+    result.dataset.written = 'true';
+    result.textContent = `Written to ${o.file} and reloaded: ${o.reload.rules} rules in force `
+      + `(${o.reload.kernel_rules} in the kernel).`;
+    document.getElementById('allow-error').textContent = '';
+  } else {
+    document.getElementById('allow-error').textContent = await resp.text();
+    button.disabled = false;
+  }
+});
 for (const id of ['f-session', 'f-decision', 'f-layer', 'f-rule']) {
   document.getElementById(id).addEventListener('input', renderTimeline);
 }
