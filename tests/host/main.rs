@@ -900,26 +900,40 @@ fn rules_reload_swaps_valid_rules_and_returns_the_errors_of_broken_ones() {
     assert_eq!(status_rules(&d), Some(3 + locked.rules));
 }
 
+/// `carapace rules …` run by an agent (inside `carapace run`) against `d`.
+fn rules_as_agent(d: &Daemon, args: &[&str]) -> std::process::Output {
+    let socket = d.socket.to_string_lossy().into_owned();
+    let mut words = vec!["run", "--", CARAPACE, "--socket", socket.as_str(), "rules"];
+    words.extend_from_slice(args);
+    carapace(d, &words, &[])
+}
+
+#[test]
+fn an_agent_cannot_turn_a_denial_into_a_rule() {
+    let Some(dir) = setup("an_agent_cannot_turn_a_denial_into_a_rule") else {
+        return;
+    };
+    let d = daemon(dir.path());
+    let out = rules_as_agent(&d, &["allow", "--from-denial", "1", "--write", "--confirm"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr:\n{stderr}");
+    assert!(
+        stderr.contains("processes inside a Carapace session cannot change the rules"),
+        "stderr:\n{stderr}"
+    );
+    assert!(d
+        .log_text()
+        .contains("an agent asked to change the rules; refused"));
+    assert_eq!(d.log_text().matches("rules reloaded").count(), 0);
+}
+
 #[test]
 fn an_agent_cannot_reload_the_rules() {
     let Some(dir) = setup("an_agent_cannot_reload_the_rules") else {
         return;
     };
     let d = daemon(dir.path());
-    let socket = d.socket.to_string_lossy().into_owned();
-    let out = carapace(
-        &d,
-        &[
-            "run",
-            "--",
-            CARAPACE,
-            "--socket",
-            socket.as_str(),
-            "rules",
-            "reload",
-        ],
-        &[],
-    );
+    let out = rules_as_agent(&d, &["reload"]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "stderr:\n{stderr}");
     assert!(
