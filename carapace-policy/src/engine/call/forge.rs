@@ -65,6 +65,43 @@ const REF_WORDS: &[&str] = &[
     "references",
 ];
 
+/// Words of a tool's name that say it acts on a setting of the branch, not on the branch
+/// (`delete_branch_protection`, `remove_branch_rules`): the branch and its commits stay.
+const SETTING_WORDS: &[&str] = &[
+    "protection",
+    "protections",
+    "protect",
+    "rule",
+    "rules",
+    "ruleset",
+    "rulesets",
+    "policy",
+    "policies",
+    "permission",
+    "permissions",
+    "restriction",
+    "restrictions",
+    "lock",
+    "review",
+    "reviews",
+    "reviewer",
+    "reviewers",
+    "check",
+    "checks",
+    "status",
+    "statuses",
+    "setting",
+    "settings",
+    "config",
+    "pattern",
+    "patterns",
+    "label",
+    "labels",
+    "comment",
+    "comments",
+    "description",
+];
+
 /// Words of a tool's name that say it acts on the repository itself.
 const REPO_WORDS: &[&str] = &["repo", "repository", "repos", "repositories", "project"];
 
@@ -116,12 +153,16 @@ pub(super) fn extract(tool: &str, input: &Value, ctx: &Context, out: &mut Extrac
 }
 
 /// Whether the call is a forge's: its server's or its tool's name names one, or its
-/// arguments have a forge API's shape (`owner` and `repo`, a GitLab `project_id`).
+/// arguments have a forge API's shape (`owner` and `repo`, a GitLab `project_id`). A
+/// version-control server's tools (`mcp__vcs__delete_branch`, `mcp__git__purge_branch`)
+/// count too: whether the branch they delete is the clone's or the remote's is the
+/// server's business, and a shared one deleted either way is the same loss.
 fn is_forge(server: &str, local: &str, obj: &serde_json::Map<String, Value>) -> bool {
     let forge = |w: &str| FORGES.iter().any(|f| w.eq_ignore_ascii_case(f));
     let server = server.to_ascii_lowercase();
     if fields::words(&server).iter().any(|w| forge(w))
         || fields::words(local).iter().any(|w| forge(w))
+        || super::cli_tool::names_vcs(&server)
     {
         return true;
     }
@@ -185,7 +226,20 @@ fn command_lines(tool: &str, input: &Value) -> Vec<String> {
         .chain(list(obj, REFS_KEYS))
         .collect();
     let on_refs = has(REF_WORDS) || (!refs.is_empty() && !has(REPO_WORDS));
-    if deletes && has(REF_WORDS) {
+    if has(SETTING_WORDS) {
+        // A branch's protection removed: the API call that does it, which its own rule
+        // names; any other setting changes no ref.
+        if deletes && has(&["protection", "protections", "protect"]) {
+            let owner = get(&["owner", "namespace", "org", "organization"]).unwrap_or("_");
+            let repo = get(&["repo", "repository", "project", "project_id"]).unwrap_or("_");
+            lines.extend(refs.iter().map(|r| {
+                format!(
+                    "gh api -X DELETE {}",
+                    quote(&format!("repos/{owner}/{repo}/branches/{r}/protection"))
+                )
+            }));
+        }
+    } else if deletes && has(REF_WORDS) {
         lines.extend(
             refs.iter()
                 .map(|r| format!("git push --delete -- origin {}", quote(&branch_ref(r)))),
