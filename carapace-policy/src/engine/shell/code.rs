@@ -358,6 +358,7 @@ impl Walker<'_> {
         let mut fetched = false;
         if !codes.is_empty() {
             for c in codes {
+                self.tcl(name, c, ctx, depth);
                 self.code_from_download(name, c);
                 fetched |= flow::fetches_url(c);
                 if flow::evaluates_values(c) && (flow::fetches_url(c) || stdin.downloaded) {
@@ -395,6 +396,7 @@ impl Walker<'_> {
             }
             let code = stdin.joined();
             if !code.is_empty() {
+                self.tcl(name, &code, ctx, depth);
                 self.code(&code, ctx, depth);
             }
             script_args = rest.get(1..).unwrap_or(&[]);
@@ -412,6 +414,17 @@ impl Walker<'_> {
         Feed {
             downloaded: fetched,
             ..Feed::default()
+        }
+    }
+
+    /// Tcl's code (`tclsh`, `wish`, `expect`) as the shell commands with its effects
+    /// (`tcl`): its words need no quotes, so the string reading misses its paths.
+    fn tcl(&mut self, name: &str, code: &str, ctx: &Context, depth: usize) {
+        if matches!(name, "tclsh" | "wish" | "expect") && depth <= super::MAX_DEPTH {
+            let shell = super::tcl::as_shell(code);
+            if !shell.is_empty() {
+                self.script(&shell, &mut ctx.clone(), depth + 1);
+            }
         }
     }
 
@@ -928,7 +941,7 @@ fn relative_name(path: &str) -> bool {
         && !path.contains('\0')
 }
 
-fn shell_quote(s: &str) -> String {
+pub(super) fn shell_quote(s: &str) -> String {
     if !s.is_empty()
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_./~=:,@%+".contains(&b))
