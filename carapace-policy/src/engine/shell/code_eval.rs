@@ -238,6 +238,14 @@ impl<'c> Parser<'c> {
         self.b.get(self.pos).copied()
     }
 
+    /// Whether a string literal starts after `skip` bytes and any blanks.
+    fn string_follows(&self, skip: usize) -> bool {
+        self.b
+            .get(self.pos + skip..)
+            .and_then(|rest| rest.iter().find(|c| !matches!(c, b' ' | b'\t')))
+            .is_some_and(|c| matches!(c, b'"' | b'\''))
+    }
+
     fn at(&self, s: &str) -> bool {
         self.b
             .get(self.pos..)
@@ -641,6 +649,14 @@ impl<'c> Parser<'c> {
                 }
                 (Some(b'.'), Some(n))
                     if matches!(n, b' ' | b'\t' | b'\'' | b'"' | b'$') && !self.at("..") =>
+                {
+                    self.pos += 1;
+                    self.operand().map(|o| v.clone().concat(&o))
+                }
+                // Julia's `*` joins strings (`homedir() * "/.netrc"`); elsewhere it
+                // multiplies, so only a string or the home directory is joined by it.
+                (Some(b'*'), n)
+                    if !matches!(n, Some(b'*' | b'=')) && (v.home || self.string_follows(1)) =>
                 {
                     self.pos += 1;
                     self.operand().map(|o| v.clone().concat(&o))
