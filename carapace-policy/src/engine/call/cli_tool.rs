@@ -56,9 +56,7 @@ const VCS_SERVERS: &[&str] = &[
 /// [`VCS_SERVERS`] as a word or as all its words joined (`source_control`).
 pub(super) fn names_vcs(server: &str) -> bool {
     let words = fields::words(server);
-    words
-        .iter()
-        .any(|w| *w == "git" || VCS_SERVERS.contains(w))
+    words.iter().any(|w| *w == "git" || VCS_SERVERS.contains(w))
         || VCS_SERVERS.contains(&words.concat().as_str())
 }
 

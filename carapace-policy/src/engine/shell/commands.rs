@@ -1013,6 +1013,12 @@ impl Walker<'_> {
         }
         let expr = args.get(i..).unwrap_or(&[]);
         let names = super::find_names::names(expr);
+        // `-maxdepth 0` finds the start points alone, `-maxdepth 1` their entries: no walk.
+        let max_depth = expr
+            .iter()
+            .position(|a| a == "-maxdepth")
+            .and_then(|at| expr.get(at + 1))
+            .and_then(|d| d.parse::<u32>().ok());
         let found: Vec<String> = starts
             .iter()
             .filter_map(|s| normalize::shell_path(s, ctx))
@@ -1020,9 +1026,16 @@ impl Walker<'_> {
                 let s = s.trim_end_matches('/').to_owned();
                 names
                     .iter()
-                    .map(move |n| match n {
-                        Some(n) => format!("{s}/{FIND_DEPTH}/{n}"),
-                        None => format!("{s}/**"),
+                    .flat_map(move |n| match (n, max_depth) {
+                        (_, Some(0)) => vec![s.clone()],
+                        // One level down, hidden names too: find's `-name '*.pub'` also
+                        // matches `.x.pub`, which the shell's `*.pub` does not.
+                        (Some(n), Some(1)) if n.starts_with(['*', '?', '[']) => {
+                            vec![format!("{s}/{n}"), format!("{s}/.{n}")]
+                        }
+                        (Some(n), Some(1)) => vec![format!("{s}/{n}")],
+                        (Some(n), _) => vec![format!("{s}/{FIND_DEPTH}/{n}")],
+                        (None, _) => vec![format!("{s}/**")],
                     })
                     .collect::<Vec<_>>()
             })
