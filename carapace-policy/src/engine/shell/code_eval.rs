@@ -479,13 +479,35 @@ impl<'c> Parser<'c> {
         let start = self.pos;
         let name = self.ident()?;
         let last = name.rsplit(['.', ':', '>']).next().unwrap_or(&name);
-        if !(ARGV_CALLS.contains(&last) || PATH_THEN_ARGV0.contains(&last))
-            || self.peek() != Some(b'(')
-        {
+        if !(ARGV_CALLS.contains(&last) || PATH_THEN_ARGV0.contains(&last)) {
             return None;
         }
-        self.pos += 1;
-        let args = self.args()?;
+        let args = if self.peek() == Some(b'(') {
+            self.pos += 1;
+            let mut args = self.args()?;
+            // Deno's `new Deno.Command(PROGRAM, {args: [...]})`: the list in the options.
+            if last == "Command" {
+                let text = self.code.get(start..self.pos).unwrap_or("");
+                if let Some(at) = text.find("args:").or_else(|| text.find("args :")) {
+                    let rest = text[at + 4..].trim_start_matches([':', ' ']);
+                    if let Some(items) = self.sub(rest).list() {
+                        args.push(Arg::List(items));
+                    }
+                }
+            }
+            args
+        } else {
+            // Perl's `system qw(cat FILE)`: a list of words with no parentheses around it.
+            let save = self.pos;
+            self.skip_ws(false);
+            match self.qw_list() {
+                Some(items) => vec![Arg::List(items)],
+                None => {
+                    self.pos = save;
+                    return None;
+                }
+            }
+        };
         let mut words = Vec::new();
         let mut lists = 0;
         for a in args {
@@ -549,6 +571,10 @@ impl<'c> Parser<'c> {
                 }
                 self.pos = start;
             }
+            if let Some(items) = self.qw_list() {
+                out.push(Arg::List(items));
+                continue;
+            }
             if let Some(v) = self.expr() {
                 self.skip_ws(true);
                 if matches!(self.peek(), Some(b',' | b')')) {
@@ -600,6 +626,34 @@ impl<'c> Parser<'c> {
     }
 
     /// `[a, b, …]` of values.
+    /// Perl's `qw(a b c)` (or `qw[…]`, `qw{…}`, `qw<…>`, `qw/…/`): its words, as written.
+    fn qw_list(&mut self) -> Option<Vec<Value>> {
+        if !self.at("qw") {
+            return None;
+        }
+        let open = *self.b.get(self.pos + 2)?;
+        let close = match open {
+            b'(' => b')',
+            b'[' => b']',
+            b'{' => b'}',
+            b'<' => b'>',
+            b'/' | b'|' | b'!' => open,
+            _ => return None,
+        };
+        let body_start = self.pos + 3;
+        let len = self.b.get(body_start..)?.iter().position(|&c| c == close)?;
+        let body = self.code.get(body_start..body_start + len)?;
+        self.pos = body_start + len + 1;
+        Some(
+            body.split_whitespace()
+                .map(|w| Value {
+                    literal: true,
+                    ..Value::text(w)
+                })
+                .collect(),
+        )
+    }
+
     fn list(&mut self) -> Option<Vec<Value>> {
         if self.peek() != Some(b'[') {
             return None;
@@ -1215,6 +1269,9 @@ fn call_kind(name: &str, last: &str) -> Option<Call> {
         "join" | "joinpath" | "catfile" | "catdir" | "resolve" | "abspath" | "realpath"
         | "normpath" | "normalize" | "realpathSync" | "Path" | "PurePath" | "PosixPath"
         | "Pathname" => Call::Join,
+        // R's `file.path(…)` and `path.expand(…)`.
+        "path" if name.ends_with("file.path") => Call::Join,
+        "expand" if name.ends_with("path.expand") => Call::Same,
         "expand_path" | "absolute_path" => Call::ExpandPath,
         "expanduser" | "expandvars" | "str" | "String" | "fspath" | "new" | "strval" | "URL"
         | "normcase" => Call::Same,
