@@ -97,6 +97,12 @@ impl Walker<'_> {
             || normalize::shell_path(raw, ctx).is_some_and(|p| self.holds_download(&p))
     }
 
+    /// Whether the file `raw` names was itself saved from a download earlier in the line
+    /// (`curl -o Makefile`), not merely put in a downloaded tree (a clone's).
+    pub(super) fn is_downloaded_file(&self, raw: &str, ctx: &Context) -> bool {
+        normalize::shell_path(raw, ctx).is_some_and(|p| self.flow.downloads.contains(&p))
+    }
+
     /// [`Self::is_download`] of a normalised path.
     pub(super) fn holds_download(&self, path: &str) -> bool {
         self.flow

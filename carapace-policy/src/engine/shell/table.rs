@@ -959,6 +959,11 @@ static TABLE: &[Entry] = &[
         does: Does::Handler(files::sponge),
     },
     Entry {
+        names: &["make", "gmake"],
+        when: None,
+        does: Does::Handler(files::make),
+    },
+    Entry {
         names: &["parallel"],
         when: None,
         does: Does::Handler(files::parallel),
