@@ -500,13 +500,11 @@ impl<'c> Parser<'c> {
             // Perl's `system qw(cat FILE)`: a list of words with no parentheses around it.
             let save = self.pos;
             self.skip_ws(false);
-            match self.qw_list() {
-                Some(items) => vec![Arg::List(items)],
-                None => {
-                    self.pos = save;
-                    return None;
-                }
-            }
+            let Some(items) = self.qw_list() else {
+                self.pos = save;
+                return None;
+            };
+            vec![Arg::List(items)]
         };
         let mut words = Vec::new();
         let mut lists = 0;

@@ -158,8 +158,7 @@ fn command(words: &[Word<'_>], depth: usize, out: &mut String) -> String {
                 .iter()
                 .filter(|w| {
                     let t = w.text();
-                    !(t == "&" || t == "--" || t == "-ignorestderr" || t == "-keepnewline")
-                        && !t.contains('@')
+                    !(matches!(t, "&" | "--" | "-ignorestderr" | "-keepnewline") || t.contains('@'))
                 })
                 .map(|w| redirection(w.text()).unwrap_or_else(|| arg(w)))
                 .collect();
