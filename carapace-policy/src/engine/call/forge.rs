@@ -221,10 +221,15 @@ fn command_lines(tool: &str, input: &Value) -> Vec<String> {
             ));
         }
     }
-    let refs: Vec<&str> = get(REF_KEYS)
+    let mut refs: Vec<&str> = get(REF_KEYS)
         .into_iter()
         .chain(list(obj, REFS_KEYS))
         .collect();
+    // A bare verb (`mcp__vcs__delete`) acts on what a branch or ref field names, and on
+    // nothing a `name` field names.
+    if only_verbs(&words) && !has(REF_WORDS) {
+        refs = refs_named(obj);
+    }
     let on_refs = has(REF_WORDS) || (!refs.is_empty() && !has(REPO_WORDS));
     if has(SETTING_WORDS) {
         // A branch's protection removed: the API call that does it, which its own rule
@@ -239,7 +244,7 @@ fn command_lines(tool: &str, input: &Value) -> Vec<String> {
                 )
             }));
         }
-    } else if deletes && has(REF_WORDS) {
+    } else if deletes && (has(REF_WORDS) || (only_verbs(&words) && !refs_named(obj).is_empty())) {
         lines.extend(
             refs.iter()
                 .map(|r| format!("git push --delete -- origin {}", quote(&branch_ref(r)))),
@@ -262,6 +267,26 @@ fn command_lines(tool: &str, input: &Value) -> Vec<String> {
         }));
     }
     lines
+}
+
+/// Whether a tool's name is verbs alone (`mcp__vcs__delete`): what it acts on is then
+/// what its fields name.
+fn only_verbs(words: &[String]) -> bool {
+    !words.is_empty()
+        && words
+            .iter()
+            .all(|w| DELETE_VERBS.contains(&w.as_str()) || FORCE_VERBS.contains(&w.as_str()))
+}
+
+/// The branches or refs a call names by a field that says so (`branch`, `ref`, `branches`;
+/// not `name`, which names anything).
+fn refs_named(obj: &serde_json::Map<String, Value>) -> Vec<&str> {
+    const KEYS: &[&str] = &["branch", "branch_name", "ref", "ref_name"];
+    obj.iter()
+        .filter(|(k, _)| KEYS.contains(&fields::snake(k).as_str()))
+        .filter_map(|(_, v)| v.as_str())
+        .chain(list(obj, REFS_KEYS))
+        .collect()
 }
 
 /// The strings of the first of `keys` that holds a list.
