@@ -384,6 +384,14 @@ impl Walker<'_> {
             if let Some(feed) = self.fd_feed(script) {
                 self.code(&feed.joined(), ctx, depth);
             }
+            // A script written earlier in the line (`echo CODE > x.py; python3 x.py`): its
+            // code is known, and read as inline code is.
+            if let Some(code) = self.file_feed(script, ctx).map(|f| f.joined()) {
+                if !code.is_empty() {
+                    self.tcl(name, &code, ctx, depth);
+                    self.code(&code, ctx, depth);
+                }
+            }
             if name == "python" && script.rsplit('/').next() == Some("setup.py") {
                 for dir in super::installs::setup_py(after, ctx) {
                     self.tree_write(&dir, ctx);

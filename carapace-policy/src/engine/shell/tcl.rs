@@ -183,6 +183,18 @@ fn command(words: &[Word<'_>], depth: usize, out: &mut String) -> String {
                 format!("cat {path}")
             }
         }
+        // `eval A B…`, `uplevel ?LEVEL? A…`: the words joined are a script.
+        "eval" | "uplevel" => {
+            let words: Vec<&str> = rest
+                .iter()
+                .map(Word::text)
+                .skip_while(|w| {
+                    name.ends_with("uplevel") && (w.starts_with('#') || w.parse::<u32>().is_ok())
+                })
+                .collect();
+            script(&words.join(" "), depth + 1, out);
+            String::new()
+        }
         "source" => rest
             .last()
             .map_or_else(String::new, |p| format!("cat {}", arg(p))),
