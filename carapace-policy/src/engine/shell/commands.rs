@@ -1484,11 +1484,22 @@ impl Walker<'_> {
                     }
                 }
             }
-            "commit" | "add" | "tag" | "branch" | "gc" | "notes" | "worktree" => {
+            "commit" | "add" | "stage" | "tag" | "branch" | "gc" | "notes" | "worktree" => {
                 self.path_op(Action::Read, ".", &sub, None);
                 self.path_op(Action::Write, ".git", &sub, None);
                 for f in ro.values(&["-F", "--file"]) {
                     self.path_op(Action::Read, f, &sub, None);
+                }
+                // `git add -f ~/.netrc`: the file named is read into the repository (and
+                // from there pushed); the whole tree (`.`, `-A`, `:/`) is the project's.
+                if matches!(verb.as_str(), "add" | "stage") {
+                    for t in ro
+                        .operands
+                        .iter()
+                        .filter(|t| !matches!(**t, "." | "./" | "*") && !t.starts_with(':'))
+                    {
+                        self.path_op(Action::Read, t, &sub, None);
+                    }
                 }
             }
             _ => {
