@@ -127,4 +127,77 @@ proptest! {
             prop_assert_eq!(decide(&rules, &call), Mode::Block);
         }
     }
+
+    /// A version-control server's tool deleting a branch, with no forge shape (no owner,
+    /// repo or project), is read as the forge's: a shared branch waits for approval
+    /// whatever the server's name, the verb and the spellings; a feature branch passes.
+    #[test]
+    fn vcs_server_branch_deletes_in_any_spelling(
+        server in prop::sample::select(vec!["vcs", "scm", "source_control", "git", "repo", "versionControl"]),
+        verb in prop::sample::select(vec!["delete", "remove", "purge", "drop", "wipe"]),
+        noun in prop::sample::select(vec!["branch", "ref"]),
+        style in 0usize..4,
+        key in prop::sample::select(vec!["branch", "ref", "branch_name", "name"]),
+        form in prop::sample::select(vec!["main", "heads/main", "refs/heads/main"]),
+        shared in any::<bool>(),
+    ) {
+        let rules = rules();
+        let tool = format!("mcp__{server}__{}", spelled(&[verb, noun], style));
+        let branch = if shared { form.to_owned() } else { form.replace("main", "topic-1") };
+        let call = json!({"tool": tool, "input": {key: branch}});
+        let want = if shared { Mode::Approve } else { Mode::Allow };
+        prop_assert_eq!(decide(&rules, &call), want);
+    }
+
+    /// A name written as a glob, a brace list or one of bash's extended patterns that
+    /// lists it decides as the name written out, protected or not; a negation alone
+    /// decides as the `*` it narrows.
+    #[test]
+    fn a_name_in_any_pattern_spelling_decides_as_written(
+        spelling in 0usize..7,
+        protected in any::<bool>(),
+        delete in any::<bool>(),
+    ) {
+        let rules = rules();
+        let (dir, name) = if protected { ("~/.ssh", "id_rsa") } else { ("~/project/src", "main.rs") };
+        let (head, tail) = name.split_at(1);
+        let spelled = match spelling {
+            0 => format!("[{head}]{tail}"),
+            1 => format!("@({name})"),
+            2 => format!("@({name}|zz)"),
+            3 => format!("{head}@({tail}|zz)"),
+            4 => format!("{{{name},zz}}"),
+            5 => format!("?(x){name}"),
+            _ => format!("{head}+({tail})"),
+        };
+        let cmd = if delete { "rm -rf" } else { "cat" };
+        let line = |n: &str| json!({"tool": "Bash", "input": {"command": format!("shopt -s extglob; {cmd} {dir}/{n}")}});
+        prop_assert_eq!(decide(&rules, &line(&spelled)), decide(&rules, &line(name)));
+        let every = |n: &str| json!({"tool": "Bash", "input": {"command": format!("shopt -s extglob; {cmd} {dir}/{n}")}});
+        prop_assert_eq!(decide(&rules, &every("!(zz)")), decide(&rules, &every("*")));
+    }
+
+    /// Tcl's ways of reading a file or running a command decide as the shell command with
+    /// the same effect.
+    #[test]
+    fn tcl_reads_decide_as_the_shell_command(
+        spelling in 0usize..6,
+        protected in any::<bool>(),
+        stdin in any::<bool>(),
+    ) {
+        let rules = rules();
+        let file = if protected { "/home/alice/.netrc" } else { "/home/alice/project/README.md" };
+        let tcl = match spelling {
+            0 => format!("exec cat {file}"),
+            1 => format!("puts [exec cat {file}]"),
+            2 => format!("set f [open {file}]; puts [read $f]"),
+            3 => format!("set f [open {file} r]"),
+            4 => format!("set p {file}; exec cat $p"),
+            _ => format!("proc r {{}} {{ exec cat {file} }}; r"),
+        };
+        let line = if stdin { format!("echo '{tcl}' | tclsh") } else { format!("tclsh <<< '{tcl}'") };
+        let call = json!({"tool": "Bash", "input": {"command": line}});
+        let direct = json!({"tool": "Bash", "input": {"command": format!("cat {file}")}});
+        prop_assert_eq!(decide(&rules, &call), decide(&rules, &direct));
+    }
 }

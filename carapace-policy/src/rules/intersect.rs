@@ -294,6 +294,9 @@ fn name_regex(name: &str, out: &mut String, hidden: bool) -> Option<()> {
     // without a dot of its own (bash's dot rule: `!(x)` lists no hidden names). An unknown
     // part (`UNKNOWN_NAME`) may be any name at all.
     if let Some(at) = extglob_at(name) {
+        if let Some(()) = extglob_regex(name, at, out, hidden) {
+            return Some(());
+        }
         let any =
             hidden || at > 0 || name.contains(UNKNOWN_NAME) || name[at + 2..].starts_with('.');
         out.push_str(if any { "[^/]*" } else { "(?:[^./][^/]*)?" });
@@ -356,6 +359,51 @@ fn name_regex(name: &str, out: &mut String, hidden: bool) -> Option<()> {
         i += 1;
     }
     (depth == 0).then_some(())
+}
+
+/// A name holding one of bash's extended patterns that lists what it matches (`@(build|
+/// dist)`, `?(x)`, `*(ab)`, `+(a|b)`) and no other, as the regex of its alternatives, so
+/// that `rm -rf @(build|dist)` names those two and no protected name. `None` for a
+/// negation (`!(x)`: what it matches cannot be listed), Layer 1's own markers
+/// ([`UNKNOWN_NAME`], [`FIND_DEPTH`]) and nested patterns: the caller reads those as any
+/// name. Nothing is written to `out` unless it succeeds.
+fn extglob_regex(name: &str, at: usize, out: &mut String, hidden: bool) -> Option<()> {
+    if name.contains(UNKNOWN_NAME) || name.contains(FIND_DEPTH) {
+        return None;
+    }
+    let op = name.as_bytes()[at];
+    let quantifier = match op {
+        b'@' => "",
+        b'?' => "?",
+        b'*' => "*",
+        b'+' => "+",
+        _ => return None,
+    };
+    let inner_start = at + 2;
+    let close = inner_start + name[inner_start..].find(')')?;
+    let inner = &name[inner_start..close];
+    let (prefix, suffix) = (&name[..at], &name[close + 1..]);
+    if inner.contains('(') || extglob_at(suffix).is_some() {
+        return None;
+    }
+    let mut re = String::new();
+    if !prefix.is_empty() {
+        name_regex(prefix, &mut re, hidden)?;
+    }
+    re.push_str("(?:");
+    for (i, alt) in inner.split('|').enumerate() {
+        if i > 0 {
+            re.push('|');
+        }
+        name_regex(alt, &mut re, hidden || !prefix.is_empty())?;
+    }
+    re.push(')');
+    re.push_str(quantifier);
+    if !suffix.is_empty() {
+        name_regex(suffix, &mut re, true)?;
+    }
+    out.push_str(&re);
+    Some(())
 }
 
 /// What Layer 1 writes for a part of a path whose value is not known (the output of a

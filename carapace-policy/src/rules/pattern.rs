@@ -537,6 +537,26 @@ fn every_name(last: &str) -> bool {
     !last.is_empty() && last.bytes().all(|b| b == b'*')
 }
 
+/// `path` with each name that is a negation alone (`!(src|Cargo.toml)`, with `shopt -s
+/// extglob`) written `*`: every entry but a few, which is what `*` stands for too, and
+/// read as it is (`rm -rf !(src)` names the directory's entries, not every floating name
+/// some entry might have). `None` when it has none.
+fn negations_as_star(path: &str) -> Option<String> {
+    let lone = |name: &str| {
+        name.strip_prefix("!(")
+            .and_then(|r| r.strip_suffix(')'))
+            .is_some_and(|inner| !inner.contains(['(', ')', '/']))
+    };
+    if !path.split('/').any(lone) {
+        return None;
+    }
+    let names: Vec<&str> = path
+        .split('/')
+        .map(|n| if lone(n) { "*" } else { n })
+        .collect();
+    Some(names.join("/"))
+}
+
 /// Where a glob's fixed text ends.
 const GLOB_START: [char; 5] = ['*', '?', '[', '{', '\\'];
 
@@ -552,11 +572,15 @@ fn has_glob_start(s: &str) -> bool {
 pub(crate) fn written_glob(path: &str) -> Option<WrittenGlob> {
     // Nearly every path has none of the bytes a glob needs (an extglob has its `(`): one
     // fast scan settles it.
-    let bytes = path.as_bytes();
-    let wildcard = memchr::memchr3(b'*', b'?', b'[', bytes).is_some();
-    if !wildcard && memchr::memchr(b'(', bytes).is_none() {
+    if memchr::memchr3(b'*', b'?', b'[', path.as_bytes()).is_none()
+        && memchr::memchr(b'(', path.as_bytes()).is_none()
+    {
         return None;
     }
+    let starred = negations_as_star(path);
+    let path = starred.as_deref().unwrap_or(path);
+    let bytes = path.as_bytes();
+    let wildcard = memchr::memchr3(b'*', b'?', b'[', bytes).is_some();
     let extglob = intersect::extglob_at(path);
     if !(wildcard || extglob.is_some()) || !valid_glob(path) {
         return None;

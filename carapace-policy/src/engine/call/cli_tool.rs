@@ -52,6 +52,14 @@ const VCS_SERVERS: &[&str] = &[
     "gitops",
 ];
 
+/// Whether a server's name (lower case) names version control: `git`, or one of
+/// [`VCS_SERVERS`] as a word or as all its words joined (`source_control`).
+pub(super) fn names_vcs(server: &str) -> bool {
+    let words = fields::words(server);
+    words.iter().any(|w| *w == "git" || VCS_SERVERS.contains(w))
+        || VCS_SERVERS.contains(&words.concat().as_str())
+}
+
 /// Fields naming the directory the program runs in (a repository's, most often).
 const DIR_KEYS: &[&str] = &[
     "path",
@@ -165,11 +173,7 @@ fn command_line(tool: &str, input: &Value) -> Option<String> {
         let server_words = fields::words(&server);
         let program = match server_words.iter().find(|w| is_program(w)) {
             Some(p) => (*p).to_owned(),
-            None if server_words.iter().any(|w| VCS_SERVERS.contains(w))
-                || VCS_SERVERS.contains(&server_words.concat().as_str()) =>
-            {
-                "git".to_owned()
-            }
+            None if names_vcs(&server) => "git".to_owned(),
             None => return None,
         };
         // `mcp__git__execute_command`: the tool's name says it runs the program, not how.

@@ -290,7 +290,11 @@ fn role_by_words(key: &str) -> Option<Role> {
     if w.len() == 1 && is_any(last, &["from"]) {
         return Some(Role::BareSource);
     }
-    (is_any(last, PATH_NOUNS)).then_some(Role::Path)
+    // `fileName`, `dir_name`: a name of a path noun is a path (`branch_name` is not).
+    let path_name = is_any(last, &["name"])
+        && !before.is_empty()
+        && before.iter().all(|x| is_any(x, PATH_NOUNS));
+    (is_any(last, PATH_NOUNS) || path_name).then_some(Role::Path)
 }
 
 /// What a tool does to the files it names, by the verbs of its name (`save_file`,

@@ -65,6 +65,43 @@ const REF_WORDS: &[&str] = &[
     "references",
 ];
 
+/// Words of a tool's name that say it acts on a setting of the branch, not on the branch
+/// (`delete_branch_protection`, `remove_branch_rules`): the branch and its commits stay.
+const SETTING_WORDS: &[&str] = &[
+    "protection",
+    "protections",
+    "protect",
+    "rule",
+    "rules",
+    "ruleset",
+    "rulesets",
+    "policy",
+    "policies",
+    "permission",
+    "permissions",
+    "restriction",
+    "restrictions",
+    "lock",
+    "review",
+    "reviews",
+    "reviewer",
+    "reviewers",
+    "check",
+    "checks",
+    "status",
+    "statuses",
+    "setting",
+    "settings",
+    "config",
+    "pattern",
+    "patterns",
+    "label",
+    "labels",
+    "comment",
+    "comments",
+    "description",
+];
+
 /// Words of a tool's name that say it acts on the repository itself.
 const REPO_WORDS: &[&str] = &["repo", "repository", "repos", "repositories", "project"];
 
@@ -116,12 +153,16 @@ pub(super) fn extract(tool: &str, input: &Value, ctx: &Context, out: &mut Extrac
 }
 
 /// Whether the call is a forge's: its server's or its tool's name names one, or its
-/// arguments have a forge API's shape (`owner` and `repo`, a GitLab `project_id`).
+/// arguments have a forge API's shape (`owner` and `repo`, a GitLab `project_id`). A
+/// version-control server's tools (`mcp__vcs__delete_branch`, `mcp__git__purge_branch`)
+/// count too: whether the branch they delete is the clone's or the remote's is the
+/// server's business, and a shared one deleted either way is the same loss.
 fn is_forge(server: &str, local: &str, obj: &serde_json::Map<String, Value>) -> bool {
     let forge = |w: &str| FORGES.iter().any(|f| w.eq_ignore_ascii_case(f));
     let server = server.to_ascii_lowercase();
     if fields::words(&server).iter().any(|w| forge(w))
         || fields::words(local).iter().any(|w| forge(w))
+        || super::cli_tool::names_vcs(&server)
     {
         return true;
     }
@@ -180,12 +221,30 @@ fn command_lines(tool: &str, input: &Value) -> Vec<String> {
             ));
         }
     }
-    let refs: Vec<&str> = get(REF_KEYS)
+    let mut refs: Vec<&str> = get(REF_KEYS)
         .into_iter()
         .chain(list(obj, REFS_KEYS))
         .collect();
+    // A bare verb (`mcp__vcs__delete`) acts on what a branch or ref field names, and on
+    // nothing a `name` field names.
+    if only_verbs(&words) && !has(REF_WORDS) {
+        refs = refs_named(obj);
+    }
     let on_refs = has(REF_WORDS) || (!refs.is_empty() && !has(REPO_WORDS));
-    if deletes && has(REF_WORDS) {
+    if has(SETTING_WORDS) {
+        // A branch's protection removed: the API call that does it, which its own rule
+        // names; any other setting changes no ref.
+        if deletes && has(&["protection", "protections", "protect"]) {
+            let owner = get(&["owner", "namespace", "org", "organization"]).unwrap_or("_");
+            let repo = get(&["repo", "repository", "project", "project_id"]).unwrap_or("_");
+            lines.extend(refs.iter().map(|r| {
+                format!(
+                    "gh api -X DELETE {}",
+                    quote(&format!("repos/{owner}/{repo}/branches/{r}/protection"))
+                )
+            }));
+        }
+    } else if deletes && (has(REF_WORDS) || (only_verbs(&words) && !refs_named(obj).is_empty())) {
         lines.extend(
             refs.iter()
                 .map(|r| format!("git push --delete -- origin {}", quote(&branch_ref(r)))),
@@ -208,6 +267,26 @@ fn command_lines(tool: &str, input: &Value) -> Vec<String> {
         }));
     }
     lines
+}
+
+/// Whether a tool's name is verbs alone (`mcp__vcs__delete`): what it acts on is then
+/// what its fields name.
+fn only_verbs(words: &[String]) -> bool {
+    !words.is_empty()
+        && words
+            .iter()
+            .all(|w| DELETE_VERBS.contains(&w.as_str()) || FORCE_VERBS.contains(&w.as_str()))
+}
+
+/// The branches or refs a call names by a field that says so (`branch`, `ref`, `branches`;
+/// not `name`, which names anything).
+fn refs_named(obj: &serde_json::Map<String, Value>) -> Vec<&str> {
+    const KEYS: &[&str] = &["branch", "branch_name", "ref", "ref_name"];
+    obj.iter()
+        .filter(|(k, _)| KEYS.contains(&fields::snake(k).as_str()))
+        .filter_map(|(_, v)| v.as_str())
+        .chain(list(obj, REFS_KEYS))
+        .collect()
 }
 
 /// The strings of the first of `keys` that holds a list.

@@ -358,6 +358,7 @@ impl Walker<'_> {
         let mut fetched = false;
         if !codes.is_empty() {
             for c in codes {
+                self.tcl(name, c, ctx, depth);
                 self.code_from_download(name, c);
                 fetched |= flow::fetches_url(c);
                 if flow::evaluates_values(c) && (flow::fetches_url(c) || stdin.downloaded) {
@@ -383,6 +384,14 @@ impl Walker<'_> {
             if let Some(feed) = self.fd_feed(script) {
                 self.code(&feed.joined(), ctx, depth);
             }
+            // A script written earlier in the line (`echo CODE > x.py; python3 x.py`): its
+            // code is known, and read as inline code is.
+            if let Some(code) = self.file_feed(script, ctx).map(|f| f.joined()) {
+                if !code.is_empty() {
+                    self.tcl(name, &code, ctx, depth);
+                    self.code(&code, ctx, depth);
+                }
+            }
             if name == "python" && script.rsplit('/').next() == Some("setup.py") {
                 for dir in super::installs::setup_py(after, ctx) {
                     self.tree_write(&dir, ctx);
@@ -395,6 +404,7 @@ impl Walker<'_> {
             }
             let code = stdin.joined();
             if !code.is_empty() {
+                self.tcl(name, &code, ctx, depth);
                 self.code(&code, ctx, depth);
             }
             script_args = rest.get(1..).unwrap_or(&[]);
@@ -412,6 +422,17 @@ impl Walker<'_> {
         Feed {
             downloaded: fetched,
             ..Feed::default()
+        }
+    }
+
+    /// Tcl's code (`tclsh`, `wish`, `expect`) as the shell commands with its effects
+    /// (`tcl`): its words need no quotes, so the string reading misses its paths.
+    fn tcl(&mut self, name: &str, code: &str, ctx: &Context, depth: usize) {
+        if matches!(name, "tclsh" | "wish" | "expect") && depth <= super::MAX_DEPTH {
+            let shell = super::tcl::as_shell(code);
+            if !shell.is_empty() {
+                self.script(&shell, &mut ctx.clone(), depth + 1);
+            }
         }
     }
 
@@ -928,7 +949,7 @@ fn relative_name(path: &str) -> bool {
         && !path.contains('\0')
 }
 
-fn shell_quote(s: &str) -> String {
+pub(super) fn shell_quote(s: &str) -> String {
     if !s.is_empty()
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_./~=:,@%+".contains(&b))

@@ -238,6 +238,14 @@ impl<'c> Parser<'c> {
         self.b.get(self.pos).copied()
     }
 
+    /// Whether a string literal starts after `skip` bytes and any blanks.
+    fn string_follows(&self, skip: usize) -> bool {
+        self.b
+            .get(self.pos + skip..)
+            .and_then(|rest| rest.iter().find(|c| !matches!(c, b' ' | b'\t')))
+            .is_some_and(|c| matches!(c, b'"' | b'\''))
+    }
+
     fn at(&self, s: &str) -> bool {
         self.b
             .get(self.pos..)
@@ -471,13 +479,33 @@ impl<'c> Parser<'c> {
         let start = self.pos;
         let name = self.ident()?;
         let last = name.rsplit(['.', ':', '>']).next().unwrap_or(&name);
-        if !(ARGV_CALLS.contains(&last) || PATH_THEN_ARGV0.contains(&last))
-            || self.peek() != Some(b'(')
-        {
+        if !(ARGV_CALLS.contains(&last) || PATH_THEN_ARGV0.contains(&last)) {
             return None;
         }
-        self.pos += 1;
-        let args = self.args()?;
+        let args = if self.peek() == Some(b'(') {
+            self.pos += 1;
+            let mut args = self.args()?;
+            // Deno's `new Deno.Command(PROGRAM, {args: [...]})`: the list in the options.
+            if last == "Command" {
+                let text = self.code.get(start..self.pos).unwrap_or("");
+                if let Some(at) = text.find("args:").or_else(|| text.find("args :")) {
+                    let rest = text[at + 4..].trim_start_matches([':', ' ']);
+                    if let Some(items) = self.sub(rest).list() {
+                        args.push(Arg::List(items));
+                    }
+                }
+            }
+            args
+        } else {
+            // Perl's `system qw(cat FILE)`: a list of words with no parentheses around it.
+            let save = self.pos;
+            self.skip_ws(false);
+            let Some(items) = self.qw_list() else {
+                self.pos = save;
+                return None;
+            };
+            vec![Arg::List(items)]
+        };
         let mut words = Vec::new();
         let mut lists = 0;
         for a in args {
@@ -541,6 +569,10 @@ impl<'c> Parser<'c> {
                 }
                 self.pos = start;
             }
+            if let Some(items) = self.qw_list() {
+                out.push(Arg::List(items));
+                continue;
+            }
             if let Some(v) = self.expr() {
                 self.skip_ws(true);
                 if matches!(self.peek(), Some(b',' | b')')) {
@@ -592,6 +624,34 @@ impl<'c> Parser<'c> {
     }
 
     /// `[a, b, …]` of values.
+    /// Perl's `qw(a b c)` (or `qw[…]`, `qw{…}`, `qw<…>`, `qw/…/`): its words, as written.
+    fn qw_list(&mut self) -> Option<Vec<Value>> {
+        if !self.at("qw") {
+            return None;
+        }
+        let open = *self.b.get(self.pos + 2)?;
+        let close = match open {
+            b'(' => b')',
+            b'[' => b']',
+            b'{' => b'}',
+            b'<' => b'>',
+            b'/' | b'|' | b'!' => open,
+            _ => return None,
+        };
+        let body_start = self.pos + 3;
+        let len = self.b.get(body_start..)?.iter().position(|&c| c == close)?;
+        let body = self.code.get(body_start..body_start + len)?;
+        self.pos = body_start + len + 1;
+        Some(
+            body.split_whitespace()
+                .map(|w| Value {
+                    literal: true,
+                    ..Value::text(w)
+                })
+                .collect(),
+        )
+    }
+
     fn list(&mut self) -> Option<Vec<Value>> {
         if self.peek() != Some(b'[') {
             return None;
@@ -641,6 +701,14 @@ impl<'c> Parser<'c> {
                 }
                 (Some(b'.'), Some(n))
                     if matches!(n, b' ' | b'\t' | b'\'' | b'"' | b'$') && !self.at("..") =>
+                {
+                    self.pos += 1;
+                    self.operand().map(|o| v.clone().concat(&o))
+                }
+                // Julia's `*` joins strings (`homedir() * "/.netrc"`); elsewhere it
+                // multiplies, so only a string or the home directory is joined by it.
+                (Some(b'*'), n)
+                    if !matches!(n, Some(b'*' | b'=')) && (v.home || self.string_follows(1)) =>
                 {
                     self.pos += 1;
                     self.operand().map(|o| v.clone().concat(&o))
@@ -1199,6 +1267,9 @@ fn call_kind(name: &str, last: &str) -> Option<Call> {
         "join" | "joinpath" | "catfile" | "catdir" | "resolve" | "abspath" | "realpath"
         | "normpath" | "normalize" | "realpathSync" | "Path" | "PurePath" | "PosixPath"
         | "Pathname" => Call::Join,
+        // R's `file.path(…)` and `path.expand(…)`.
+        "path" if name.ends_with("file.path") => Call::Join,
+        "expand" if name.ends_with("path.expand") => Call::Same,
         "expand_path" | "absolute_path" => Call::ExpandPath,
         "expanduser" | "expandvars" | "str" | "String" | "fspath" | "new" | "strval" | "URL"
         | "normcase" => Call::Same,

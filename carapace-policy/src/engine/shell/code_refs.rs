@@ -79,10 +79,13 @@ pub(super) fn file_receiver(code: &str, before: &str) -> bool {
         .or_else(|| before.strip_suffix("::"))
     else {
         // Bare: `from os import remove`, Perl's and PHP's functions, Ruby's `rm` in a
-        // FileUtils include.
+        // FileUtils include, Julia's `rm(p; recursive=true)` (its Base has it, and
+        // `homedir()` marks Julia's or Node's code).
         let bare = !before.ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == '$');
         return bare
             && (code.contains("from os")
+                || code.contains("recursive=true")
+                || code.contains("homedir()")
                 || code.contains("from shutil")
                 || code.contains("include FileUtils")
                 || code.contains("import {")

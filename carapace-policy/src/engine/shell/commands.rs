@@ -1013,6 +1013,12 @@ impl Walker<'_> {
         }
         let expr = args.get(i..).unwrap_or(&[]);
         let names = super::find_names::names(expr);
+        // `-maxdepth 0` finds the start points alone, `-maxdepth 1` their entries: no walk.
+        let max_depth = expr
+            .iter()
+            .position(|a| a == "-maxdepth")
+            .and_then(|at| expr.get(at + 1))
+            .and_then(|d| d.parse::<u32>().ok());
         let found: Vec<String> = starts
             .iter()
             .filter_map(|s| normalize::shell_path(s, ctx))
@@ -1020,9 +1026,16 @@ impl Walker<'_> {
                 let s = s.trim_end_matches('/').to_owned();
                 names
                     .iter()
-                    .map(move |n| match n {
-                        Some(n) => format!("{s}/{FIND_DEPTH}/{n}"),
-                        None => format!("{s}/**"),
+                    .flat_map(move |n| match (n, max_depth) {
+                        (_, Some(0)) => vec![s.clone()],
+                        // One level down, hidden names too: find's `-name '*.pub'` also
+                        // matches `.x.pub`, which the shell's `*.pub` does not.
+                        (Some(n), Some(1)) if n.starts_with(['*', '?', '[']) => {
+                            vec![format!("{s}/{n}"), format!("{s}/.{n}")]
+                        }
+                        (Some(n), Some(1)) => vec![format!("{s}/{n}")],
+                        (Some(n), _) => vec![format!("{s}/{FIND_DEPTH}/{n}")],
+                        (None, _) => vec![format!("{s}/**")],
                     })
                     .collect::<Vec<_>>()
             })
@@ -1471,11 +1484,22 @@ impl Walker<'_> {
                     }
                 }
             }
-            "commit" | "add" | "tag" | "branch" | "gc" | "notes" | "worktree" => {
+            "commit" | "add" | "stage" | "tag" | "branch" | "gc" | "notes" | "worktree" => {
                 self.path_op(Action::Read, ".", &sub, None);
                 self.path_op(Action::Write, ".git", &sub, None);
                 for f in ro.values(&["-F", "--file"]) {
                     self.path_op(Action::Read, f, &sub, None);
+                }
+                // `git add -f ~/.netrc`: the file named is read into the repository (and
+                // from there pushed); the whole tree (`.`, `-A`, `:/`) is the project's.
+                if matches!(verb.as_str(), "add" | "stage") {
+                    for t in ro
+                        .operands
+                        .iter()
+                        .filter(|t| !matches!(**t, "." | "./" | "*") && !t.starts_with(':'))
+                    {
+                        self.path_op(Action::Read, t, &sub, None);
+                    }
                 }
             }
             _ => {

@@ -51,7 +51,23 @@ pub(super) fn declare(name: &str, args: &[String], ctx: &mut Context) {
 
 /// `k=(a b)`, `k=([key]=v …)`: the builtin sees the list as one word of text.
 fn elements(ctx: &mut Context, array: &str, list: &str, append: bool) {
-    let items: Vec<&str> = list.split_whitespace().collect();
+    // A quoted list (`declare -a a='([0]="cat" [1]="F")'`) is still a compound
+    // assignment to declare, and its values lose their quotes as the words of one do.
+    let unquoted: Vec<String> = list
+        .split_whitespace()
+        .map(|item| {
+            let (head, value) = match item.split_once("]=") {
+                Some((k, v)) if item.starts_with('[') => (&item[..=k.len() + 1], v),
+                _ => ("", item),
+            };
+            let bare = ['"', '\'']
+                .iter()
+                .find_map(|q| value.strip_prefix(*q).and_then(|v| v.strip_suffix(*q)))
+                .unwrap_or(value);
+            format!("{head}{bare}")
+        })
+        .collect();
+    let items: Vec<&str> = unquoted.iter().map(String::as_str).collect();
     let keyed = |item: &str| {
         item.strip_prefix('[')
             .and_then(|rest| rest.split_once("]="))

@@ -58,6 +58,12 @@ pub(super) fn fetches(name: &str) -> bool {
             | "host"
             | "nslookup"
             | "whois"
+            // Text browsers print a page's source (`lynx -source`, `w3m -dump_source`).
+            | "lynx"
+            | "links"
+            | "links2"
+            | "elinks"
+            | "w3m"
     )
 }
 
@@ -89,6 +95,12 @@ impl Walker<'_> {
     pub(super) fn is_download(&self, raw: &str, ctx: &Context) -> bool {
         self.fd_feed(raw).is_some_and(|f| f.downloaded)
             || normalize::shell_path(raw, ctx).is_some_and(|p| self.holds_download(&p))
+    }
+
+    /// Whether the file `raw` names was itself saved from a download earlier in the line
+    /// (`curl -o Makefile`), not merely put in a downloaded tree (a clone's).
+    pub(super) fn is_downloaded_file(&self, raw: &str, ctx: &Context) -> bool {
+        normalize::shell_path(raw, ctx).is_some_and(|p| self.flow.downloads.contains(&p))
     }
 
     /// [`Self::is_download`] of a normalised path.
@@ -343,13 +355,18 @@ impl Walker<'_> {
             return self.run(&command, ctx, depth + 1, Feed::default());
         }
         let mut feed = Feed::default();
+        // parallel hands the command's words, joined, to a shell (`parallel 'cat {}' :::
+        // F` runs `cat F`), each input quoted.
+        let line = command.join(" ");
         for input in inputs.into_iter().take(MAX_INPUTS) {
-            let filled = command.iter().any(|w| w.contains("{}"));
-            let mut words: Vec<String> = command.iter().map(|w| w.replace("{}", input)).collect();
+            let quoted = super::code::shell_quote(input);
+            let filled = line.contains("{}");
+            let mut line = line.replace("{}", &quoted);
             if !filled {
-                words.push(input.to_owned());
+                line.push(' ');
+                line.push_str(&quoted);
             }
-            feed.extend(self.run(&words, &mut ctx.clone(), depth + 1, Feed::default()));
+            feed.extend(self.script(&line, &mut ctx.clone(), depth + 1));
         }
         feed
     }

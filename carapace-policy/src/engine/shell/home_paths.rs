@@ -14,7 +14,8 @@ static HOME_EXPR: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(concat!(
         r#"(?:os\.)?environ\s*\[\s*['"]HOME['"]\s*\]"#,
         r#"|(?:os\.)?environ\.get\(\s*['"]HOME['"][^)]*\)"#,
-        r#"|(?:os\.)?getenv\(\s*['"]HOME['"][^)]*\)"#,
+        // Python's and Lua's `os.getenv`, R's `Sys.getenv`, C's and PHP's `getenv`.
+        r#"|(?:os\.|Sys\.)?getenv\(\s*['"]HOME['"][^)]*\)"#,
         // Through the module under any name (`import pathlib as pl; pl.Path.home()`).
         r"|(?:[A-Za-z_]\w*\.)?Path\.home\(\)",
         r"|(?:[A-Za-z_]\w*\.)?homedir\(\)",
@@ -52,7 +53,7 @@ static USER_EXPR: LazyLock<Regex> = LazyLock::new(|| {
         r"(?:getpass\.)?getuser\(\)",
         r"|(?:os\.)?getlogin\(\)",
         r#"|(?:os\.)?environ\s*\[\s*['"](?:USER|LOGNAME)['"]\s*\]"#,
-        r#"|(?:os\.)?getenv\(\s*['"](?:USER|LOGNAME)['"][^)]*\)"#,
+        r#"|(?:os\.|Sys\.)?getenv\(\s*['"](?:USER|LOGNAME)['"][^)]*\)"#,
         r"|process\.env\.(?:USER|LOGNAME)\b",
         r"|(?:os\.)?userInfo\(\)\.username\b",
         r#"|ENV\s*\[\s*['"](?:USER|LOGNAME)['"]\s*\]"#,

@@ -49,6 +49,7 @@ mod stop;
 mod sysctl;
 mod table;
 mod taint;
+mod tcl;
 mod textops;
 mod vars;
 mod walk;

@@ -28,6 +28,8 @@ pub(super) fn family(word: &str) -> &str {
         ("node", "node"),
         ("lua", "lua"),
         ("pip", "pip"),
+        ("tclsh", "tclsh"),
+        ("wish", "wish"),
     ] {
         if base.starts_with(prefix)
             && base[prefix.len()..]

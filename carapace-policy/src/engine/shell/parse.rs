@@ -70,12 +70,51 @@ pub(super) fn brush(src: &str) -> Result<Program, ParseError> {
     } else {
         format!("{src}\n")
     };
+    parse_text(&src).or_else(|e| {
+        // brush-parser 0.4 has no `select`; its loop runs the body with the name set to
+        // one of the words (or empty), as `for` runs it with each, so it is read as one.
+        match select_as_for(&src) {
+            Some(as_for) => parse_text(&as_for).map_err(|_| e),
+            None => Err(e),
+        }
+    })
+}
+
+fn parse_text(src: &str) -> Result<Program, ParseError> {
     let options = brush_parser::ParserOptions::default();
     let mut reader = std::io::BufReader::new(src.as_bytes());
     let mut parser = brush_parser::Parser::new(&mut reader, &options);
     parser
         .parse_program()
         .map_err(|e| ParseError::Syntax(e.to_string()))
+}
+
+/// `src` with each `select` in a command's place spelled `for` (padded, so that columns in
+/// messages stay right), or `None` when it has none.
+fn select_as_for(src: &str) -> Option<String> {
+    const WORD: &str = "select";
+    let bytes = src.as_bytes();
+    let mut out = src.to_owned();
+    let mut found = false;
+    for (at, _) in src.match_indices(WORD) {
+        let after = bytes.get(at + WORD.len()).copied();
+        if !after.is_some_and(|b| b == b' ' || b == b'\t') {
+            continue;
+        }
+        let head = src[..at].trim_end_matches([' ', '\t']);
+        let starts = head.is_empty()
+            || head.ends_with([';', '&', '|', '(', '{', '\n', '!'])
+            || ["do", "then", "else"].iter().any(|k| {
+                head.strip_suffix(k).is_some_and(|h| {
+                    h.is_empty() || h.ends_with([' ', '\t', ';', '\n', '{', '(', '&', '|'])
+                })
+            });
+        if starts {
+            out.replace_range(at..at + WORD.len(), "for   ");
+            found = true;
+        }
+    }
+    found.then_some(out)
 }
 
 /// Text short and shallow enough to parse and walk on the caller's thread: a small stack

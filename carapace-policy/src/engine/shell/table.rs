@@ -132,6 +132,11 @@ enum Prints {
     ProgramPaths,
 }
 
+/// `cargo watch …` (the cargo-watch plugin), whose `-s` runs shell code.
+fn cargo_watch(call: &Call<'_>) -> bool {
+    call.args.first().is_some_and(|a| a == "watch")
+}
+
 /// `ps e`, `ps eww`, `ps auxe`: a BSD-style option word (no dash) holding `e` prints every
 /// listed process's environment after its command line (`ps -e`, with a dash, only lists
 /// every process). Values of the options that take one (`-o etime`) are skipped.
@@ -303,6 +308,33 @@ static TABLE: &[Entry] = &[
         names: &["watch"],
         when: None,
         does: Does::Handler(wrap::watch),
+    },
+    // `cargo watch -s CMD`: CMD runs in a shell on every change (`-x` runs cargo's own).
+    Entry {
+        names: &["cargo"],
+        when: Some(cargo_watch),
+        does: Does::Spec(Spec {
+            valued: &[
+                "-s",
+                "--shell",
+                "-x",
+                "--exec",
+                "-w",
+                "--watch",
+                "-i",
+                "--ignore",
+                "-d",
+                "--delay",
+                "-C",
+                "--workdir",
+                "--use-shell",
+                "-E",
+                "--env-var",
+                "--env-file",
+            ],
+            code: &["-s", "--shell"],
+            ..Spec::NONE
+        }),
     },
     Entry {
         names: &["env"],
@@ -927,6 +959,11 @@ static TABLE: &[Entry] = &[
         does: Does::Handler(files::sponge),
     },
     Entry {
+        names: &["make", "gmake"],
+        when: None,
+        does: Does::Handler(files::make),
+    },
+    Entry {
         names: &["parallel"],
         when: None,
         does: Does::Handler(files::parallel),
@@ -1083,6 +1120,11 @@ static TABLE: &[Entry] = &[
             "POST",
             "curlie",
             "fetch",
+            "lynx",
+            "links",
+            "links2",
+            "elinks",
+            "w3m",
         ],
         when: None,
         does: Does::Handler(files::network),

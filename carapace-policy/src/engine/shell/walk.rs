@@ -585,6 +585,21 @@ impl<'o> Walker<'o> {
             for (name, value) in &assignments {
                 set_var(&mut sub, name, value);
             }
+            // `HOME=/tmp cat ~/.netrc`: the shell expanded `~` with its own HOME before
+            // the command's environment was set.
+            let words = if sub.home == ctx.home {
+                words
+            } else {
+                words
+                    .into_iter()
+                    .map(|w| match w.strip_prefix('~') {
+                        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+                            format!("{}{rest}", ctx.home)
+                        }
+                        _ => w,
+                    })
+                    .collect()
+            };
             let feed = self.run(&words, &mut sub, depth, stdin);
             ctx.cwd = sub.cwd;
             // Builtins and functions that set variables (`IFS=: read -r a b`) set them in

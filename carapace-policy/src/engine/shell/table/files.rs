@@ -26,6 +26,64 @@ pub(super) fn tee(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed
     stdin
 }
 
+/// `make`: its makefile's recipes run in a shell, so a makefile that came from the
+/// network (`curl -o Makefile URL && make`, `make -f FETCHED`, `curl … | make -f -`) is
+/// downloaded code run; `--eval TEXT` adds a makefile line, whose recipe after `;` is
+/// shell code. Building a cloned project (`git clone URL && cd y && make`) is everyday
+/// work and stays allowed: only a makefile saved from a download itself counts.
+pub(super) fn make(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let Call {
+        args, depth, stdin, ..
+    } = call;
+    let o = args::parse(
+        args,
+        &[
+            "-C",
+            "--directory",
+            "-f",
+            "--file",
+            "--makefile",
+            "-E",
+            "--eval",
+            "-I",
+            "--include-dir",
+            "-j",
+            "--jobs",
+            "-l",
+            "--load-average",
+            "-o",
+            "--old-file",
+            "-W",
+            "--what-if",
+            "-O",
+            "--output-sync",
+        ],
+        false,
+    );
+    let dir = o.value(&["-C", "--directory"]).unwrap_or(".");
+    let files = o.values(&["-f", "--file", "--makefile"]);
+    if files.is_empty() {
+        for name in ["GNUmakefile", "makefile", "Makefile"] {
+            if w.is_downloaded_file(&format!("{dir}/{name}"), ctx) {
+                w.runs_download("make", flow::Reach::Script);
+            }
+        }
+    }
+    for f in files {
+        if f == "-" || flow::is_stdin_path(f) {
+            w.script_source("make", "/dev/stdin", &stdin, ctx);
+        } else if w.is_downloaded_file(f, ctx) {
+            w.runs_download("make", flow::Reach::Script);
+        }
+    }
+    for line in o.values(&["-E", "--eval"]) {
+        if let Some((_, recipe)) = line.split_once(':').and_then(|(_, r)| r.split_once(';')) {
+            w.script(recipe, &mut ctx.clone(), depth + 1);
+        }
+    }
+    Feed::default()
+}
+
 /// `nvme format|sanitize|write… DEV` rewrites the device.
 pub(super) fn nvme(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     let Call { args, .. } = call;

@@ -232,6 +232,15 @@ pub(super) fn awk(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed
     let progs = o.values(&["-f", "--file", "-E", "--exec", "-i", "--include"]);
     let mut files = o.operands.clone();
     for f in &progs {
+        // `-f -`: the program is read from stdin (a download piped in is run).
+        if *f == "-" {
+            w.script_source("awk", "/dev/stdin", &stdin, ctx);
+            let code = stdin.joined();
+            if !code.is_empty() {
+                w.code(&code, ctx, depth);
+            }
+            continue;
+        }
         w.path_op(Action::Read, f, ctx, None);
         w.script_source("awk", f, &stdin, ctx);
     }

@@ -350,6 +350,10 @@ pub(super) fn xargs(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fe
     // `-a FILE`: the arguments come from FILE, stdin stays the command's.
     let mut stdin = stdin;
     for f in o.values(&["-a", "--arg-file"]) {
+        // `-a /dev/stdin`: the arguments are stdin's, as without it.
+        if f == "-" || super::super::taint::is_stdin_path(f) {
+            continue;
+        }
         w.path_op(Action::Read, f, ctx, None);
         let listed = w.file_feed(f, ctx).unwrap_or_default();
         // A file saved by a download earlier in the line holds downloaded words too.
