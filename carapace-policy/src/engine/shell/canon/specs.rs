@@ -110,6 +110,17 @@ impl Spec {
         self.valued.contains(&name)
     }
 
+    /// Whether the spec knows `name` well enough to say whether it takes a value: the word
+    /// after an option it does not know may be that option's value.
+    pub(super) fn settles(&self, name: &str) -> bool {
+        self.valued(name)
+            || self.longs.contains(&name)
+            || self
+                .shorts
+                .iter()
+                .any(|(_, long)| long.split_whitespace().any(|l| l == name))
+    }
+
     pub(super) fn is_dry_run(&self, options: &[String]) -> bool {
         options.iter().any(|o| self.dry_run.contains(&o.as_str()))
     }

@@ -1,0 +1,113 @@
+//! Structured command rules (`run:`): a program, its subcommand, the options that must or
+//! must not be given, option values and operands — matched against the command as the tool
+//! reads it (`engine::shell::canon::invocation`: long option names, values split off, unique
+//! prefixes expanded, wrappers peeled), not against its text. So the order of options, their
+//! spelling (`-fu`, `--force-with`, `--raw=1`) and the words between them never decide.
+use super::model::TextPattern;
+use crate::engine::operation::Invocation;
+
+/// One `run:` item; every field given must hold.
+#[derive(Clone, Debug, Default)]
+pub struct RunMatch {
+    /// Program names; a name ending in `*` is a prefix (`git-credential-*`).
+    pub programs: Vec<String>,
+    /// The leading operands, one pattern each (`[config, view]`).
+    pub subcommand: Vec<TextPattern>,
+    /// At least one of these options is given (empty: no requirement).
+    pub any_option: Vec<String>,
+    /// Every one of these options is given.
+    pub all_options: Vec<String>,
+    /// None of these options is given.
+    pub no_option: Vec<String>,
+    /// Each option given with a value one of its patterns matches.
+    pub option_values: Vec<(String, Vec<TextPattern>)>,
+    /// Some operand after the subcommand matches one of these.
+    pub operand: Vec<TextPattern>,
+    /// Every option given is one of these (`None`: any).
+    pub only_options: Option<Vec<String>>,
+    /// At most this many operands after the subcommand.
+    pub max_operands: Option<usize>,
+    /// Operands and values compared without case (the patterns were built so); the tool
+    /// reads them so (kubectl resource types).
+    pub ignore_case: bool,
+}
+
+/// Whether `program` is named by `name` (`*` at the end: a prefix).
+#[must_use]
+pub fn names(name: &str, program: &str) -> bool {
+    match name.strip_suffix('*') {
+        Some(prefix) => program.starts_with(prefix),
+        None => name == program,
+    }
+}
+
+impl RunMatch {
+    /// Whether the command `inv` is one this item describes.
+    #[must_use]
+    pub fn matches(&self, inv: &Invocation) -> bool {
+        if !self.programs.iter().any(|p| names(p, &inv.program)) {
+            return false;
+        }
+        let Some(after) = self.subcommand_end(inv) else {
+            return false;
+        };
+        let given = |o: &str| inv.options().any(|(name, _)| name == o);
+        if !self.any_option.is_empty() && !self.any_option.iter().any(|o| given(o)) {
+            return false;
+        }
+        if !self.all_options.iter().all(|o| given(o)) || self.no_option.iter().any(|o| given(o)) {
+            return false;
+        }
+        if let Some(only) = &self.only_options {
+            if !inv
+                .options()
+                .all(|(name, _)| only.iter().any(|o| o == name))
+            {
+                return false;
+            }
+        }
+        let values_ok = self.option_values.iter().all(|(name, patterns)| {
+            inv.options()
+                .any(|(n, v)| n == name && v.is_some_and(|v| patterns.iter().any(|p| p.matches(v))))
+        });
+        if !values_ok {
+            return false;
+        }
+        let rest = || inv.operands().skip(after);
+        if let Some(max) = self.max_operands {
+            if rest().filter(|(_, maybe_value)| !maybe_value).count() > max {
+                return false;
+            }
+        }
+        self.operand.is_empty()
+            || rest().any(|(word, _)| self.operand.iter().any(|p| p.matches(word)))
+    }
+
+    /// Every text pattern of the item (for building them ahead of use).
+    pub fn patterns(&self) -> impl Iterator<Item = &TextPattern> {
+        self.subcommand
+            .iter()
+            .chain(&self.operand)
+            .chain(self.option_values.iter().flat_map(|(_, p)| p))
+    }
+
+    /// How many operands the subcommand takes up, if they are the subcommand: each word of
+    /// the path in turn, passing over words that may be an option's value (`gcloud --project
+    /// P auth …`: is `P` the value? the spec does not say).
+    fn subcommand_end(&self, inv: &Invocation) -> Option<usize> {
+        let mut path = self.subcommand.iter().peekable();
+        let mut used = 0;
+        for (word, maybe_value) in inv.operands() {
+            let Some(want) = path.peek() else {
+                break;
+            };
+            used += 1;
+            if want.matches(word) {
+                path.next();
+            } else if !maybe_value {
+                return None;
+            }
+        }
+        path.peek().is_none().then_some(used)
+    }
+}
