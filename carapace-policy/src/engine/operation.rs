@@ -237,11 +237,21 @@ pub enum Arg {
     /// A word that is no option. `after_option`: it follows an option the tool's spec does
     /// not settle, so it may be that option's value rather than an operand.
     Operand { word: String, after_option: bool },
-    /// `--`: options end (dropped from invocations).
+    /// `--`: options end; what follows is operands (often a command to run).
     End,
 }
 
 impl Invocation {
+    /// The first word after `--`: the command a runner (`op run -- CMD`) starts.
+    #[must_use]
+    pub fn runs(&self) -> Option<&str> {
+        let end = self.args.iter().position(|a| matches!(a, Arg::End))?;
+        self.args.get(end + 1..)?.iter().find_map(|a| match a {
+            Arg::Operand { word, .. } => Some(word.as_str()),
+            _ => None,
+        })
+    }
+
     /// Operands with whether each may be an option's value.
     pub fn operands(&self) -> impl Iterator<Item = (&str, bool)> {
         self.args.iter().filter_map(|a| match a {

@@ -4,7 +4,7 @@
 //! prefixes expanded, wrappers peeled), not against its text. So the order of options, their
 //! spelling (`-fu`, `--force-with`, `--raw=1`) and the words between them never decide.
 use super::model::TextPattern;
-use crate::engine::operation::Invocation;
+use crate::engine::operation::{Arg, Invocation};
 
 /// One `run:` item; every field given must hold.
 #[derive(Clone, Debug, Default)]
@@ -23,6 +23,10 @@ pub struct RunMatch {
     pub option_values: Vec<(String, Vec<TextPattern>)>,
     /// Some operand after the subcommand matches one of these.
     pub operand: Vec<TextPattern>,
+    /// No operand after the subcommand matches one of these.
+    pub no_operand: Vec<TextPattern>,
+    /// The first word after `--` (the command a runner starts) matches one of these.
+    pub runs: Vec<TextPattern>,
     /// Every option given is one of these (`None`: any).
     pub only_options: Option<Vec<String>>,
     /// At most this many operands after the subcommand.
@@ -48,27 +52,39 @@ impl RunMatch {
         if !self.programs.iter().any(|p| names(p, &inv.program)) {
             return false;
         }
-        let Some(after) = self.subcommand_end(inv) else {
+        let Some((after, start)) = self.subcommand_end(inv) else {
             return false;
         };
-        let given = |o: &str| inv.options().any(|(name, _)| name == o);
+        let same = |a: &str, b: &str| {
+            if self.ignore_case {
+                a.eq_ignore_ascii_case(b)
+            } else {
+                a == b
+            }
+        };
+        let given = |o: &str| inv.options().any(|(name, _)| same(name, o));
         if !self.any_option.is_empty() && !self.any_option.iter().any(|o| given(o)) {
             return false;
         }
         if !self.all_options.iter().all(|o| given(o)) || self.no_option.iter().any(|o| given(o)) {
             return false;
         }
+        // The subcommand's own options: those before it (`git -c …`, `kubectl --context
+        // …`) belong to the program.
         if let Some(only) = &self.only_options {
-            if !inv
-                .options()
-                .all(|(name, _)| only.iter().any(|o| o == name))
-            {
+            let own = inv.args.get(start..).unwrap_or_default();
+            let foreign = own.iter().any(|a| match a {
+                Arg::Option { name, .. } => !only.iter().any(|o| same(o, name)),
+                _ => false,
+            });
+            if foreign {
                 return false;
             }
         }
         let values_ok = self.option_values.iter().all(|(name, patterns)| {
-            inv.options()
-                .any(|(n, v)| n == name && v.is_some_and(|v| patterns.iter().any(|p| p.matches(v))))
+            inv.options().any(|(n, v)| {
+                same(n, name) && v.is_some_and(|v| patterns.iter().any(|p| p.matches(v)))
+            })
         });
         if !values_ok {
             return false;
@@ -79,6 +95,16 @@ impl RunMatch {
                 return false;
             }
         }
+        if rest().any(|(word, _)| self.no_operand.iter().any(|p| p.matches(word))) {
+            return false;
+        }
+        if !self.runs.is_empty()
+            && !inv
+                .runs()
+                .is_some_and(|w| self.runs.iter().any(|p| p.matches(w)))
+        {
+            return false;
+        }
         self.operand.is_empty()
             || rest().any(|(word, _)| self.operand.iter().any(|p| p.matches(word)))
     }
@@ -88,26 +114,33 @@ impl RunMatch {
         self.subcommand
             .iter()
             .chain(&self.operand)
+            .chain(&self.runs)
+            .chain(&self.no_operand)
             .chain(self.option_values.iter().flat_map(|(_, p)| p))
     }
 
-    /// How many operands the subcommand takes up, if they are the subcommand: each word of
-    /// the path in turn, passing over words that may be an option's value (`gcloud --project
-    /// P auth …`: is `P` the value? the spec does not say).
-    fn subcommand_end(&self, inv: &Invocation) -> Option<usize> {
+    /// How many operands the subcommand takes up, if they are the subcommand, and where in
+    /// the arguments it ends: each word of the path in turn, passing over words that may be
+    /// an option's value (`gcloud --project P auth …`: is `P` the value? the spec does not
+    /// say).
+    fn subcommand_end(&self, inv: &Invocation) -> Option<(usize, usize)> {
         let mut path = self.subcommand.iter().peekable();
-        let mut used = 0;
-        for (word, maybe_value) in inv.operands() {
+        let (mut used, mut start) = (0, 0);
+        for (i, arg) in inv.args.iter().enumerate() {
             let Some(want) = path.peek() else {
                 break;
+            };
+            let Arg::Operand { word, after_option } = arg else {
+                continue;
             };
             used += 1;
             if want.matches(word) {
                 path.next();
-            } else if !maybe_value {
+                start = i + 1;
+            } else if !after_option {
                 return None;
             }
         }
-        path.peek().is_none().then_some(used)
+        path.peek().is_none().then_some((used, start))
     }
 }

@@ -64,16 +64,7 @@ pub(crate) fn program<'a>(base: &'a str, args: &'a [String]) -> &'a str {
 pub(crate) fn invocation(base: &str, args: &[String]) -> Option<Invocation> {
     let (tool, rest) = front_end(base, args);
     if tool == "git" {
-        let (verb, parsed) = git(rest)?;
-        let mut out = vec![Arg::Operand {
-            word: verb,
-            after_option: false,
-        }];
-        out.extend(parsed.0.into_iter().filter(|a| !matches!(a, Arg::End)));
-        return Some(Invocation {
-            program: "git".to_owned(),
-            args: out,
-        });
+        return git_invocation(rest);
     }
     let spec = specs::find(tool, rest.iter().find(|a| !a.starts_with('-')));
     let mut out: Vec<Arg> = implied_verb(tool, rest)
@@ -85,7 +76,6 @@ pub(crate) fn invocation(base: &str, args: &[String]) -> Option<Invocation> {
         .collect();
     for arg in parse_args(rest, spec).0 {
         match arg {
-            Arg::End => {}
             // `-json=true` (Go's flag package): one option and its value.
             Arg::Option { name, value: None }
                 if spec.is_none() && !name.starts_with("--") && name.contains('=') =>
@@ -106,6 +96,64 @@ pub(crate) fn invocation(base: &str, args: &[String]) -> Option<Invocation> {
     }
     Some(Invocation {
         program: tool.to_owned(),
+        args: out,
+    })
+}
+
+/// `git …` as git reads it: the verb, its options and operands, and the `-c KEY=VALUE` given
+/// before it (as `-c` options, the key in lower case: keys are case-insensitive). `git
+/// config set|get|unset|list` (git 2.46) is written as the options the older form spells
+/// (`git config --get KEY`), so that rules name one form.
+fn git_invocation(args: &[String]) -> Option<Invocation> {
+    let globals = super::args::parse(args, GIT_GLOBAL_VALUED, true);
+    let mut out: Vec<Arg> = globals
+        .values(&["-c"])
+        .into_iter()
+        .map(|c| Arg::Option {
+            name: "-c".to_owned(),
+            value: Some(match c.split_once('=') {
+                Some((k, v)) => format!("{}={v}", k.to_ascii_lowercase()),
+                None => c.to_ascii_lowercase(),
+            }),
+        })
+        .collect();
+    let (verb, mut parsed) = git(args)?;
+    if verb == "config" {
+        let first = parsed
+            .0
+            .iter()
+            .position(|a| matches!(a, Arg::Operand { .. } | Arg::End));
+        let sub = first.and_then(|i| match parsed.0.get(i) {
+            Some(Arg::Operand { word, .. }) => Some((i, word.clone())),
+            _ => None,
+        });
+        let option = match sub.as_ref().map(|(_, w)| w.as_str()) {
+            Some("set") => Some(None),
+            Some("get") => Some(Some("--get")),
+            Some("unset") => Some(Some("--unset")),
+            Some("list") => Some(Some("--list")),
+            _ => None,
+        };
+        if let (Some((i, _)), Some(option)) = (sub, option) {
+            parsed.0.remove(i);
+            if let Some(name) = option {
+                parsed.0.insert(
+                    0,
+                    Arg::Option {
+                        name: name.to_owned(),
+                        value: None,
+                    },
+                );
+            }
+        }
+    }
+    out.push(Arg::Operand {
+        word: verb,
+        after_option: false,
+    });
+    out.extend(parsed.0);
+    Some(Invocation {
+        program: "git".to_owned(),
         args: out,
     })
 }
@@ -131,7 +179,11 @@ pub(crate) fn option_name(program: &str, verb: Option<&str>, option: &str) -> Op
 /// Other names and front ends of the tools the packs speak about.
 fn front_end<'a>(base: &'a str, args: &'a [String]) -> (&'a str, &'a [String]) {
     match (base, args.split_first()) {
-        ("microk8s" | "k3s", Some((first, rest))) if first == "kubectl" => ("kubectl", rest),
+        ("microk8s" | "k3s", Some((first, rest)))
+            if matches!(first.as_str(), "kubectl" | "ctr" | "crictl") =>
+        {
+            (first.as_str(), rest)
+        }
         ("microk8s.kubectl" | "kubecolor", _) => ("kubectl", args),
         ("gpg2", _) => ("gpg", args),
         // Release tracks run the same commands: `gcloud beta auth print-access-token`.
@@ -310,11 +362,11 @@ fn short_cluster(
     0
 }
 
-/// A boolean option's value as tools accept it (`--raw=1`, `--show-token=true`).
+/// A boolean option's value as tools accept it (`--raw=1`, `--show-token=true`, Go's `t`).
 fn boolean(value: &str) -> Option<bool> {
     match value.to_ascii_lowercase().as_str() {
-        "true" | "1" | "yes" | "on" => Some(true),
-        "false" | "0" | "no" | "off" => Some(false),
+        "true" | "t" | "1" | "yes" | "on" => Some(true),
+        "false" | "f" | "0" | "no" | "off" => Some(false),
         _ => None,
     }
 }

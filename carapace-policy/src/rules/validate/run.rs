@@ -18,6 +18,8 @@ const RUN_KEYS: &[&str] = &[
     "no-option",
     "option-value",
     "operand",
+    "no-operand",
+    "runs",
     "only-options",
     "max-operands",
     "ignore-case",
@@ -116,6 +118,12 @@ fn item(node: &Node, rule: &str, sink: &mut Sink) -> Option<RunMatch> {
     }
     if let Some(v) = node.get("operand") {
         m.operand = patterns(v, "operand pattern", ignore_case, rule, sink);
+    }
+    if let Some(v) = node.get("no-operand") {
+        m.no_operand = patterns(v, "operand pattern", ignore_case, rule, sink);
+    }
+    if let Some(v) = node.get("runs") {
+        m.runs = patterns(v, "program pattern", ignore_case, rule, sink);
     }
     if let Some(v) = node.get("option-value") {
         m.option_values = option_values(v, &m.programs, verb, ignore_case, rule, sink);
