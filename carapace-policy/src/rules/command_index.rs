@@ -8,8 +8,9 @@
 //!   costs more than the one call saves, and each rule's regex is tried first by its
 //!   literals (see `lazy_regex`), rarely built;
 //! - the programs `run:` rules name, in a hash map: a command whose program no such rule
-//!   names costs one lookup, and only the commands of named programs are read as their tool
-//!   reads them (`canon::invocation`).
+//!   names costs one lookup (two for a name with a `-`, `.` or digit, whose stem may hold
+//!   prefixes), and only the commands of named programs are read as their tool reads them
+//!   (`canon::invocation`).
 use std::collections::HashMap;
 
 use regex::RegexSet;
@@ -19,6 +20,24 @@ use super::run::RunMatch;
 use super::Rule;
 use crate::engine::shell::canon;
 
+/// The `run:` items filed under one name, as (rule, item).
+#[derive(Clone, Debug, Default)]
+struct Slot {
+    /// Items naming this program.
+    exact: Vec<(u32, u32)>,
+    /// Items naming a prefix whose stem this is, with the prefix.
+    prefixed: Vec<(String, u32, u32)>,
+}
+
+/// A program name up to its first `-`, `.` or digit (`python3.12` → `python`,
+/// `git-credential-store` → `git`): where prefixes are filed, so that a plain name (`cat`,
+/// `cargo`) is looked up once and a name with a separator once more.
+fn stem(name: &str) -> &str {
+    name.split(|c: char| c == '-' || c == '.' || c.is_ascii_digit())
+        .next()
+        .unwrap_or(name)
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct CommandIndex {
     set: Option<RegexSet>,
@@ -26,10 +45,9 @@ pub struct CommandIndex {
     owner: Vec<u32>,
     /// Per rule: its top-level condition is a command match held entirely here.
     indexed: Vec<bool>,
-    /// Program name → the rules' `run:` items that name it, as (rule, item).
-    programs: HashMap<String, Vec<(u32, u32)>>,
-    /// Items that name a program by prefix (`git-credential-*`): few, tried in turn.
-    prefixes: Vec<(String, u32, u32)>,
+    /// Program name → the `run:` items that name it; a prefix (`git-credential-*`) is filed
+    /// under its stem (`git`, see [`stem`]).
+    programs: HashMap<String, Slot>,
     /// Per rule: its `run:` items (empty for others).
     runs: Vec<Vec<RunMatch>>,
 }
@@ -86,10 +104,20 @@ impl CommandIndex {
             }
             for (j, item) in runs.iter().enumerate() {
                 for p in &item.programs {
-                    let at = (i as u32, j as u32);
+                    let (rule, item) = (i as u32, j as u32);
                     match p.strip_suffix('*') {
-                        Some(prefix) => out.prefixes.push((prefix.to_owned(), at.0, at.1)),
-                        None => out.programs.entry(p.clone()).or_default().push(at),
+                        Some(prefix) => out
+                            .programs
+                            .entry(stem(prefix).to_owned())
+                            .or_default()
+                            .prefixed
+                            .push((prefix.to_owned(), rule, item)),
+                        None => out
+                            .programs
+                            .entry(p.clone())
+                            .or_default()
+                            .exact
+                            .push((rule, item)),
                     }
                 }
             }
@@ -134,7 +162,7 @@ impl CommandIndex {
                 }
             }
         }
-        if self.programs.is_empty() && self.prefixes.is_empty() {
+        if self.programs.is_empty() {
             return first;
         }
         for argv in argvs {
@@ -142,10 +170,15 @@ impl CommandIndex {
                 continue;
             };
             let program = canon::program(base, args);
-            let named = self.programs.get(program).map_or(&[][..], Vec::as_slice);
-            let by_prefix = self
-                .prefixes
-                .iter()
+            let slot = self.programs.get(program);
+            let stem_slot = Some(stem(program))
+                .filter(|s| *s != program)
+                .and_then(|s| self.programs.get(s));
+            let named = slot.map_or(&[][..], |s| s.exact.as_slice());
+            let by_prefix = slot
+                .into_iter()
+                .chain(stem_slot)
+                .flat_map(|s| &s.prefixed)
                 .filter(|(p, _, _)| program.starts_with(p.as_str()))
                 .map(|(_, r, j)| (*r, *j));
             let mut candidates = named.iter().copied().chain(by_prefix).peekable();

@@ -100,8 +100,8 @@ pub(crate) fn invocation(base: &str, args: &[String]) -> Option<Invocation> {
     })
 }
 
-/// `git …` as git reads it: the verb, its options and operands, and the `-c KEY=VALUE` given
-/// before it (as `-c` options, the key in lower case: keys are case-insensitive). `git
+/// `git …` as git reads it: the verb, its options and operands (none for a dry run), and
+/// the `-c KEY=VALUE` given before it (as `-c` options, the key in lower case: keys are case-insensitive). `git
 /// config set|get|unset|list` (git 2.46) is written as the options the older form spells
 /// (`git config --get KEY`), so that rules name one form.
 fn git_invocation(args: &[String]) -> Option<Invocation> {
@@ -117,7 +117,13 @@ fn git_invocation(args: &[String]) -> Option<Invocation> {
             }),
         })
         .collect();
-    let (verb, mut parsed) = git(args)?;
+    // A dry run does nothing but what the config given for it does (hooks run).
+    let Some((verb, mut parsed)) = git(args) else {
+        return (!out.is_empty()).then(|| Invocation {
+            program: "git".to_owned(),
+            args: out,
+        });
+    };
     if verb == "config" {
         let first = parsed
             .0

@@ -83,6 +83,7 @@ fn item(node: &Node, rule: &str, sink: &mut Sink) -> Option<RunMatch> {
     for (name, span) in strings(programs, "program name", rule, sink) {
         let star = name.find('*');
         let bad = name.is_empty()
+            || name == "*"
             || name.contains(['/', '?', '[', ']', '{', '}'])
             || name.contains(char::is_whitespace)
             || star.is_some_and(|i| i + 1 != name.len());
