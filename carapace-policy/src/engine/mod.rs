@@ -157,6 +157,8 @@ impl HistoryReport {
 #[cfg(test)]
 mod cases;
 #[cfg(test)]
+mod run_spelling_tests;
+#[cfg(test)]
 mod spelling_tests;
 #[cfg(test)]
 mod tests;
