@@ -144,7 +144,7 @@ impl CommandIndex {
     }
 
     /// Per rule: what of `commands` (lines) or `argvs` (words) it matches first, as a
-    /// witness (`command `…``).
+    /// witness (``command `…` ``).
     #[must_use]
     pub fn first_matches(
         &self,
@@ -166,10 +166,10 @@ impl CommandIndex {
             return first;
         }
         for argv in argvs {
-            let Some((base, args)) = argv.split_first() else {
+            let Some((base, rest)) = argv.split_first() else {
                 continue;
             };
-            let program = canon::program(base, args);
+            let program = canon::program(base, rest);
             let slot = self.programs.get(program);
             let stem_slot = Some(stem(program))
                 .filter(|s| *s != program)
@@ -186,7 +186,7 @@ impl CommandIndex {
                 continue;
             }
             // Read as the tool reads it once, for every item that names the program.
-            let Some(inv) = canon::invocation(base, args) else {
+            let Some(inv) = canon::invocation(base, rest) else {
                 continue;
             };
             for (r, j) in candidates {

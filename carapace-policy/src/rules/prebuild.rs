@@ -84,7 +84,7 @@ fn of_cond<'a>(cond: Option<&'a Cond>, out: &mut Vec<Deferred<'a>>) {
             out.extend(
                 items
                     .iter()
-                    .flat_map(|r| r.patterns())
+                    .flat_map(super::run::RunMatch::patterns)
                     .filter_map(|t| match t {
                         TextPattern::Regex { regex, .. } => Some(Deferred::Regex(regex)),
                         _ => None,

@@ -12,7 +12,7 @@ pub struct RunMatch {
     /// Program names; a name ending in `*` is a prefix (`git-credential-*`).
     pub programs: Vec<String>,
     /// The leading operands, one pattern each (`[config, view]`).
-    pub subcommand: Vec<TextPattern>,
+    pub subcommand: Vec<Word>,
     /// At least one of these options is given (empty: no requirement).
     pub any_option: Vec<String>,
     /// Every one of these options is given.
@@ -20,13 +20,13 @@ pub struct RunMatch {
     /// None of these options is given.
     pub no_option: Vec<String>,
     /// Each option given with a value one of its patterns matches.
-    pub option_values: Vec<(String, Vec<TextPattern>)>,
+    pub option_values: Vec<(String, Vec<Word>)>,
     /// Some operand after the subcommand matches one of these.
-    pub operand: Vec<TextPattern>,
+    pub operand: Vec<Word>,
     /// No operand after the subcommand matches one of these.
-    pub no_operand: Vec<TextPattern>,
+    pub no_operand: Vec<Word>,
     /// The first word after `--` (the command a runner starts) matches one of these.
-    pub runs: Vec<TextPattern>,
+    pub runs: Vec<Word>,
     /// Every option given is one of these (`None`: any).
     pub only_options: Option<Vec<String>>,
     /// At most this many operands after the subcommand.
@@ -34,6 +34,49 @@ pub struct RunMatch {
     /// Operands and values compared without case (the patterns were built so); the tool
     /// reads them so (kubectl resource types).
     pub ignore_case: bool,
+}
+
+/// A word pattern of a `run:` item: a glob or `re:`, compared as a string when it is a
+/// plain word (most are: `push`, `config`), which costs a fraction of a glob match.
+#[derive(Clone, Debug)]
+pub struct Word {
+    pattern: TextPattern,
+    /// The pattern is this word (no glob syntax).
+    literal: Option<String>,
+    ignore_case: bool,
+}
+
+impl Word {
+    #[must_use]
+    pub fn new(pattern: TextPattern, ignore_case: bool) -> Self {
+        let literal = match &pattern {
+            TextPattern::Glob { source, .. }
+                if !source.contains(['*', '?', '[', ']', '{', '}', '\\']) =>
+            {
+                Some(source.clone())
+            }
+            _ => None,
+        };
+        Self {
+            pattern,
+            literal,
+            ignore_case,
+        }
+    }
+
+    #[must_use]
+    pub fn matches(&self, word: &str) -> bool {
+        match &self.literal {
+            Some(l) if self.ignore_case => l.eq_ignore_ascii_case(word),
+            Some(l) => l == word,
+            None => self.pattern.matches(word),
+        }
+    }
+
+    #[must_use]
+    pub fn pattern(&self) -> &TextPattern {
+        &self.pattern
+    }
 }
 
 /// Whether `program` is named by `name` (`*` at the end: a prefix).
@@ -117,6 +160,7 @@ impl RunMatch {
             .chain(&self.runs)
             .chain(&self.no_operand)
             .chain(self.option_values.iter().flat_map(|(_, p)| p))
+            .map(Word::pattern)
     }
 
     /// How many operands the subcommand takes up, if they are the subcommand, and where in

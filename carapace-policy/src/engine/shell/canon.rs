@@ -60,7 +60,7 @@ pub(crate) fn program<'a>(base: &'a str, args: &'a [String]) -> &'a str {
 /// One simple command as the tool reads it: for structured command rules (`run:`). Every
 /// program gets one; options of the tools the specs know are spelled one way (long names,
 /// values split off, unique prefixes expanded), others as written with `--x=v` split. A git
-/// dry run has none (it does nothing).
+/// dry run keeps only the `-c` config given for it (its verb does nothing).
 pub(crate) fn invocation(base: &str, args: &[String]) -> Option<Invocation> {
     let (tool, rest) = front_end(base, args);
     if tool == "git" {
@@ -101,9 +101,9 @@ pub(crate) fn invocation(base: &str, args: &[String]) -> Option<Invocation> {
 }
 
 /// `git …` as git reads it: the verb, its options and operands (none for a dry run), and
-/// the `-c KEY=VALUE` given before it (as `-c` options, the key in lower case: keys are case-insensitive). `git
-/// config set|get|unset|list` (git 2.46) is written as the options the older form spells
-/// (`git config --get KEY`), so that rules name one form.
+/// the `-c KEY=VALUE` given before it (as `-c` options, the key in lower case: git ignores
+/// its case). `git config set|get|unset|list` (git 2.46) is written as the options the
+/// older form spells (`git config --get KEY`), so that rules name one form.
 fn git_invocation(args: &[String]) -> Option<Invocation> {
     let globals = super::args::parse(args, GIT_GLOBAL_VALUED, true);
     let mut out: Vec<Arg> = globals
@@ -169,14 +169,13 @@ fn git_invocation(args: &[String]) -> Option<Invocation> {
 pub(crate) fn option_name(program: &str, verb: Option<&str>, option: &str) -> Option<String> {
     let verb = verb.map(str::to_owned);
     let spec = specs::find(program, verb.as_ref())?;
-    let name = match option.strip_prefix("--") {
-        Some(long) => spec.long_name(long),
-        None => {
-            let mut chars = option.chars().skip(1);
-            match (chars.next(), chars.next()) {
-                (Some(c), None) => spec.short_name(c),
-                _ => return None,
-            }
+    let name = if let Some(long) = option.strip_prefix("--") {
+        spec.long_name(long)
+    } else {
+        let mut chars = option.chars().skip(1);
+        match (chars.next(), chars.next()) {
+            (Some(c), None) => spec.short_name(c),
+            _ => return None,
         }
     };
     (name != option).then_some(name)
@@ -287,10 +286,14 @@ fn parse_args(args: &[String], spec: Option<&Spec>) -> Parsed {
             open = false;
             continue;
         }
-        open = match out.0.get(before..) {
-            Some([.., Arg::Option { name, value: None }]) => !spec.is_some_and(|s| s.settles(name)),
-            _ => false,
-        };
+        // `--raw=1`: the option had its say in its own word.
+        open = !arg.contains('=')
+            && match out.0.get(before..) {
+                Some([.., Arg::Option { name, value: None }]) => {
+                    !spec.is_some_and(|s| s.settles(name))
+                }
+                _ => false,
+            };
     }
     out
 }

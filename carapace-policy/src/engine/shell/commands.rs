@@ -407,19 +407,19 @@ impl Walker<'_> {
         self.out.command(line);
         // The words as the program reads them: git with the config set for this command
         // (`GIT_CONFIG_*`, `-c` of an alias) in front.
-        let mut argv = vec![base.clone()];
+        let mut words_read = vec![base.clone()];
         if base == "git" {
-            argv.extend(
+            words_read.extend(
                 self.git_config
                     .iter()
                     .flat_map(|kv| ["-c".to_owned(), kv.clone()]),
             );
         }
-        argv.extend(args.iter().cloned());
-        if let Some(canonical) = super::canon::line(&base, &argv[1..]) {
+        words_read.extend(args.iter().cloned());
+        if let Some(canonical) = super::canon::line(&base, &words_read[1..]) {
             self.out.command(canonical);
         }
-        self.out.argv(argv);
+        self.out.argv(words_read);
         if let Some(stops) = super::stop::line(family(&base), args) {
             // Recorded as a command of its own too, for structured rules.
             self.out.argv(stops.split(' ').map(str::to_owned).collect());

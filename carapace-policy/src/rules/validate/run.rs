@@ -7,7 +7,7 @@ use super::{bool_value, check_keys, strings, Sink};
 use crate::engine::shell::canon;
 use crate::rules::lazy_regex::{LazyGlob, LazyRegex};
 use crate::rules::model::{Cond, TextPattern};
-use crate::rules::run::RunMatch;
+use crate::rules::run::{RunMatch, Word};
 use crate::rules::yaml::{Node, NodeKind};
 
 const RUN_KEYS: &[&str] = &[
@@ -104,7 +104,7 @@ fn item(node: &Node, rule: &str, sink: &mut Sink) -> Option<RunMatch> {
     });
     let verb = verb.filter(|v| !v.starts_with("re:") && !v.contains(['*', '?', '[']));
     if let Some(v) = node.get("subcommand") {
-        m.subcommand = patterns(v, "subcommand word", ignore_case, rule, sink);
+        m.subcommand = words(v, "subcommand word", ignore_case, rule, sink);
     }
     let options = |key: &str, sink: &mut Sink| -> Vec<String> {
         node.get(key)
@@ -118,13 +118,13 @@ fn item(node: &Node, rule: &str, sink: &mut Sink) -> Option<RunMatch> {
         m.only_options = Some(options("only-options", sink));
     }
     if let Some(v) = node.get("operand") {
-        m.operand = patterns(v, "operand pattern", ignore_case, rule, sink);
+        m.operand = words(v, "operand pattern", ignore_case, rule, sink);
     }
     if let Some(v) = node.get("no-operand") {
-        m.no_operand = patterns(v, "operand pattern", ignore_case, rule, sink);
+        m.no_operand = words(v, "operand pattern", ignore_case, rule, sink);
     }
     if let Some(v) = node.get("runs") {
-        m.runs = patterns(v, "program pattern", ignore_case, rule, sink);
+        m.runs = words(v, "program pattern", ignore_case, rule, sink);
     }
     if let Some(v) = node.get("option-value") {
         m.option_values = option_values(v, &m.programs, verb, ignore_case, rule, sink);
@@ -151,7 +151,7 @@ fn option_values(
     ignore_case: bool,
     rule: &str,
     sink: &mut Sink,
-) -> Vec<(String, Vec<TextPattern>)> {
+) -> Vec<(String, Vec<Word>)> {
     let NodeKind::Map(entries) = &node.kind else {
         if !matches!(node.kind, NodeKind::Alias) {
             sink.error(
@@ -170,7 +170,7 @@ fn option_values(
         .iter()
         .filter_map(|(k, v)| {
             let name = option_names(k, programs, verb, rule, sink).pop()?;
-            let p = patterns(v, "option value pattern", ignore_case, rule, sink);
+            let p = words(v, "option value pattern", ignore_case, rule, sink);
             (!p.is_empty()).then_some((name, p))
         })
         .collect()
@@ -211,6 +211,14 @@ fn option_names(
         out.push(name.to_owned());
     }
     out
+}
+
+/// [`patterns`] as the words a `run:` item compares.
+fn words(node: &Node, what: &str, ignore_case: bool, rule: &str, sink: &mut Sink) -> Vec<Word> {
+    patterns(node, what, ignore_case, rule, sink)
+        .into_iter()
+        .map(|p| Word::new(p, ignore_case))
+        .collect()
 }
 
 /// Whole-word globs (`*` crosses everything) or `re:` regexes (searched, anchor with `^…$`).
