@@ -16,15 +16,18 @@ use std::collections::HashMap;
 use regex::RegexSet;
 
 use super::model::{Cond, TextPattern};
-use super::run::RunMatch;
+use super::run::{RunMatch, Word};
 use super::Rule;
 use crate::engine::shell::canon;
 
 /// The `run:` items filed under one name, as (rule, item).
 #[derive(Clone, Debug, Default)]
 struct Slot {
-    /// Items naming this program.
+    /// Items naming this program whose subcommand starts with no plain word.
     exact: Vec<(u32, u32)>,
+    /// Items naming this program, by the plain word their subcommand starts with (`push`):
+    /// a command meets only those of its own subcommand.
+    by_verb: HashMap<String, Vec<(u32, u32)>>,
     /// Items naming a prefix whose stem this is, with the prefix.
     prefixed: Vec<(String, u32, u32)>,
 }
@@ -104,20 +107,19 @@ impl CommandIndex {
             }
             for (j, item) in runs.iter().enumerate() {
                 for p in &item.programs {
-                    let (rule, item) = (i as u32, j as u32);
-                    match p.strip_suffix('*') {
-                        Some(prefix) => out
-                            .programs
+                    let at = (i as u32, j as u32);
+                    if let Some(prefix) = p.strip_suffix('*') {
+                        out.programs
                             .entry(stem(prefix).to_owned())
                             .or_default()
                             .prefixed
-                            .push((prefix.to_owned(), rule, item)),
-                        None => out
-                            .programs
-                            .entry(p.clone())
-                            .or_default()
-                            .exact
-                            .push((rule, item)),
+                            .push((prefix.to_owned(), at.0, at.1));
+                        continue;
+                    }
+                    let slot = out.programs.entry(p.clone()).or_default();
+                    match item.subcommand.first().and_then(Word::literal) {
+                        Some(verb) => slot.by_verb.entry(verb.to_owned()).or_default().push(at),
+                        None => slot.exact.push(at),
                     }
                 }
             }
@@ -182,13 +184,26 @@ impl CommandIndex {
                 .filter(|(p, _, _)| program.starts_with(p.as_str()))
                 .map(|(_, r, j)| (*r, *j));
             let mut candidates = named.iter().copied().chain(by_prefix).peekable();
-            if candidates.peek().is_none() {
+            let verbs = slot.map(|s| &s.by_verb).filter(|v| !v.is_empty());
+            if candidates.peek().is_none() && verbs.is_none() {
                 continue;
             }
             // Read as the tool reads it once, for every item that names the program.
             let Some(inv) = canon::invocation(base, rest) else {
                 continue;
             };
+            // The subcommand's first word is among the operands up to the first that is
+            // surely one (those before may be options' values).
+            let mut by_verb: Vec<(u32, u32)> = Vec::new();
+            if let Some(verbs) = verbs {
+                for (word, maybe_value) in inv.operands() {
+                    by_verb.extend(verbs.get(word).into_iter().flatten().copied());
+                    if !maybe_value {
+                        break;
+                    }
+                }
+            }
+            let candidates = candidates.chain(by_verb);
             for (r, j) in candidates {
                 let Some(slot) = first.get_mut(r as usize) else {
                     continue;

@@ -73,6 +73,12 @@ impl Word {
         }
     }
 
+    /// The one word this matches, compared exactly (not a pattern, not without case).
+    #[must_use]
+    pub fn literal(&self) -> Option<&str> {
+        self.literal.as_deref().filter(|_| !self.ignore_case)
+    }
+
     #[must_use]
     pub fn pattern(&self) -> &TextPattern {
         &self.pattern
