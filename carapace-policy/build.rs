@@ -56,16 +56,29 @@ fn main() {
     std::fs::write(&dest, out).unwrap_or_else(|e| panic!("{}: {e}", dest.display()));
 }
 
-/// Calls `f` with each `re:` pattern among the strings of `node`.
+/// Calls `f` with each `re:` pattern among the strings of `node`; under a `run:` item with
+/// `ignore-case: true`, as that item builds it (`(?i)` in front).
 fn regexes(node: &Yaml, f: &mut impl FnMut(&str)) {
+    walk(node, false, f);
+}
+
+fn walk(node: &Yaml, ignore_case: bool, f: &mut impl FnMut(&str)) {
     match node {
         Yaml::String(s) => {
             if let Some(re) = s.strip_prefix("re:") {
-                f(re);
+                if ignore_case {
+                    f(&format!("(?i){re}"));
+                } else {
+                    f(re);
+                }
             }
         }
-        Yaml::Array(items) => items.iter().for_each(|i| regexes(i, f)),
-        Yaml::Hash(map) => map.values().for_each(|v| regexes(v, f)),
+        Yaml::Array(items) => items.iter().for_each(|i| walk(i, ignore_case, f)),
+        Yaml::Hash(map) => {
+            let ic = ignore_case
+                || map.get(&Yaml::String("ignore-case".to_owned())) == Some(&Yaml::Boolean(true));
+            map.values().for_each(|v| walk(v, ic, f));
+        }
         _ => {}
     }
 }

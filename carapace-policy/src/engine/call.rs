@@ -583,12 +583,17 @@ fn known_tool(tool: &str, name: &str, input: &Value, ctx: &Context, out: &mut Ex
                 if app.contains('/') {
                     path_op(Action::Execute, &app, ctx, out, None);
                 }
+                // The program it starts, for structured command rules as for the others.
+                let base = app.rsplit('/').next().unwrap_or(&app).to_owned();
+                out.argv(vec![base]);
                 out.command(app);
             }
         }
         "runtool" => {
             if let Some(name) = field(input, &["tool", "tool_name", "name"]) {
-                out.command(normalize::text(name));
+                let name = normalize::text(name);
+                out.argv(vec![name.clone()]);
+                out.command(name);
             }
             return false;
         }

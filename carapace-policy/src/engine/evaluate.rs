@@ -10,10 +10,13 @@ use super::operation::{Extracted, Operation};
 
 use carapace_common::op;
 
+use super::shell::canon;
+use crate::rules::command_index::witness;
 use crate::rules::content_index::{self, ContentIndex};
 use crate::rules::index::top_level_paths;
 use crate::rules::model::{Cidr, Host, NetMatch, TextPattern};
 use crate::rules::pattern::{any_entry, written_glob, WrittenGlob};
+use crate::rules::run;
 use crate::rules::{Action, Cond, Effect, Mode, PathPattern, Rule, RuleSet, Trigger};
 
 /// A session's rule state: session rules switched on by their trigger, and rules the user
@@ -134,7 +137,7 @@ fn rule_hits(rules: &RuleSet, ext: &Extracted, activation: &Activation) -> Vec<(
     let hits = PathHits::new(rules, ext);
     let commands = rules.command_index();
     let paths = rules.path_index();
-    let first_command = commands.first_matches(rules.rules().len(), &ext.commands);
+    let mut first_command = commands.first_matches(rules.rules().len(), &ext.commands, &ext.argvs);
     for (i, rule) in rules.rules().iter().enumerate() {
         // Most rules are settled by an index alone, before anything else is looked at.
         let command = commands.indexed(i);
@@ -147,7 +150,7 @@ fn rule_hits(rules: &RuleSet, ext: &Extracted, activation: &Activation) -> Vec<(
         }
         let ops = paths.ops(i).unwrap_or_else(|| rule.ops());
         let found = if command {
-            first_command[i].map(|c| format!("command `{}`", shorten(&ext.commands[c])))
+            first_command[i].take()
         } else if paths.indexed(i) {
             hits.rule_matches(rules, i, ops, ext)
         } else {
@@ -406,7 +409,22 @@ impl Matcher<'_> {
                 .commands
                 .iter()
                 .find(|c| patterns.iter().any(|p| p.matches(c)))
-                .map(|c| format!("command `{}`", shorten(c))),
+                .map(|c| witness(c)),
+            Cond::Run(items) => self.ext.argvs.iter().find_map(|argv| {
+                let (base, args) = argv.split_first()?;
+                let program = canon::program(base, args);
+                if !items
+                    .iter()
+                    .any(|i| i.programs.iter().any(|p| run::names(p, program)))
+                {
+                    return None;
+                }
+                let inv = canon::invocation(base, args)?;
+                items
+                    .iter()
+                    .any(|i| i.matches(&inv))
+                    .then(|| witness(&argv.join(" ")))
+            }),
             Cond::Tool(patterns) => {
                 let family = crate::engine::call::call_family(self.ext);
                 patterns
@@ -582,13 +600,18 @@ mod tests {
             let mut ext = Extracted::new("Bash");
             for words in &lines {
                 ext.command(words.join(" "));
+                ext.argv(words.iter().map(|w| (*w).to_owned()).collect());
             }
-            let first = rules.command_index().first_matches(rules.rules().len(), &ext.commands);
+            let first = rules
+                .command_index()
+                .first_matches(rules.rules().len(), &ext.commands, &ext.argvs);
             for (i, rule) in rules.rules().iter().enumerate() {
                 if rules.command_index().indexed(i) {
+                    // Which command a rule of both kinds reports may differ; whether it
+                    // matches may not.
                     prop_assert_eq!(
-                        first[i].map(|c| format!("command `{}`", shorten(&ext.commands[c]))),
-                        rule_matches(rule, &ext),
+                        first[i].is_some(),
+                        rule_matches(rule, &ext).is_some(),
                         "rule {} on {:?}", rule.id, ext.commands
                     );
                 }

@@ -158,6 +158,8 @@ impl HistoryReport {
 /// proposed rule change (`rules::amend`).
 pub(crate) mod cases;
 #[cfg(test)]
+mod run_spelling_tests;
+#[cfg(test)]
 mod spelling_tests;
 #[cfg(test)]
 mod tests;

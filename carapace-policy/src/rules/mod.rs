@@ -26,6 +26,7 @@ pub(crate) mod needles;
 pub mod pattern;
 pub(crate) mod prebuild;
 pub(crate) mod profile;
+pub mod run;
 pub(crate) mod shape;
 pub mod validate;
 pub mod yaml;
@@ -357,10 +358,7 @@ impl RuleSet {
         }
         Ok(Self {
             paths,
-            commands: match purpose {
-                Purpose::Kernel => command_index::CommandIndex::build(&rules),
-                Purpose::Layer1 => command_index::CommandIndex::default(),
-            },
+            commands: command_index::CommandIndex::build(&rules, purpose == Purpose::Kernel),
             contents: match purpose {
                 Purpose::Kernel => content_index::ContentIndex::build(&rules),
                 Purpose::Layer1 => content_index::ContentIndex::default(),

@@ -280,6 +280,8 @@ impl TextPattern {
 pub enum Cond {
     Path(Vec<PathPattern>),
     Command(Vec<TextPattern>),
+    /// `run:`: any of these structured command matches (see `run`).
+    Run(Vec<super::run::RunMatch>),
     /// Tool names (`Bash`, `Read`, `mcp__*` globs).
     Tool(Vec<TextPattern>),
     Content(Vec<TextPattern>),
@@ -316,6 +318,7 @@ impl Cond {
         match self {
             Self::Path(_) => "path",
             Self::Command(_) => "command",
+            Self::Run(_) => "run",
             Self::Tool(_) => "tool",
             Self::Content(_) => "content",
             Self::Net(_) => "network",

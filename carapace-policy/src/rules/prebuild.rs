@@ -80,6 +80,17 @@ fn of_cond<'a>(cond: Option<&'a Cond>, out: &mut Vec<Deferred<'a>>) {
                 _ => None,
             }));
         }
+        Some(Cond::Run(items)) => {
+            out.extend(
+                items
+                    .iter()
+                    .flat_map(super::run::RunMatch::patterns)
+                    .filter_map(|t| match t {
+                        TextPattern::Regex { regex, .. } => Some(Deferred::Regex(regex)),
+                        _ => None,
+                    }),
+            );
+        }
         Some(Cond::All(all) | Cond::Any(all)) => {
             for c in all {
                 of_cond(Some(c), out);

@@ -1795,3 +1795,84 @@ fn allow_list_bases_are_flagged_for_the_resolver() {
         RULE_ALWAYS_ON | carapace_common::RULE_EVERY_ADDRESS
     );
 }
+
+// ---- structured command rules (`run:`) ----
+
+/// The ids of the rules of `rules` that the Bash command `command` matches.
+fn run_hits(rules: &RuleSet, command: &str) -> Vec<String> {
+    let ctx = crate::engine::Context {
+        cwd: "/home/alice/project".into(),
+        home: "/home/alice".into(),
+        env: Vec::new(),
+        host: None,
+    };
+    let mut ext = crate::engine::Extracted::new("Bash");
+    crate::engine::shell::extract(command, &ctx, &mut ext);
+    rules
+        .rules()
+        .iter()
+        .filter(|r| crate::engine::evaluate::rule_matches(r, &ext).is_some())
+        .map(|r| r.id.clone())
+        .collect()
+}
+
+#[test]
+fn run_items_match_what_the_tool_reads_not_the_text() {
+    let set = ok(&user(
+        "  - id: raw\n    block:\n      run: { program: [kubectl, oc], subcommand: [config, view], any-option: [--raw] }\n\
+         \x20 - id: secrets\n    block:\n      run:\n        program: kubectl\n        subcommand: [get]\n        operand: [\"re:^secrets?$\"]\n        option-value: { --output: [yaml, \"json*\"] }\n        ignore-case: true\n\
+         \x20 - id: force\n    approve:\n      run: { program: git, subcommand: [push], all-options: [--force], no-option: [--set-upstream], max-operands: 1 }\n\
+         \x20 - id: runner\n    block:\n      run: { program: op, subcommand: [run], runs: [printenv] }\n\
+         \x20 - id: creds\n    block:\n      run: { program: \"git-credential-*\", subcommand: [get] }\n",
+    ));
+    for (command, want) in [
+        ("kubectl config view --raw", &["raw"][..]),
+        ("kubecolor --context prod config view --raw=1", &["raw"]),
+        ("kubectl config --kubeconfig x view --raw", &["raw"]),
+        ("kubectl config view --raw=false", &[]),
+        ("kubectl config view", &[]),
+        ("kubectl get -o yaml SECRETS", &["secrets"]),
+        (
+            "kubectl -n prod get secret -ojsonpath={.data}",
+            &["secrets"],
+        ),
+        ("kubectl get secret -o wide", &[]),
+        ("kubectl get pods -o yaml", &[]),
+        ("git push -f origin", &["force"]),
+        ("git -C /srv/r push origin --force", &["force"]),
+        ("git push -fu origin", &[]),
+        ("git push --force origin main", &[]),
+        ("git push -nf origin", &[]),
+        ("op run --env-file .env -- printenv", &["runner"]),
+        ("op run -- npm run printenv", &[]),
+        ("git-credential-store get", &["creds"]),
+        ("sudo env A=1 /usr/bin/git-credential-cache get", &["creds"]),
+    ] {
+        assert_eq!(run_hits(&set, command), want, "{command}");
+    }
+}
+
+#[test]
+fn run_items_are_validated_like_the_rest_of_the_language() {
+    let e = errors(&user(
+        "  - id: a\n    block:\n      run: { program: git, subcommand: [push], any-options: [--force] }\n\
+         \x20 - id: b\n    block:\n      run: { subcommand: [push] }\n\
+         \x20 - id: c\n    block:\n      run: { program: git, subcommand: [push], any-option: [-f, --force-with] }\n\
+         \x20 - id: d\n    block:\n      run: { program: \"/usr/bin/*git\", max-operands: two }\n\
+         \x20 - id: e\n    block:\n      run: [ { program: gh, option-value: [--method] }, \"gh\" ]\n",
+    ));
+    for want in [
+        "t.yaml:6:48: error: unknown `run` key `any-options` (rule `a`)",
+        "hint: did you mean `any-option`?",
+        "t.yaml:9:14: error: a `run` item needs a `program` (rule `b`)",
+        "error: `git` reads `-f` as `--force`; the matcher sees that name (rule `c`)",
+        "hint: write `--force`",
+        "error: `git` reads `--force-with` as `--force-with-lease`",
+        "error: invalid program name `/usr/bin/*git` (rule `d`)",
+        "error: `max-operands` must be a whole number (rule `d`)",
+        "error: `option-value` must be a mapping, found a list (rule `e`)",
+        "error: each `run` item must be a mapping, found a scalar (rule `e`)",
+    ] {
+        assert!(e.contains(want), "missing `{want}` in:\n{e}");
+    }
+}

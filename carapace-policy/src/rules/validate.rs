@@ -88,9 +88,11 @@ const RULE_KEYS: &[&str] = &[
     "tls",
 ];
 const MATCH_KEYS: &[&str] = &[
-    "path", "command", "tool", "content", "host", "cidr", "port", "unix", "view", "all", "any",
-    "not",
+    "path", "command", "run", "tool", "content", "host", "cidr", "port", "unix", "view", "all",
+    "any", "not",
 ];
+
+mod run;
 
 /// The one `unix:` selector: sockets whose listener is outside the agent's session.
 const OUTSIDE_SESSION: &str = "outside-session";
@@ -1108,6 +1110,7 @@ fn match_entries(
                 rule,
                 sink,
             ))),
+            "run" => conds.extend(run::cond(v, rule, sink)),
             "tool" => conds.push(Cond::Tool(text_patterns(v, "tool name", true, rule, sink))),
             "content" => conds.push(Cond::Content(text_patterns(
                 v,
@@ -1177,7 +1180,7 @@ fn match_entries(
                     node.span,
                     Some(rule),
                     "empty match".into(),
-                    "add `path`, `command`, `tool`, `content`, `host`, `cidr`, `port`, `unix` or `view`",
+                    "add `path`, `command`, `run`, `tool`, `content`, `host`, `cidr`, `port`, `unix` or `view`",
                 );
             }
             None

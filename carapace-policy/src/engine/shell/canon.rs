@@ -19,6 +19,7 @@
 //! The canonical line is recorded next to the line as written; rules may match either.
 mod specs;
 
+pub(crate) use crate::engine::operation::{Arg, Invocation};
 pub(super) use specs::GIT_GLOBAL_VALUED;
 use specs::{Spec, PASS_VERBS};
 
@@ -27,7 +28,12 @@ use specs::{Spec, PASS_VERBS};
 pub(super) fn line(base: &str, args: &[String]) -> Option<String> {
     let (tool, args) = front_end(base, args);
     if tool == "git" {
-        return git(args);
+        let (verb, parsed) = git(args)?;
+        let mut words = vec!["git".to_owned(), verb];
+        words.extend(parsed.options());
+        words.push("--".to_owned());
+        words.extend(parsed.operands().map(|(w, _)| w.to_owned()));
+        return Some(words.join(" "));
     }
     let renamed = tool != base;
     if !renamed && !specs::knows(tool) {
@@ -36,7 +42,7 @@ pub(super) fn line(base: &str, args: &[String]) -> Option<String> {
     let spec = specs::find(tool, args.iter().find(|a| !a.starts_with('-')));
     let mut words = vec![tool.to_owned()];
     words.extend(implied_verb(tool, args).map(str::to_owned));
-    words.extend(canonical_args(args, spec).in_order);
+    words.extend(parse_args(args, spec).in_order());
     let line = words.join(" ");
     // Kubernetes matches resource types in any case (`kubectl get SECRETS`, `Secret/db`).
     if matches!(tool, "kubectl" | "oc") {
@@ -45,12 +51,150 @@ pub(super) fn line(base: &str, args: &[String]) -> Option<String> {
     Some(line)
 }
 
+/// The program a command runs, as the tool is known (`kubecolor` → `kubectl`, `microk8s
+/// kubectl` → `kubectl`, `gpg2` → `gpg`): what structured rules are indexed by.
+pub(crate) fn program<'a>(base: &'a str, args: &'a [String]) -> &'a str {
+    front_end(base, args).0
+}
+
+/// One simple command as the tool reads it: for structured command rules (`run:`). Every
+/// program gets one; options of the tools the specs know are spelled one way (long names,
+/// values split off, unique prefixes expanded), others as written with `--x=v` split. A git
+/// dry run keeps only the `-c` config given for it (its verb does nothing).
+pub(crate) fn invocation(base: &str, args: &[String]) -> Option<Invocation> {
+    let (tool, rest) = front_end(base, args);
+    if tool == "git" {
+        return git_invocation(rest);
+    }
+    let spec = specs::find(tool, rest.iter().find(|a| !a.starts_with('-')));
+    let mut out: Vec<Arg> = implied_verb(tool, rest)
+        .map(|v| Arg::Operand {
+            word: v.to_owned(),
+            after_option: false,
+        })
+        .into_iter()
+        .collect();
+    for arg in parse_args(rest, spec).0 {
+        match arg {
+            // `-json=true` (Go's flag package): one option and its value.
+            Arg::Option { name, value: None }
+                if spec.is_none() && !name.starts_with("--") && name.contains('=') =>
+            {
+                let (n, v) = name.split_once('=').unwrap_or((&name, ""));
+                let value = match boolean(v) {
+                    Some(true) => None,
+                    Some(false) => continue,
+                    None => Some(v.to_owned()),
+                };
+                out.push(Arg::Option {
+                    name: n.to_owned(),
+                    value,
+                });
+            }
+            other => out.push(other),
+        }
+    }
+    Some(Invocation {
+        program: tool.to_owned(),
+        args: out,
+    })
+}
+
+/// `git …` as git reads it: the verb, its options and operands (none for a dry run), and
+/// the `-c KEY=VALUE` given before it (as `-c` options, the key in lower case: git ignores
+/// its case). `git config set|get|unset|list` (git 2.46) is written as the options the
+/// older form spells (`git config --get KEY`), so that rules name one form.
+fn git_invocation(args: &[String]) -> Option<Invocation> {
+    let globals = super::args::parse(args, GIT_GLOBAL_VALUED, true);
+    let mut out: Vec<Arg> = globals
+        .values(&["-c"])
+        .into_iter()
+        .map(|c| Arg::Option {
+            name: "-c".to_owned(),
+            value: Some(match c.split_once('=') {
+                Some((k, v)) => format!("{}={v}", k.to_ascii_lowercase()),
+                None => c.to_ascii_lowercase(),
+            }),
+        })
+        .collect();
+    // A dry run does nothing but what the config given for it does (hooks run).
+    let Some((verb, mut parsed)) = git(args) else {
+        return (!out.is_empty()).then(|| Invocation {
+            program: "git".to_owned(),
+            args: out,
+        });
+    };
+    if verb == "config" {
+        let first = parsed
+            .0
+            .iter()
+            .position(|a| matches!(a, Arg::Operand { .. } | Arg::End));
+        let sub = first.and_then(|i| match parsed.0.get(i) {
+            Some(Arg::Operand { word, .. }) => Some((i, word.clone())),
+            _ => None,
+        });
+        let option = match sub.as_ref().map(|(_, w)| w.as_str()) {
+            Some("set") => Some(None),
+            Some("get") => Some(Some("--get")),
+            Some("unset") => Some(Some("--unset")),
+            Some("list") => Some(Some("--list")),
+            _ => None,
+        };
+        if let (Some((i, _)), Some(option)) = (sub, option) {
+            parsed.0.remove(i);
+            if let Some(name) = option {
+                parsed.0.insert(
+                    0,
+                    Arg::Option {
+                        name: name.to_owned(),
+                        value: None,
+                    },
+                );
+            }
+        }
+    }
+    out.push(Arg::Operand {
+        word: verb,
+        after_option: false,
+    });
+    out.extend(parsed.0);
+    Some(Invocation {
+        program: "git".to_owned(),
+        args: out,
+    })
+}
+
+/// The name `program` (whose subcommand is `verb`) shows the matcher for the option written
+/// `option`, when that is another (`-f` → `--force`, `--force-with` → `--force-with-lease`).
+pub(crate) fn option_name(program: &str, verb: Option<&str>, option: &str) -> Option<String> {
+    let verb = verb.map(str::to_owned);
+    let spec = specs::find(program, verb.as_ref())?;
+    let name = if let Some(long) = option.strip_prefix("--") {
+        spec.long_name(long)
+    } else {
+        let mut chars = option.chars().skip(1);
+        match (chars.next(), chars.next()) {
+            (Some(c), None) => spec.short_name(c),
+            _ => return None,
+        }
+    };
+    (name != option).then_some(name)
+}
+
 /// Other names and front ends of the tools the packs speak about.
 fn front_end<'a>(base: &'a str, args: &'a [String]) -> (&'a str, &'a [String]) {
     match (base, args.split_first()) {
-        ("microk8s" | "k3s", Some((first, rest))) if first == "kubectl" => ("kubectl", rest),
+        ("microk8s" | "k3s", Some((first, rest)))
+            if matches!(first.as_str(), "kubectl" | "ctr" | "crictl") =>
+        {
+            (first.as_str(), rest)
+        }
         ("microk8s.kubectl" | "kubecolor", _) => ("kubectl", args),
         ("gpg2", _) => ("gpg", args),
+        // Release tracks run the same commands: `gcloud beta auth print-access-token`.
+        ("gcloud", Some((first, rest))) if matches!(first.as_str(), "alpha" | "beta") => {
+            ("gcloud", rest)
+        }
         _ => (base, args),
     }
 }
@@ -62,45 +206,94 @@ fn implied_verb(tool: &str, args: &[String]) -> Option<&'static str> {
     (matches!(tool, "pass" | "gopass") && !PASS_VERBS.contains(&first.as_str())).then_some("show")
 }
 
-/// Options (in order, values as the next word) and operands of one command.
+/// The words of one command as the tool reads them, in the order written.
 #[derive(Default)]
-struct Canonical {
-    options: Vec<String>,
-    operands: Vec<String>,
-    /// Both, in the order written (for tools that read options anywhere).
-    in_order: Vec<String>,
+struct Parsed(Vec<Arg>);
+
+impl Parsed {
+    /// Each option with its value as the next word.
+    fn options(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for a in &self.0 {
+            if let Arg::Option { name, value } = a {
+                out.push(name.clone());
+                out.extend(value.clone());
+            }
+        }
+        out
+    }
+
+    /// Operands, with whether each follows an option that may take it as its value.
+    fn operands(&self) -> impl Iterator<Item = (&str, bool)> {
+        self.0.iter().filter_map(|a| match a {
+            Arg::Operand { word, after_option } => Some((word.as_str(), *after_option)),
+            _ => None,
+        })
+    }
+
+    /// Options and operands in the order written, `--` where it was.
+    fn in_order(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for a in &self.0 {
+            match a {
+                Arg::Option { name, value } => {
+                    out.push(name.clone());
+                    out.extend(value.clone());
+                }
+                Arg::Operand { word, .. } => out.push(word.clone()),
+                Arg::End => out.push("--".to_owned()),
+            }
+        }
+        out
+    }
 }
 
 /// Rewrites `args` as `spec` says the tool reads them (or by the generic rules alone).
-fn canonical_args(args: &[String], spec: Option<&Spec>) -> Canonical {
-    let mut out = Canonical::default();
+fn parse_args(args: &[String], spec: Option<&Spec>) -> Parsed {
+    let mut out = Parsed::default();
+    // Whether the last word was an option that may take the next word as its value
+    // (neither the spec nor an attached value settles it).
+    let mut open = false;
     let mut i = 0;
     while let Some(arg) = args.get(i) {
         i += 1;
         if arg == "--" {
-            let rest = args
-                .get(i..)
-                .unwrap_or_default()
-                .iter()
-                .filter(|a| !a.is_empty());
-            out.operands.extend(rest.clone().cloned());
-            out.in_order.push(arg.clone());
-            out.in_order.extend(rest.cloned());
+            out.0.push(Arg::End);
+            out.0.extend(
+                args.get(i..)
+                    .unwrap_or_default()
+                    .iter()
+                    .filter(|a| !a.is_empty())
+                    .map(|a| Arg::Operand {
+                        word: a.clone(),
+                        after_option: false,
+                    }),
+            );
             break;
         }
-        let mut options = Vec::new();
+        let before = out.0.len();
         if let Some(long) = arg.strip_prefix("--") {
-            i += long_option(long, args.get(i), spec, &mut options);
+            i += long_option(long, args.get(i), spec, &mut out.0);
         } else if arg.len() > 1 && arg.starts_with('-') {
-            i += short_cluster(arg, args.get(i), spec, &mut options);
+            i += short_cluster(arg, args.get(i), spec, &mut out.0);
         } else if !arg.is_empty() {
             // An empty word is a value the analysis could not know (`"$(…)"`): no operand
             // the rules could name.
-            out.operands.push(arg.clone());
-            out.in_order.push(arg.clone());
+            out.0.push(Arg::Operand {
+                word: arg.clone(),
+                after_option: open,
+            });
+            open = false;
+            continue;
         }
-        out.in_order.extend(options.iter().cloned());
-        out.options.extend(options);
+        // `--raw=1`: the option had its say in its own word.
+        open = !arg.contains('=')
+            && match out.0.get(before..) {
+                Some([.., Arg::Option { name, value: None }]) => {
+                    !spec.is_some_and(|s| s.settles(name))
+                }
+                _ => false,
+            };
     }
     out
 }
@@ -110,7 +303,7 @@ fn long_option(
     long: &str,
     next: Option<&String>,
     spec: Option<&Spec>,
-    out: &mut Vec<String>,
+    out: &mut Vec<Arg>,
 ) -> usize {
     let (name, value) = match long.split_once('=') {
         Some((n, v)) => (n, Some(v)),
@@ -118,23 +311,21 @@ fn long_option(
     };
     let name = spec.map_or_else(|| format!("--{name}"), |s| s.long_name(name));
     let valued = spec.is_some_and(|s| s.valued(&name));
-    match value {
+    let (value, took) = match value {
         Some(v) if !valued => match boolean(v) {
-            Some(true) => out.push(name),
-            Some(false) => {}
-            None => out.extend([name, v.to_owned()]),
+            Some(true) => (None, 0),
+            Some(false) => return 0,
+            None => (Some(v.to_owned()), 0),
         },
-        Some(v) => out.extend([name, v.to_owned()]),
-        None if valued => {
-            out.push(name);
-            if let Some(v) = next {
-                out.push(v.clone());
-                return 1;
-            }
-        }
-        None => out.push(name),
-    }
-    0
+        Some(v) => (Some(v.to_owned()), 0),
+        None if valued => match next {
+            Some(v) => (Some(v.clone()), 1),
+            None => (None, 0),
+        },
+        None => (None, 0),
+    };
+    out.push(Arg::Option { name, value });
+    took
 }
 
 /// `-abc`: each short option in turn, the first that takes a value taking the rest of the
@@ -143,46 +334,55 @@ fn short_cluster(
     arg: &str,
     next: Option<&String>,
     spec: Option<&Spec>,
-    out: &mut Vec<String>,
+    out: &mut Vec<Arg>,
 ) -> usize {
     let Some(spec) = spec else {
-        out.push(arg.to_owned());
+        out.push(Arg::Option {
+            name: arg.to_owned(),
+            value: None,
+        });
         return 0;
     };
     for (j, c) in arg.char_indices().skip(1) {
         let name = spec.short_name(c);
         let valued = spec.valued(&name);
         // `-D` stands for two options: `--delete --force`.
-        out.extend(name.split_whitespace().map(str::to_owned));
+        out.extend(name.split_whitespace().map(|n| Arg::Option {
+            name: n.to_owned(),
+            value: None,
+        }));
         if valued {
             // `-v=/:/h` is `-v /:/h` to tools built on Go's pflag.
             let attached = arg.get(j + c.len_utf8()..).unwrap_or("");
             let attached = attached.strip_prefix('=').unwrap_or(attached);
-            if !attached.is_empty() {
-                out.push(attached.to_owned());
-                return 0;
+            let (value, took) = if !attached.is_empty() {
+                (Some(attached.to_owned()), 0)
+            } else if let Some(v) = next {
+                (Some(v.clone()), 1)
+            } else {
+                (None, 0)
+            };
+            if let Some(Arg::Option { value: slot, .. }) = out.last_mut() {
+                *slot = value;
             }
-            if let Some(v) = next {
-                out.push(v.clone());
-                return 1;
-            }
-            return 0;
+            return took;
         }
     }
     0
 }
 
-/// A boolean option's value as tools accept it (`--raw=1`, `--show-token=true`).
+/// A boolean option's value as tools accept it (`--raw=1`, `--show-token=true`, Go's `t`).
 fn boolean(value: &str) -> Option<bool> {
     match value.to_ascii_lowercase().as_str() {
-        "true" | "1" | "yes" | "on" => Some(true),
-        "false" | "0" | "no" | "off" => Some(false),
+        "true" | "t" | "1" | "yes" | "on" => Some(true),
+        "false" | "f" | "0" | "no" | "off" => Some(false),
         _ => None,
     }
 }
 
-/// `git [GLOBAL…] VERB ARGS…` → `git VERB OPTIONS -- OPERANDS`, or nothing for a dry run.
-fn git(args: &[String]) -> Option<String> {
+/// `git [GLOBAL…] VERB ARGS…` → the verb and its arguments as git reads them (global
+/// options dropped, an alias expanded, `-c` config applied), or nothing for a dry run.
+fn git(args: &[String]) -> Option<(String, Parsed)> {
     let globals = super::args::parse(args, GIT_GLOBAL_VALUED, true);
     let config: Vec<(String, &str)> = globals
         .values(&["-c"])
@@ -212,21 +412,21 @@ fn git(args: &[String]) -> Option<String> {
         _ => (verb.as_str(), rest),
     };
     let spec = specs::find("git", Some(&verb.to_owned()));
-    let mut c = canonical_args(rest, spec);
-    if spec.is_some_and(|s| s.is_dry_run(&c.options)) {
+    let mut parsed = parse_args(rest, spec);
+    if spec.is_some_and(|s| s.is_dry_run(&parsed.options())) {
         return None;
     }
-    apply_git_config(verb, &config, &mut c);
-    let mut words = vec!["git".to_owned(), verb.to_owned()];
-    words.extend(c.options);
-    words.push("--".to_owned());
-    words.extend(c.operands);
-    Some(words.join(" "))
+    apply_git_config(verb, &config, &mut parsed);
+    Some((verb.to_owned(), parsed))
 }
 
 /// Config given with `-c` that changes what the command does, written as the option or
 /// operand it stands for.
-fn apply_git_config(verb: &str, config: &[(String, &str)], c: &mut Canonical) {
+fn apply_git_config(verb: &str, config: &[(String, &str)], c: &mut Parsed) {
+    let option = |name: &str, value: Option<&str>| Arg::Option {
+        name: name.to_owned(),
+        value: value.map(str::to_owned),
+    };
     for (key, value) in config {
         let remote_key = key
             .strip_prefix("remote.")
@@ -234,20 +434,22 @@ fn apply_git_config(verb: &str, config: &[(String, &str)], c: &mut Canonical) {
             .map(|(_, last)| last);
         match (verb, remote_key, key.as_str()) {
             ("push", Some("mirror"), _) if boolean(value) == Some(true) => {
-                c.options.push("--mirror".to_owned());
+                c.0.push(option("--mirror", None));
             }
             // The configured refspec is used when the command line names none.
-            ("push", Some("push"), _) if c.operands.len() <= 1 => {
-                c.operands.push((*value).to_owned());
+            ("push", Some("push"), _) if c.operands().count() <= 1 => {
+                c.0.push(Arg::Operand {
+                    word: (*value).to_owned(),
+                    after_option: false,
+                });
             }
             // Git's own safety taken away: `clean` without `--force` cleans.
             ("clean", _, "clean.requireforce") if boolean(value) == Some(false) => {
-                c.options.push("--force".to_owned());
+                c.0.push(option("--force", None));
             }
             // Reflogs expired by `gc` are history deleted as a prune's objects are.
             ("gc", _, "gc.pruneexpire" | "gc.reflogexpire" | "gc.reflogexpireunreachable") => {
-                c.options
-                    .extend(["--prune".to_owned(), (*value).to_owned()]);
+                c.0.push(option("--prune", Some(value)));
             }
             _ => {}
         }

@@ -405,21 +405,24 @@ impl Walker<'_> {
             .collect::<Vec<_>>()
             .join(" ");
         self.out.command(line);
-        let canonical = if base == "git" && !self.git_config.is_empty() {
-            let mut with_config: Vec<String> = self
-                .git_config
-                .iter()
-                .flat_map(|kv| ["-c".to_owned(), kv.clone()])
-                .collect();
-            with_config.extend(args.iter().cloned());
-            super::canon::line(&base, &with_config)
-        } else {
-            super::canon::line(&base, args)
-        };
-        if let Some(canonical) = canonical {
+        // The words as the program reads them: git with the config set for this command
+        // (`GIT_CONFIG_*`, `-c` of an alias) in front.
+        let mut words_read = vec![base.clone()];
+        if base == "git" {
+            words_read.extend(
+                self.git_config
+                    .iter()
+                    .flat_map(|kv| ["-c".to_owned(), kv.clone()]),
+            );
+        }
+        words_read.extend(args.iter().cloned());
+        if let Some(canonical) = super::canon::line(&base, &words_read[1..]) {
             self.out.command(canonical);
         }
+        self.out.argv(words_read);
         if let Some(stops) = super::stop::line(family(&base), args) {
+            // Recorded as a command of its own too, for structured rules.
+            self.out.argv(stops.split(' ').map(str::to_owned).collect());
             self.out.command(stops);
         }
         let bypass = std::mem::take(&mut self.lookup) == Lookup::PastFunctions;

@@ -22,7 +22,7 @@
 //! command (functions, aliases, downloads, then the table) and holds the methods handlers
 //! share; `names` says what a command word is.
 mod args;
-mod canon;
+pub(crate) mod canon;
 mod code;
 mod code_eval;
 mod code_refs;

@@ -203,7 +203,7 @@ pub fn plan(rule: &Rule) -> Result<Plan, NotInKernel> {
                 .iter()
                 .find(|c| !matches!(c, Cond::Path(_) | Cond::Net(_)))
             {
-                Some(c @ (Cond::Tool(_) | Cond::Command(_) | Cond::Content(_))) => {
+                Some(c @ (Cond::Tool(_) | Cond::Command(_) | Cond::Run(_) | Cond::Content(_))) => {
                     NotInKernel::AlsoMatches(c.kind())
                 }
                 _ => NotInKernel::Composite,

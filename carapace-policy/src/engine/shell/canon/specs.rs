@@ -83,11 +83,19 @@ pub(super) struct Spec {
     longs: &'static [&'static str],
     /// Options that make the command only say what it would do.
     dry_run: &'static [&'static str],
+    /// Options known to take no value (where `longs` does not list every option): the word
+    /// after one is an operand.
+    flags: &'static [&'static str],
+    /// Long options under another name (`--net` is docker's `--network`).
+    aliases: &'static [(&'static str, &'static str)],
 }
 
 impl Spec {
     /// `--name` as the tool reads it: itself, or the one long option it abbreviates.
     pub(super) fn long_name(&self, name: &str) -> String {
+        if let Some((_, to)) = self.aliases.iter().find(|(from, _)| from[2..] == *name) {
+            return (*to).to_owned();
+        }
         if self.longs.is_empty() || self.longs.iter().any(|l| l[2..] == *name) {
             return format!("--{name}");
         }
@@ -108,6 +116,18 @@ impl Spec {
 
     pub(super) fn valued(&self, name: &str) -> bool {
         self.valued.contains(&name)
+    }
+
+    /// Whether the spec knows `name` well enough to say whether it takes a value: the word
+    /// after an option it does not know may be that option's value.
+    pub(super) fn settles(&self, name: &str) -> bool {
+        self.valued(name)
+            || self.longs.contains(&name)
+            || self.flags.contains(&name)
+            || self
+                .shorts
+                .iter()
+                .any(|(_, long)| long.split_whitespace().any(|l| l == name))
     }
 
     pub(super) fn is_dry_run(&self, options: &[String]) -> bool {
@@ -143,6 +163,8 @@ const fn spec(
         valued,
         longs: NONE,
         dry_run: NONE,
+        flags: NONE,
+        aliases: &[],
     }
 }
 
@@ -428,6 +450,8 @@ const GIT_PUSH: Spec = Spec {
         "--ipv6",
     ],
     dry_run: &["--dry-run"],
+    flags: NONE,
+    aliases: &[],
 };
 
 const GIT_RESET: Spec = Spec {
@@ -452,6 +476,8 @@ const GIT_RESET: Spec = Spec {
         "--pathspec-file-nul",
     ],
     dry_run: NONE,
+    flags: NONE,
+    aliases: &[],
 };
 
 const GIT_CLEAN: Spec = Spec {
@@ -463,6 +489,10 @@ const GIT_CLEAN: Spec = Spec {
         ('q', "--quiet"),
         ('i', "--interactive"),
         ('e', "--exclude"),
+        // No long names, but no values either: what follows is a path.
+        ('d', "-d"),
+        ('x', "-x"),
+        ('X', "-X"),
     ],
     valued: &["--exclude"],
     longs: &[
@@ -473,6 +503,8 @@ const GIT_CLEAN: Spec = Spec {
         "--exclude",
     ],
     dry_run: &["--dry-run", "--interactive"],
+    flags: NONE,
+    aliases: &[],
 };
 
 const GIT_BRANCH: Spec = Spec {
@@ -535,6 +567,8 @@ const GIT_BRANCH: Spec = Spec {
         "--recurse-submodules",
     ],
     dry_run: NONE,
+    flags: NONE,
+    aliases: &[],
 };
 
 const GIT_CHECKOUT: Spec = Spec {
@@ -571,6 +605,8 @@ const GIT_CHECKOUT: Spec = Spec {
         "--no-guess",
     ],
     dry_run: NONE,
+    flags: NONE,
+    aliases: &[],
 };
 
 const GIT_SWITCH: Spec = Spec {
@@ -606,6 +642,8 @@ const GIT_SWITCH: Spec = Spec {
         "--recurse-submodules",
     ],
     dry_run: NONE,
+    flags: NONE,
+    aliases: &[],
 };
 
 const GIT_RESTORE: Spec = Spec {
@@ -640,6 +678,8 @@ const GIT_RESTORE: Spec = Spec {
         "--pathspec-from-file",
     ],
     dry_run: NONE,
+    flags: NONE,
+    aliases: &[],
 };
 
 const GIT_PRUNE: Spec = Spec {
@@ -649,6 +689,8 @@ const GIT_PRUNE: Spec = Spec {
     valued: &["--expire"],
     longs: &["--dry-run", "--verbose", "--progress", "--expire"],
     dry_run: &["--dry-run"],
+    flags: NONE,
+    aliases: &[],
 };
 
 const GIT_REFLOG: Spec = Spec {
@@ -658,6 +700,8 @@ const GIT_REFLOG: Spec = Spec {
     valued: NONE,
     longs: NONE,
     dry_run: &["--dry-run"],
+    flags: NONE,
+    aliases: &[],
 };
 
 const GIT_GC: Spec = Spec {
@@ -677,9 +721,186 @@ const GIT_GC: Spec = Spec {
         "--no-cruft",
     ],
     dry_run: NONE,
+    flags: NONE,
+    aliases: &[],
 };
 
 const GIT_UPDATE_REF: Spec = spec("git", Some("update-ref"), &[], &["-m"]);
+
+/// Container engines (`docker run`, `podman create`, …): Go's pflag, no abbreviations.
+const CONTAINER_SHORTS: &[(char, &str)] = &[
+    ('v', "--volume"),
+    ('e', "--env"),
+    ('p', "--publish"),
+    ('u', "--user"),
+    ('w', "--workdir"),
+    ('i', "--interactive"),
+    ('t', "--tty"),
+    ('d', "--detach"),
+    ('P', "--publish-all"),
+];
+const CONTAINER_VALUED: &[&str] = &[
+    "--volume",
+    "--mount",
+    "--pid",
+    "--network",
+    "--ipc",
+    "--uts",
+    "--userns",
+    "--cap-add",
+    "--cap-drop",
+    "--device",
+    "--env",
+    "--env-file",
+    "--publish",
+    "--name",
+    "--user",
+    "--workdir",
+    "--entrypoint",
+    "--security-opt",
+    "--label",
+    "--hostname",
+    "--platform",
+];
+const CONTAINER_FLAGS: &[&str] = &[
+    "--privileged",
+    "--rm",
+    "--interactive",
+    "--tty",
+    "--detach",
+    "--publish-all",
+    "--init",
+    "--read-only",
+];
+const CONTAINER: Spec = Spec {
+    flags: CONTAINER_FLAGS,
+    aliases: &[("--net", "--network")],
+    ..spec("docker", None, CONTAINER_SHORTS, CONTAINER_VALUED)
+};
+
+/// `gh api` / `glab api`: method, fields and endpoint in any order.
+const FORGE_API_SHORTS: &[(char, &str)] = &[
+    ('X', "--method"),
+    ('F', "--field"),
+    ('f', "--raw-field"),
+    ('H', "--header"),
+    ('i', "--include"),
+    ('q', "--jq"),
+    ('t', "--template"),
+    ('p', "--preview"),
+];
+const FORGE_API_VALUED: &[&str] = &[
+    "--method",
+    "--field",
+    "--raw-field",
+    "--header",
+    "--jq",
+    "--template",
+    "--preview",
+    "--input",
+    "--hostname",
+    "--cache",
+];
+const FORGE_API_FLAGS: &[&str] = &[
+    "--include",
+    "--paginate",
+    "--silent",
+    "--verbose",
+    "--slurp",
+];
+
+/// `git config`: which options take a value, so that the key and value are told apart.
+const GIT_CONFIG: Spec = Spec {
+    flags: &[
+        "--get",
+        "--get-all",
+        "--get-regexp",
+        "--get-urlmatch",
+        "--global",
+        "--local",
+        "--system",
+        "--worktree",
+        "--show-origin",
+        "--show-scope",
+        "--null",
+        "--includes",
+        "--no-includes",
+        "--bool",
+        "--int",
+        "--path",
+        "--add",
+        "--replace-all",
+        "--unset",
+        "--unset-all",
+        "--list",
+        "--edit",
+        "--name-only",
+        "--all",
+    ],
+    ..spec(
+        "git",
+        Some("config"),
+        &[('f', "--file"), ('l', "--list"), ('e', "--edit")],
+        &[
+            "--file",
+            "--blob",
+            "--type",
+            "--default",
+            "--comment",
+            "--value",
+        ],
+    )
+};
+
+/// Secret managers whose bare `secrets` prints every secret.
+const DOPPLER: Spec = Spec {
+    flags: &[
+        "--raw",
+        "--json",
+        "--plain",
+        "--silent",
+        "--debug",
+        "--no-interactive",
+        "--only-names",
+        "--no-check-version",
+    ],
+    ..spec(
+        "doppler",
+        None,
+        &[('p', "--project"), ('c', "--config")],
+        &[
+            "--project",
+            "--config",
+            "--scope",
+            "--token",
+            "--format",
+            "--configuration",
+        ],
+    )
+};
+const INFISICAL: Spec = Spec {
+    flags: &[
+        "--plain",
+        "--silent",
+        "--expand",
+        "--include-imports",
+        "--recursive",
+    ],
+    ..spec(
+        "infisical",
+        None,
+        &[],
+        &[
+            "--env",
+            "--path",
+            "--projectId",
+            "--token",
+            "--domain",
+            "--tags",
+            "--type",
+        ],
+    )
+};
 
 const SPECS: &[Spec] = &[
     GIT_PUSH,
@@ -693,6 +914,26 @@ const SPECS: &[Spec] = &[
     GIT_REFLOG,
     GIT_GC,
     GIT_UPDATE_REF,
+    GIT_CONFIG,
+    CONTAINER,
+    Spec {
+        tool: "podman",
+        ..CONTAINER
+    },
+    Spec {
+        tool: "nerdctl",
+        ..CONTAINER
+    },
+    Spec {
+        flags: FORGE_API_FLAGS,
+        ..spec("gh", Some("api"), FORGE_API_SHORTS, FORGE_API_VALUED)
+    },
+    Spec {
+        flags: FORGE_API_FLAGS,
+        ..spec("glab", Some("api"), FORGE_API_SHORTS, FORGE_API_VALUED)
+    },
+    DOPPLER,
+    INFISICAL,
     spec("gh", Some("auth"), GH_AUTH_SHORTS, GH_AUTH_VALUED),
     spec("gh", Some("config"), HOST_SHORTS, HOST_VALUED),
     spec("glab", Some("auth"), GH_AUTH_SHORTS, GH_AUTH_VALUED),
