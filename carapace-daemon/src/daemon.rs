@@ -1,7 +1,7 @@
 //! `carapaced`, its composition root: read config.yaml and the rules, set up the cgroup root,
 //! start the kernel layer (or say in one line why it cannot run), reload sessions, wire the
-//! daemon's parts together and serve the API until SIGTERM / SIGINT. The client (`crate::cli`)
-//! shares only `crate::paths` and `crate::config` with it.
+//! daemon's parts together and serve the API until SIGTERM / SIGINT. The client (`src/cli/`,
+//! the `carapace` binary's own code) shares only `crate::paths` and `crate::config` with it.
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;

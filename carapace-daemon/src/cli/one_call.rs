@@ -1,12 +1,12 @@
-//! One `Evaluate` on the daemon's direct wire ([`crate::api::direct`]): what the one-call
+//! One `Evaluate` on the daemon's direct wire ([`carapace::api::direct`]): what the one-call
 //! clients (`hook`, `check`) use instead of opening an HTTP/2 connection for a single call.
 use std::io;
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::UnixStream;
 
-use crate::api::direct::{self, FrameError};
-use crate::api::proto::{EvaluateReply, EvaluateRequest};
+use carapace::api::direct::{self, FrameError};
+use carapace::api::proto::{EvaluateReply, EvaluateRequest};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OneCallError {
