@@ -141,10 +141,11 @@ pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
     check_lsm_list()?;
     let kernel_btf = btf::Btf::from_sys_fs()
         .map_err(|source| KernelUnavailable::NoBtf { source })?
-        .map_err(|e| KernelUnavailable::Btf(format!("cannot read kernel BTF: {e}")))?;
-    let lacks = |e: btf::BtfError| {
-        KernelUnavailable::Btf(format!("kernel BTF lacks what the programs need: {e}"))
-    };
+        .map_err(|source| KernelUnavailable::BtfUnreadable {
+            what: "kernel BTF",
+            source,
+        })?;
+    let lacks = KernelUnavailable::BtfLacks;
     let offsets = btf::program_offsets(&kernel_btf).map_err(lacks)?;
     let enums = btf::program_enums(&kernel_btf).map_err(lacks)?;
     let guards = optional_plan(&kernel_btf, &NAME_HOOKS)
@@ -153,8 +154,8 @@ pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
         .chain(optional_plan(&kernel_btf, &GUARDS))
         .collect::<Vec<_>>();
     let path_cache = path_cache_plan(&kernel_btf);
-    let aya_btf = AyaBtf::from_sys_fs()
-        .map_err(|e| KernelUnavailable::Btf(format!("cannot read kernel BTF: {e}")))?;
+    let aya_btf =
+        AyaBtf::from_sys_fs().map_err(|e| KernelUnavailable::BtfForLoading(Box::new(e)))?;
 
     ensure_bpffs(&settings.pin_dir)?;
     let maps_dir = settings.pin_dir.join("maps");

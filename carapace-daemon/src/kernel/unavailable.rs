@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use aya::programs::{links::LinkError, ProgramError};
 
+use super::btf::BtfError;
 use super::kfunc::Unreadable;
 use super::map_error::MapsError;
 
@@ -30,9 +31,19 @@ pub enum KernelUnavailable {
          CONFIG_DEBUG_INFO_BTF=y is required"
     )]
     NoBtf { source: std::io::Error },
-    /// The kernel's BTF could not be read, or lacks what the programs need.
-    #[error("{0}")]
-    Btf(String),
+    /// The kernel's BTF could not be parsed (`what`: the file, or "kernel BTF").
+    #[error("cannot read {what}: {source}")]
+    BtfUnreadable {
+        what: &'static str,
+        #[source]
+        source: BtfError,
+    },
+    /// aya could not read the kernel's BTF for loading.
+    #[error("cannot read kernel BTF: {0}")]
+    BtfForLoading(#[source] Box<aya::BtfError>),
+    /// The kernel's BTF lacks a struct, member or enum the programs read.
+    #[error("kernel BTF lacks what the programs need: {0}")]
+    BtfLacks(#[source] BtfError),
     /// The kernel was built without BPF LSM (no `bpf_lsm_*` attach points).
     #[error("the kernel has no bpf_lsm_file_open (built without CONFIG_BPF_LSM)")]
     NoLsmHooks,
@@ -160,7 +171,10 @@ impl KernelUnavailable {
                 "build carapaced without AYA_BUILD_SKIP (`cargo xtask setup` installs what the \
                  eBPF build needs)",
             ),
-            Self::NoBtf { .. } | Self::Btf(_) => Some(
+            Self::NoBtf { .. }
+            | Self::BtfUnreadable { .. }
+            | Self::BtfForLoading(_)
+            | Self::BtfLacks(_) => Some(
                 "use a kernel built with CONFIG_DEBUG_INFO_BTF=y (most distribution kernels are)",
             ),
             Self::NoLsmHooks => Some(
