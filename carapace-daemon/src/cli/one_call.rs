@@ -33,7 +33,7 @@ pub async fn evaluate(
     let (answered, len) = direct::reply_header(header)?;
     let mut body = vec![0u8; len];
     stream.read_exact(&mut body).await?;
-    direct::reply(answered, &body)?.map_err(OneCallError::Refused)
+    direct::reply(answered, &body)?.map_err(|refusal| OneCallError::Refused(refusal.0))
 }
 
 #[cfg(test)]
