@@ -78,38 +78,32 @@ pub(super) fn take_as<T: TryFrom<Map, Error = MapError>>(
         .map_err(|source| MapsError::WrongType { name, source })
 }
 
-macro_rules! typed {
-    ($maps:expr, $name:expr) => {
-        take_as($maps, $name)?
-    };
-}
-
 impl KernelMaps {
     pub fn new(mut maps: Vec<(String, Map)>) -> Result<Self, MapsError> {
         let maps = &mut maps;
-        let config: Array<MapData, Config> = typed!(maps, names::CONFIG);
+        let config: Array<MapData, Config> = take_as(maps, names::CONFIG)?;
         // A previous daemon's automata may be in force (pinned maps): write the other half.
         let dfa_in_force = config.get(&0, 0).map_or(0, |c| c.dfa);
         Ok(Self {
-            sessions: typed!(maps, names::SESSIONS),
-            default_session: typed!(maps, names::DEFAULT_SESSION),
-            rules: typed!(maps, names::RULES),
+            sessions: take_as(maps, names::SESSIONS)?,
+            default_session: take_as(maps, names::DEFAULT_SESSION)?,
+            rules: take_as(maps, names::RULES)?,
             config,
-            exact: typed!(maps, names::EXACT_PATHS),
-            prefix: typed!(maps, names::PREFIX_PATHS),
-            names: typed!(maps, names::NAMES),
-            inodes: typed!(maps, names::INODES),
-            ancestors: typed!(maps, names::ANCESTORS),
-            nets: typed!(maps, names::NETS),
-            dfa: typed!(maps, names::DFA),
-            dfa_trans: typed!(maps, names::DFA_TRANS),
-            dfa_accept: typed!(maps, names::DFA_ACCEPT),
-            dfa_live: typed!(maps, names::DFA_LIVE),
-            dfa_early: typed!(maps, names::DFA_EARLY),
-            dfa_early_refs: typed!(maps, names::DFA_EARLY_REFS),
-            cache_gen: typed!(maps, names::PATH_CACHE_GEN),
-            approved: typed!(maps, names::APPROVED_PATHS),
-            approved_addrs: typed!(maps, names::APPROVED_ADDRS),
+            exact: take_as(maps, names::EXACT_PATHS)?,
+            prefix: take_as(maps, names::PREFIX_PATHS)?,
+            names: take_as(maps, names::NAMES)?,
+            inodes: take_as(maps, names::INODES)?,
+            ancestors: take_as(maps, names::ANCESTORS)?,
+            nets: take_as(maps, names::NETS)?,
+            dfa: take_as(maps, names::DFA)?,
+            dfa_trans: take_as(maps, names::DFA_TRANS)?,
+            dfa_accept: take_as(maps, names::DFA_ACCEPT)?,
+            dfa_live: take_as(maps, names::DFA_LIVE)?,
+            dfa_early: take_as(maps, names::DFA_EARLY)?,
+            dfa_early_refs: take_as(maps, names::DFA_EARLY_REFS)?,
+            cache_gen: take_as(maps, names::PATH_CACHE_GEN)?,
+            approved: take_as(maps, names::APPROVED_PATHS)?,
+            approved_addrs: take_as(maps, names::APPROVED_ADDRS)?,
             dfa_in_force,
             rule_count: 0,
             current: KernelImage::default(),

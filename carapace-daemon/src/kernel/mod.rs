@@ -3,7 +3,9 @@
 //! - `btf`: struct offsets from the running kernel, passed to the programs as globals.
 //! - `loader`: probe, load, attach and pin the programs; adopt the pins of a previous daemon.
 //! - `links`: pinning a link in place of a previous daemon's, shared with `dns_programs`.
-//! - `maps`: write a [`KernelImage`] and session state into the maps.
+//! - `maps`: write a [`KernelImage`] and session state into the maps; `map_error` says why a
+//!   write failed ([`MapsError`]).
+//! - `unavailable`: why the layer cannot run ([`KernelUnavailable`]), by kind.
 //! - `events`: the denial ring buffer.
 //! - `kallsyms`: addresses the path cache needs.
 pub mod btf;
