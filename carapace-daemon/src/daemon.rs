@@ -1,26 +1,79 @@
 //! `carapaced`, its composition root: read config.yaml and the rules, set up the cgroup root,
 //! start the kernel layer (or say in one line why it cannot run), reload sessions, wire the
-//! daemon's parts together and serve the API until SIGTERM / SIGINT. The client (`crate::cli`)
-//! shares only `crate::paths` and `crate::config` with it.
+//! daemon's parts together and serve the API until SIGTERM / SIGINT. The client (`src/cli/`,
+//! the `carapace` binary's own code) shares only `crate::paths` and `crate::config` with it.
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use clap::Parser;
 
 use crate::api::reload::{self, Loaded, RuleSource};
 use crate::api::{self, Daemon};
-use crate::audit::{self, Ledger};
+use crate::audit::{self, AuditError, Ledger};
 use crate::config::{self, Config};
 use crate::gateway;
 use crate::kernel::{Kernel, KernelSettings, KernelUnavailable};
 use crate::llm::{self, Reviewer};
 use crate::paths::{DEFAULT_DATA_DIR, DEFAULT_SOCKET};
-use crate::session::cgroup::{CarapaceRoot, Hierarchy};
-use crate::session::db::Db;
-use crate::session::SessionManager;
+use crate::session::cgroup::{CarapaceRoot, CgroupError, Hierarchy};
+use crate::session::db::{Db, StoreError};
+use crate::session::{SessionError, SessionManager};
 use carapace_policy::rules::RuleSet;
+
+/// Why carapaced stopped (at start, or when the API server failed). Each says what it was
+/// doing; `main` logs it and exits with a failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DaemonError {
+    #[error("cannot create the data directory {}: {source}", dir.display())]
+    DataDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot open the audit ledger: {0}")]
+    OpenLedger(#[source] AuditError),
+    #[error("cannot write the audit ledger: {0}")]
+    WriteLedger(#[source] AuditError),
+    #[error("cannot find the cgroup v2 hierarchy: {0}")]
+    Hierarchy(#[source] CgroupError),
+    #[error("cannot create the Carapace cgroup: {0}")]
+    CgroupRoot(#[source] CgroupError),
+    #[error("cannot open the session database: {0}")]
+    SessionDb(#[source] StoreError),
+    #[error("cannot load the session store: {0}")]
+    SessionStore(#[source] SessionError),
+    #[error("cannot set up the LLM client: {0}")]
+    Llm(#[source] llm::LlmError),
+    #[error(transparent)]
+    Console(#[from] crate::console::StartError),
+    #[error("cannot listen on {addr} for metrics: {source}")]
+    Metrics {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A `--*-upstream` URL the gateway cannot use.
+    #[error("--{flag}: {source}")]
+    Upstream {
+        flag: &'static str,
+        #[source]
+        source: gateway::UpstreamError,
+    },
+    #[error("cannot bind the gateway to {addr}: {source}")]
+    GatewayBind {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read the gateway's address: {0}")]
+    GatewayAddress(#[source] std::io::Error),
+    #[error(transparent)]
+    Api(#[from] api::ApiError),
+    #[error("the API server failed: {0}")]
+    Serve(#[source] tonic::transport::Error),
+}
 
 /// bpffs directory where the kernel layer pins its programs and maps.
 pub const PIN_DIR: &str = "/sys/fs/bpf/carapace";
@@ -166,7 +219,7 @@ pub fn main() -> ExitCode {
     match runtime.block_on(run(args, source, rules, config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e:#}");
+            tracing::error!("{e}");
             ExitCode::FAILURE
         }
     }
@@ -210,13 +263,16 @@ pub fn start_kernel(root: &CarapaceRoot, rules: &RuleSet) -> Result<Kernel, Kern
     }
 }
 
-fn create_data_dir(dir: &Path) -> anyhow::Result<()> {
+fn create_data_dir(dir: &Path) -> Result<(), DaemonError> {
     use std::os::unix::fs::DirBuilderExt as _;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o755)
         .create(dir)
-        .with_context(|| format!("cannot create the data directory {}", dir.display()))
+        .map_err(|source| DaemonError::DataDir {
+            dir: dir.to_path_buf(),
+            source,
+        })
 }
 
 /// Opens the audit ledger; a ledger that cannot be opened or whose end is damaged stops the
@@ -224,18 +280,17 @@ fn create_data_dir(dir: &Path) -> anyhow::Result<()> {
 async fn open_ledger(
     data_dir: &Path,
     acknowledge: audit::ledger::Acknowledge,
-) -> anyhow::Result<Arc<Ledger>> {
+) -> Result<Arc<Ledger>, DaemonError> {
     let options = audit::Options {
         acknowledge,
         ..audit::Options::default()
     };
-    let (ledger, recovery) =
-        Ledger::open(data_dir, options).context("cannot open the audit ledger")?;
+    let (ledger, recovery) = Ledger::open(data_dir, options).map_err(DaemonError::OpenLedger)?;
     let ledger = Arc::new(ledger);
     let seq = ledger
         .append(audit::ledger::opened_event(&recovery))
         .await
-        .context("cannot write the audit ledger")?;
+        .map_err(DaemonError::WriteLedger)?;
     // The head before this start, in the log too: a copy outside the ledger's directory
     // shows a later rewrite of the chain.
     tracing::info!(
@@ -248,11 +303,16 @@ async fn open_ledger(
     Ok(ledger)
 }
 
-async fn run(args: Args, source: RuleSource, loaded: Loaded, config: Config) -> anyhow::Result<()> {
+async fn run(
+    args: Args,
+    source: RuleSource,
+    loaded: Loaded,
+    config: Config,
+) -> Result<(), DaemonError> {
     create_data_dir(&args.data_dir)?;
     let ledger = open_ledger(&args.data_dir, config.audit_acknowledge).await?;
-    let hierarchy = Hierarchy::discover().context("cannot find the cgroup v2 hierarchy")?;
-    let root = CarapaceRoot::create(&hierarchy).context("cannot create the Carapace cgroup")?;
+    let hierarchy = Hierarchy::discover().map_err(DaemonError::Hierarchy)?;
+    let root = CarapaceRoot::create(&hierarchy).map_err(DaemonError::CgroupRoot)?;
     tracing::info!(
         cgroup = %root.dir.display(),
         id = root.id,
@@ -265,9 +325,9 @@ async fn run(args: Args, source: RuleSource, loaded: Loaded, config: Config) -> 
     };
     let events = kernel.as_mut().and_then(Kernel::take_events);
     let dns_maps = kernel.as_ref().and_then(Kernel::dns);
-    let db = Db::open(&args.data_dir).context("cannot open the session database")?;
+    let db = Db::open(&args.data_dir).map_err(DaemonError::SessionDb)?;
     let sessions = SessionManager::open(hierarchy, root, Arc::new(db), kernel)
-        .context("cannot load the session store")?;
+        .map_err(DaemonError::SessionStore)?;
     // Rule indices may differ from those the pinned maps hold for adopted sessions.
     crate::session::state::sync_all(&sessions, &loaded.rules);
     let timeout = args
@@ -321,7 +381,7 @@ async fn run(args: Args, source: RuleSource, loaded: Loaded, config: Config) -> 
     if let Some(gateway) = gateway {
         gateway.abort();
     }
-    result.context("the API server failed")?;
+    result.map_err(DaemonError::Serve)?;
     tracing::info!("stopped; live sessions are resumed at next start");
     Ok(())
 }
@@ -332,10 +392,9 @@ fn llm_reviewer(
     data_dir: &Path,
     model: Option<llm::LlmConfig>,
     rules: &RuleSet,
-) -> anyhow::Result<Reviewer> {
+) -> Result<Reviewer, DaemonError> {
     let file = data_dir.join(config::FILE_NAME);
-    let reviewer = Reviewer::new(model, &file.display().to_string())
-        .context("cannot set up the LLM client")?;
+    let reviewer = Reviewer::new(model, &file.display().to_string()).map_err(DaemonError::Llm)?;
     let needing: Vec<&str> = rules
         .rules()
         .iter()
@@ -359,10 +418,10 @@ fn llm_reviewer(
 async fn serve_metrics(
     daemon: Arc<Daemon>,
     addr: std::net::SocketAddr,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+) -> Result<tokio::task::JoinHandle<()>, DaemonError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .with_context(|| format!("cannot listen on {addr} for metrics"))?;
+        .map_err(|source| DaemonError::Metrics { addr, source })?;
     let bound = listener.local_addr().unwrap_or(addr);
     if !bound.ip().is_loopback() {
         tracing::warn!("the metrics endpoint {bound} is reachable from other machines");
@@ -376,12 +435,12 @@ async fn serve_metrics(
 async fn start_gateway(
     args: &Args,
     daemon: &Arc<Daemon>,
-) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+) -> Result<Option<tokio::task::JoinHandle<()>>, DaemonError> {
     let Some(addr) = args.gateway else {
         return Ok(None);
     };
-    let upstream = |url: &str, flag: &str| {
-        gateway::Upstream::parse(url).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+    let upstream = |url: &str, flag: &'static str| {
+        gateway::Upstream::parse(url).map_err(|source| DaemonError::Upstream { flag, source })
     };
     let config = gateway::Config {
         anthropic: upstream(&args.anthropic_upstream, "anthropic-upstream")?,
@@ -390,10 +449,8 @@ async fn start_gateway(
     };
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .with_context(|| format!("cannot bind the gateway to {addr}"))?;
-    let bound = listener
-        .local_addr()
-        .context("cannot read the gateway's address")?;
+        .map_err(|source| DaemonError::GatewayBind { addr, source })?;
+    let bound = listener.local_addr().map_err(DaemonError::GatewayAddress)?;
     if !bound.ip().is_loopback() {
         tracing::warn!(
             "the gateway listens on {bound}, beyond loopback: other machines can use it"

@@ -106,7 +106,10 @@ pub fn probe_bpf_lsm() -> Result<(), KernelUnavailable> {
     const BPF_LSM_MAC: u32 = 27;
     let btf = std::fs::read(BTF_FILE).map_err(|source| KernelUnavailable::NoBtf { source })?;
     let attach_btf_id = crate::kernel::btf::func_id(&btf, b"bpf_lsm_file_open")
-        .map_err(|e| KernelUnavailable::Btf(format!("cannot read {BTF_FILE}: {e}")))?
+        .map_err(|source| KernelUnavailable::BtfUnreadable {
+            what: BTF_FILE,
+            source,
+        })?
         .ok_or(KernelUnavailable::NoLsmHooks)?;
     // r0 = 0; exit
     let insns: [u8; 16] = [0xb7, 0, 0, 0, 0, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0];

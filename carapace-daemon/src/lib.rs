@@ -1,8 +1,8 @@
 //! Carapace: a guardrail for AI agents. See DESIGN.md at the repository's shared root for the
-//! architecture; each module's doc says which part it is.
+//! architecture; each module's doc says which part it is. The `carapace` client's code
+//! (`src/cli/`) is not part of it: it is that binary's top level (see ARCHITECTURE.md).
 pub mod api;
 pub mod audit;
-pub mod cli;
 pub mod config;
 pub mod console;
 pub mod daemon;

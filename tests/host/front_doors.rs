@@ -356,7 +356,11 @@ fn direct_call(socket: &Path, bytes: &[u8]) -> Option<Result<EvaluateReply, Stri
     let (answered, len) = direct::reply_header(header).expect("a reply header");
     let mut body = vec![0u8; len];
     stream.read_exact(&mut body).expect("the reply body");
-    Some(direct::reply(answered, &body).expect("a reply body"))
+    Some(
+        direct::reply(answered, &body)
+            .expect("a reply body")
+            .map_err(|refusal| refusal.0),
+    )
 }
 
 #[test]

@@ -1,11 +1,15 @@
-//! `cargo xtask string-errors`: no `Result<…, String>` in the library code of the policy
-//! crate and the daemon (issue 22). A string error can only be shown or compared as text;
-//! a `thiserror` enum lets callers match on what went wrong and keeps the source error.
+//! `cargo xtask string-errors`: no `Result<…, String>` and no `anyhow` in the library code
+//! of the policy crate and the daemon (issue 22). A string error can only be shown or
+//! compared as text, and an `anyhow::Error` only shown or downcast; a `thiserror` enum lets
+//! callers match on what went wrong and keeps the source error. `anyhow` belongs to the
+//! binaries (`src/bin/`) and xtask, where an error's only use is a line for a person.
 //!
 //! The check follows each crate's module tree from `src/lib.rs`, so binaries (`src/bin/`,
 //! which use `anyhow`) are not reached, and it skips `#[cfg(test)]` modules and items (tests
 //! may fail with any text they like). Any path `Result<_, String>` counts: in a signature, a
 //! field, a type alias, a closure's return type or a turbofish; so does `type Err = String`.
+//! `anyhow` counts in any path (`anyhow::Result`, `anyhow::bail!`), any `use` of it, and any
+//! mention inside a macro's arguments (`format!("{}", anyhow::anyhow!(…))`).
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -15,36 +19,63 @@ use syn::visit::Visit;
 /// The crates checked, by directory.
 const CRATES: &[&str] = &["carapace-policy", "carapace-daemon"];
 
+/// What one crate's library code holds that it should not, as `file:line` each.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Found {
+    string_results: Vec<String>,
+    anyhow: Vec<String>,
+}
+
 /// Checks every crate; the error lists each place.
 pub fn check(root: &Path) -> Result<()> {
-    let mut found = Vec::new();
+    let mut found = Found::default();
     for krate in CRATES {
         let src = root.join(krate).join("src");
-        found.extend(check_crate(&src).with_context(|| format!("reading {}", src.display()))?);
+        let one = check_crate(&src).with_context(|| format!("reading {}", src.display()))?;
+        found.string_results.extend(one.string_results);
+        found.anyhow.extend(one.anyhow);
     }
-    if found.is_empty() {
+    if found == Found::default() {
         println!(
-            "string-errors: no Result<_, String> in {}",
+            "string-errors: no Result<_, String> and no anyhow in the library code of {}",
             CRATES.join(", ")
         );
         return Ok(());
     }
-    let mut text = String::new();
     let root = format!("{}/", root.display());
-    for at in &found {
-        let at = at.strip_prefix(&root).unwrap_or(at);
-        let _ = write!(text, "\n    {at}");
+    let list = |places: &[String]| {
+        let mut text = String::new();
+        for at in places {
+            let at = at.strip_prefix(&root).unwrap_or(at);
+            let _ = write!(text, "\n    {at}");
+        }
+        text
+    };
+    let mut report = Vec::new();
+    if !found.string_results.is_empty() {
+        report.push(format!(
+            "{} Result<_, String> in library code:{}",
+            found.string_results.len(),
+            list(&found.string_results)
+        ));
+    }
+    if !found.anyhow.is_empty() {
+        report.push(format!(
+            "{} uses of anyhow in library code (anyhow is for binaries and xtask):{}",
+            found.anyhow.len(),
+            list(&found.anyhow)
+        ));
     }
     anyhow::bail!(
-        "{} Result<_, String> in library code; give each an error enum (thiserror) whose \
-         variants say what went wrong:{text}",
-        found.len()
+        "{}\ngive each an error enum (thiserror) whose variants say what went wrong",
+        report.join("\n")
     )
 }
 
-/// `file:line` of each `Result<_, String>` in the crate whose sources are in `src`.
-fn check_crate(src: &Path) -> Result<Vec<String>> {
-    let mut found = Vec::new();
+/// `file:line` of each `Result<_, String>` and each use of `anyhow` in the crate whose
+/// sources are in `src`.
+fn check_crate(src: &Path) -> Result<Found> {
+    let mut found = Found::default();
     let mut pending = vec![(src.join("lib.rs"), src.to_path_buf())];
     while let Some((file, dir)) = pending.pop() {
         let text = std::fs::read_to_string(&file)
@@ -60,7 +91,9 @@ fn check_crate(src: &Path) -> Result<Vec<String>> {
         };
         walk.visit_file(&ast);
     }
-    found.sort();
+    found.string_results.sort();
+    found.anyhow.sort();
+    found.anyhow.dedup();
     Ok(found)
 }
 
@@ -69,7 +102,7 @@ struct Walk<'a> {
     file: &'a Path,
     /// Where the files of `mod x;` items are, innermost inline module last.
     dirs: Vec<PathBuf>,
-    found: &'a mut Vec<String>,
+    found: &'a mut Found,
     /// `(file, directory of its child modules)` still to read.
     modules: &'a mut Vec<(PathBuf, PathBuf)>,
 }
@@ -77,6 +110,16 @@ struct Walk<'a> {
 impl Walk<'_> {
     fn dir(&self) -> &Path {
         self.dirs.last().map_or(Path::new("."), PathBuf::as_path)
+    }
+
+    fn string_result_at(&mut self, line: usize) {
+        let at = format!("{}:{line}", self.file.display());
+        self.found.string_results.push(at);
+    }
+
+    fn anyhow_at(&mut self, span: proc_macro2::Span) {
+        let at = format!("{}:{}", self.file.display(), span.start().line);
+        self.found.anyhow.push(at);
     }
 
     /// The file of `mod name;` declared here, and the directory of its own children.
@@ -118,8 +161,7 @@ impl<'ast> Visit<'ast> for Walk<'_> {
     fn visit_impl_item_type(&mut self, t: &'ast syn::ImplItemType) {
         // `type Err = String` in `FromStr` (or `Error` in `TryFrom`) is the same thing.
         if (t.ident == "Err" || t.ident == "Error") && is_string(&t.ty) {
-            let line = t.ident.span().start().line;
-            self.found.push(format!("{}:{line}", self.file.display()));
+            self.string_result_at(t.ident.span().start().line);
         }
         syn::visit::visit_impl_item_type(self, t);
     }
@@ -144,9 +186,35 @@ impl<'ast> Visit<'ast> for Walk<'_> {
                 .segments
                 .last()
                 .map_or(0, |s| s.ident.span().start().line);
-            self.found.push(format!("{}:{line}", self.file.display()));
+            self.string_result_at(line);
+        }
+        if let Some(first) = path.segments.first().filter(|s| s.ident == "anyhow") {
+            self.anyhow_at(first.ident.span());
         }
         syn::visit::visit_path(self, path);
+    }
+
+    fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
+        // Only the tree's root names a crate (`use a::anyhow` is someone else's).
+        if let Some(span) = names_anyhow(&item.tree) {
+            self.anyhow_at(span);
+        }
+        syn::visit::visit_item_use(self, item);
+    }
+
+    fn visit_item_extern_crate(&mut self, item: &'ast syn::ItemExternCrate) {
+        if item.ident == "anyhow" {
+            self.anyhow_at(item.ident.span());
+        }
+        syn::visit::visit_item_extern_crate(self, item);
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        // A macro's arguments are tokens, not syntax the visitor walks.
+        if let Some(span) = anyhow_token(mac.tokens.clone()) {
+            self.anyhow_at(span);
+        }
+        syn::visit::visit_macro(self, mac);
     }
 }
 
@@ -171,6 +239,26 @@ fn is_string_result(path: &syn::Path) -> bool {
         })
         .collect();
     matches!(types.as_slice(), [_, error] if is_string(error))
+}
+
+/// Where a `use` tree's root is the `anyhow` crate (`use anyhow::…`, `use {anyhow::…, …}`).
+fn names_anyhow(tree: &syn::UseTree) -> Option<proc_macro2::Span> {
+    match tree {
+        syn::UseTree::Path(p) if p.ident == "anyhow" => Some(p.ident.span()),
+        syn::UseTree::Name(n) if n.ident == "anyhow" => Some(n.ident.span()),
+        syn::UseTree::Rename(r) if r.ident == "anyhow" => Some(r.ident.span()),
+        syn::UseTree::Group(g) => g.items.iter().find_map(names_anyhow),
+        _ => None,
+    }
+}
+
+/// The first `anyhow` identifier among a macro's tokens, however deeply grouped.
+fn anyhow_token(tokens: proc_macro2::TokenStream) -> Option<proc_macro2::Span> {
+    tokens.into_iter().find_map(|token| match token {
+        proc_macro2::TokenTree::Ident(i) if i == "anyhow" => Some(i.span()),
+        proc_macro2::TokenTree::Group(g) => anyhow_token(g.stream()),
+        _ => None,
+    })
 }
 
 /// `String`, however its path is written.
@@ -255,7 +343,7 @@ mod tests {
             "bin/x.rs",
             "fn main() -> Result<(), String> { Ok(()) }\n",
         );
-        assert_eq!(check_crate(&dir).expect("reads"), Vec::<String>::new());
+        assert_eq!(check_crate(&dir).expect("reads"), Found::default());
 
         // A field two lines into a nested module's file, and a closure in an inline module.
         write(
@@ -271,7 +359,46 @@ mod tests {
         let found = check_crate(&dir).expect("reads");
         let b = |line| format!("{}:{line}", dir.join("a/b.rs").display());
         let lib = format!("{}:3", dir.join("lib.rs").display());
-        assert_eq!(found, vec![b(3), b(6), lib]);
+        assert_eq!(found.string_results, vec![b(3), b(6), lib]);
+        assert_eq!(found.anyhow, Vec::<String>::new());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn anyhow_in_library_code_fails_and_in_tests_or_binaries_does_not() {
+        let dir = std::env::temp_dir().join(format!("xtask-anyhow-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        write(
+            &dir,
+            "lib.rs",
+            "mod a;\n#[cfg(test)]\nmod tests {\n    fn t() -> anyhow::Result<()> { Ok(()) }\n}\n",
+        );
+        // Someone else's `anyhow` module, and the word in a string, are not the crate.
+        write(
+            &dir,
+            "a.rs",
+            "use crate::errors::anyhow;\nfn f() -> String { format!(\"anyhow\") }\n",
+        );
+        write(
+            &dir,
+            "bin/x.rs",
+            "use anyhow::Context as _;\nfn main() -> anyhow::Result<()> { Ok(()) }\n",
+        );
+        assert_eq!(check_crate(&dir).expect("reads"), Found::default());
+
+        // A `use` (also inside a group), a signature, a macro path, and a mention inside
+        // another macro's arguments, each on its own line.
+        write(
+            &dir,
+            "a.rs",
+            "use anyhow::Context as _;\nuse {std::io, anyhow::bail};\n\
+             fn f() -> anyhow::Result<()> {\n    anyhow::ensure!(true, \"x\");\n\
+             \x20   let _ = vec![anyhow::anyhow!(\"y\")];\n    Ok(())\n}\n",
+        );
+        let found = check_crate(&dir).expect("reads");
+        let a = |line| format!("{}:{line}", dir.join("a.rs").display());
+        assert_eq!(found.anyhow, vec![a(1), a(2), a(3), a(4), a(5)]);
+        assert_eq!(found.string_results, Vec::<String>::new());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

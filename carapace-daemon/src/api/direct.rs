@@ -108,14 +108,20 @@ pub fn reply_header(header: [u8; 5]) -> Result<(bool, usize), FrameError> {
     Ok((answered, len))
 }
 
-/// Decodes a reply body: the daemon's answer, or its refusal's message.
-pub fn reply(answered: bool, body: &[u8]) -> Result<Result<EvaluateReply, String>, FrameError> {
+/// The daemon's refusal of a call on the direct wire: its message, as `Evaluate`'s gRPC
+/// status would have said it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub String);
+
+/// Decodes a reply body: the daemon's answer, or its refusal.
+pub fn reply(answered: bool, body: &[u8]) -> Result<Result<EvaluateReply, Refusal>, FrameError> {
     if answered {
         EvaluateReply::decode(body)
             .map(Ok)
             .map_err(|e| FrameError::Body(e.to_string()))
     } else {
-        Ok(Err(String::from_utf8_lossy(body).into_owned()))
+        Ok(Err(Refusal(String::from_utf8_lossy(body).into_owned())))
     }
 }
 
@@ -176,7 +182,7 @@ mod tests {
             let (answered, len) = reply_header(frame[..5].try_into().unwrap()).unwrap();
             assert_eq!(len, frame.len() - 5);
             let back = reply(answered, &frame[5..]).unwrap();
-            assert_eq!(back, outcome.cloned().map_err(str::to_owned));
+            assert_eq!(back, outcome.cloned().map_err(|m| Refusal(m.to_owned())));
         }
     }
 

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use crate::api::proto::StatusReply;
-use crate::audit::files::{self, audit_dir};
-use crate::audit::record::{self, Record};
-use crate::audit::verify::verify;
-use crate::paths::DEFAULT_DATA_DIR;
+use carapace::api::proto::StatusReply;
+use carapace::audit::files::{self, audit_dir};
+use carapace::audit::record::{self, Record};
+use carapace::audit::verify::verify;
+use carapace::paths::DEFAULT_DATA_DIR;
 
 /// How often `tail --follow` looks for new records.
 const FOLLOW_INTERVAL: Duration = Duration::from_millis(200);
@@ -318,7 +318,7 @@ pub fn status_lines(s: &StatusReply) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::{Event, Kind, Ledger, Options, RuleRef};
+    use carapace::audit::{Event, Kind, Ledger, Options, RuleRef};
 
     #[test]
     fn follow_reads_complete_lines_across_segments() {

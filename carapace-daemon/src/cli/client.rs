@@ -13,13 +13,13 @@ use tonic::transport::Channel;
 use super::connect::connect;
 use super::exit::exit_code;
 use super::pty;
-use crate::api::proto::carapace_client::CarapaceClient;
-use crate::api::proto::{
+use carapace::api::proto::carapace_client::CarapaceClient;
+use carapace::api::proto::{
     CreateSessionReply, CreateSessionRequest, Denial, EndSessionRequest, StatusRequest,
     WatchSessionRequest,
 };
-use crate::paths::DEFAULT_SOCKET;
-use crate::sandbox::{landlock, limits, PrivDrop};
+use carapace::paths::DEFAULT_SOCKET;
+use carapace::sandbox::{landlock, limits, PrivDrop};
 
 /// How long `run` keeps printing denials after the command exits (events can trail it).
 const GRACE: Duration = Duration::from_millis(200);
@@ -267,7 +267,7 @@ pub fn main() -> ExitCode {
 pub fn denial_line(d: &Denial) -> String {
     format!(
         "carapace: blocked {} (rule {}: {})",
-        crate::api::denial::phrase(&d.operation, &d.subject),
+        carapace::api::denial::phrase(&d.operation, &d.subject),
         d.rule_id,
         d.message
     )
@@ -705,7 +705,7 @@ const LEARNED_SHOWN: usize = 20;
 
 /// A session's resolver and the addresses it handed out (none when it has no resolver).
 #[must_use]
-pub fn resolver_lines(s: &crate::api::proto::SessionInfo) -> Vec<String> {
+pub fn resolver_lines(s: &carapace::api::proto::SessionInfo) -> Vec<String> {
     if s.resolver_port == 0 {
         return Vec::new();
     }
@@ -729,7 +729,7 @@ pub fn resolver_lines(s: &crate::api::proto::SessionInfo) -> Vec<String> {
 
 /// One line about the LLM reviewer: what it uses and what it cost so far.
 #[must_use]
-pub fn llm_line(llm: &crate::api::proto::LlmStatus) -> String {
+pub fn llm_line(llm: &carapace::api::proto::LlmStatus) -> String {
     if !llm.available {
         return format!("LLM review: {}", llm.description);
     }
@@ -754,7 +754,7 @@ mod tests {
 
     #[test]
     fn status_lists_a_sessions_resolver_and_what_it_handed_out() {
-        use crate::api::proto::{LearnedAddress, SessionInfo};
+        use carapace::api::proto::{LearnedAddress, SessionInfo};
         let mut s = SessionInfo::default();
         assert!(resolver_lines(&s).is_empty(), "no resolver, no line");
         s.resolver_port = 40_000;

@@ -7,7 +7,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 
-use crate::api::proto::carapace_client::CarapaceClient;
+use carapace::api::proto::carapace_client::CarapaceClient;
 
 /// Connects to the daemon's Unix socket.
 pub async fn connect(socket: &Path) -> anyhow::Result<CarapaceClient<Channel>> {

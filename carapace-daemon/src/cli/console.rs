@@ -2,7 +2,7 @@
 use std::path::Path;
 
 use super::connect::connect;
-use crate::api::proto::ConsoleUrlRequest;
+use carapace::api::proto::ConsoleUrlRequest;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::api::proto::StatusRequest;
-use crate::host;
-use crate::kernel::unavailable::KernelUnavailable;
-use crate::paths::DEFAULT_DATA_DIR;
+use carapace::api::proto::StatusRequest;
+use carapace::host;
+use carapace::kernel::unavailable::KernelUnavailable;
+use carapace::paths::DEFAULT_DATA_DIR;
 
 /// Oldest kernel with BPF LSM (`BPF_PROG_TYPE_LSM`).
 const MIN_KERNEL: (u32, u32) = (5, 7);
@@ -270,7 +270,7 @@ fn data_dir(dir: &Path) -> Check {
         ))
         .fix(format!("sudo chown root:root {0} && sudo chmod 0755 {0}", dir.display())),
         Ok(_) => {
-            let audit = crate::audit::files::audit_dir(dir);
+            let audit = carapace::audit::files::audit_dir(dir);
             match std::fs::metadata(&audit) {
                 Ok(m) if m.permissions().mode() & 0o077 != 0 => check("data-dir", true, State::Fail, format!(
                     "{} is readable by others (mode {:o})", audit.display(), m.permissions().mode() & 0o7777
@@ -351,7 +351,7 @@ async fn daemon(socket: &Path) -> Check {
 }
 
 fn ledger(data_dir: &Path) -> Check {
-    let dir = crate::audit::files::audit_dir(data_dir);
+    let dir = carapace::audit::files::audit_dir(data_dir);
     if !dir.exists() {
         return check(
             "audit-ledger",
@@ -369,7 +369,7 @@ fn ledger(data_dir: &Path) -> Check {
         )
         .fix("run `sudo carapace doctor`");
     }
-    match crate::audit::verify::verify(&dir) {
+    match carapace::audit::verify::verify(&dir) {
         Ok(r) => check("audit-ledger", true, State::Ok, format!("{} records verify; last hash {}", r.records, r.last_hash)),
         Err(p) => check("audit-ledger", true, State::Fail, format!("the ledger does not verify: {p}"))
             .fix(format!("see `sudo carapace audit verify`; keep the directory as evidence and move {} aside so that carapaced starts a new ledger", dir.display())),
@@ -379,8 +379,8 @@ fn ledger(data_dir: &Path) -> Check {
 /// `config.yaml`, read as the daemon reads it: a file it would refuse fails here, with the
 /// same diagnostics (`file:line:column` and a did-you-mean).
 pub(crate) fn config(data_dir: &Path) -> Check {
-    let path = data_dir.join(crate::config::FILE_NAME);
-    match crate::config::load(data_dir) {
+    let path = data_dir.join(carapace::config::FILE_NAME);
+    match carapace::config::load(data_dir) {
         Ok(_) if !path.exists() => check(
             "config",
             true,
@@ -421,8 +421,8 @@ fn host_port(url: &str) -> Option<(String, u16)> {
 }
 
 pub(crate) async fn llm(data_dir: &Path) -> Check {
-    let path = data_dir.join(crate::config::FILE_NAME);
-    let model = match crate::config::load(data_dir) {
+    let path = data_dir.join(carapace::config::FILE_NAME);
+    let model = match carapace::config::load(data_dir) {
         Ok(config) => config.llm,
         Err(_) => {
             return check(
@@ -531,7 +531,7 @@ mod tests {
         // The endpoint is the one the daemon's reader finds (`config::parse`), not a reading
         // of doctor's own.
         let endpoint = |text: &str| {
-            crate::config::parse("config.yaml", text)
+            carapace::config::parse("config.yaml", text)
                 .ok()
                 .and_then(|c| c.llm)
                 .map(|m| m.base_url)

@@ -8,11 +8,11 @@ use tonic::transport::Channel;
 
 use super::connect::connect;
 use super::one_call::{self, OneCallError};
-use crate::api::proto::carapace_client::CarapaceClient;
-use crate::api::proto::{EvaluateReply, EvaluateRequest, ScanHistoryRequest};
-use crate::llm::review::Subject;
-use crate::llm::Reviewer;
-use crate::paths::DEFAULT_DATA_DIR;
+use carapace::api::proto::carapace_client::CarapaceClient;
+use carapace::api::proto::{EvaluateReply, EvaluateRequest, ScanHistoryRequest};
+use carapace::llm::review::Subject;
+use carapace::llm::Reviewer;
+use carapace::paths::DEFAULT_DATA_DIR;
 use carapace_policy::engine::guardrail::{self, TaskAnswer};
 use carapace_policy::engine::{
     self, Activation, CallError, Context, Decision, HistoryReport, Layer, ToolCall,
@@ -114,7 +114,7 @@ fn local_rules(file: Option<&Path>) -> anyhow::Result<RuleSet> {
         Some(p) => Some(p.to_path_buf()),
         None => std::fs::File::open(&default).is_ok().then_some(default),
     };
-    RuleSet::load_for_layer1(path.as_deref(), &crate::policy_host::options())
+    RuleSet::load_for_layer1(path.as_deref(), &carapace::policy_host::options())
         .map_err(|d| anyhow::anyhow!("{d}"))
         .with_context(|| match &path {
             Some(p) => format!("the rules in {} do not validate", p.display()),
@@ -157,7 +157,7 @@ impl Evaluator {
                 Box::leak(Box::new(local_rules(source.rules.as_deref())?));
             let ctx = Context {
                 cwd,
-                ..crate::policy_host::current_context()
+                ..carapace::policy_host::current_context()
             };
             Ok(Self::Local { rules, ctx })
         };
@@ -301,7 +301,7 @@ impl Evaluator {
     /// Layer 0 over a whole transcript.
     pub async fn scan_history(&mut self, transcript: &str) -> anyhow::Result<HistoryReport> {
         if let Self::Local { rules, ctx } = self {
-            return Ok(crate::llm::review::unreviewed_history(
+            return Ok(carapace::llm::review::unreviewed_history(
                 rules,
                 engine::scan_history(rules, transcript, ctx, &Activation::default()),
             ));

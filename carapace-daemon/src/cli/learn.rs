@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use crate::config::{self, LlmConfig};
-use crate::llm::Reviewer;
-use crate::paths::DEFAULT_DATA_DIR;
+use carapace::config::{self, LlmConfig};
+use carapace::llm::Reviewer;
+use carapace::paths::DEFAULT_DATA_DIR;
 
 /// Largest transcript read.
 const MAX_INPUT: u64 = 32 << 20;

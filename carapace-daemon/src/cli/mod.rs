@@ -1,6 +1,6 @@
 //! The client `carapace`: [`client`] is its entry point, each other module a subcommand (or
 //! what several share). Kept in the library so that tests can run the real entry point; the
-//! daemon's is `crate::daemon`, which nothing here uses. Binaries report errors with `anyhow`.
+//! daemon's is `carapace::daemon`, which nothing here uses. Binaries report errors with `anyhow`.
 pub mod audit;
 pub mod check;
 pub mod client;
@@ -16,3 +16,5 @@ mod one_call;
 mod pty;
 pub mod rules;
 pub mod session;
+#[cfg(test)]
+mod tests;

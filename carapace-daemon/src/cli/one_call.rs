@@ -1,12 +1,12 @@
-//! One `Evaluate` on the daemon's direct wire ([`crate::api::direct`]): what the one-call
+//! One `Evaluate` on the daemon's direct wire ([`carapace::api::direct`]): what the one-call
 //! clients (`hook`, `check`) use instead of opening an HTTP/2 connection for a single call.
 use std::io;
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::UnixStream;
 
-use crate::api::direct::{self, FrameError};
-use crate::api::proto::{EvaluateReply, EvaluateRequest};
+use carapace::api::direct::{self, FrameError};
+use carapace::api::proto::{EvaluateReply, EvaluateRequest};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OneCallError {
@@ -33,7 +33,7 @@ pub async fn evaluate(
     let (answered, len) = direct::reply_header(header)?;
     let mut body = vec![0u8; len];
     stream.read_exact(&mut body).await?;
-    direct::reply(answered, &body)?.map_err(OneCallError::Refused)
+    direct::reply(answered, &body)?.map_err(|refusal| OneCallError::Refused(refusal.0))
 }
 
 #[cfg(test)]

@@ -8,10 +8,10 @@ use carapace_common::op;
 use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
 
-use crate::api::proto::{allow_from_denial_request, AllowFromDenialRequest, ReloadRulesRequest};
-use crate::api::reload::{Loaded, RuleSource};
-use crate::paths::DEFAULT_DATA_DIR;
-use crate::policy_host::resolve_dns;
+use carapace::api::proto::{allow_from_denial_request, AllowFromDenialRequest, ReloadRulesRequest};
+use carapace::api::reload::{Loaded, RuleSource};
+use carapace::paths::DEFAULT_DATA_DIR;
+use carapace::policy_host::resolve_dns;
 use carapace_policy::engine::{self, Activation, Extracted, Layer, Operation};
 use carapace_policy::rules::compile::dfa::PathAutomaton;
 use carapace_policy::rules::compile::kernel::{self as kernel_compile, NotInKernel, Plan};
@@ -1048,7 +1048,7 @@ mod tests {
         let opts = Options {
             homes: Homes::fixed(["/home/a"]),
             resolver: |_| None,
-            host: crate::policy_host::shared(),
+            host: carapace::policy_host::shared(),
         };
         RuleSet::parse_with("t.yaml", text, &opts).unwrap()
     }

@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use tokio_stream::StreamExt as _;
 
 use super::connect::connect;
-use crate::api::proto::{
+use carapace::api::proto::{
     AnswerApprovalRequest, Approval, GetSessionRequest, ListApprovalsRequest, ListSessionsRequest,
     PlanReply, PlanRequest, ResetSessionRequest, SessionDetail, SetSessionRuleRequest,
     WatchApprovalsRequest,
@@ -187,7 +187,7 @@ pub async fn session(socket: &Path, command: SessionCommand) -> anyhow::Result<u
 }
 
 async fn set_rule(
-    client: &mut crate::api::proto::carapace_client::CarapaceClient<tonic::transport::Channel>,
+    client: &mut carapace::api::proto::carapace_client::CarapaceClient<tonic::transport::Channel>,
     id: String,
     rule: String,
     disabled: bool,
@@ -286,7 +286,7 @@ fn sessions_json(list: &[SessionDetail]) -> serde_json::Value {
 }
 
 fn approval_json(a: &Approval) -> serde_json::Value {
-    let rules = |rules: &[crate::api::proto::ApprovalRule]| {
+    let rules = |rules: &[carapace::api::proto::ApprovalRule]| {
         rules
             .iter()
             .map(|r| serde_json::json!({"id": r.id, "mode": r.mode, "message": r.message}))

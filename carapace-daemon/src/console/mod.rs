@@ -24,8 +24,6 @@ pub mod views;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use anyhow::Context as _;
-
 use crate::api::Daemon;
 
 pub use crate::config::console::{parse_addr, AddrError};
@@ -48,20 +46,37 @@ pub fn locked_rule(addr: SocketAddr) -> (String, String) {
     ("daemon:console".to_owned(), text)
 }
 
+/// Why the console could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The address is not one the console may serve on.
+    #[error(transparent)]
+    Addr(#[from] AddrError),
+    /// Binding the address failed (in use, or not an address of this machine).
+    #[error("cannot listen on {addr} for the console: {source}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bound socket's address could not be read back.
+    #[error("cannot read the console's address: {0}")]
+    Address(#[source] std::io::Error),
+}
+
 /// Binds `addr` (loopback only), starts serving and lets the API hand out login URLs.
 pub async fn start(
     daemon: &Arc<Daemon>,
     addr: SocketAddr,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+) -> Result<tokio::task::JoinHandle<()>, StartError> {
     if !addr.ip().is_loopback() {
         return Err(AddrError::NotLoopback(addr).into());
     }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .with_context(|| format!("cannot listen on {addr} for the console"))?;
-    let bound = listener
-        .local_addr()
-        .context("cannot read the console's address")?;
+        .map_err(|source| StartError::Listen { addr, source })?;
+    let bound = listener.local_addr().map_err(StartError::Address)?;
     let access = Arc::new(auth::Access::new(bound));
     daemon.set_console(Arc::clone(&access));
     tracing::info!(

@@ -9,6 +9,9 @@ use std::time::Duration;
 
 use carapace_policy::engine::names::NameBlock;
 
+// The leaf module, not `crate::kernel`: the kernel side implements `Learner`.
+use crate::kernel::map_error::MapsError;
+
 /// Entries kept per session in [`Learned`]: an agent that resolves names without end (a
 /// wildcard exception) must not grow the daemon without end. Expired entries go first;
 /// entries rules refuse go last (a reload judges their names again from here).
@@ -25,7 +28,7 @@ pub trait Learner: Send + Sync {
     /// `bpf_ktime_get_boot_ns` reads it), refused by the rules `entry.blocked`. An error:
     /// the refusals could not be recorded, so the address must not be handed out (an
     /// exception not recorded only keeps the address refused).
-    fn learn(&self, session_cgroup: u64, entry: &LearnedAddress) -> anyhow::Result<()>;
+    fn learn(&self, session_cgroup: u64, entry: &LearnedAddress) -> Result<(), MapsError>;
 }
 
 /// Now on `CLOCK_BOOTTIME` in nanoseconds: the clock the kernel's map expiries use (it keeps

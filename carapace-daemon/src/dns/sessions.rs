@@ -11,13 +11,14 @@ use super::learned::{boot_time_ns, Learned, Learner};
 use super::server::{Resolver, ResolverError, ResolverHandle};
 use super::upstream::Upstream;
 use crate::config::dns::DnsSettings;
+use crate::kernel::map_error::MapsError;
 
 /// Tells the kernel where a session's DNS queries go. Implemented by the kernel side: its
 /// `sock_addr` programs rewrite the destination of every DNS query (UDP and TCP port 53) of
 /// the session's cgroup to `127.0.0.1:port` (`[::1]:port` for IPv6).
 pub trait ResolverRegistry: Send + Sync {
     /// Session `session_cgroup`'s resolver listens on `port` (UDP and TCP, loopback).
-    fn set_resolver(&self, session_cgroup: u64, port: u16) -> anyhow::Result<()>;
+    fn set_resolver(&self, session_cgroup: u64, port: u16) -> Result<(), MapsError>;
     /// The session ended or no longer has a resolver: forget its port and learned addresses.
     fn clear_resolver(&self, session_cgroup: u64);
 }

@@ -11,7 +11,6 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use anyhow::Context as _;
 use aya::maps::{HashMap, Map, MapData};
 use carapace_common::{
     maps as names, Learned, LearnedBlock, LearnedKey, LearnedRefusals, OrigDst, SniPeerKey,
@@ -19,6 +18,8 @@ use carapace_common::{
 };
 use carapace_policy::engine::names::NameBlock;
 
+use super::map_error::MapsError;
+use super::maps::take_as;
 use crate::dns::{LearnedAddress, Refusal};
 
 pub struct DnsMaps {
@@ -40,46 +41,35 @@ pub fn key_addr(addr: IpAddr) -> [u8; 16] {
 
 impl DnsMaps {
     /// Takes the two maps out of the loaded ones.
-    pub fn take(maps: &mut Vec<(String, Map)>) -> anyhow::Result<Self> {
-        let mut take = |name: &str| {
-            let at = maps
-                .iter()
-                .position(|(n, _)| n == name)
-                .with_context(|| format!("map {name} missing"))?;
-            Ok::<_, anyhow::Error>(maps.swap_remove(at).1)
-        };
+    pub fn take(maps: &mut Vec<(String, Map)>) -> Result<Self, MapsError> {
         Ok(Self {
-            resolvers: take(names::RESOLVERS)?
-                .try_into()
-                .context("map RESOLVERS has an unexpected type")?,
-            learned: take(names::LEARNED)?
-                .try_into()
-                .context("map LEARNED has an unexpected type")?,
-            refusals: take(names::LEARNED_REFUSALS)?
-                .try_into()
-                .context("map LEARNED_REFUSALS has an unexpected type")?,
-            sni_proxies: take(names::SNI_PROXIES)?
-                .try_into()
-                .context("map SNI_PROXIES has an unexpected type")?,
-            sni_peers: take(names::SNI_PEERS)?
-                .try_into()
-                .context("map SNI_PEERS has an unexpected type")?,
+            resolvers: take_as(maps, names::RESOLVERS)?,
+            learned: take_as(maps, names::LEARNED)?,
+            refusals: take_as(maps, names::LEARNED_REFUSALS)?,
+            sni_proxies: take_as(maps, names::SNI_PROXIES)?,
+            sni_peers: take_as(maps, names::SNI_PEERS)?,
         })
     }
 
     /// Sends session `cgroup`'s connects to ports 443 and 80 of its learned addresses to its
     /// server-name proxy on loopback port `port`.
-    pub fn set_sni_proxy(&mut self, cgroup: u64, port: u16) -> anyhow::Result<()> {
+    pub fn set_sni_proxy(&mut self, cgroup: u64, port: u16) -> Result<(), MapsError> {
         self.sni_proxies
             .insert(cgroup, u32::from(port), 0)
-            .with_context(|| format!("cannot set the server-name proxy of session cgroup {cgroup}"))
+            .map_err(|source| MapsError::Redirect {
+                action: format!("set the server-name proxy of session cgroup {cgroup}"),
+                source,
+            })
     }
 
     /// Stops sending the session's connects to a server-name proxy.
-    pub fn clear_sni_proxy(&mut self, cgroup: u64) -> anyhow::Result<()> {
+    pub fn clear_sni_proxy(&mut self, cgroup: u64) -> Result<(), MapsError> {
         match self.sni_proxies.remove(&cgroup) {
             Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
-            Err(e) => Err(e).context("cannot remove a session's server-name proxy"),
+            Err(source) => Err(MapsError::Redirect {
+                action: "remove a session's server-name proxy".to_owned(),
+                source,
+            }),
         }
     }
 
@@ -117,17 +107,25 @@ impl DnsMaps {
     }
 
     /// Sends the DNS of session `cgroup` to its resolver on loopback port `port`.
-    pub fn set_resolver(&mut self, cgroup: u64, port: u16) -> anyhow::Result<()> {
+    pub fn set_resolver(&mut self, cgroup: u64, port: u16) -> Result<(), MapsError> {
         self.resolvers
             .insert(cgroup, u32::from(port), 0)
-            .with_context(|| format!("cannot set the resolver of session cgroup {cgroup}"))
+            .map_err(|source| MapsError::Redirect {
+                action: format!("set the resolver of session cgroup {cgroup}"),
+                source,
+            })
     }
 
     /// Stops redirecting the session's DNS and forgets what its resolver answered.
-    pub fn clear_resolver(&mut self, cgroup: u64) -> anyhow::Result<()> {
+    pub fn clear_resolver(&mut self, cgroup: u64) -> Result<(), MapsError> {
         match self.resolvers.remove(&cgroup) {
             Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
-            Err(e) => return Err(e).context("cannot remove a session's resolver"),
+            Err(source) => {
+                return Err(MapsError::Redirect {
+                    action: "remove a session's resolver".to_owned(),
+                    source,
+                })
+            }
         }
         let keys: Vec<LearnedKey> = self
             .learned
@@ -196,7 +194,7 @@ impl DnsMaps {
     /// [`LEARNED_BLOCKS`] widen to every port of their rule, and past that the last one
     /// held refuses in any state, for those left out (fail closed either way). An error
     /// means the refusals were not recorded: the caller must not hand the address out.
-    pub fn learn(&mut self, cgroup: u64, entry: &LearnedAddress) -> anyhow::Result<()> {
+    pub fn learn(&mut self, cgroup: u64, entry: &LearnedAddress) -> Result<(), MapsError> {
         let key = LearnedKey {
             cgroup,
             addr: key_addr(entry.addr),
@@ -228,11 +226,12 @@ impl DnsMaps {
             }
             self.refusals
                 .insert(key, refusals_value(blocks), 0)
-                .with_context(|| {
-                    format!(
-                        "cannot record the rules refusing {} for session {cgroup}",
+                .map_err(|source| MapsError::Redirect {
+                    action: format!(
+                        "record the rules refusing {} for session {cgroup}",
                         entry.addr
-                    )
+                    ),
+                    source,
                 })?;
         }
         let mut value = self.learned.get(&key, 0).unwrap_or_default();
@@ -305,7 +304,7 @@ fn refusals_value(blocks: Vec<LearnedBlock>) -> LearnedRefusals {
 pub struct KernelDns(pub Arc<Mutex<DnsMaps>>);
 
 impl crate::dns::ResolverRegistry for KernelDns {
-    fn set_resolver(&self, session_cgroup: u64, port: u16) -> anyhow::Result<()> {
+    fn set_resolver(&self, session_cgroup: u64, port: u16) -> Result<(), MapsError> {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -319,13 +318,13 @@ impl crate::dns::ResolverRegistry for KernelDns {
             .unwrap_or_else(PoisonError::into_inner)
             .clear_resolver(session_cgroup)
         {
-            tracing::warn!(cgroup = session_cgroup, "{e:#}");
+            tracing::warn!(cgroup = session_cgroup, "{e}");
         }
     }
 }
 
 impl crate::dns::Learner for KernelDns {
-    fn learn(&self, session_cgroup: u64, entry: &LearnedAddress) -> anyhow::Result<()> {
+    fn learn(&self, session_cgroup: u64, entry: &LearnedAddress) -> Result<(), MapsError> {
         let mut maps = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         // An address no rule excepts or refuses changes nothing in the kernel (the
         // userspace table keeps its name for messages), unless the session's connects are
@@ -343,7 +342,7 @@ impl crate::dns::Learner for KernelDns {
 /// The maps as the sessions' server-name proxies use them (`crate::sni`): where each
 /// listens, and where each accepted connection first meant to go.
 impl crate::sni::ProxyRegistry for KernelDns {
-    fn set_proxy(&self, session_cgroup: u64, port: u16) -> anyhow::Result<()> {
+    fn set_proxy(&self, session_cgroup: u64, port: u16) -> Result<(), MapsError> {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -357,7 +356,7 @@ impl crate::sni::ProxyRegistry for KernelDns {
             .unwrap_or_else(PoisonError::into_inner)
             .clear_sni_proxy(session_cgroup)
         {
-            tracing::warn!(cgroup = session_cgroup, "{e:#}");
+            tracing::warn!(cgroup = session_cgroup, "{e}");
         }
     }
 

@@ -13,7 +13,7 @@ use aya::programs::{
     CgroupAttachMode, CgroupSockAddr, ProgramError, SockOps,
 };
 
-use super::links::{chain, pin_replacing};
+use super::links::pin_replacing;
 use super::KernelUnavailable;
 
 /// The `sock_addr` programs, by name: connects and datagrams (IPv4, IPv6) to port 53 go to
@@ -60,6 +60,24 @@ pub enum DnsUnavailable {
         #[source]
         source: ProgramError,
     },
+}
+
+/// Attaching (after the programs loaded) finds the same programs: what is missing then is
+/// a failure of the kernel layer's setup.
+impl From<DnsUnavailable> for KernelUnavailable {
+    fn from(e: DnsUnavailable) -> Self {
+        match e {
+            DnsUnavailable::Missing(name) => Self::MissingProgram(name),
+            DnsUnavailable::WrongType { name, source } => Self::Program {
+                name,
+                source: Box::new(source),
+            },
+            DnsUnavailable::Refused { name, source } => Self::Load {
+                program: name.to_owned(),
+                source: Box::new(source),
+            },
+        }
+    }
 }
 
 fn program<'a>(
@@ -111,47 +129,61 @@ pub fn attach(
     root: &Path,
     links_dir: &Path,
 ) -> Result<Vec<(PinnedLink, bool)>, KernelUnavailable> {
-    let cgroup = File::open(root).map_err(|e| {
-        KernelUnavailable::new(format!("cannot open the cgroup {}: {e}", root.display()))
+    let cgroup = File::open(root).map_err(|source| KernelUnavailable::Cgroup {
+        dir: root.to_path_buf(),
+        source,
     })?;
-    let cannot_attach = |name: &str, e: &ProgramError| {
-        KernelUnavailable::new(format!(
-            "cannot attach {name} to {}: {}",
-            root.display(),
-            chain(e)
-        ))
+    let cannot_attach = |name: &'static str| {
+        move |source| KernelUnavailable::Attach {
+            name: name.to_owned(),
+            target: root.display().to_string(),
+            source: Box::new(source),
+        }
     };
-    let not_a_link = |name: &str, e: &dyn std::fmt::Display| {
-        KernelUnavailable::new(format!("{name}: not a bpf link: {e}"))
+    let no_link = |name: &'static str| {
+        move |source| KernelUnavailable::Program {
+            name: name.to_owned(),
+            source: Box::new(source),
+        }
+    };
+    let not_a_link = |name: &'static str| {
+        move |source| KernelUnavailable::NotALink {
+            name: name.to_owned(),
+            source,
+        }
     };
     let mut links = Vec::new();
     for name in SOCK_ADDR {
-        let program = program(ebpf, name).map_err(|e| KernelUnavailable::new(e.to_string()))?;
+        let program = program(ebpf, name)?;
         let id = program
             .attach(&cgroup, CgroupAttachMode::Single)
-            .map_err(|e| cannot_attach(name, &e))?;
+            .map_err(cannot_attach(name))?;
         let link: FdLink = program
             .take_link(id)
-            .map_err(|e| KernelUnavailable::new(format!("{name}: {e}")))?
+            .map_err(no_link(name))?
             .try_into()
-            .map_err(|e| not_a_link(name, &e))?;
+            .map_err(not_a_link(name))?;
         links.push((name, link));
     }
-    let program = sock_ops(ebpf).map_err(|e| KernelUnavailable::new(e.to_string()))?;
+    let program = sock_ops(ebpf)?;
     let id = program
         .attach(&cgroup, CgroupAttachMode::Single)
-        .map_err(|e| cannot_attach(SOCK_OPS, &e))?;
+        .map_err(cannot_attach(SOCK_OPS))?;
     let link: FdLink = program
         .take_link(id)
-        .map_err(|e| KernelUnavailable::new(format!("{SOCK_OPS}: {e}")))?
+        .map_err(no_link(SOCK_OPS))?
         .try_into()
-        .map_err(|e| not_a_link(SOCK_OPS, &e))?;
+        .map_err(not_a_link(SOCK_OPS))?;
     links.push((SOCK_OPS, link));
     links
         .into_iter()
         .map(|(name, link)| {
-            pin_replacing(link, &links_dir.join(name))
-                .map_err(|e| KernelUnavailable::new(format!("cannot pin the {name} link: {e}")))
+            pin_replacing(link, &links_dir.join(name)).map_err(|source| {
+                KernelUnavailable::PinLink {
+                    name: name.to_owned(),
+                    source,
+                }
+            })
         })
         .collect()
 }

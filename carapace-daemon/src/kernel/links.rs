@@ -1,5 +1,5 @@
 //! Helpers the LSM programs' loader and the DNS redirection programs share: pinning a link
-//! so that enforcement never lapses across a restart, and an error's whole chain in one line.
+//! so that enforcement never lapses across a restart.
 //! Their own module so that `dns_programs` depends on them and not on the loader that
 //! drives it.
 use std::{fs, io, path::Path};
@@ -27,16 +27,4 @@ pub(super) fn pin_replacing(link: FdLink, path: &Path) -> io::Result<(PinnedLink
     }
     fs::rename(&staging, path)?;
     Ok((pinned, replaced))
-}
-
-/// An error and its sources, `: `-separated (aya's errors keep the errno in a source).
-pub(super) fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }

@@ -26,7 +26,7 @@ use aya::{
 use carapace_common::{globals, maps as names};
 
 use super::kallsyms::PathCacheOff;
-use super::links::{chain, pin_replacing};
+use super::links::pin_replacing;
 use super::{btf, dns_programs, kfunc, KernelSettings, KernelUnavailable};
 
 /// The programs, built by build.rs (empty when built with `AYA_BUILD_SKIP=1`).
@@ -141,10 +141,11 @@ pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
     check_lsm_list()?;
     let kernel_btf = btf::Btf::from_sys_fs()
         .map_err(|source| KernelUnavailable::NoBtf { source })?
-        .map_err(|e| KernelUnavailable::Btf(format!("cannot read kernel BTF: {e}")))?;
-    let lacks = |e: btf::BtfError| {
-        KernelUnavailable::Btf(format!("kernel BTF lacks what the programs need: {e}"))
-    };
+        .map_err(|source| KernelUnavailable::BtfUnreadable {
+            what: "kernel BTF",
+            source,
+        })?;
+    let lacks = KernelUnavailable::BtfLacks;
     let offsets = btf::program_offsets(&kernel_btf).map_err(lacks)?;
     let enums = btf::program_enums(&kernel_btf).map_err(lacks)?;
     let guards = optional_plan(&kernel_btf, &NAME_HOOKS)
@@ -153,16 +154,18 @@ pub fn load(settings: &KernelSettings) -> Result<Loaded, KernelUnavailable> {
         .chain(optional_plan(&kernel_btf, &GUARDS))
         .collect::<Vec<_>>();
     let path_cache = path_cache_plan(&kernel_btf);
-    let aya_btf = AyaBtf::from_sys_fs()
-        .map_err(|e| KernelUnavailable::Btf(format!("cannot read kernel BTF: {e}")))?;
+    let aya_btf =
+        AyaBtf::from_sys_fs().map_err(|e| KernelUnavailable::BtfForLoading(Box::new(e)))?;
 
     ensure_bpffs(&settings.pin_dir)?;
     let maps_dir = settings.pin_dir.join("maps");
     let links_dir = settings.pin_dir.join("links");
     let fresh = !has_entries(&maps_dir) && !has_entries(&links_dir);
     for dir in [&maps_dir, &links_dir] {
-        fs::create_dir_all(dir)
-            .map_err(|e| KernelUnavailable::new(format!("cannot create {}: {e}", dir.display())))?;
+        fs::create_dir_all(dir).map_err(|source| KernelUnavailable::PinDir {
+            dir: dir.clone(),
+            source,
+        })?;
     }
 
     let mut inputs = Inputs {
@@ -461,8 +464,8 @@ fn load_programs(
     let (rdonly_cast, seqcount) = inputs.seqcount_cast.unzip();
     let seqcount = seqcount.unwrap_or(0);
     loader.override_global(globals::BTF_SEQCOUNT, &seqcount, true);
-    let (object, rewritten) = kfunc::link(PROGRAMS, rdonly_cast)
-        .map_err(|e| KernelUnavailable::new(format!("cannot link the eBPF object: {e}")))?;
+    let (object, rewritten) =
+        kfunc::link(PROGRAMS, rdonly_cast).map_err(KernelUnavailable::LinkObject)?;
     tracing::debug!(
         rewritten,
         kfunc = rdonly_cast.is_some(),
@@ -472,9 +475,9 @@ fn load_programs(
         // Every instruction of every path: tens of MB for a large program, so opt-in.
         loader.verifier_log_level(VerifierLogLevel::VERBOSE | VerifierLogLevel::STATS);
     }
-    let mut ebpf = loader.load(object.bytes()).map_err(|e| {
-        KernelUnavailable::new(format!("cannot load the eBPF object: {}", chain(&e)))
-    })?;
+    let mut ebpf = loader
+        .load(object.bytes())
+        .map_err(|e| KernelUnavailable::LoadObject(Box::new(e)))?;
 
     let (plan, mut skipped) = load_plan(&mut ebpf, inputs, aya_btf, links_dir)?;
     let dns = load_dns(&mut ebpf, links_dir, &mut skipped);
@@ -487,14 +490,14 @@ fn load_programs(
     for name in DAEMON_MAPS {
         let map = ebpf
             .take_map(name)
-            .ok_or_else(|| KernelUnavailable::new(format!("map {name} missing from the object")))?;
+            .ok_or(KernelUnavailable::MissingMap(name))?;
         if name == names::EVENTS {
             events = Some(map);
         } else {
             maps.push((name.to_owned(), map));
         }
     }
-    let events = events.ok_or_else(|| KernelUnavailable::new("no EVENTS map"))?;
+    let events = events.ok_or(KernelUnavailable::MissingMap(names::EVENTS))?;
     Ok(Loaded {
         maps,
         events,
@@ -527,7 +530,7 @@ fn load_one(
 ) -> Result<(), KernelUnavailable> {
     lsm_program(ebpf, name)?
         .load(hook, aya_btf)
-        .map_err(|e| refused(name, &e))
+        .map_err(|e| refused(name, e))
 }
 
 fn lsm_program<'a>(
@@ -535,9 +538,12 @@ fn lsm_program<'a>(
     name: &'static str,
 ) -> Result<&'a mut Lsm, KernelUnavailable> {
     ebpf.program_mut(name)
-        .ok_or_else(|| KernelUnavailable::new(format!("program {name} missing from the object")))?
+        .ok_or_else(|| KernelUnavailable::MissingProgram(name.to_owned()))?
         .try_into()
-        .map_err(|e: ProgramError| KernelUnavailable::new(format!("{name}: {e}")))
+        .map_err(|source: ProgramError| KernelUnavailable::Program {
+            name: name.to_owned(),
+            source: Box::new(source),
+        })
 }
 
 /// Attaches the loaded program `name` to its LSM hook (a hook may carry several programs)
@@ -550,26 +556,35 @@ fn attach_as(
     links_dir: &Path,
 ) -> Result<(PinnedLink, bool), KernelUnavailable> {
     let program = lsm_program(ebpf, name)?;
-    let id = program.attach().map_err(|e| {
-        KernelUnavailable::new(format!("cannot attach {name} to {hook}: {}", chain(&e)))
-    })?;
+    let id = program
+        .attach()
+        .map_err(|source| KernelUnavailable::Attach {
+            name: name.to_owned(),
+            target: hook.to_owned(),
+            source: Box::new(source),
+        })?;
     let link: FdLink = program
         .take_link(id)
-        .map_err(|e| KernelUnavailable::new(format!("{name}: {e}")))?
+        .map_err(|source| KernelUnavailable::Program {
+            name: name.to_owned(),
+            source: Box::new(source),
+        })?
         .into();
-    pin_replacing(link, &links_dir.join(name))
-        .map_err(|e| KernelUnavailable::new(format!("cannot pin the {name} link: {e}")))
+    pin_replacing(link, &links_dir.join(name)).map_err(|source| KernelUnavailable::PinLink {
+        name: name.to_owned(),
+        source,
+    })
 }
 
 /// Set to a file path, makes the loader ask the kernel for its verbose verifier log and write
 /// it there when a program is refused: where the verifier spent its budget, for diagnosis.
 const VERIFIER_LOG_ENV: &str = "CARAPACE_VERIFIER_LOG";
 
-fn refused(hook: &str, e: &ProgramError) -> KernelUnavailable {
+fn refused(hook: &str, e: ProgramError) -> KernelUnavailable {
     if let ProgramError::LoadError {
         io_error,
         verifier_log,
-    } = e
+    } = &e
     {
         let mut log = verifier_log.to_string();
         if let Some(path) = std::env::var_os(VERIFIER_LOG_ENV) {
@@ -601,7 +616,10 @@ fn refused(hook: &str, e: &ProgramError) -> KernelUnavailable {
             log,
         };
     }
-    KernelUnavailable::new(format!("cannot attach {hook}: {}", chain(e)))
+    KernelUnavailable::Load {
+        program: hook.to_owned(),
+        source: Box::new(e),
+    }
 }
 
 /// Fails early, with the fix, when BPF LSM is not in the active LSM list. Where securityfs
@@ -632,10 +650,9 @@ fn ensure_bpffs(pin_dir: &Path) -> Result<(), KernelUnavailable> {
         return Ok(());
     }
     if target != mount_point {
-        return Err(KernelUnavailable::new(format!(
-            "{} is not on a bpffs mount; pins must live on bpffs",
-            pin_dir.display()
-        )));
+        return Err(KernelUnavailable::NotBpffs {
+            dir: pin_dir.to_path_buf(),
+        });
     }
     nix::mount::mount(
         Some("bpffs"),
@@ -644,7 +661,7 @@ fn ensure_bpffs(pin_dir: &Path) -> Result<(), KernelUnavailable> {
         nix::mount::MsFlags::empty(),
         None::<&str>,
     )
-    .map_err(|e| KernelUnavailable::new(format!("cannot mount bpffs at /sys/fs/bpf: {e}")))
+    .map_err(KernelUnavailable::MountBpffs)
 }
 
 fn is_bpffs(path: &Path) -> bool {

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use anyhow::{bail, Context as _};
+use aya::maps::MapError;
 use aya::maps::{
     lpm_trie::{Key, LpmTrie},
     Array, HashMap, Map, MapData,
@@ -23,6 +23,8 @@ use carapace_common::{
 use carapace_policy::rules::compile::dfa::PathAutomaton;
 
 use carapace_policy::image::{self, KernelImage, Slots};
+
+use super::map_error::MapsError;
 
 pub struct KernelMaps {
     sessions: HashMap<MapData, u64, SessionState>,
@@ -57,48 +59,51 @@ pub struct KernelMaps {
     slots: Slots,
 }
 
-fn take(maps: &mut Vec<(String, Map)>, name: &str) -> anyhow::Result<Map> {
+/// Takes map `name` out of the loaded ones.
+pub(super) fn take(maps: &mut Vec<(String, Map)>, name: &'static str) -> Result<Map, MapsError> {
     let at = maps
         .iter()
         .position(|(n, _)| n == name)
-        .with_context(|| format!("map {name} missing"))?;
+        .ok_or(MapsError::Missing(name))?;
     Ok(maps.swap_remove(at).1)
 }
 
-macro_rules! typed {
-    ($maps:expr, $name:expr) => {
-        take($maps, $name)?
-            .try_into()
-            .with_context(|| format!("map {} has an unexpected type", $name))?
-    };
+/// Takes map `name` out of the loaded ones, as the kind `T` the daemon reads it as.
+pub(super) fn take_as<T: TryFrom<Map, Error = MapError>>(
+    maps: &mut Vec<(String, Map)>,
+    name: &'static str,
+) -> Result<T, MapsError> {
+    take(maps, name)?
+        .try_into()
+        .map_err(|source| MapsError::WrongType { name, source })
 }
 
 impl KernelMaps {
-    pub fn new(mut maps: Vec<(String, Map)>) -> anyhow::Result<Self> {
+    pub fn new(mut maps: Vec<(String, Map)>) -> Result<Self, MapsError> {
         let maps = &mut maps;
-        let config: Array<MapData, Config> = typed!(maps, names::CONFIG);
+        let config: Array<MapData, Config> = take_as(maps, names::CONFIG)?;
         // A previous daemon's automata may be in force (pinned maps): write the other half.
         let dfa_in_force = config.get(&0, 0).map_or(0, |c| c.dfa);
         Ok(Self {
-            sessions: typed!(maps, names::SESSIONS),
-            default_session: typed!(maps, names::DEFAULT_SESSION),
-            rules: typed!(maps, names::RULES),
+            sessions: take_as(maps, names::SESSIONS)?,
+            default_session: take_as(maps, names::DEFAULT_SESSION)?,
+            rules: take_as(maps, names::RULES)?,
             config,
-            exact: typed!(maps, names::EXACT_PATHS),
-            prefix: typed!(maps, names::PREFIX_PATHS),
-            names: typed!(maps, names::NAMES),
-            inodes: typed!(maps, names::INODES),
-            ancestors: typed!(maps, names::ANCESTORS),
-            nets: typed!(maps, names::NETS),
-            dfa: typed!(maps, names::DFA),
-            dfa_trans: typed!(maps, names::DFA_TRANS),
-            dfa_accept: typed!(maps, names::DFA_ACCEPT),
-            dfa_live: typed!(maps, names::DFA_LIVE),
-            dfa_early: typed!(maps, names::DFA_EARLY),
-            dfa_early_refs: typed!(maps, names::DFA_EARLY_REFS),
-            cache_gen: typed!(maps, names::PATH_CACHE_GEN),
-            approved: typed!(maps, names::APPROVED_PATHS),
-            approved_addrs: typed!(maps, names::APPROVED_ADDRS),
+            exact: take_as(maps, names::EXACT_PATHS)?,
+            prefix: take_as(maps, names::PREFIX_PATHS)?,
+            names: take_as(maps, names::NAMES)?,
+            inodes: take_as(maps, names::INODES)?,
+            ancestors: take_as(maps, names::ANCESTORS)?,
+            nets: take_as(maps, names::NETS)?,
+            dfa: take_as(maps, names::DFA)?,
+            dfa_trans: take_as(maps, names::DFA_TRANS)?,
+            dfa_accept: take_as(maps, names::DFA_ACCEPT)?,
+            dfa_live: take_as(maps, names::DFA_LIVE)?,
+            dfa_early: take_as(maps, names::DFA_EARLY)?,
+            dfa_early_refs: take_as(maps, names::DFA_EARLY_REFS)?,
+            cache_gen: take_as(maps, names::PATH_CACHE_GEN)?,
+            approved: take_as(maps, names::APPROVED_PATHS)?,
+            approved_addrs: take_as(maps, names::APPROVED_ADDRS)?,
             dfa_in_force,
             rule_count: 0,
             current: KernelImage::default(),
@@ -107,18 +112,18 @@ impl KernelMaps {
     }
 
     /// Sessions a previous daemon left in the pinned map.
-    pub fn sessions(&self) -> anyhow::Result<Vec<(u64, u32)>> {
+    pub fn sessions(&self) -> Result<Vec<(u64, u32)>, MapsError> {
         self.sessions
             .iter()
             .map(|entry| {
                 entry
                     .map(|(cgroup, state)| (cgroup, state.session))
-                    .map_err(Into::into)
+                    .map_err(MapsError::on(names::SESSIONS))
             })
             .collect()
     }
 
-    pub fn add_session(&mut self, cgroup: u64, session: u32) -> anyhow::Result<()> {
+    pub fn add_session(&mut self, cgroup: u64, session: u32) -> Result<(), MapsError> {
         if let Ok(existing) = self.sessions.get(&cgroup, 0) {
             if existing.session == session {
                 return Ok(());
@@ -126,7 +131,11 @@ impl KernelMaps {
         }
         self.sessions
             .insert(cgroup, SessionState::new(session), 0)
-            .with_context(|| format!("cannot tag session cgroup {cgroup}"))
+            .map_err(|source| MapsError::Session {
+                action: "tag",
+                cgroup,
+                source,
+            })
     }
 
     /// Rewrites a tagged session's rule bits: `activated` triggered rules on, `disabled`
@@ -137,11 +146,11 @@ impl KernelMaps {
         cgroup: u64,
         activated: &[u32],
         disabled: &[u32],
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), MapsError> {
         let mut state = self
             .sessions
             .get(&cgroup, 0)
-            .with_context(|| format!("session cgroup {cgroup} is not tagged"))?;
+            .map_err(|source| MapsError::NotTagged { cgroup, source })?;
         state.activated = [0; carapace_common::RULE_WORDS];
         state.disabled = [0; carapace_common::RULE_WORDS];
         for &rule in activated {
@@ -152,18 +161,26 @@ impl KernelMaps {
         }
         self.sessions
             .insert(cgroup, state, 0)
-            .with_context(|| format!("cannot update the rules of session cgroup {cgroup}"))
+            .map_err(|source| MapsError::Session {
+                action: "update the rules of",
+                cgroup,
+                source,
+            })
     }
 
     /// Untags a session and forgets what humans approved for it: a cgroup id is not
     /// reused while the system runs, but the map's slots are few.
-    pub fn remove_session(&mut self, cgroup: u64) -> anyhow::Result<()> {
+    pub fn remove_session(&mut self, cgroup: u64) -> Result<(), MapsError> {
         if let Err(e) = self.forget_approvals(cgroup) {
-            tracing::warn!("cannot remove the approvals of session cgroup {cgroup}: {e:#}");
+            tracing::warn!("cannot remove the approvals of session cgroup {cgroup}: {e}");
         }
         match self.sessions.remove(&cgroup) {
-            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
-            Err(e) => Err(e).with_context(|| format!("cannot untag session cgroup {cgroup}")),
+            Ok(()) | Err(MapError::KeyNotFound) => Ok(()),
+            Err(source) => Err(MapsError::Session {
+                action: "untag",
+                cgroup,
+                source,
+            }),
         }
     }
 
@@ -177,29 +194,33 @@ impl KernelMaps {
         path: &[u8],
         ops: u32,
         inode: InodeKey,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), MapsError> {
         let key = path_key(path)?;
         let mut approved = match self.approved.get(&key, 0) {
             Ok(a) => a,
-            Err(aya::maps::MapError::KeyNotFound) => ApprovedOps::default(),
-            Err(e) => return Err(e).context("APPROVED_PATHS"),
+            Err(MapError::KeyNotFound) => ApprovedOps::default(),
+            Err(e) => return Err(MapsError::on(names::APPROVED_PATHS)(e)),
         };
         if !approved.add(cgroup, ops, inode) {
-            bail!(
-                "{} sessions already hold approvals for {}",
-                carapace_common::APPROVALS_PER_PATH,
-                String::from_utf8_lossy(path)
-            );
+            return Err(MapsError::ApprovalsFull {
+                slots: carapace_common::APPROVALS_PER_PATH,
+                path: String::from_utf8_lossy(path).into_owned(),
+            });
         }
         self.approved
             .insert(key, approved, 0)
-            .context("APPROVED_PATHS")
+            .map_err(MapsError::on(names::APPROVED_PATHS))
     }
 
     /// Lets a connect to `addr` (IPv4-mapped for IPv4, as the programs see it) and `port`
     /// through the approve-mode address rules for the session of `cgroup`, as a human
     /// approved.
-    pub fn approve_addr(&mut self, cgroup: u64, addr: [u8; 16], port: u16) -> anyhow::Result<()> {
+    pub fn approve_addr(
+        &mut self,
+        cgroup: u64,
+        addr: [u8; 16],
+        port: u16,
+    ) -> Result<(), MapsError> {
         let key = ApprovedAddr {
             cgroup,
             addr,
@@ -208,27 +229,27 @@ impl KernelMaps {
         };
         self.approved_addrs
             .insert(key, op::NETWORK, 0)
-            .context("APPROVED_ADDRS")
+            .map_err(MapsError::on(names::APPROVED_ADDRS))
     }
 
     /// Removes the approvals of the session of `cgroup`.
-    fn forget_approvals(&mut self, cgroup: u64) -> anyhow::Result<()> {
+    fn forget_approvals(&mut self, cgroup: u64) -> Result<(), MapsError> {
         let addrs = self
             .approved_addrs
             .keys()
             .collect::<Result<Vec<_>, _>>()
-            .context("APPROVED_ADDRS")?;
+            .map_err(MapsError::on(names::APPROVED_ADDRS))?;
         for key in addrs.into_iter().filter(|k| k.cgroup == cgroup) {
             match self.approved_addrs.remove(&key) {
-                Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
-                Err(e) => return Err(e).context("APPROVED_ADDRS"),
+                Ok(()) | Err(MapError::KeyNotFound) => {}
+                Err(e) => return Err(MapsError::on(names::APPROVED_ADDRS)(e)),
             }
         }
         let entries = self
             .approved
             .iter()
             .collect::<Result<Vec<_>, _>>()
-            .context("APPROVED_PATHS")?;
+            .map_err(MapsError::on(names::APPROVED_PATHS))?;
         for (key, mut approved) in entries {
             if !approved.cgroups.contains(&cgroup) {
                 continue;
@@ -238,15 +259,15 @@ impl KernelMaps {
             } else {
                 self.approved.remove(&key)
             }
-            .context("APPROVED_PATHS")?;
+            .map_err(MapsError::on(names::APPROVED_PATHS))?;
         }
         Ok(())
     }
 
     /// Writes `image` over whatever the maps hold (at start: nothing, or the pins of a
     /// previous daemon).
-    pub fn write_image(&mut self, image: &KernelImage) -> anyhow::Result<()> {
-        let slots = image::except_slots(image, &BTreeSet::new()).map_err(anyhow::Error::msg)?;
+    pub fn write_image(&mut self, image: &KernelImage) -> Result<(), MapsError> {
+        let slots = image::except_slots(image, &BTreeSet::new())?;
         self.write_with_slots(image, &slots)
     }
 
@@ -266,7 +287,7 @@ impl KernelMaps {
     ///
     /// When the staging image does not fit the maps (rule table, refs per key, exception
     /// slots), `new` is written directly and the log says that the swap was not atomic.
-    pub fn replace_image(&mut self, new: &KernelImage) -> anyhow::Result<()> {
+    pub fn replace_image(&mut self, new: &KernelImage) -> Result<(), MapsError> {
         let Some(staged) = image::staging(&self.current, &self.slots, new) else {
             tracing::warn!(
                 "the old and new rules do not fit the maps together; replacing them in one \
@@ -275,53 +296,55 @@ impl KernelMaps {
             return self.write_image(new);
         };
         self.write_with_slots(&staged.image, &staged.slots)
-            .context("staging the new rules")?;
+            .map_err(|e| e.during("staging the new rules"))?;
         self.write_with_slots(new, &staged.new_slots)
     }
 
     /// Rule metadata goes first and entries second when adding, so an entry never points at
     /// a rule the programs do not know yet; metadata of dropped rules is cleared last.
-    fn write_with_slots(&mut self, image: &KernelImage, slots: &Slots) -> anyhow::Result<()> {
-        let count = u32::try_from(image.rules.len()).context("too many rules")?;
+    fn write_with_slots(&mut self, image: &KernelImage, slots: &Slots) -> Result<(), MapsError> {
+        let too_many = || MapsError::TooManyRules {
+            count: image.rules.len(),
+            limit: carapace_common::MAX_RULES,
+        };
+        let count = u32::try_from(image.rules.len()).map_err(|_| too_many())?;
         if image.rules.len() > carapace_common::MAX_RULES {
-            bail!(
-                "{} kernel rules; the limit is {}",
-                image.rules.len(),
-                carapace_common::MAX_RULES
-            );
+            return Err(too_many());
         }
         for (index, meta) in image.rules.iter().enumerate() {
-            self.rules.set(index as u32, meta, 0).context("RULES")?;
+            self.rules
+                .set(index as u32, meta, 0)
+                .map_err(MapsError::on(names::RULES))?;
         }
         self.default_session
             .set(0, SessionState::new(0), 0)
-            .context("DEFAULT_SESSION")?;
+            .map_err(MapsError::on(names::DEFAULT_SESSION))?;
 
         sync_hash(
             &mut self.exact,
             &path_entries(&image.exact, slots, &image.rules)?,
         )
-        .context("EXACT_PATHS")?;
+        .map_err(MapsError::on(names::EXACT_PATHS))?;
         sync_hash(
             &mut self.ancestors,
             &path_entries(&image.ancestors, slots, &image.rules)?,
         )
-        .context("ANCESTORS")?;
+        .map_err(MapsError::on(names::ANCESTORS))?;
 
         let names = image
             .names
             .iter()
             .map(|(name, refs)| Ok((name_key(name)?, rule_refs(refs, slots, &image.rules)?)))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        sync_hash(&mut self.names, &names).context("NAMES")?;
+            .collect::<Result<Vec<_>, MapsError>>()?;
+        sync_hash(&mut self.names, &names).map_err(MapsError::on(names::NAMES))?;
 
         let inodes = with_tree_inodes(image)
             .iter()
             .map(|(&(dev, ino), refs)| {
                 Ok((InodeKey { dev, ino }, rule_refs(refs, slots, &image.rules)?))
             })
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        sync_hash(&mut self.inodes, &inodes).context("INODES")?;
+            .collect::<Result<Vec<_>, MapsError>>()?;
+        sync_hash(&mut self.inodes, &inodes).map_err(MapsError::on(names::INODES))?;
 
         let prefixes = image
             .prefix
@@ -333,20 +356,20 @@ impl KernelMaps {
                     rule_refs(refs, slots, &image.rules)?,
                 ))
             })
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        sync_lpm(&mut self.prefix, &prefixes).context("PREFIX_PATHS")?;
+            .collect::<Result<Vec<_>, MapsError>>()?;
+        sync_lpm(&mut self.prefix, &prefixes).map_err(MapsError::on(names::PREFIX_PATHS))?;
 
         let nets = image
             .nets
             .iter()
             .map(|(&(len, addr), refs)| Ok((Key::new(len, addr), net_refs(refs, slots)?)))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        sync_lpm(&mut self.nets, &nets).context("NETS")?;
+            .collect::<Result<Vec<_>, MapsError>>()?;
+        sync_lpm(&mut self.nets, &nets).map_err(MapsError::on(names::NETS))?;
 
         let mut config = image.config;
         config.dfa = self
             .write_automata(&image.dfa, slots, &image.rules)
-            .context("path automata")?;
+            .map_err(|e| e.during("path automata"))?;
         for (bit, present) in [
             (has::EXACT, !image.exact.is_empty()),
             (has::PREFIX, !image.prefix.is_empty()),
@@ -359,14 +382,16 @@ impl KernelMaps {
             }
         }
         // One value: the programs switch to the new automata and skip emptied maps at once.
-        self.config.set(0, config, 0).context("CONFIG")?;
+        self.config
+            .set(0, config, 0)
+            .map_err(MapsError::on(names::CONFIG))?;
         self.dfa_in_force = config.dfa;
 
         // Clear metadata of rules the new image no longer has; no entry refers to them now.
         for index in count..self.rule_count.max(count) {
             self.rules
                 .set(index, RuleMeta::default(), 0)
-                .context("RULES")?;
+                .map_err(MapsError::on(names::RULES))?;
         }
         self.rule_count = count;
         self.current = image.clone();
@@ -377,14 +402,14 @@ impl KernelMaps {
     /// Retires every cached "no rule names this path": made under the maps before this
     /// write (or during it), it may not hold under the new entries. Read from the pinned map
     /// and counted up, never reset, so a restarted daemon cannot revive an old entry.
-    pub(super) fn invalidate_path_cache(&mut self) -> anyhow::Result<()> {
+    pub(super) fn invalidate_path_cache(&mut self) -> Result<(), MapsError> {
         let gen = self
             .cache_gen
             .get(&cache_gen::RULES, 0)
-            .context("PATH_CACHE_GEN")?;
+            .map_err(MapsError::on(names::PATH_CACHE_GEN))?;
         self.cache_gen
             .set(cache_gen::RULES, gen.wrapping_add(1), 0)
-            .context("PATH_CACHE_GEN")
+            .map_err(MapsError::on(names::PATH_CACHE_GEN))
     }
 
     /// Writes `automata` into the half of the automaton maps not in force; the `Config::dfa`
@@ -394,15 +419,15 @@ impl KernelMaps {
         automata: &[PathAutomaton],
         slots: &Slots,
         rules: &[RuleMeta],
-    ) -> anyhow::Result<u32> {
+    ) -> Result<u32, MapsError> {
         if automata.is_empty() {
             return Ok(0);
         }
         if automata.len() > DFA_GROUPS {
-            bail!(
-                "{} path automata; the kernel holds {DFA_GROUPS}",
-                automata.len()
-            );
+            return Err(MapsError::TooManyAutomata {
+                count: automata.len(),
+                limit: DFA_GROUPS,
+            });
         }
         let half = u32::from(self.dfa_in_force == 1);
         // The block refs early matches name, one bit each, shared by the half's automata.
@@ -415,23 +440,27 @@ impl KernelMaps {
             .into_iter()
             .map(|(rule, flags)| RuleRef { rule, flags })
             .collect();
-        let early_refs = rule_refs(&early_blocks, slots, rules).context("early block refs")?;
+        let early_refs =
+            rule_refs(&early_blocks, slots, rules).map_err(|e| e.during("early block refs"))?;
         self.dfa_early_refs
             .set(half, early_refs, 0)
-            .context("DFA_EARLY_REFS")?;
+            .map_err(MapsError::on(names::DFA_EARLY_REFS))?;
         for group in 0..DFA_GROUPS {
             let slot = half * DFA_GROUPS as u32 + group as u32;
             let Some(a) = automata.get(group) else {
-                self.dfa.set(slot, DfaHeader::default(), 0).context("DFA")?;
+                self.dfa
+                    .set(slot, DfaHeader::default(), 0)
+                    .map_err(MapsError::on(names::DFA))?;
                 continue;
             };
             let states = a.states();
             if states > DFA_STATES || a.trans.len() > DFA_CELLS {
-                bail!(
-                    "a path automaton of {states} states and {} cells; the kernel holds \
-                     {DFA_STATES} and {DFA_CELLS}",
-                    a.trans.len()
-                );
+                return Err(MapsError::AutomatonTooLarge {
+                    states,
+                    cells: a.trans.len(),
+                    max_states: DFA_STATES,
+                    max_cells: DFA_CELLS,
+                });
             }
             let first_state = slot * DFA_STATES as u32;
             let mut flagged = vec![false; states];
@@ -439,11 +468,11 @@ impl KernelMaps {
                 let refs = a.accept.get(&state).map_or(&[][..], Vec::as_slice);
                 self.dfa_accept
                     .set(first_state + state, rule_refs(refs, slots, rules)?, 0)
-                    .context("DFA_ACCEPT")?;
+                    .map_err(MapsError::on(names::DFA_ACCEPT))?;
                 let live = a.live.get(&state).map_or(&[][..], Vec::as_slice);
                 self.dfa_live
                     .set(first_state + state, rule_refs(live, slots, rules)?, 0)
-                    .context("DFA_LIVE")?;
+                    .map_err(MapsError::on(names::DFA_LIVE))?;
                 let mut early = DfaEarly::default();
                 for r in a.early.get(&state).into_iter().flatten() {
                     if r.flags & REF_EXCEPT != 0 {
@@ -455,7 +484,7 @@ impl KernelMaps {
                 flagged[state as usize] = early != DfaEarly::default();
                 self.dfa_early
                     .set(first_state + state, early, 0)
-                    .context("DFA_EARLY")?;
+                    .map_err(MapsError::on(names::DFA_EARLY))?;
             }
             let first_chunk = slot as usize * (DFA_CELLS / DFA_CHUNK);
             for (i, cells) in a.trans.chunks(DFA_CHUNK).enumerate() {
@@ -470,7 +499,7 @@ impl KernelMaps {
                 }
                 self.dfa_trans
                     .set((first_chunk + i) as u32, chunk, 0)
-                    .context("DFA_TRANS")?;
+                    .map_err(MapsError::on(names::DFA_TRANS))?;
             }
             let header = DfaHeader {
                 start: a.start,
@@ -479,7 +508,9 @@ impl KernelMaps {
                 neutral: a.neutral,
                 classes: a.classes,
             };
-            self.dfa.set(slot, header, 0).context("DFA")?;
+            self.dfa
+                .set(slot, header, 0)
+                .map_err(MapsError::on(names::DFA))?;
         }
         Ok(half + 1)
     }
@@ -499,14 +530,11 @@ impl KernelMaps {
     }
 }
 
-fn path_key(path: &[u8]) -> anyhow::Result<[u8; PATH_MAX]> {
-    let key = carapace_common::PathKey::new(path).with_context(|| {
-        format!(
-            "path {:?} is {} bytes; the kernel limit is {}",
-            String::from_utf8_lossy(path),
-            path.len(),
-            PATH_MAX - 1
-        )
+fn path_key(path: &[u8]) -> Result<[u8; PATH_MAX], MapsError> {
+    let key = carapace_common::PathKey::new(path).ok_or_else(|| MapsError::PathTooLong {
+        path: String::from_utf8_lossy(path).into_owned(),
+        len: path.len(),
+        limit: PATH_MAX - 1,
     })?;
     Ok(key.path)
 }
@@ -516,28 +544,23 @@ fn path_entries(
     paths: &BTreeMap<Vec<u8>, Vec<RuleRef>>,
     slots: &Slots,
     rules: &[RuleMeta],
-) -> anyhow::Result<Vec<([u8; PATH_MAX], RuleRefs)>> {
+) -> Result<Vec<([u8; PATH_MAX], RuleRefs)>, MapsError> {
     paths
         .iter()
         .map(|(path, refs)| Ok((path_key(path)?, rule_refs(refs, slots, rules)?)))
         .collect()
 }
 
-fn name_key(name: &[u8]) -> anyhow::Result<[u8; NAME_MAX]> {
+fn name_key(name: &[u8]) -> Result<[u8; NAME_MAX], MapsError> {
+    let lossy = || String::from_utf8_lossy(name).into_owned();
     if name.len() > NAME_MAX - 2 {
-        bail!(
-            "basename {:?} is {} bytes; the kernel limit is {}",
-            String::from_utf8_lossy(name),
-            name.len(),
-            NAME_MAX - 2
-        );
+        return Err(MapsError::NameTooLong {
+            name: lossy(),
+            len: name.len(),
+            limit: NAME_MAX - 2,
+        });
     }
-    let key = carapace_common::NameKey::new(name).with_context(|| {
-        format!(
-            "basename {:?} cannot be a key",
-            String::from_utf8_lossy(name)
-        )
-    })?;
+    let key = carapace_common::NameKey::new(name).ok_or_else(|| MapsError::BadName(lossy()))?;
     Ok(key.name)
 }
 
@@ -571,12 +594,13 @@ fn with_tree_inodes(image: &KernelImage) -> BTreeMap<(u64, u64), Vec<RuleRef>> {
 
 /// A map value: `refs` with their exception slots, the exceptions' slots folded, and the
 /// operations of the blocking refs (from `rules`, the image's rule table).
-fn rule_refs(refs: &[RuleRef], slots: &Slots, rules: &[RuleMeta]) -> anyhow::Result<RuleRefs> {
+fn rule_refs(refs: &[RuleRef], slots: &Slots, rules: &[RuleMeta]) -> Result<RuleRefs, MapsError> {
     if refs.len() > REFS_PER_KEY {
-        bail!(
-            "{} rules share one key; the limit is {REFS_PER_KEY}",
-            refs.len()
-        );
+        return Err(MapsError::TooManyRefs {
+            what: "key",
+            count: refs.len(),
+            limit: REFS_PER_KEY,
+        });
     }
     let mut out = RuleRefs {
         count: refs.len() as u32,
@@ -597,12 +621,13 @@ fn rule_refs(refs: &[RuleRef], slots: &Slots, rules: &[RuleMeta]) -> anyhow::Res
     Ok(out)
 }
 
-fn net_refs(refs: &[NetRef], slots: &Slots) -> anyhow::Result<NetRefs> {
+fn net_refs(refs: &[NetRef], slots: &Slots) -> Result<NetRefs, MapsError> {
     if refs.len() > REFS_PER_KEY {
-        bail!(
-            "{} rules share one network; the limit is {REFS_PER_KEY}",
-            refs.len()
-        );
+        return Err(MapsError::TooManyRefs {
+            what: "network",
+            count: refs.len(),
+            limit: REFS_PER_KEY,
+        });
     }
     let mut out = NetRefs {
         count: refs.len() as u32,
@@ -617,7 +642,7 @@ fn net_refs(refs: &[NetRef], slots: &Slots) -> anyhow::Result<NetRefs> {
     Ok(out)
 }
 
-fn sync_hash<K, V>(map: &mut HashMap<MapData, K, V>, wanted: &[(K, V)]) -> anyhow::Result<()>
+fn sync_hash<K, V>(map: &mut HashMap<MapData, K, V>, wanted: &[(K, V)]) -> Result<(), MapError>
 where
     K: aya::Pod + Ord + Copy,
     V: aya::Pod,
@@ -637,7 +662,7 @@ where
     Ok(())
 }
 
-fn sync_lpm<K, V>(map: &mut LpmTrie<MapData, K, V>, wanted: &[(Key<K>, V)]) -> anyhow::Result<()>
+fn sync_lpm<K, V>(map: &mut LpmTrie<MapData, K, V>, wanted: &[(Key<K>, V)]) -> Result<(), MapError>
 where
     K: aya::Pod + Ord + Copy,
     V: aya::Pod,

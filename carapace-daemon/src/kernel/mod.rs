@@ -3,7 +3,9 @@
 //! - `btf`: struct offsets from the running kernel, passed to the programs as globals.
 //! - `loader`: probe, load, attach and pin the programs; adopt the pins of a previous daemon.
 //! - `links`: pinning a link in place of a previous daemon's, shared with `dns_programs`.
-//! - `maps`: write a [`KernelImage`] and session state into the maps.
+//! - `maps`: write a [`KernelImage`] and session state into the maps; `map_error` says why a
+//!   write failed ([`MapsError`]).
+//! - `unavailable`: why the layer cannot run ([`KernelUnavailable`]), by kind.
 //! - `events`: the denial ring buffer.
 //! - `kallsyms`: addresses the path cache needs.
 pub mod btf;
@@ -14,6 +16,7 @@ mod kallsyms;
 mod kfunc;
 mod links;
 mod loader;
+pub mod map_error;
 mod maps;
 pub mod trees;
 pub mod unavailable;
@@ -22,11 +25,28 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 pub use self::events::EventStream;
+pub use self::map_error::MapsError;
 pub use self::unavailable::KernelUnavailable;
 use carapace_policy::image::KernelImage;
 
 use self::dns_maps::DnsMaps;
 use self::maps::KernelMaps;
+
+/// Why a change to the running kernel layer (attaching, detaching, writing the maps)
+/// failed. The layer itself stays up: the caller reports it and carries on or refuses.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KernelError {
+    /// Writing the maps failed.
+    #[error(transparent)]
+    Maps(#[from] MapsError),
+    /// Attaching the programs failed.
+    #[error(transparent)]
+    Attach(#[from] KernelUnavailable),
+    /// Unpinning the programs' links failed: they may still be attached.
+    #[error("cannot detach the programs: {0}")]
+    Detach(#[source] std::io::Error),
+}
 
 /// Where and for which cgroups the programs act.
 #[derive(Clone, Debug)]
@@ -76,23 +96,16 @@ impl Kernel {
         }
         let mut loaded = loaded;
         let dns = if loaded.programs.redirects_dns() {
-            let maps = DnsMaps::take(&mut loaded.maps)
-                .map_err(|e| KernelUnavailable::new(format!("cannot open the DNS maps: {e:#}")))?;
+            let maps = DnsMaps::take(&mut loaded.maps).map_err(KernelUnavailable::DnsMaps)?;
             Some(Arc::new(Mutex::new(maps)))
         } else {
             None
         };
-        let mut maps = KernelMaps::new(loaded.maps).map_err(|e| {
-            KernelUnavailable::new(format!("cannot open the programs' maps: {e:#}"))
-        })?;
-        let adopted = maps
-            .sessions()
-            .map_err(|e| KernelUnavailable::new(format!("cannot read pinned sessions: {e:#}")))?;
+        let mut maps = KernelMaps::new(loaded.maps).map_err(KernelUnavailable::Maps)?;
+        let adopted = maps.sessions().map_err(KernelUnavailable::PinnedSessions)?;
         maps.write_image(image)
-            .map_err(|e| KernelUnavailable::new(format!("cannot write rules into maps: {e:#}")))?;
-        let events = EventStream::new(loaded.events).map_err(|e| {
-            KernelUnavailable::new(format!("cannot watch the event ring buffer: {e}"))
-        })?;
+            .map_err(KernelUnavailable::WriteRules)?;
+        let events = EventStream::new(loaded.events).map_err(KernelUnavailable::Events)?;
         let mut kernel = Self {
             maps,
             events: Some(events),
@@ -111,7 +124,7 @@ impl Kernel {
 
     /// Attaches the programs, if they are not: before a session's first process enters its
     /// cgroup. Idempotent.
-    pub fn arm(&mut self) -> anyhow::Result<()> {
+    pub fn arm(&mut self) -> Result<(), KernelError> {
         if self.programs.armed() {
             return Ok(());
         }
@@ -127,17 +140,17 @@ impl Kernel {
     fn attach(&mut self) -> Result<bool, KernelUnavailable> {
         self.maps
             .invalidate_path_cache()
-            .map_err(|e| KernelUnavailable::new(format!("cannot reset the path cache: {e:#}")))?;
+            .map_err(KernelUnavailable::PathCache)?;
         self.programs.arm()
     }
 
     /// Detaches the programs once no session cgroup is left: with nothing to enforce they
     /// would only slow every open on the machine.
-    pub fn disarm(&mut self) -> anyhow::Result<()> {
+    pub fn disarm(&mut self) -> Result<(), KernelError> {
         if !self.programs.armed() && !self.programs.pinned() {
             return Ok(());
         }
-        self.programs.disarm()?;
+        self.programs.disarm().map_err(KernelError::Detach)?;
         tracing::info!("kernel programs detached: no session is running");
         Ok(())
     }
@@ -150,7 +163,7 @@ impl Kernel {
         &mut self,
         image: &KernelImage,
         refusals: &[crate::dns::Refusal],
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), MapsError> {
         self.maps.replace_image(image)?;
         if let Some(dns) = &self.dns {
             dns.lock()
@@ -162,7 +175,7 @@ impl Kernel {
 
     /// Tags a session cgroup so the programs act on it and its descendants. Keeps the rule
     /// state of a session that is already tagged (a restarted daemon re-adding it).
-    pub fn add_session(&mut self, cgroup_id: u64, session: u32) -> anyhow::Result<()> {
+    pub fn add_session(&mut self, cgroup_id: u64, session: u32) -> Result<(), MapsError> {
         self.maps.add_session(cgroup_id, session)
     }
 
@@ -172,11 +185,11 @@ impl Kernel {
         cgroup_id: u64,
         activated: &[u32],
         disabled: &[u32],
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), MapsError> {
         self.maps.set_session_rules(cgroup_id, activated, disabled)
     }
 
-    pub fn remove_session(&mut self, cgroup_id: u64) -> anyhow::Result<()> {
+    pub fn remove_session(&mut self, cgroup_id: u64) -> Result<(), MapsError> {
         self.maps.remove_session(cgroup_id)
     }
 
@@ -189,7 +202,7 @@ impl Kernel {
         path: &[u8],
         ops: u32,
         inode: carapace_common::InodeKey,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), MapsError> {
         self.maps.approve_path(cgroup_id, path, ops, inode)
     }
 
@@ -200,7 +213,7 @@ impl Kernel {
         cgroup_id: u64,
         addr: [u8; 16],
         port: u16,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), MapsError> {
         self.maps.approve_addr(cgroup_id, addr, port)
     }
 

@@ -856,39 +856,6 @@ async fn the_questions_of_one_call_run_together_within_the_concurrency_limit() {
     }
 }
 
-#[tokio::test]
-async fn local_evaluation_applies_on_llm_error_like_a_daemon_without_a_model() {
-    use crate::cli::evaluator::{Evaluator, Fallback, Source};
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("rules.yaml");
-    std::fs::write(
-        &file,
-        format!(
-            "version: 1\nbuiltin: none\nrules:\n{}",
-            AUTH_RULES.replace(
-                "    mode: block\n",
-                "    mode: block\n    on_llm_error: warn\n"
-            )
-        ),
-    )
-    .unwrap();
-    let source = Source {
-        rules: Some(file),
-        local: true,
-        cwd: None,
-    };
-    let mut eval = Evaluator::open(&dir.path().join("no.sock"), &source, Fallback::Fail)
-        .await
-        .unwrap();
-    let d = eval.check(&auth_write("x"), None).await.unwrap();
-    assert_eq!(d.decision, Mode::Warn, "{d:?}");
-    assert!(d.matches[0]
-        .message
-        .contains("local evaluation does not ask a model"));
-    let call = json!({"tool": "Read", "input": {"file_path": "/srv/app/secrets/k"}});
-    assert_eq!(eval.check(&call, None).await.unwrap().decision, Mode::Block);
-}
-
 #[test]
 fn history_scans_give_review_rules_their_on_llm_error() {
     let transcript = json!([{"role": "assistant", "content": [

@@ -18,7 +18,7 @@ use self::cgroup::{CarapaceRoot, CgroupError, Hierarchy};
 use self::db::Db;
 pub use self::db::{SessionRecord, StoreError};
 use self::resources::{Controllers, LimitError, LimitHit, Resources};
-use crate::kernel::Kernel;
+use crate::kernel::{Kernel, KernelError, MapsError};
 
 /// How long ending a session waits for its processes to die.
 const KILL_WAIT: Duration = Duration::from_secs(2);
@@ -37,8 +37,8 @@ pub enum SessionError {
     Cgroup(#[from] CgroupError),
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("kernel layer: {0:#}")]
-    Kernel(anyhow::Error),
+    #[error("kernel layer: {0}")]
+    Kernel(#[from] KernelError),
     #[error("no session {0}")]
     NotFound(String),
     #[error(transparent)]
@@ -167,7 +167,7 @@ impl SessionManager {
             Some(k) => k
                 .apply(image, refusals)
                 .map(|()| true)
-                .map_err(SessionError::Kernel),
+                .map_err(|e| SessionError::Kernel(e.into())),
             None => Ok(false),
         }
     }
@@ -221,7 +221,7 @@ impl SessionManager {
     fn in_kernel(
         &self,
         id: &str,
-        write: impl FnOnce(&mut Kernel, u64) -> anyhow::Result<()>,
+        write: impl FnOnce(&mut Kernel, u64) -> Result<(), MapsError>,
     ) -> Result<bool, SessionError> {
         let mut state = self.lock();
         let Some(cgroup_id) = state.sessions.get(id).map(|s| s.cgroup_id) else {
@@ -230,7 +230,7 @@ impl SessionManager {
         match state.kernel.as_mut() {
             Some(k) => write(k, cgroup_id)
                 .map(|()| true)
-                .map_err(SessionError::Kernel),
+                .map_err(|e| SessionError::Kernel(e.into())),
             None => Ok(false),
         }
     }
@@ -269,7 +269,8 @@ impl SessionManager {
             return Err(e.into());
         }
         if let Some(k) = state.kernel.as_mut() {
-            if let Err(e) = k.arm().and_then(|()| k.add_session(cgroup_id, number)) {
+            let tagged = k.arm().and_then(|()| Ok(k.add_session(cgroup_id, number)?));
+            if let Err(e) = tagged {
                 undo(&dir);
                 self.idle_from_now(&mut state);
                 return Err(SessionError::Kernel(e));

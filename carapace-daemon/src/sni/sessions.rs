@@ -17,6 +17,7 @@ use super::proxy::{Limits, Protocol, Redirected, SniProxy};
 // The defining modules, not `crate::dns` (see `proxy`).
 use crate::dns::handler::{DenialSink, RulesInForce};
 use crate::dns::learned::Learned;
+use crate::kernel::map_error::MapsError;
 
 /// Connections served at once per session; past this, new ones are closed (fail closed)
 /// rather than queued, so a flood cannot hold the daemon's memory.
@@ -28,7 +29,7 @@ const ERROR_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 /// connection it accepts first meant to go.
 pub trait ProxyRegistry: Send + Sync {
     /// Session `session_cgroup`'s proxy listens on `port` (TCP, loopback).
-    fn set_proxy(&self, session_cgroup: u64, port: u16) -> anyhow::Result<()>;
+    fn set_proxy(&self, session_cgroup: u64, port: u16) -> Result<(), MapsError>;
     fn clear_proxy(&self, session_cgroup: u64);
     /// Where the connection from `peer` was going before the kernel redirected it, once:
     /// the record is taken.

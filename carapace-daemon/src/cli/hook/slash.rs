@@ -11,11 +11,11 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use super::AGENT;
-use crate::api::proto::{
+use crate::cli::connect::connect;
+use carapace::api::proto::{
     AnswerApprovalRequest, GetSessionRequest, ListApprovalsRequest, ResetSessionRequest,
     SetSessionRuleRequest,
 };
-use crate::cli::connect::connect;
 
 const USAGE: &str = "\
 /carapace rules              the session's activated and disabled rules

@@ -17,6 +17,7 @@ use tokio::net::{TcpStream, UdpSocket};
 
 use super::{DenialSink, LearnedAddress, Learner, ResolverRegistry, RulesInForce};
 use crate::api::proto::Denial;
+use crate::kernel::map_error::MapsError;
 
 const RULES: &str = "  - id: egress
     block: { host: \"*\" }
@@ -81,7 +82,7 @@ struct KernelLog {
 }
 
 impl Learner for KernelLog {
-    fn learn(&self, session_cgroup: u64, entry: &LearnedAddress) -> anyhow::Result<()> {
+    fn learn(&self, session_cgroup: u64, entry: &LearnedAddress) -> Result<(), MapsError> {
         self.learned.lock().unwrap().push((
             session_cgroup,
             entry.addr,
@@ -93,7 +94,7 @@ impl Learner for KernelLog {
 }
 
 impl ResolverRegistry for KernelLog {
-    fn set_resolver(&self, session_cgroup: u64, port: u16) -> anyhow::Result<()> {
+    fn set_resolver(&self, session_cgroup: u64, port: u16) -> Result<(), MapsError> {
         self.resolvers
             .lock()
             .unwrap()

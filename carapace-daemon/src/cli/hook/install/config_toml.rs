@@ -16,7 +16,7 @@ use sha2::{Digest as _, Sha256};
 use toml_edit::{value, Array, ArrayOfTables, DocumentMut, InlineTable, Item, Table, TableLike};
 
 use super::{is_ours, Hook};
-use crate::audit::record::hex;
+use carapace::audit::record::hex;
 
 /// Codex's default handler timeout, part of the identity it hashes.
 const CODEX_DEFAULT_TIMEOUT_SECS: u64 = 600;
