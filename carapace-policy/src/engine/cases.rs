@@ -94,9 +94,24 @@ fn item_lines(text: &str, key: &str) -> Vec<usize> {
     lines
 }
 
-pub fn parse(text: &str) -> Result<CaseFile, String> {
-    let docs = YamlLoader::load_from_str(text).map_err(|e| e.to_string())?;
-    let doc = docs.first().ok_or("empty case file")?;
+/// A case file or case that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum CaseError {
+    #[error(transparent)]
+    Yaml(#[from] yaml_rust2::ScanError),
+    #[error("empty case file")]
+    Empty,
+    #[error(transparent)]
+    Call(#[from] super::CallError),
+    #[error("bad op `{0}` (read, write, delete or execute)")]
+    BadOp(String),
+    #[error("a case needs bash, tool, call, path or addr")]
+    NoSubject,
+}
+
+pub fn parse(text: &str) -> Result<CaseFile, CaseError> {
+    let docs = YamlLoader::load_from_str(text)?;
+    let doc = docs.first().ok_or(CaseError::Empty)?;
     let get = |k: &str| &doc[k];
     let homes = match get("homes") {
         Yaml::Array(a) => a
@@ -165,7 +180,7 @@ impl CaseFile {
 }
 
 /// What a case asks to check.
-pub fn extract(case: &Case, ctx: &Context) -> Result<Extracted, String> {
+pub fn extract(case: &Case, ctx: &Context) -> Result<Extracted, CaseError> {
     let w = &case.what;
     let s = |k: &str| w.get(k).and_then(Value::as_str);
     if let Some(cmd) = s("bash") {
@@ -184,12 +199,11 @@ pub fn extract(case: &Case, ctx: &Context) -> Result<Extracted, String> {
         .extract(ctx));
     }
     if let Some(call) = w.get("call") {
-        return ToolCall::from_json(call)
-            .map(|c| c.extract(ctx))
-            .map_err(|e| e.to_string());
+        return Ok(ToolCall::from_json(call)?.extract(ctx));
     }
     if let Some(path) = s("path") {
-        let action = Action::from_name(s("op").unwrap_or("read")).ok_or("bad op")?;
+        let op = s("op").unwrap_or("read");
+        let action = Action::from_name(op).ok_or_else(|| CaseError::BadOp(op.to_owned()))?;
         let mut ext = Extracted::new("operation");
         ext.op(Operation::path(action, path));
         return Ok(ext);
@@ -203,7 +217,7 @@ pub fn extract(case: &Case, ctx: &Context) -> Result<Extracted, String> {
         ext.op(Operation::network(super::normalize::host(addr), port));
         return Ok(ext);
     }
-    Err("a case needs bash, tool, call, path or addr".into())
+    Err(CaseError::NoSubject)
 }
 
 /// Runs every case; returns one line per failure.

@@ -6,6 +6,7 @@ pub(crate) mod decision;
 pub(crate) mod evaluate;
 pub mod guardrail;
 pub(crate) mod hostname;
+pub(crate) mod invocation;
 pub mod names;
 pub(crate) mod normalize;
 pub(crate) mod operation;

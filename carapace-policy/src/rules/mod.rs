@@ -28,6 +28,7 @@ pub(crate) mod prebuild;
 pub(crate) mod profile;
 pub mod run;
 pub(crate) mod shape;
+pub mod text_pattern;
 pub mod validate;
 pub mod yaml;
 

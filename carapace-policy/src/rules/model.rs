@@ -6,9 +6,8 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use carapace_common::op;
 
-use super::lazy_regex::{LazyGlob, LazyRegex};
-
 use super::pattern::PathPattern;
+pub use super::text_pattern::TextPattern;
 
 /// What an operation does, as rules name it (`actions:`).
 #[derive(
@@ -237,41 +236,6 @@ impl NetMatch {
             .blocks()
             .is_some_and(|b| b.iter().any(|c| c.contains(addr)));
         addr_ok && (self.ports.is_empty() || self.ports.contains(&port))
-    }
-}
-
-/// A command or tool-input text matcher: a glob (`*` crosses everything) or `re:`.
-#[derive(Clone, Debug)]
-pub enum TextPattern {
-    Glob {
-        source: String,
-        matcher: LazyGlob,
-    },
-    Regex {
-        source: String,
-        regex: LazyRegex,
-    },
-    /// Content rules without `re:` are substrings.
-    Substring(String),
-}
-
-impl TextPattern {
-    #[must_use]
-    pub fn source(&self) -> &str {
-        match self {
-            Self::Glob { source, .. } | Self::Regex { source, .. } | Self::Substring(source) => {
-                source
-            }
-        }
-    }
-
-    #[must_use]
-    pub fn matches(&self, text: &str) -> bool {
-        match self {
-            Self::Glob { matcher, .. } => matcher.is_match(text),
-            Self::Regex { regex, .. } => regex.is_match(text),
-            Self::Substring(s) => text.contains(s.as_str()),
-        }
     }
 }
 

@@ -3,8 +3,8 @@
 //! reads it (`engine::shell::canon::invocation`: long option names, values split off, unique
 //! prefixes expanded, wrappers peeled), not against its text. So the order of options, their
 //! spelling (`-fu`, `--force-with`, `--raw=1`) and the words between them never decide.
-use super::model::TextPattern;
-use crate::engine::operation::{Arg, Invocation};
+use super::text_pattern::TextPattern;
+use crate::engine::invocation::{Arg, Invocation};
 
 /// One `run:` item; every field given must hold.
 #[derive(Clone, Debug, Default)]

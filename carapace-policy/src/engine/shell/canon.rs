@@ -19,7 +19,7 @@
 //! The canonical line is recorded next to the line as written; rules may match either.
 mod specs;
 
-pub(crate) use crate::engine::operation::{Arg, Invocation};
+pub(crate) use crate::engine::invocation::{Arg, Invocation};
 pub(super) use specs::GIT_GLOBAL_VALUED;
 use specs::{Spec, PASS_VERBS};
 

@@ -11,6 +11,7 @@ use super::code_eval;
 use super::code_refs;
 use super::flow::{self, Reach};
 use super::names::path_like;
+use super::quote::shell_quote;
 use super::walk::{Feed, Walker};
 use crate::rules::Action;
 
@@ -374,29 +375,7 @@ impl Walker<'_> {
         } else if let Some((script, after)) =
             rest.split_first().filter(|(s, _)| *s != "-" && name != "R")
         {
-            self.path_op(Action::Read, script, ctx, None);
-            self.path_op(Action::Execute, script, ctx, None);
-            self.script_source(name, script, stdin, ctx);
-            // `deno run https://…`: the script is fetched and run.
-            if flow::fetches_url(script) {
-                self.runs_download(name, Reach::Script);
-            }
-            if let Some(feed) = self.fd_feed(script) {
-                self.code(&feed.joined(), ctx, depth);
-            }
-            // A script written earlier in the line (`echo CODE > x.py; python3 x.py`): its
-            // code is known, and read as inline code is.
-            if let Some(code) = self.file_feed(script, ctx).map(|f| f.joined()) {
-                if !code.is_empty() {
-                    self.tcl(name, &code, ctx, depth);
-                    self.code(&code, ctx, depth);
-                }
-            }
-            if name == "python" && script.rsplit('/').next() == Some("setup.py") {
-                for dir in super::installs::setup_py(after, ctx) {
-                    self.tree_write(&dir, ctx);
-                }
-            }
+            self.interpreted_script(name, script, after, stdin, ctx, depth);
             script_args = after;
         } else {
             if stdin.downloaded {
@@ -422,6 +401,41 @@ impl Walker<'_> {
         Feed {
             downloaded: fetched,
             ..Feed::default()
+        }
+    }
+
+    /// An interpreter running the script file `script` with arguments `after`.
+    fn interpreted_script(
+        &mut self,
+        name: &str,
+        script: &str,
+        after: &[String],
+        stdin: &Feed,
+        ctx: &mut Context,
+        depth: usize,
+    ) {
+        self.path_op(Action::Read, script, ctx, None);
+        self.path_op(Action::Execute, script, ctx, None);
+        self.script_source(name, script, stdin, ctx);
+        // `deno run https://…`: the script is fetched and run.
+        if flow::fetches_url(script) {
+            self.runs_download(name, Reach::Script);
+        }
+        if let Some(feed) = self.fd_feed(script) {
+            self.code(&feed.joined(), ctx, depth);
+        }
+        // A script written earlier in the line (`echo CODE > x.py; python3 x.py`): its code
+        // is known, and read as inline code is.
+        if let Some(code) = self.file_feed(script, ctx).map(|f| f.joined()) {
+            if !code.is_empty() {
+                self.tcl(name, &code, ctx, depth);
+                self.code(&code, ctx, depth);
+            }
+        }
+        if name == "python" && script.rsplit('/').next() == Some("setup.py") {
+            for dir in super::installs::setup_py(after, ctx) {
+                self.tree_write(&dir, ctx);
+            }
         }
     }
 
@@ -947,16 +961,6 @@ fn relative_name(path: &str) -> bool {
         && !path.contains("://")
         && !path.contains(char::is_whitespace)
         && !path.contains('\0')
-}
-
-pub(super) fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./~=:,@%+".contains(&b))
-    {
-        return s.to_owned();
-    }
-    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// What the call a value stands in does with it when no call that opens files says: a

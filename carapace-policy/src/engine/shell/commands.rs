@@ -1466,27 +1466,7 @@ impl Walker<'_> {
                     self.path_op(Action::Write, t, &sub, None);
                 }
             }
-            "config" => {
-                let file = if ro.has(&["--global"]) {
-                    "~/.gitconfig".to_owned()
-                } else if ro.has(&["--system"]) {
-                    "/etc/gitconfig".to_owned()
-                } else if let Some(f) = ro.value(&["-f", "--file"]) {
-                    f.to_owned()
-                } else {
-                    ".git/config".to_owned()
-                };
-                self.path_op(Action::Read, &file, &sub, None);
-                let querying = ro.has(&["--get", "--get-all", "--get-regexp", "-l", "--list"])
-                    || ro.operands.len() < 2;
-                if !querying {
-                    self.path_op(Action::Write, &file, &sub, None);
-                    if let [key, value, ..] = ro.operands.as_slice() {
-                        self.out.text(*value);
-                        self.git_config.push(format!("{key}={value}"));
-                    }
-                }
-            }
+            "config" => self.git_config_verb(&ro, &sub),
             "commit" | "add" | "stage" | "tag" | "branch" | "gc" | "notes" | "worktree" => {
                 self.path_op(Action::Read, ".", &sub, None);
                 self.path_op(Action::Write, ".git", &sub, None);
@@ -1523,6 +1503,30 @@ impl Walker<'_> {
             }
         }
         Feed::default()
+    }
+
+    /// `git config`: the file it reads, and writes unless it only queries; a value set is
+    /// text of the call and config later git commands of the line run with.
+    fn git_config_verb(&mut self, ro: &args::Opts<'_>, sub: &Context) {
+        let file = if ro.has(&["--global"]) {
+            "~/.gitconfig".to_owned()
+        } else if ro.has(&["--system"]) {
+            "/etc/gitconfig".to_owned()
+        } else if let Some(f) = ro.value(&["-f", "--file"]) {
+            f.to_owned()
+        } else {
+            ".git/config".to_owned()
+        };
+        self.path_op(Action::Read, &file, sub, None);
+        let querying = ro.has(&["--get", "--get-all", "--get-regexp", "-l", "--list"])
+            || ro.operands.len() < 2;
+        if !querying {
+            self.path_op(Action::Write, &file, sub, None);
+            if let [key, value, ..] = ro.operands.as_slice() {
+                self.out.text(*value);
+                self.git_config.push(format!("{key}={value}"));
+            }
+        }
     }
 
     /// `git fetch|pull|push|ls-remote|remote|submodule`: the remote reached (named on the

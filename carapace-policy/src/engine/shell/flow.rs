@@ -359,7 +359,7 @@ impl Walker<'_> {
         // F` runs `cat F`), each input quoted.
         let line = command.join(" ");
         for input in inputs.into_iter().take(MAX_INPUTS) {
-            let quoted = super::code::shell_quote(input);
+            let quoted = super::quote::shell_quote(input);
             let filled = line.contains("{}");
             let mut line = line.replace("{}", &quoted);
             if !filled {

@@ -43,6 +43,7 @@ mod param;
 mod parse;
 mod plain;
 mod printf;
+mod quote;
 mod resolve;
 mod sed;
 mod stop;

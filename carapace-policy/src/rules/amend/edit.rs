@@ -13,6 +13,16 @@ pub(super) enum Place<'a> {
     Override(&'a str),
 }
 
+/// Why the rule file's text could not be edited for the exception.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum EditError {
+    #[error("line {line}: {message}")]
+    Yaml { line: usize, message: String },
+    /// A layout this edit does not handle (the message says where, and to edit by hand).
+    #[error("{0}")]
+    Layout(&'static str),
+}
+
 /// The file's text with `entry` (YAML text of one exception) added at `place`, and
 /// `comment` (one line, without `#`) above it.
 pub(super) fn add_exception(
@@ -20,15 +30,19 @@ pub(super) fn add_exception(
     place: Place<'_>,
     entry: &str,
     comment: &str,
-) -> Result<String, String> {
+) -> Result<String, EditError> {
     let root = yaml::parse(text)
-        .map_err(|e| format!("line {}: {}", e.span.line, e.message))?
-        .ok_or("the rule file is empty")?;
+        .map_err(|e| EditError::Yaml {
+            line: e.span.line,
+            message: e.message,
+        })?
+        .ok_or(EditError::Layout("the rule file is empty"))?;
     let mut lines = Lines::new(text);
     let comment = format!("# {}", one_line(comment));
     match place {
         Place::Rule(span) => {
-            let item = rule_item(&root, span).ok_or("the rule is not in this file's `rules:`")?;
+            let item = rule_item(&root, span)
+                .ok_or(EditError::Layout("the rule is not in this file's `rules:`"))?;
             add_to_mapping(&mut lines, item, entry, &comment)?;
         }
         Place::Override(id) => match root.get("exceptions") {
@@ -50,7 +64,9 @@ pub(super) fn add_exception(
                     {
                         add_to_mapping(&mut lines, item, entry, &comment)?;
                     } else {
-                        let first = items.first().ok_or("`exceptions:` is empty")?;
+                        let first = items
+                            .first()
+                            .ok_or(EditError::Layout("`exceptions:` is empty"))?;
                         let indent = lines.indent(first.span.line);
                         let end = lines.block_end(
                             first.span.line,
@@ -69,7 +85,11 @@ pub(super) fn add_exception(
                         );
                     }
                 }
-                _ => return Err("`exceptions:` is not a block list; add the entry by hand".into()),
+                _ => {
+                    return Err(EditError::Layout(
+                        "`exceptions:` is not a block list; add the entry by hand",
+                    ))
+                }
             },
         },
     }
@@ -135,9 +155,9 @@ fn add_to_mapping(
     item: &Node,
     entry: &str,
     comment: &str,
-) -> Result<(), String> {
+) -> Result<(), EditError> {
     let NodeKind::Map(entries) = &item.kind else {
-        return Err("the rule is not a mapping".into());
+        return Err(EditError::Layout("the rule is not a mapping"));
     };
     let except = entries
         .iter()
@@ -163,7 +183,9 @@ fn add_to_mapping(
         Some((k, v)) => {
             match &v.kind {
                 NodeKind::Seq(items) if !is_flow(lines, v) => {
-                    let first = items.first().ok_or("the rule's `except:` is empty")?;
+                    let first = items
+                        .first()
+                        .ok_or(EditError::Layout("the rule's `except:` is empty"))?;
                     let dash = lines.indent(first.span.line);
                     // The list ends where the rule's next key (or the rule) does.
                     let next_key = entries
@@ -182,8 +204,13 @@ fn add_to_mapping(
                 }
                 NodeKind::Seq(items) if v.span.line == k.span.line => {
                     let close = lines
-                        .closing(v.span.line, flow_open(lines, v).ok_or("not a flow list")?)
-                        .ok_or("the `except: [ … ]` does not end on its line; edit it by hand")?;
+                        .closing(
+                            v.span.line,
+                            flow_open(lines, v).ok_or(EditError::Layout("not a flow list"))?,
+                        )
+                        .ok_or(EditError::Layout(
+                            "the `except: [ … ]` does not end on its line; edit it by hand",
+                        ))?;
                     let sep = if items.is_empty() { "" } else { ", " };
                     let at = lines.before_spaces(v.span.line, close);
                     lines.insert_at(v.span.line, at, &format!("{sep}{entry}"));
@@ -195,7 +222,9 @@ fn add_to_mapping(
                     let start = v.span.col - 1;
                     let stop = lines
                         .scalar_end(v.span.line, start)
-                        .ok_or("the `except:` value does not end on its line; edit it by hand")?;
+                        .ok_or(EditError::Layout(
+                            "the `except:` value does not end on its line; edit it by hand",
+                        ))?;
                     lines.replace(
                         v.span.line,
                         start,
@@ -204,10 +233,9 @@ fn add_to_mapping(
                     );
                     lines.insert_after(k.span.line - 1, &[format!("{pad}{comment}")]);
                 }
-                _ => return Err(
-                    "the rule's `except:` has a form this edit does not handle; edit it by hand"
-                        .into(),
-                ),
+                _ => return Err(EditError::Layout(
+                    "the rule's `except:` has a form this edit does not handle; edit it by hand",
+                )),
             }
         }
     }
@@ -228,12 +256,12 @@ fn add_to_flow_mapping(
     except: Option<&Node>,
     entry: &str,
     comment: &str,
-) -> Result<(), String> {
+) -> Result<(), EditError> {
     let line = item.span.line;
-    let open = flow_open(lines, item).ok_or("not a flow mapping")?;
-    let close = lines
-        .closing(line, open)
-        .ok_or("the rule's `{ … }` does not end on its line; edit it by hand")?;
+    let open = flow_open(lines, item).ok_or(EditError::Layout("not a flow mapping"))?;
+    let close = lines.closing(line, open).ok_or(EditError::Layout(
+        "the rule's `{ … }` does not end on its line; edit it by hand",
+    ))?;
     let pad = " ".repeat(lines.indent(line));
     match except {
         None => {
@@ -244,8 +272,13 @@ fn add_to_flow_mapping(
             if v.span.line == line && matches!(v.kind, NodeKind::Seq(_)) && is_flow(lines, v) =>
         {
             let vclose = lines
-                .closing(line, flow_open(lines, v).ok_or("not a flow list")?)
-                .ok_or("the `except: [ … ]` does not end on its line")?;
+                .closing(
+                    line,
+                    flow_open(lines, v).ok_or(EditError::Layout("not a flow list"))?,
+                )
+                .ok_or(EditError::Layout(
+                    "the `except: [ … ]` does not end on its line",
+                ))?;
             let sep = if matches!(&v.kind, NodeKind::Seq(s) if s.is_empty()) {
                 ""
             } else {
@@ -255,7 +288,9 @@ fn add_to_flow_mapping(
             lines.insert_at(line, at, &format!("{sep}{entry}"));
         }
         Some(_) => {
-            return Err("the rule's `except:` is not a one-line list; edit it by hand".into())
+            return Err(EditError::Layout(
+                "the rule's `except:` is not a one-line list; edit it by hand",
+            ))
         }
     }
     lines.insert_after(line - 1, &[format!("{pad}{comment}")]);

@@ -173,7 +173,7 @@ pub enum AmendError {
     )]
     NotEditable { rule: String, origin: String },
     #[error("the rule file cannot be changed automatically: {0}")]
-    Edit(String),
+    Edit(#[from] edit::EditError),
     #[error("the changed rule file does not validate:\n{0}")]
     Invalid(Diagnostics),
     #[error("the change would not allow {0}; nothing was proposed")]
@@ -259,14 +259,12 @@ pub fn propose(
     let old_text = file.text.unwrap_or("version: 1\n").to_owned();
     let exception = target.exception();
     let comment = comment(note, rule_id, target);
-    let new_text =
-        edit::add_exception(&old_text, place, &exception, &comment).map_err(AmendError::Edit)?;
+    let new_text = edit::add_exception(&old_text, place, &exception, &comment)?;
     if !edit::same_but_for(&old_text, &new_text, place, &exception) {
-        return Err(AmendError::Edit(
+        return Err(AmendError::Edit(edit::EditError::Layout(
             "the edit would change more than the one exception (an unusual layout); add it by \
-             hand"
-                .into(),
-        ));
+             hand",
+        )));
     }
     let new = RuleSet::load_text(file.origin, &new_text, opts).map_err(AmendError::Invalid)?;
     if !same_rule(rules, &new, rule).is_some_and(|r| target.excepted_by(r)) {

@@ -526,7 +526,7 @@ proptest! {
                 }
             }
             // Clear refusals: an unusual layout, or a path the exception cannot name exactly.
-            Err(AmendError::Edit(why)) => prop_assert!(!why.is_empty()),
+            Err(AmendError::Edit(why)) => prop_assert!(!why.to_string().is_empty()),
             Err(AmendError::NotAllowed(what)) => prop_assert!(what.ends_with(' '), "{what}"),
             Err(e) => prop_assert!(false, "unexpected refusal {e} for\n{text}"),
         }
