@@ -1025,6 +1025,7 @@ fn actions(node: &Node, rule: &str, sink: &mut Sink) -> Vec<Action> {
     out
 }
 
+/// `re:` regexes, and globs (`glob`) or substrings otherwise.
 fn text_patterns(
     node: &Node,
     what: &str,
@@ -1032,11 +1033,28 @@ fn text_patterns(
     rule: &str,
     sink: &mut Sink,
 ) -> Vec<TextPattern> {
+    cased_text_patterns(node, what, glob, false, rule, sink)
+}
+
+/// [`text_patterns`], `ignore_case` for regexes and globs alike (`run:` items).
+fn cased_text_patterns(
+    node: &Node,
+    what: &str,
+    glob: bool,
+    ignore_case: bool,
+    rule: &str,
+    sink: &mut Sink,
+) -> Vec<TextPattern> {
     strings(node, what, rule, sink)
         .into_iter()
         .filter_map(|(s, span)| {
             let parsed = if let Some(re) = s.strip_prefix("re:") {
-                LazyRegex::new(re)
+                let source = if ignore_case {
+                    format!("(?i){re}")
+                } else {
+                    re.to_owned()
+                };
+                LazyRegex::new(&source)
                     .map(|regex| TextPattern::Regex {
                         source: s.to_owned(),
                         regex,
@@ -1044,6 +1062,7 @@ fn text_patterns(
                     .map_err(|e| format!("invalid regex `{re}`: {e}"))
             } else if glob {
                 GlobBuilder::new(s)
+                    .case_insensitive(ignore_case)
                     .build()
                     .map(|g| TextPattern::Glob {
                         source: s.to_owned(),

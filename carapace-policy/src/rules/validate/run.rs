@@ -1,12 +1,10 @@
 //! `run:` items: structured command matches (`rules::run`), checked as strictly as the rest
 //! of the language — unknown keys with a did-you-mean, option names the tool would never
 //! show the matcher (a short alias, an abbreviation) refused with the name to write.
-use globset::GlobBuilder;
 
-use super::{bool_value, check_keys, strings, Sink};
+use super::{bool_value, cased_text_patterns, check_keys, strings, Sink};
 use crate::engine::shell::canon;
-use crate::rules::lazy_regex::{LazyGlob, LazyRegex};
-use crate::rules::model::{Cond, TextPattern};
+use crate::rules::model::Cond;
 use crate::rules::run::{RunMatch, Word};
 use crate::rules::yaml::{Node, NodeKind};
 
@@ -215,55 +213,9 @@ fn option_names(
 
 /// [`patterns`] as the words a `run:` item compares.
 fn words(node: &Node, what: &str, ignore_case: bool, rule: &str, sink: &mut Sink) -> Vec<Word> {
-    patterns(node, what, ignore_case, rule, sink)
+    // Whole-word globs (`*` crosses everything) or `re:` regexes (searched: anchor with `^…$`).
+    cased_text_patterns(node, what, true, ignore_case, rule, sink)
         .into_iter()
         .map(|p| Word::new(p, ignore_case))
-        .collect()
-}
-
-/// Whole-word globs (`*` crosses everything) or `re:` regexes (searched, anchor with `^…$`).
-fn patterns(
-    node: &Node,
-    what: &str,
-    ignore_case: bool,
-    rule: &str,
-    sink: &mut Sink,
-) -> Vec<TextPattern> {
-    strings(node, what, rule, sink)
-        .into_iter()
-        .filter_map(|(s, span)| {
-            let parsed = if let Some(re) = s.strip_prefix("re:") {
-                let source = if ignore_case {
-                    format!("(?i){re}")
-                } else {
-                    re.to_owned()
-                };
-                LazyRegex::new(&source)
-                    .map(|regex| TextPattern::Regex {
-                        source: s.to_owned(),
-                        regex,
-                    })
-                    .map_err(|e| format!("invalid regex `{re}`: {e}"))
-            } else {
-                GlobBuilder::new(s)
-                    .case_insensitive(ignore_case)
-                    .build()
-                    .map(|g| TextPattern::Glob {
-                        source: s.to_owned(),
-                        matcher: LazyGlob::new(g),
-                    })
-                    .map_err(|e| format!("invalid glob `{s}`: {e}"))
-            };
-            parsed
-                .map_err(|msg| {
-                    sink.error(
-                        span,
-                        Some(rule),
-                        msg,
-                        "fix the pattern (`re:` takes Rust regex syntax)",
-                    );
-                })
-                .ok()
-        })
         .collect()
 }
