@@ -55,7 +55,11 @@ const VCS_SERVERS: &[&str] = &[
 /// Whether a server's name (lower case) names version control: `git`, or one of
 /// [`VCS_SERVERS`] as a word or as all its words joined (`source_control`).
 pub(super) fn names_vcs(server: &str) -> bool {
-    let words = fields::words(server);
+    vcs_words(&fields::words(server))
+}
+
+/// [`names_vcs`] of a server name already split into words.
+pub(super) fn vcs_words(words: &[&str]) -> bool {
     words.iter().any(|w| *w == "git" || VCS_SERVERS.contains(w))
         || VCS_SERVERS.contains(&words.concat().as_str())
 }

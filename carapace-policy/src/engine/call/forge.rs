@@ -160,9 +160,10 @@ pub(super) fn extract(tool: &str, input: &Value, ctx: &Context, out: &mut Extrac
 fn is_forge(server: &str, local: &str, obj: &serde_json::Map<String, Value>) -> bool {
     let forge = |w: &str| FORGES.iter().any(|f| w.eq_ignore_ascii_case(f));
     let server = server.to_ascii_lowercase();
-    if fields::words(&server).iter().any(|w| forge(w))
+    let server_words = fields::words(&server);
+    if server_words.iter().any(|w| forge(w))
         || fields::words(local).iter().any(|w| forge(w))
-        || super::cli_tool::names_vcs(&server)
+        || super::cli_tool::vcs_words(&server_words)
     {
         return true;
     }
