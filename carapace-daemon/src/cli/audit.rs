@@ -70,8 +70,23 @@ pub async fn run(args: AuditArgs) -> anyhow::Result<u8> {
     }
 }
 
+/// How often `verify` looks again when it finds what a live daemon leaves for a moment:
+/// a record written but the head not yet pointed at it, or a line half written.
+const SETTLE_TRIES: u32 = 20;
+const SETTLE_PAUSE: Duration = Duration::from_millis(50);
+
 fn verify_command(dir: &Path) -> u8 {
-    match verify(dir) {
+    let mut result = verify(dir);
+    for _ in 1..SETTLE_TRIES {
+        match &result {
+            Ok(report) if !report.notes.is_empty() => {
+                std::thread::sleep(SETTLE_PAUSE);
+                result = verify(dir);
+            }
+            _ => break,
+        }
+    }
+    match result {
         Ok(report) => {
             for note in &report.notes {
                 println!("note: {note}");
