@@ -130,6 +130,10 @@ pub const RULE_PATH_TOO_LONG: u32 = u32::MAX;
 /// off (signals and ptrace to the daemon, `bpf()`, mounts, module loading, leaving the
 /// session's cgroup).
 pub const RULE_SELF_PROTECTION: u32 = u32::MAX - 1;
+/// Rule index used in events of datagrams (QUIC) to an address whose TCP connects a session
+/// checks by server name (`tls: sni`): the proxy reads TCP only, so they are refused and the
+/// client falls back to TCP, where the name is checked.
+pub const RULE_DATAGRAM_BY_NAME: u32 = u32::MAX - 2;
 
 /// `RuleRef::flags` / `NetRef::flags`: the entry is an exception (`except:`) of its rule.
 pub const REF_EXCEPT: u32 = 1;

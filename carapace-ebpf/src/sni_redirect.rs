@@ -19,12 +19,15 @@ use aya_ebpf::{
     programs::{SockAddrContext, SockOpsContext},
 };
 use carapace_common::{
-    LearnedKey, OrigDst, SniPeerKey, AF_INET, AF_INET6, DNS_PORT, HTTPS_PORT, HTTP_PORT,
+    op, subject, LearnedKey, OrigDst, SniPeerKey, AF_INET, AF_INET6, DNS_PORT, HTTPS_PORT,
+    HTTP_PORT, RULE_DATAGRAM_BY_NAME,
 };
 
 use crate::{
+    event::{self, Subject},
     gate,
     maps::{LEARNED, ORIG_DST, SNI_PEERS, SNI_PROXIES},
+    matcher::Verdict,
     sock_addr::{remember, target6, wire_port, words_of, LOOPBACK4_WORD, PROCEED},
 };
 
@@ -69,6 +72,29 @@ fn bytes6(words: [u32; 4]) -> [u8; 16] {
     out
 }
 
+/// Refuses a datagram (or a UDP connect) to `addr` (IPv4 mapped), port `user_port` as
+/// `bpf_sock_addr` holds it, and tells the daemon, which names the address the session
+/// looked up: without the event the program would see only its `EPERM`.
+#[inline(always)]
+fn refuse_datagram(user_port: u32, addr: [u8; 16], family: u16) -> i32 {
+    if let Some(session) = gate::member_session() {
+        let subject = Subject {
+            kind: subject::INET,
+            path: None,
+            family,
+            port: u16::from_be(user_port as u16),
+            addr,
+            detail: 0,
+        };
+        let verdict = Verdict {
+            rule: RULE_DATAGRAM_BY_NAME,
+            op: op::NETWORK,
+        };
+        event::emit(&session, verdict, &subject);
+    }
+    REFUSE
+}
+
 /// `connect4`: a TCP connect to a checked address goes to the proxy; a UDP one is refused.
 #[inline(always)]
 pub fn connect4(ctx: &SockAddrContext) -> i32 {
@@ -78,7 +104,7 @@ pub fn connect4(ctx: &SockAddrContext) -> i32 {
         return PROCEED;
     };
     if sa.type_ != SOCK_STREAM {
-        return REFUSE;
+        return refuse_datagram(sa.user_port, mapped4(sa.user_ip4), AF_INET);
     }
     let mut orig = OrigDst {
         port: sa.user_port as u16,
@@ -109,7 +135,7 @@ pub fn connect6(ctx: &SockAddrContext) -> i32 {
         return PROCEED;
     };
     if sa.type_ != SOCK_STREAM {
-        return REFUSE;
+        return refuse_datagram(sa.user_port, addr, AF_INET6);
     }
     let orig = OrigDst {
         addr,
@@ -132,8 +158,9 @@ pub fn connect6(ctx: &SockAddrContext) -> i32 {
 pub fn sendmsg4(ctx: &SockAddrContext) -> i32 {
     // SAFETY: as in `connect4`.
     let sa: &bpf_sock_addr = unsafe { &*ctx.sock_addr };
-    match proxy_for(sa.user_port, mapped4(sa.user_ip4)) {
-        Some(_) => REFUSE,
+    let addr = mapped4(sa.user_ip4);
+    match proxy_for(sa.user_port, addr) {
+        Some(_) => refuse_datagram(sa.user_port, addr, AF_INET),
         None => PROCEED,
     }
 }
@@ -149,8 +176,9 @@ pub fn sendmsg6(ctx: &SockAddrContext) -> i32 {
         sa.user_ip6[2],
         sa.user_ip6[3],
     ];
-    match proxy_for(sa.user_port, bytes6(words)) {
-        Some(_) => REFUSE,
+    let addr = bytes6(words);
+    match proxy_for(sa.user_port, addr) {
+        Some(_) => refuse_datagram(sa.user_port, addr, AF_INET6),
         None => PROCEED,
     }
 }

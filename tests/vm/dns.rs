@@ -817,3 +817,50 @@ fn a_refusal_by_name_survives_a_full_map_of_learned_addresses_and_a_reload() {
         "blocked network of 192.0.2.12:8094 (ported.carapace.test) (rule names-blocked-port:",
     );
 }
+
+/// Sends a UDP datagram to port 443 of argv[1]'s address (after looking it up), with and
+/// without `connect`, and prints `sendto ERRNO` and `connect ERRNO` (0: it went).
+const DATAGRAM: &str = r#"
+import socket, sys
+a = socket.getaddrinfo(sys.argv[1], 443, socket.AF_INET, socket.SOCK_DGRAM)[0][4][0]
+for how in ("sendto", "connect"):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        if how == "sendto":
+            s.sendto(b"quic", (a, 443))
+        else:
+            s.connect((a, 443))
+            s.send(b"quic")
+        print(how, 0)
+    except OSError as e:
+        print(how, e.errno)
+"#;
+
+#[test]
+fn a_datagram_to_an_address_checked_by_server_name_is_refused_with_a_denial_naming_it() {
+    let _g = guard();
+    add_addresses();
+    std::fs::write("/tmp/datagram.py", DATAGRAM).expect("write the datagram script");
+    let _upstream = Upstream::start();
+
+    // QUIC carries its server name where the proxy does not read it: to an address the
+    // session checks by name on port 443, UDP is refused (EPERM from the sock_addr
+    // programs), and the session hears why, with the name it looked up.
+    let out = agent("python3 /tmp/datagram.py shared.carapace.test");
+    assert_eq!(stdout(&out).trim(), "sendto 1\nconnect 1", "both refused");
+    assert_denied_line(
+        &out,
+        "blocked network of 192.0.2.20:443 (shared.carapace.test) (rule server-name-datagram: this session's rules check the server name",
+    );
+
+    // Outside a session the datagram goes.
+    let out = Command::new("python3")
+        .args(["/tmp/datagram.py", "shared.carapace.test"])
+        .output()
+        .expect("run python");
+    assert_eq!(
+        stdout(&out).trim(),
+        "sendto 0\nconnect 0",
+        "outside a session"
+    );
+}

@@ -3,8 +3,8 @@
 use std::net::Ipv6Addr;
 
 use carapace_common::{
-    mount_kind, op, path_op, subject, DenyEvent, AF_INET, PATH_MAX, RULE_PATH_TOO_LONG,
-    RULE_SELF_PROTECTION, TIOCSTI,
+    mount_kind, op, path_op, subject, DenyEvent, AF_INET, PATH_MAX, RULE_DATAGRAM_BY_NAME,
+    RULE_PATH_TOO_LONG, RULE_SELF_PROTECTION, TIOCSTI,
 };
 
 use super::proto::Denial;
@@ -13,6 +13,8 @@ use super::proto::Denial;
 pub const PATH_TOO_LONG_ID: &str = "path-too-long";
 /// Rule id reported for the kernel's self-protection guards, which no rule file switches off.
 pub const SELF_PROTECTION_ID: &str = "self-protection";
+/// Rule id reported for a datagram (QUIC) to an address the session checks by server name.
+pub const DATAGRAM_BY_NAME_ID: &str = "server-name-datagram";
 
 /// Name of one `op::*` bit.
 #[must_use]
@@ -314,6 +316,13 @@ pub fn denial_from_event(
             SELF_PROTECTION_ID.to_owned(),
             self_protection_message(event).to_owned(),
         )
+    } else if event.rule == RULE_DATAGRAM_BY_NAME {
+        (
+            DATAGRAM_BY_NAME_ID.to_owned(),
+            "this session's rules check the server name of connections to this address, which \
+             only TCP shows; UDP (QUIC) to it is refused, so clients fall back to TCP"
+                .to_owned(),
+        )
     } else if let Some((id, message)) = rule {
         (id.to_owned(), message.to_owned())
     } else {
@@ -364,6 +373,21 @@ mod tests {
     }
 
     const RULE: Option<(&str, &str)> = Some(("protect-ssh-keys", "SSH keys are off limits"));
+
+    #[test]
+    fn a_refused_datagram_says_why_without_a_rule_of_the_file() {
+        let mut e = event();
+        e.rule = RULE_DATAGRAM_BY_NAME;
+        e.op = op::NETWORK;
+        e.subject = subject::INET;
+        e.family = AF_INET;
+        e.port = 443;
+        e.addr[10..].copy_from_slice(&[0xff, 0xff, 192, 0, 2, 20]);
+        let d = denial_from_event(&e, "s-1", None);
+        assert_eq!(d.rule_id, DATAGRAM_BY_NAME_ID);
+        assert_eq!(d.subject, "192.0.2.20:443");
+        assert!(d.message.contains("QUIC"), "{}", d.message);
+    }
 
     #[test]
     fn path_denial() {
