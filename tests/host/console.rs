@@ -264,6 +264,30 @@ fn an_approval_is_answered_by_a_click(b: &mut Browser, d: &Daemon, hostport: &st
         "the operation, the gating rule and its message: {card}"
     );
     b.screenshot(&shots.join("approvals.png"));
+    // "Allow this from now on…" on the pending request. The gating rule here is switched on
+    // by what the session did (it read the web), and an exception cannot say "after the
+    // web": the panel says so and names the rule (the path-rule case, where a proposal is
+    // made, is tested through the CLI in rules_allow.rs). Cancel leaves the request waiting.
+    b.click("[data-approval] button[data-allow-approval]");
+    b.wait_for(
+        "document.getElementById('allow-error').textContent.includes('no-write-after-web')",
+        WAIT,
+        "the reason no exception is offered for the waiting request",
+    );
+    let why = b.eval("document.getElementById('allow-error').textContent");
+    assert!(
+        why.as_str().is_some_and(
+            |w| w.contains("session effect") && w.contains("/tmp/carapace-console/a.txt")
+        ),
+        "names the operation and why: {why}"
+    );
+    b.screenshot(&shots.join("approval-allow.png"));
+    b.click("#allow-cancel");
+    assert_eq!(
+        b.eval("document.getElementById('allow-panel').hidden"),
+        true,
+        "Cancel closes the panel"
+    );
     // Without the CSRF token (the page's own fetch, cookie and Origin included): refused.
     let forged = b.eval(
         "fetch('/api/answer', {method: 'POST', headers: {'Content-Type': 'application/json'}, \

@@ -165,3 +165,60 @@ fn a_denial_becomes_a_rule_and_only_that_operation_passes() {
     assert_eq!(check(&d, "/root/.aws/config"), 0);
     assert_eq!(check(&d, "/root/.aws/credentials"), 2, "only that file");
 }
+
+/// A tool call waiting for approval offers the same: the exception names the file the call
+/// writes (what the gating rule matched), and once written the same call is not asked again.
+#[test]
+fn a_waiting_tool_call_becomes_a_rule() {
+    let Some(dir) = setup("a_waiting_tool_call_becomes_a_rule") else {
+        return;
+    };
+    let drafts = dir.path().join("drafts");
+    let rules = dir.path().join("rules.yaml");
+    std::fs::write(
+        &rules,
+        format!(
+            "version: 1\nrules:\n  - id: ask-drafts\n    approve: \"{}/**\"\n    actions: [write]\n    message: \"drafts need a look\"\n",
+            drafts.display()
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let rules_arg = rules.display().to_string();
+    let d = Daemon::start(Path::new(CARAPACED), dir.path(), &["--rules", &rules_arg]);
+    let wanted = format!("{}/note.md", drafts.display());
+    let write = |path: &str| {
+        let call =
+            serde_json::json!({"tool": "Write", "input": {"file_path": path, "content": "x"}})
+                .to_string();
+        let out = cli(
+            Path::new(CARAPACE),
+            &d.socket,
+            ["check", "--session", "w1", "--json", &call],
+            &[],
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        (out.status.code().unwrap_or(-1), v)
+    };
+    let (code, v) = write(&wanted);
+    assert_eq!(code, 3, "the write waits for approval: {v}");
+    let id = v["approval_id"].as_str().unwrap_or_default().to_owned();
+    assert!(id.starts_with("ap-"), "{v}");
+
+    let allow = |extra: &[&str]| {
+        let mut all = vec!["rules", "allow", "--approval", &id];
+        all.extend_from_slice(extra);
+        cli(Path::new(CARAPACE), &d.socket, &all, &[])
+    };
+    let out = allow(&[]);
+    let shown = text(&out.stdout);
+    assert!(out.status.success(), "{shown}{}", text(&out.stderr));
+    assert!(shown.contains(&format!("+      - \"{wanted}\"")), "{shown}");
+    let out = allow(&["--write"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(write(&wanted).0, 0, "the same write passes from now on");
+    assert_eq!(
+        write(&format!("{}/other.md", drafts.display())).0,
+        3,
+        "another draft is still asked"
+    );
+}

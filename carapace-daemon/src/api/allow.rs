@@ -381,15 +381,18 @@ fn refusal_of_approval(daemon: &Daemon, id: &str) -> Result<(Option<String>, Ref
         .chain(&a.request.kernel_ops)
         .filter_map(kernel_target)
         .collect();
+    // A kernel request names its operation; a tool call's rules say what of it they
+    // matched, as a ledger record's do.
     let refused = a
         .request
         .rules
         .iter()
         .map(|r| {
-            let target = ops
-                .first()
-                .cloned()
-                .ok_or_else(|| amend::AmendError::NotAnOperation(a.request.summary.clone()));
+            let target = match ops.first() {
+                Some(op) => Ok(op.clone()),
+                None if !r.matched.is_empty() => Target::parse(&r.matched),
+                None => Err(amend::AmendError::NotAnOperation(a.request.summary.clone())),
+            };
             (r.id.clone(), target)
         })
         .collect();

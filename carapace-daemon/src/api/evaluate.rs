@@ -472,6 +472,8 @@ pub fn gate_rules(d: &Decision) -> Vec<GateRule> {
             id: m.id.clone(),
             mode: mode_name(m.mode).to_owned(),
             message: m.message.clone(),
+            // Redacted as the ledger is: the request is stored.
+            matched: crate::audit::redact::redact(&m.matched).into_owned(),
         })
         .collect()
 }

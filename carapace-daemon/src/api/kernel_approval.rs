@@ -42,6 +42,7 @@ pub fn request_of(event: &DenyEvent, rule: &Rule, d: &Denial, owner_uid: u32) ->
         id: rule.id.clone(),
         mode: "approve".into(),
         message: rule.message.clone(),
+        matched: String::new(),
     }];
     if event.subject == subject::INET {
         let addr = super::denial::inet_addr(event)?;

@@ -302,6 +302,7 @@ pub fn plan(
                     id: m.id.clone(),
                     mode: "block".into(),
                     message: m.message.clone(),
+                    matched: crate::audit::redact::redact(&m.matched).into_owned(),
                 })
                 .collect()
         } else {

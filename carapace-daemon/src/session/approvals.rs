@@ -29,6 +29,11 @@ pub struct GateRule {
     pub id: String,
     pub mode: String,
     pub message: String,
+    /// What of the call the rule matched (`write /tmp/x`): the operation an exception
+    /// would name. Empty for kernel requests (their operation is `Request::kernel`) and in
+    /// requests stored before it was kept.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub matched: String,
 }
 
 /// One step of a plan, pre-evaluated.
@@ -627,6 +632,7 @@ mod tests {
                     id: (*id).into(),
                     mode: "approve".into(),
                     message: format!("{id} says ask"),
+                    matched: String::new(),
                 })
                 .collect(),
             ..Request::default()
