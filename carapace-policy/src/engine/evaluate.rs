@@ -592,6 +592,12 @@ mod tests {
                     Just("core.hooksPath"), Just("x"), Just("eval"), Just("$(curl"),
                     Just("base64"), Just("-d"), Just("pkill"), Just("<("), Just("source"),
                     Just("status"), Just("ls"), Just("-la"), Just("É"), Just("\\x41"),
+                    // Subcommands the index files without case, and their neighbours.
+                    Just("CONFIG"), Just("Config"), Just("--global"), Just("alias.x"),
+                    Just("!sh"), Just("alias.x=!sh"), Just("core.fsmonitor"), Just("Core.SshCommand"),
+                    Just("-c"), Just("core.hookspath=x"), Just("credential-fill"), Just("fill"),
+                    Just("filter-branch"), Just("push"), Just("--force"), Just("main"),
+                    Just("kubectl"), Just("get"), Just("SECRETS"), Just("--get"), Just("user.token"),
                 ], 0..7),
                 0..4,
             ),
@@ -613,6 +619,48 @@ mod tests {
                         first[i].is_some(),
                         rule_matches(rule, &ext).is_some(),
                         "rule {} on {:?}", rule.id, ext.commands
+                    );
+                }
+            }
+        }
+
+        /// The `run:` index (by program, by subcommand, with and without case) never drops
+        /// an item that matches, nor keeps one that does not: commands of the programs the
+        /// packs name, with words from their rules, against every rule one by one.
+        #[test]
+        fn the_run_index_agrees_with_every_rule(
+            program in prop_oneof![
+                Just("git"), Just("kubectl"), Just("gh"), Just("docker"), Just("pass"),
+                Just("security"), Just("gcloud"), Just("python3"), Just("git-credential-store"),
+            ],
+            words in proptest::collection::vec(prop_oneof![
+                Just("config"), Just("CONFIG"), Just("Config"), Just("--global"), Just("get"),
+                Just("set"), Just("alias.x"), Just("!sh -c x"), Just("ALIAS.x=!sh"),
+                Just("core.fsmonitor"), Just("Core.SshCommand"), Just("ssh -i k"), Just("-c"),
+                Just("core.hooksPath=x"), Just("credential"), Just("credential-fill"),
+                Just("fill"), Just("filter-branch"), Just("FILTER-BRANCH"), Just("push"),
+                Just("--force"), Just("-f"), Just("main"), Just("+main"), Just("origin"),
+                Just("status"), Just("view"), Just("--raw"), Just("secrets"), Just("SECRETS"),
+                Just("auth"), Just("token"), Just("--get"), Just("user.token"), Just("-m"),
+                Just("git_filter_repo"), Just("show"), Just("-w"), Just("find-generic-password"),
+                Just("run"), Just("--privileged"), Just("reset"), Just("--hard"), Just("."),
+                Just("print-access-token"), Just("beta"), Just("--"),
+            ], 0..6),
+        ) {
+            let rules = builtin_all();
+            let mut ext = Extracted::new("Bash");
+            let mut argv = vec![program.to_owned()];
+            argv.extend(words.iter().map(|w| (*w).to_owned()));
+            ext.argv(argv);
+            let first = rules
+                .command_index()
+                .first_matches(rules.rules().len(), &ext.commands, &ext.argvs);
+            for (i, rule) in rules.rules().iter().enumerate() {
+                if rules.command_index().indexed(i) {
+                    prop_assert_eq!(
+                        first[i].is_some(),
+                        rule_matches(rule, &ext).is_some(),
+                        "rule {} on {} {:?}", rule.id, program, words
                     );
                 }
             }
