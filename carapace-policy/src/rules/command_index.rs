@@ -15,7 +15,7 @@ use std::collections::HashMap;
 
 use regex::RegexSet;
 
-/// Keys are program names and subcommand words the packs wrote: a fast hash (SipHash's
+/// Keys are program names and subcommand words the packs wrote: a fast hash (`SipHash`'s
 /// protection against chosen keys buys nothing for keys fixed at load).
 type Map<V> = HashMap<String, V, foldhash::fast::RandomState>;
 
