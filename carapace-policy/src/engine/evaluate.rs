@@ -592,6 +592,12 @@ mod tests {
                     Just("core.hooksPath"), Just("x"), Just("eval"), Just("$(curl"),
                     Just("base64"), Just("-d"), Just("pkill"), Just("<("), Just("source"),
                     Just("status"), Just("ls"), Just("-la"), Just("É"), Just("\\x41"),
+                    // Subcommands the index files without case, and their neighbours.
+                    Just("CONFIG"), Just("Config"), Just("--global"), Just("alias.x"),
+                    Just("!sh"), Just("alias.x=!sh"), Just("core.fsmonitor"), Just("Core.SshCommand"),
+                    Just("-c"), Just("core.hookspath=x"), Just("credential-fill"), Just("fill"),
+                    Just("filter-branch"), Just("push"), Just("--force"), Just("main"),
+                    Just("kubectl"), Just("get"), Just("SECRETS"), Just("--get"), Just("user.token"),
                 ], 0..7),
                 0..4,
             ),
@@ -613,6 +619,56 @@ mod tests {
                         first[i].is_some(),
                         rule_matches(rule, &ext).is_some(),
                         "rule {} on {:?}", rule.id, ext.commands
+                    );
+                }
+            }
+        }
+
+        /// The `run:` index (by program, by subcommand, with and without case) never drops
+        /// an item that matches, nor keeps one that does not: commands of the programs the
+        /// packs name, written as program, global options, subcommand and words from their
+        /// rules, against every rule one by one.
+        #[test]
+        fn the_run_index_agrees_with_every_rule(
+            program in prop_oneof![
+                Just("git"), Just("git"), Just("git"), Just("kubectl"), Just("gh"),
+                Just("docker"), Just("pass"), Just("security"), Just("gcloud"), Just("python3"),
+                Just("git-credential-store"),
+            ],
+            globals in proptest::collection::vec(prop_oneof![
+                Just("-c"), Just("core.hooksPath=x"), Just("alias.p=push --force"),
+                Just("--no-pager"), Just("-C"), Just("/tmp"),
+            ], 0..3),
+            verb in prop_oneof![
+                Just("config"), Just("CONFIG"), Just("Config"), Just("push"), Just("status"),
+                Just("credential-fill"), Just("credential"), Just("filter-branch"),
+                Just("FILTER-BRANCH"), Just("reset"), Just("auth"), Just("get"), Just("view"),
+                Just("run"), Just("find-generic-password"), Just("show"), Just("beta"), Just("p"),
+            ],
+            words in proptest::collection::vec(prop_oneof![
+                Just("--global"), Just("get"), Just("set"), Just("alias.x"), Just("!sh -c x"),
+                Just("ALIAS.x=!sh"), Just("core.fsmonitor"), Just("Core.SshCommand"),
+                Just("ssh -i k"), Just("core.hooksPath"), Just("/tmp/h"), Just("fill"),
+                Just("--force"), Just("-f"), Just("main"), Just("+main"), Just("origin"),
+                Just("--raw"), Just("SECRETS"), Just("token"), Just("--get"), Just("user.token"),
+                Just("-m"), Just("git_filter_repo"), Just("-w"), Just("--privileged"),
+                Just("--hard"), Just("."), Just("print-access-token"), Just("--"),
+            ], 0..4),
+        ) {
+            let rules = builtin_all();
+            let mut ext = Extracted::new("Bash");
+            let mut argv = vec![program.to_owned()];
+            argv.extend(globals.iter().chain([&verb]).chain(&words).map(|w| (*w).to_owned()));
+            ext.argv(argv.clone());
+            let first = rules
+                .command_index()
+                .first_matches(rules.rules().len(), &ext.commands, &ext.argvs);
+            for (i, rule) in rules.rules().iter().enumerate() {
+                if rules.command_index().indexed(i) {
+                    prop_assert_eq!(
+                        first[i].is_some(),
+                        rule_matches(rule, &ext).is_some(),
+                        "rule {} on {:?}", rule.id, argv
                     );
                 }
             }
@@ -660,6 +716,44 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// Items that compare without case are filed under their subcommand in lower case:
+    /// every spelling of it still reaches them, through the index as one by one.
+    #[test]
+    fn case_blind_run_items_are_reached_in_every_case() {
+        let rules = builtin_all();
+        for (line, id) in [
+            ("git config alias.x !sh", "git-config-commands"),
+            ("git CONFIG alias.x !sh", "git-config-commands"),
+            (
+                "git -c x.y=z Config --global ALIAS.x=!sh",
+                "git-config-commands",
+            ),
+            ("git config core.sshCommand ssh", "git-config-commands"),
+            ("git config --get user.token", "git-config-credentials"),
+            ("git CONFIG --get user.TOKEN", "git-config-credentials"),
+            ("git -c core.hooksPath=/tmp/h status", "git-hooks-path"),
+        ] {
+            let mut ext = Extracted::new("Bash");
+            ext.argv(line.split(' ').map(str::to_owned).collect());
+            let first =
+                rules
+                    .command_index()
+                    .first_matches(rules.rules().len(), &ext.commands, &ext.argvs);
+            let (i, rule) = rules
+                .rules()
+                .iter()
+                .enumerate()
+                .find(|(_, r)| r.id == id)
+                .expect("the packs hold the rule");
+            assert!(rules.command_index().indexed(i), "{id} is indexed");
+            assert!(first[i].is_some(), "{id} on {line} through the index");
+            assert!(
+                rule_matches(rule, &ext).is_some(),
+                "{id} on {line} one by one"
+            );
         }
     }
 

@@ -393,17 +393,22 @@ pub fn lexical(path: &str) -> String {
     {
         return path.to_owned();
     }
-    let mut parts: Vec<&str> = Vec::new();
+    // One pass into the answer: `..` cuts it back to its last `/` (no list of names).
+    let mut out = String::with_capacity(path.len() + 1);
     for part in path.split('/') {
         match part {
             "" | "." => {}
-            ".." => {
-                parts.pop();
+            ".." => out.truncate(out.rfind('/').unwrap_or(0)),
+            p => {
+                out.push('/');
+                out.push_str(p);
             }
-            p => parts.push(p),
         }
     }
-    absolute(&parts, path.len())
+    if out.is_empty() {
+        out.push('/');
+    }
+    out
 }
 
 /// `/a/b` of the names `[a, b]` (`/` of none).

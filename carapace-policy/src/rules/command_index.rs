@@ -15,6 +15,10 @@ use std::collections::HashMap;
 
 use regex::RegexSet;
 
+/// Keys are program names and subcommand words the packs wrote: a fast hash (`SipHash`'s
+/// protection against chosen keys buys nothing for keys fixed at load).
+type Map<V> = HashMap<String, V, foldhash::fast::RandomState>;
+
 use super::model::{Cond, TextPattern};
 use super::run::{RunMatch, Word};
 use super::Rule;
@@ -27,7 +31,10 @@ struct Slot {
     exact: Vec<(u32, u32)>,
     /// Items naming this program, by the plain word their subcommand starts with (`push`):
     /// a command meets only those of its own subcommand.
-    by_verb: HashMap<String, Vec<(u32, u32)>>,
+    by_verb: Map<Vec<(u32, u32)>>,
+    /// The same for items that compare without case (`ignore-case`), by the word in lower
+    /// case: `git config` meets the case-blind `config` items and `git status` none.
+    by_folded_verb: Map<Vec<(u32, u32)>>,
     /// Items naming a prefix whose stem this is, with the prefix.
     prefixed: Vec<(String, u32, u32)>,
 }
@@ -50,7 +57,7 @@ pub struct CommandIndex {
     indexed: Vec<bool>,
     /// Program name → the `run:` items that name it; a prefix (`git-credential-*`) is filed
     /// under its stem (`git`, see [`stem`]).
-    programs: HashMap<String, Slot>,
+    programs: Map<Slot>,
     /// Per rule: its `run:` items (empty for others).
     runs: Vec<Vec<RunMatch>>,
 }
@@ -117,9 +124,13 @@ impl CommandIndex {
                         continue;
                     }
                     let slot = out.programs.entry(p.clone()).or_default();
-                    match item.subcommand.first().and_then(Word::literal) {
-                        Some(verb) => slot.by_verb.entry(verb.to_owned()).or_default().push(at),
-                        None => slot.exact.push(at),
+                    let first = item.subcommand.first();
+                    if let Some(verb) = first.and_then(Word::literal) {
+                        slot.by_verb.entry(verb.to_owned()).or_default().push(at);
+                    } else if let Some(folded) = first.and_then(Word::folded_literal) {
+                        slot.by_folded_verb.entry(folded).or_default().push(at);
+                    } else {
+                        slot.exact.push(at);
                     }
                 }
             }
@@ -185,7 +196,8 @@ impl CommandIndex {
                 .map(|(_, r, j)| (*r, *j));
             let mut candidates = named.iter().copied().chain(by_prefix).peekable();
             let verbs = slot.map(|s| &s.by_verb).filter(|v| !v.is_empty());
-            if candidates.peek().is_none() && verbs.is_none() {
+            let folded_verbs = slot.map(|s| &s.by_folded_verb).filter(|v| !v.is_empty());
+            if candidates.peek().is_none() && verbs.is_none() && folded_verbs.is_none() {
                 continue;
             }
             // Read as the tool reads it once, for every item that names the program.
@@ -195,9 +207,19 @@ impl CommandIndex {
             // The subcommand's first word is among the operands up to the first that is
             // surely one (those before may be options' values).
             let mut by_verb: Vec<(u32, u32)> = Vec::new();
-            if let Some(verbs) = verbs {
+            if verbs.is_some() || folded_verbs.is_some() {
                 for (word, maybe_value) in inv.operands() {
-                    by_verb.extend(verbs.get(word).into_iter().flatten().copied());
+                    if let Some(verbs) = verbs {
+                        by_verb.extend(verbs.get(word).into_iter().flatten().copied());
+                    }
+                    if let Some(folded) = folded_verbs {
+                        let lower = if word.bytes().any(|b| b.is_ascii_uppercase()) {
+                            std::borrow::Cow::Owned(word.to_ascii_lowercase())
+                        } else {
+                            std::borrow::Cow::Borrowed(word)
+                        };
+                        by_verb.extend(folded.get(lower.as_ref()).into_iter().flatten().copied());
+                    }
                     if !maybe_value {
                         break;
                     }

@@ -79,6 +79,16 @@ impl Word {
         self.literal.as_deref().filter(|_| !self.ignore_case)
     }
 
+    /// The one word this matches without (ASCII) case, in lower case: every word it
+    /// matches has this lower-case form.
+    #[must_use]
+    pub fn folded_literal(&self) -> Option<String> {
+        self.literal
+            .as_deref()
+            .filter(|_| self.ignore_case)
+            .map(str::to_ascii_lowercase)
+    }
+
     #[must_use]
     pub fn pattern(&self) -> &TextPattern {
         &self.pattern

@@ -42,7 +42,11 @@ pub(super) fn parse<'a>(args: &'a [String], valued: &[&str], stop_at_operand: bo
         }
         if arg.len() > 1 && arg.starts_with('-') {
             for (j, c) in arg.char_indices().skip(1) {
-                let name = format!("-{c}");
+                // Built by hand: `format!` costs several times the two pushes, once per
+                // option letter of every command.
+                let mut name = String::with_capacity(1 + c.len_utf8());
+                name.push('-');
+                name.push(c);
                 if valued.contains(&name.as_str()) {
                     let attached = &arg[j + c.len_utf8()..];
                     let value = if attached.is_empty() {

@@ -28,7 +28,7 @@ use specs::{Spec, PASS_VERBS};
 pub(super) fn line(base: &str, args: &[String]) -> Option<String> {
     let (tool, args) = front_end(base, args);
     if tool == "git" {
-        let (verb, parsed) = git(args)?;
+        let (verb, parsed) = git(&GitLine::read(args))?;
         let mut words = vec!["git".to_owned(), verb];
         words.extend(parsed.options());
         words.push("--".to_owned());
@@ -105,10 +105,10 @@ pub(crate) fn invocation(base: &str, args: &[String]) -> Option<Invocation> {
 /// its case). `git config set|get|unset|list` (git 2.46) is written as the options the
 /// older form spells (`git config --get KEY`), so that rules name one form.
 fn git_invocation(args: &[String]) -> Option<Invocation> {
-    let globals = super::args::parse(args, GIT_GLOBAL_VALUED, true);
-    let mut out: Vec<Arg> = globals
-        .values(&["-c"])
-        .into_iter()
+    let line = GitLine::read(args);
+    let mut out: Vec<Arg> = line
+        .config
+        .iter()
         .map(|c| Arg::Option {
             name: "-c".to_owned(),
             value: Some(match c.split_once('=') {
@@ -118,7 +118,7 @@ fn git_invocation(args: &[String]) -> Option<Invocation> {
         })
         .collect();
     // A dry run does nothing but what the config given for it does (hooks run).
-    let Some((verb, mut parsed)) = git(args) else {
+    let Some((verb, mut parsed)) = git(&line) else {
         return (!out.is_empty()).then(|| Invocation {
             program: "git".to_owned(),
             args: out,
@@ -380,17 +380,33 @@ fn boolean(value: &str) -> Option<bool> {
     }
 }
 
+/// `git [GLOBAL…] VERB ARGS…` with its global options read (once, for both the line and
+/// the invocation): the `-c` config given, as written, and the verb with what follows.
+struct GitLine<'a> {
+    config: Vec<&'a str>,
+    rest: &'a [String],
+}
+
+impl<'a> GitLine<'a> {
+    fn read(args: &'a [String]) -> Self {
+        let globals = super::args::parse(args, GIT_GLOBAL_VALUED, true);
+        Self {
+            config: globals.values(&["-c"]),
+            rest: globals.rest,
+        }
+    }
+}
+
 /// `git [GLOBAL…] VERB ARGS…` → the verb and its arguments as git reads them (global
 /// options dropped, an alias expanded, `-c` config applied), or nothing for a dry run.
-fn git(args: &[String]) -> Option<(String, Parsed)> {
-    let globals = super::args::parse(args, GIT_GLOBAL_VALUED, true);
-    let config: Vec<(String, &str)> = globals
-        .values(&["-c"])
-        .into_iter()
+fn git(line: &GitLine<'_>) -> Option<(String, Parsed)> {
+    let config: Vec<(String, &str)> = line
+        .config
+        .iter()
         .filter_map(|c| c.split_once('='))
         .map(|(k, v)| (k.to_ascii_lowercase(), v))
         .collect();
-    let (verb, rest) = globals.rest.split_first()?;
+    let (verb, rest) = line.rest.split_first()?;
     // `-c alias.p='push --force' p`: git runs the alias's words (a `!` alias is a shell
     // command, walked as one by the command table).
     let expanded: Vec<String>;

@@ -5,41 +5,48 @@
 use super::super::normalize;
 
 /// The name a command is looked up by: `/usr/bin/python3.12` → `python`, `mkfs.ext4` →
-/// `mkfs`.
+/// `mkfs`. Called for every simple command several times (the table, the flow, the stop
+/// lines), so it looks at bytes and tries only the families the name's first letter allows.
 pub(super) fn family(word: &str) -> &str {
-    let base = word.rsplit('/').next().unwrap_or(word);
-    if base.starts_with("mkfs.") {
-        return "mkfs";
-    }
-    // `pip-3.12`, as some distributions name it.
-    if base
-        .strip_prefix("pip-")
-        .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
-    {
-        return "pip";
-    }
-    for (prefix, fam) in [
-        ("python", "python"),
-        ("pypy", "python"),
-        ("ipython", "ipython"),
-        ("perl5", "perl"),
-        ("ruby", "ruby"),
-        ("php", "php"),
-        ("node", "node"),
-        ("lua", "lua"),
-        ("pip", "pip"),
-        ("tclsh", "tclsh"),
-        ("wish", "wish"),
-    ] {
-        if base.starts_with(prefix)
-            && base[prefix.len()..]
-                .bytes()
-                .all(|b| b.is_ascii_digit() || b == b'.')
+    let base = word
+        .as_bytes()
+        .iter()
+        .rposition(|&b| b == b'/')
+        .map_or(word, |i| &word[i + 1..]);
+    // A version suffix: nothing or digits and dots (`3.12`).
+    let versioned = |prefix: &str| {
+        base.strip_prefix(prefix)
+            .is_some_and(|v| v.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+    };
+    let families: &[(&str, &'static str)] = match base.as_bytes().first() {
+        Some(b'm') if base.starts_with("mkfs.") => return "mkfs",
+        // `pip-3.12`, as some distributions name it.
+        Some(b'p')
+            if base.strip_prefix("pip-").is_some_and(|v| {
+                !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+            }) =>
         {
-            return fam;
+            return "pip"
         }
-    }
-    base
+        Some(b'p') => &[
+            ("python", "python"),
+            ("pypy", "python"),
+            ("perl5", "perl"),
+            ("php", "php"),
+            ("pip", "pip"),
+        ],
+        Some(b'i') => &[("ipython", "ipython")],
+        Some(b'r') => &[("ruby", "ruby")],
+        Some(b'n') => &[("node", "node")],
+        Some(b'l') => &[("lua", "lua")],
+        Some(b't') => &[("tclsh", "tclsh")],
+        Some(b'w') => &[("wish", "wish")],
+        _ => &[],
+    };
+    families
+        .iter()
+        .find(|(prefix, _)| versioned(prefix))
+        .map_or(base, |(_, fam)| fam)
 }
 
 /// A word that names a file rather than a value: rules want to see it as a path.
@@ -171,4 +178,63 @@ pub(super) fn unescape(s: &str) -> String {
         }
     }
     String::from_utf8_lossy(&bytes).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    /// [`super::family`] as it was written before it dispatched on the first letter: every
+    /// family tried in turn.
+    fn family_every_prefix(word: &str) -> &str {
+        let base = word.rsplit('/').next().unwrap_or(word);
+        if base.starts_with("mkfs.") {
+            return "mkfs";
+        }
+        if base
+            .strip_prefix("pip-")
+            .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+        {
+            return "pip";
+        }
+        for (prefix, fam) in [
+            ("python", "python"),
+            ("pypy", "python"),
+            ("ipython", "ipython"),
+            ("perl5", "perl"),
+            ("ruby", "ruby"),
+            ("php", "php"),
+            ("node", "node"),
+            ("lua", "lua"),
+            ("pip", "pip"),
+            ("tclsh", "tclsh"),
+            ("wish", "wish"),
+        ] {
+            if base.starts_with(prefix)
+                && base[prefix.len()..]
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || b == b'.')
+            {
+                return fam;
+            }
+        }
+        base
+    }
+
+    proptest! {
+        #[test]
+        fn family_agrees_with_trying_every_prefix(
+            dir in prop_oneof![Just(""), Just("/usr/bin/"), Just("./"), Just("a/b/"), Just("/")],
+            stem in prop_oneof![
+                Just("python"), Just("pypy"), Just("ipython"), Just("perl5"), Just("perl"),
+                Just("ruby"), Just("php"), Just("node"), Just("lua"), Just("pip"), Just("pip-"),
+                Just("tclsh"), Just("wish"), Just("mkfs."), Just("mkfs"), Just("git"), Just(""),
+                Just("é"), Just("p"), Just("nodejs"),
+            ],
+            tail in "[0-9.a-z/-]{0,5}",
+        ) {
+            let word = format!("{dir}{stem}{tail}");
+            prop_assert_eq!(super::family(&word), family_every_prefix(&word), "{}", word);
+        }
+    }
 }
