@@ -409,9 +409,20 @@ impl Walker<'_> {
         // (`GIT_CONFIG_*`, `-c` of an alias) in front.
         let mut words_read = vec![base.clone()];
         if base == "git" {
+            let config_env: Vec<&str> = args
+                .iter()
+                .filter_map(|a| a.strip_prefix("--config-env="))
+                .collect();
+            let minus_c: Vec<&str> = args
+                .windows(2)
+                .filter(|w| w[0] == "-c")
+                .map(|w| w[1].as_str())
+                .collect();
+            let given = self.git_given_config(&minus_c, &config_env, ctx);
             words_read.extend(
                 self.git_config
                     .iter()
+                    .chain(&given)
                     .flat_map(|kv| ["-c".to_owned(), kv.clone()]),
             );
         }
@@ -1380,7 +1391,14 @@ impl Walker<'_> {
                 sub.cwd = p;
             }
         }
-        for c in o.values(&["-c"]) {
+        // Config given by the environment, `--config-env` and files git is told to read
+        // runs as `-c` config does.
+        let given = self.git_given_config(&o.values(&["-c"]), &o.values(&["--config-env"]), &sub);
+        for c in o
+            .values(&["-c"])
+            .into_iter()
+            .chain(given.iter().map(String::as_str))
+        {
             // -c core.sshCommand=… / alias.x=!cmd run commands.
             if let Some((key, value)) = c.split_once('=') {
                 let key = key.to_ascii_lowercase();
@@ -1503,6 +1521,41 @@ impl Walker<'_> {
             }
         }
         Feed::default()
+    }
+
+    /// Config git gets for this command besides its `-c` words: the environment's
+    /// (`GIT_CONFIG_COUNT`…, `GIT_CONFIG_PARAMETERS`), `--config-env`, and the entries of
+    /// config files it is told to read (`GIT_CONFIG_GLOBAL`, `include.path`) — their text
+    /// written earlier in the line, or on disk.
+    fn git_given_config(
+        &self,
+        minus_c: &[&str],
+        config_env: &[&str],
+        ctx: &Context,
+    ) -> Vec<String> {
+        let mut config = super::gitconfig::given(ctx, config_env);
+        let set = minus_c
+            .iter()
+            .copied()
+            .chain(self.git_config.iter().map(String::as_str))
+            .chain(config.iter().map(String::as_str));
+        let files: Vec<String> = super::gitconfig::config_files(ctx, set)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        for file in files {
+            let text = match self.file_feed(&file, ctx) {
+                Some(feed) => feed.text.join("\n"),
+                None => ctx
+                    .host
+                    .as_deref()
+                    .zip(normalize::shell_path(&file, ctx))
+                    .and_then(|(h, p)| super::gitconfig::read_file(h, std::path::Path::new(&p)))
+                    .unwrap_or_default(),
+            };
+            config.extend(super::gitconfig::entries(&text));
+        }
+        config
     }
 
     /// `git config`: the file it reads, and writes unless it only queries; a value set is
