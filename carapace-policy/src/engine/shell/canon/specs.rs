@@ -836,11 +836,24 @@ const GIT_CONFIG: Spec = Spec {
         "--edit",
         "--name-only",
         "--all",
+        "--fixed-value",
+        "--show-names",
+        "--remove-section",
+        "--rename-section",
+        "--get-colorbool",
+        "--bool-or-int",
+        "--bool-or-str",
+        "--expiry-date",
     ],
     ..spec(
         "git",
         Some("config"),
-        &[('f', "--file"), ('l', "--list"), ('e', "--edit")],
+        &[
+            ('f', "--file"),
+            ('l', "--list"),
+            ('e', "--edit"),
+            ('z', "--null"),
+        ],
         &[
             "--file",
             "--blob",
@@ -848,6 +861,7 @@ const GIT_CONFIG: Spec = Spec {
             "--default",
             "--comment",
             "--value",
+            "--get-color",
         ],
     )
 };
