@@ -1026,34 +1026,38 @@ impl Walker<'_> {
             starts.push(".");
         }
         let expr = args.get(i..).unwrap_or(&[]);
-        let names = super::find_names::names(expr);
+        let branches = super::find_names::branches(expr);
         // `-maxdepth 0` finds the start points alone, `-maxdepth 1` their entries: no walk.
         let max_depth = expr
             .iter()
             .position(|a| a == "-maxdepth")
             .and_then(|at| expr.get(at + 1))
             .and_then(|d| d.parse::<u32>().ok());
-        let found: Vec<String> = starts
-            .iter()
-            .filter_map(|s| normalize::shell_path(s, ctx))
-            .flat_map(|s| {
-                let s = s.trim_end_matches('/').to_owned();
-                names
-                    .iter()
-                    .flat_map(move |n| match (n, max_depth) {
-                        (_, Some(0)) => vec![s.clone()],
-                        // One level down, hidden names too: find's `-name '*.pub'` also
-                        // matches `.x.pub`, which the shell's `*.pub` does not.
-                        (Some(n), Some(1)) if n.starts_with(['*', '?', '[']) => {
-                            vec![format!("{s}/{n}"), format!("{s}/.{n}")]
-                        }
-                        (Some(n), Some(1)) => vec![format!("{s}/{n}")],
-                        (Some(n), _) => vec![format!("{s}/{FIND_DEPTH}/{n}")],
-                        (None, _) => vec![format!("{s}/**")],
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .collect();
+        let mut found: Vec<String> = Vec::new();
+        for written in &starts {
+            let Some(s) = normalize::shell_path(written, ctx) else {
+                continue;
+            };
+            let s = s.trim_end_matches('/');
+            for b in &branches {
+                // A whole-path test names the paths themselves (`-path '*/.ssh/id_*'`).
+                if let Some(paths) = b.path.as_deref().and_then(|p| find_path(written, s, p)) {
+                    found.extend(paths);
+                    continue;
+                }
+                found.extend(match (&b.name, max_depth) {
+                    (_, Some(0)) => vec![s.to_owned()],
+                    // One level down, hidden names too: find's `-name '*.pub'` also
+                    // matches `.x.pub`, which the shell's `*.pub` does not.
+                    (Some(n), Some(1)) if n.starts_with(['*', '?', '[']) => {
+                        vec![format!("{s}/{n}"), format!("{s}/.{n}")]
+                    }
+                    (Some(n), Some(1)) => vec![format!("{s}/{n}")],
+                    (Some(n), _) => vec![format!("{s}/{FIND_DEPTH}/{n}")],
+                    (None, _) => vec![format!("{s}/**")],
+                });
+            }
+        }
         for s in &starts {
             self.path_op(Action::Read, s, ctx, None);
         }
@@ -1775,4 +1779,27 @@ pub(super) fn environment_feed() -> Feed {
         environment: true,
         ..Feed::default()
     }
+}
+
+/// The paths a `find START -path PATTERN` test can select: PATTERN is matched against the
+/// whole path as find writes it, which begins with START as written, so a pattern that
+/// begins with START (or with a wildcard) is a glob of those paths under START's absolute
+/// path. `None` for a pattern this cannot place (the walk of START stands).
+fn find_path(written: &str, start: &str, pattern: &str) -> Option<Vec<String>> {
+    let written = written.trim_end_matches('/');
+    let rest = if pattern.starts_with(['*', '?']) {
+        pattern
+    } else {
+        let rest = pattern.strip_prefix(written)?;
+        if rest.is_empty() {
+            return Some(vec![start.to_owned()]);
+        }
+        rest.strip_prefix('/')?
+    };
+    Some(
+        super::find_names::path_globs(rest)
+            .into_iter()
+            .map(|g| format!("{start}/{g}"))
+            .collect(),
+    )
 }
