@@ -400,6 +400,14 @@ impl Walker<'_> {
         } else if self.on_path_download(first, ctx) {
             self.runs_download("sh", Reach::Script);
         }
+        // A build of a tree downloaded earlier in the line runs that tree's code.
+        if !self.flow.downloads.is_empty() {
+            if let Some(dir) = super::builds::build_dir(&base, args) {
+                if self.is_download(&format!("{}/build", dir.trim_end_matches('/')), ctx) {
+                    self.runs_download("sh", Reach::Script);
+                }
+            }
+        }
         let line = std::iter::once(base.as_str())
             .chain(args.iter().map(String::as_str))
             .collect::<Vec<_>>()

@@ -22,6 +22,7 @@
 //! command (functions, aliases, downloads, then the table) and holds the methods handlers
 //! share; `names` says what a command word is.
 mod args;
+mod builds;
 pub(crate) mod canon;
 mod code;
 mod code_eval;
