@@ -148,7 +148,11 @@ impl RunMatch {
                 return false;
             }
         }
-        if rest().any(|(word, _)| self.no_operand.iter().any(|p| p.matches(word))) {
+        // A word that may be an unknown option's value does not excuse the command: the
+        // doubt leans towards the rule.
+        if rest().any(|(word, maybe_value)| {
+            !maybe_value && self.no_operand.iter().any(|p| p.matches(word))
+        }) {
             return false;
         }
         if !self.runs.is_empty()

@@ -121,7 +121,11 @@ impl Spec {
     /// Whether the spec knows `name` well enough to say whether it takes a value: the word
     /// after an option it does not know may be that option's value.
     pub(super) fn settles(&self, name: &str) -> bool {
-        self.valued(name)
+        // `--no-X` turns X off and takes no value, for the tools that accept a negation
+        // (git's parse-options, getopt_long tools that list every option).
+        let negation = !self.longs.is_empty() && name.starts_with("--no-");
+        negation
+            || self.valued(name)
             || self.longs.contains(&name)
             || self.flags.contains(&name)
             || self
