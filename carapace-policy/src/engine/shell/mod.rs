@@ -83,6 +83,12 @@ const MAX_STUCK: usize = 4;
 
 static STUCK: AtomicUsize = AtomicUsize::new(0);
 
+/// Whether a program runs the value of the environment variable `name` as a command line
+/// (`GIT_SSH_COMMAND`, `GIT_PAGER`, `EDITOR`…).
+pub(crate) fn runs_variable(name: &str) -> bool {
+    opt_commands::runs_variable(name)
+}
+
 /// Extracts what the shell command line `command` does, with paths relative to `ctx`.
 pub fn extract(command: &str, ctx: &Context, out: &mut Extracted) {
     let command = normalize::text(command);
