@@ -1034,36 +1034,50 @@ impl Walker<'_> {
             starts.push(".");
         }
         let expr = args.get(i..).unwrap_or(&[]);
-        let branches = super::find_names::branches(expr);
+        // Each top-level `-o` side selects on its own, and its actions act on that alone.
+        let splits = super::find_names::top_level_splits(expr);
+        let side_of = |at: usize| splits.iter().filter(|&&s| s < at).count();
+        let sides: Vec<Vec<super::find_names::Branch>> = splits
+            .iter()
+            .copied()
+            .chain([expr.len()])
+            .scan(0, |from, to| {
+                let side = super::find_names::branches(expr.get(*from..to).unwrap_or(&[]));
+                *from = to + 1;
+                Some(side)
+            })
+            .collect();
         // `-maxdepth 0` finds the start points alone, `-maxdepth 1` their entries: no walk.
         let max_depth = expr
             .iter()
             .position(|a| a == "-maxdepth")
             .and_then(|at| expr.get(at + 1))
             .and_then(|d| d.parse::<u32>().ok());
-        let mut found: Vec<String> = Vec::new();
+        let mut found_by: Vec<Vec<String>> = vec![Vec::new(); sides.len()];
         for written in &starts {
             let Some(s) = normalize::shell_path(written, ctx) else {
                 continue;
             };
             let s = s.trim_end_matches('/');
-            for b in &branches {
-                // A whole-path test names the paths themselves (`-path '*/.ssh/id_*'`).
-                if let Some(paths) = b.path.as_deref().and_then(|p| find_path(written, s, p)) {
-                    found.extend(paths);
-                    continue;
-                }
-                found.extend(match (&b.name, max_depth) {
-                    (_, Some(0)) => vec![s.to_owned()],
-                    // One level down, hidden names too: find's `-name '*.pub'` also
-                    // matches `.x.pub`, which the shell's `*.pub` does not.
-                    (Some(n), Some(1)) if n.starts_with(['*', '?', '[']) => {
-                        vec![format!("{s}/{n}"), format!("{s}/.{n}")]
+            for (side, found) in sides.iter().zip(found_by.iter_mut()) {
+                for b in side {
+                    // A whole-path test names the paths themselves (`-path '*/.ssh/id_*'`).
+                    if let Some(paths) = b.path.as_deref().and_then(|p| find_path(written, s, p)) {
+                        found.extend(paths);
+                        continue;
                     }
-                    (Some(n), Some(1)) => vec![format!("{s}/{n}")],
-                    (Some(n), _) => vec![format!("{s}/{FIND_DEPTH}/{n}")],
-                    (None, _) => vec![format!("{s}/**")],
-                });
+                    found.extend(match (&b.name, max_depth) {
+                        (_, Some(0)) => vec![s.to_owned()],
+                        // One level down, hidden names too: find's `-name '*.pub'` also
+                        // matches `.x.pub`, which the shell's `*.pub` does not.
+                        (Some(n), Some(1)) if n.starts_with(['*', '?', '[']) => {
+                            vec![format!("{s}/{n}"), format!("{s}/.{n}")]
+                        }
+                        (Some(n), Some(1)) => vec![format!("{s}/{n}")],
+                        (Some(n), _) => vec![format!("{s}/{FIND_DEPTH}/{n}")],
+                        (None, _) => vec![format!("{s}/**")],
+                    });
+                }
             }
         }
         for s in &starts {
@@ -1082,7 +1096,8 @@ impl Walker<'_> {
                     // `-execdir` runs in the directory that holds the entry, given as
                     // `./NAME`: the command's own relative names are there too.
                     let in_dir = matches!(a.as_str(), "-execdir" | "-okdir");
-                    for f in &found {
+                    let side = side_of(j - 1);
+                    for f in found_by.get(side).into_iter().flatten() {
                         let mut sub = ctx.clone();
                         let mut entry = f.clone();
                         if let Some((dir, name)) = f.rsplit_once('/').filter(|_| in_dir) {
@@ -1096,7 +1111,7 @@ impl Walker<'_> {
                     j = end + 1;
                 }
                 "-delete" => {
-                    for f in &found {
+                    for f in found_by.get(side_of(j - 1)).into_iter().flatten() {
                         self.path_op(Action::Delete, f, ctx, None);
                     }
                 }
@@ -1109,7 +1124,7 @@ impl Walker<'_> {
             }
         }
         Feed {
-            names: found,
+            names: found_by.concat(),
             ..Feed::default()
         }
     }

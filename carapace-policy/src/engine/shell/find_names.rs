@@ -21,6 +21,29 @@ pub(super) fn names(expr: &[String]) -> Vec<Option<String>> {
     out
 }
 
+/// Where each top-level `-o` of a find expression is (outside parentheses and outside the
+/// command of an `-exec`): the actions of one side act on that side's entries alone
+/// (`-path '*/.git' -prune -o -name '*.orig' -delete` deletes no `.git`).
+pub(super) fn top_level_splits(expr: &[String]) -> Vec<usize> {
+    let mut splits = Vec::new();
+    let mut depth = 0usize;
+    let mut in_exec = false;
+    for (i, w) in expr.iter().enumerate() {
+        if in_exec {
+            in_exec = !(w == ";" || w == "+");
+            continue;
+        }
+        match w.as_str() {
+            "-exec" | "-execdir" | "-ok" | "-okdir" => in_exec = true,
+            "(" => depth += 1,
+            ")" => depth = depth.saturating_sub(1),
+            "-o" | "-or" if depth == 0 => splits.push(i),
+            _ => {}
+        }
+    }
+    splits
+}
+
 /// What one `-o` branch of a find expression selects: a last name (`-name`), and the whole
 /// path's pattern where a `-path`/`-wholename` test must hold (in find's language, where
 /// `*` and `?` cross `/`; caseless ones already spelled in both cases).
@@ -318,6 +341,20 @@ mod tests {
         assert_eq!(names(&words("-iname [I]d")), [Some("[iI][dD]".into())]);
         assert_eq!(names(&words("! ! -name a")), [Some("a".into())]);
         assert_eq!(names(&[]), [None]);
+    }
+
+    #[test]
+    fn actions_bind_to_their_side_of_a_top_level_or() {
+        assert_eq!(
+            top_level_splits(&words("-path */.git -prune -o -name *.orig -delete")),
+            [3]
+        );
+        assert_eq!(
+            top_level_splits(&words(
+                "( -name a -o -name b ) -exec grep -o x {} ; -o -print"
+            )),
+            [13]
+        );
     }
 
     #[test]
