@@ -420,6 +420,11 @@ impl Walker<'_> {
             let config_env: Vec<&str> = args
                 .iter()
                 .filter_map(|a| a.strip_prefix("--config-env="))
+                .chain(
+                    args.windows(2)
+                        .filter(|w| w[0] == "--config-env")
+                        .map(|w| w[1].as_str()),
+                )
                 .collect();
             let minus_c: Vec<&str> = args
                 .windows(2)
@@ -1429,22 +1434,7 @@ impl Walker<'_> {
             // -c core.sshCommand=… / alias.x=!cmd run commands.
             if let Some((key, value)) = c.split_once('=') {
                 let key = key.to_ascii_lowercase();
-                if key.ends_with("sshcommand")
-                    || key.ends_with("fsmonitor")
-                    || key.ends_with("editor")
-                    || key.ends_with("pager")
-                    || key.starts_with("alias.")
-                    // Helpers and drivers git runs: credential helpers (`!cmd`), the
-                    // external diff, askpass, gpg's program, textconv and filter drivers.
-                    || key.ends_with("credential.helper")
-                    || key.ends_with("askpass")
-                    || key.rsplit_once('.').is_some_and(|(_, name)| {
-                        matches!(
-                            name,
-                            "external" | "program" | "textconv" | "clean" | "smudge" | "process"
-                        )
-                    })
-                {
+                if runs_git_config(&key) {
                     self.script(value.trim_start_matches('!'), &mut sub.clone(), depth + 1);
                 }
             }
@@ -1612,7 +1602,8 @@ impl Walker<'_> {
     /// `git fetch|pull|push|ls-remote|remote|submodule`: the remote reached (named on the
     /// line, or configured), and what the verb changes in the repository.
     fn git_remote_verb(&mut self, verb: &str, ro: &args::Opts<'_>, sub: &Context) {
-        let remote = |w: &str| w.contains("://") || remote_host(w).is_some();
+        let remote =
+            |w: &str| w.contains("://") || w.starts_with("ext::") || remote_host(w).is_some();
         if verb == "remote"
             && !matches!(
                 ro.operands.first(),
@@ -1679,6 +1670,11 @@ impl Walker<'_> {
     }
 
     fn git_remote(&mut self, url: &str, ctx: &Context) {
+        // `ext::CMD ARGS` (with `protocol.ext.allow`): git runs the command, `% ` a space.
+        if let Some(cmd) = url.strip_prefix("ext::") {
+            self.script(&ext_command(cmd), &mut ctx.clone(), 1);
+            return;
+        }
         if let Some(host) = remote_host(url) {
             self.host_op(&host, Some(22), None);
         } else if url.starts_with("file://") || !url.contains("://") {
@@ -1825,4 +1821,69 @@ fn find_path(written: &str, start: &str, pattern: &str) -> Option<Vec<String>> {
             .map(|g| format!("{start}/{g}"))
             .collect(),
     )
+}
+
+/// Whether git runs the value of config `key` (lower case) as a command: ssh and proxy
+/// commands, editors and pagers (`pager.<verb>` too), helpers and drivers, hooks, `!`
+/// aliases.
+fn runs_git_config(key: &str) -> bool {
+    let (section, name) = key.rsplit_once('.').unwrap_or(("", key));
+    let section = section.split('.').next().unwrap_or(section);
+    matches!(section, "alias" | "pager")
+        || matches!(
+            name,
+            "sshcommand"
+                | "fsmonitor"
+                | "editor"
+                | "pager"
+                | "askpass"
+                | "helper"
+                | "external"
+                | "program"
+                | "textconv"
+                | "clean"
+                | "smudge"
+                | "process"
+                | "driver"
+                | "cmd"
+                | "command"
+                | "alternaterefscommand"
+                | "packobjectshook"
+                | "gitproxy"
+                | "difffilter"
+                | "smtpserver"
+                | "uploadpack"
+                | "receivepack"
+        )
+}
+
+/// The command line of git's `ext::` transport, quoted for the shell: words split at
+/// spaces, `% ` a space within a word and `%%` a percent sign (`%S`, `%s`, `%G` stand for
+/// git's own values and are kept as written).
+fn ext_command(spec: &str) -> String {
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    let mut chars = spec.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '%' => match chars.next() {
+                Some(' ') => word.push(' '),
+                Some('%') => word.push('%'),
+                Some(other) => {
+                    word.push('%');
+                    word.push(other);
+                }
+                None => {}
+            },
+            ' ' => words.push(std::mem::take(&mut word)),
+            c => word.push(c),
+        }
+    }
+    words.push(word);
+    words
+        .iter()
+        .filter(|w| !w.is_empty())
+        .map(|w| format!("'{}'", w.replace('\'', "'\\''")))
+        .collect::<Vec<_>>()
+        .join(" ")
 }

@@ -187,6 +187,7 @@ fn path_glob(pattern: &str, split: bool) -> (String, bool) {
         out.push("**".to_owned());
         open_end = false;
     }
+    let open_end = open_end && out.last().is_none_or(|l| l != FIND_DEPTH);
     let glob = out.join("/");
     (glob, open_end)
 }
