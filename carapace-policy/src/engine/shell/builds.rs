@@ -1,6 +1,6 @@
 //! Builds of a tree downloaded earlier in the same command (`git clone URL && cd r &&
 //! make`): a build runs the tree's own code — a Makefile's recipes, `build.rs`, npm's
-//! lifecycle scripts, `setup.py`, CMake's `execute_process`, Gradle and Maven plugins — as
+//! lifecycle scripts, `setup.py`, cmake's `execute_process`, gradle and maven plugins — as
 //! surely as `sh r/install.sh` does, so it is running downloaded code too. The same build
 //! in a project that was not downloaded in this command is everyday work and stays allowed.
 
@@ -9,19 +9,6 @@
 /// command.
 pub(super) fn build_dir<'a>(base: &str, args: &'a [String]) -> Option<&'a str> {
     let value = |names: &[&str]| value_of(args, names);
-    // The first word that is neither an option nor the value of one that names a place
-    // (`npm --prefix r install`).
-    let first = args
-        .iter()
-        .enumerate()
-        .find(|(i, a)| {
-            !a.starts_with('-')
-                && !i
-                    .checked_sub(1)
-                    .and_then(|p| args.get(p))
-                    .is_some_and(|p| PLACE_OPTIONS.contains(&p.as_str()))
-        })
-        .map(|(_, a)| a.as_str());
     match base {
         "make" | "gmake" | "bmake" | "ninja" | "samu" => Some(
             value(&["-C", "--directory"])
@@ -41,39 +28,7 @@ pub(super) fn build_dir<'a>(base: &str, args: &'a [String]) -> Option<&'a str> {
                 .unwrap_or("."),
         ),
         "meson" | "muon" => Some(args.get(1).map_or(".", String::as_str)),
-        "npm" | "pnpm" | "yarn" | "bun" => {
-            let runs = matches!(
-                first,
-                None | Some(
-                    "install"
-                        | "i"
-                        | "ci"
-                        | "add"
-                        | "run"
-                        | "run-script"
-                        | "test"
-                        | "t"
-                        | "start"
-                        | "build"
-                        | "rebuild"
-                        | "pack"
-                        | "publish"
-                        | "exec"
-                        | "x"
-                        | "dev"
-                )
-            );
-            // `npm install PKG` runs PKG's scripts in node_modules, not the tree's.
-            let after_verb = first
-                .and_then(|f| args.iter().position(|a| a == f))
-                .map_or(&args[..0], |at| &args[at + 1..]);
-            let names_package = matches!(first, Some("install" | "i" | "add"))
-                && after_verb
-                    .iter()
-                    .any(|a| !a.starts_with('-') && !a.starts_with('.'));
-            (runs && !names_package)
-                .then(|| value(&["--prefix", "-C", "--cwd", "--dir"]).unwrap_or("."))
-        }
+        "npm" | "pnpm" | "yarn" | "bun" => node_build(args),
         "pip" | "pip3" | "uv" | "pipx" => {
             // `pip install .`, `pip install -e ./r`, `uv pip install r/`: a local tree's
             // build backend runs.
@@ -86,7 +41,7 @@ pub(super) fn build_dir<'a>(base: &str, args: &'a [String]) -> Option<&'a str> {
                 .and(tree.map(String::as_str))
         }
         "cargo" => matches!(
-            first,
+            first_operand(args),
             Some(
                 "build"
                     | "b"
@@ -108,7 +63,7 @@ pub(super) fn build_dir<'a>(base: &str, args: &'a [String]) -> Option<&'a str> {
                 .or_else(|| value(&["--path", "-C"]))
                 .unwrap_or(".")
         }),
-        "go" => matches!(first, Some("generate" | "run" | "test")).then_some("."),
+        "go" => matches!(first_operand(args), Some("generate" | "run" | "test")).then_some("."),
         "mvn" | "mvnw" | "gradle" | "gradlew" | "ant" | "sbt" | "bazel" | "bazelisk" | "scons"
         | "rake" | "just" | "task" | "tox" | "nox" => Some(
             value(&[
@@ -119,20 +74,73 @@ pub(super) fn build_dir<'a>(base: &str, args: &'a [String]) -> Option<&'a str> {
                 "--directory",
                 "--justfile",
             ])
-            .map_or(".", |f| {
+            .map_or(
+                ".",
                 // A build file names its directory.
-                match f.rsplit_once('/') {
+                |f| match f.rsplit_once('/') {
                     Some((d, name))
                         if name.contains('.') || name.eq_ignore_ascii_case("justfile") =>
                     {
                         d
                     }
                     _ => f,
-                }
-            }),
+                },
+            ),
         ),
         _ => None,
     }
+}
+
+/// npm, pnpm, yarn and bun: the verbs that run the package's own scripts (install runs its
+/// lifecycle scripts), in the directory `--prefix`/`--cwd` names.
+fn node_build(args: &[String]) -> Option<&str> {
+    let first = first_operand(args);
+    let runs = matches!(
+        first,
+        None | Some(
+            "install"
+                | "i"
+                | "ci"
+                | "add"
+                | "run"
+                | "run-script"
+                | "test"
+                | "t"
+                | "start"
+                | "build"
+                | "rebuild"
+                | "pack"
+                | "publish"
+                | "exec"
+                | "x"
+                | "dev"
+        )
+    );
+    // `npm install PKG` runs PKG's scripts in node_modules, not the tree's.
+    let after_verb = first
+        .and_then(|f| args.iter().position(|a| a == f))
+        .map_or(&args[..0], |at| &args[at + 1..]);
+    let names_package = matches!(first, Some("install" | "i" | "add"))
+        && after_verb
+            .iter()
+            .any(|a| !a.starts_with('-') && !a.starts_with('.'));
+    (runs && !names_package)
+        .then(|| value_of(args, &["--prefix", "-C", "--cwd", "--dir"]).unwrap_or("."))
+}
+
+/// The first word that is neither an option nor the value of one that names a place
+/// (`npm --prefix r install`).
+fn first_operand(args: &[String]) -> Option<&str> {
+    args.iter()
+        .enumerate()
+        .find(|(i, a)| {
+            !a.starts_with('-')
+                && !i
+                    .checked_sub(1)
+                    .and_then(|p| args.get(p))
+                    .is_some_and(|p| PLACE_OPTIONS.contains(&p.as_str()))
+        })
+        .map(|(_, a)| a.as_str())
 }
 
 /// Options that take a directory or file as their value.

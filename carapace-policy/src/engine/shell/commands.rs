@@ -400,14 +400,7 @@ impl Walker<'_> {
         } else if self.on_path_download(first, ctx) {
             self.runs_download("sh", Reach::Script);
         }
-        // A build of a tree downloaded earlier in the line runs that tree's code.
-        if !self.flow.downloads.is_empty() {
-            if let Some(dir) = super::builds::build_dir(&base, args) {
-                if self.is_download(&format!("{}/build", dir.trim_end_matches('/')), ctx) {
-                    self.runs_download("sh", Reach::Script);
-                }
-            }
-        }
+        self.build_of_download(&base, args, ctx);
         let line = std::iter::once(base.as_str())
             .chain(args.iter().map(String::as_str))
             .collect::<Vec<_>>()
@@ -417,27 +410,7 @@ impl Walker<'_> {
         // (`GIT_CONFIG_*`, `-c` of an alias) in front.
         let mut words_read = vec![base.clone()];
         if base == "git" {
-            let config_env: Vec<&str> = args
-                .iter()
-                .filter_map(|a| a.strip_prefix("--config-env="))
-                .chain(
-                    args.windows(2)
-                        .filter(|w| w[0] == "--config-env")
-                        .map(|w| w[1].as_str()),
-                )
-                .collect();
-            let minus_c: Vec<&str> = args
-                .windows(2)
-                .filter(|w| w[0] == "-c")
-                .map(|w| w[1].as_str())
-                .collect();
-            let given = self.git_given_config(&minus_c, &config_env, ctx);
-            words_read.extend(
-                self.git_config
-                    .iter()
-                    .chain(&given)
-                    .flat_map(|kv| ["-c".to_owned(), kv.clone()]),
-            );
+            words_read.extend(self.git_config_words(args, ctx));
         }
         words_read.extend(args.iter().cloned());
         if let Some(canonical) = super::canon::line(&base, &words_read[1..]) {
@@ -1538,6 +1511,44 @@ impl Walker<'_> {
             }
         }
         Feed::default()
+    }
+
+    /// A build of a tree downloaded earlier in the line runs that tree's code
+    /// (`git clone URL && make -C r`).
+    fn build_of_download(&mut self, base: &str, args: &[String], ctx: &Context) {
+        if self.flow.downloads.is_empty() {
+            return;
+        }
+        if let Some(dir) = super::builds::build_dir(base, args) {
+            if self.is_download(&format!("{}/build", dir.trim_end_matches('/')), ctx) {
+                self.runs_download("sh", Reach::Script);
+            }
+        }
+    }
+
+    /// `-c KEY=VALUE` words for the config git gets besides its own `-c` words: set by
+    /// `git config` earlier in the line, and [`Self::git_given_config`].
+    fn git_config_words(&self, args: &[String], ctx: &Context) -> Vec<String> {
+        let config_env: Vec<&str> = args
+            .iter()
+            .filter_map(|a| a.strip_prefix("--config-env="))
+            .chain(
+                args.windows(2)
+                    .filter(|w| w[0] == "--config-env")
+                    .map(|w| w[1].as_str()),
+            )
+            .collect();
+        let minus_c: Vec<&str> = args
+            .windows(2)
+            .filter(|w| w[0] == "-c")
+            .map(|w| w[1].as_str())
+            .collect();
+        let given = self.git_given_config(&minus_c, &config_env, ctx);
+        self.git_config
+            .iter()
+            .chain(&given)
+            .flat_map(|kv| ["-c".to_owned(), kv.clone()])
+            .collect()
     }
 
     /// Config git gets for this command besides its `-c` words: the environment's

@@ -188,7 +188,7 @@ pub(super) fn given(ctx: &Context, config_env: &[&str]) -> Vec<String> {
     out
 }
 
-/// Pairs read from `GIT_CONFIG_COUNT` at most (git's own limit is INT_MAX; a line names a
+/// Pairs read from `GIT_CONFIG_COUNT` at most (git's own limit is `INT_MAX`; a line names a
 /// handful).
 const MAX_ENV_PAIRS: usize = 64;
 
@@ -230,7 +230,8 @@ pub(super) fn config_files<'a>(
     let included = config.filter_map(|kv| {
         let (key, value) = kv.split_once('=')?;
         let key = key.to_ascii_lowercase();
-        (key == "include.path" || (key.starts_with("includeif.") && key.ends_with(".path")))
+        let last = key.rsplit_once('.').map(|(_, n)| n);
+        (key == "include.path" || (key.starts_with("includeif.") && last == Some("path")))
             .then_some(value)
     });
     from_env

@@ -920,7 +920,7 @@ const INFISICAL: Spec = Spec {
     )
 };
 
-/// `systemd-run` (getopt_long: a unique prefix of a long option is that option, so
+/// `systemd-run` (`getopt_long`: a unique prefix of a long option is that option, so
 /// `--on-cal` is `--on-calendar`). Every option is listed; the command follows them.
 const SYSTEMD_RUN: Spec = Spec {
     longs: &[
