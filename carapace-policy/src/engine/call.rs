@@ -110,16 +110,47 @@ impl ToolCall {
         let cwd = field(&self.input, keys)
             .or_else(|| field(action(&self.input)?, keys))
             .or_else(|| base_dir(&self.input));
-        let ctx = match cwd {
-            Some(cwd) => {
-                own = Context {
-                    cwd: normalize::path(cwd, ctx).unwrap_or_else(|| ctx.cwd.clone()),
-                    ..ctx.clone()
-                };
-                &own
+        // A tool that runs a command with an environment of its own (`{command, env: {…}}`):
+        // the command sees those variables (`GIT_CONFIG_*`, `GIT_SSH_COMMAND`, `HOME`).
+        let env = self
+            .input
+            .as_object()
+            .and_then(|o| ENV_KEYS.iter().find_map(|k| o.get(*k)))
+            .and_then(Value::as_object)
+            .filter(|m| !m.is_empty());
+        let ctx = if cwd.is_some() || env.is_some() {
+            let mut c = ctx.clone();
+            if let Some(cwd) = cwd {
+                c.cwd = normalize::path(cwd, ctx).unwrap_or_else(|| ctx.cwd.clone());
             }
-            None => ctx,
+            for (name, value) in env.into_iter().flatten() {
+                let value = match value {
+                    Value::String(s) => s.clone(),
+                    Value::Number(_) | Value::Bool(_) => value.to_string(),
+                    _ => continue,
+                };
+                // The rules' `~` is the user's home, whatever the command is told.
+                if name == "HOME" || name == "PWD" {
+                    continue;
+                }
+                c.env.retain(|(n, _)| n != name);
+                c.env.push((name.clone(), value));
+            }
+            own = c;
+            &own
+        } else {
+            ctx
         };
+        // A command line in that environment (`GIT_SSH_COMMAND`, `GIT_PAGER`) runs too.
+        for (_, value) in env
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| shell::runs_variable(k))
+        {
+            if let Some(code) = value.as_str() {
+                shell::extract(code, ctx, &mut out);
+            }
+        }
         let known = known_tool(&tool, &name, &self.input, ctx, &mut out);
         if !known {
             generic::extract(&tool, &self.input, ctx, &mut out);
@@ -225,6 +256,8 @@ fn same_key(a: &str, b: &str) -> bool {
 /// The fields the agents' own file tools name their one file with (Claude Code, Gemini CLI).
 const FILE_KEYS: &[&str] = &["file_path", "absolute_path", "notebook_path"];
 const CWD_KEYS: &[&str] = &["cwd", "workdir", "working_directory", "working_dir"];
+/// The fields a command-running tool gives its command's environment in.
+const ENV_KEYS: &[&str] = &["env", "environment", "env_vars", "envs"];
 const SHELL_CWD_KEYS: &[&str] = &[
     "cwd",
     "workdir",

@@ -390,3 +390,60 @@ fn every_listed_spelling_decides_alike() {
         }
     }
 }
+
+/// Every way git is given one config entry for one command: `-c`, the environment's
+/// numbered pairs (any case of the key), `GIT_CONFIG_PARAMETERS` in both quotings,
+/// `--config-env` in both forms, and a config file included or named by the environment
+/// (written earlier in the line). The key decides, never the entry point.
+fn git_config_spellings(key: &str, value: &str, verb: &str) -> Vec<String> {
+    let upper = key.to_ascii_uppercase();
+    let (section, name) = key.split_once('.').unwrap_or((key, ""));
+    let file = format!("printf '[{section}]\\n\\t{name} = {value}\\n' > /tmp/c.cfg");
+    vec![
+        format!("git -c {key}={value} {verb}"),
+        format!("GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0={key} GIT_CONFIG_VALUE_0={value} git {verb}"),
+        format!("GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0={upper} GIT_CONFIG_VALUE_0={value} git {verb}"),
+        format!("export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0={key} GIT_CONFIG_VALUE_0={value}; git {verb}"),
+        format!("GIT_CONFIG_PARAMETERS=\"'{key}'='{value}'\" git {verb}"),
+        format!("GIT_CONFIG_PARAMETERS=\"'{key}={value}'\" git {verb}"),
+        format!("V={value} git --config-env={key}=V {verb}"),
+        format!("V={value} git --config-env {key}=V {verb}"),
+        format!("{file}; git -c include.path=/tmp/c.cfg {verb}"),
+        format!("{file}; GIT_CONFIG_GLOBAL=/tmp/c.cfg git {verb}"),
+        format!("{file}; GIT_CONFIG_SYSTEM=/tmp/c.cfg git {verb}"),
+    ]
+}
+
+#[test]
+fn every_git_config_entry_point_decides_alike() {
+    for (key, value, verb, rule, want) in [
+        (
+            "core.hooksPath",
+            "/tmp/h",
+            "commit -m x",
+            "git-hooks-path",
+            true,
+        ),
+        ("core.hookspath", ".hooks", "pull", "git-hooks-path", true),
+        (
+            "core.sshCommand",
+            "/tmp/x/netrc-reader",
+            "fetch",
+            "git-hooks-path",
+            false,
+        ),
+        ("user.name", "bot", "commit -m x", "git-hooks-path", false),
+        (
+            "alias.w",
+            "reset",
+            "w --hard HEAD~2",
+            "git-discard-work",
+            true,
+        ),
+    ] {
+        for command in git_config_spellings(key, value, verb) {
+            let (_, hit) = decide(&command, rule);
+            assert_eq!(hit, want, "{command} for {rule}");
+        }
+    }
+}

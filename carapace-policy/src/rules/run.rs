@@ -132,8 +132,12 @@ impl RunMatch {
         // …`) belong to the program.
         if let Some(only) = &self.only_options {
             let own = inv.args.get(start..).unwrap_or_default();
+            // `--no-X` turns an option off (`--no-dry-run`, `--no-quiet`): it cannot make
+            // the command do less than the form the rule describes, so it never excuses it.
             let foreign = own.iter().any(|a| match a {
-                Arg::Option { name, .. } => !only.iter().any(|o| same(o, name)),
+                Arg::Option { name, .. } => {
+                    !name.starts_with("--no-") && !only.iter().any(|o| same(o, name))
+                }
                 _ => false,
             });
             if foreign {
@@ -154,7 +158,11 @@ impl RunMatch {
                 return false;
             }
         }
-        if rest().any(|(word, _)| self.no_operand.iter().any(|p| p.matches(word))) {
+        // A word that may be an unknown option's value does not excuse the command: the
+        // doubt leans towards the rule.
+        if rest().any(|(word, maybe_value)| {
+            !maybe_value && self.no_operand.iter().any(|p| p.matches(word))
+        }) {
             return false;
         }
         if !self.runs.is_empty()

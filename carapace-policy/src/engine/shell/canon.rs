@@ -113,7 +113,8 @@ fn git_invocation(args: &[String]) -> Option<Invocation> {
             name: "-c".to_owned(),
             value: Some(match c.split_once('=') {
                 Some((k, v)) => format!("{}={v}", k.to_ascii_lowercase()),
-                None => c.to_ascii_lowercase(),
+                // `-c KEY` alone sets KEY to true (`core.hooksPath` to the directory `true`).
+                None => format!("{}=true", c.to_ascii_lowercase()),
             }),
         })
         .collect();

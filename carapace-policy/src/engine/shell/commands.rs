@@ -400,6 +400,7 @@ impl Walker<'_> {
         } else if self.on_path_download(first, ctx) {
             self.runs_download("sh", Reach::Script);
         }
+        self.build_of_download(&base, args, ctx);
         let line = std::iter::once(base.as_str())
             .chain(args.iter().map(String::as_str))
             .collect::<Vec<_>>()
@@ -409,11 +410,7 @@ impl Walker<'_> {
         // (`GIT_CONFIG_*`, `-c` of an alias) in front.
         let mut words_read = vec![base.clone()];
         if base == "git" {
-            words_read.extend(
-                self.git_config
-                    .iter()
-                    .flat_map(|kv| ["-c".to_owned(), kv.clone()]),
-            );
+            words_read.extend(self.git_config_words(args, ctx));
         }
         words_read.extend(args.iter().cloned());
         if let Some(canonical) = super::canon::line(&base, &words_read[1..]) {
@@ -1015,22 +1012,40 @@ impl Walker<'_> {
             starts.push(".");
         }
         let expr = args.get(i..).unwrap_or(&[]);
-        let names = super::find_names::names(expr);
+        // Each top-level `-o` side selects on its own, and its actions act on that alone.
+        let splits = super::find_names::top_level_splits(expr);
+        let side_of = |at: usize| splits.iter().filter(|&&s| s < at).count();
+        let sides: Vec<Vec<super::find_names::Branch>> = splits
+            .iter()
+            .copied()
+            .chain([expr.len()])
+            .scan(0, |from, to| {
+                let side = super::find_names::branches(expr.get(*from..to).unwrap_or(&[]));
+                *from = to + 1;
+                Some(side)
+            })
+            .collect();
         // `-maxdepth 0` finds the start points alone, `-maxdepth 1` their entries: no walk.
         let max_depth = expr
             .iter()
             .position(|a| a == "-maxdepth")
             .and_then(|at| expr.get(at + 1))
             .and_then(|d| d.parse::<u32>().ok());
-        let found: Vec<String> = starts
-            .iter()
-            .filter_map(|s| normalize::shell_path(s, ctx))
-            .flat_map(|s| {
-                let s = s.trim_end_matches('/').to_owned();
-                names
-                    .iter()
-                    .flat_map(move |n| match (n, max_depth) {
-                        (_, Some(0)) => vec![s.clone()],
+        let mut found_by: Vec<Vec<String>> = vec![Vec::new(); sides.len()];
+        for written in &starts {
+            let Some(s) = normalize::shell_path(written, ctx) else {
+                continue;
+            };
+            let s = s.trim_end_matches('/');
+            for (side, found) in sides.iter().zip(found_by.iter_mut()) {
+                for b in side {
+                    // A whole-path test names the paths themselves (`-path '*/.ssh/id_*'`).
+                    if let Some(paths) = b.path.as_deref().and_then(|p| find_path(written, s, p)) {
+                        found.extend(paths);
+                        continue;
+                    }
+                    found.extend(match (&b.name, max_depth) {
+                        (_, Some(0)) => vec![s.to_owned()],
                         // One level down, hidden names too: find's `-name '*.pub'` also
                         // matches `.x.pub`, which the shell's `*.pub` does not.
                         (Some(n), Some(1)) if n.starts_with(['*', '?', '[']) => {
@@ -1039,10 +1054,10 @@ impl Walker<'_> {
                         (Some(n), Some(1)) => vec![format!("{s}/{n}")],
                         (Some(n), _) => vec![format!("{s}/{FIND_DEPTH}/{n}")],
                         (None, _) => vec![format!("{s}/**")],
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .collect();
+                    });
+                }
+            }
+        }
         for s in &starts {
             self.path_op(Action::Read, s, ctx, None);
         }
@@ -1059,7 +1074,8 @@ impl Walker<'_> {
                     // `-execdir` runs in the directory that holds the entry, given as
                     // `./NAME`: the command's own relative names are there too.
                     let in_dir = matches!(a.as_str(), "-execdir" | "-okdir");
-                    for f in &found {
+                    let side = side_of(j - 1);
+                    for f in found_by.get(side).into_iter().flatten() {
                         let mut sub = ctx.clone();
                         let mut entry = f.clone();
                         if let Some((dir, name)) = f.rsplit_once('/').filter(|_| in_dir) {
@@ -1073,7 +1089,7 @@ impl Walker<'_> {
                     j = end + 1;
                 }
                 "-delete" => {
-                    for f in &found {
+                    for f in found_by.get(side_of(j - 1)).into_iter().flatten() {
                         self.path_op(Action::Delete, f, ctx, None);
                     }
                 }
@@ -1086,7 +1102,7 @@ impl Walker<'_> {
             }
         }
         Feed {
-            names: found,
+            names: found_by.concat(),
             ..Feed::default()
         }
     }
@@ -1380,26 +1396,18 @@ impl Walker<'_> {
                 sub.cwd = p;
             }
         }
-        for c in o.values(&["-c"]) {
+        // Config given by the environment, `--config-env` and files git is told to read
+        // runs as `-c` config does.
+        let given = self.git_given_config(&o.values(&["-c"]), &o.values(&["--config-env"]), &sub);
+        for c in o
+            .values(&["-c"])
+            .into_iter()
+            .chain(given.iter().map(String::as_str))
+        {
             // -c core.sshCommand=… / alias.x=!cmd run commands.
             if let Some((key, value)) = c.split_once('=') {
                 let key = key.to_ascii_lowercase();
-                if key.ends_with("sshcommand")
-                    || key.ends_with("fsmonitor")
-                    || key.ends_with("editor")
-                    || key.ends_with("pager")
-                    || key.starts_with("alias.")
-                    // Helpers and drivers git runs: credential helpers (`!cmd`), the
-                    // external diff, askpass, gpg's program, textconv and filter drivers.
-                    || key.ends_with("credential.helper")
-                    || key.ends_with("askpass")
-                    || key.rsplit_once('.').is_some_and(|(_, name)| {
-                        matches!(
-                            name,
-                            "external" | "program" | "textconv" | "clean" | "smudge" | "process"
-                        )
-                    })
-                {
+                if runs_git_config(&key) {
                     self.script(value.trim_start_matches('!'), &mut sub.clone(), depth + 1);
                 }
             }
@@ -1505,6 +1513,79 @@ impl Walker<'_> {
         Feed::default()
     }
 
+    /// A build of a tree downloaded earlier in the line runs that tree's code
+    /// (`git clone URL && make -C r`).
+    fn build_of_download(&mut self, base: &str, args: &[String], ctx: &Context) {
+        if self.flow.downloads.is_empty() {
+            return;
+        }
+        if let Some(dir) = super::builds::build_dir(base, args) {
+            if self.is_download(&format!("{}/build", dir.trim_end_matches('/')), ctx) {
+                self.runs_download("sh", Reach::Script);
+            }
+        }
+    }
+
+    /// `-c KEY=VALUE` words for the config git gets besides its own `-c` words: set by
+    /// `git config` earlier in the line, and [`Self::git_given_config`].
+    fn git_config_words(&self, args: &[String], ctx: &Context) -> Vec<String> {
+        let config_env: Vec<&str> = args
+            .iter()
+            .filter_map(|a| a.strip_prefix("--config-env="))
+            .chain(
+                args.windows(2)
+                    .filter(|w| w[0] == "--config-env")
+                    .map(|w| w[1].as_str()),
+            )
+            .collect();
+        let minus_c: Vec<&str> = args
+            .windows(2)
+            .filter(|w| w[0] == "-c")
+            .map(|w| w[1].as_str())
+            .collect();
+        let given = self.git_given_config(&minus_c, &config_env, ctx);
+        self.git_config
+            .iter()
+            .chain(&given)
+            .flat_map(|kv| ["-c".to_owned(), kv.clone()])
+            .collect()
+    }
+
+    /// Config git gets for this command besides its `-c` words: the environment's
+    /// (`GIT_CONFIG_COUNT`…, `GIT_CONFIG_PARAMETERS`), `--config-env`, and the entries of
+    /// config files it is told to read (`GIT_CONFIG_GLOBAL`, `include.path`) — their text
+    /// written earlier in the line, or on disk.
+    fn git_given_config(
+        &self,
+        minus_c: &[&str],
+        config_env: &[&str],
+        ctx: &Context,
+    ) -> Vec<String> {
+        let mut config = super::gitconfig::given(ctx, config_env);
+        let set = minus_c
+            .iter()
+            .copied()
+            .chain(self.git_config.iter().map(String::as_str))
+            .chain(config.iter().map(String::as_str));
+        let files: Vec<String> = super::gitconfig::config_files(ctx, set)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        for file in files {
+            let text = match self.file_feed(&file, ctx) {
+                Some(feed) => feed.text.join("\n"),
+                None => ctx
+                    .host
+                    .as_deref()
+                    .zip(normalize::shell_path(&file, ctx))
+                    .and_then(|(h, p)| super::gitconfig::read_file(h, std::path::Path::new(&p)))
+                    .unwrap_or_default(),
+            };
+            config.extend(super::gitconfig::entries(&text));
+        }
+        config
+    }
+
     /// `git config`: the file it reads, and writes unless it only queries; a value set is
     /// text of the call and config later git commands of the line run with.
     fn git_config_verb(&mut self, ro: &args::Opts<'_>, sub: &Context) {
@@ -1532,7 +1613,8 @@ impl Walker<'_> {
     /// `git fetch|pull|push|ls-remote|remote|submodule`: the remote reached (named on the
     /// line, or configured), and what the verb changes in the repository.
     fn git_remote_verb(&mut self, verb: &str, ro: &args::Opts<'_>, sub: &Context) {
-        let remote = |w: &str| w.contains("://") || remote_host(w).is_some();
+        let remote =
+            |w: &str| w.contains("://") || w.starts_with("ext::") || remote_host(w).is_some();
         if verb == "remote"
             && !matches!(
                 ro.operands.first(),
@@ -1599,6 +1681,11 @@ impl Walker<'_> {
     }
 
     fn git_remote(&mut self, url: &str, ctx: &Context) {
+        // `ext::CMD ARGS` (with `protocol.ext.allow`): git runs the command, `% ` a space.
+        if let Some(cmd) = url.strip_prefix("ext::") {
+            self.script(&ext_command(cmd), &mut ctx.clone(), 1);
+            return;
+        }
         if let Some(host) = remote_host(url) {
             self.host_op(&host, Some(22), None);
         } else if url.starts_with("file://") || !url.contains("://") {
@@ -1722,4 +1809,92 @@ pub(super) fn environment_feed() -> Feed {
         environment: true,
         ..Feed::default()
     }
+}
+
+/// The paths a `find START -path PATTERN` test can select: PATTERN is matched against the
+/// whole path as find writes it, which begins with START as written, so a pattern that
+/// begins with START (or with a wildcard) is a glob of those paths under START's absolute
+/// path. `None` for a pattern this cannot place (the walk of START stands).
+fn find_path(written: &str, start: &str, pattern: &str) -> Option<Vec<String>> {
+    let written = written.trim_end_matches('/');
+    let rest = if pattern.starts_with(['*', '?']) {
+        pattern
+    } else {
+        let rest = pattern.strip_prefix(written)?;
+        if rest.is_empty() {
+            return Some(vec![start.to_owned()]);
+        }
+        rest.strip_prefix('/')?
+    };
+    Some(
+        super::find_names::path_globs(rest)
+            .into_iter()
+            .map(|g| format!("{start}/{g}"))
+            .collect(),
+    )
+}
+
+/// Whether git runs the value of config `key` (lower case) as a command: ssh and proxy
+/// commands, editors and pagers (`pager.<verb>` too), helpers and drivers, hooks, `!`
+/// aliases.
+fn runs_git_config(key: &str) -> bool {
+    let (section, name) = key.rsplit_once('.').unwrap_or(("", key));
+    let section = section.split('.').next().unwrap_or(section);
+    matches!(section, "alias" | "pager")
+        || matches!(
+            name,
+            "sshcommand"
+                | "fsmonitor"
+                | "editor"
+                | "pager"
+                | "askpass"
+                | "helper"
+                | "external"
+                | "program"
+                | "textconv"
+                | "clean"
+                | "smudge"
+                | "process"
+                | "driver"
+                | "cmd"
+                | "command"
+                | "alternaterefscommand"
+                | "packobjectshook"
+                | "gitproxy"
+                | "difffilter"
+                | "smtpserver"
+                | "uploadpack"
+                | "receivepack"
+        )
+}
+
+/// The command line of git's `ext::` transport, quoted for the shell: words split at
+/// spaces, `% ` a space within a word and `%%` a percent sign (`%S`, `%s`, `%G` stand for
+/// git's own values and are kept as written).
+fn ext_command(spec: &str) -> String {
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    let mut chars = spec.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '%' => match chars.next() {
+                Some(' ') => word.push(' '),
+                Some('%') => word.push('%'),
+                Some(other) => {
+                    word.push('%');
+                    word.push(other);
+                }
+                None => {}
+            },
+            ' ' => words.push(std::mem::take(&mut word)),
+            c => word.push(c),
+        }
+    }
+    words.push(word);
+    words
+        .iter()
+        .filter(|w| !w.is_empty())
+        .map(|w| format!("'{}'", w.replace('\'', "'\\''")))
+        .collect::<Vec<_>>()
+        .join(" ")
 }

@@ -49,6 +49,17 @@ impl Walker<'_> {
             | ("gh", ["api", ..] | ["gist", "view", ..])
             | ("openssl", ["s_client", ..]) => true,
             ("gh", ["release" | "run", "download", ..]) => self.release_download(args, ctx),
+            // `gh repo clone OWNER/REPO [DIR]` (and `glab`'s, which is not matched here):
+            // a clone as git's is.
+            ("gh", ["repo", "clone", repo, rest @ ..]) => {
+                let dir = rest
+                    .first()
+                    .copied()
+                    .filter(|d| *d != "--")
+                    .unwrap_or_else(|| repo.rsplit('/').next().unwrap_or(repo));
+                self.downloaded_tree(dir.trim_end_matches(".git"), ctx);
+                false
+            }
             ("pip", ["download", ..]) => {
                 self.package_download(args, ctx);
                 false

@@ -4,6 +4,7 @@
 //! remote that cannot be found stays a network operation without a host.
 use std::path::{Path, PathBuf};
 
+use crate::engine::operation::Context;
 use crate::host::{FileKind, Host};
 
 /// Configs larger than this are not read (a repository's config is a few hundred bytes).
@@ -83,8 +84,9 @@ impl Config {
             if line.is_empty() || line.starts_with(['#', ';']) {
                 continue;
             }
+            let mut line = line;
             if let Some(header) = line.strip_prefix('[') {
-                let header = header.split(']').next().unwrap_or("");
+                let (header, rest) = header.split_once(']').unwrap_or((header, ""));
                 section = match header.split_once(char::is_whitespace) {
                     Some((name, sub)) => {
                         format!(
@@ -95,7 +97,11 @@ impl Config {
                     }
                     None => header.to_ascii_lowercase(),
                 };
-                continue;
+                // `[core] hooksPath = …`: a key may follow the header on its line.
+                line = rest.trim();
+                if line.is_empty() || line.starts_with(['#', ';']) {
+                    continue;
+                }
             }
             let (key, value) = line.split_once('=').unwrap_or((line, "true"));
             entries.push((
@@ -151,6 +157,101 @@ fn unquote(value: &str) -> String {
         }
     }
     out.trim_end().to_owned()
+}
+
+/// Config git is given for one command other than by `-c`, as `KEY=VALUE` the way `-c`
+/// takes it: `GIT_CONFIG_COUNT` with `GIT_CONFIG_KEY_<n>`/`GIT_CONFIG_VALUE_<n>`,
+/// `GIT_CONFIG_PARAMETERS` (how `git -c` hands its config to the git it runs), and
+/// `--config-env=KEY=VAR` (the value is VAR's; unknown, it is empty, so that a rule on the
+/// key alone still applies). Nothing is allocated when none of them is set.
+pub(super) fn given(ctx: &Context, config_env: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(count) = ctx.var("GIT_CONFIG_COUNT") {
+        // git reads at most COUNT pairs; an unreadable count (`$n`) reads what is there.
+        let count = count.trim().parse::<usize>().unwrap_or(MAX_ENV_PAIRS);
+        for i in 0..count.min(MAX_ENV_PAIRS) {
+            let Some(key) = ctx.var(&format!("GIT_CONFIG_KEY_{i}")) else {
+                continue;
+            };
+            let value = ctx.var(&format!("GIT_CONFIG_VALUE_{i}")).unwrap_or("");
+            out.push(format!("{key}={value}"));
+        }
+    }
+    if let Some(params) = ctx.var("GIT_CONFIG_PARAMETERS") {
+        out.extend(parameters(params));
+    }
+    for spec in config_env {
+        if let Some((key, var)) = spec.rsplit_once('=') {
+            out.push(format!("{key}={}", ctx.var(var).unwrap_or("")));
+        }
+    }
+    out
+}
+
+/// Pairs read from `GIT_CONFIG_COUNT` at most (git's own limit is `INT_MAX`; a line names a
+/// handful).
+const MAX_ENV_PAIRS: usize = 64;
+
+/// `GIT_CONFIG_PARAMETERS`: shell-quoted entries, `'key'='value'` (or, from older gits,
+/// `'key=value'`), separated by spaces.
+fn parameters(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut entry = String::new();
+    let mut quoted = false;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => quoted = !quoted,
+            '\\' if !quoted => entry.extend(chars.next()),
+            c if c.is_whitespace() && !quoted => {
+                if !entry.is_empty() {
+                    out.push(std::mem::take(&mut entry));
+                }
+            }
+            c => entry.push(c),
+        }
+    }
+    if !entry.is_empty() {
+        out.push(entry);
+    }
+    out
+}
+
+/// The config files git reads for one command beyond the repository's own: those the
+/// environment names (`GIT_CONFIG_GLOBAL`, `GIT_CONFIG_SYSTEM`, `GIT_CONFIG`) and the
+/// `include.path`/`includeIf.*.path` entries of `config` (`-c` and the environment).
+pub(super) fn config_files<'a>(
+    ctx: &'a Context,
+    config: impl Iterator<Item = &'a str>,
+) -> Vec<&'a str> {
+    let from_env = ["GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG"]
+        .into_iter()
+        .filter_map(|v| ctx.var(v));
+    let included = config.filter_map(|kv| {
+        let (key, value) = kv.split_once('=')?;
+        let key = key.to_ascii_lowercase();
+        let last = key.rsplit_once('.').map(|(_, n)| n);
+        (key == "include.path" || (key.starts_with("includeif.") && last == Some("path")))
+            .then_some(value)
+    });
+    from_env
+        .chain(included)
+        .filter(|p| !p.is_empty() && *p != "/dev/null")
+        .collect()
+}
+
+/// Every `KEY=VALUE` of a config file's text (for a file git is told to read).
+pub(super) fn entries(text: &str) -> Vec<String> {
+    Config::parse(text)
+        .entries
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect()
+}
+
+/// A config file git is told to read, from the real file system (bounded).
+pub(super) fn read_file(host: &dyn Host, path: &Path) -> Option<String> {
+    read_small(host, path)
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@
 //! command (functions, aliases, downloads, then the table) and holds the methods handlers
 //! share; `names` says what a command word is.
 mod args;
+mod builds;
 pub(crate) mod canon;
 mod code;
 mod code_eval;
@@ -81,6 +82,12 @@ const DEADLINE: Duration = Duration::from_secs(5);
 const MAX_STUCK: usize = 4;
 
 static STUCK: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether a program runs the value of the environment variable `name` as a command line
+/// (`GIT_SSH_COMMAND`, `GIT_PAGER`, `EDITOR`…).
+pub(crate) fn runs_variable(name: &str) -> bool {
+    opt_commands::runs_variable(name)
+}
 
 /// Extracts what the shell command line `command` does, with paths relative to `ctx`.
 pub fn extract(command: &str, ctx: &Context, out: &mut Extracted) {

@@ -119,6 +119,11 @@ fn environment(name: &str) -> Option<Environment> {
     }
 }
 
+/// Whether `name`'s value is a command line some program runs.
+pub(super) fn runs_variable(name: &str) -> bool {
+    matches!(environment(name), Some(Environment::Command))
+}
+
 /// Editors whose `-c`/`--cmd`/`+` values are ex commands.
 fn ex_editor(name: &str) -> bool {
     matches!(

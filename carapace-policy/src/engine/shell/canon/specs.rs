@@ -121,7 +121,11 @@ impl Spec {
     /// Whether the spec knows `name` well enough to say whether it takes a value: the word
     /// after an option it does not know may be that option's value.
     pub(super) fn settles(&self, name: &str) -> bool {
-        self.valued(name)
+        // `--no-X` turns X off and takes no value, for the tools that accept a negation
+        // (git's parse-options, getopt_long tools that list every option).
+        let negation = !self.longs.is_empty() && name.starts_with("--no-");
+        negation
+            || self.valued(name)
             || self.longs.contains(&name)
             || self.flags.contains(&name)
             || self
@@ -836,11 +840,24 @@ const GIT_CONFIG: Spec = Spec {
         "--edit",
         "--name-only",
         "--all",
+        "--fixed-value",
+        "--show-names",
+        "--remove-section",
+        "--rename-section",
+        "--get-colorbool",
+        "--bool-or-int",
+        "--bool-or-str",
+        "--expiry-date",
     ],
     ..spec(
         "git",
         Some("config"),
-        &[('f', "--file"), ('l', "--list"), ('e', "--edit")],
+        &[
+            ('f', "--file"),
+            ('l', "--list"),
+            ('e', "--edit"),
+            ('z', "--null"),
+        ],
         &[
             "--file",
             "--blob",
@@ -848,6 +865,7 @@ const GIT_CONFIG: Spec = Spec {
             "--default",
             "--comment",
             "--value",
+            "--get-color",
         ],
     )
 };
@@ -902,7 +920,108 @@ const INFISICAL: Spec = Spec {
     )
 };
 
+/// `systemd-run` (`getopt_long`: a unique prefix of a long option is that option, so
+/// `--on-cal` is `--on-calendar`). Every option is listed; the command follows them.
+const SYSTEMD_RUN: Spec = Spec {
+    longs: &[
+        "--unit",
+        "--property",
+        "--description",
+        "--slice",
+        "--slice-inherit",
+        "--setenv",
+        "--uid",
+        "--gid",
+        "--nice",
+        "--machine",
+        "--host",
+        "--capsule",
+        "--working-directory",
+        "--same-dir",
+        "--on-active",
+        "--on-boot",
+        "--on-startup",
+        "--on-unit-active",
+        "--on-unit-inactive",
+        "--on-calendar",
+        "--on-clock-change",
+        "--on-timezone-change",
+        "--timer-property",
+        "--path-property",
+        "--socket-property",
+        "--service-type",
+        "--expand-environment",
+        "--json",
+        "--background",
+        "--user",
+        "--system",
+        "--scope",
+        "--no-block",
+        "--wait",
+        "--pty",
+        "--pipe",
+        "--quiet",
+        "--verbose",
+        "--collect",
+        "--remain-after-exit",
+        "--send-sighup",
+        "--shell",
+        "--no-ask-password",
+        "--help",
+        "--version",
+    ],
+    ..spec(
+        "systemd-run",
+        None,
+        &[
+            ('u', "--unit"),
+            ('p', "--property"),
+            ('E', "--setenv"),
+            ('M', "--machine"),
+            ('H', "--host"),
+            ('C', "--capsule"),
+            ('t', "--pty"),
+            ('P', "--pipe"),
+            ('q', "--quiet"),
+            ('v', "--verbose"),
+            ('G', "--collect"),
+            ('r', "--remain-after-exit"),
+            ('d', "--same-dir"),
+            ('S', "--shell"),
+            ('h', "--help"),
+        ],
+        &[
+            "--unit",
+            "--property",
+            "--description",
+            "--slice",
+            "--setenv",
+            "--uid",
+            "--gid",
+            "--nice",
+            "--machine",
+            "--host",
+            "--capsule",
+            "--working-directory",
+            "--on-active",
+            "--on-boot",
+            "--on-startup",
+            "--on-unit-active",
+            "--on-unit-inactive",
+            "--on-calendar",
+            "--timer-property",
+            "--path-property",
+            "--socket-property",
+            "--service-type",
+            "--expand-environment",
+            "--json",
+            "--background",
+        ],
+    )
+};
+
 const SPECS: &[Spec] = &[
+    SYSTEMD_RUN,
     GIT_PUSH,
     GIT_RESET,
     GIT_CLEAN,

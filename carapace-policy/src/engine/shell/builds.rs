@@ -1,0 +1,211 @@
+//! Builds of a tree downloaded earlier in the same command (`git clone URL && cd r &&
+//! make`): a build runs the tree's own code — a Makefile's recipes, `build.rs`, npm's
+//! lifecycle scripts, `setup.py`, cmake's `execute_process`, gradle and maven plugins — as
+//! surely as `sh r/install.sh` does, so it is running downloaded code too. The same build
+//! in a project that was not downloaded in this command is everyday work and stays allowed.
+
+/// The directory whose code `base args…` builds and runs, when it is a build (`-C DIR`,
+/// `--prefix DIR`, a path operand, or the working directory: `.`); `None` for any other
+/// command.
+pub(super) fn build_dir<'a>(base: &str, args: &'a [String]) -> Option<&'a str> {
+    let value = |names: &[&str]| value_of(args, names);
+    match base {
+        "make" | "gmake" | "bmake" | "ninja" | "samu" => Some(
+            value(&["-C", "--directory"])
+                .or_else(|| {
+                    value(&["-f", "--file", "--makefile"])
+                        .map(|f| f.rsplit_once('/').map_or(".", |(d, _)| d))
+                })
+                .unwrap_or("."),
+        ),
+        "cmake" => Some(
+            value(&["--build", "-S", "-B"])
+                .or_else(|| {
+                    args.iter()
+                        .find(|a| !a.starts_with('-'))
+                        .map(String::as_str)
+                })
+                .unwrap_or("."),
+        ),
+        "meson" | "muon" => Some(args.get(1).map_or(".", String::as_str)),
+        "npm" | "pnpm" | "yarn" | "bun" => node_build(args),
+        "pip" | "pip3" | "uv" | "pipx" => {
+            // `pip install .`, `pip install -e ./r`, `uv pip install r/`: a local tree's
+            // build backend runs.
+            let tree = args.iter().find(|a| {
+                *a == "." || a.starts_with("./") || a.starts_with('/') || a.ends_with('/')
+            });
+            args.iter()
+                .any(|a| a == "install")
+                .then_some(())
+                .and(tree.map(String::as_str))
+        }
+        "cargo" => matches!(
+            first_operand(args),
+            Some(
+                "build"
+                    | "b"
+                    | "run"
+                    | "r"
+                    | "test"
+                    | "t"
+                    | "check"
+                    | "c"
+                    | "bench"
+                    | "install"
+                    | "doc"
+                    | "clippy"
+            )
+        )
+        .then(|| {
+            value(&["--manifest-path"])
+                .map(|m| m.rsplit_once('/').map_or(".", |(d, _)| d))
+                .or_else(|| value(&["--path", "-C"]))
+                .unwrap_or(".")
+        }),
+        "go" => matches!(first_operand(args), Some("generate" | "run" | "test")).then_some("."),
+        "mvn" | "mvnw" | "gradle" | "gradlew" | "ant" | "sbt" | "bazel" | "bazelisk" | "scons"
+        | "rake" | "just" | "task" | "tox" | "nox" => Some(
+            value(&[
+                "-f",
+                "--file",
+                "-p",
+                "--project-dir",
+                "--directory",
+                "--justfile",
+            ])
+            .map_or(
+                ".",
+                // A build file names its directory.
+                |f| match f.rsplit_once('/') {
+                    Some((d, name))
+                        if name.contains('.') || name.eq_ignore_ascii_case("justfile") =>
+                    {
+                        d
+                    }
+                    _ => f,
+                },
+            ),
+        ),
+        _ => None,
+    }
+}
+
+/// npm, pnpm, yarn and bun: the verbs that run the package's own scripts (install runs its
+/// lifecycle scripts), in the directory `--prefix`/`--cwd` names.
+fn node_build(args: &[String]) -> Option<&str> {
+    let first = first_operand(args);
+    let runs = matches!(
+        first,
+        None | Some(
+            "install"
+                | "i"
+                | "ci"
+                | "add"
+                | "run"
+                | "run-script"
+                | "test"
+                | "t"
+                | "start"
+                | "build"
+                | "rebuild"
+                | "pack"
+                | "publish"
+                | "exec"
+                | "x"
+                | "dev"
+        )
+    );
+    // `npm install PKG` runs PKG's scripts in node_modules, not the tree's.
+    let after_verb = first
+        .and_then(|f| args.iter().position(|a| a == f))
+        .map_or(&args[..0], |at| &args[at + 1..]);
+    let names_package = matches!(first, Some("install" | "i" | "add"))
+        && after_verb
+            .iter()
+            .any(|a| !a.starts_with('-') && !a.starts_with('.'));
+    (runs && !names_package)
+        .then(|| value_of(args, &["--prefix", "-C", "--cwd", "--dir"]).unwrap_or("."))
+}
+
+/// The first word that is neither an option nor the value of one that names a place
+/// (`npm --prefix r install`).
+fn first_operand(args: &[String]) -> Option<&str> {
+    args.iter()
+        .enumerate()
+        .find(|(i, a)| {
+            !a.starts_with('-')
+                && !i
+                    .checked_sub(1)
+                    .and_then(|p| args.get(p))
+                    .is_some_and(|p| PLACE_OPTIONS.contains(&p.as_str()))
+        })
+        .map(|(_, a)| a.as_str())
+}
+
+/// Options that take a directory or file as their value.
+const PLACE_OPTIONS: &[&str] = &[
+    "-C",
+    "--prefix",
+    "--cwd",
+    "--dir",
+    "--directory",
+    "--manifest-path",
+    "--path",
+    "-f",
+    "--file",
+    "-p",
+    "--project-dir",
+];
+
+/// The value of the first of `names` (`-C DIR`, `-CDIR` for one letter, `--name=DIR`).
+fn value_of<'a>(args: &'a [String], names: &[&str]) -> Option<&'a str> {
+    let mut words = args.iter();
+    while let Some(a) = words.next() {
+        for n in names {
+            if a == n {
+                return words.next().map(String::as_str);
+            }
+            if let Some(v) = a.strip_prefix(n) {
+                if let Some(v) = v.strip_prefix('=') {
+                    return Some(v);
+                }
+                if n.len() == 2 && !v.is_empty() && !n.starts_with("--") {
+                    return Some(v);
+                }
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::build_dir;
+
+    fn dir(cmd: &str) -> Option<String> {
+        let words: Vec<String> = cmd.split(' ').map(str::to_owned).collect();
+        let (base, args) = words.split_first()?;
+        build_dir(base, args).map(str::to_owned)
+    }
+
+    #[test]
+    fn builds_name_the_tree_they_run() {
+        assert_eq!(dir("make").as_deref(), Some("."));
+        assert_eq!(dir("make -C r all").as_deref(), Some("r"));
+        assert_eq!(dir("make -Cr").as_deref(), Some("r"));
+        assert_eq!(dir("cmake -S r -B build").as_deref(), Some("r"));
+        assert_eq!(dir("npm --prefix r install").as_deref(), Some("r"));
+        assert_eq!(dir("npm install lodash"), None);
+        assert_eq!(dir("npm view lodash"), None);
+        assert_eq!(dir("pip install ./r").as_deref(), Some("./r"));
+        assert_eq!(dir("pip install requests"), None);
+        assert_eq!(
+            dir("cargo build --manifest-path r/Cargo.toml").as_deref(),
+            Some("r")
+        );
+        assert_eq!(dir("cargo search x"), None);
+        assert_eq!(dir("mvn -f r/pom.xml package").as_deref(), Some("r"));
+        assert_eq!(dir("ls"), None);
+    }
+}
