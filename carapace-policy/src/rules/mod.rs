@@ -61,6 +61,9 @@ pub struct Rule {
     /// `builtin:<pack>` or the rule file's path.
     pub source: String,
     pub locked: bool,
+    /// `hold: true`: an approve-mode path rule whose opens the daemon holds (fanotify)
+    /// until a human answers, where it has marked the files (`validate::hold`).
+    pub hold: bool,
     /// Index in the kernel maps, when the kernel enforces (part of) the rule.
     pub kernel_index: Option<u32>,
     /// Where the rule starts in `source`.
