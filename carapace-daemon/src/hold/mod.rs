@@ -78,15 +78,12 @@ impl Inner {
 }
 
 impl Holder {
-    /// Starts the listener when the rules hold files and the kernel layer is up; says once
-    /// why not when fanotify cannot start (the hold rules then refuse and retry).
+    /// Starts the listener; says once why not when fanotify cannot start (the hold rules
+    /// then refuse and retry where the kernel layer runs).
     #[must_use]
     pub fn start(daemon: &Arc<Daemon>) -> Option<Self> {
-        // Without the kernel layer nothing refuses, so nothing needs holding. Started even
-        // when no rule holds yet: a reload may bring hold rules.
-        if daemon.kernel_unavailable.is_some() {
-            return None;
-        }
+        // Started even when no rule holds yet (a reload may bring hold rules), and without
+        // the kernel layer: there fanotify is the only kernel check of these files.
         let group = match Fanotify::init(
             InitFlags::FAN_CLASS_CONTENT | InitFlags::FAN_CLOEXEC | InitFlags::FAN_NONBLOCK,
             EventFFlags::O_RDONLY | EventFFlags::O_CLOEXEC | EventFFlags::O_LARGEFILE,
@@ -223,7 +220,8 @@ fn mark(inner: &Inner, daemon: &Daemon) {
     }
     match daemon.sessions.set_held(&keys) {
         Ok(true) => {}
-        Ok(false) => tracing::warn!("no kernel layer: hold rules refuse nothing and hold nothing"),
+        // Without the kernel layer nothing refuses first: the marks alone hold the opens.
+        Ok(false) => {}
         Err(e) => tracing::warn!("cannot tell the kernel which files are held (they refuse): {e}"),
     }
 }
