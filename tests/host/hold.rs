@@ -54,7 +54,13 @@ fn read_in_session(d: &Daemon, path: &str) -> Child {
     cli_command(
         Path::new(CARAPACE),
         &d.socket,
-        ["run", "--", "sh", "-c", &format!("cat {path}; echo status=$?")],
+        [
+            "run",
+            "--",
+            "sh",
+            "-c",
+            &format!("cat {path}; echo status=$?"),
+        ],
         &[],
     )
     .stdout(Stdio::piped())
@@ -109,7 +115,8 @@ fn a_held_open_waits_for_the_answer() {
     };
     let (d, held) = start(dir.path());
     assert!(
-        d.log_text().contains("hold: opens of 3 file(s) wait for a human"),
+        d.log_text()
+            .contains("hold: opens of 3 file(s) wait for a human"),
         "the daemon marks the rule's files; log:\n{}",
         d.log_text()
     );

@@ -219,9 +219,8 @@ fn mark(inner: &Inner, daemon: &Daemon) {
         );
     }
     match daemon.sessions.set_held(&keys) {
-        Ok(true) => {}
-        // Without the kernel layer nothing refuses first: the marks alone hold the opens.
-        Ok(false) => {}
+        // Without the kernel layer (`false`) nothing refuses first: the marks alone hold.
+        Ok(_) => {}
         Err(e) => tracing::warn!("cannot tell the kernel which files are held (they refuse): {e}"),
     }
 }
@@ -292,9 +291,8 @@ async fn decide(daemon: &Arc<Daemon>, session: &str, fd: RawFd) -> bool {
     let Some(path) = path.to_str().map(str::to_owned) else {
         return false;
     };
-    let file = match request::file_key(&format!("/proc/self/fd/{fd}")) {
-        Ok(k) => k,
-        Err(_) => return false,
+    let Ok(file) = request::file_key(&format!("/proc/self/fd/{fd}")) else {
+        return false;
     };
     let rules = daemon.rules();
     let activation = match crate::session::state::activation(&daemon.sessions, session) {

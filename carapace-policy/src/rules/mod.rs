@@ -53,6 +53,11 @@ pub enum Mode {
 }
 
 #[derive(Clone, Debug)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent yes/no keys of the rule language (locked, hold, llm_review) and \
+              whether the id was derived; no two of them form a state"
+)]
 pub struct Rule {
     pub id: String,
     /// Friendly message shown to the agent (a default is derived when the file has none).
