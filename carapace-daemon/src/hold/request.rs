@@ -7,13 +7,11 @@ use carapace_policy::rules::Rule;
 use crate::session::approvals::{GateRule, KernelOperation, Request};
 
 /// The operations a held open stands for: fanotify says a file is opened, not whether for
-/// reading or writing, so the rule's read and write (an exec's open reads).
+/// reading, writing or executing, so every one of them the rule covers (an execute rule
+/// covers reads too, as in the kernel).
 #[must_use]
 pub fn held_ops(rule: &Rule) -> u32 {
-    match rule.ops() & (op::READ | op::WRITE) {
-        0 => rule.ops() & op::EXEC,
-        ops => ops,
-    }
+    rule.ops() & (op::READ | op::WRITE | op::EXEC)
 }
 
 /// The request for a held open of `path` (the file `file`) under `rule`, filed for
@@ -24,7 +22,6 @@ pub fn request(rule: &Rule, path: &str, ops: u32, file: InodeKey, owner_uid: u32
     let operation = match ops {
         op::READ => "read",
         op::WRITE => "write",
-        op::EXEC => "execute",
         _ => "open",
     };
     Request {
@@ -112,9 +109,9 @@ mod tests {
     }
 
     #[test]
-    fn an_open_of_a_read_write_rule_is_asked_as_an_open() {
+    fn an_open_of_a_rule_on_every_action_is_asked_as_an_open() {
         let r = rule("  - id: drafts\n    approve: \"/srv/drafts/**\"\n    hold: true\n");
-        assert_eq!(held_ops(&r), op::READ | op::WRITE);
+        assert_eq!(held_ops(&r), op::READ | op::WRITE | op::EXEC);
         let req = request(&r, "/srv/drafts/a", held_ops(&r), InodeKey::default(), 0);
         assert!(
             req.summary.starts_with("open of /srv/drafts/a"),
@@ -122,6 +119,6 @@ mod tests {
             req.summary
         );
         let exec = rule("  - id: tools\n    approve: \"/srv/tools/**\"\n    actions: [execute]\n    hold: true\n");
-        assert_eq!(held_ops(&exec), op::EXEC);
+        assert_eq!(held_ops(&exec), op::EXEC | op::READ);
     }
 }
