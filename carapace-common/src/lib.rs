@@ -390,6 +390,21 @@ pub const RULE_EVERY_ADDRESS: u32 = 2;
 /// the daemon file an approval request, and the approval lets the agent's retry through.
 pub const RULE_APPROVE: u32 = 4;
 
+/// `RuleMeta::flags`: an approve-mode rule with `hold: true`. On a file the daemon has
+/// marked for `fanotify` permission events ([`maps::HELD_INODES`], and the inode's
+/// `i_fsnotify_mask` still asks for open permission events, so the marks are alive) the
+/// programs let the open go on to fanotify, which holds it until a human answers; anywhere
+/// else the rule refuses as approve mode does (refuse and retry). The LSM hooks run before
+/// fanotify's, so a refusal here would never let the hold happen.
+pub const RULE_HOLD: u32 = 8;
+
+/// Files [`maps::HELD_INODES`] can name.
+pub const MAX_HELD_INODES: u32 = 4096;
+
+/// `FS_OPEN_PERM | FS_OPEN_EXEC_PERM` of `include/linux/fsnotify_backend.h`: the bits an
+/// inode's `i_fsnotify_mask` carries while a fanotify group holds opens of it.
+pub const FS_OPEN_PERMS: u32 = 0x0001_0000 | 0x0004_0000;
+
 /// Sessions that can hold an approval for one path at once ([`ApprovedOps`]).
 pub const APPROVALS_PER_PATH: usize = 8;
 /// Paths [`maps::APPROVED_PATHS`] holds approvals for.
@@ -747,6 +762,7 @@ pub mod globals {
     pub const OFF_FILE_F_INODE: &str = "OFF_FILE_F_INODE";
     pub const OFF_INODE_I_INO: &str = "OFF_INODE_I_INO";
     pub const OFF_INODE_I_SB: &str = "OFF_INODE_I_SB";
+    pub const OFF_INODE_I_FSNOTIFY_MASK: &str = "OFF_INODE_I_FSNOTIFY_MASK";
     pub const OFF_SB_S_DEV: &str = "OFF_SB_S_DEV";
     pub const OFF_BPRM_FILE: &str = "OFF_BPRM_FILE";
     pub const OFF_PATH_DENTRY: &str = "OFF_PATH_DENTRY";
@@ -884,6 +900,7 @@ pub mod maps {
     pub const PATH_CACHE: &str = "PATH_CACHE";
     pub const PATH_CACHE_GEN: &str = "PATH_CACHE_GEN";
     pub const APPROVED_PATHS: &str = "APPROVED_PATHS";
+    pub const HELD_INODES: &str = "HELD_INODES";
     pub const APPROVED_ADDRS: &str = "APPROVED_ADDRS";
 }
 

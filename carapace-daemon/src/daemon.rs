@@ -365,6 +365,8 @@ async fn run(
     // Resolvers for resumed sessions now, and for every session after a reload that needs them.
     let _resolvers = api::resolvers::spawn_keeper(Arc::clone(&daemon));
     let _watcher = reload::spawn_watcher(Arc::clone(&daemon), reload::WATCH_INTERVAL);
+    // `hold: true` rules: opens of their files wait for a human (fanotify).
+    let holder = crate::hold::Holder::start(&daemon);
     let gateway = start_gateway(&args, &daemon).await?;
     let listener = api::bind(&args.socket)?;
     tracing::info!(socket = %args.socket.display(), "serving");
@@ -374,6 +376,10 @@ async fn run(
         shutdown_signal(Arc::clone(&daemon)),
     )
     .await;
+    // Every open still held is denied, never left to the group's closing (which allows).
+    if let Some(holder) = &holder {
+        holder.stop(&daemon);
+    }
     if let Err(e) = std::fs::remove_file(&args.socket) {
         tracing::warn!("cannot remove {}: {e}", args.socket.display());
     }

@@ -8,6 +8,7 @@ pub mod console;
 pub mod daemon;
 pub mod dns;
 pub mod gateway;
+pub mod hold;
 pub mod host;
 pub mod io_error;
 pub mod kernel;

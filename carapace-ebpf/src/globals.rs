@@ -17,6 +17,7 @@ global!(OFF_FILE_F_MODE: u64);
 global!(OFF_FILE_F_INODE: u64);
 global!(OFF_INODE_I_INO: u64);
 global!(OFF_INODE_I_SB: u64);
+global!(OFF_INODE_I_FSNOTIFY_MASK: u64);
 global!(OFF_SB_S_DEV: u64);
 global!(OFF_BPRM_FILE: u64);
 global!(OFF_PATH_DENTRY: u64);
@@ -101,6 +102,9 @@ pub fn inode_i_ino() -> usize {
 }
 pub fn inode_i_sb() -> usize {
     get!(OFF_INODE_I_SB) as usize
+}
+pub fn inode_i_fsnotify_mask() -> usize {
+    get!(OFF_INODE_I_FSNOTIFY_MASK) as usize
 }
 pub fn sb_s_dev() -> usize {
     get!(OFF_SB_S_DEV) as usize

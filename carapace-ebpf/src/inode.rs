@@ -24,6 +24,22 @@ pub fn of_file(file: *const u8) -> Option<InodeKey> {
     )?)
 }
 
+/// The identity of the inode a `struct file *` is open on, if a fanotify group still asks
+/// for permission events on opens of it (`carapace_common::FS_OPEN_PERMS` in its
+/// `i_fsnotify_mask`): the marks of a `carapaced` that died are gone with it.
+#[inline(always)]
+pub fn held_file(file: *const u8) -> Option<InodeKey> {
+    let inode = kread::read::<*const u8>(file, globals::file_f_inode(), errsite::READ_INODE)?;
+    if inode.is_null() {
+        return None;
+    }
+    let mask = kread::read::<u32>(inode, globals::inode_i_fsnotify_mask(), errsite::READ_INODE)?;
+    if mask & carapace_common::FS_OPEN_PERMS == 0 {
+        return None;
+    }
+    of_inode(inode)
+}
+
 /// An inode's identity (device, number); `None` for a negative dentry's null inode.
 #[inline(always)]
 fn of_inode(inode: *const u8) -> Option<InodeKey> {

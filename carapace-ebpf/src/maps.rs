@@ -9,7 +9,8 @@ use carapace_common::{
     cache_gen, errsite, ApprovedAddr, ApprovedOps, Config, DfaEarly, DfaHeader, InodeKey, Learned,
     LearnedKey, LearnedRefusals, NetRefs, OrigDst, RuleMeta, RuleRefs, SessionState, SniPeerKey,
     DFA_CELLS, DFA_CHUNK, DFA_SLOTS, DFA_STATES, MAX_APPROVED_ADDRS, MAX_APPROVED_PATHS,
-    MAX_LEARNED, MAX_LEARNED_REFUSALS, MAX_RULES, MAX_SESSIONS, MAX_SNI_PEERS, NAME_MAX, PATH_MAX,
+    MAX_HELD_INODES, MAX_LEARNED, MAX_LEARNED_REFUSALS, MAX_RULES, MAX_SESSIONS, MAX_SNI_PEERS,
+    NAME_MAX, PATH_MAX,
 };
 
 /// Hash maps grow on demand instead of preallocating every entry.
@@ -78,6 +79,12 @@ pub static ANCESTORS: HashMap<[u8; PATH_MAX], RuleRefs> = HashMap::pinned(MAX_EN
 #[map(name = "APPROVED_PATHS")]
 pub static APPROVED_PATHS: HashMap<[u8; PATH_MAX], ApprovedOps> =
     HashMap::pinned(MAX_APPROVED_PATHS, NO_PREALLOC);
+
+/// Files whose opens the daemon's fanotify listener holds (`RULE_HOLD`): written only once
+/// the daemon's marks are on them, cleared when it stops. Looked up only when a hold rule
+/// would refuse.
+#[map(name = "HELD_INODES")]
+pub static HELD_INODES: HashMap<InodeKey, u32> = HashMap::pinned(MAX_HELD_INODES, NO_PREALLOC);
 
 /// (session cgroup, address, port) a human approved connecting to → the operations
 /// approved: exceptions to approve-mode address rules, written by the daemon when a request

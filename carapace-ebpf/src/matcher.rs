@@ -11,6 +11,7 @@ use carapace_common::{
     has, op, slot_bit, ApprovedAddr, Config, InodeKey, Learned, NetRefs, RuleMeta, RuleRefs,
     BLOCK_IN_ANY_STATE, DFA_CELLS, DFA_CHUNK, DFA_EARLY_FLAG, DFA_GROUPS, DFA_STATES,
     LEARNED_BLOCKS, PATH_MAX, REFS_PER_KEY, REF_EXCEPT, RULE_APPROVE, RULE_EVERY_ADDRESS,
+    RULE_HOLD,
 };
 
 use aya_ebpf::{
@@ -23,8 +24,8 @@ use core::ptr::addr_of_mut;
 use crate::gate::Session;
 use crate::maps::{
     source, Scratch, ANCESTORS, APPROVED_ADDRS, APPROVED_PATHS, DFA, DFA_ACCEPT, DFA_EARLY,
-    DFA_EARLY_REFS, DFA_LIVE, DFA_TRANS, EXACT_PATHS, INODES, LEARNED, LEARNED_REFUSALS,
-    LEARNED_SCRATCH, NAMES, NETS, PREFIX_PATHS, RULES, SCRATCH,
+    DFA_EARLY_REFS, DFA_LIVE, DFA_TRANS, EXACT_PATHS, HELD_INODES, INODES, LEARNED,
+    LEARNED_REFUSALS, LEARNED_SCRATCH, NAMES, NETS, PREFIX_PATHS, RULES, SCRATCH,
 };
 
 /// A denial: the rule and the one operation bit it denied.
@@ -130,6 +131,26 @@ fn approved_ops(cgroup: u64) -> u32 {
     }
 }
 
+/// Whether the file judged is one whose opens the daemon's fanotify listener holds
+/// (`RULE_HOLD`): in `HELD_INODES` and still marked. Then a hold rule lets the open go on
+/// to fanotify, which runs after the LSM hooks and holds it until a human answers.
+#[inline(always)]
+fn held() -> bool {
+    let Some(scratch) = SCRATCH.get_ptr(0) else {
+        return false;
+    };
+    // SAFETY: per-CPU scratch; `check_path` stored the object for this judging.
+    let (kind, ptr) = unsafe { ((*scratch).object_kind, (*scratch).object as *const u8) };
+    if kind != object::FILE {
+        return false;
+    }
+    match crate::inode::held_file(ptr) {
+        // SAFETY: a map value read as a flag only.
+        Some(k) => unsafe { HELD_INODES.get(&k) }.is_some(),
+        None => false,
+    }
+}
+
 /// One ref of the judging, as a `bpf_loop` callback: the verifier checks it once, not once
 /// per ref and source. 0 to go on, 1 to stop.
 extern "C" fn judge_step(index: u64, ctx: *mut c_void) -> i64 {
@@ -171,6 +192,9 @@ extern "C" fn judge_step(index: u64, ctx: *mut c_void) -> i64 {
         // still refused and named. An open let through so is never cached as clean (its
         // ref's operations are in `found_ops`): the path cache serves every session.
         if meta.flags & RULE_APPROVE != 0 && j.path != 0 {
+            if meta.flags & RULE_HOLD != 0 && held() {
+                return 0;
+            }
             hit &= !approved_ops(session.cgroup);
             if hit == 0 {
                 return 0;

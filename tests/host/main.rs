@@ -19,6 +19,7 @@ mod front_doors;
 mod gateway;
 mod gateway_openai;
 mod guardrail;
+mod hold;
 mod landlock;
 mod limits;
 mod llm_review;

@@ -25,6 +25,7 @@ mod approve;
 mod attach;
 mod console;
 mod dns;
+mod hold;
 mod isolation;
 mod limits;
 mod matcher;

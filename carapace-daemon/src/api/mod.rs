@@ -106,6 +106,9 @@ pub struct Daemon {
     pub resolvers: crate::dns::SessionResolvers,
     /// Signalled when a reload swapped the rules in (resolvers may be needed now).
     pub rules_changed: tokio::sync::Notify,
+    /// Signalled with `rules_changed`, for the hold listener (`crate::hold`) to mark the
+    /// files of the new rules (a `Notify` wakes one waiter).
+    pub holds_changed: tokio::sync::Notify,
 }
 
 /// Default of `carapaced --approval-timeout`.
@@ -140,6 +143,7 @@ impl Daemon {
             deadlines: deadline::Deadlines::default(),
             resolvers: crate::dns::SessionResolvers::default(),
             rules_changed: tokio::sync::Notify::new(),
+            holds_changed: tokio::sync::Notify::new(),
         }
     }
 

@@ -163,6 +163,7 @@ impl Daemon {
         self.audit.note(event).await;
         if outcome.ok {
             self.rules_changed.notify_one();
+            self.holds_changed.notify_one();
         }
         outcome
     }

@@ -477,6 +477,10 @@ pub struct Explanation {
     pub kernel: Option<KernelInfo>,
     /// Why the kernel does not enforce it, when it does not.
     pub userspace_reason: Option<String>,
+    /// For a `hold: true` rule the kernel enforces: the files whose opens fanotify holds
+    /// (those that exist now; the daemon lists them again at each load).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<Vec<String>>,
 }
 
 fn op_names(bits: u32) -> Vec<&'static str> {
@@ -694,11 +698,13 @@ pub fn explain(set: &RuleSet, rule: &Rule) -> Explanation {
         line: rule.span.line,
         column: rule.span.col,
         message: rule.message.clone(),
-        layers: if kernel.is_some() {
-            vec!["kernel", "userspace"]
-        } else {
-            vec!["userspace"]
+        layers: match (&kernel, rule.hold) {
+            (Some(_), true) => vec!["kernel", "fanotify", "userspace"],
+            (Some(_), false) => vec!["kernel", "userspace"],
+            (None, _) => vec!["userspace"],
         },
+        held: (kernel.is_some() && rule.hold)
+            .then(|| carapace::hold::files_of(rule, carapace::hold::MAX_FILES)),
         kernel,
         userspace_reason,
     }
@@ -743,6 +749,19 @@ pub fn render_explanation(e: &Explanation) -> String {
             }
             for n in &k.notes {
                 let _ = writeln!(out, "  note: {n}");
+            }
+            if let Some(files) = &e.held {
+                let _ = writeln!(
+                    out,
+                    "  held by fanotify: opens of {} file(s) that exist now wait for a human's \
+                     answer (the kernel lets them through to the daemon's fanotify listener; \
+                     a denial fails the open with EPERM); other files of the pattern are \
+                     refused until approved and the agent retries",
+                    files.len()
+                );
+                for f in files {
+                    let _ = writeln!(out, "  holds {f}");
+                }
             }
             if let Some(states) = k.automaton_states {
                 let _ = writeln!(
@@ -1217,6 +1236,32 @@ rules:
         assert!(ssh.kernel.as_ref().unwrap().automaton_states.is_none());
         assert!(ssh.kernel.as_ref().unwrap().approval.is_none());
         assert!(!render_explanation(&ssh).contains("approval"));
+    }
+
+    #[test]
+    fn explain_says_which_files_a_hold_rule_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "a").unwrap();
+        let s = set(&format!(
+            "version: 1\nbuiltin: none\nrules:\n  - id: drafts\n    approve: \"{}/*.txt\"\n    hold: true\n  - id: plain\n    approve: \"/srv/x/**\"\n",
+            dir.path().display()
+        ));
+        let e = explain(&s, s.by_id("drafts").unwrap());
+        assert_eq!(e.layers, ["kernel", "fanotify", "userspace"]);
+        let a = dir.path().join("a.txt").display().to_string();
+        assert_eq!(e.held, Some(vec![a.clone()]));
+        let text = render_explanation(&e);
+        assert!(
+            text.contains("held by fanotify: opens of 1 file(s)"),
+            "{text}"
+        );
+        assert!(text.contains(&format!("holds {a}")), "{text}");
+        assert!(text.contains("refused until approved"), "{text}");
+        let plain = explain(&s, s.by_id("plain").unwrap());
+        assert_eq!(
+            (plain.layers, plain.held),
+            (vec!["kernel", "userspace"], None)
+        );
     }
 
     #[test]

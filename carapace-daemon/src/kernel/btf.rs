@@ -261,12 +261,13 @@ impl Btf {
 /// Every offset the programs take, by global name (see `carapace_common::globals`).
 pub fn program_offsets(btf: &Btf) -> Result<Vec<(&'static str, u64)>, BtfError> {
     use carapace_common::globals as g;
-    let wanted: [(&str, &str, &str); 48] = [
+    let wanted: [(&str, &str, &str); 49] = [
         (g::OFF_FILE_F_PATH, "file", "f_path"),
         (g::OFF_FILE_F_MODE, "file", "f_mode"),
         (g::OFF_FILE_F_INODE, "file", "f_inode"),
         (g::OFF_INODE_I_INO, "inode", "i_ino"),
         (g::OFF_INODE_I_SB, "inode", "i_sb"),
+        (g::OFF_INODE_I_FSNOTIFY_MASK, "inode", "i_fsnotify_mask"),
         (g::OFF_SB_S_DEV, "super_block", "s_dev"),
         (g::OFF_BPRM_FILE, "linux_binprm", "file"),
         (g::OFF_PATH_DENTRY, "path", "dentry"),

@@ -402,7 +402,7 @@ fn load_dns(ebpf: &mut aya::Ebpf, links_dir: &Path, skipped: &mut Vec<String>) -
 }
 
 /// The maps the daemon writes or reads, taken out of the loaded object.
-const DAEMON_MAPS: [&str; 26] = [
+const DAEMON_MAPS: [&str; 27] = [
     names::SESSIONS,
     names::DEFAULT_SESSION,
     names::RULES,
@@ -427,6 +427,7 @@ const DAEMON_MAPS: [&str; 26] = [
     names::PATH_CACHE_GEN,
     names::APPROVED_PATHS,
     names::APPROVED_ADDRS,
+    names::HELD_INODES,
     names::EVENTS,
     names::ERRORS,
 ];

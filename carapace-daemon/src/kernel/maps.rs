@@ -50,6 +50,8 @@ pub struct KernelMaps {
     /// Connects humans approved per session, address and port: exceptions to approve-mode
     /// address rules.
     approved_addrs: HashMap<MapData, ApprovedAddr, u32>,
+    /// Files whose opens the daemon's fanotify listener holds (`RULE_HOLD`).
+    held: HashMap<MapData, InodeKey, u32>,
     /// `Config::dfa` as last written: which half of the automaton maps is in force.
     dfa_in_force: u32,
     /// Rule indices written by the last image, to clear the ones a new image drops.
@@ -104,6 +106,7 @@ impl KernelMaps {
             cache_gen: take_as(maps, names::PATH_CACHE_GEN)?,
             approved: take_as(maps, names::APPROVED_PATHS)?,
             approved_addrs: take_as(maps, names::APPROVED_ADDRS)?,
+            held: take_as(maps, names::HELD_INODES)?,
             dfa_in_force,
             rule_count: 0,
             current: KernelImage::default(),
@@ -230,6 +233,30 @@ impl KernelMaps {
         self.approved_addrs
             .insert(key, op::NETWORK, 0)
             .map_err(MapsError::on(names::APPROVED_ADDRS))
+    }
+
+    /// Makes `files` the files whose opens fanotify holds, in place of those before: the
+    /// hold rules let opens of these through to the listener. Stale entries go first, so
+    /// that a failure part way leaves fewer files held (refused instead), never more.
+    pub fn set_held(&mut self, files: &[InodeKey]) -> Result<(), MapsError> {
+        let stale: Vec<InodeKey> = self
+            .held
+            .keys()
+            .filter_map(Result::ok)
+            .filter(|k| !files.contains(k))
+            .collect();
+        for k in stale {
+            match self.held.remove(&k) {
+                Ok(()) | Err(MapError::KeyNotFound) => {}
+                Err(e) => return Err(MapsError::on(names::HELD_INODES)(e)),
+            }
+        }
+        for k in files {
+            self.held
+                .insert(*k, 1, 0)
+                .map_err(MapsError::on(names::HELD_INODES))?;
+        }
+        Ok(())
     }
 
     /// Removes the approvals of the session of `cgroup`.

@@ -217,6 +217,12 @@ impl Kernel {
         self.maps.approve_addr(cgroup_id, addr, port)
     }
 
+    /// Makes `files` the files whose opens the fanotify listener holds (see
+    /// `KernelMaps::set_held`); empty when it holds none.
+    pub fn set_held(&mut self, files: &[carapace_common::InodeKey]) -> Result<(), MapsError> {
+        self.maps.set_held(files)
+    }
+
     /// (cgroup id, session number) of sessions found in pinned maps at start.
     #[must_use]
     pub fn adopted_sessions(&self) -> Vec<(u64, u32)> {

@@ -265,6 +265,24 @@ impl Approvals {
         Ok(approval)
     }
 
+    /// Whether a human approved a request identical to `request` earlier in `session`. A
+    /// held open asks again at every open (the kernel lets held files through to the
+    /// listener whatever was approved): an approved one is not asked about twice.
+    pub fn approved_earlier(
+        &self,
+        session: &str,
+        kind: &str,
+        request: &Request,
+    ) -> Result<bool, StoreError> {
+        let key = request.identity(kind);
+        Ok(self
+            .db
+            .session_approvals(session)?
+            .into_iter()
+            .map(Approval::from_row)
+            .any(|a| a.request.key == key && a.row.status == ApprovalStatus::Approved))
+    }
+
     /// The answer an identical earlier request of `session` gives (see the module doc).
     fn identical(&self, session: &str, key: &str) -> Result<Option<Approval>, StoreError> {
         let earlier: Vec<Approval> = self

@@ -235,6 +235,19 @@ impl SessionManager {
         }
     }
 
+    /// Makes `files` the files whose opens the fanotify listener holds (`crate::hold`);
+    /// `Ok(false)` when the kernel layer is not up (the hold rules then refuse and retry).
+    pub fn set_held(&self, files: &[carapace_common::InodeKey]) -> Result<bool, SessionError> {
+        let mut state = self.lock();
+        match state.kernel.as_mut() {
+            Some(k) => k
+                .set_held(files)
+                .map(|()| true)
+                .map_err(|e| SessionError::Kernel(e.into())),
+            None => Ok(false),
+        }
+    }
+
     /// The `carapace run` session whose cgroup holds `cgroup` (hierarchy-relative).
     #[must_use]
     pub fn session_of_cgroup(&self, cgroup: &str) -> Option<String> {

@@ -53,6 +53,11 @@ pub enum Mode {
 }
 
 #[derive(Clone, Debug)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent yes/no keys of the rule language (locked, hold, llm_review) and \
+              whether the id was derived; no two of them form a state"
+)]
 pub struct Rule {
     pub id: String,
     /// Friendly message shown to the agent (a default is derived when the file has none).
@@ -61,6 +66,9 @@ pub struct Rule {
     /// `builtin:<pack>` or the rule file's path.
     pub source: String,
     pub locked: bool,
+    /// `hold: true`: an approve-mode path rule whose opens the daemon holds (fanotify)
+    /// until a human answers, where it has marked the files (`validate::hold`).
+    pub hold: bool,
     /// Index in the kernel maps, when the kernel enforces (part of) the rule.
     pub kernel_index: Option<u32>,
     /// Where the rule starts in `source`.

@@ -2,7 +2,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use carapace_common::{
-    op, NetRef, RuleRef, REFS_PER_KEY, REF_EXCEPT, RULE_ALWAYS_ON, RULE_APPROVE,
+    op, NetRef, RuleRef, REFS_PER_KEY, REF_EXCEPT, RULE_ALWAYS_ON, RULE_APPROVE, RULE_HOLD,
 };
 use proptest::prelude::*;
 
@@ -149,6 +149,59 @@ fn approve_rules_reach_the_kernel_on_paths_and_addresses() {
     let after = set.by_id("after-web").expect("after-web");
     let meta = set.kernel_image().rules[after.kernel_index.expect("after-web") as usize];
     assert_eq!(meta.flags, RULE_APPROVE, "not always on, approvable");
+}
+
+#[test]
+fn hold_is_for_approve_rules_on_files() {
+    let set = ok(&user(
+        "  - id: drafts\n    approve: \"/srv/drafts/**\"\n    hold: true\n  - id: plain\n    approve: \"/srv/plain/**\"\n",
+    ));
+    let drafts = set.by_id("drafts").expect("drafts");
+    assert!(drafts.hold);
+    let meta = set.kernel_image().rules[drafts.kernel_index.expect("in the kernel") as usize];
+    assert_eq!(
+        meta.flags & (RULE_APPROVE | RULE_HOLD),
+        RULE_APPROVE | RULE_HOLD
+    );
+    let plain = set.by_id("plain").expect("plain");
+    assert!(!plain.hold);
+    let meta = set.kernel_image().rules[plain.kernel_index.expect("in the kernel") as usize];
+    assert_eq!(meta.flags & RULE_HOLD, 0, "no hold without `hold: true`");
+    // `hold: false` is the default written out.
+    assert!(!ok(&user("  - approve: /srv/a\n    hold: false\n")).rules()[0].hold);
+
+    // Every misuse is an error at the `hold` key (line 6 of the file, column 11).
+    let block = errors(&user("  - id: b\n    block: /srv/a\n    hold: true\n"));
+    assert!(block.contains("mode `block` asks none"), "{block}");
+    assert!(block.contains(":6:11"), "file:line:column: {block}");
+    let command = errors(&user(
+        "  - id: c\n    mode: approve\n    match: { command: \"deploy *\" }\n    hold: true\n",
+    ));
+    assert!(command.contains("needs a rule on paths only"), "{command}");
+    let net = errors(&user(
+        "  - id: n\n    approve: { host: \"127.0.0.9\" }\n    hold: true\n",
+    ));
+    assert!(net.contains("needs a rule on paths only"), "{net}");
+    let regex = errors(&user(
+        "  - id: r\n    approve: \"re:^/srv/.*\"\n    hold: true\n",
+    ));
+    assert!(regex.contains("cannot be listed"), "{regex}");
+    assert!(regex.contains("write it as a glob"), "{regex}");
+    let delete = errors(&user(
+        "  - id: d\n    approve: /srv/a\n    actions: [delete]\n    hold: true\n",
+    ));
+    assert!(delete.contains("open nothing"), "{delete}");
+    let trigger = errors(&user(
+        "  - id: t\n    approve: /srv/a\n    trigger: always\n    hold: true\n",
+    ));
+    assert!(
+        trigger.contains("`trigger` cannot be combined with `hold`"),
+        "{trigger}"
+    );
+    let not_bool = errors(&user(
+        "  - id: x\n    approve: /srv/a\n    hold: yes please\n",
+    ));
+    assert!(not_bool.contains("hold"), "{not_bool}");
 }
 
 #[test]

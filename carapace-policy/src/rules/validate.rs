@@ -86,12 +86,14 @@ const RULE_KEYS: &[&str] = &[
     "trigger",
     "effect",
     "tls",
+    "hold",
 ];
 const MATCH_KEYS: &[&str] = &[
     "path", "command", "run", "tool", "content", "host", "cidr", "port", "unix", "view", "all",
     "any", "not",
 ];
 
+mod hold;
 mod run;
 
 /// The one `unix:` selector: sockets whose listener is outside the agent's session.
@@ -791,6 +793,8 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
         }
     }
 
+    let hold = hold::hold(node, cond.as_ref(), mode, &actions, rid, sink);
+
     let tls = node
         .get("tls")
         .and_then(|n| tls_check(n, cond.as_ref(), &except_net, mode, rid, sink));
@@ -811,6 +815,7 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
         mode,
         source: ctx.source.to_owned(),
         locked,
+        hold,
         kernel_index: None,
         span: node.span,
         id_derived,
