@@ -35,6 +35,7 @@ pub fn request(rule: &Rule, path: &str, ops: u32, file: InodeKey, owner_uid: u32
             id: rule.id.clone(),
             mode: "approve".into(),
             message: rule.message.clone(),
+            matched: String::new(),
         }],
         kernel: Some(KernelOperation {
             path: path.to_owned(),
