@@ -185,3 +185,28 @@ fn a_held_open_waits_for_the_answer() {
         started.elapsed()
     );
 }
+
+/// A daemon that stops denies every open it still holds (closing the fanotify group would
+/// allow them): the waiting program fails with EPERM instead of reading the file.
+#[test]
+fn stopping_the_daemon_denies_the_held_opens() {
+    let Some(dir) = setup("stopping_the_daemon_denies_the_held_opens") else {
+        return;
+    };
+    let (mut d, held) = start(dir.path());
+    let path = format!("{held}/approved.txt");
+    let child = read_in_session(&d, &path);
+    request_for(&d, &path);
+    d.stop();
+    let (out, err) = finish(child);
+    assert!(
+        !out.contains("content of") && err.contains("Operation not permitted"),
+        "the held open is denied when the daemon stops:\n{out}\n{err}\nlog:\n{}",
+        d.log_text()
+    );
+    assert!(
+        d.log_text().contains("held open(s) denied"),
+        "log:\n{}",
+        d.log_text()
+    );
+}
