@@ -68,8 +68,7 @@ pub fn inet(session: &Session, sockaddr: *const u8, family: u16) -> Option<i32> 
         addr,
         detail: 0,
     };
-    event::emit(session, verdict, &subject);
-    Some(-EACCES)
+    Some(event::answer(event::emit(session, verdict, &subject)))
 }
 
 #[inline(always)]
@@ -106,6 +105,5 @@ pub fn unix(session: &Session, sockaddr: *const u8) -> Option<i32> {
         addr: [0; 16],
         detail: 0,
     };
-    event::emit(session, verdict, &ev);
-    Some(-EACCES)
+    Some(event::answer(event::emit(session, verdict, &ev)))
 }
