@@ -10,7 +10,6 @@ use crate::{
     kread,
     maps::{CONFIG, RESOLVERS, SCRATCH},
     matcher::{self, Object, PathSubject},
-    EACCES,
 };
 
 #[lsm(hook = "socket_connect")]
