@@ -119,6 +119,19 @@ fn shadowed(session: &Session, rule: u32) -> bool {
             .is_some_and(|meta| meta.flags & RULE_NO_SHADOW == 0)
 }
 
+/// The check's answer to a denial [`emit`] reported: `Some(-EACCES)` when it stands, else
+/// `None` (allowed). Never `Some(0)`: every `Some` the checks return is then the same
+/// constant, which keeps LLVM from carrying the answer in a register it also uses for
+/// pointers (the verifier refused such a shift on 6.12).
+#[inline(always)]
+pub const fn denial(stands: bool) -> Option<i32> {
+    if stands {
+        Some(-crate::EACCES)
+    } else {
+        None
+    }
+}
+
 /// The hook's answer to a denial [`emit`] reported: -EACCES when it stands, else 0.
 #[inline(always)]
 pub const fn answer(stands: bool) -> i32 {

@@ -176,11 +176,7 @@ pub fn check_file(session: &Session, file: *const u8, ops: u32) -> Option<i32> {
         object: Object::File(file),
     };
     let verdict = matcher::check_path(&mut subject, config, ops)?;
-    Some(event::answer(deny(
-        session,
-        verdict,
-        &subject.scratch.key.data,
-    )))
+    event::denial(deny(session, verdict, &subject.scratch.key.data))
 }
 
 /// What `d_path` appends to the path of a file whose name was removed (an unlinked file

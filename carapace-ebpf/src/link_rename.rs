@@ -47,12 +47,12 @@ fn check_rename(dentry: *const u8, kind: u32) -> Option<i32> {
         return None;
     }
     let verdict = protected(dentry, ops)?;
-    Some(event::answer(deny(
+    event::denial(deny(
         &session,
         verdict,
         &Subject::named(subject::PATH, None, kind),
         dentry,
-    )))
+    ))
 }
 
 /// The first rule in force that protects `dentry` or one of its ancestors by inode.

@@ -67,7 +67,7 @@ pub fn inet(session: &Session, sockaddr: *const u8, family: u16) -> Option<i32> 
         addr,
         detail: 0,
     };
-    Some(event::answer(event::emit(session, verdict, &subject)))
+    event::denial(event::emit(session, verdict, &subject))
 }
 
 #[inline(always)]
@@ -104,5 +104,5 @@ pub fn unix(session: &Session, sockaddr: *const u8) -> Option<i32> {
         addr: [0; 16],
         detail: 0,
     };
-    Some(event::answer(event::emit(session, verdict, &ev)))
+    event::denial(event::emit(session, verdict, &ev))
 }

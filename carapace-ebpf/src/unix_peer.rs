@@ -62,7 +62,7 @@ fn check_peer(sk: *const u8) -> Option<i32> {
         kread::read::<u64>(path, globals::path_dentry(), errsite::READ_SOCKADDR).unwrap_or(0);
     if dentry != 0 && ops & op::NETWORK != 0 {
         if let Some(stands) = refused_by_inode(dentry) {
-            return Some(event::answer(stands));
+            return event::denial(stands);
         }
     }
     if gate::socket_within(sk as u64, session.cgroup) {
@@ -79,7 +79,7 @@ fn check_peer(sk: *const u8) -> Option<i32> {
     if packed == 0 {
         return None;
     }
-    Some(event::answer(report(packed)))
+    event::denial(report(packed))
 }
 
 /// Whether the socket file at `dentry` is one the daemon recorded for a `network` rule;
