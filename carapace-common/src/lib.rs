@@ -405,6 +405,24 @@ pub const MAX_HELD_INODES: u32 = 4096;
 /// inode's `i_fsnotify_mask` carries while a fanotify group holds opens of it.
 pub const FS_OPEN_PERMS: u32 = 0x0001_0000 | 0x0004_0000;
 
+/// `RuleMeta::flags`: the rule holds in shadow sessions too ([`SESSION_SHADOW`]): the
+/// self-protection rules and those that keep a session from reaching the machine under
+/// other names or through processes outside it (private views, outside-session sockets).
+/// Shadow mode must never be a way to switch self-protection off.
+pub const RULE_NO_SHADOW: u32 = 16;
+
+/// `SessionState::flags`: a shadow session (`carapace run --shadow`). Every denial a rule
+/// without [`RULE_NO_SHADOW`] would make is reported (its event's `op` carries
+/// [`EVENT_WOULD_DENY`]) and the operation allowed; the self-protection guards and
+/// [`RULE_PATH_TOO_LONG`] still refuse.
+pub const SESSION_SHADOW: u32 = 1 << 0;
+/// `SessionState::flags` bit kept for record mode (`carapace run --record`).
+pub const SESSION_RECORD_RESERVED: u32 = 1 << 1;
+
+/// A bit of `DenyEvent::op`: the operation was allowed, the denial only reported (a shadow
+/// session). Far above every `op::*` bit.
+pub const EVENT_WOULD_DENY: u32 = 1 << 31;
+
 /// Sessions that can hold an approval for one path at once ([`ApprovedOps`]).
 pub const APPROVALS_PER_PATH: usize = 8;
 /// Paths [`maps::APPROVED_PATHS`] holds approvals for.
@@ -513,6 +531,7 @@ pub struct RuleMeta {
 pub struct SessionState {
     /// Daemon-side session number, for events.
     pub session: u32,
+    /// `SESSION_*` bits.
     pub flags: u32,
     pub activated: [u64; RULE_WORDS],
     pub disabled: [u64; RULE_WORDS],
@@ -723,7 +742,7 @@ pub struct DenyEvent {
     pub pid: u32,
     pub tgid: u32,
     pub rule: u32,
-    /// One `op::*` bit.
+    /// One `op::*` bit, with [`EVENT_WOULD_DENY`] when the operation was allowed.
     pub op: u32,
     /// One `subject::*` value.
     pub subject: u32,
@@ -975,6 +994,8 @@ const _: () = {
     assert!((DFA_STATES as u32) < DFA_EARLY_FLAG);
     assert!(core::mem::size_of::<DenyEvent>() == 8 + 4 * 6 + 2 + 2 + 4 + 16 + 16 + PATH_MAX);
     assert!(MAX_RULES.is_multiple_of(64));
+    // The would-deny flag never collides with an operation bit.
+    assert!(op::KEY < EVENT_WOULD_DENY && op::OUTSIDE < EVENT_WOULD_DENY);
     assert!(core::mem::size_of::<LearnedKey>() == 24);
     assert!(core::mem::size_of::<LearnedBlock>() == 8);
     assert!(core::mem::size_of::<Learned>() == 16 + 4 * LEARNED_RULES + 8 * LEARNED_BLOCKS);
@@ -1045,6 +1066,18 @@ impl DenyEvent {
         // SAFETY: the length was checked, DenyEvent is plain old data valid for any bit
         // pattern, and read_unaligned copes with the ring buffer's alignment.
         Some(unsafe { core::ptr::read_unaligned(bytes.as_ptr().cast::<Self>()) })
+    }
+
+    /// Whether the operation was allowed and the denial only reported (a shadow session).
+    #[must_use]
+    pub const fn would_deny(&self) -> bool {
+        self.op & EVENT_WOULD_DENY != 0
+    }
+
+    /// The operation denied (or that would have been), without the event's flag bits.
+    #[must_use]
+    pub const fn operation(&self) -> u32 {
+        self.op & !EVENT_WOULD_DENY
     }
 }
 

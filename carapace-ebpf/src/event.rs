@@ -3,13 +3,15 @@
 use core::ptr::addr_of_mut;
 
 use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_probe_read_kernel_buf, generated as gen};
-use carapace_common::{errsite, DenyEvent, PATH_MAX};
+use carapace_common::{
+    errsite, DenyEvent, EVENT_WOULD_DENY, MAX_RULES, PATH_MAX, RULE_NO_SHADOW, SESSION_SHADOW,
+};
 
 const TASK_COMM_LEN: usize = 16;
 
 use crate::{
     gate::Session,
-    maps::{count_error, EVENTS},
+    maps::{count_error, EVENTS, RULES},
     matcher::Verdict,
 };
 
@@ -48,11 +50,22 @@ impl<'a> Subject<'a> {
     }
 }
 
+/// Reports the denial `verdict` of `subject`; true when it stands, false when the session
+/// is in shadow mode and the rule may be shadowed: the event then says "would deny" and the
+/// hook allows. The one place a rule's denial becomes the hook's answer, so shadow mode
+/// covers every hook alike; the self-protection guards and the unmatchable-path denial
+/// name no rule index and always stand.
 #[inline(always)]
-pub fn emit(session: &Session, verdict: Verdict, subject: &Subject<'_>) {
+pub fn emit(session: &Session, verdict: Verdict, subject: &Subject<'_>) -> bool {
+    let shadowed = shadowed(session, verdict.rule);
+    let op = if shadowed {
+        verdict.op | EVENT_WOULD_DENY
+    } else {
+        verdict.op
+    };
     let Some(mut entry) = EVENTS.reserve::<DenyEvent>(0) else {
         count_error(errsite::RINGBUF_FULL);
-        return;
+        return !shadowed;
     };
     let ev = entry.as_mut_ptr();
     let pid_tgid = bpf_get_current_pid_tgid();
@@ -65,7 +78,7 @@ pub fn emit(session: &Session, verdict: Verdict, subject: &Subject<'_>) {
         addr_of_mut!((*ev).pid).write_volatile(pid_tgid as u32);
         addr_of_mut!((*ev).tgid).write_volatile((pid_tgid >> 32) as u32);
         addr_of_mut!((*ev).rule).write_volatile(verdict.rule);
-        addr_of_mut!((*ev).op).write_volatile(verdict.op);
+        addr_of_mut!((*ev).op).write_volatile(op);
         addr_of_mut!((*ev).subject).write_volatile(subject.kind);
         addr_of_mut!((*ev).port).write_volatile(subject.port);
         addr_of_mut!((*ev).family).write_volatile(subject.family);
@@ -92,6 +105,41 @@ pub fn emit(session: &Session, verdict: Verdict, subject: &Subject<'_>) {
         }
     }
     entry.submit(0);
+    !shadowed
+}
+
+/// Whether a denial by `rule` only reports in `session`: a shadow session, and a rule of
+/// the rule set (not a guard's pseudo-rule) that does not hold in shadow sessions too.
+#[inline(always)]
+fn shadowed(session: &Session, rule: u32) -> bool {
+    session.state.flags & SESSION_SHADOW != 0
+        && rule < MAX_RULES as u32
+        && RULES
+            .get(rule)
+            .is_some_and(|meta| meta.flags & RULE_NO_SHADOW == 0)
+}
+
+/// The check's answer to a denial [`emit`] reported: `Some(-EACCES)` when it stands, else
+/// `None` (allowed). Never `Some(0)`: every `Some` the checks return is then the same
+/// constant, which keeps LLVM from carrying the answer in a register it also uses for
+/// pointers (the verifier refused such a shift on 6.12).
+#[inline(always)]
+pub const fn denial(stands: bool) -> Option<i32> {
+    if stands {
+        Some(-crate::EACCES)
+    } else {
+        None
+    }
+}
+
+/// The hook's answer to a denial [`emit`] reported: -EACCES when it stands, else 0.
+#[inline(always)]
+pub const fn answer(stands: bool) -> i32 {
+    if stands {
+        -crate::EACCES
+    } else {
+        0
+    }
 }
 
 /// Eight bytes of `bytes` from `at`, as one word (both fields are 8-byte aligned).

@@ -176,8 +176,7 @@ pub fn check_file(session: &Session, file: *const u8, ops: u32) -> Option<i32> {
         object: Object::File(file),
     };
     let verdict = matcher::check_path(&mut subject, config, ops)?;
-    deny(session, verdict, &subject.scratch.key.data);
-    Some(-EACCES)
+    event::denial(deny(session, verdict, &subject.scratch.key.data))
 }
 
 /// What `d_path` appends to the path of a file whose name was removed (an unlinked file
@@ -206,9 +205,10 @@ fn strip_deleted(path: &mut [u8; PATH_MAX], len: usize) -> usize {
     start
 }
 
-fn deny(session: &Session, verdict: Verdict, path: &[u8; PATH_MAX]) {
+/// Reports the denial of an open; true when it stands (see `event::emit`).
+fn deny(session: &Session, verdict: Verdict, path: &[u8; PATH_MAX]) -> bool {
     let subject = Subject::named(subject::PATH, Some(path), path_op::OPEN);
-    event::emit(session, verdict, &subject);
+    event::emit(session, verdict, &subject)
 }
 
 /// The dentry's name: cheaper than scanning the path for its last '/'.

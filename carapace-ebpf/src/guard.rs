@@ -22,6 +22,7 @@ pub fn deny(session: &Session, op: u32, subject: &Subject<'_>) -> i32 {
         rule: RULE_SELF_PROTECTION,
         op,
     };
+    // A guard's pseudo-rule is never shadowed (`event::emit`): the denial stands.
     event::emit(session, verdict, subject);
     -EACCES
 }

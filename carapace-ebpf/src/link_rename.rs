@@ -13,7 +13,6 @@ use crate::{
     globals, inode, kread,
     maps::{CONFIG, SCRATCH},
     matcher::{self, Verdict},
-    EACCES,
 };
 
 /// Ancestors looked at above the file; deeper protected trees are still matched by path on
@@ -48,13 +47,12 @@ fn check_rename(dentry: *const u8, kind: u32) -> Option<i32> {
         return None;
     }
     let verdict = protected(dentry, ops)?;
-    deny(
+    event::denial(deny(
         &session,
         verdict,
         &Subject::named(subject::PATH, None, kind),
         dentry,
-    );
-    Some(-EACCES)
+    ))
 }
 
 /// The first rule in force that protects `dentry` or one of its ancestors by inode.
@@ -78,10 +76,10 @@ fn protected(dentry: *const u8, ops: u32) -> Option<Verdict> {
 }
 
 /// Reports the denial of `what` (its kind and detail) with the file's name (a dentry has no
-/// full path at hand).
-pub fn deny(session: &Session, verdict: Verdict, what: &Subject<'_>, dentry: *const u8) {
+/// full path at hand); true when it stands (see `event::emit`; unreported, it stands).
+pub fn deny(session: &Session, verdict: Verdict, what: &Subject<'_>, dentry: *const u8) -> bool {
     let Some(scratch) = SCRATCH.get_ptr_mut(0) else {
-        return;
+        return true;
     };
     // SAFETY: per-CPU scratch; programs do not nest on one CPU for these hooks.
     let scratch = unsafe { &mut *scratch };
@@ -96,5 +94,5 @@ pub fn deny(session: &Session, verdict: Verdict, what: &Subject<'_>, dentry: *co
         );
     }
     let subject = Subject::named(what.kind, Some(&scratch.key.data), what.detail);
-    event::emit(session, verdict, &subject);
+    event::emit(session, verdict, &subject)
 }

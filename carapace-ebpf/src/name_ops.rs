@@ -229,8 +229,7 @@ pub fn refused(dentry: u64, mnt: u64, ops: u32, flags: u32, kind: u32) -> bool {
     if verdict == 0 {
         return false;
     }
-    report(verdict, kind);
-    true
+    report(verdict, kind)
 }
 
 /// Packs a verdict into the scalar a subprogram can return: the rule in the high half, the
@@ -303,11 +302,12 @@ pub fn judge(dentry: u64, mnt: u64, ops: u32, flags: u32) -> u64 {
     verdict.map_or(0, pack)
 }
 
-/// Reports a refusal of `kind` on the path left in the scratch key.
+/// Reports a refusal of `kind` on the path left in the scratch key; true when it stands
+/// (see `event::emit`; unreported, it stands).
 #[inline(never)]
-pub fn report(verdict: u64, kind: u32) {
+pub fn report(verdict: u64, kind: u32) -> bool {
     let (Some(session), Some(scratch)) = (gate::member_session(), SCRATCH.get_ptr(0)) else {
-        return;
+        return true;
     };
     let verdict = Verdict {
         rule: (verdict >> 32) as u32,
@@ -319,5 +319,5 @@ pub fn report(verdict: u64, kind: u32) {
         &session,
         verdict,
         &Subject::named(subject::PATH, Some(path), kind),
-    );
+    )
 }

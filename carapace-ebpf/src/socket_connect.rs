@@ -10,7 +10,6 @@ use crate::{
     kread,
     maps::{CONFIG, RESOLVERS, SCRATCH},
     matcher::{self, Object, PathSubject},
-    EACCES,
 };
 
 #[lsm(hook = "socket_connect")]
@@ -68,8 +67,7 @@ pub fn inet(session: &Session, sockaddr: *const u8, family: u16) -> Option<i32> 
         addr,
         detail: 0,
     };
-    event::emit(session, verdict, &subject);
-    Some(-EACCES)
+    event::denial(event::emit(session, verdict, &subject))
 }
 
 #[inline(always)]
@@ -106,6 +104,5 @@ pub fn unix(session: &Session, sockaddr: *const u8) -> Option<i32> {
         addr: [0; 16],
         detail: 0,
     };
-    event::emit(session, verdict, &ev);
-    Some(-EACCES)
+    event::denial(event::emit(session, verdict, &ev))
 }

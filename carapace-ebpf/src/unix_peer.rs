@@ -20,7 +20,7 @@ use crate::{
     gate, globals, inode, kread, link_rename,
     maps::{CONFIG, SCRATCH},
     matcher::{self, Object, PathSubject, Verdict},
-    name_ops, EACCES,
+    name_ops,
 };
 
 #[lsm(hook = "unix_stream_connect")]
@@ -60,8 +60,10 @@ fn check_peer(sk: *const u8) -> Option<i32> {
     let path = sk.wrapping_add(globals::unix_sock_path());
     let dentry =
         kread::read::<u64>(path, globals::path_dentry(), errsite::READ_SOCKADDR).unwrap_or(0);
-    if dentry != 0 && ops & op::NETWORK != 0 && refused_by_inode(dentry) {
-        return Some(-EACCES);
+    if dentry != 0 && ops & op::NETWORK != 0 {
+        if let Some(stands) = refused_by_inode(dentry) {
+            return event::denial(stands);
+        }
     }
     if gate::socket_within(sk as u64, session.cgroup) {
         return None;
@@ -77,29 +79,26 @@ fn check_peer(sk: *const u8) -> Option<i32> {
     if packed == 0 {
         return None;
     }
-    report(packed);
-    Some(-EACCES)
+    event::denial(report(packed))
 }
 
 /// Whether the socket file at `dentry` is one the daemon recorded for a `network` rule;
-/// reports the refusal. A subprogram of its own: inlined, its frame made the deepest call
+/// reports the refusal: `Some(true)` when it stands, `Some(false)` when only reported (see
+/// `event::emit`). A subprogram of its own: inlined, its frame made the deepest call
 /// chain (through `name_ops::judge`) too large for 6.1's verifier.
 #[inline(never)]
-fn refused_by_inode(dentry: u64) -> bool {
-    let Some(verdict) =
-        inode::of_dentry(dentry as *const u8).and_then(|k| matcher::check_inode(&k, op::NETWORK))
-    else {
-        return false;
+fn refused_by_inode(dentry: u64) -> Option<bool> {
+    let verdict = inode::of_dentry(dentry as *const u8)
+        .and_then(|k| matcher::check_inode(&k, op::NETWORK))?;
+    let Some(session) = gate::member_session() else {
+        return Some(true);
     };
-    if let Some(session) = gate::member_session() {
-        link_rename::deny(
-            &session,
-            verdict,
-            &Subject::named(subject::UNIX, None, 0),
-            dentry as *const u8,
-        );
-    }
-    true
+    Some(link_rename::deny(
+        &session,
+        verdict,
+        &Subject::named(subject::UNIX, None, 0),
+        dentry as *const u8,
+    ))
 }
 
 /// Judges an abstract (or unreadable) listener outside the session: as the root of the path
@@ -149,11 +148,12 @@ fn abstract_peer(sk: *const u8) -> u64 {
     (u64::from(verdict.rule) << 32) | u64::from(verdict.op)
 }
 
-/// Reports the refusal of a packed verdict on the socket left in the scratch key.
+/// Reports the refusal of a packed verdict on the socket left in the scratch key; true when
+/// it stands (see `event::emit`; unreported, it stands).
 #[inline(never)]
-fn report(packed: u64) {
+fn report(packed: u64) -> bool {
     let (Some(session), Some(scratch)) = (gate::member_session(), SCRATCH.get_ptr(0)) else {
-        return;
+        return true;
     };
     let verdict = Verdict {
         rule: (packed >> 32) as u32,
@@ -165,5 +165,5 @@ fn report(packed: u64) {
         &session,
         verdict,
         &Subject::named(subject::UNIX, Some(path), 0),
-    );
+    )
 }

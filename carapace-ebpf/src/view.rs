@@ -14,7 +14,6 @@ use crate::{
     globals, kread,
     maps::{CONFIG, RULES, SCRATCH},
     matcher::Verdict,
-    EACCES,
 };
 
 #[lsm(hook = "userns_create")]
@@ -30,8 +29,11 @@ pub fn userns_create(ctx: LsmContext) -> i32 {
     let Some(verdict) = in_force(&session, op::USERNS) else {
         return 0;
     };
-    event::emit(&session, verdict, &Subject::bare(subject::NONE, 0));
-    -EACCES
+    event::answer(event::emit(
+        &session,
+        verdict,
+        &Subject::bare(subject::NONE, 0),
+    ))
 }
 
 /// Whether a `chroot` to `path` (a `struct path *`) is refused, reporting it if so.
@@ -59,8 +61,7 @@ pub fn chroot_refused(path: *const u8) -> bool {
         &session,
         verdict,
         &Subject::named(subject::PATH, new_root, path_op::CHROOT),
-    );
-    true
+    )
 }
 
 /// The verdict of the `view:` rule that refuses `view` (`op::CHROOT` or `op::USERNS`), when

@@ -26,6 +26,7 @@ mod llm_review;
 mod mcp;
 mod rules_allow;
 mod sessions;
+mod shadow;
 mod terminal;
 
 const CARAPACED: &str = env!("CARGO_BIN_EXE_carapaced-under-test");

@@ -34,6 +34,7 @@ mod network_doors;
 mod outside;
 mod path_cache;
 mod self_protection;
+mod shadow;
 
 const SOCKET: &str = "/run/carapace/carapace.sock";
 const DAEMON_CMD: &str = "/run/carapace/daemon.cmd";

@@ -20,6 +20,10 @@ use crate::audit::{Agent, Event, Kind, Ledger, RuleRef};
 use carapace_policy::engine::{Decision, HistoryReport};
 use carapace_policy::rules::validate::mode_name;
 
+/// The ledger's decision for a refusal a shadow session (`carapace run --shadow`) recorded
+/// instead of applying: the operation ran.
+pub const WOULD_DENY: &str = "would-deny";
+
 /// The ledger the daemon records into, attached once at start.
 #[derive(Default)]
 pub struct AuditLog {
@@ -270,7 +274,7 @@ pub fn denied(d: &Denial) -> Event {
         uid: None,
         command: redact(&d.comm).into_owned(),
     });
-    e.decision = Some("block".to_owned());
+    e.decision = Some(if d.would_deny { WOULD_DENY } else { "block" }.to_owned());
     e.layer = Some("kernel".to_owned());
     e.rules = vec![RuleRef {
         id: d.rule_id.clone(),

@@ -339,6 +339,7 @@ pub fn denial_from_event(
         subject: format_subject(event),
         rule_id,
         message,
+        would_deny: false,
         layer: "kernel".to_owned(),
     }
 }

@@ -34,10 +34,12 @@ pub async fn record_evaluation(
     args: Args,
     elapsed: std::time::Duration,
     outcome: Result<&Decision, &Status>,
+    would_deny: bool,
 ) -> Result<(), Status> {
     let event = args
         .record(daemon, peer, agent_session, elapsed)
         .event(outcome);
+    let event = super::shadow::recorded(event, would_deny && outcome.is_ok());
     daemon.audit.record(event).await?;
     match outcome {
         Ok(decision) => count(daemon, Layer::ToolCall, decision, elapsed),
@@ -176,6 +178,8 @@ pub struct Evaluated {
     pub session: Option<SessionRef>,
     pub approval: Option<Approval>,
     pub activated: Vec<String>,
+    /// In a shadow session: the decision the rules made and shadow mode did not apply.
+    pub would_deny: Option<Mode>,
 }
 
 fn internal(e: impl std::fmt::Display) -> Status {
@@ -296,6 +300,7 @@ pub fn check(
         session,
         approval: None,
         activated: Vec::new(),
+        would_deny: None,
     };
     Ok((ev, review))
 }
@@ -361,6 +366,8 @@ pub fn settle(
     mut ev: Evaluated,
     fired: &[(String, String)],
 ) -> Result<Evaluated, Status> {
+    // Before anything is recorded or asked: a shadow session's call runs.
+    super::shadow::apply(daemon, &mut ev);
     if let Some(s) = &ev.session {
         ev.activated =
             state::record(&daemon.sessions, rules, s, &ev.ext, &ev.checked).map_err(internal)?;
@@ -511,6 +518,7 @@ pub fn evaluated_reply(ev: &Evaluated) -> EvaluateReply {
         .map(|s| s.id.clone())
         .unwrap_or_default();
     r.activated.clone_from(&ev.activated);
+    r.would_deny = super::shadow::reply_field(ev.would_deny);
     r
 }
 

@@ -16,6 +16,7 @@ pub mod proto;
 pub mod reload;
 pub mod resolvers;
 pub mod sessions;
+pub mod shadow;
 
 use std::fs;
 use std::future::Future;
@@ -396,7 +397,10 @@ pub fn spawn_denial_pump(
     mut stream: EventStream,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        while let Some(event) = stream.next().await {
+        while let Some(mut event) = stream.next().await {
+            // A shadow session's report: the flag comes off the operation bits the rest reads.
+            let would_deny = event.would_deny();
+            event.op = event.operation();
             let session_id = daemon
                 .sessions
                 .id_of_number(event.session)
@@ -405,6 +409,7 @@ pub fn spawn_denial_pump(
             let found = rules.by_kernel_index(event.rule);
             let rule = found.map(|r| (r.id.as_str(), r.message.as_str()));
             let mut d = denial::denial_from_event(&event, &session_id, rule);
+            d.would_deny = would_deny;
             // "connect of 140.82.112.5:443 (api.github.com)": the name the session resolved.
             let learned = denial::inet_addr(&event)
                 .and_then(|a| daemon.resolvers.learned().lookup(event.session_cgroup, a));
@@ -413,18 +418,24 @@ pub fn spawn_denial_pump(
             }
             // An approve-mode rule refused: a human is asked (told the name too, when the
             // session resolved one), and the agent told to retry.
+            // Not for a shadow session: the operation ran, there is nothing to approve.
             if let Some(r) = found.filter(|r| r.mode == carapace_policy::rules::Mode::Approve) {
-                kernel_approval::file(&daemon, &event, r, &mut d).await;
+                if !would_deny {
+                    kernel_approval::file(&daemon, &event, r, &mut d).await;
+                }
             }
             tracing::warn!(
                 session = %d.session_id,
                 pid = d.pid,
                 comm = %d.comm,
                 rule = %d.rule_id,
-                "blocked {}",
+                "{} {}",
+                if would_deny { "would block (shadow mode)" } else { "blocked" },
                 denial::phrase(&d.operation, &crate::audit::redact::redact(&d.subject))
             );
-            daemon.metrics.kernel_denial(&d.rule_id);
+            if !would_deny {
+                daemon.metrics.kernel_denial(&d.rule_id);
+            }
             daemon.audit.note_detached(audit::denied(&d));
             // No receiver is fine: nobody watches that session right now.
             let _ = daemon.events.send(SessionEvent::Denial(d));
@@ -621,6 +632,7 @@ impl Carapace for Service {
             .list()
             .into_iter()
             .map(|s| SessionInfo {
+                shadow: s.shadow(),
                 resolver_port: self.daemon.resolvers.port(&s.id).map_or(0, u32::from),
                 learned: resolvers::learned(&self.daemon, s.cgroup_id),
                 id: s.id,
@@ -810,6 +822,13 @@ impl Carapace for Service {
                 req.memory_max,
                 req.pids_max,
             ),
+            // Who may ask for a shadow session is who may ask for a session: never a
+            // process inside one (refused above), so an agent cannot shadow its own rules.
+            flags: if req.shadow {
+                carapace_common::SESSION_SHADOW
+            } else {
+                0
+            },
         };
         let sessions = Arc::clone(&self.daemon.sessions);
         let record = tokio::task::spawn_blocking(move || sessions.create(new))
@@ -824,7 +843,11 @@ impl Carapace for Service {
             &record.id,
             Some(&peer),
             &command,
-            "CreateSession",
+            if record.shadow() {
+                "CreateSession (shadow mode: refusals recorded as would-deny, not enforced)"
+            } else {
+                "CreateSession"
+            },
         );
         if let Err(status) = self.daemon.audit.record(event).await {
             // A session the ledger does not know of must not run.
@@ -1221,6 +1244,7 @@ impl Service {
             args,
             started.elapsed(),
             outcome.as_ref().map(|ev| &ev.checked.decision),
+            outcome.as_ref().is_ok_and(|ev| ev.would_deny.is_some()),
         )
         .await?;
         outcome.map(|ev| {

@@ -67,7 +67,8 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  carapace run -- claude\n  carapace run -- sh -c 'cat /etc/shadow'\n  \
                       sudo carapace run --timeout 30m --network loopback -- ./agent.sh\n  \
-                      carapace run --memory 512M --pids 200 -- ./agent.sh"
+                      carapace run --memory 512M --pids 200 -- ./agent.sh\n  \
+                      carapace run --shadow -- ./agent.sh     see what the rules would refuse"
     )]
     Run {
         /// Kill every process of the session after this long (e.g. 90, 30s, 5m, 1h); exits 124
@@ -86,6 +87,13 @@ pub enum Command {
         /// `loopback` (the same with `lo` up) or `host`. none/loopback need root (sudo)
         #[arg(long, value_name = "MODE", default_value = "host")]
         network: limits::Network,
+        /// Shadow mode: every rule is evaluated in every layer, and what it would refuse is
+        /// printed and recorded in the audit ledger as `would-deny` instead of refused. The
+        /// self-protection rules (Carapace's own files, socket and pins, leaving the session,
+        /// private views, processes outside the session) still refuse. Without the kernel
+        /// layer, the Landlock fallback cannot shadow and enforces as usual
+        #[arg(long)]
+        shadow: bool,
         /// The command and its arguments (put them after --)
         #[arg(
             required = true,
@@ -226,6 +234,7 @@ pub fn main() -> ExitCode {
                 memory,
                 pids,
                 network,
+                shadow,
                 command,
             } => {
                 let limits = Limits {
@@ -233,6 +242,7 @@ pub fn main() -> ExitCode {
                     memory,
                     pids,
                     network,
+                    shadow,
                 };
                 run(&args.socket, command, limits).await
             }
@@ -266,7 +276,12 @@ pub fn main() -> ExitCode {
 #[must_use]
 pub fn denial_line(d: &Denial) -> String {
     format!(
-        "carapace: blocked {} (rule {}: {})",
+        "carapace: {} {} (rule {}: {})",
+        if d.would_deny {
+            "shadow mode, would have blocked"
+        } else {
+            "blocked"
+        },
         carapace::api::denial::phrase(&d.operation, &d.subject),
         d.rule_id,
         d.message
@@ -285,6 +300,8 @@ struct Limits {
     memory: Option<u64>,
     pids: Option<u64>,
     network: limits::Network,
+    /// Shadow mode: refusals reported, not enforced (`--shadow`).
+    shadow: bool,
 }
 
 /// Exit status of a run whose time limit expired (as timeout(1)).
@@ -311,10 +328,18 @@ async fn run(socket: &Path, command: Vec<OsString>, limits: Limits) -> anyhow::R
             memory_max: limits.memory.unwrap_or(0),
             pids_max: limits.pids.unwrap_or(0),
             timeout_secs: limits.timeout.map_or(0, |d| d.as_secs()),
+            shadow: limits.shadow,
         })
         .await
         .map_err(|s| anyhow::anyhow!("the daemon refused a session: {}", s.message()))?
         .into_inner();
+    if limits.shadow {
+        eprintln!(
+            "carapace: session {} in shadow mode: what the rules would refuse is reported \
+             (\"would have blocked\"), not refused; self-protection still refuses",
+            session.session_id
+        );
+    }
     let code = match fallback_layer(&session) {
         Ok(landlock) => {
             let confine = Confinement {
@@ -693,6 +718,9 @@ async fn status(socket: &Path) -> anyhow::Result<()> {
             session.cgroup,
             session.command.join(" ")
         );
+        if session.shadow {
+            println!("    shadow mode: refusals recorded as would-deny, not enforced");
+        }
         for line in resolver_lines(session) {
             println!("    {line}");
         }
@@ -842,6 +870,15 @@ mod tests {
         assert_eq!(
             denial_line(&d),
             "carapace: blocked read of /home/u/.ssh/id_ed25519 \
+             (rule protect-ssh-keys: SSH keys are off limits)"
+        );
+        let shadowed = Denial {
+            would_deny: true,
+            ..d
+        };
+        assert_eq!(
+            denial_line(&shadowed),
+            "carapace: shadow mode, would have blocked read of /home/u/.ssh/id_ed25519 \
              (rule protect-ssh-keys: SSH keys are off limits)"
         );
     }

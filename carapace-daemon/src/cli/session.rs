@@ -215,14 +215,15 @@ fn one_line(s: &SessionDetail) -> String {
     };
     let count = |state: &str| s.rules.iter().filter(|r| r.state == state).count();
     format!(
-        "{}  {:<5} uid {:<6} {} activated, {} disabled, {} approved  {}",
+        "{}  {:<5} uid {:<6} {} activated, {} disabled, {} approved  {}{}",
         s.id,
         s.kind,
         s.owner_uid,
         count("activated"),
         count("disabled"),
         s.approved_operations,
-        what
+        what,
+        if s.shadow { "  [shadow mode]" } else { "" }
     )
 }
 
@@ -270,6 +271,7 @@ fn session_json(s: &SessionDetail) -> serde_json::Value {
         "agent": s.agent,
         "external_id": s.external_id,
         "cgroup": s.cgroup,
+        "shadow": s.shadow,
         "rules": s.rules.iter().map(|r| serde_json::json!({
             "rule_id": r.rule_id, "state": r.state, "since": r.since, "reason": r.reason,
         })).collect::<Vec<_>>(),

@@ -44,6 +44,7 @@ fn session(d: &SessionDetail) -> Value {
         "activated": rules("activated"),
         "disabled": rules("disabled"),
         "approved_operations": d.approved_operations,
+        "shadow": d.shadow,
     })
 }
 

@@ -338,6 +338,7 @@ impl Handler {
             subject: name,
             rule_id,
             message,
+            would_deny: false,
             layer: LAYER.to_owned(),
         });
     }

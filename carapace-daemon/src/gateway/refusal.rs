@@ -232,6 +232,10 @@ impl Gate {
         let event = args
             .recorded(client.agent(), client.session_id(), started.elapsed())
             .event(outcome.as_ref().map(|ev| &ev.checked.decision));
+        let event = crate::api::shadow::recorded(
+            event,
+            outcome.as_ref().is_ok_and(|ev| ev.would_deny.is_some()),
+        );
         // Fail closed: the agent sees no decision the ledger does not hold.
         if let Err(e) = daemon.audit.record(event).await {
             return Verdict::Refuse(format!(
@@ -373,7 +377,9 @@ async fn decide(
             session,
             approval: None,
             activated: Vec::new(),
+            would_deny: None,
         };
+        super::super::api::shadow::apply(&d, &mut ev);
         if let Some(s) = &ev.session {
             ev.activated = state::record(&d.sessions, &r, s, &ev.ext, &ev.checked)
                 .map_err(|e| internal(&e))?;

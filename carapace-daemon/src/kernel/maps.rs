@@ -126,14 +126,18 @@ impl KernelMaps {
             .collect()
     }
 
-    pub fn add_session(&mut self, cgroup: u64, session: u32) -> Result<(), MapsError> {
+    /// Tags a session's cgroup with its number and `SESSION_*` `flags` (idempotent: a tag
+    /// already there with both keeps its rule bits).
+    pub fn add_session(&mut self, cgroup: u64, session: u32, flags: u32) -> Result<(), MapsError> {
         if let Ok(existing) = self.sessions.get(&cgroup, 0) {
-            if existing.session == session {
+            if existing.session == session && existing.flags == flags {
                 return Ok(());
             }
         }
+        let mut state = SessionState::new(session);
+        state.flags = flags;
         self.sessions
-            .insert(cgroup, SessionState::new(session), 0)
+            .insert(cgroup, state, 0)
             .map_err(|source| MapsError::Session {
                 action: "tag",
                 cgroup,

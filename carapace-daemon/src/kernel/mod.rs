@@ -175,8 +175,13 @@ impl Kernel {
 
     /// Tags a session cgroup so the programs act on it and its descendants. Keeps the rule
     /// state of a session that is already tagged (a restarted daemon re-adding it).
-    pub fn add_session(&mut self, cgroup_id: u64, session: u32) -> Result<(), MapsError> {
-        self.maps.add_session(cgroup_id, session)
+    pub fn add_session(
+        &mut self,
+        cgroup_id: u64,
+        session: u32,
+        flags: u32,
+    ) -> Result<(), MapsError> {
+        self.maps.add_session(cgroup_id, session, flags)
     }
 
     /// Sets which triggered rules are on and which rules are off for one session.

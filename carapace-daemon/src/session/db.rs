@@ -97,6 +97,9 @@ const MIGRATIONS: &[&str] = &[
     DROP TABLE approvals;
     ALTER TABLE approvals_v2 RENAME TO approvals;
     CREATE INDEX pending_approvals ON approvals (status) WHERE status = 'pending';",
+    // 3: how a `carapace run` session enforces (`carapace_common::SESSION_*` bits: shadow
+    // mode), so that a restarted daemon tags it again the same way.
+    "ALTER TABLE sessions ADD COLUMN flags INTEGER NOT NULL DEFAULT 0;",
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -142,6 +145,17 @@ pub struct SessionRecord {
     pub command: Vec<String>,
     /// Seconds since the Unix epoch.
     pub created: u64,
+    /// `carapace_common::SESSION_*` bits (shadow mode); absent in earlier stores.
+    #[serde(default)]
+    pub flags: u32,
+}
+
+impl SessionRecord {
+    /// Whether the session runs in shadow mode (`carapace run --shadow`).
+    #[must_use]
+    pub fn shadow(&self) -> bool {
+        self.flags & carapace_common::SESSION_SHADOW != 0
+    }
 }
 
 /// A session named by an agent harness rather than created by `carapace run`.
@@ -340,8 +354,8 @@ impl Db {
         self.sql(run(
             &conn,
             "INSERT INTO sessions (id, kind, owner_uid, created, command, number, leader_pid,
-                                   leader_origin, cgroup, cgroup_id)
-             VALUES (?1, 'run', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                                   leader_origin, cgroup, cgroup_id, flags)
+             VALUES (?1, 'run', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             params![
                 r.id,
                 r.owner_uid,
@@ -352,6 +366,7 @@ impl Db {
                 r.leader_origin,
                 r.cgroup.to_string_lossy(),
                 r.cgroup_id.cast_signed(),
+                r.flags,
             ],
         ))?;
         Ok(())
@@ -368,7 +383,7 @@ impl Db {
         let conn = self.lock();
         let mut stmt = self.sql(conn.prepare_cached(
             "SELECT id, number, owner_uid, leader_pid, leader_origin, cgroup, cgroup_id,
-                    command, created
+                    command, created, flags
              FROM sessions WHERE kind = 'run' ORDER BY id",
         ))?;
         let rows = stmt.query_map([], |row| {
@@ -385,6 +400,7 @@ impl Db {
                 cgroup_id: cgroup_id.cast_unsigned(),
                 command: serde_json::from_str(&command).unwrap_or_default(),
                 created: row.get(8)?,
+                flags: row.get(9)?,
             })
         });
         let rows = self.sql(rows)?;
@@ -737,7 +753,26 @@ mod tests {
             cgroup_id: u64::MAX - 5,
             command: vec!["claude".into(), "--x".into()],
             created: 1_700_000_000,
+            flags: 0,
         }
+    }
+
+    #[test]
+    fn a_shadow_session_is_still_one_after_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut shadow = record("s-2");
+        shadow.flags = carapace_common::SESSION_SHADOW;
+        {
+            let db = Db::open(dir.path()).unwrap();
+            db.insert_run_session(&record("s-1")).unwrap();
+            db.insert_run_session(&shadow).unwrap();
+        }
+        let db = Db::open(dir.path()).unwrap();
+        let got = db.run_sessions().unwrap();
+        assert_eq!(got.len(), 2);
+        assert!(!got[0].shadow(), "{:?}", got[0]);
+        assert!(got[1].shadow(), "{:?}", got[1]);
+        assert_eq!(got[1], shadow);
     }
 
     #[test]

@@ -55,6 +55,8 @@ pub struct NewSession {
     pub command: Vec<String>,
     /// Memory and process-count limits (refused when the controllers are unavailable).
     pub resources: Resources,
+    /// `carapace_common::SESSION_*` bits: shadow mode.
+    pub flags: u32,
 }
 
 struct State {
@@ -94,7 +96,7 @@ impl SessionManager {
                 continue;
             }
             if let Some(k) = kernel.as_mut() {
-                if let Err(e) = k.add_session(record.cgroup_id, record.number) {
+                if let Err(e) = k.add_session(record.cgroup_id, record.number, record.flags) {
                     tracing::warn!(session = %record.id, "cannot tag the session in the kernel again: {e:#}");
                 }
             }
@@ -282,7 +284,9 @@ impl SessionManager {
             return Err(e.into());
         }
         if let Some(k) = state.kernel.as_mut() {
-            let tagged = k.arm().and_then(|()| Ok(k.add_session(cgroup_id, number)?));
+            let tagged = k
+                .arm()
+                .and_then(|()| Ok(k.add_session(cgroup_id, number, new.flags)?));
             if let Err(e) = tagged {
                 undo(&dir);
                 self.idle_from_now(&mut state);
@@ -301,6 +305,7 @@ impl SessionManager {
             created: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
+            flags: new.flags,
         };
         let result = cgroup::move_process(&dir, new.pid)
             .map_err(SessionError::from)

@@ -217,6 +217,7 @@ impl SniProxy {
                 subject,
                 rule_id: rule_id.clone(),
                 message,
+                would_deny: false,
                 layer: LAYER.to_owned(),
             });
         }

@@ -27,6 +27,7 @@ pub mod pattern;
 pub(crate) mod prebuild;
 pub(crate) mod profile;
 pub mod run;
+pub mod shadow;
 pub(crate) mod shape;
 pub mod text_pattern;
 pub mod validate;

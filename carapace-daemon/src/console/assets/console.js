@@ -89,7 +89,9 @@ function renderSessions() {
         el('span', { class: 'lock' }, r.reason)));
     body.append(el('tr', { 'data-id': s.id },
       el('td', { class: 'mono' }, s.id, s.external_id ? el('div', { class: 'lock' }, s.external_id) : null),
-      el('td', {}, s.agent || s.kind),
+      el('td', {}, s.agent || s.kind, s.shadow
+        ? el('div', { class: 'shadow', title: 'refusals are recorded as would-deny, not enforced; self-protection still refuses' }, 'shadow mode')
+        : null),
       el('td', { class: 'mono' }, (s.command || []).join(' ')),
       el('td', {}, String(s.owner_uid)),
       el('td', {}, when(s.created)),

@@ -10,7 +10,7 @@ use crate::host::{FileKind, Host};
 
 use carapace_common::{
     op, Config, NetRef, RuleMeta, RuleRef, MAX_RULES, NAME_MAX, PATH_MAX, REFS_PER_KEY, REF_EXCEPT,
-    RULE_ALWAYS_ON, RULE_APPROVE, RULE_EVERY_ADDRESS, RULE_HOLD,
+    RULE_ALWAYS_ON, RULE_APPROVE, RULE_EVERY_ADDRESS, RULE_HOLD, RULE_NO_SHADOW,
 };
 
 use crate::image::KernelImage;
@@ -463,6 +463,9 @@ fn rule_flags(rule: &Rule, plan: &Plan) -> u32 {
         if rule.hold {
             flags |= RULE_HOLD;
         }
+    }
+    if rule.holds_in_shadow() {
+        flags |= RULE_NO_SHADOW;
     }
     flags
 }
