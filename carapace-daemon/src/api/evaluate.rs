@@ -182,6 +182,17 @@ pub struct Evaluated {
     pub would_deny: Option<Mode>,
 }
 
+impl Evaluated {
+    /// Shadow mode (`carapace run --shadow`): in a shadow session a refusal that no held
+    /// rule makes becomes an allow, and `would_deny` keeps what it was.
+    pub fn apply_shadow(&mut self, daemon: &Daemon) {
+        let session = self.session.as_ref().map(|s| s.id.as_str());
+        if let Some(would) = super::shadow::apply(daemon, session, &mut self.checked.decision) {
+            self.would_deny = Some(would);
+        }
+    }
+}
+
 fn internal(e: impl std::fmt::Display) -> Status {
     Status::internal(e.to_string())
 }
@@ -367,7 +378,7 @@ pub fn settle(
     fired: &[(String, String)],
 ) -> Result<Evaluated, Status> {
     // Before anything is recorded or asked: a shadow session's call runs.
-    super::shadow::apply(daemon, &mut ev);
+    ev.apply_shadow(daemon);
     if let Some(s) = &ev.session {
         ev.activated =
             state::record(&daemon.sessions, rules, s, &ev.ext, &ev.checked).map_err(internal)?;

@@ -10,25 +10,20 @@ use carapace_policy::rules::validate::mode_name;
 use carapace_policy::rules::Mode;
 
 use super::audit::WOULD_DENY;
-use super::evaluate::Evaluated;
 use super::Daemon;
 use crate::audit::Event;
 
-/// Applies shadow mode to a decision of a call in a shadow session: a refusal or approval
-/// that no held rule makes becomes an allow, and `ev.would_deny` keeps what it was.
-pub fn apply(daemon: &Daemon, ev: &mut Evaluated) {
-    let Some(session) = &ev.session else {
-        return;
-    };
-    if !refuses(&ev.checked.decision) {
-        return;
+/// Applies shadow mode to `decision`, a call's in session `session`: in a shadow session a
+/// refusal or approval that no held rule makes becomes an allow; returns what it was.
+pub fn apply(daemon: &Daemon, session: Option<&str>, decision: &mut Decision) -> Option<Mode> {
+    let session = session?;
+    if !refuses(decision) {
+        return None;
     }
-    if !daemon.sessions.get(&session.id).is_some_and(|r| r.shadow()) {
-        return;
+    if !daemon.sessions.get(session).is_some_and(|r| r.shadow()) {
+        return None;
     }
-    if let Some(would) = shadowed(&mut ev.checked.decision) {
-        ev.would_deny = Some(would);
-    }
+    shadowed(decision)
 }
 
 fn refuses(d: &Decision) -> bool {

@@ -379,7 +379,7 @@ async fn decide(
             activated: Vec::new(),
             would_deny: None,
         };
-        super::super::api::shadow::apply(&d, &mut ev);
+        ev.apply_shadow(&d);
         if let Some(s) = &ev.session {
             ev.activated = state::record(&d.sessions, &r, s, &ev.ext, &ev.checked)
                 .map_err(|e| internal(&e))?;
