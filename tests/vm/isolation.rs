@@ -206,6 +206,8 @@ def getfd():
     sc(438, pidfd, 0, 0)
 def attach():
     sc(101, 16, pid, 0, 0)
+    # PTRACE_DETACH needs the tracee stopped (else ESRCH): wait for the attach's stop.
+    os.waitpid(pid, 0x40000000)
     sc(101, 17, pid, 0, 0)
 attacks = [
     ("environ", lambda: open(f"/proc/{{pid}}/environ", "rb").read()),
