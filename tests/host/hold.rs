@@ -210,3 +210,30 @@ fn stopping_the_daemon_denies_the_held_opens() {
         d.log_text()
     );
 }
+
+/// A new name for a held file, made after the rules loaded and outside the rule's pattern
+/// (a hard link, as an agent would make to dodge a path rule), is held all the same: the
+/// hold is on the file, not on its name.
+#[test]
+fn a_held_file_is_held_under_a_name_made_later() {
+    let Some(dir) = setup("a_held_file_is_held_under_a_name_made_later") else {
+        return;
+    };
+    let (d, held) = start(dir.path());
+    let elsewhere = dir.path().join("elsewhere");
+    fs::create_dir_all(&elsewhere).expect("mkdir");
+    fs::set_permissions(&elsewhere, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let alias = elsewhere.join("alias.txt");
+    fs::hard_link(format!("{held}/denied.txt"), &alias).expect("link");
+    let alias = alias.display().to_string();
+    let child = read_in_session(&d, &alias);
+    let request = request_for(&d, &dir.path().display().to_string());
+    let out = carapace(&d, &["deny", request["id"].as_str().expect("id")], &[]);
+    assert!(out.status.success(), "deny: {}", text(&out.stderr));
+    let (out, err) = finish(child);
+    assert!(
+        out.contains("status=1") && !out.contains("content of"),
+        "the link's open was held and denied:\n{out}\n{err}"
+    );
+    assert!(err.contains("Operation not permitted"), "EPERM:\n{err}");
+}

@@ -30,6 +30,8 @@ use tokio::io::unix::AsyncFd;
 pub use files::{files_of, held, HeldRule, MAX_FILES};
 pub use request::{held_ops, request};
 
+use carapace_common::InodeKey;
+
 use crate::api::Daemon;
 use crate::session::db::ApprovalStatus;
 
@@ -43,6 +45,10 @@ struct Inner {
     group: AsyncFd<Fanotify>,
     /// Opens held, by their event's file descriptor: whoever takes one out answers it.
     pending: Mutex<HashMap<RawFd, FanotifyEvent>>,
+    /// The rule that holds each marked file. The marks are on files, not names: an open of
+    /// a marked file under another name (a hard link made later, outside the pattern) is
+    /// judged by the rule that marked it.
+    marked: Mutex<HashMap<InodeKey, String>>,
     stopping: AtomicBool,
 }
 
@@ -111,6 +117,7 @@ impl Holder {
         let inner = Arc::new(Inner {
             group,
             pending: Mutex::new(HashMap::new()),
+            marked: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
         });
         mark(&inner, daemon);
@@ -190,6 +197,7 @@ fn mark(inner: &Inner, daemon: &Daemon) {
         tracing::warn!("cannot clear the fanotify marks: {e}");
     }
     let mut keys = Vec::new();
+    let mut by_file = HashMap::new();
     for rule in held(&daemon.rules()) {
         let mut marked = Vec::new();
         for file in &rule.files {
@@ -205,6 +213,7 @@ fn mark(inner: &Inner, daemon: &Daemon) {
             {
                 Ok(k) => {
                     keys.push(k);
+                    by_file.insert(k, rule.rule.clone());
                     marked.push(file.as_str());
                 }
                 Err(e) => tracing::warn!(rule = %rule.rule, "cannot hold {file}: {e}"),
@@ -218,6 +227,7 @@ fn mark(inner: &Inner, daemon: &Daemon) {
             marked.join(", ")
         );
     }
+    *inner.marked.lock().unwrap_or_else(PoisonError::into_inner) = by_file;
     match daemon.sessions.set_held(&keys) {
         // Without the kernel layer (`false`) nothing refuses first: the marks alone hold.
         Ok(_) => {}
@@ -277,14 +287,14 @@ fn dispatch(inner: &Arc<Inner>, daemon: &Arc<Daemon>, event: FanotifyEvent) {
         .insert(fd, event);
     let (inner, daemon) = (Arc::clone(inner), Arc::clone(daemon));
     tokio::spawn(async move {
-        let allow = decide(&daemon, &session, fd).await;
+        let allow = decide(&inner, &daemon, &session, fd).await;
         inner.answer(fd, allow);
     });
 }
 
 /// Whether the held open `fd` of a process of `session` may go on: no hold rule in force
 /// for the session covers the file, or a human approves (now or earlier in the session).
-async fn decide(daemon: &Arc<Daemon>, session: &str, fd: RawFd) -> bool {
+async fn decide(inner: &Inner, daemon: &Arc<Daemon>, session: &str, fd: RawFd) -> bool {
     let Ok(path) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else {
         return false;
     };
@@ -305,11 +315,17 @@ async fn decide(daemon: &Arc<Daemon>, session: &str, fd: RawFd) -> bool {
             return false;
         }
     };
-    let Some(rule) = rules
-        .rules()
-        .iter()
-        .find(|r| r.hold && activation.applies(r) && r.matches_path(&path, held_ops(r)))
-    else {
+    let marked_by = inner
+        .marked
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&file)
+        .cloned();
+    let Some(rule) = rules.rules().iter().find(|r| {
+        r.hold
+            && activation.applies(r)
+            && (r.matches_path(&path, held_ops(r)) || marked_by.as_deref() == Some(r.id.as_str()))
+    }) else {
         return true;
     };
     let Some(record) = daemon.sessions.get(session) else {
