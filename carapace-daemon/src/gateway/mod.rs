@@ -12,6 +12,7 @@
 //! and decision only.
 pub mod anthropic;
 pub mod gemini;
+pub mod history;
 pub mod openai;
 pub mod peer;
 pub mod refusal;
@@ -31,8 +32,11 @@ use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::value::RawValue;
 use serde_json::Value;
 use tokio::net::TcpListener;
+
+use history::Conversation;
 
 use refusal::{Client as GatewayClient, Gate, PendingCall, Verdict};
 
@@ -168,22 +172,29 @@ impl Api {
     /// refuses (not an object, the field given twice) is read whole, as before, so the
     /// field judged is the one a provider's parser keeps (the last). A `null` conversation
     /// is no conversation.
-    fn read_history(self, body: &[u8]) -> Result<Option<Value>, serde_json::Error> {
+    fn read_history(self, body: &[u8]) -> Result<Option<Conversation<'_>>, serde_json::Error> {
         // Serde reads a struct from an array too (fields by position): objects only.
         let object = body.trim_ascii_start().first() == Some(&b'{');
         let narrow = match self {
             _ if !object => Err(serde::de::Error::custom("not an object")),
             Self::AnthropicMessages | Self::ChatCompletions => {
-                serde_json::from_slice::<Messages>(body).map(|r| r.messages)
+                serde_json::from_slice::<Messages<'_>>(body).map(|r| r.messages)
             }
-            Self::Responses => serde_json::from_slice::<Input>(body).map(|r| r.input),
-            Self::GeminiContent => serde_json::from_slice::<Contents>(body).map(|r| r.contents),
+            Self::Responses => serde_json::from_slice::<Input<'_>>(body).map(|r| r.input),
+            Self::GeminiContent => serde_json::from_slice::<Contents<'_>>(body).map(|r| r.contents),
         };
         if let Ok(history) = narrow {
-            return Ok(history.filter(|h| self.history_shape(h)));
+            let Some(raw) = history else { return Ok(None) };
+            // A list is kept as its items' bytes, each read only if not found clean before.
+            if let Ok(items) = serde_json::from_str::<Vec<&RawValue>>(raw.get()) {
+                return Ok(Some(Conversation::Items(items)));
+            }
+            let value: Value = serde_json::from_str(raw.get())?;
+            return Ok((!value.is_null() && self.history_shape(&value))
+                .then_some(Conversation::Whole(value)));
         }
         let request = serde_json::from_slice::<Value>(body)?;
-        Ok(self.history(&request).cloned())
+        Ok(self.history(&request).cloned().map(Conversation::Whole))
     }
 
     /// Whether a conversation field's value is one [`Api::history`] takes.
@@ -222,20 +233,24 @@ impl Api {
     }
 }
 
-/// The conversation field of each API's request body; the other fields are skipped.
+/// The conversation field of each API's request body, as its bytes; the other fields are
+/// skipped.
 #[derive(serde::Deserialize)]
-struct Messages {
-    messages: Option<Value>,
+struct Messages<'a> {
+    #[serde(borrow)]
+    messages: Option<&'a RawValue>,
 }
 
 #[derive(serde::Deserialize)]
-struct Input {
-    input: Option<Value>,
+struct Input<'a> {
+    #[serde(borrow)]
+    input: Option<&'a RawValue>,
 }
 
 #[derive(serde::Deserialize)]
-struct Contents {
-    contents: Option<Value>,
+struct Contents<'a> {
+    #[serde(borrow)]
+    contents: Option<&'a RawValue>,
 }
 
 /// A Gemini content method: `/v1beta/models/MODEL:generateContent` and

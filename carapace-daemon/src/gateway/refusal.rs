@@ -12,8 +12,9 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+use super::history::{Conversation, Reading};
 use super::peer;
-use super::seen::SeenClean;
+use super::seen::{ClientDigest, SeenClean};
 use crate::api::audit::{self as ledger, agent_of};
 use crate::api::evaluate::{self, Args, Evaluated};
 use crate::api::kernel_approval;
@@ -262,45 +263,61 @@ impl Gate {
 
     /// Layer 0 over a conversation's past calls: the "bad agent detected: …" message when
     /// the history holds blocked calls (recorded in the audit ledger).
-    pub async fn history(&self, client: &Client, transcript: &Value) -> Option<String> {
+    pub async fn history(
+        &self,
+        client: &Client,
+        conversation: &Conversation<'_>,
+    ) -> Option<String> {
         let started = Instant::now();
-        let parsed = engine::transcript::from_value(transcript);
-        let keys = SeenClean::keys(&client.ctx, &parsed);
         let rules = self.source.rules();
-        let known = self.seen.known(&rules, &keys);
+        let digest = ClientDigest::of(&client.ctx);
+        let reading = Reading::of(conversation, &digest, &self.seen, &rules);
+        let keys = digest.calls(&reading.parsed);
+        let known: Vec<bool> = self
+            .seen
+            .known(&rules, &keys)
+            .iter()
+            .map(Option::is_some)
+            .collect();
         let new = known.iter().filter(|k| !**k).count();
+        let remembered = reading.remembered + (keys.len() - new);
         let scan = {
             let rules = Arc::clone(&rules);
-            move |ctx: Context| {
-                let report =
-                    engine::scan_transcript(&rules, &parsed, &ctx, &Activation::default(), |i| {
-                        known.get(i).copied().unwrap_or(false)
-                    });
-                (report, known)
+            move |ctx: Context, reading: Reading| {
+                let report = engine::scan_transcript(
+                    &rules,
+                    &reading.parsed,
+                    &ctx,
+                    &Activation::default(),
+                    |i| known.get(i).copied().unwrap_or(false),
+                );
+                (report, known, reading)
             }
         };
         // Many new calls take a while to judge: off the async workers then. A few cost less
         // than the hand-over to a blocking thread and back.
         let report = if new <= INLINE_CALLS {
-            Ok(scan(client.ctx.clone()))
+            Ok(scan(client.ctx.clone(), reading))
         } else {
             let ctx = client.ctx.clone();
-            tokio::task::spawn_blocking(move || scan(ctx)).await
+            tokio::task::spawn_blocking(move || scan(ctx, reading)).await
         };
-        if let Ok((r, known)) = &report {
+        let report = report.map(|(r, known, reading)| {
             let found: std::collections::HashSet<usize> =
                 r.findings.iter().map(|(i, _)| *i).collect();
-            self.seen.learn(
-                &rules,
-                keys.iter()
-                    .enumerate()
-                    .filter(|(i, _)| !known[*i] && !found.contains(i))
-                    .map(|(_, k)| k),
-            );
-        }
-        let report = report.map(|(r, _)| r);
+            self.seen
+                .learn(&rules, reading.clean_keys(&keys, &known, &found));
+            // Calls are named by their number in the whole conversation (the unreadable
+            // parts' finding comes after the last call).
+            let findings = r
+                .findings
+                .into_iter()
+                .map(|(i, d)| (reading.numbers.get(i).copied().unwrap_or(reading.total), d))
+                .collect();
+            HistoryReport::new(reading.total, findings)
+        });
         if let Some(daemon) = self.daemon() {
-            daemon.metrics.history_calls(new, keys.len() - new);
+            daemon.metrics.history_calls(new, remembered);
             if let Ok(r) = &report {
                 let mode = if r.clean() { Mode::Allow } else { Mode::Block };
                 let rules = r
@@ -330,7 +347,7 @@ impl Gate {
             Err(e) => format!("bad agent detected: Carapace could not scan the conversation ({e})"),
         };
         if let Some(daemon) = self.daemon() {
-            let args = Args::of(&transcript.to_string());
+            let args = Args::of(&conversation.text());
             let status;
             let outcome: Result<&HistoryReport, &tonic::Status> = match &report {
                 Ok(r) => Ok(r),

@@ -2,12 +2,16 @@
 //! request to a model API carries the whole conversation, which grows by a few calls a
 //! turn; judging all of it again made the gateway's cost grow with the conversation.
 //!
-//! A call is remembered by a SHA-256 digest of what its verdict depends on: the client's
-//! context (home, working directory, variables), the call's tool, input and recorded
-//! working directory — under one rule set; a reload forgets everything. What it does not
-//! cover is the file system a path resolves on, which may have changed since the call was
-//! first judged; that is what Layer 1 and the kernel judge when a call runs.
-use std::collections::HashSet;
+//! Two kinds of digest (SHA-256) stand for verdicts, both under one rule set (a reload
+//! forgets everything) and one client context (home, working directory, variables):
+//! - a **message**'s bytes as the request carries them: a message found clean before is
+//!   neither parsed nor judged again (most of a long conversation, each turn);
+//! - a **call**'s tool, input and recorded working directory: a message whose bytes changed
+//!   (clients move their cache markers between turns) still skips the calls judged before.
+//!
+//! What neither covers is the file system a path resolves on, which may have changed since
+//! the call was first judged; that is what Layer 1 and the kernel judge when a call runs.
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use carapace_policy::engine::transcript::Transcript;
@@ -21,22 +25,13 @@ const CAPACITY: usize = 1 << 16;
 
 pub type Key = [u8; 32];
 
-#[derive(Default)]
-pub struct SeenClean {
-    inner: Mutex<Inner>,
-}
+/// The digest of a client's context, which every key of that client starts from.
+#[derive(Clone)]
+pub struct ClientDigest(Sha256);
 
-#[derive(Default)]
-struct Inner {
-    /// The rule set the digests were judged under.
-    rules: Option<Arc<RuleSet>>,
-    clean: HashSet<Key>,
-}
-
-impl SeenClean {
-    /// The digest of each call of `parsed`, as seen by a client with `ctx`.
+impl ClientDigest {
     #[must_use]
-    pub fn keys(ctx: &Context, parsed: &Transcript) -> Vec<Key> {
+    pub fn of(ctx: &Context) -> Self {
         let mut client = Sha256::new();
         for part in [ctx.home.as_str(), ctx.cwd.as_str()] {
             field(&mut client, part.as_bytes());
@@ -45,11 +40,32 @@ impl SeenClean {
             field(&mut client, name.as_bytes());
             field(&mut client, value.as_bytes());
         }
+        Self(client)
+    }
+
+    /// A digest of this client's, for one kind of key (no message key can equal a call's).
+    fn start(&self, kind: u8) -> Sha256 {
+        let mut h = self.0.clone();
+        h.update([kind]);
+        h
+    }
+
+    /// The key of a message of a conversation, by its bytes as the request holds them.
+    #[must_use]
+    pub fn message(&self, raw: &str) -> Key {
+        let mut h = self.start(b'm');
+        field(&mut h, raw.as_bytes());
+        h.finalize().into()
+    }
+
+    /// The key of each call of `parsed`.
+    #[must_use]
+    pub fn calls(&self, parsed: &Transcript) -> Vec<Key> {
         parsed
             .calls
             .iter()
             .map(|past| {
-                let mut h = client.clone();
+                let mut h = self.start(b'c');
                 field(&mut h, past.call.tool.as_bytes());
                 field(
                     &mut h,
@@ -68,24 +84,40 @@ impl SeenClean {
             })
             .collect()
     }
+}
 
-    /// For each key, whether its call was found clean before under `rules`.
+#[derive(Default)]
+pub struct SeenClean {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// The rule set the digests were judged under.
+    rules: Option<Arc<RuleSet>>,
+    /// Each clean key, with the number of calls it stands for (a call's key: one).
+    clean: HashMap<Key, u32>,
+}
+
+impl SeenClean {
+    /// For each key, the number of calls it stands for if it was found clean before under
+    /// `rules`.
     #[must_use]
-    pub fn known(&self, rules: &Arc<RuleSet>, keys: &[Key]) -> Vec<bool> {
+    pub fn known(&self, rules: &Arc<RuleSet>, keys: &[Key]) -> Vec<Option<u32>> {
         let mut inner = self.lock();
         inner.reset_unless(rules);
-        keys.iter().map(|k| inner.clean.contains(k)).collect()
+        keys.iter().map(|k| inner.clean.get(k).copied()).collect()
     }
 
-    /// Remembers the calls of `keys` found clean under `rules`.
-    pub fn learn<'k>(&self, rules: &Arc<RuleSet>, keys: impl IntoIterator<Item = &'k Key>) {
+    /// Remembers the keys found clean under `rules`, each with the calls it stands for.
+    pub fn learn(&self, rules: &Arc<RuleSet>, keys: impl IntoIterator<Item = (Key, u32)>) {
         let mut inner = self.lock();
         inner.reset_unless(rules);
-        for k in keys {
+        for (k, calls) in keys {
             if inner.clean.len() >= CAPACITY {
                 inner.clean.clear();
             }
-            inner.clean.insert(*k);
+            inner.clean.insert(k, calls);
         }
     }
 
@@ -133,6 +165,7 @@ mod tests {
     use super::*;
     use carapace_policy::engine::transcript;
     use serde_json::json;
+    use std::collections::HashSet;
 
     fn ctx(home: &str) -> Context {
         Context {
@@ -158,17 +191,17 @@ mod tests {
         let rules = Arc::new(RuleSet::default());
         let seen = SeenClean::default();
         let t = calls(&["ls", "git status"]);
-        let keys = SeenClean::keys(&ctx("/home/a"), &t);
-        assert_eq!(seen.known(&rules, &keys), [false, false]);
-        seen.learn(&rules, &keys[..1]);
-        assert_eq!(seen.known(&rules, &keys), [true, false]);
+        let keys = ClientDigest::of(&ctx("/home/a")).calls(&t);
+        assert_eq!(seen.known(&rules, &keys), [None, None]);
+        seen.learn(&rules, [(keys[0], 1)]);
+        assert_eq!(seen.known(&rules, &keys), [Some(1), None]);
         // Another client (another home) has its own verdicts.
-        let other = SeenClean::keys(&ctx("/home/b"), &t);
-        assert_eq!(seen.known(&rules, &other), [false, false]);
+        let other = ClientDigest::of(&ctx("/home/b")).calls(&t);
+        assert_eq!(seen.known(&rules, &other), [None, None]);
         // A reload forgets everything.
         let reloaded = Arc::new(RuleSet::default());
-        assert_eq!(seen.known(&reloaded, &keys), [false, false]);
-        assert_eq!(seen.known(&rules, &keys), [false, false]);
+        assert_eq!(seen.known(&reloaded, &keys), [None, None]);
+        assert_eq!(seen.known(&rules, &keys), [None, None]);
     }
 
     #[test]
@@ -176,7 +209,11 @@ mod tests {
         let c = ctx("/home/a");
         let t = calls(&["echo \"a\\b\" é"]);
         let mut want = Sha256::new();
-        for part in ["/home/a", "/p", "Bash", "\u{0}none"] {
+        for part in ["/home/a", "/p"] {
+            field(&mut want, part.as_bytes());
+        }
+        want.update(b"c");
+        for part in ["Bash", "\u{0}none"] {
             field(&mut want, part.as_bytes());
         }
         let input = t.calls[0].call.input.to_string();
@@ -184,13 +221,13 @@ mod tests {
         want.update([1]);
         want.update((input.len() as u64).to_le_bytes());
         let want: Key = want.finalize().into();
-        assert_eq!(SeenClean::keys(&c, &t), [want]);
+        assert_eq!(ClientDigest::of(&c).calls(&t), [want]);
     }
 
     #[test]
     fn keys_tell_calls_apart_by_tool_input_and_cwd() {
         let c = ctx("/home/a");
-        let a = SeenClean::keys(&c, &calls(&["ls", "ls ", "l", "s"]));
+        let a = ClientDigest::of(&c).calls(&calls(&["ls", "ls ", "l", "s"]));
         let distinct: HashSet<_> = a.iter().collect();
         assert_eq!(distinct.len(), 4);
     }

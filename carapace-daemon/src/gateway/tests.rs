@@ -510,6 +510,16 @@ fn conversation(commands: &[&str]) -> Value {
     json!([{"role": "user", "content": "go"}, {"role": "assistant", "content": blocks}])
 }
 
+/// Layer 0 over `messages` as an Anthropic request's body carries them.
+async fn history_of(gate: &Gate, client: &GatewayClient, messages: &Value) -> Option<String> {
+    let body = json!({"model": "m", "messages": messages}).to_string();
+    let conversation = Api::AnthropicMessages
+        .read_history(body.as_bytes())
+        .expect("JSON")
+        .expect("a conversation");
+    gate.history(client, &conversation).await
+}
+
 #[tokio::test]
 async fn history_judges_new_calls_and_never_remembers_a_blocked_one() {
     let gate = gate();
@@ -517,28 +527,86 @@ async fn history_judges_new_calls_and_never_remembers_a_blocked_one() {
     // Turn by turn, the conversation grows; the calls found clean are not judged again, and
     // a blocked call, new or old, refuses every request that carries it.
     assert_eq!(
-        gate.history(&client, &conversation(&["ls", "git status"]))
-            .await,
+        history_of(&gate, &client, &conversation(&["ls", "git status"])).await,
         None
     );
     let bad = conversation(&["ls", "git status", "cat ~/.ssh/id_rsa"]);
     for _ in 0..2 {
-        let message = gate.history(&client, &bad).await.expect("refused");
+        let message = history_of(&gate, &client, &bad).await.expect("refused");
         assert!(message.contains("#3 Bash"), "{message}");
     }
     // Many new calls at once (judged off the async workers) count the same.
     let mut long: Vec<String> = (0..40).map(|i| format!("echo {i}")).collect();
     long.push("cat ~/.ssh/id_ed25519".into());
     let long: Vec<&str> = long.iter().map(String::as_str).collect();
-    let message = gate
-        .history(&client, &conversation(&long))
+    let message = history_of(&gate, &client, &conversation(&long))
         .await
         .expect("refused");
     assert!(message.contains("#41 Bash"), "{message}");
     assert_eq!(
-        gate.history(&client, &conversation(&long[..40])).await,
+        history_of(&gate, &client, &conversation(&long[..40])).await,
         None
     );
+}
+
+/// A conversation of one message per call, as agents send them turn by turn.
+fn turns(commands: &[&str]) -> Value {
+    let mut messages = vec![json!({"role": "user", "content": "go"})];
+    for (i, c) in commands.iter().enumerate() {
+        messages.push(json!({"role": "assistant", "content": [
+            {"type": "tool_use", "id": format!("t{i}"), "name": "Bash", "input": {"command": c}}]}));
+        messages.push(json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": format!("t{i}"), "content": "ok"}]}));
+    }
+    Value::Array(messages)
+}
+
+/// The messages found clean before are not read again, yet a blocked call in a new message
+/// is found and named by its number in the whole conversation; and a message found clean
+/// whose bytes change (a client moving its cache marker) is read again, its calls skipped by
+/// their own keys.
+#[tokio::test]
+async fn messages_found_clean_are_skipped_and_calls_keep_their_numbers() {
+    let gate = gate();
+    let client = ctx();
+    let clean = turns(&["ls", "git status", "cargo test"]);
+    assert_eq!(history_of(&gate, &client, &clean).await, None);
+    let bad = turns(&["ls", "git status", "cargo test", "cat ~/.ssh/id_rsa"]);
+    let message = history_of(&gate, &client, &bad).await.expect("refused");
+    assert!(message.contains("#4 Bash"), "{message}");
+    // What is remembered: read at the level of the gate's own parts.
+    let rules: Arc<RuleSet> = Arc::new(RuleSet::builtin(&crate::policy_host::options()));
+    let seen = seen::SeenClean::default();
+    let digest = seen::ClientDigest::of(&client.ctx);
+    let read = |v: &Value| {
+        let body = json!({"messages": v}).to_string();
+        let conversation = Api::AnthropicMessages
+            .read_history(body.as_bytes())
+            .expect("JSON")
+            .expect("a conversation");
+        let reading = history::Reading::of(&conversation, &digest, &seen, &rules);
+        let keys = digest.calls(&reading.parsed);
+        let known: Vec<bool> = seen
+            .known(&rules, &keys)
+            .iter()
+            .map(Option::is_some)
+            .collect();
+        let learned: Vec<_> = reading
+            .clean_keys(&keys, &known, &std::collections::HashSet::new())
+            .collect();
+        seen.learn(&rules, learned);
+        (
+            reading.parsed.calls.len(),
+            reading.remembered,
+            reading.total,
+            known,
+        )
+    };
+    assert_eq!(read(&clean), (3, 0, 3, vec![false; 3]));
+    assert_eq!(read(&clean), (0, 3, 3, vec![]));
+    let mut marked = clean.clone();
+    marked[3]["content"][0]["cache_control"] = json!({"type": "ephemeral"});
+    assert_eq!(read(&marked), (1, 2, 3, vec![true]));
 }
 
 #[test]
@@ -588,7 +656,10 @@ fn the_conversation_is_read_as_the_whole_request_would_give_it() {
         for body in bodies {
             let whole: Value = serde_json::from_str(body).expect("JSON");
             let want = api.history(&whole).filter(|h| !h.is_null()).cloned();
-            let got = api.read_history(body.as_bytes()).expect("read");
+            let got = api
+                .read_history(body.as_bytes())
+                .expect("read")
+                .map(|c| c.value());
             assert_eq!(got, want, "{api:?} {body}");
         }
         for bad in [
@@ -599,5 +670,62 @@ fn the_conversation_is_read_as_the_whole_request_would_give_it() {
         ] {
             assert!(api.read_history(bad.as_bytes()).is_err(), "{api:?} {bad}");
         }
+    }
+}
+
+/// Messages in each API's shapes, holding calls among other content.
+fn message_soup() -> impl proptest::strategy::Strategy<Value = Vec<Value>> {
+    use proptest::prelude::*;
+    let command = prop::sample::select(vec!["ls", "git status", "cat ~/.ssh/id_rsa", "rm -rf ~"]);
+    let message = (0usize..5, command, 0usize..3).prop_map(|(shape, c, n)| match shape {
+        0 => json!({"role": "assistant", "content": (0..n).map(|i| json!(
+            {"type": "tool_use", "id": format!("t{i}"), "name": "Bash", "input": {"command": c}}
+        )).collect::<Vec<_>>()}),
+        1 => json!({"role": "assistant", "tool_calls": [{"id": "c", "type": "function",
+            "function": {"name": "Bash", "arguments": json!({"command": c}).to_string()}}]}),
+        2 => json!({"type": "function_call", "name": "shell", "arguments":
+            json!({"command": ["bash", "-lc", c]}).to_string()}),
+        3 => json!({"role": "model", "parts": [{"functionCall": {"name": "run_shell_command",
+            "args": {"command": c}}}]}),
+        _ => json!({"role": "user", "content": c}),
+    });
+    proptest::collection::vec(message, 0..12)
+}
+
+proptest::proptest! {
+    /// Read message by message, cold or with every message remembered but one, a
+    /// conversation yields the calls the whole reading finds: a cache never hides a call.
+    #[test]
+    fn reading_by_message_finds_every_call_of_the_whole(messages in message_soup()) {
+        let whole = carapace_policy::engine::transcript::from_value(&Value::Array(messages.clone()));
+        let body = json!({"messages": messages}).to_string();
+        let conversation = Api::AnthropicMessages
+            .read_history(body.as_bytes())
+            .expect("JSON")
+            .expect("a conversation");
+        let rules: Arc<RuleSet> = Arc::new(RuleSet::default());
+        let seen = seen::SeenClean::default();
+        let digest = seen::ClientDigest::of(&ctx().ctx);
+        let cold = history::Reading::of(&conversation, &digest, &seen, &rules);
+        let distinct = |calls: &[carapace_policy::engine::transcript::PastCall]| {
+            calls.iter().map(|c| format!("{:?}", c.call)).collect::<std::collections::BTreeSet<_>>()
+        };
+        proptest::prop_assert_eq!(distinct(&cold.parsed.calls), distinct(&whole.calls));
+        proptest::prop_assert_eq!(cold.parsed.unreadable.is_empty(), whole.unreadable.is_empty());
+        // Remember every message but the last one holding calls (and any message of the
+        // same bytes, which has its key): what is read then is those messages' calls, and
+        // the count of the rest is kept.
+        let last = cold.owners.last().copied().flatten().map(|m| cold.messages[m].0);
+        let keep: Vec<_> = cold.messages.iter()
+            .filter(|(k, _, _)| Some(*k) != last)
+            .map(|(k, n, _)| (*k, *n))
+            .collect();
+        seen.learn(&rules, keep);
+        let warm = history::Reading::of(&conversation, &digest, &seen, &rules);
+        proptest::prop_assert_eq!(warm.total, cold.total);
+        let in_last = cold.owners.iter()
+            .filter(|o| o.is_some_and(|m| Some(cold.messages[m].0) == last))
+            .count();
+        proptest::prop_assert_eq!(warm.parsed.calls.len(), in_last);
     }
 }

@@ -90,6 +90,16 @@ pub fn from_value(v: &Value) -> Transcript {
     out
 }
 
+/// The calls of one item of a conversation's list (a message), read as [`from_value`] reads
+/// each item of the list: a conversation read message by message finds the same calls, but
+/// for a call repeated across two messages, which counts once per message.
+#[must_use]
+pub fn from_item(v: &Value) -> Transcript {
+    let mut out = Transcript::default();
+    walk(v, None, &mut out, 1);
+    out
+}
+
 fn walk(v: &Value, cwd: Option<&str>, out: &mut Transcript, depth: usize) {
     if depth > MAX_DEPTH {
         out.unreadable.push(format!(
