@@ -3,8 +3,9 @@
 //! programs let a session's open through to the daemon's fanotify listener, which holds it
 //! until a human answers: the process waits (no EACCES, no retry), an approval lets the
 //! same open go on, a denial or an expiry fails it with EPERM. A process outside the
-//! session is not held. A file created after the load is not marked: the kernel refuses it
-//! until approved, as approve mode without hold does.
+//! session is not held. An exec is held the same way (its open of the program raises the
+//! same permission event). A file created after the load is not marked: the kernel refuses
+//! it until approved, as approve mode without hold does.
 use std::{
     fs,
     io::Read as _,
@@ -35,6 +36,9 @@ impl Setup {
             fs::write(&path, format!("held {f}\n")).expect("write held file");
             fs::set_permissions(&path, fs::Permissions::from_mode(0o666)).expect("chmod");
         }
+        let tool = format!("{HELD}/tool");
+        fs::copy("/bin/echo", &tool).expect("copy a program into the held dir");
+        fs::set_permissions(&tool, fs::Permissions::from_mode(0o755)).expect("chmod");
         let _ = fs::remove_file(format!("{HELD}/late.txt"));
         assert!(!Path::new(CONFIG).exists(), "{CONFIG} exists already");
         fs::write(
@@ -56,8 +60,13 @@ impl Drop for Setup {
 
 /// A session of uid 1000 that reads `path` once and says how it went.
 fn read_in_session(path: &str) -> Child {
+    run_in_session(&format!("cat {path}"))
+}
+
+/// A session of uid 1000 that runs `command` once and says how it went.
+fn run_in_session(command: &str) -> Child {
     session_command(
-        &["bash", "-c", &format!("cat {path}; echo status=$?")],
+        &["bash", "-c", &format!("{command}; echo status=$?")],
         Some(1000),
     )
     .stdout(Stdio::piped())
@@ -155,6 +164,22 @@ fn hold_holds_an_open_until_the_answer() {
     assert!(
         !err.contains("blocked read"),
         "held, not refused by the kernel:\n{err}"
+    );
+
+    // An exec is held as an open is: the program starts once approved.
+    let tool = format!("{HELD}/tool");
+    let mut child = run_in_session(&format!("{tool} ran-the-held-tool"));
+    let request = request_for(&tool);
+    thread::sleep(Duration::from_secs(2));
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "the session's exec is held while the request waits"
+    );
+    answer("approve", request["id"].as_str().expect("id"));
+    let (out, err) = finish(child);
+    assert!(
+        out.contains("ran-the-held-tool") && out.contains("status=0"),
+        "the held exec goes on once approved:\n{out}\n{err}"
     );
 
     // Denied: the open fails with EPERM.
