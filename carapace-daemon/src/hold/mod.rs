@@ -65,6 +65,23 @@ impl Inner {
         }
     }
 
+    /// Stops holding: every open held now is denied, and every one read later too (closing
+    /// the group would allow them). Returns how many were denied now.
+    fn deny_all(&self) -> usize {
+        self.stopping.store(true, Ordering::SeqCst);
+        let held: Vec<FanotifyEvent> = self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain()
+            .map(|(_, e)| e)
+            .collect();
+        for event in &held {
+            self.respond(event, false);
+        }
+        held.len()
+    }
+
     /// Writes the response for `event` (its file descriptor is closed when it drops).
     fn respond(&self, event: &FanotifyEvent, allow: bool) {
         let Some(fd) = event.fd() else { return };
@@ -140,23 +157,14 @@ impl Holder {
     /// Denies every open still held, lets the kernel refuse the hold rules' files again,
     /// and closes the group.
     pub fn stop(&self, daemon: &Daemon) {
+        // First, so that no open read from here on is held.
         self.inner.stopping.store(true, Ordering::SeqCst);
         for t in &self.tasks {
             t.abort();
         }
-        let held: Vec<FanotifyEvent> = self
-            .inner
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .drain()
-            .map(|(_, e)| e)
-            .collect();
-        if !held.is_empty() {
-            tracing::info!("stopping: {} held open(s) denied", held.len());
-        }
-        for event in &held {
-            self.inner.respond(event, false);
+        let denied = self.inner.deny_all();
+        if denied > 0 {
+            tracing::info!("stopping: {denied} held open(s) denied");
         }
         if let Err(e) = daemon.sessions.set_held(&[]) {
             tracing::warn!("cannot clear the held files in the kernel: {e}");
@@ -167,18 +175,7 @@ impl Holder {
 impl Drop for Holder {
     /// Fail closed on any way out: closing the group would allow what it holds.
     fn drop(&mut self) {
-        self.inner.stopping.store(true, Ordering::SeqCst);
-        let held: Vec<FanotifyEvent> = self
-            .inner
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .drain()
-            .map(|(_, e)| e)
-            .collect();
-        for event in &held {
-            self.inner.respond(event, false);
-        }
+        self.inner.deny_all();
     }
 }
 
