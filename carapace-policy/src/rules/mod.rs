@@ -30,6 +30,7 @@ pub mod run;
 pub mod shadow;
 pub(crate) mod shape;
 pub mod text_pattern;
+pub mod union;
 pub mod validate;
 pub mod yaml;
 
@@ -105,6 +106,9 @@ pub struct Rule {
     pub effect: Option<Effect>,
     /// Which layer enforces the rule, and why not the kernel (`carapace rules explain`).
     pub enforcement: Enforcement,
+    /// In a union image (`union`): the rule is a named profile's, not the main set's, so
+    /// the kernel has it off unless a session's `activated` bit switches it on.
+    pub per_session: bool,
 }
 
 impl Rule {
@@ -273,6 +277,44 @@ impl RuleSet {
         extra: &[(&str, &str)],
         purpose: Purpose,
     ) -> Result<Self, Diagnostics> {
+        Self::compile_with_inherited(origin, text, opts, locked_packs, extra, &[], purpose)
+    }
+
+    /// A named profile's rules (`carapace run --profile NAME`): the rule file `path` with the
+    /// packs it selects, the always-on packs (`builtin::ALWAYS`) and the run-time packs
+    /// `extra`, plus every locked rule of `main` (the rule set in force) the profile does not
+    /// already hold. A profile can narrow or widen what the main rules say, never drop or
+    /// weaken a locked rule: an id of its own that reuses a locked rule's id is an error.
+    pub fn load_profile(
+        path: &Path,
+        opts: &Options,
+        extra: &[(&str, &str)],
+        main: &RuleSet,
+    ) -> Result<Self, Diagnostics> {
+        let (origin, text) = read_file(path, opts)?;
+        let inherited: Vec<Rule> = main.rules.iter().filter(|r| r.locked).cloned().collect();
+        Self::compile_with_inherited(
+            &origin,
+            &text,
+            opts,
+            builtin::ALWAYS,
+            extra,
+            &inherited,
+            Purpose::Kernel,
+        )
+    }
+
+    /// [`RuleSet::compile_text`], plus `inherited` rules (already validated elsewhere) that
+    /// the text's own packs and rules do not hold (same source and id).
+    fn compile_with_inherited(
+        origin: &str,
+        text: &str,
+        opts: &Options,
+        locked_packs: &[&str],
+        extra: &[(&str, &str)],
+        inherited: &[Rule],
+        purpose: Purpose,
+    ) -> Result<Self, Diagnostics> {
         let mut diags = Vec::new();
         let Some(model) = parse_file(origin, origin, text, opts, &mut diags) else {
             return Err(Diagnostics(diags));
@@ -323,6 +365,12 @@ impl RuleSet {
         }
         let profile = model.profile;
         rules.extend(model.rules);
+        let missing: Vec<Rule> = inherited
+            .iter()
+            .filter(|i| !rules.iter().any(|r| r.source == i.source && r.id == i.id))
+            .cloned()
+            .collect();
+        rules.extend(missing);
         assign_ids(&mut rules, &mut diags);
         if !model.overrides.is_empty() {
             let mut sink = diag::Sink::new(origin);
