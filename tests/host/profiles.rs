@@ -109,7 +109,11 @@ fn waiting_session(d: &Daemon, dir: &Path, profile: &str, steps: &[&str]) -> Chi
 fn wait_for(path: &Path, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !path.exists() {
-        assert!(Instant::now() < deadline, "{what}: {} never appeared", path.display());
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {} never appeared",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -178,7 +182,10 @@ fn two_sessions_of_different_profiles_get_different_answers_at_once() {
     let (code, out, err) = check_inside(&d, &["--profile", "strict"], CALL);
     assert_eq!(code, Some(2), "{err}");
     assert_eq!(matched(&out), ["strict-srv"], "{out}");
-    assert!(out.contains("the strict profile keeps agents out of /srv"), "{out}");
+    assert!(
+        out.contains("the strict profile keeps agents out of /srv"),
+        "{out}"
+    );
     let (code, out, err) = check_inside(&d, &[], CALL);
     assert_eq!(code, Some(2), "{err}");
     assert_eq!(matched(&out), ["main-srv"], "{out}");
@@ -261,7 +268,8 @@ rules:
     mode: allow
 ";
     // Reusing the locked rule's id for a weaker rule is an error.
-    let weaker = "version: 1\nrules:\n  - id: main-locked\n    log: \"/srv/carapace-locked-test/**\"\n";
+    let weaker =
+        "version: 1\nrules:\n  - id: main-locked\n    log: \"/srv/carapace-locked-test/**\"\n";
     let d = start(dir.path(), &[("lax", lax), ("weaker", weaker)]);
     let (code, out, err) = check_inside(&d, &["--profile", "lax"], SELF);
     assert_eq!(code, Some(2), "self-protection holds:\n{out}\n{err}");
@@ -274,7 +282,10 @@ rules:
     let out = carapace(&d, &["run", "--profile", "weaker", "--", "true"], &[]);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("rule id `main-locked` is already used"), "{err}");
+    assert!(
+        err.contains("rule id `main-locked` is already used"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -287,8 +298,23 @@ fn an_agent_cannot_start_a_session_of_another_profile() {
     let out = carapace(
         &d,
         &[
-            "run", "--profile", "strict", "--", CARAPACE, "--socket", socket, "run",
-            "--profile", "open", "--", CARAPACE, "--socket", socket, "check", "--json", CALL,
+            "run",
+            "--profile",
+            "strict",
+            "--",
+            CARAPACE,
+            "--socket",
+            socket,
+            "run",
+            "--profile",
+            "open",
+            "--",
+            CARAPACE,
+            "--socket",
+            socket,
+            "check",
+            "--json",
+            CALL,
         ],
         &[],
     );
@@ -307,7 +333,10 @@ fn a_reload_changes_a_running_profile_sessions_answers() {
     assert_eq!(session_profiles(&d, 1), ["p"]);
     let step = |n: &str| {
         std::fs::write(dir.path().join(format!("go-p-{n}")), "").expect("go");
-        wait_for(&dir.path().join(format!("done-p-{n}")), "the session's check");
+        wait_for(
+            &dir.path().join(format!("done-p-{n}")),
+            "the session's check",
+        );
     };
     step("1");
     write_profile(&d.data_dir, "p", STRICT);
