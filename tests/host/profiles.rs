@@ -5,6 +5,7 @@
 //! switch self-protection or a locked rule off; an agent cannot start a session of another
 //! profile; a reload changes a running profile session's answers. The kernel's side is in
 //! tests/vm/profiles.rs.
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -87,12 +88,13 @@ fn waiting_session(d: &Daemon, dir: &Path, profile: &str, steps: &[&str]) -> Chi
     for step in steps {
         let go = dir.join(format!("go-{profile}-{step}"));
         let done = dir.join(format!("done-{profile}-{step}"));
-        script.push_str(&format!(
+        let _ = write!(
+            script,
             "while [ ! -e {go} ]; do sleep 0.05; done; \
              {CARAPACE} --socket {socket} check --json '{CALL}' >/dev/null 2>&1; echo $?; touch {done}; ",
             go = go.display(),
             done = done.display()
-        ));
+        );
     }
     cli_command(
         Path::new(CARAPACE),

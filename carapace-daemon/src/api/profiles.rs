@@ -22,15 +22,13 @@ impl Daemon {
         if profile.is_empty() {
             return self.rules();
         }
-        match self.sessions.profiles().rules(&profile) {
-            Some(rules) => Arc::clone(rules),
-            None => {
-                // Only when the profile's file broke while the daemon was down (a session
-                // cannot start without its profile loaded): the main rules, never none.
-                tracing::warn!(profile, "profile not loaded; judging by the main rules");
-                self.rules()
-            }
+        if let Some(rules) = self.sessions.profiles().rules(&profile) {
+            return Arc::clone(rules);
         }
+        // Only when the profile's file broke while the daemon was down (a session cannot
+        // start without its profile loaded): the main rules, never none.
+        tracing::warn!(profile, "profile not loaded; judging by the main rules");
+        self.rules()
     }
 
     /// [`Daemon::rules_of_session`] for the `carapace run` session holding `peer`, by its
@@ -84,7 +82,7 @@ impl Daemon {
         let learned = Arc::clone(self.resolvers.learned());
         let refused = learned.judge_again(|n| carapace_policy::engine::names::blocked_by(&main, n));
         let sessions = Arc::clone(&self.sessions);
-        let (refused2, main2, name2) = (refused.clone(), Arc::clone(&main), name.to_owned());
+        let (refused2, main2, profile) = (refused.clone(), Arc::clone(&main), name.to_owned());
         tokio::task::spawn_blocking(move || {
             match sessions.apply_rules(new_kernel.kernel_image(), &refused2) {
                 Ok(_) => {
@@ -98,7 +96,7 @@ impl Daemon {
                         tracing::error!("cannot restore the previous kernel rules either: {back}");
                     }
                     Err(Status::failed_precondition(format!(
-                        "the kernel maps could not take profile `{name2}`: {e}"
+                        "the kernel maps could not take profile `{profile}`: {e}"
                     )))
                 }
             }

@@ -328,41 +328,7 @@ impl RuleSet {
                 .filter(|n| list.iter().any(|l| l == n) || locked_packs.contains(n))
                 .collect(),
         };
-        let mut rules = Vec::new();
-        for pack in selected {
-            let source = format!("builtin:{pack}");
-            let text = builtin::text(pack).unwrap_or_default();
-            // Packs name cloud-only hosts (metadata.google.internal) that do not resolve
-            // elsewhere; looking them up would only slow start-up down and warn about
-            // what the pack knows. Their addresses have rules of their own.
-            let pack_opts = Options {
-                resolver: |_| None,
-                ..opts.clone()
-            };
-            let mut pack_diags = Vec::new();
-            if let Some(m) = parse_file(&source, &source, text, &pack_opts, &mut pack_diags) {
-                rules.extend(m.rules);
-            }
-            diags.extend(
-                pack_diags
-                    .into_iter()
-                    .filter(|d| d.severity == Severity::Error),
-            );
-        }
-        for (source, text) in extra {
-            let mut pack_diags = Vec::new();
-            if let Some(m) = parse_file(source, source, text, opts, &mut pack_diags) {
-                rules.extend(m.rules.into_iter().map(|mut r| {
-                    r.locked = true;
-                    r
-                }));
-            }
-            diags.extend(
-                pack_diags
-                    .into_iter()
-                    .filter(|d| d.severity == Severity::Error),
-            );
-        }
+        let mut rules = pack_rules(&selected, extra, opts, &mut diags);
         let profile = model.profile;
         rules.extend(model.rules);
         let missing: Vec<Rule> = inherited
@@ -496,6 +462,52 @@ impl RuleSet {
             .filter(|r| r.matches_net(addr, port))
             .collect()
     }
+}
+
+/// The rules of the built-in packs `selected` and of the run-time packs `extra` (source,
+/// text), the latter locked; errors of either go to `diags`.
+fn pack_rules(
+    selected: &[&str],
+    extra: &[(&str, &str)],
+    opts: &Options,
+    diags: &mut Vec<Diagnostic>,
+) -> Vec<Rule> {
+    let mut rules = Vec::new();
+    for pack in selected {
+        let source = format!("builtin:{pack}");
+        let text = builtin::text(pack).unwrap_or_default();
+        // Packs name cloud-only hosts (metadata.google.internal) that do not resolve
+        // elsewhere; looking them up would only slow start-up down and warn about
+        // what the pack knows. Their addresses have rules of their own.
+        let pack_opts = Options {
+            resolver: |_| None,
+            ..opts.clone()
+        };
+        let mut pack_diags = Vec::new();
+        if let Some(m) = parse_file(&source, &source, text, &pack_opts, &mut pack_diags) {
+            rules.extend(m.rules);
+        }
+        diags.extend(
+            pack_diags
+                .into_iter()
+                .filter(|d| d.severity == Severity::Error),
+        );
+    }
+    for (source, text) in extra {
+        let mut pack_diags = Vec::new();
+        if let Some(m) = parse_file(source, source, text, opts, &mut pack_diags) {
+            rules.extend(m.rules.into_iter().map(|mut r| {
+                r.locked = true;
+                r
+            }));
+        }
+        diags.extend(
+            pack_diags
+                .into_iter()
+                .filter(|d| d.severity == Severity::Error),
+        );
+    }
+    rules
 }
 
 /// A rule file's name (for diagnostics) and text; an error diagnostic when unreadable.
