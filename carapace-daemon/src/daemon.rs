@@ -329,6 +329,7 @@ async fn run(
     let sessions = SessionManager::open(hierarchy, root, Arc::new(db), kernel)
         .map_err(DaemonError::SessionStore)?;
     // Rule indices may differ from those the pinned maps hold for adopted sessions.
+    api::profiles::adopt(&sessions, &source, &loaded.rules);
     crate::session::state::sync_all(&sessions, &loaded.rules);
     let timeout = args
         .approval_timeout

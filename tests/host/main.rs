@@ -24,6 +24,7 @@ mod landlock;
 mod limits;
 mod llm_review;
 mod mcp;
+mod profiles;
 mod rules_allow;
 mod sessions;
 mod shadow;

@@ -54,7 +54,7 @@ pub async fn handle_scan_history(
     peer: Peer,
     req: ScanHistoryRequest,
 ) -> Result<ScanHistoryReply, Status> {
-    let rules = daemon.rules();
+    let rules = daemon.rules_of_peer(&peer);
     let started = Instant::now();
     let peer2 = peer.clone();
     let (outcome, args) = tokio::task::spawn_blocking(move || {

@@ -12,6 +12,7 @@ mod doors;
 pub mod evaluate;
 pub mod kernel_approval;
 pub mod kernel_rules;
+pub mod profiles;
 pub mod proto;
 pub mod reload;
 pub mod resolvers;
@@ -405,7 +406,7 @@ pub fn spawn_denial_pump(
                 .sessions
                 .id_of_number(event.session)
                 .unwrap_or_else(|| format!("#{}", event.session));
-            let rules = daemon.rules();
+            let rules = daemon.kernel_rule_set();
             let found = rules.by_kernel_index(event.rule);
             let rule = found.map(|r| (r.id.as_str(), r.message.as_str()));
             let mut d = denial::denial_from_event(&event, &session_id, rule);
@@ -633,6 +634,7 @@ impl Carapace for Service {
             .into_iter()
             .map(|s| SessionInfo {
                 shadow: s.shadow(),
+                profile: s.profile.clone(),
                 resolver_port: self.daemon.resolvers.port(&s.id).map_or(0, u32::from),
                 learned: resolvers::learned(&self.daemon, s.cgroup_id),
                 id: s.id,
@@ -812,6 +814,14 @@ impl Carapace for Service {
         }
         let origin = peer.cgroup.clone().unwrap_or_default();
         let req = request.into_inner();
+        // Who may choose a profile is who may ask for a session: never a process inside one
+        // (refused above), so an agent cannot move itself to laxer rules.
+        let rule_bits = if req.profile.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
+            let bits = self.daemon.prepare_profile(&req.profile).await?;
+            (bits.activated, bits.disabled)
+        };
         let command = req.command;
         let new = NewSession {
             owner_uid: peer.uid,
@@ -829,6 +839,8 @@ impl Carapace for Service {
             } else {
                 0
             },
+            profile: req.profile.clone(),
+            rule_bits,
         };
         let sessions = Arc::clone(&self.daemon.sessions);
         let record = tokio::task::spawn_blocking(move || sessions.create(new))
@@ -862,13 +874,16 @@ impl Carapace for Service {
         // Before the reply: the session's first lookup must find its resolver listening.
         resolvers::start_if_needed(&self.daemon, &record.id, record.cgroup_id).await;
         let (kernel_enforcing, kernel_status) = self.daemon.kernel_state();
+        // The fallback layer (Landlock) enforces the session's own rules.
+        let kernel_rules =
+            kernel_rules::kernel_rules(&self.daemon.rules_of_session(Some(&record.id)));
         Ok(Response::new(CreateSessionReply {
             session_id: record.id,
             cgroup: record.cgroup.display().to_string(),
             cgroup_id: record.cgroup_id,
             kernel_enforcing,
             kernel_status,
-            kernel_rules: kernel_rules::kernel_rules(&self.daemon.rules()),
+            kernel_rules,
             gateway: self.daemon.gateway().to_owned(),
         }))
     }
@@ -984,7 +999,7 @@ impl Carapace for Service {
         let peer = self.peer(&request)?;
         let req = request.into_inner();
         let daemon = Arc::clone(&self.daemon);
-        let rules = self.daemon.rules();
+        let rules = self.daemon.rules_of_session(Some(&req.session_id));
         let who = peer.clone();
         let change = format!(
             "{} {}",
@@ -1039,7 +1054,7 @@ impl Carapace for Service {
         let peer = self.peer(&request)?;
         let req = request.into_inner();
         let daemon = Arc::clone(&self.daemon);
-        let rules = self.daemon.rules();
+        let rules = self.daemon.rules_of_session(Some(&req.session_id));
         let who = peer.clone();
         let detail = tokio::task::spawn_blocking(move || {
             let s = sessions::lookup(
@@ -1162,7 +1177,7 @@ impl Carapace for Service {
         let wait = std::time::Duration::from_secs(u64::from(req.wait_seconds))
             .min(self.daemon.approval_timeout);
         let daemon = Arc::clone(&self.daemon);
-        let rules = self.daemon.rules();
+        let rules = self.daemon.rules_of_peer(&peer);
         let mut planned =
             tokio::task::spawn_blocking(move || sessions::plan(&daemon, &rules, &peer, &req))
                 .await
@@ -1234,8 +1249,10 @@ impl Service {
         let args = evaluate::Args::of(&req.call_json);
         let agent_session = req.session_id.clone();
         let audit_peer = peer.clone();
-        let task =
-            carapace_policy::engine::guardrail::answers_json(&self.daemon.rules(), &req.call_json);
+        let task = carapace_policy::engine::guardrail::answers_json(
+            &self.daemon.rules_of_peer(&peer),
+            &req.call_json,
+        );
         let outcome = self.evaluate_in_session(peer, req).await;
         evaluate::record_evaluation(
             &self.daemon,
@@ -1263,7 +1280,7 @@ impl Service {
         peer: Peer,
         req: EvaluateRequest,
     ) -> Result<evaluate::Evaluated, Status> {
-        let rules = self.daemon.rules();
+        let rules = self.daemon.rules_of_peer(&peer);
         let wait = std::time::Duration::from_secs(u64::from(req.wait_seconds))
             .min(self.daemon.approval_timeout);
         // One rule set for the whole decision: check, LLM review, recording. Without a model

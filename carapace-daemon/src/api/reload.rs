@@ -28,6 +28,8 @@ pub struct RuleSource {
     /// Locked rules the daemon adds about its own endpoints (source, rule text), in force
     /// whatever the file says, reload after reload (e.g. the console's port).
     pub locked: Vec<(String, String)>,
+    /// The data directory, whose `profiles/` holds the named profiles (`crate::profiles`).
+    pub data_dir: PathBuf,
 }
 
 /// A rule set and the file state it was read from.
@@ -71,11 +73,13 @@ impl RuleSource {
                 path,
                 explicit: true,
                 locked: Vec::new(),
+                data_dir: data_dir.to_owned(),
             },
             None => Self {
                 path: data_dir.join("rules.yaml"),
                 explicit: false,
                 locked: Vec::new(),
+                data_dir: data_dir.to_owned(),
             },
         }
     }
@@ -105,6 +109,25 @@ impl RuleSource {
             file,
             fingerprint,
         })
+    }
+
+    /// Loads the named profiles `names` against the main rules `main` and compiles their
+    /// shared kernel image (blocking).
+    pub fn profiles(
+        &self,
+        main: &RuleSet,
+        names: &std::collections::BTreeSet<String>,
+    ) -> Result<crate::profiles::Profiles, crate::profiles::ProfileError> {
+        crate::profiles::Profiles::build(&self.data_dir, main, names, &self.locked)
+    }
+}
+
+/// A profile's error as the diagnostics a refused reload reports.
+fn profile_diags(e: crate::profiles::ProfileError) -> Diagnostics {
+    use crate::profiles::ProfileError;
+    match e {
+        ProfileError::Invalid { diags, .. } | ProfileError::Union { diags, .. } => diags,
+        other => one_error("profiles", other.to_string()),
     }
 }
 
@@ -174,7 +197,17 @@ impl Daemon {
         // Taken before reading: a write during the read then shows up as a later change.
         let before = fingerprint(&self.source.path);
         let source = self.source.clone();
-        let loaded = tokio::task::spawn_blocking(move || source.load()).await;
+        // The profiles of the running sessions are validated and compiled with the new main
+        // rules: one that no longer loads refuses the whole reload.
+        let in_use = self.sessions.profiles_in_use();
+        let loaded = tokio::task::spawn_blocking(move || {
+            let loaded = source.load()?;
+            let profiles = source
+                .profiles(&loaded.rules, &in_use)
+                .map_err(profile_diags)?;
+            Ok((loaded, profiles))
+        })
+        .await;
         let loaded = match loaded {
             Ok(result) => result,
             Err(e) => Err(one_error(
@@ -182,7 +215,7 @@ impl Daemon {
                 format!("the reload task failed: {e}"),
             )),
         };
-        let loaded = match loaded {
+        let (loaded, profiles) = match loaded {
             Ok(loaded) => loaded,
             Err(diags) => {
                 *last = before;
@@ -193,7 +226,14 @@ impl Daemon {
         let old = self.rules();
         let sessions = Arc::clone(&self.sessions);
         let new = Arc::new(loaded.rules);
-        let (old2, new2) = (Arc::clone(&old), Arc::clone(&new));
+        let new2 = Arc::clone(&new);
+        // The kernel's images: the main set's, or its union with the profiles in use.
+        let old_kernel = self.kernel_rule_set();
+        let profiles = Arc::new(profiles);
+        let new_kernel = profiles
+            .union()
+            .map_or_else(|| Arc::clone(&new), Arc::clone);
+        let profiles2 = Arc::clone(&profiles);
         // The addresses the sessions' resolvers handed out, judged again under each set: the
         // kernel keeps refusing them across the reload (and across a step back).
         let learned = Arc::clone(self.resolvers.learned());
@@ -203,16 +243,18 @@ impl Daemon {
         let (refused_new, refused_old) = (refused(&new), refused(&old));
         let kernel = tokio::task::spawn_blocking(move || {
             sessions
-                .apply_rules(new2.kernel_image(), &refused_new)
+                .apply_rules(new_kernel.kernel_image(), &refused_new)
                 .map(|_| {
                     // Session rule bits name rule indices, which the new set renumbers.
+                    sessions.set_profiles(profiles2);
                     crate::session::state::sync_all(&sessions, &new2);
                     refused_new
                 })
                 .map_err(|e| {
                     // Put the old image back so the kernel agrees with the userspace rules
                     // that stay in force.
-                    if let Err(back) = sessions.apply_rules(old2.kernel_image(), &refused_old) {
+                    if let Err(back) = sessions.apply_rules(old_kernel.kernel_image(), &refused_old)
+                    {
                         tracing::error!("cannot restore the previous kernel rules either: {back}");
                     }
                     e.to_string()

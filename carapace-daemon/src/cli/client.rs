@@ -68,7 +68,8 @@ pub enum Command {
         after_help = "Examples:\n  carapace run -- claude\n  carapace run -- sh -c 'cat /etc/shadow'\n  \
                       sudo carapace run --timeout 30m --network loopback -- ./agent.sh\n  \
                       carapace run --memory 512M --pids 200 -- ./agent.sh\n  \
-                      carapace run --shadow -- ./agent.sh     see what the rules would refuse"
+                      carapace run --shadow -- ./agent.sh     see what the rules would refuse\n  \
+                      carapace run --profile ci -- ./agent.sh run under $CARAPACE_DATA_DIR/profiles/ci.yaml"
     )]
     Run {
         /// Kill every process of the session after this long (e.g. 90, 30s, 5m, 1h); exits 124
@@ -94,6 +95,15 @@ pub enum Command {
         /// layer, the Landlock fallback cannot shadow and enforces as usual
         #[arg(long)]
         shadow: bool,
+        /// Run under the named profile `$CARAPACE_DATA_DIR/profiles/NAME.yaml` instead of the
+        /// main rule file, in every layer (the kernel too), while other sessions keep theirs.
+        /// A profile is a rule file: the built-in packs its `builtin:` selects, its own rules,
+        /// and always the self-protection packs and every `locked` rule of the main rules,
+        /// which no profile can drop or weaken. The daemon validates it when the session
+        /// starts (and on every reload) and refuses the session if it does not validate.
+        /// `carapace rules check --profile NAME` checks one first
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
         /// The command and its arguments (put them after --)
         #[arg(
             required = true,
@@ -235,6 +245,7 @@ pub fn main() -> ExitCode {
                 pids,
                 network,
                 shadow,
+                profile,
                 command,
             } => {
                 let limits = Limits {
@@ -244,7 +255,7 @@ pub fn main() -> ExitCode {
                     network,
                     shadow,
                 };
-                run(&args.socket, command, limits).await
+                run(&args.socket, command, limits, profile.unwrap_or_default()).await
             }
             Command::Status => status(&args.socket).await.map(|()| 0),
             Command::Check(check) => super::check::check(&args.socket, check).await,
@@ -307,7 +318,12 @@ struct Limits {
 /// Exit status of a run whose time limit expired (as timeout(1)).
 const TIMED_OUT: u8 = 124;
 
-async fn run(socket: &Path, command: Vec<OsString>, limits: Limits) -> anyhow::Result<u8> {
+async fn run(
+    socket: &Path,
+    command: Vec<OsString>,
+    limits: Limits,
+    profile: String,
+) -> anyhow::Result<u8> {
     let privs = PrivDrop::prepare().context("cannot work out whom to run the command as")?;
     // SAFETY: geteuid has no preconditions and cannot fail.
     if limits.network != limits::Network::Host && unsafe { libc::geteuid() } != 0 {
@@ -329,10 +345,17 @@ async fn run(socket: &Path, command: Vec<OsString>, limits: Limits) -> anyhow::R
             pids_max: limits.pids.unwrap_or(0),
             timeout_secs: limits.timeout.map_or(0, |d| d.as_secs()),
             shadow: limits.shadow,
+            profile: profile.clone(),
         })
         .await
         .map_err(|s| anyhow::anyhow!("the daemon refused a session: {}", s.message()))?
         .into_inner();
+    if !profile.is_empty() {
+        eprintln!(
+            "carapace: session {} runs under profile {profile}",
+            session.session_id
+        );
+    }
     if limits.shadow {
         eprintln!(
             "carapace: session {} in shadow mode: what the rules would refuse is reported \
@@ -720,6 +743,9 @@ async fn status(socket: &Path) -> anyhow::Result<()> {
         );
         if session.shadow {
             println!("    shadow mode: refusals recorded as would-deny, not enforced");
+        }
+        if !session.profile.is_empty() {
+            println!("    profile: {}", session.profile);
         }
         for line in resolver_lines(session) {
             println!("    {line}");

@@ -52,12 +52,18 @@ pub enum RulesCommand {
         visible_alias = "validate",
         after_help = "Examples:\n  carapace rules check ./rules.yaml\n  \
                             carapace rules check a.yaml b.yaml\n  \
-                            carapace rules check          # the daemon's rule file"
+                            carapace rules check          # the daemon's rule file\n  \
+                            carapace rules check --profile ci   # $CARAPACE_DATA_DIR/profiles/ci.yaml"
     )]
     Check {
         /// Rule files (default: the daemon's rule file, else the built-in packs)
-        #[arg(value_name = "FILE")]
+        #[arg(value_name = "FILE", conflicts_with = "profile")]
         files: Vec<PathBuf>,
+        /// Validate the named profile `$CARAPACE_DATA_DIR/profiles/NAME.yaml` (for `carapace
+        /// run --profile NAME`) as the daemon loads it: against the daemon's rule file, whose
+        /// locked rules it keeps, and in one kernel image with it
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
     },
     /// List the rules: id, mode, source (built-in pack or file), locked, enforcing layers
     #[command(after_help = "Examples:\n  carapace rules list\n  \
@@ -196,7 +202,11 @@ impl TestOp {
 pub async fn run(socket: &Path, args: RulesArgs) -> anyhow::Result<u8> {
     let data_dir = args.data_dir;
     match args.command {
-        RulesCommand::Check { files } => Ok(check(&data_dir, &files)),
+        RulesCommand::Check {
+            profile: Some(name),
+            ..
+        } => Ok(check_profile(&data_dir, &name)),
+        RulesCommand::Check { files, .. } => Ok(check(&data_dir, &files)),
         RulesCommand::List { rules, json } => {
             let Some(loaded) = load(&data_dir, rules) else {
                 return Ok(1);
@@ -311,6 +321,42 @@ fn check(data_dir: &Path, files: &[PathBuf]) -> u8 {
         }
     }
     u8::from(failed)
+}
+
+/// `rules check --profile NAME`: the profile as the daemon would load it for a session.
+fn check_profile(data_dir: &Path, name: &str) -> u8 {
+    use carapace::profiles::{self, ProfileError};
+    let main = match RuleSource::new(data_dir, None).load() {
+        Ok(loaded) => loaded.rules,
+        Err(diags) => {
+            print!("{diags}");
+            println!("the main rule file has errors; a profile is loaded with its locked rules");
+            return 1;
+        }
+    };
+    let shown = profiles::dir(data_dir).join(format!("{name}.yaml"));
+    let names = std::collections::BTreeSet::from([name.to_owned()]);
+    match profiles::Profiles::build(data_dir, &main, &names, &[]) {
+        Ok(built) => {
+            let Some(rules) = built.rules(name) else {
+                return 1;
+            };
+            print!("{}", rules.warnings());
+            println!("{}: ok, {}", shown.display(), summary(rules));
+            0
+        }
+        Err(ProfileError::Invalid { diags, .. } | ProfileError::Union { diags, .. }) => {
+            print!("{diags}");
+            let errors = diags.errors().count();
+            let s = if errors == 1 { "" } else { "s" };
+            println!("{}: {errors} error{s}", shown.display());
+            1
+        }
+        Err(e) => {
+            println!("carapace: {e}");
+            1
+        }
+    }
 }
 
 /// "N rules (K from built-in packs), M enforced in the kernel".

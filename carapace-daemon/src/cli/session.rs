@@ -215,7 +215,7 @@ fn one_line(s: &SessionDetail) -> String {
     };
     let count = |state: &str| s.rules.iter().filter(|r| r.state == state).count();
     format!(
-        "{}  {:<5} uid {:<6} {} activated, {} disabled, {} approved  {}{}",
+        "{}  {:<5} uid {:<6} {} activated, {} disabled, {} approved  {}{}{}",
         s.id,
         s.kind,
         s.owner_uid,
@@ -223,7 +223,12 @@ fn one_line(s: &SessionDetail) -> String {
         count("disabled"),
         s.approved_operations,
         what,
-        if s.shadow { "  [shadow mode]" } else { "" }
+        if s.shadow { "  [shadow mode]" } else { "" },
+        if s.profile.is_empty() {
+            String::new()
+        } else {
+            format!("  [profile {}]", s.profile)
+        }
     )
 }
 
@@ -272,6 +277,7 @@ fn session_json(s: &SessionDetail) -> serde_json::Value {
         "external_id": s.external_id,
         "cgroup": s.cgroup,
         "shadow": s.shadow,
+        "profile": s.profile,
         "rules": s.rules.iter().map(|r| serde_json::json!({
             "rule_id": r.rule_id, "state": r.state, "since": r.since, "reason": r.reason,
         })).collect::<Vec<_>>(),

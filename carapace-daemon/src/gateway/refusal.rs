@@ -377,6 +377,11 @@ async fn decide(
         .session
         .clone()
         .map_err(|e| tonic::Status::unavailable(format!("the client's session is unknown: {e}")))?;
+    // A session of a named profile is judged by its profile's rules.
+    let rules = match &session {
+        Some(s) => daemon.rules_of_session(Some(&s.id)),
+        None => rules,
+    };
     let requester_uid = session
         .as_ref()
         .map(|s| s.owner_uid)

@@ -100,6 +100,9 @@ const MIGRATIONS: &[&str] = &[
     // 3: how a `carapace run` session enforces (`carapace_common::SESSION_*` bits: shadow
     // mode), so that a restarted daemon tags it again the same way.
     "ALTER TABLE sessions ADD COLUMN flags INTEGER NOT NULL DEFAULT 0;",
+    // 4: the named profile a `carapace run --profile` session runs under ('' for the main
+    // rules), so that a restarted daemon gives it the same rules.
+    "ALTER TABLE sessions ADD COLUMN profile TEXT NOT NULL DEFAULT '';",
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -148,6 +151,9 @@ pub struct SessionRecord {
     /// `carapace_common::SESSION_*` bits (shadow mode); absent in earlier stores.
     #[serde(default)]
     pub flags: u32,
+    /// The named profile it runs under (`carapace run --profile`); empty: the main rules.
+    #[serde(default)]
+    pub profile: String,
 }
 
 impl SessionRecord {
@@ -354,8 +360,8 @@ impl Db {
         self.sql(run(
             &conn,
             "INSERT INTO sessions (id, kind, owner_uid, created, command, number, leader_pid,
-                                   leader_origin, cgroup, cgroup_id, flags)
-             VALUES (?1, 'run', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                                   leader_origin, cgroup, cgroup_id, flags, profile)
+             VALUES (?1, 'run', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             params![
                 r.id,
                 r.owner_uid,
@@ -367,6 +373,7 @@ impl Db {
                 r.cgroup.to_string_lossy(),
                 r.cgroup_id.cast_signed(),
                 r.flags,
+                r.profile,
             ],
         ))?;
         Ok(())
@@ -383,7 +390,7 @@ impl Db {
         let conn = self.lock();
         let mut stmt = self.sql(conn.prepare_cached(
             "SELECT id, number, owner_uid, leader_pid, leader_origin, cgroup, cgroup_id,
-                    command, created, flags
+                    command, created, flags, profile
              FROM sessions WHERE kind = 'run' ORDER BY id",
         ))?;
         let rows = stmt.query_map([], |row| {
@@ -401,6 +408,7 @@ impl Db {
                 command: serde_json::from_str(&command).unwrap_or_default(),
                 created: row.get(8)?,
                 flags: row.get(9)?,
+                profile: row.get(10)?,
             })
         });
         let rows = self.sql(rows)?;
@@ -754,14 +762,16 @@ mod tests {
             command: vec!["claude".into(), "--x".into()],
             created: 1_700_000_000,
             flags: 0,
+            profile: String::new(),
         }
     }
 
     #[test]
-    fn a_shadow_session_is_still_one_after_reopening() {
+    fn a_shadow_session_with_a_profile_is_still_one_after_reopening() {
         let dir = tempfile::tempdir().unwrap();
         let mut shadow = record("s-2");
         shadow.flags = carapace_common::SESSION_SHADOW;
+        shadow.profile = "ci".to_owned();
         {
             let db = Db::open(dir.path()).unwrap();
             db.insert_run_session(&record("s-1")).unwrap();

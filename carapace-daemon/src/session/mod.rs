@@ -11,7 +11,7 @@ pub mod state;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read as _;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use self::cgroup::{CarapaceRoot, CgroupError, Hierarchy};
@@ -43,6 +43,8 @@ pub enum SessionError {
     NotFound(String),
     #[error(transparent)]
     Limits(#[from] LimitError),
+    #[error("profile `{0}` is not loaded; its sessions keep their kernel state")]
+    ProfileNotLoaded(String),
 }
 
 /// Who asks for a session, as the socket (`SO_PEERCRED`) and `/proc/PID/cgroup` tell.
@@ -57,6 +59,10 @@ pub struct NewSession {
     pub resources: Resources,
     /// `carapace_common::SESSION_*` bits: shadow mode.
     pub flags: u32,
+    /// The named profile (`carapace run --profile`; empty: the main rules) and its kernel
+    /// rule bits (activated, disabled), written before the process joins the session.
+    pub profile: String,
+    pub rule_bits: (Vec<u32>, Vec<u32>),
 }
 
 struct State {
@@ -75,6 +81,9 @@ pub struct SessionManager {
     /// Which resource controllers the session cgroups have.
     controllers: Controllers,
     state: Mutex<State>,
+    /// The named profiles in use and their kernel bits (`crate::profiles`); swapped whole
+    /// with the kernel image they belong to.
+    profiles: RwLock<Arc<crate::profiles::Profiles>>,
 }
 
 impl SessionManager {
@@ -125,7 +134,34 @@ impl SessionManager {
                 kernel,
                 idle_since: None,
             }),
+            profiles: RwLock::new(Arc::default()),
         })
+    }
+
+    /// The named profiles in use.
+    #[must_use]
+    pub fn profiles(&self) -> Arc<crate::profiles::Profiles> {
+        Arc::clone(&self.profiles.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Installs the profiles of a kernel image just written (or, without the kernel layer,
+    /// just loaded).
+    pub fn set_profiles(&self, profiles: Arc<crate::profiles::Profiles>) {
+        *self
+            .profiles
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = profiles;
+    }
+
+    /// The named profiles of the live sessions.
+    #[must_use]
+    pub fn profiles_in_use(&self) -> std::collections::BTreeSet<String> {
+        self.lock()
+            .sessions
+            .values()
+            .filter(|s| !s.profile.is_empty())
+            .map(|s| s.profile.clone())
+            .collect()
     }
 
     /// The session database.
@@ -284,9 +320,15 @@ impl SessionManager {
             return Err(e.into());
         }
         if let Some(k) = state.kernel.as_mut() {
-            let tagged = k
-                .arm()
-                .and_then(|()| Ok(k.add_session(cgroup_id, number, new.flags)?));
+            let (activated, disabled) = &new.rule_bits;
+            // A profile's rules are in the session's state before its first process runs.
+            let tagged = k.arm().and_then(|()| {
+                k.add_session(cgroup_id, number, new.flags)?;
+                if !activated.is_empty() || !disabled.is_empty() {
+                    k.set_session_rules(cgroup_id, activated, disabled)?;
+                }
+                Ok(())
+            });
             if let Err(e) = tagged {
                 undo(&dir);
                 self.idle_from_now(&mut state);
@@ -306,6 +348,7 @@ impl SessionManager {
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
             flags: new.flags,
+            profile: new.profile,
         };
         let result = cgroup::move_process(&dir, new.pid)
             .map_err(SessionError::from)

@@ -168,12 +168,17 @@ pub fn record(
 }
 
 /// Writes a session's rule state into the kernel maps (for `carapace run` sessions while
-/// the kernel layer runs; a no-op otherwise).
+/// the kernel layer runs; a no-op otherwise). `rules` are the main rules; a session of a
+/// named profile is written from its profile's rules and bits.
 pub fn sync_kernel(
     sessions: &SessionManager,
     rules: &RuleSet,
     id: &str,
 ) -> Result<bool, SessionError> {
+    let profile = sessions.get(id).map(|r| r.profile).unwrap_or_default();
+    if !profile.is_empty() {
+        return sync_profile_kernel(sessions, &profile, id);
+    }
     let mut activated = Vec::new();
     let mut disabled = Vec::new();
     for (rule_id, state, _, _) in sessions.db().rule_states(id)? {
@@ -181,6 +186,35 @@ pub fn sync_kernel(
             continue;
         };
         let Some(index) = rule.kernel_index else {
+            continue;
+        };
+        match state {
+            RuleState::Activated => activated.push(index),
+            RuleState::Disabled if !rule.locked => disabled.push(index),
+            RuleState::Disabled => {}
+        }
+    }
+    sessions.set_kernel_rules(id, &activated, &disabled)
+}
+
+/// [`sync_kernel`] for a session of profile `profile`: the profile's own bits (its rules on,
+/// the main rules it does not hold off), then what its triggers switched on and the user
+/// switched off, by the profile's rule ids in the union image.
+fn sync_profile_kernel(
+    sessions: &SessionManager,
+    profile: &str,
+    id: &str,
+) -> Result<bool, SessionError> {
+    let profiles = sessions.profiles();
+    let (Some(rules), Some(bits)) = (profiles.rules(profile), profiles.bits(profile)) else {
+        // Not loaded (its file broke while the daemon was down): the session keeps the
+        // state it has, the main rules if none (never nothing).
+        return Err(SessionError::ProfileNotLoaded(profile.to_owned()));
+    };
+    let mut activated = bits.activated.clone();
+    let mut disabled = bits.disabled.clone();
+    for (rule_id, state, _, _) in sessions.db().rule_states(id)? {
+        let (Some(rule), Some(&index)) = (rules.by_id(&rule_id), bits.index.get(&rule_id)) else {
             continue;
         };
         match state {

@@ -30,6 +30,7 @@ pub mod run;
 pub mod shadow;
 pub(crate) mod shape;
 pub mod text_pattern;
+pub mod union;
 pub mod validate;
 pub mod yaml;
 
@@ -105,6 +106,9 @@ pub struct Rule {
     pub effect: Option<Effect>,
     /// Which layer enforces the rule, and why not the kernel (`carapace rules explain`).
     pub enforcement: Enforcement,
+    /// In a union image (`union`): the rule is a named profile's, not the main set's, so
+    /// the kernel has it off unless a session's `activated` bit switches it on.
+    pub per_session: bool,
 }
 
 impl Rule {
@@ -273,6 +277,44 @@ impl RuleSet {
         extra: &[(&str, &str)],
         purpose: Purpose,
     ) -> Result<Self, Diagnostics> {
+        Self::compile_with_inherited(origin, text, opts, locked_packs, extra, &[], purpose)
+    }
+
+    /// A named profile's rules (`carapace run --profile NAME`): the rule file `path` with the
+    /// packs it selects, the always-on packs (`builtin::ALWAYS`) and the run-time packs
+    /// `extra`, plus every locked rule of `main` (the rule set in force) the profile does not
+    /// already hold. A profile can narrow or widen what the main rules say, never drop or
+    /// weaken a locked rule: an id of its own that reuses a locked rule's id is an error.
+    pub fn load_profile(
+        path: &Path,
+        opts: &Options,
+        extra: &[(&str, &str)],
+        main: &RuleSet,
+    ) -> Result<Self, Diagnostics> {
+        let (origin, text) = read_file(path, opts)?;
+        let inherited: Vec<Rule> = main.rules.iter().filter(|r| r.locked).cloned().collect();
+        Self::compile_with_inherited(
+            &origin,
+            &text,
+            opts,
+            builtin::ALWAYS,
+            extra,
+            &inherited,
+            Purpose::Kernel,
+        )
+    }
+
+    /// [`RuleSet::compile_text`], plus `inherited` rules (already validated elsewhere) that
+    /// the text's own packs and rules do not hold (same source and id).
+    fn compile_with_inherited(
+        origin: &str,
+        text: &str,
+        opts: &Options,
+        locked_packs: &[&str],
+        extra: &[(&str, &str)],
+        inherited: &[Rule],
+        purpose: Purpose,
+    ) -> Result<Self, Diagnostics> {
         let mut diags = Vec::new();
         let Some(model) = parse_file(origin, origin, text, opts, &mut diags) else {
             return Err(Diagnostics(diags));
@@ -286,43 +328,15 @@ impl RuleSet {
                 .filter(|n| list.iter().any(|l| l == n) || locked_packs.contains(n))
                 .collect(),
         };
-        let mut rules = Vec::new();
-        for pack in selected {
-            let source = format!("builtin:{pack}");
-            let text = builtin::text(pack).unwrap_or_default();
-            // Packs name cloud-only hosts (metadata.google.internal) that do not resolve
-            // elsewhere; looking them up would only slow start-up down and warn about
-            // what the pack knows. Their addresses have rules of their own.
-            let pack_opts = Options {
-                resolver: |_| None,
-                ..opts.clone()
-            };
-            let mut pack_diags = Vec::new();
-            if let Some(m) = parse_file(&source, &source, text, &pack_opts, &mut pack_diags) {
-                rules.extend(m.rules);
-            }
-            diags.extend(
-                pack_diags
-                    .into_iter()
-                    .filter(|d| d.severity == Severity::Error),
-            );
-        }
-        for (source, text) in extra {
-            let mut pack_diags = Vec::new();
-            if let Some(m) = parse_file(source, source, text, opts, &mut pack_diags) {
-                rules.extend(m.rules.into_iter().map(|mut r| {
-                    r.locked = true;
-                    r
-                }));
-            }
-            diags.extend(
-                pack_diags
-                    .into_iter()
-                    .filter(|d| d.severity == Severity::Error),
-            );
-        }
+        let mut rules = pack_rules(&selected, extra, opts, &mut diags);
         let profile = model.profile;
         rules.extend(model.rules);
+        let missing: Vec<Rule> = inherited
+            .iter()
+            .filter(|i| !rules.iter().any(|r| r.source == i.source && r.id == i.id))
+            .cloned()
+            .collect();
+        rules.extend(missing);
         assign_ids(&mut rules, &mut diags);
         if !model.overrides.is_empty() {
             let mut sink = diag::Sink::new(origin);
@@ -448,6 +462,52 @@ impl RuleSet {
             .filter(|r| r.matches_net(addr, port))
             .collect()
     }
+}
+
+/// The rules of the built-in packs `selected` and of the run-time packs `extra` (source,
+/// text), the latter locked; errors of either go to `diags`.
+fn pack_rules(
+    selected: &[&str],
+    extra: &[(&str, &str)],
+    opts: &Options,
+    diags: &mut Vec<Diagnostic>,
+) -> Vec<Rule> {
+    let mut rules = Vec::new();
+    for pack in selected {
+        let source = format!("builtin:{pack}");
+        let text = builtin::text(pack).unwrap_or_default();
+        // Packs name cloud-only hosts (metadata.google.internal) that do not resolve
+        // elsewhere; looking them up would only slow start-up down and warn about
+        // what the pack knows. Their addresses have rules of their own.
+        let pack_opts = Options {
+            resolver: |_| None,
+            ..opts.clone()
+        };
+        let mut pack_diags = Vec::new();
+        if let Some(m) = parse_file(&source, &source, text, &pack_opts, &mut pack_diags) {
+            rules.extend(m.rules);
+        }
+        diags.extend(
+            pack_diags
+                .into_iter()
+                .filter(|d| d.severity == Severity::Error),
+        );
+    }
+    for (source, text) in extra {
+        let mut pack_diags = Vec::new();
+        if let Some(m) = parse_file(source, source, text, opts, &mut pack_diags) {
+            rules.extend(m.rules.into_iter().map(|mut r| {
+                r.locked = true;
+                r
+            }));
+        }
+        diags.extend(
+            pack_diags
+                .into_iter()
+                .filter(|d| d.severity == Severity::Error),
+        );
+    }
+    rules
 }
 
 /// A rule file's name (for diagnostics) and text; an error diagnostic when unreadable.

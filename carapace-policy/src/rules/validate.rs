@@ -834,6 +834,7 @@ fn rule(node: &Node, ctx: &Ctx<'_>, sink: &mut Sink) -> Option<Rule> {
         trigger,
         effect,
         enforcement: Enforcement::Userspace("not compiled yet".into()),
+        per_session: false,
     })
 }
 

@@ -91,6 +91,8 @@ function renderSessions() {
       el('td', { class: 'mono' }, s.id, s.external_id ? el('div', { class: 'lock' }, s.external_id) : null),
       el('td', {}, s.agent || s.kind, s.shadow
         ? el('div', { class: 'shadow', title: 'refusals are recorded as would-deny, not enforced; self-protection still refuses' }, 'shadow mode')
+        : null, s.profile
+        ? el('div', { class: 'profile', title: 'runs under $CARAPACE_DATA_DIR/profiles/' + s.profile + '.yaml instead of the main rules' }, 'profile ' + s.profile)
         : null),
       el('td', { class: 'mono' }, (s.command || []).join(' ')),
       el('td', {}, String(s.owner_uid)),

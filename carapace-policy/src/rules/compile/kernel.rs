@@ -450,9 +450,10 @@ fn rule_flags(rule: &Rule, plan: &Plan) -> u32 {
         plan,
         Plan::Net { entries, .. } if entries.iter().any(|(cidr, _)| cidr.is_whole_family())
     );
+    // A profile's rule in a union image is on only where a session's bits say so.
     let mut flags = match rule.trigger {
-        None | Some(Trigger::Always) => RULE_ALWAYS_ON,
-        Some(_) => 0,
+        None | Some(Trigger::Always) if !rule.per_session => RULE_ALWAYS_ON,
+        _ => 0,
     };
     if every_address {
         flags |= RULE_EVERY_ADDRESS;
