@@ -16,6 +16,7 @@ pub mod llm;
 pub mod metrics;
 pub mod paths;
 pub mod policy_host;
+pub mod record;
 pub mod sandbox;
 pub mod session;
 pub mod sni;

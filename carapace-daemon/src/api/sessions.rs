@@ -90,6 +90,7 @@ pub fn detail(daemon: &Daemon, id: &str, history: u32) -> Result<SessionDetail, 
     if let Some(run) = daemon.sessions.get(id) {
         d.kind = "run".into();
         d.shadow = run.shadow();
+        d.record = run.records();
         d.owner_uid = run.owner_uid;
         d.created = run.created;
         d.command = run.command;

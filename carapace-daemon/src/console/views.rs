@@ -45,6 +45,7 @@ fn session(d: &SessionDetail) -> Value {
         "disabled": rules("disabled"),
         "approved_operations": d.approved_operations,
         "shadow": d.shadow,
+        "record": d.record,
     })
 }
 
