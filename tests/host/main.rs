@@ -26,6 +26,7 @@ mod llm_review;
 mod mcp;
 mod rules_allow;
 mod sessions;
+mod record;
 mod shadow;
 mod terminal;
 

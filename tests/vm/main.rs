@@ -33,6 +33,7 @@ mod names;
 mod network_doors;
 mod outside;
 mod path_cache;
+mod record;
 mod self_protection;
 mod shadow;
 
