@@ -170,6 +170,17 @@ pub fn propose(
             uid = peer.uid,
             "record: proposal saved as a profile"
         );
+        // A new rule set some session may run under: the ledger says who wrote it.
+        let mut event = crate::audit::Event::new(crate::audit::Kind::RulesChanged);
+        event.session = Some(req.session_id.clone());
+        event.detail = crate::audit::redact::field(&format!(
+            "uid {} (pid {}) saved the proposal of record session {} as profile {}",
+            peer.uid,
+            peer.pid,
+            req.session_id,
+            path.display()
+        ));
+        daemon.audit.note_detached(event);
         path.display().to_string()
     };
     let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
