@@ -161,10 +161,10 @@ mod tests {
     #[test]
     fn a_call_touches_its_known_paths_and_hosts() {
         let mut ext = Extracted::new("Bash");
-        ext.op(Operation::path(Action::Read, "/home/u/a".into()));
-        ext.op(Operation::path(Action::Move, "/home/u/b".into()));
-        ext.op(Operation::network("pypi.org".into(), Some(443)));
-        let mut unknown = Operation::path(Action::Read, "/home/u/**".into());
+        ext.op(Operation::path(Action::Read, "/home/u/a"));
+        ext.op(Operation::path(Action::Move, "/home/u/b"));
+        ext.op(Operation::network("pypi.org", Some(443)));
+        let mut unknown = Operation::path(Action::Read, "/home/u/**");
         unknown.unknown = true;
         ext.op(unknown);
         assert_eq!(

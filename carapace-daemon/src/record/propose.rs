@@ -321,7 +321,11 @@ pub fn propose(
     opts: &Options,
 ) -> Result<Proposal, ProposeError> {
     let plan = generalise(recorded, homes);
-    let text = render(&plan, header);
+    let header = Header {
+        truncated: header.truncated || recorded.truncated,
+        ..header.clone()
+    };
+    let text = render(&plan, &header);
     let origin = format!("proposal of session {}", header.session);
     RuleSet::load_text(&origin, &text, opts).map_err(|d| ProposeError::Invalid(d.to_string()))?;
     let replay = amend::replay(&origin, "version: 1\n", &text, &[], opts)
@@ -386,7 +390,7 @@ mod tests {
 
     fn decide(rules: &RuleSet, action: Action, path: &str) -> Mode {
         let mut ext = Extracted::new("operation");
-        ext.op(Operation::path(action, path.to_owned()));
+        ext.op(Operation::path(action, path));
         evaluate(rules, &ext, &Activation::default(), Layer::ToolCall).decision
     }
 
