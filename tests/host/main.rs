@@ -24,9 +24,9 @@ mod landlock;
 mod limits;
 mod llm_review;
 mod mcp;
+mod record;
 mod rules_allow;
 mod sessions;
-mod record;
 mod shadow;
 mod terminal;
 

@@ -53,7 +53,10 @@ fn a_record_session_records_its_tool_calls_and_proposes_a_valid_profile() {
     let mut d = daemon(dir.path());
     let id = record_session(&d, &[READ, WRITE, FETCH]);
     let shown = show(&d, &id);
-    for line in ["read /srv/rec-host/notes.txt", "write /srv/rec-host/out.txt"] {
+    for line in [
+        "read /srv/rec-host/notes.txt",
+        "write /srv/rec-host/out.txt",
+    ] {
         assert!(
             shown.lines().any(|l| l.trim() == line),
             "`{line}` recorded:\n{shown}"
@@ -86,11 +89,7 @@ fn a_record_session_records_its_tool_calls_and_proposes_a_valid_profile() {
     // It is a rule file the compiler takes.
     let file = dir.path().join("proposal.yaml");
     std::fs::write(&file, &proposal).expect("write proposal");
-    let checked = carapace(
-        &d,
-        &["rules", "check", file.to_str().expect("utf-8")],
-        &[],
-    );
+    let checked = carapace(&d, &["rules", "check", file.to_str().expect("utf-8")], &[]);
     assert!(
         checked.status.success(),
         "rules check: {}{}",
@@ -103,13 +102,20 @@ fn a_record_session_records_its_tool_calls_and_proposes_a_valid_profile() {
     let saved = data.join("profiles").join("rec-host.yaml");
     let text_saved = std::fs::read_to_string(&saved).expect("the profile was written");
     assert!(text_saved.starts_with("# Carapace profile proposed by `carapace run --record`"));
-    assert!(text_saved.contains(&format!("session {id}")), "{text_saved}");
+    assert!(
+        text_saved.contains(&format!("session {id}")),
+        "{text_saved}"
+    );
     assert!(text_saved.contains("REVIEW IT BEFORE USE"), "{text_saved}");
 
     std::fs::write(&saved, "version: 1\n# edited by the user\n").expect("edit");
     let again = carapace(&d, &["record", "propose", &id, "--write", "rec-host"], &[]);
     assert!(!again.status.success(), "no overwrite without --force");
-    assert!(text(&again.stderr).contains("--force"), "{}", text(&again.stderr));
+    assert!(
+        text(&again.stderr).contains("--force"),
+        "{}",
+        text(&again.stderr)
+    );
     assert_eq!(
         std::fs::read_to_string(&saved).expect("profile"),
         "version: 1\n# edited by the user\n"
@@ -136,7 +142,15 @@ fn an_agent_cannot_write_a_profile() {
     let out = carapace(
         &d,
         &[
-            "run", "--", CARAPACE, "--socket", socket, "record", "propose", &id, "--write",
+            "run",
+            "--",
+            CARAPACE,
+            "--socket",
+            socket,
+            "record",
+            "propose",
+            &id,
+            "--write",
             "from-agent",
         ],
         &[],

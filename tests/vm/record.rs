@@ -52,8 +52,7 @@ fn record_show(id: &str, want: &[String]) -> String {
     loop {
         let out = carapace(&["record", "show", id]);
         let text = stdout(&out);
-        if want.iter().all(|w| text.lines().any(|l| l.trim() == w)) || Instant::now() > deadline
-        {
+        if want.iter().all(|w| text.lines().any(|l| l.trim() == w)) || Instant::now() > deadline {
             return text;
         }
         thread::sleep(Duration::from_millis(300));
@@ -86,7 +85,11 @@ fn a_record_sessions_proposal_allows_what_it_touched_and_refuses_the_rest() {
         .output()
         .expect("run carapace");
     let text = stdout(&out);
-    eprintln!("record session → {:?}\n{text}\n{}", out.status, stderr(&out));
+    eprintln!(
+        "record session → {:?}\n{text}\n{}",
+        out.status,
+        stderr(&out)
+    );
     assert!(
         text.contains("recorded\nread=0\nexec=0\nconnect=0"),
         "the record session ran as usual: {text}"

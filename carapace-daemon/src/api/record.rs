@@ -86,7 +86,8 @@ fn status(e: &RecordError) -> Status {
 fn readable(daemon: &Daemon, peer: &Peer, id: &str) -> Result<record::Recorded, Status> {
     let recorded = recorder(daemon)?.recorded(id).map_err(|e| status(&e))?;
     let owner = recorded.meta.as_ref().map_or(0, |m| m.owner_uid);
-    if peer.uid != owner && !(peer.uid == 0 && !peer.agent) {
+    let root_outside = peer.uid == 0 && !peer.agent;
+    if peer.uid != owner && !root_outside {
         return Err(Status::permission_denied(format!(
             "the record of session {id} belongs to another user"
         )));

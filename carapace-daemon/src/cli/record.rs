@@ -25,7 +25,7 @@ Examples:
     Propose {
         /// The session id
         session: String,
-        /// Save it as profile NAME ($CARAPACE_DATA_DIR/profiles/NAME.yaml); refused from
+        /// Save it as profile NAME (`$CARAPACE_DATA_DIR/profiles/NAME.yaml`); refused from
         /// inside a session
         #[arg(long, value_name = "NAME")]
         write: Option<String>,
