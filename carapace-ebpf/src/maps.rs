@@ -186,6 +186,11 @@ pub static TOUCHED: RingBuf = RingBuf::pinned(1 << 20, 0);
 #[map(name = "TOUCHED_SEEN")]
 pub static TOUCHED_SEEN: LruHashMap<TouchedKey, u32> = LruHashMap::pinned(MAX_TOUCHED_SEEN, 0);
 
+/// Where `touched` builds its `TOUCHED_SEEN` key: per CPU, off the stack, which
+/// `socket_connect`'s call chain had filled past the verifier's 512 bytes on Linux 6.1.
+#[map(name = "TOUCHED_KEY")]
+pub static TOUCHED_KEY: PerCpuArray<TouchedKey> = PerCpuArray::with_max_entries(1, 0);
+
 /// Helper failures by site (`errsite::*`), so nothing fails silently.
 #[map(name = "ERRORS")]
 pub static ERRORS: PerCpuArray<u64> = PerCpuArray::with_max_entries(errsite::COUNT, 0);

@@ -15,14 +15,13 @@ use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, generated as gen},
 };
 use carapace_common::{
-    errsite, has, op, path_op, subject, Config, DenyEvent, TouchedKey, PATH_MAX, SESSION_RECORD,
-    TOUCHED_RULE,
+    errsite, has, op, path_op, subject, Config, DenyEvent, PATH_MAX, SESSION_RECORD, TOUCHED_RULE,
 };
 
 use crate::{
     gate::{self, Session},
     globals, inode,
-    maps::{count_error, TOUCHED, TOUCHED_SEEN},
+    maps::{count_error, TOUCHED, TOUCHED_KEY, TOUCHED_SEEN},
 };
 
 const TASK_COMM_LEN: u32 = 16;
@@ -46,14 +45,7 @@ pub fn open(cgroup: u64, session: u32, file: *const u8, ops: u32) {
     let Some(inode) = inode::of_file(file) else {
         return;
     };
-    let key = TouchedKey {
-        cgroup,
-        id0: inode.dev,
-        id1: inode.ino,
-        ops,
-        port: 0,
-    };
-    if !first_time(&key) {
+    if !first_time(cgroup, inode.dev, inode.ino, ops, 0) {
         return;
     }
     let Some(mut entry) = TOUCHED.reserve::<DenyEvent>(0) else {
@@ -85,14 +77,8 @@ pub fn open(cgroup: u64, session: u32, file: *const u8, ops: u32) {
 /// per (address, port).
 #[inline(always)]
 pub fn connect(session: &Session, addr: &[u8; 16], port: u16, family: u16) {
-    let key = TouchedKey {
-        cgroup: session.cgroup,
-        id0: word(addr, 0),
-        id1: word(addr, 8),
-        ops: op::NETWORK,
-        port: u32::from(port),
-    };
-    if !first_time(&key) {
+    let (id0, id1) = (word(addr, 0), word(addr, 8));
+    if !first_time(session.cgroup, id0, id1, op::NETWORK, u32::from(port)) {
         return;
     }
     let Some(mut entry) = TOUCHED.reserve::<DenyEvent>(0) else {
@@ -117,17 +103,30 @@ pub fn connect(session: &Session, addr: &[u8; 16], port: u16, family: u16) {
             reason = "`addr` is at offset 40 of the 8-aligned `DenyEvent`"
         )]
         let to = addr_of_mut!((*ev).addr).cast::<u64>();
-        to.write_volatile(key.id0);
-        to.add(1).write_volatile(key.id1);
+        to.write_volatile(id0);
+        to.add(1).write_volatile(id1);
         addr_of_mut!((*ev).path[0]).write_volatile(0);
     }
     entry.submit(0);
 }
 
-/// Whether `key` was not reported yet (and is now marked reported). A full map forgets its
-/// oldest entry; a failed insert reports anyway (the daemon keeps each once).
+/// Whether (session `cgroup`, `id0`, `id1`, `ops`, `port`) was not reported yet (and is now
+/// marked reported). The key is built in a per-CPU map value, not on the stack. A full map
+/// forgets its oldest entry; a failed insert reports anyway (the daemon keeps each once).
 #[inline(always)]
-fn first_time(key: &TouchedKey) -> bool {
+fn first_time(cgroup: u64, id0: u64, id1: u64, ops: u32, port: u32) -> bool {
+    let Some(key) = TOUCHED_KEY.get_ptr_mut(0) else {
+        return true;
+    };
+    // SAFETY: per-CPU value; programs do not nest on one CPU for these hooks.
+    let key = unsafe {
+        (*key).cgroup = cgroup;
+        (*key).id0 = id0;
+        (*key).id1 = id1;
+        (*key).ops = ops;
+        (*key).port = port;
+        &*key
+    };
     // SAFETY: only presence is read.
     if unsafe { TOUCHED_SEEN.get(key) }.is_some() {
         return false;
