@@ -416,12 +416,39 @@ pub const RULE_NO_SHADOW: u32 = 16;
 /// [`EVENT_WOULD_DENY`]) and the operation allowed; the self-protection guards and
 /// [`RULE_PATH_TOO_LONG`] still refuse.
 pub const SESSION_SHADOW: u32 = 1 << 0;
-/// `SessionState::flags` bit kept for record mode (`carapace run --record`).
-pub const SESSION_RECORD_RESERVED: u32 = 1 << 1;
+/// `SessionState::flags`: a record session (`carapace run --record`). The operations the
+/// rules allow are reported on the `TOUCHED` ring buffer ([`TouchedKey`] keeps a file or
+/// address from being reported twice), so the daemon can propose an allow-list from them.
+pub const SESSION_RECORD: u32 = 1 << 1;
+
+/// Key of the `TOUCHED_SEEN` LRU map: what a record session was already reported touching,
+/// so a loop reading one file reports it once. Files by (device, inode) — read in the hook
+/// without spelling the path — and addresses by their 16 bytes and port; `ops` the
+/// `op::*` bits reported together.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TouchedKey {
+    pub cgroup: u64,
+    /// A file's device, or the first 8 bytes of an address.
+    pub id0: u64,
+    /// A file's inode number, or the last 8 bytes of an address.
+    pub id1: u64,
+    pub ops: u32,
+    /// An address's port (0 for a file).
+    pub port: u32,
+}
+
+/// Entries of `TOUCHED_SEEN` (all record sessions together). When it is full the oldest
+/// are forgotten, and a file touched again after that is reported again: the daemon's
+/// store, which keeps each (path, action) once, absorbs the repeat.
+pub const MAX_TOUCHED_SEEN: u32 = 16_384;
 
 /// A bit of `DenyEvent::op`: the operation was allowed, the denial only reported (a shadow
 /// session). Far above every `op::*` bit.
 pub const EVENT_WOULD_DENY: u32 = 1 << 31;
+
+/// `DenyEvent::rule` of a touched event (no rule refused anything).
+pub const TOUCHED_RULE: u32 = u32::MAX;
 
 /// Sessions that can hold an approval for one path at once ([`ApprovedOps`]).
 pub const APPROVALS_PER_PATH: usize = 8;
@@ -601,6 +628,9 @@ pub mod has {
     pub const NAMES: u32 = 1 << 2;
     pub const INODES: u32 = 1 << 3;
     pub const ANCESTORS: u32 = 1 << 4;
+    /// Some live session records (`SESSION_RECORD`): only then do the hooks look at the
+    /// session's flags after allowing, so that no session pays for recording otherwise.
+    pub const RECORDING: u32 = 1 << 5;
 }
 
 /// Path automata of one rule set: patterns anchored at the root in one, floating ones
@@ -732,7 +762,8 @@ pub mod mount_kind {
     pub const PIVOT_ROOT: u32 = 4;
 }
 
-/// A kernel denial, pushed to the `EVENTS` ring buffer.
+/// A kernel denial, pushed to the `EVENTS` ring buffer; also what a record session touched,
+/// on the `TOUCHED` ring buffer (`rule` [`TOUCHED_RULE`], `op` the `op::*` bits allowed).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct DenyEvent {
@@ -908,6 +939,8 @@ pub mod maps {
     pub const SNI_PROXIES: &str = "SNI_PROXIES";
     pub const SNI_PEERS: &str = "SNI_PEERS";
     pub const EVENTS: &str = "EVENTS";
+    pub const TOUCHED: &str = "TOUCHED";
+    pub const TOUCHED_SEEN: &str = "TOUCHED_SEEN";
     pub const ERRORS: &str = "ERRORS";
     pub const SCRATCH: &str = "SCRATCH";
     pub const DFA: &str = "DFA";

@@ -324,6 +324,7 @@ async fn run(
         Err(reason) => (None, Some(reason.to_string())),
     };
     let events = kernel.as_mut().and_then(Kernel::take_events);
+    let touched = kernel.as_mut().and_then(Kernel::take_touched);
     let dns_maps = kernel.as_ref().and_then(Kernel::dns);
     let db = Db::open(&args.data_dir).map_err(DaemonError::SessionDb)?;
     let sessions = SessionManager::open(hierarchy, root, Arc::new(db), kernel)
@@ -344,6 +345,13 @@ async fn run(
             .with_resolvers(crate::dns::SessionResolvers::new(config.dns, None)),
     );
     daemon.audit.attach(Arc::clone(&ledger));
+    match crate::record::Recorder::open(&args.data_dir) {
+        Ok(recorder) => {
+            let _ = daemon.recorder.set(Arc::new(recorder));
+        }
+        // Record sessions are then refused; everything else works.
+        Err(e) => tracing::warn!("record mode unavailable: {e}"),
+    }
     // Sessions' DNS reaches their resolvers only where the kernel redirects it.
     if let Some(maps) = dns_maps {
         let kernel_dns = Arc::new(crate::kernel::dns_maps::KernelDns(maps));
@@ -362,6 +370,8 @@ async fn run(
     };
     // Detached: the pump lives as long as the kernel's ring buffer.
     let _pump = events.map(|stream| api::spawn_denial_pump(Arc::clone(&daemon), stream));
+    let _touched =
+        touched.map(|stream| api::record::spawn_touched_pump(Arc::clone(&daemon), stream));
     let _reaper = api::spawn_reaper(Arc::clone(&daemon));
     // Resolvers for resumed sessions now, and for every session after a reload that needs them.
     let _resolvers = api::resolvers::spawn_keeper(Arc::clone(&daemon));

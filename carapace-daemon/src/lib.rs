@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod paths;
 pub mod policy_host;
 pub mod profiles;
+pub mod record;
 pub mod sandbox;
 pub mod session;
 pub mod sni;

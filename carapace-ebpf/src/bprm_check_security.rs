@@ -5,9 +5,9 @@
 //! session, when an exec rule exists.
 
 use aya_ebpf::{macros::lsm, programs::LsmContext};
-use carapace_common::op;
+use carapace_common::{has, op, SESSION_RECORD};
 
-use crate::{file_open::check_file, gate, globals};
+use crate::{file_open::check_file, gate, globals, maps::CONFIG, touched};
 
 #[lsm(hook = "bprm_check_security")]
 pub fn bprm_check_security(ctx: LsmContext) -> i32 {
@@ -33,5 +33,15 @@ fn try_bprm(ctx: &LsmContext) -> Option<i32> {
     if file.is_null() {
         return None;
     }
-    check_file(&session, file, op::EXEC)
+    let denied = check_file(&session, file, op::EXEC);
+    // A record session reports the program it was allowed to run: `file_open` sees the
+    // exec's open as a read only (its `f_mode` carries no `FMODE_EXEC` on these kernels).
+    if denied.is_none() && session.state.flags & SESSION_RECORD != 0 {
+        if let Some(config) = CONFIG.get(0) {
+            if config.has & has::RECORDING != 0 {
+                touched::open(session.cgroup, session.state.session, file, op::EXEC);
+            }
+        }
+    }
+    denied
 }

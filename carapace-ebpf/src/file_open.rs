@@ -10,8 +10,8 @@ use aya_ebpf::{
     programs::LsmContext,
 };
 use carapace_common::{
-    errsite, has, op, path_op, subject, FMODE_EXEC, FMODE_READ, FMODE_WRITE, NAME_MAX, O_ACCMODE,
-    O_TRUNC, PATH_MAX, RULE_PATH_TOO_LONG,
+    errsite, has, op, path_op, subject, Config, FMODE_EXEC, FMODE_READ, FMODE_WRITE, NAME_MAX,
+    O_ACCMODE, O_TRUNC, PATH_MAX, RULE_PATH_TOO_LONG,
 };
 
 use crate::{
@@ -21,7 +21,7 @@ use crate::{
     globals, inode, kread,
     maps::{count_error, CONFIG, SCRATCH},
     matcher::{self, Object, PathSubject, Verdict},
-    outside, path_cache, EACCES,
+    outside, path_cache, touched, EACCES,
 };
 
 #[lsm(hook = "file_open")]
@@ -76,6 +76,20 @@ fn try_file_open(ctx: &LsmContext) -> Option<i32> {
         ops |= op::EXEC;
     }
     let config = CONFIG.get(0)?;
+    let denied = judge_open(file, ops, session, config);
+    // A record session reports what it was allowed to open (`touched`).
+    if denied.is_none() && ops != 0 {
+        if let Some(recording) = touched::recording(config) {
+            touched::open(recording.cgroup, recording.state.session, file, ops);
+        }
+    }
+    denied
+}
+
+/// The rules' answer to an open of `file` for `ops`: the path cache, then the path checks.
+/// `session` when the caller already looked it up.
+#[inline(always)]
+fn judge_open(file: *const u8, ops: u32, session: Option<Session>, config: &Config) -> Option<i32> {
     if ops & config.path_rule_ops == 0 {
         return None;
     }

@@ -87,6 +87,8 @@ mod task_alloc;
 #[cfg(target_arch = "bpf")]
 mod task_kill;
 #[cfg(target_arch = "bpf")]
+mod touched;
+#[cfg(target_arch = "bpf")]
 mod tty_ioctl;
 #[cfg(target_arch = "bpf")]
 mod unix_peer;

@@ -8,9 +8,9 @@ use aya_ebpf::{
 use carapace_common::{
     cache_gen, errsite, ApprovedAddr, ApprovedOps, Config, DfaEarly, DfaHeader, InodeKey, Learned,
     LearnedKey, LearnedRefusals, NetRefs, OrigDst, RuleMeta, RuleRefs, SessionState, SniPeerKey,
-    DFA_CELLS, DFA_CHUNK, DFA_SLOTS, DFA_STATES, MAX_APPROVED_ADDRS, MAX_APPROVED_PATHS,
-    MAX_HELD_INODES, MAX_LEARNED, MAX_LEARNED_REFUSALS, MAX_RULES, MAX_SESSIONS, MAX_SNI_PEERS,
-    NAME_MAX, PATH_MAX,
+    TouchedKey, DFA_CELLS, DFA_CHUNK, DFA_SLOTS, DFA_STATES, MAX_APPROVED_ADDRS,
+    MAX_APPROVED_PATHS, MAX_HELD_INODES, MAX_LEARNED, MAX_LEARNED_REFUSALS, MAX_RULES,
+    MAX_SESSIONS, MAX_SNI_PEERS, MAX_TOUCHED_SEEN, NAME_MAX, PATH_MAX,
 };
 
 /// Hash maps grow on demand instead of preallocating every entry.
@@ -175,6 +175,21 @@ pub static DFA_EARLY_REFS: Array<RuleRefs> = Array::pinned(2, 0);
 /// Denials for the daemon.
 #[map(name = "EVENTS")]
 pub static EVENTS: RingBuf = RingBuf::pinned(1 << 20, 0);
+
+/// What record sessions touched (`touched`), apart from `EVENTS` so that a flood of them
+/// can never crowd out a denial.
+#[map(name = "TOUCHED")]
+pub static TOUCHED: RingBuf = RingBuf::pinned(1 << 20, 0);
+
+/// What record sessions were already reported touching (`touched`); the least recently
+/// used are forgotten first (they are then reported again, which the daemon absorbs).
+#[map(name = "TOUCHED_SEEN")]
+pub static TOUCHED_SEEN: LruHashMap<TouchedKey, u32> = LruHashMap::pinned(MAX_TOUCHED_SEEN, 0);
+
+/// Where `touched` builds its `TOUCHED_SEEN` key: per CPU, off the stack, which
+/// `socket_connect`'s call chain had filled past the verifier's 512 bytes on Linux 6.1.
+#[map(name = "TOUCHED_KEY")]
+pub static TOUCHED_KEY: PerCpuArray<TouchedKey> = PerCpuArray::with_max_entries(1, 0);
 
 /// Helper failures by site (`errsite::*`), so nothing fails silently.
 #[map(name = "ERRORS")]

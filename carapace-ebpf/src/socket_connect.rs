@@ -2,7 +2,9 @@
 //! socket paths.
 
 use aya_ebpf::{macros::lsm, programs::LsmContext};
-use carapace_common::{errsite, op, subject, AF_INET, AF_INET6, AF_UNIX, DNS_PORT, UNIX_PATH_MAX};
+use carapace_common::{
+    errsite, has, op, subject, AF_INET, AF_INET6, AF_UNIX, DNS_PORT, SESSION_RECORD, UNIX_PATH_MAX,
+};
 
 use crate::{
     event::{self, Subject},
@@ -10,6 +12,7 @@ use crate::{
     kread,
     maps::{CONFIG, RESOLVERS, SCRATCH},
     matcher::{self, Object, PathSubject},
+    touched,
 };
 
 #[lsm(hook = "socket_connect")]
@@ -27,7 +30,10 @@ fn try_connect(ctx: &LsmContext) -> Option<i32> {
     let sockaddr: *const u8 = ctx.arg(1);
     let family: u16 = kread::read(sockaddr, 0, errsite::READ_SOCKADDR)?;
     match family {
-        AF_INET | AF_INET6 if config.net_rule_ops & op::NETWORK != 0 => {
+        // A record session reports its connects even where no rule names an address.
+        AF_INET | AF_INET6
+            if config.net_rule_ops & op::NETWORK != 0 || config.has & has::RECORDING != 0 =>
+        {
             inet(&session, sockaddr, family)
         }
         AF_UNIX if config.path_rule_ops & op::NETWORK != 0 => unix(&session, sockaddr),
@@ -58,7 +64,14 @@ pub fn inet(session: &Session, sockaddr: *const u8, family: u16) -> Option<i32> 
     // this address still refuse it.
     // SAFETY: map values live as long as the map; only presence is read.
     let dns = port == DNS_PORT && unsafe { RESOLVERS.get(&session.cgroup) }.is_some();
-    let verdict = matcher::check_net(addr, port, session, dns)?;
+    let Some(verdict) = matcher::check_net(addr, port, session, dns) else {
+        // Allowed: a record session reports it (`touched`); the lookups to the session's
+        // resolver are not worth a line of the proposal.
+        if !dns && session.state.flags & SESSION_RECORD != 0 {
+            touched::connect(session, &addr, port, family);
+        }
+        return None;
+    };
     let subject = Subject {
         kind: subject::INET,
         path: None,

@@ -25,6 +25,7 @@ mod limits;
 mod llm_review;
 mod mcp;
 mod profiles;
+mod record;
 mod rules_allow;
 mod sessions;
 mod shadow;

@@ -34,6 +34,7 @@ mod network_doors;
 mod outside;
 mod path_cache;
 mod profiles;
+mod record;
 mod self_protection;
 mod shadow;
 

@@ -383,6 +383,9 @@ pub fn settle(
         ev.activated =
             state::record(&daemon.sessions, rules, s, &ev.ext, &ev.checked).map_err(internal)?;
         let runs = !matches!(ev.checked.decision.decision, Mode::Block | Mode::Approve);
+        if runs {
+            super::record::note_call(daemon, &s.id, &ev.ext);
+        }
         let mut switched = false;
         for (rule, why) in fired.iter().filter(|_| runs) {
             let reason = format!("{} (LLM review: {why})", ev.ext.tool);
@@ -458,6 +461,7 @@ pub fn answered(
             if let Some(s) = &ev.session {
                 ev.activated = state::record(&daemon.sessions, rules, s, &ev.ext, &ev.checked)
                     .map_err(internal)?;
+                super::record::note_call(daemon, &s.id, &ev.ext);
             }
         }
         ApprovalStatus::Pending => {}

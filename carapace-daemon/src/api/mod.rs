@@ -14,6 +14,7 @@ pub mod kernel_approval;
 pub mod kernel_rules;
 pub mod profiles;
 pub mod proto;
+pub mod record;
 pub mod reload;
 pub mod resolvers;
 pub mod sessions;
@@ -100,6 +101,8 @@ pub struct Daemon {
     pub metrics: crate::metrics::Metrics,
     /// The model-API gateway's base URL (`http://127.0.0.1:PORT`), once it listens.
     gateway: std::sync::OnceLock<String>,
+    /// The record store (`carapace run --record`), once the data directory is known.
+    pub recorder: std::sync::OnceLock<Arc<crate::record::Recorder>>,
     /// The console's logins, once it listens (`carapaced --console`).
     console: std::sync::OnceLock<Arc<crate::console::auth::Access>>,
     /// Session time limits (`carapace run --timeout`).
@@ -141,6 +144,7 @@ impl Daemon {
             audit: audit::AuditLog::default(),
             metrics: crate::metrics::Metrics::default(),
             gateway: std::sync::OnceLock::new(),
+            recorder: std::sync::OnceLock::new(),
             console: std::sync::OnceLock::new(),
             deadlines: deadline::Deadlines::default(),
             resolvers: crate::dns::SessionResolvers::default(),
@@ -635,6 +639,7 @@ impl Carapace for Service {
             .map(|s| SessionInfo {
                 shadow: s.shadow(),
                 profile: s.profile.clone(),
+                record: s.records(),
                 resolver_port: self.daemon.resolvers.port(&s.id).map_or(0, u32::from),
                 learned: resolvers::learned(&self.daemon, s.cgroup_id),
                 id: s.id,
@@ -834,8 +839,14 @@ impl Carapace for Service {
             ),
             // Who may ask for a shadow session is who may ask for a session: never a
             // process inside one (refused above), so an agent cannot shadow its own rules.
+            // Likewise for record mode: an agent cannot start a record session to run
+            // without its rules or to write the profile it will run under later.
             flags: if req.shadow {
                 carapace_common::SESSION_SHADOW
+            } else {
+                0
+            } | if req.record {
+                carapace_common::SESSION_RECORD
             } else {
                 0
             },
@@ -866,6 +877,13 @@ impl Carapace for Service {
             let (sessions, id) = (Arc::clone(&self.daemon.sessions), record.id.clone());
             let _ = tokio::task::spawn_blocking(move || sessions.end(&id, true)).await;
             return Err(status);
+        }
+        if record.records() {
+            if let Err(status) = self::record::start(&self.daemon, &record) {
+                let (sessions, id) = (Arc::clone(&self.daemon.sessions), record.id.clone());
+                let _ = tokio::task::spawn_blocking(move || sessions.end(&id, true)).await;
+                return Err(status);
+            }
         }
         if req.timeout_secs > 0 {
             let limit = std::time::Duration::from_secs(req.timeout_secs);
@@ -1225,6 +1243,33 @@ impl Carapace for Service {
             "console login URL handed out"
         );
         Ok(Response::new(ConsoleUrlReply { url }))
+    }
+
+    async fn record_show(
+        &self,
+        request: Request<proto::RecordShowRequest>,
+    ) -> Result<Response<proto::RecordShowReply>, Status> {
+        let peer = self.peer(&request)?;
+        let req = request.into_inner();
+        let daemon = Arc::clone(&self.daemon);
+        tokio::task::spawn_blocking(move || record::show(&daemon, &peer, &req))
+            .await
+            .map_err(|e| blocking_failed(&e))?
+            .map(Response::new)
+    }
+
+    async fn record_propose(
+        &self,
+        request: Request<proto::RecordProposeRequest>,
+    ) -> Result<Response<proto::RecordProposeReply>, Status> {
+        let peer = self.peer(&request)?;
+        let req = request.into_inner();
+        let daemon = Arc::clone(&self.daemon);
+        // Compiling the proposal and replaying the packs' cases takes a while.
+        tokio::task::spawn_blocking(move || record::propose(&daemon, &peer, &req))
+            .await
+            .map_err(|e| blocking_failed(&e))?
+            .map(Response::new)
     }
 
     async fn scan_history(

@@ -91,6 +91,7 @@ pub fn detail(daemon: &Daemon, id: &str, history: u32) -> Result<SessionDetail, 
         d.kind = "run".into();
         d.shadow = run.shadow();
         d.profile.clone_from(&run.profile);
+        d.record = run.records();
         d.owner_uid = run.owner_uid;
         d.created = run.created;
         d.command = run.command;

@@ -69,7 +69,8 @@ pub enum Command {
                       sudo carapace run --timeout 30m --network loopback -- ./agent.sh\n  \
                       carapace run --memory 512M --pids 200 -- ./agent.sh\n  \
                       carapace run --shadow -- ./agent.sh     see what the rules would refuse\n  \
-                      carapace run --profile ci -- ./agent.sh run under $CARAPACE_DATA_DIR/profiles/ci.yaml"
+                      carapace run --profile ci -- ./agent.sh run under $CARAPACE_DATA_DIR/profiles/ci.yaml\n  \
+                      carapace run --record -- ./agent.sh     propose an allow-list from what it touches"
     )]
     Run {
         /// Kill every process of the session after this long (e.g. 90, 30s, 5m, 1h); exits 124
@@ -104,6 +105,11 @@ pub enum Command {
         /// `carapace rules check --profile NAME` checks one first
         #[arg(long, value_name = "NAME")]
         profile: Option<String>,
+        /// Record mode: what the command touches (files by action, programs, addresses and
+        /// names) is recorded, and an allow-list rule file is proposed from it when it ends
+        /// (`carapace record show|propose ID`)
+        #[arg(long)]
+        record: bool,
         /// The command and its arguments (put them after --)
         #[arg(
             required = true,
@@ -148,6 +154,10 @@ pub enum Command {
     /// with `--console`: prints a login link, good once for two minutes, and opens it in the
     /// browser when there is a display
     Console(super::console::ConsoleArgs),
+    /// Record sessions (`carapace run --record`): what they touched, and the allow-list
+    /// proposed from it
+    #[command(subcommand)]
+    Record(super::record::RecordCommand),
 }
 
 /// `carapace hook …` alone: the same global option and the same `hook` subcommand as
@@ -246,6 +256,7 @@ pub fn main() -> ExitCode {
                 network,
                 shadow,
                 profile,
+                record,
                 command,
             } => {
                 let limits = Limits {
@@ -254,6 +265,7 @@ pub fn main() -> ExitCode {
                     pids,
                     network,
                     shadow,
+                    record,
                 };
                 run(&args.socket, command, limits, profile.unwrap_or_default()).await
             }
@@ -272,6 +284,7 @@ pub fn main() -> ExitCode {
             Command::Doctor(doctor) => super::doctor::run(&args.socket, doctor).await,
             Command::Mcp(mcp) => super::mcp::run(&args.socket, mcp).await,
             Command::Console(c) => super::console::run(&args.socket, c).await,
+            Command::Record(r) => super::record::run(&args.socket, r).await,
         }
     });
     match result {
@@ -313,6 +326,8 @@ struct Limits {
     network: limits::Network,
     /// Shadow mode: refusals reported, not enforced (`--shadow`).
     shadow: bool,
+    /// Record mode (`--record`).
+    record: bool,
 }
 
 /// Exit status of a run whose time limit expired (as timeout(1)).
@@ -346,6 +361,7 @@ async fn run(
             timeout_secs: limits.timeout.map_or(0, |d| d.as_secs()),
             shadow: limits.shadow,
             profile: profile.clone(),
+            record: limits.record,
         })
         .await
         .map_err(|s| anyhow::anyhow!("the daemon refused a session: {}", s.message()))?
@@ -360,6 +376,14 @@ async fn run(
         eprintln!(
             "carapace: session {} in shadow mode: what the rules would refuse is reported \
              (\"would have blocked\"), not refused; self-protection still refuses",
+            session.session_id
+        );
+    }
+    let record = limits.record;
+    if record {
+        eprintln!(
+            "carapace: session {} records what it touches; an allow-list is proposed when it \
+             ends",
             session.session_id
         );
     }
@@ -393,7 +417,45 @@ async fn run(
             e.message()
         ),
     }
+    if record {
+        proposal_summary(&mut client, &session.session_id).await;
+    }
     code
+}
+
+/// After a record session: what the proposal holds, and how to review and save it.
+async fn proposal_summary(
+    client: &mut carapace::api::proto::carapace_client::CarapaceClient<tonic::transport::Channel>,
+    id: &str,
+) {
+    let reply = client
+        .record_propose(carapace::api::proto::RecordProposeRequest {
+            session_id: id.to_owned(),
+            ..Default::default()
+        })
+        .await;
+    match reply {
+        Ok(r) => {
+            let r = r.into_inner();
+            eprintln!(
+                "carapace: session {id} recorded; proposed allow-list: reads of {} and writes \
+                 of {} path(s) under {}, {} network host(s). Review it with `carapace record \
+                 propose {id}`, save it with `--write NAME`",
+                r.reads,
+                r.writes,
+                if r.roots.is_empty() {
+                    "no guarded directory".to_owned()
+                } else {
+                    r.roots.join(", ")
+                },
+                r.hosts
+            );
+        }
+        Err(e) => eprintln!(
+            "carapace: session {id} recorded, but no allow-list could be proposed: {}",
+            e.message()
+        ),
+    }
 }
 
 /// Without the daemon's kernel layer, the Landlock ruleset that stands in for it (reported on

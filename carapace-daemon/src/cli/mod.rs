@@ -14,6 +14,7 @@ pub mod learn;
 pub mod mcp;
 mod one_call;
 mod pty;
+pub mod record;
 pub mod rules;
 pub mod session;
 #[cfg(test)]

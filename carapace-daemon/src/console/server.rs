@@ -212,10 +212,11 @@ impl Conn {
             }
             (Method::POST, "/api/answer") => self.answer(req, &visit).await,
             (Method::POST, "/api/allow") => self.allow(req, &visit).await,
+            (Method::POST, "/api/record") => self.record(req, &visit).await,
             (
                 _,
                 "/" | "/console.js" | "/console.css" | "/api/events" | "/api/verify"
-                | "/api/answer" | "/api/allow",
+                | "/api/answer" | "/api/allow" | "/api/record",
             ) => text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
             _ => text(StatusCode::NOT_FOUND, "no such page"),
         }
@@ -376,6 +377,67 @@ impl Conn {
         match tokio::task::spawn_blocking(move || allow::offer(&d, &from, rule.as_deref())).await {
             Ok(Ok(offer)) => json_response(StatusCode::OK, &offer.to_json()),
             Ok(Err(e)) => text(status(&e), &e.to_string()),
+            Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+        }
+    }
+
+    /// `POST /api/record` `{"session": ID, "write"?: NAME, "force"?: bool}`: the allow-list
+    /// proposed from a record session (`api::record::propose`), saved as profile NAME with
+    /// `write`. CSRF and origin checked like every answer; this connection is already known
+    /// to come from outside every session (`Verdict::Outside`), and saving needs root, as
+    /// the profiles are root's.
+    async fn record(&self, req: Request<Incoming>, visit: &Visit) -> Response<Body> {
+        if let Err(r) =
+            self.access
+                .check_write(visit, header(&req, CSRF_HEADER), header(&req, "origin"))
+        {
+            tracing::warn!(
+                uid = visit.uid,
+                "console: a record request without the CSRF token or from another origin; refused"
+            );
+            return refused(r);
+        }
+        let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(_) => return text(StatusCode::PAYLOAD_TOO_LARGE, "the request is too large"),
+        };
+        let Some(request) = serde_json::from_slice::<Value>(&body).ok().and_then(|v| {
+            Some(api::proto::RecordProposeRequest {
+                session_id: v["session"].as_str()?.to_owned(),
+                write_name: v["write"].as_str().unwrap_or_default().to_owned(),
+                force: v["force"].as_bool().unwrap_or(false),
+            })
+        }) else {
+            return text(
+                StatusCode::BAD_REQUEST,
+                r#"send {"session": "s-…"}, with "write": NAME to save it"#,
+            );
+        };
+        let (daemon, peer) = (Arc::clone(&self.daemon), views::peer(visit.uid, self.pid()));
+        match tokio::task::spawn_blocking(move || api::record::propose(&daemon, &peer, &request))
+            .await
+        {
+            Ok(Ok(reply)) => json_response(
+                StatusCode::OK,
+                &json!({
+                    "text": reply.text,
+                    "written": reply.written,
+                    "fixtures_checked": reply.fixtures_checked,
+                    "roots": reply.roots,
+                }),
+            ),
+            Ok(Err(status)) => {
+                let code = match status.code() {
+                    tonic::Code::NotFound => StatusCode::NOT_FOUND,
+                    tonic::Code::PermissionDenied => StatusCode::FORBIDDEN,
+                    tonic::Code::InvalidArgument => StatusCode::BAD_REQUEST,
+                    tonic::Code::AlreadyExists | tonic::Code::FailedPrecondition => {
+                        StatusCode::CONFLICT
+                    }
+                    _ => StatusCode::INTERNAL_SERVER_ERROR,
+                };
+                text(code, status.message())
+            }
             Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
         }
     }

@@ -46,6 +46,7 @@ fn session(d: &SessionDetail) -> Value {
         "approved_operations": d.approved_operations,
         "shadow": d.shadow,
         "profile": d.profile,
+        "record": d.record,
     })
 }
 

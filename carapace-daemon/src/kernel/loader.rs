@@ -123,9 +123,11 @@ const CHROOT_GUARD: &str = "path_chroot";
 const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
 
 pub struct Loaded {
-    /// Every map but the ring buffer, by name.
+    /// Every map but the ring buffers, by name.
     pub maps: Vec<(String, Map)>,
     pub events: Map,
+    /// What record sessions touched (`carapace_common::SESSION_RECORD`).
+    pub touched: Map,
     pub programs: Programs,
     /// Guards not loaded, with the reason.
     pub skipped: Vec<String>,
@@ -402,7 +404,7 @@ fn load_dns(ebpf: &mut aya::Ebpf, links_dir: &Path, skipped: &mut Vec<String>) -
 }
 
 /// The maps the daemon writes or reads, taken out of the loaded object.
-const DAEMON_MAPS: [&str; 27] = [
+const DAEMON_MAPS: [&str; 28] = [
     names::SESSIONS,
     names::DEFAULT_SESSION,
     names::RULES,
@@ -429,6 +431,7 @@ const DAEMON_MAPS: [&str; 27] = [
     names::APPROVED_ADDRS,
     names::HELD_INODES,
     names::EVENTS,
+    names::TOUCHED,
     names::ERRORS,
 ];
 
@@ -488,20 +491,23 @@ fn load_programs(
 
     let mut maps = Vec::new();
     let mut events = None;
+    let mut touched = None;
     for name in DAEMON_MAPS {
         let map = ebpf
             .take_map(name)
             .ok_or(KernelUnavailable::MissingMap(name))?;
-        if name == names::EVENTS {
-            events = Some(map);
-        } else {
-            maps.push((name.to_owned(), map));
+        match name {
+            names::EVENTS => events = Some(map),
+            names::TOUCHED => touched = Some(map),
+            _ => maps.push((name.to_owned(), map)),
         }
     }
     let events = events.ok_or(KernelUnavailable::MissingMap(names::EVENTS))?;
+    let touched = touched.ok_or(KernelUnavailable::MissingMap(names::TOUCHED))?;
     Ok(Loaded {
         maps,
         events,
+        touched,
         programs: Programs {
             ebpf,
             plan,

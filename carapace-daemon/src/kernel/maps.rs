@@ -17,7 +17,7 @@ use carapace_common::{
     cache_gen, has, maps as names, op, slot_bit, ApprovedAddr, ApprovedOps, Config, DfaEarly,
     DfaHeader, InodeKey, NetRef, NetRefs, RuleMeta, RuleRef, RuleRefs, SessionState, DFA_CELLS,
     DFA_CHUNK, DFA_EARLY_FLAG, DFA_GROUPS, DFA_STATES, NAME_MAX, PATH_MAX, REFS_PER_KEY,
-    REF_EXCEPT, REF_SLOT_SHIFT,
+    REF_EXCEPT, REF_SLOT_SHIFT, SESSION_RECORD,
 };
 
 use carapace_policy::rules::compile::dfa::PathAutomaton;
@@ -142,7 +142,37 @@ impl KernelMaps {
                 action: "tag",
                 cgroup,
                 source,
-            })
+            })?;
+        self.sync_recording()
+    }
+
+    /// Whether a tagged session records (`SESSION_RECORD`).
+    fn any_recording(&self) -> bool {
+        self.sessions
+            .iter()
+            .filter_map(Result::ok)
+            .any(|(_, state)| state.flags & SESSION_RECORD != 0)
+    }
+
+    /// Sets `has::RECORDING` in the programs' config while a tagged session records, and
+    /// clears it after the last: sessions that do not record then pay one bit test.
+    fn sync_recording(&mut self) -> Result<(), MapsError> {
+        let mut config = self
+            .config
+            .get(&0, 0)
+            .map_err(MapsError::on(names::CONFIG))?;
+        let has = if self.any_recording() {
+            config.has | has::RECORDING
+        } else {
+            config.has & !has::RECORDING
+        };
+        if has == config.has {
+            return Ok(());
+        }
+        config.has = has;
+        self.config
+            .set(0, config, 0)
+            .map_err(MapsError::on(names::CONFIG))
     }
 
     /// Rewrites a tagged session's rule bits: `activated` triggered rules on, `disabled`
@@ -182,13 +212,16 @@ impl KernelMaps {
             tracing::warn!("cannot remove the approvals of session cgroup {cgroup}: {e}");
         }
         match self.sessions.remove(&cgroup) {
-            Ok(()) | Err(MapError::KeyNotFound) => Ok(()),
-            Err(source) => Err(MapsError::Session {
-                action: "untag",
-                cgroup,
-                source,
-            }),
+            Ok(()) | Err(MapError::KeyNotFound) => {}
+            Err(source) => {
+                return Err(MapsError::Session {
+                    action: "untag",
+                    cgroup,
+                    source,
+                })
+            }
         }
+        self.sync_recording()
     }
 
     /// Lets `ops` (`op::*`) on `path`, while it names the file `inode` (zero: any file),
@@ -407,6 +440,7 @@ impl KernelMaps {
             (has::NAMES, !image.names.is_empty()),
             (has::INODES, !image.inodes.is_empty()),
             (has::ANCESTORS, !image.ancestors.is_empty()),
+            (has::RECORDING, self.any_recording()),
         ] {
             if present {
                 config.has |= bit;

@@ -65,6 +65,9 @@ pub struct KernelSettings {
 pub struct Kernel {
     maps: KernelMaps,
     events: Option<EventStream>,
+    /// What record sessions touched: a ring buffer of its own, so that a flood of these
+    /// never delays or drops a denial.
+    touched: Option<EventStream>,
     programs: loader::Programs,
     /// Name hooks and self-protection guards not attached on this kernel, with the reason.
     skipped: Vec<String>,
@@ -106,9 +109,11 @@ impl Kernel {
         maps.write_image(image)
             .map_err(KernelUnavailable::WriteRules)?;
         let events = EventStream::new(loaded.events).map_err(KernelUnavailable::Events)?;
+        let touched = EventStream::new(loaded.touched).map_err(KernelUnavailable::Events)?;
         let mut kernel = Self {
             maps,
             events: Some(events),
+            touched: Some(touched),
             programs: loaded.programs,
             skipped: loaded.skipped,
             adopted,
@@ -243,6 +248,11 @@ impl Kernel {
     /// The denial stream; can be taken once.
     pub fn take_events(&mut self) -> Option<EventStream> {
         self.events.take()
+    }
+
+    /// The stream of what record sessions touched; can be taken once.
+    pub fn take_touched(&mut self) -> Option<EventStream> {
+        self.touched.take()
     }
 
     /// One line: attached hooks and map fill levels.

@@ -162,6 +162,12 @@ impl SessionRecord {
     pub fn shadow(&self) -> bool {
         self.flags & carapace_common::SESSION_SHADOW != 0
     }
+
+    /// Whether the session records what it touches (`carapace run --record`).
+    #[must_use]
+    pub fn records(&self) -> bool {
+        self.flags & carapace_common::SESSION_RECORD != 0
+    }
 }
 
 /// A session named by an agent harness rather than created by `carapace run`.

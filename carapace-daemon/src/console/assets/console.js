@@ -93,6 +93,10 @@ function renderSessions() {
         ? el('div', { class: 'shadow', title: 'refusals are recorded as would-deny, not enforced; self-protection still refuses' }, 'shadow mode')
         : null, s.profile
         ? el('div', { class: 'profile', title: 'runs under $CARAPACE_DATA_DIR/profiles/' + s.profile + '.yaml instead of the main rules' }, 'profile ' + s.profile)
+        : null, s.record
+        ? el('div', {}, el('button', { type: 'button', class: 'record-propose', 'data-session': s.id,
+          title: 'what this session touched, as an allow-list rule file to review',
+          onclick: () => offerRecord(s.id) }, 'record: proposed allow-list'))
         : null),
       el('td', { class: 'mono' }, (s.command || []).join(' ')),
       el('td', {}, String(s.owner_uid)),
@@ -293,6 +297,66 @@ document.getElementById('allow-always').addEventListener('click', async () => {
     button.disabled = false;
   }
 });
+// ---- record mode: the proposed allow-list of a record session -------------------------
+
+let recordSession = null;
+
+async function postRecord(body) {
+  return fetch('/api/record', {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', 'X-Carapace-Csrf': state.csrf },
+    body: JSON.stringify(body),
+    credentials: 'same-origin',
+  });
+}
+
+async function offerRecord(id) {
+  recordSession = id;
+  const panel = document.getElementById('record-panel');
+  panel.hidden = false;
+  for (const x of ['record-text', 'record-result', 'record-error']) {
+    document.getElementById(x).replaceChildren();
+  }
+  document.getElementById('record-save').disabled = true;
+  document.getElementById('record-where').textContent = `session ${id}: checking…`;
+  panel.scrollIntoView();
+  const resp = await postRecord({ session: id });
+  if (!resp.ok) {
+    document.getElementById('record-where').textContent = '';
+    document.getElementById('record-error').textContent = await resp.text();
+    return;
+  }
+  const p = await resp.json();
+  document.getElementById('record-where').textContent =
+    `session ${id}: compiled, and the ${p.fixtures_checked} must-block cases of the built-in packs stay refused. Review it before saving.`;
+  document.getElementById('record-text').textContent = p.text;
+  document.getElementById('record-save').disabled = false;
+}
+
+document.getElementById('record-cancel').addEventListener('click', () => {
+  document.getElementById('record-panel').hidden = true;
+  recordSession = null;
+});
+
+document.getElementById('record-save').addEventListener('click', async () => {
+  if (!recordSession) return;
+  const button = document.getElementById('record-save');
+  button.disabled = true;
+  const resp = await postRecord({ session: recordSession,
+    write: document.getElementById('record-name').value,
+    force: document.getElementById('record-force').checked });
+  if (resp.ok) {
+    const p = await resp.json();
+    const result = document.getElementById('record-result');
+    result.dataset.written = p.written;
+    result.textContent = `Saved as ${p.written}.`;
+    document.getElementById('record-error').textContent = '';
+  } else {
+    document.getElementById('record-error').textContent = await resp.text();
+  }
+  button.disabled = false;
+});
+
 for (const id of ['f-session', 'f-decision', 'f-layer', 'f-rule']) {
   document.getElementById(id).addEventListener('input', renderTimeline);
 }
