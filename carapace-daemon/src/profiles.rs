@@ -34,7 +34,7 @@ pub fn dir(data_dir: &Path) -> PathBuf {
 pub enum ProfileError {
     #[error(
         "profile name `{0}` is not allowed: use letters, digits, `-`, `_` and `.` (no `/`, \
-         no `..`, not starting with `.`), at most {MAX_NAME} characters"
+         no `..`, not starting with `.` or `-`), at most {MAX_NAME} characters"
     )]
     BadName(String),
     #[error("no profile `{name}` in {}: {}", dir.display(), existing_list(.existing))]
@@ -66,7 +66,7 @@ fn existing_list(names: &[String]) -> String {
 pub fn check_name(name: &str) -> Result<(), ProfileError> {
     let ok = !name.is_empty()
         && name.len() <= MAX_NAME
-        && !name.starts_with('.')
+        && !name.starts_with(['.', '-'])
         && !name.contains("..")
         && name
             .bytes()

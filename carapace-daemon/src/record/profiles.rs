@@ -1,25 +1,19 @@
-//! Where named profiles live (`$CARAPACE_DATA_DIR/profiles/NAME.yaml`, what
-//! `carapace run --profile NAME` reads) and how a proposal is saved there.
+//! How a proposal is saved as a named profile (`$CARAPACE_DATA_DIR/profiles/NAME.yaml`,
+//! where `carapace run --profile NAME` reads it: `crate::profiles` says where and which
+//! names are allowed).
 
 use std::fs::{self, OpenOptions};
 use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
-/// The profiles directory of a data directory. The one place that says where it is.
-#[must_use]
-pub fn dir(data_dir: &Path) -> PathBuf {
-    data_dir.join("profiles")
-}
+use crate::profiles::dir;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProfileError {
-    #[error(
-        "`{0}` is not a profile name (letters, digits, `-` and `_`, up to 64, not starting \
-         with `-`)"
-    )]
-    BadName(String),
+    #[error(transparent)]
+    BadName(crate::profiles::ProfileError),
     #[error("profile {0} exists; add --force to replace it")]
     Exists(PathBuf),
     #[error("cannot write profile {path}: {source}")]
@@ -29,17 +23,9 @@ pub enum ProfileError {
     },
 }
 
-/// The file of profile `name`, if `name` is one.
+/// The file of profile `name`, if `name` is one (named as `carapace run --profile` reads it).
 pub fn path(data_dir: &Path, name: &str) -> Result<PathBuf, ProfileError> {
-    let fits = !name.is_empty()
-        && name.len() <= 64
-        && !name.starts_with('-')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    if !fits {
-        return Err(ProfileError::BadName(name.to_owned()));
-    }
+    crate::profiles::check_name(name).map_err(ProfileError::BadName)?;
     Ok(dir(data_dir).join(format!("{name}.yaml")))
 }
 
