@@ -1,8 +1,9 @@
 //! Record mode in the kernel (issue 20 item 5): a `carapace run --record` session reads a
 //! file, runs a program and connects to a local listener; the kernel's touched events put
-//! all three in the session's record, the proposed allow-list names them, and loaded as the
-//! rules it lets the same command through and refuses a read of a file the session never
-//! read. An agent inside a session cannot save a proposal as a profile.
+//! all three in the session's record, the proposed allow-list names them, and saved as a
+//! profile and loaded with `carapace run --profile` it lets the same command through and
+//! refuses a read of a file the session never read, while sessions of the main rules keep
+//! theirs. An agent inside a session cannot save a proposal as a profile.
 use std::{
     fs,
     os::unix::fs::PermissionsExt as _,
@@ -17,7 +18,6 @@ const DIR: &str = "/srv/rec";
 const SEEN: &str = "/srv/rec/seen.txt";
 const UNSEEN: &str = "/srv/rec/unseen.txt";
 const TOOL: &str = "/srv/rec/tool";
-const RULES: &str = "/etc/carapace/rules.yaml";
 
 fn carapace(args: &[&str]) -> Output {
     let out = Command::new("carapace")
@@ -146,20 +146,20 @@ fn a_record_sessions_proposal_allows_what_it_touched_and_refuses_the_rest() {
         stderr(&inside)
     );
 
-    // The proposal as the rules: the same command passes, an unread file is refused.
-    let original = fs::read_to_string(RULES).expect("rules file");
-    fs::write(RULES, &proposal).expect("write rules");
-    let loaded = carapace(&["rules", "reload"]).status.success();
-    let again = if loaded { Some(agent(&script)) } else { None };
-    let unseen = if loaded {
-        Some(agent(&format!("cat {UNSEEN}; echo unseen=$?")))
-    } else {
-        None
-    };
-    fs::write(RULES, &original).expect("restore rules");
-    let restored = carapace(&["rules", "reload"]).status.success();
+    // Saved as a profile and loaded with `--profile`: the same command passes, an unread
+    // file is refused; a session of the main rules is not affected.
+    let written = carapace(&["record", "propose", &id, "--write", PROFILE]);
+    let again = written.status.success().then(|| under_profile(&script));
+    let unseen = written
+        .status
+        .success()
+        .then(|| under_profile(&format!("cat {UNSEEN}; echo unseen=$?")));
+    let main_rules = agent(&format!("cat {UNSEEN}; echo unseen=$?"));
+    for d in PROFILE_DIRS {
+        let _ = fs::remove_file(format!("{d}/{PROFILE}.yaml"));
+    }
     drop(listener);
-    assert!(loaded && restored, "both reloads worked");
+    assert!(written.status.success(), "--write: {}", stderr(&written));
     let (again, unseen) = (again.expect("ran"), unseen.expect("ran"));
     assert!(
         stdout(&again).contains("recorded\nread=0\nexec=0\nconnect=0"),
@@ -176,13 +176,41 @@ fn a_record_sessions_proposal_allows_what_it_touched_and_refuses_the_rest() {
         &format!("carapace: blocked read of {UNSEEN} (rule recorded-reads"),
     );
     assert!(
+        stdout(&main_rules).contains("recorded\nunseen=0"),
+        "the main rules' sessions keep theirs: {}",
+        stdout(&main_rules)
+    );
+    assert!(
         !profile_written("from-agent"),
         "no profile came from the agent"
     );
 }
 
+/// Where the VM's daemon keeps its data (the profiles directory under it).
+const PROFILE_DIRS: [&str; 2] = ["/var/lib/carapace/profiles", "/run/carapace/data/profiles"];
+/// The profile the proposal is saved as.
+const PROFILE: &str = "recorded-in-vm";
+
+/// `carapace run --profile PROFILE -- bash -c SCRIPT` as uid 1000 in /tmp.
+fn under_profile(script: &str) -> Output {
+    let out = Command::new("carapace")
+        .args(["run", "--profile", PROFILE, "--", "bash", "-c", script])
+        .current_dir("/tmp")
+        .env("SUDO_UID", "1000")
+        .env("SUDO_GID", "1000")
+        .output()
+        .expect("run carapace");
+    eprintln!(
+        "--profile {PROFILE} `{script}` → {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        stdout(&out),
+        stderr(&out)
+    );
+    out
+}
+
 fn profile_written(name: &str) -> bool {
-    ["/var/lib/carapace/profiles", "/run/carapace/data/profiles"]
+    PROFILE_DIRS
         .iter()
         .any(|d| std::path::Path::new(&format!("{d}/{name}.yaml")).exists())
 }
