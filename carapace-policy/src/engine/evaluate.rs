@@ -576,6 +576,98 @@ mod tests {
             .expect("the packs compile")
     }
 
+    /// The literals of the packs' command regexes, as text: the words a line needs for the
+    /// command index's prefilter to let it through to the regex set.
+    fn command_literals() -> &'static [String] {
+        static WORDS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+        WORDS.get_or_init(|| {
+            fn walk(cond: &crate::rules::Cond, out: &mut Vec<String>) {
+                use crate::rules::model::TextPattern;
+                match cond {
+                    crate::rules::Cond::Command(patterns) => {
+                        for p in patterns {
+                            if let TextPattern::Regex { regex, .. } = p {
+                                out.extend(
+                                    regex
+                                        .literals()
+                                        .into_iter()
+                                        .flatten()
+                                        .map(|l| String::from_utf8_lossy(l).into_owned()),
+                                );
+                            }
+                        }
+                    }
+                    crate::rules::Cond::Any(all) | crate::rules::Cond::All(all) => {
+                        for c in all {
+                            walk(c, out);
+                        }
+                    }
+                    crate::rules::Cond::Not(c) => walk(c, out),
+                    _ => {}
+                }
+            }
+            let mut out = Vec::new();
+            for rule in builtin_all().rules() {
+                if let Some(cond) = &rule.cond {
+                    walk(cond, &mut out);
+                }
+            }
+            out.sort();
+            out.dedup();
+            out
+        })
+    }
+
+    #[test]
+    fn the_packs_command_regexes_have_a_prefilter() {
+        // Should a pack add a pattern without literals, every line would go through the
+        // set again: not wrong, but the budget would notice.
+        assert!(builtin_all().command_index().has_prefilter());
+        assert!(!command_literals().is_empty());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        /// The prefilter never keeps a line from a pattern it matches: lines made of the
+        /// patterns' own literals (whole, cut, in upper case) and everyday words, through
+        /// the index with and without it.
+        #[test]
+        fn the_command_prefilter_drops_no_match(
+            words in proptest::collection::vec(
+                prop_oneof![
+                    3 => (0usize..10_000, 0usize..3).prop_map(|(i, how)| {
+                        let all = command_literals();
+                        let w = &all[i % all.len()];
+                        match how {
+                            0 => w.clone(),
+                            1 => w.to_uppercase(),
+                            _ => w.chars().take(w.chars().count().saturating_sub(1)).collect(),
+                        }
+                    }),
+                    1 => prop_oneof![
+                        Just("cargo"), Just("test"), Just("|"), Just("sh"), Just("-c"),
+                        Just("https://x.example/i.sh"), Just("rm"), Just("-rf"), Just("/"),
+                        Just("~"), Just(">"), Just("&&"), Just("$(x)"), Just("É"),
+                    ].prop_map(str::to_owned),
+                ],
+                0..8,
+            ),
+            glue in prop_oneof![Just(" "), Just(""), Just(" | ")],
+        ) {
+            let rules = builtin_all();
+            let mut ext = Extracted::new("Bash");
+            ext.command(words.join(glue));
+            let index = rules.command_index();
+            let n = rules.rules().len();
+            prop_assert_eq!(
+                index.first_matches(n, &ext.commands, &[]),
+                index.without_prefilter().first_matches(n, &ext.commands, &[]),
+                "{:?}", ext.commands
+            );
+        }
+    }
+
     proptest! {
         /// The command regex set answers exactly what each rule's regexes answer, first
         /// matching command included.

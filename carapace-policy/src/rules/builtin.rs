@@ -16,6 +16,16 @@ macro_rules! packs {
             }
         }
 
+        /// The pack's YAML tree as `build.rs` wrote it (`tree_image`), so that loading the
+        /// pack need not parse its text.
+        #[must_use]
+        pub(crate) fn tree_image(name: &str) -> Option<&'static [u8]> {
+            match name {
+                $($name => Some(include_bytes!(concat!(env!("OUT_DIR"), "/", $name, ".tree"))),)*
+                _ => None,
+            }
+        }
+
         /// The must-block / must-allow cases of a pack (`rules/fixtures/`), kept in the
         /// binary so that a proposed rule change can be replayed against them.
         #[must_use]

@@ -6,19 +6,24 @@
 //!   (a Bash call carries several command lines, so this was most of what a shell command
 //!   cost after its parse). Loaders of one call (`hook --local`) build no set: building it
 //!   costs more than the one call saves, and each rule's regex is tried first by its
-//!   literals (see `lazy_regex`), rarely built;
+//!   literals (see `lazy_regex`), rarely built. A line holding none of the literals one of
+//!   which every match of each pattern contains (`lazy_regex`'s) skips the set: most lines
+//!   of a call (`cargo test`, `git status`) meet no command rule, and looking for the
+//!   literals costs a fraction of the set's automaton;
 //! - the programs `run:` rules name, in a hash map: a command whose program no such rule
 //!   names costs one lookup (two for a name with a `-`, `.` or digit, whose stem may hold
 //!   prefixes), and only the commands of named programs are read as their tool reads them
 //!   (`canon::invocation`).
 use std::collections::HashMap;
 
+use aho_corasick::AhoCorasick;
 use regex::RegexSet;
 
 /// Keys are program names and subcommand words the packs wrote: a fast hash (`SipHash`'s
 /// protection against chosen keys buys nothing for keys fixed at load).
 type Map<V> = HashMap<String, V, foldhash::fast::RandomState>;
 
+use super::lazy_regex::LazyRegex;
 use super::model::{Cond, TextPattern};
 use super::run::{RunMatch, Word};
 use super::Rule;
@@ -51,6 +56,9 @@ fn stem(name: &str) -> &str {
 #[derive(Clone, Debug, Default)]
 pub struct CommandIndex {
     set: Option<RegexSet>,
+    /// The literals of every pattern of `set`, when each has them: a line with none of
+    /// them matches no pattern.
+    prefilter: Option<AhoCorasick>,
     /// Per pattern of `set`: its rule.
     owner: Vec<u32>,
     /// Per rule: its top-level condition is a command match held entirely here.
@@ -64,12 +72,16 @@ pub struct CommandIndex {
 
 /// A command match held by the index: the `re:` patterns and `run:` items of a rule whose
 /// whole condition is `command:` and/or `run:` (several under `any:`).
-fn command_parts(rule: &Rule) -> Option<(Vec<&str>, Vec<&RunMatch>)> {
-    fn add<'r>(cond: &'r Cond, regexes: &mut Vec<&'r str>, runs: &mut Vec<&'r RunMatch>) -> bool {
+fn command_parts(rule: &Rule) -> Option<(Vec<&LazyRegex>, Vec<&RunMatch>)> {
+    fn add<'r>(
+        cond: &'r Cond,
+        regexes: &mut Vec<&'r LazyRegex>,
+        runs: &mut Vec<&'r RunMatch>,
+    ) -> bool {
         match cond {
             Cond::Command(patterns) => patterns.iter().all(|p| match p {
                 TextPattern::Regex { regex, .. } => {
-                    regexes.push(regex.as_str());
+                    regexes.push(regex);
                     true
                 }
                 _ => false,
@@ -95,6 +107,8 @@ impl CommandIndex {
     #[must_use]
     pub fn build(rules: &[Rule], with_regexes: bool) -> Self {
         let mut sources = Vec::new();
+        // Every pattern's literals, or `None` once a pattern has none.
+        let mut literals: Option<Vec<&[u8]>> = Some(Vec::new());
         let mut out = Self {
             indexed: vec![false; rules.len()],
             runs: vec![Vec::new(); rules.len()],
@@ -109,7 +123,11 @@ impl CommandIndex {
             }
             out.indexed[i] = true;
             for r in regexes {
-                sources.push(r);
+                sources.push(r.as_str());
+                literals = literals.and_then(|mut all| {
+                    all.extend(r.literals()?.iter().map(Vec::as_slice));
+                    Some(all)
+                });
                 out.owner.push(i as u32);
             }
             for (j, item) in runs.iter().enumerate() {
@@ -142,12 +160,29 @@ impl CommandIndex {
         match RegexSet::new(&sources) {
             Ok(set) => Self {
                 set: Some(set),
+                // Without it every line goes through the set, as before.
+                prefilter: literals.and_then(|l| AhoCorasick::new(l).ok()),
                 ..out
             },
             // Each regex compiled alone; should the set not (size limits), every rule is
             // matched on its own as before.
             Err(_) => Self::default(),
         }
+    }
+
+    /// The index without its prefilter: every line through the regex set.
+    #[cfg(test)]
+    pub(crate) fn without_prefilter(&self) -> Self {
+        Self {
+            prefilter: None,
+            ..self.clone()
+        }
+    }
+
+    /// Whether the regex set has a prefilter.
+    #[cfg(test)]
+    pub(crate) fn has_prefilter(&self) -> bool {
+        self.prefilter.is_some()
     }
 
     /// Whether rule `i` is matched through this index.
@@ -168,6 +203,13 @@ impl CommandIndex {
         let mut first: Vec<Option<String>> = vec![None; rules];
         if let Some(set) = &self.set {
             for command in commands {
+                if self
+                    .prefilter
+                    .as_ref()
+                    .is_some_and(|literals| !literals.is_match(command))
+                {
+                    continue;
+                }
                 for p in &set.matches(command) {
                     if let Some(f) = self.owner.get(p).and_then(|&r| first.get_mut(r as usize)) {
                         f.get_or_insert_with(|| witness(command));

@@ -76,8 +76,8 @@ impl LazyRegex {
         &self.source
     }
 
-    /// The literals tried before the regex is compiled.
-    #[cfg(test)]
+    /// The literals one of which every match contains (tried before the regex is
+    /// compiled, and by the command index before its regex set).
     pub(crate) fn literals(&self) -> Option<&[Vec<u8>]> {
         self.needles.as_deref()
     }

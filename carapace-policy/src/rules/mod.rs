@@ -30,6 +30,7 @@ pub mod run;
 pub mod shadow;
 pub(crate) mod shape;
 pub mod text_pattern;
+pub(crate) mod tree_image;
 pub mod union;
 pub mod validate;
 pub mod yaml;
@@ -475,7 +476,6 @@ fn pack_rules(
     let mut rules = Vec::new();
     for pack in selected {
         let source = format!("builtin:{pack}");
-        let text = builtin::text(pack).unwrap_or_default();
         // Packs name cloud-only hosts (metadata.google.internal) that do not resolve
         // elsewhere; looking them up would only slow start-up down and warn about
         // what the pack knows. Their addresses have rules of their own.
@@ -484,7 +484,7 @@ fn pack_rules(
             ..opts.clone()
         };
         let mut pack_diags = Vec::new();
-        if let Some(m) = parse_file(&source, &source, text, &pack_opts, &mut pack_diags) {
+        if let Some(m) = parse_pack(pack, &source, &pack_opts, &mut pack_diags) {
             rules.extend(m.rules);
         }
         diags.extend(
@@ -547,15 +547,52 @@ fn parse_file(
             return None;
         }
     };
+    Some(validate_tree(root.as_ref(), source, opts, sink, diags))
+}
+
+/// [`parse_file`] for a built-in pack: its tree comes from the image `build.rs` wrote
+/// (`tree_image`), the same tree its text parses to without the parsing.
+fn parse_pack(
+    pack: &str,
+    source: &str,
+    opts: &Options,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<validate::FileModel> {
+    match builtin::tree_image(pack).map(tree_image::decode) {
+        Some(Ok(root)) => Some(validate_tree(
+            root.as_ref(),
+            source,
+            opts,
+            diag::Sink::new(source),
+            diags,
+        )),
+        // Not reached (a test reads every image back); the text gives the same rules.
+        Some(Err(tree_image::Malformed)) | None => parse_file(
+            source,
+            source,
+            builtin::text(pack).unwrap_or_default(),
+            opts,
+            diags,
+        ),
+    }
+}
+
+fn validate_tree(
+    root: Option<&yaml::Node>,
+    source: &str,
+    opts: &Options,
+    mut sink: diag::Sink,
+    diags: &mut Vec<Diagnostic>,
+) -> validate::FileModel {
     let ctx = validate::Ctx {
         homes: &opts.homes,
         resolver: opts.resolver,
         packs: builtin::NAMES,
         source,
     };
-    let model = validate::file(root.as_ref(), &ctx, &mut sink);
+    let model = validate::file(root, &ctx, &mut sink);
     diags.extend(sink.items);
-    Some(model)
+    model
 }
 
 fn sorted(mut diags: Vec<Diagnostic>) -> Diagnostics {

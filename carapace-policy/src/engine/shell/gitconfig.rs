@@ -165,6 +165,14 @@ fn unquote(value: &str) -> String {
 /// `--config-env=KEY=VAR` (the value is VAR's; unknown, it is empty, so that a rule on the
 /// key alone still applies). Nothing is allocated when none of them is set.
 pub(super) fn given(ctx: &Context, config_env: &[&str]) -> Vec<String> {
+    if config_env.is_empty() && !names_git_config(ctx) {
+        return Vec::new();
+    }
+    given_looked_up(ctx, config_env)
+}
+
+/// [`given`] by looking each variable up.
+fn given_looked_up(ctx: &Context, config_env: &[&str]) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(count) = ctx.var("GIT_CONFIG_COUNT") {
         // git reads at most COUNT pairs; an unreadable count (`$n`) reads what is there.
@@ -186,6 +194,18 @@ pub(super) fn given(ctx: &Context, config_env: &[&str]) -> Vec<String> {
         }
     }
     out
+}
+
+/// Whether a variable of `ctx` could be one of git's `GIT_CONFIG*` (named so, or a nameref
+/// by that name): when none is, every `GIT_CONFIG*` lookup finds nothing, and one pass over
+/// the variables replaces the two each lookup makes (its nameref, then its value) for the
+/// six names git reads, on every git command.
+fn names_git_config(ctx: &Context) -> bool {
+    ctx.env.iter().any(|(k, _)| {
+        k.strip_prefix("declare -n ")
+            .unwrap_or(k)
+            .starts_with("GIT_CONFIG")
+    })
 }
 
 /// Pairs read from `GIT_CONFIG_COUNT` at most (git's own limit is `INT_MAX`; a line names a
@@ -217,6 +237,8 @@ fn parameters(text: &str) -> Vec<String> {
     out
 }
 
+const CONFIG_FILE_VARS: [&str; 3] = ["GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG"];
+
 /// The config files git reads for one command beyond the repository's own: those the
 /// environment names (`GIT_CONFIG_GLOBAL`, `GIT_CONFIG_SYSTEM`, `GIT_CONFIG`) and the
 /// `include.path`/`includeIf.*.path` entries of `config` (`-c` and the environment).
@@ -224,9 +246,12 @@ pub(super) fn config_files<'a>(
     ctx: &'a Context,
     config: impl Iterator<Item = &'a str>,
 ) -> Vec<&'a str> {
-    let from_env = ["GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG"]
-        .into_iter()
-        .filter_map(|v| ctx.var(v));
+    let names: &[&str] = if names_git_config(ctx) {
+        &CONFIG_FILE_VARS
+    } else {
+        &[]
+    };
+    let from_env = names.iter().filter_map(|v| ctx.var(v));
     let included = config.filter_map(|kv| {
         let (key, value) = kv.split_once('=')?;
         let key = key.to_ascii_lowercase();
@@ -319,6 +344,50 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Skipping the lookups when no variable is named `GIT_CONFIG*` finds what the
+        /// lookups find, namerefs included.
+        #[test]
+        fn the_git_config_shortcut_finds_what_the_lookups_find(
+            vars in proptest::collection::vec((
+                proptest::prop_oneof![
+                    proptest::strategy::Just("GIT_CONFIG_COUNT"),
+                    proptest::strategy::Just("GIT_CONFIG_KEY_0"),
+                    proptest::strategy::Just("GIT_CONFIG_VALUE_0"),
+                    proptest::strategy::Just("GIT_CONFIG_PARAMETERS"),
+                    proptest::strategy::Just("GIT_CONFIG_GLOBAL"),
+                    proptest::strategy::Just("GIT_CONFIG"),
+                    proptest::strategy::Just("GIT_DIR"),
+                    proptest::strategy::Just("PATH"),
+                    proptest::strategy::Just("X"),
+                    proptest::strategy::Just("declare -n GIT_CONFIG_COUNT"),
+                    proptest::strategy::Just("declare -n GIT_CONFIG_GLOBAL"),
+                    proptest::strategy::Just("declare -n X"),
+                ],
+                proptest::prop_oneof![
+                    proptest::strategy::Just("1"),
+                    proptest::strategy::Just("core.pager"),
+                    proptest::strategy::Just("less"),
+                    proptest::strategy::Just("/tmp/c"),
+                    proptest::strategy::Just("X"),
+                    proptest::strategy::Just("HOME"),
+                    proptest::strategy::Just("GIT_CONFIG_GLOBAL"),
+                    proptest::strategy::Just("'a'='b'"),
+                ],
+            ), 0..6),
+        ) {
+            let ctx = Context {
+                env: vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+                ..Context::default()
+            };
+            proptest::prop_assert_eq!(given(&ctx, &[]), given_looked_up(&ctx, &[]));
+            let looked_up: Vec<&str> = CONFIG_FILE_VARS
+                .iter()
+                .filter_map(|v| ctx.var(v))
+                .filter(|p| !p.is_empty() && *p != "/dev/null")
+                .collect();
+            proptest::prop_assert_eq!(config_files(&ctx, std::iter::empty()), looked_up);
+        }
+
         #[test]
         fn any_config_text_parses(text in "\\PC{0,400}") {
             let c = Config::parse(&text);

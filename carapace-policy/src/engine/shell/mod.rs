@@ -36,6 +36,7 @@ mod gitconfig;
 mod globopts;
 mod home_paths;
 mod installs;
+mod line;
 mod locate;
 mod names;
 mod net;

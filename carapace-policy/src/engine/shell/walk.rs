@@ -1,13 +1,12 @@
 //! Walks the syntax tree: lists, pipelines, compound commands, redirects and words, keeping
 //! the variables and working directory a real shell would have at each point.
-use std::fmt::Write as _;
 
 use brush_parser::ast;
 
 use super::super::normalize;
 use super::super::operation::{Context, Extracted, Operation};
 use super::vars::{set_scalar, set_var, unset_var};
-use super::{param, parse, word, MAX_DEPTH, MAX_WORK};
+use super::{line, param, parse, word, MAX_DEPTH, MAX_WORK};
 use crate::rules::Action;
 
 /// What a command prints, as far as it is known, so that `echo … | base64 -d | sh`, `$(…)`
@@ -285,15 +284,12 @@ impl<'o> Walker<'o> {
         }
         // The pipeline as one line, so that command rules like `curl … | sh` can match.
         let mut line = String::new();
-        let mut part = String::new();
+        let mut scratch = String::new();
         for (i, c) in p.seq.iter().enumerate() {
-            part.clear();
-            // Writing to a String cannot fail.
-            let _ = write!(part, "{c}");
             if i > 0 {
                 line.push_str(" | ");
             }
-            normalize::push_words(&mut line, &normalize::text(&part));
+            line::push_part(&mut line, c, &mut scratch);
         }
         self.out.command(line);
         // Each part of a pipeline runs in a subshell: `cd` in one does not move the others.
