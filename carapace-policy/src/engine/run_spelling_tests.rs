@@ -447,3 +447,18 @@ fn every_git_config_entry_point_decides_alike() {
         }
     }
 }
+
+/// A wrapper's command is found under every spelling of its value-taking options: the
+/// spec (`canon/specs.rs`) is the one list of them, read by the wrapper and by the rules.
+#[test]
+fn a_wrapped_command_is_found_under_every_option_spelling() {
+    let spellings = crate::engine::shell::canon::valued_spellings("systemd-run");
+    assert!(spellings.len() > 40, "{spellings:?}");
+    for spelling in spellings {
+        let line = format!("systemd-run --user {spelling} sh -c 'cat ~/.ssh/id_rsa'");
+        let (mode, hit) = decide(&line, "ssh-private-keys");
+        // Were `V` or a value-less option misread, `V` or `sh` would be the value or the
+        // command, and the read of the key would go unseen.
+        assert!(mode == Mode::Block && hit, "{line}: {mode:?}");
+    }
+}
