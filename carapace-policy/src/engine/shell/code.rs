@@ -7,11 +7,13 @@ use base64::Engine as _;
 use super::super::normalize;
 use super::super::operation::{Context, Operation};
 use super::args;
+use super::code_env;
 use super::code_eval;
 use super::code_refs;
 use super::flow::{self, Reach};
 use super::names::path_like;
 use super::quote::shell_quote;
+use super::vars;
 use super::walk::{Feed, Walker};
 use crate::rules::Action;
 
@@ -573,6 +575,21 @@ impl Walker<'_> {
         // A function imported or assigned under another name is read as itself.
         let unaliased = code_refs::unalias(code);
         let code = unaliased.as_deref().unwrap_or(code);
+        // Variables the code gives the programs it starts (`os.environ['GIT_SSH_COMMAND']
+        // = …`, `env={'GIT_CONFIG_COUNT': …}`): what they make run is walked, and the
+        // commands below run with them set.
+        let env = code_env::assignments(code);
+        let mut own;
+        let ctx: &mut Context = if env.is_empty() {
+            ctx
+        } else {
+            own = ctx.clone();
+            for (name, value) in &env {
+                self.environment_command(name, value, &own, depth);
+                vars::set_var(&mut own, name, value);
+            }
+            &mut own
+        };
         let Some(sites) = code_eval::sites(code, vars) else {
             self.out
                 .unparsable("the inline code is too complex to analyse (work limit reached)");

@@ -25,6 +25,7 @@ mod args;
 mod builds;
 pub(crate) mod canon;
 mod code;
+mod code_env;
 mod code_eval;
 mod code_refs;
 mod commands;
