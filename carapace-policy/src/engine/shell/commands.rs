@@ -373,6 +373,10 @@ impl Walker<'_> {
             self.runs_download("sh", Reach::Script);
         }
         self.build_of_download(&base, args, ctx);
+        // A package fetched by URL or from a repository and run or installed (its setup runs).
+        if super::remote_pkg::runs_remote_package(&base, args) {
+            self.runs_download("sh", Reach::Script);
+        }
         let line = std::iter::once(base.as_str())
             .chain(args.iter().map(String::as_str))
             .collect::<Vec<_>>()

@@ -46,6 +46,7 @@ mod parse;
 mod plain;
 mod printf;
 mod quote;
+mod remote_pkg;
 mod resolve;
 mod sed;
 mod stop;
