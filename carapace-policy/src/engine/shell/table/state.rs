@@ -3,7 +3,7 @@
 
 use super::super::super::operation::Context;
 use super::super::args;
-use super::super::commands::{environment_feed, DIRSTACK};
+use super::super::commands::{dir_stack, environment_feed, set_dir_stack, stack_index};
 use super::super::flow;
 use super::super::names::{unescape, valid_name};
 use super::super::param::ELEMENT_BREAK;
@@ -194,16 +194,22 @@ pub(super) fn when_set_positional(call: &Call<'_>) -> bool {
 }
 
 /// `popd`: back to the directory the matching `pushd` left.
+/// `popd +N`/`-N` drops entry N and moves only when it was the top; `popd -n` drops the
+/// entry below the top and stays.
 pub(super) fn popd(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
-    let _ = call;
-    // Back to the directory the matching `pushd` left.
-    if let Some(stack) = ctx.var(DIRSTACK).map(str::to_owned) {
-        let (top, rest) = stack.split_once('\n').unwrap_or((stack.as_str(), ""));
-        if !top.is_empty() {
-            let old = std::mem::replace(&mut ctx.cwd, top.to_owned());
-            set_var(ctx, "OLDPWD", &old);
-        }
-        set_var(ctx, DIRSTACK, rest);
+    let Call { args, .. } = call;
+    let mut stack = dir_stack(ctx);
+    if stack.len() < 2 {
+        return Feed::default();
+    }
+    let no_cd = args.iter().any(|a| a == "-n");
+    let at = match args.iter().find(|a| a.as_str() != "-n") {
+        Some(arg) => stack_index(arg, stack.len()),
+        None => Some(usize::from(no_cd)),
+    };
+    if let Some(at) = at {
+        stack.remove(at);
+        set_dir_stack(ctx, &stack);
     }
     Feed::default()
 }
