@@ -345,6 +345,20 @@ impl Walker<'_> {
                 v => inputs.push(v),
             }
         }
+        // With no `:::` and no `-a`, the inputs are stdin's lines, as xargs reads them
+        // (`echo FILE | parallel cat`); a listed name stands for any entry.
+        let from_stdin: Vec<String> =
+            if o.rest.len() == command.len() && o.values(&["-a", "--arg-file"]).is_empty() {
+                stdin
+                    .text
+                    .iter()
+                    .flat_map(|t| super::commands::xargs_items(t, Some('\n')))
+                    .chain(stdin.names.iter().cloned())
+                    .collect()
+            } else {
+                Vec::new()
+            };
+        inputs.extend(from_stdin.iter().map(String::as_str));
         if command.is_empty() {
             for line in inputs.into_iter().take(MAX_INPUTS) {
                 self.script(line, &mut ctx.clone(), depth + 1);
