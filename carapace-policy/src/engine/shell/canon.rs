@@ -241,7 +241,8 @@ fn front_end<'a>(base: &'a str, args: &'a [String]) -> (&'a str, &'a [String]) {
 /// NAME`.
 fn implied_verb(tool: &str, args: &[String]) -> Option<&'static str> {
     let first = args.iter().find(|a| !a.starts_with('-'))?;
-    (matches!(tool, "pass" | "gopass") && !PASS_VERBS.contains(&first.as_str())).then_some("show")
+    (matches!(tool, "pass" | "gopass" | "passage") && !PASS_VERBS.contains(&first.as_str()))
+        .then_some("show")
 }
 
 /// The words of one command as the tool reads them, in the order written.
