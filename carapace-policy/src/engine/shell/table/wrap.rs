@@ -44,6 +44,19 @@ pub(super) fn sudo(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fee
         ],
         true,
     );
+    // `-D DIR`/`--chdir=DIR`: the command runs there.
+    let mut moved;
+    let ctx = match o
+        .value(&["-D", "--chdir"])
+        .and_then(|d| normalize::shell_path(d, ctx))
+    {
+        Some(dir) => {
+            moved = ctx.clone();
+            moved.cwd = dir;
+            &mut moved
+        }
+        None => ctx,
+    };
     if o.rest.is_empty() && o.has(&["-i", "-s", "--login", "--shell"]) {
         return w.shell_stdin(&stdin, ctx, depth);
     }
