@@ -159,7 +159,15 @@ pub(super) fn mapfile(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> 
     } else {
         stdin.joined()
     };
-    let lines: Vec<&str> = text.lines().collect();
+    // `-s N` skips the first lines; `-O N` puts the first at index N.
+    let number = |flag: &str| {
+        o.value(&[flag])
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(0)
+    };
+    let lines: Vec<&str> = std::iter::repeat_n("", number("-O").min(MAX_ORIGIN))
+        .chain(text.lines().skip(number("-s")))
+        .collect();
     // A download's lines stay tainted: `eval "${a[*]}"` runs them.
     let taint = if stdin.downloaded { flow::STREAMED } else { "" };
     if valid_name(name) && !(lines.is_empty() && taint.is_empty()) {
@@ -168,6 +176,9 @@ pub(super) fn mapfile(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> 
     }
     Feed::default()
 }
+
+/// The highest `mapfile -O` index filled in (elements before it are left empty).
+const MAX_ORIGIN: usize = 64;
 
 /// `set -- a b` / `set a b`: the positional parameters.
 pub(super) fn set_positional(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
