@@ -1499,7 +1499,14 @@ impl Walker<'_> {
             return;
         }
         if let Some(dir) = super::builds::build_dir(base, args) {
-            if self.is_download(&format!("{}/build", dir.trim_end_matches('/')), ctx) {
+            let dir = dir.trim_end_matches('/');
+            // A downloaded tree, or a build file of this tool downloaded into a tree of
+            // the agent's (`curl -o package.json URL && npm install`).
+            if self.is_download(&format!("{dir}/build"), ctx)
+                || super::builds::build_files(base)
+                    .iter()
+                    .any(|f| self.is_downloaded_file(&format!("{dir}/{f}"), ctx))
+            {
                 self.runs_download("sh", Reach::Script);
             }
         }
