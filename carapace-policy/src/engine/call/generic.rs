@@ -26,7 +26,7 @@ struct Tool<'a> {
     /// The language its code fields are in, when its name says (`run_python`).
     language: Option<&'a str>,
     /// The tool searches the contents of the files below the directory it is given
-    /// (`mcp__ripgrep__search`, `grep_files`): the directory is read whole.
+    /// (`mcp__rg__grep`, `grep_files`): the directory is read whole.
     searches_contents: bool,
     ctx: &'a Context,
 }
@@ -40,7 +40,9 @@ pub(super) fn extract(tool: &str, input: &Value, ctx: &Context, out: &mut Extrac
     let tool = Tool {
         verb: fields::verb(name),
         patches: has("patch") || has("diff"),
-        searches_contents: ["grep", "ripgrep", "rg", "ag", "ack"].iter().any(|w| has(w)),
+        searches_contents: ["grep", "ripgrep", "rg", "ag", "ack"]
+            .iter()
+            .any(|w| has(w)),
         feeds_shell: [
             "process", "terminal", "stdin", "repl", "pty", "tty", "console", "tmux", "shell",
             "bash",
