@@ -447,3 +447,45 @@ fn every_git_config_entry_point_decides_alike() {
         }
     }
 }
+
+/// A wrapper's command is found under every spelling of its value-taking options: the
+/// spec (`canon/specs.rs`) is the one list of them, read by the wrapper and by the rules.
+#[test]
+fn a_wrapped_command_is_found_under_every_option_spelling() {
+    let spellings = crate::engine::shell::canon::valued_spellings("systemd-run");
+    assert!(spellings.len() > 40, "{spellings:?}");
+    for spelling in spellings {
+        let line = format!("systemd-run --user {spelling} sh -c 'cat ~/.ssh/id_rsa'");
+        let (mode, hit) = decide(&line, "ssh-private-keys");
+        // Were `V` or a value-less option misread, `V` or `sh` would be the value or the
+        // command, and the read of the key would go unseen.
+        assert!(mode == Mode::Block && hit, "{line}: {mode:?}");
+    }
+}
+
+/// git config given through the environment inline code sets for the git it starts is the
+/// same config, in every language's spelling of that environment: set (`os.environ[…] =`,
+/// `process.env.X =`, `ENV[…] =`, `$ENV{…} =`, `putenv`) or handed to the call (`env=…`,
+/// `{env: …}`, Ruby's leading hash).
+#[test]
+fn every_spelling_of_a_code_environment_decides_alike() {
+    const SPELLINGS: &[&str] = &[
+        "python3 -c \"import os,subprocess;subprocess.run(['git','commit','-m','x'],env=dict(os.environ,GIT_CONFIG_COUNT='1',GIT_CONFIG_KEY_0='KEY',GIT_CONFIG_VALUE_0='/tmp/h'))\"",
+        "python3 -c \"import os;os.environ['GIT_CONFIG_COUNT']='1';os.environ['GIT_CONFIG_KEY_0']='KEY';os.environ['GIT_CONFIG_VALUE_0']='/tmp/h';os.system('git commit -m x')\"",
+        "node -e \"process.env.GIT_CONFIG_COUNT='1';process.env.GIT_CONFIG_KEY_0='KEY';process.env.GIT_CONFIG_VALUE_0='/tmp/h';require('child_process').execSync('git commit -m x')\"",
+        "node -e \"require('child_process').execSync('git commit -m x',{env:{GIT_CONFIG_COUNT:'1',GIT_CONFIG_KEY_0:'KEY',GIT_CONFIG_VALUE_0:'/tmp/h'}})\"",
+        "ruby -e \"ENV['GIT_CONFIG_COUNT']='1'; ENV['GIT_CONFIG_KEY_0']='KEY'; ENV['GIT_CONFIG_VALUE_0']='/tmp/h'; system('git commit -m x')\"",
+        "ruby -e \"system({'GIT_CONFIG_COUNT'=>'1','GIT_CONFIG_KEY_0'=>'KEY','GIT_CONFIG_VALUE_0'=>'/tmp/h'}, 'git commit -m x')\"",
+        "perl -e '$ENV{GIT_CONFIG_COUNT}=\"1\";$ENV{GIT_CONFIG_KEY_0}=\"KEY\";$ENV{GIT_CONFIG_VALUE_0}=\"/tmp/h\";system(\"git commit -m x\")'",
+        "php -r 'putenv(\"GIT_CONFIG_COUNT=1\");putenv(\"GIT_CONFIG_KEY_0=KEY\");putenv(\"GIT_CONFIG_VALUE_0=/tmp/h\");system(\"git commit -m x\");'",
+    ];
+    for spelling in SPELLINGS {
+        let hooks = spelling.replace("KEY", "core.hooksPath");
+        let (mode, hit) = decide(&hooks, "git-hooks-path");
+        assert!(mode == Mode::Block && hit, "{hooks}: {mode:?}");
+        // The same environment with a key that runs nothing stays allowed.
+        let name = spelling.replace("KEY", "user.name");
+        let (mode, _) = decide(&name, "git-hooks-path");
+        assert!(matches!(mode, Mode::Allow | Mode::Log), "{name}: {mode:?}");
+    }
+}

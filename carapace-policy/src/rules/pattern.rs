@@ -331,6 +331,9 @@ pub(crate) struct WrittenGlob {
     matcher: std::cell::OnceCell<Option<GlobMatcher>>,
     /// Its language, for patterns its text does not match (`intersect`).
     lang: std::cell::OnceCell<Option<Rc<Lang>>>,
+    /// Its language as written, a last name of wildcards included (`lang` reads that one as
+    /// the directory's entries as a whole), for rule paths without wildcards.
+    written_lang: std::cell::OnceCell<Option<Rc<Lang>>>,
     /// A tree written, copied or moved into place (not read): it may bring entries the
     /// rules bind to its directory (`**/*.git/hooks/pre-receive` for `remote.git/hooks/**`).
     brings_entries: bool,
@@ -378,10 +381,32 @@ impl WrittenGlob {
         if self.is_match(pattern) {
             return true;
         }
+        // A rule path without wildcards (`~/.aws/credentials`) is named when the glob, read
+        // as the shell reads it, matches that path: the text match above takes bash's
+        // extended patterns and find's depth (`~/+(**)/.aws/*`, `~/@(.aws)/*`) as plain
+        // text, and `meets` reads a last name of wildcards alone as the directory's entries
+        // as a whole, which names only the trees protected there.
+        if fixed == pattern.len()
+            && intersect::extglob_at(pattern).is_none()
+            && self.accepts(pattern)
+        {
+            return true;
+        }
         let Some(source) = rule_glob_source(pattern) else {
             return false;
         };
         self.meets(&source, Some(pattern))
+    }
+
+    /// Whether the shell's reading of the glob as written matches `path`; a glob whose
+    /// language cannot be built matches everything (the rule's mode decides).
+    fn accepts(&self, path: &str) -> bool {
+        self.written_lang
+            .get_or_init(|| {
+                Lang::of(&Source::Glob(intersect::shell_glob_regex(&self.glob)?)).map(Rc::new)
+            })
+            .as_ref()
+            .is_none_or(|lang| lang.accepts(path.as_bytes()))
     }
 
     /// [`any_entry`] of its directory, when it is a directory without wildcards followed by
@@ -597,6 +622,7 @@ pub(crate) fn written_glob(path: &str) -> Option<WrittenGlob> {
         literal,
         matcher: std::cell::OnceCell::new(),
         lang: std::cell::OnceCell::new(),
+        written_lang: std::cell::OnceCell::new(),
         brings_entries: false,
     })
 }
@@ -792,6 +818,96 @@ mod tests {
         #[test]
         fn valid_glob_agrees_with_globset(glob in "[a/*?,.\\[\\]{}\\\\!-]{0,12}") {
             proptest::prop_assert_eq!(valid_glob(&glob), build_glob(&glob).is_ok(), "{}", glob);
+        }
+    }
+
+    /// One name of a path as a shell glob that bash matches against it (`pick` chooses):
+    /// wildcards, a bracket class, one of bash's extended patterns, a brace list. A hidden
+    /// name keeps its dot in front, as bash requires.
+    fn name_as_glob(name: &str, pick: usize) -> String {
+        let (dot, body) = match name.strip_prefix('.') {
+            Some(body) => (".", body),
+            None => ("", name),
+        };
+        let Some(first) = body.chars().next() else {
+            return name.to_owned();
+        };
+        let rest = &body[first.len_utf8()..];
+        match pick % 12 {
+            0 => name.to_owned(),
+            1 => format!("{dot}*"),
+            2 => format!("{dot}{first}*"),
+            3 => format!("{dot}{}", "?".repeat(body.chars().count())),
+            4 => format!("{dot}[{first}]{rest}"),
+            5 => format!("@({name})"),
+            6 => format!("@(zz|{name})"),
+            7 => format!("+({name})"),
+            8 => format!("?({name})"),
+            9 => format!("*({name})"),
+            // Braces alone make no glob (a tool's path is read as written): with a `*`.
+            10 => format!("{dot}{{{body},zz}}*"),
+            _ => format!("{dot}{first}[[:print:]]*"),
+        }
+    }
+
+    proptest::proptest! {
+        /// A glob that matches a protected path, read as the shell reads it, is judged as
+        /// reaching it: exact-file, basename and `dir/**` rules alike, whatever the glob's
+        /// spelling of each name and with any depth (`**`, find's `+(**)`) put in front of
+        /// any name. A basename rule (`**/id_rsa`) is not reached by a last name of
+        /// wildcards alone (`~/.ssh/*` stands for the directory's entries as a whole, which
+        /// the directory's own rule names).
+        #[test]
+        fn a_glob_matching_a_protected_path_reaches_it(
+            which in 0usize..3,
+            picks in proptest::collection::vec(0usize..12, 6),
+            depth_at in 0usize..8,
+            depth in 0usize..3,
+        ) {
+            let (rule, path) = [
+                ("~/.aws/credentials", "/home/a/.aws/credentials"),
+                ("**/id_rsa", "/home/a/.ssh/id_rsa"),
+                ("~/.gnupg/**", "/home/a/.gnupg/private-keys-v1.d/k.key"),
+            ][which];
+            let names: Vec<&str> = path.split('/').skip(1).collect();
+            let mut glob = String::new();
+            for (i, name) in names.iter().enumerate() {
+                if i == depth_at {
+                    glob.push_str(["", "/**", "/+(**)"][depth]);
+                }
+                let last = i + 1 == names.len();
+                let mut pick = picks[i % picks.len()];
+                // The first two names stay as written: the home the rule expands to.
+                if i < 2 || (last && which == 1 && matches!(pick % 12, 1)) {
+                    pick = 0;
+                }
+                glob.push('/');
+                glob.push_str(&name_as_glob(name, pick));
+            }
+            proptest::prop_assert!(pat(rule).covers(&glob, false), "{} does not reach {}", glob, rule);
+        }
+    }
+
+    #[test]
+    fn a_glob_reaches_exact_files_through_extended_patterns_and_depth() {
+        let creds = pat("~/.aws/credentials");
+        for glob in [
+            "/home/a/+(**)/.aws/**",
+            "/home/a/+(**)/.aws/*",
+            "/home/a/@(.aws|.azure)/*",
+            "/home/a/+(.aws)/**",
+            "/root/?(.aws)/*",
+        ] {
+            assert!(creds.covers(glob, false), "{glob}");
+        }
+        // Look-alikes: the same shapes elsewhere, or a name the path does not have.
+        for glob in [
+            "/home/a/project/+(**)/*",
+            "/home/a/@(.aws)/config*",
+            "/home/a/@(.azure|.gcp)/*",
+            "/home/a/+(**)/.aws/cache/*",
+        ] {
+            assert!(!creds.covers(glob, false), "{glob}");
         }
     }
 

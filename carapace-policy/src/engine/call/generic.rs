@@ -25,6 +25,9 @@ struct Tool<'a> {
     feeds_shell: bool,
     /// The language its code fields are in, when its name says (`run_python`).
     language: Option<&'a str>,
+    /// The tool searches the contents of the files below the directory it is given
+    /// (`mcp__rg__grep`, `grep_files`): the directory is read whole.
+    searches_contents: bool,
     ctx: &'a Context,
 }
 
@@ -37,6 +40,9 @@ pub(super) fn extract(tool: &str, input: &Value, ctx: &Context, out: &mut Extrac
     let tool = Tool {
         verb: fields::verb(name),
         patches: has("patch") || has("diff"),
+        searches_contents: ["grep", "ripgrep", "rg", "ag", "ack"]
+            .iter()
+            .any(|w| has(w)),
         feeds_shell: [
             "process", "terminal", "stdin", "repl", "pty", "tty", "console", "tmux", "shell",
             "bash",
@@ -104,7 +110,7 @@ fn object(
     // (`sync`, `backup`, `zip {inputs, output}`): a directory goes whole.
     let pair =
         any(&[Role::Source, Role::BareSource, Role::Paths]) && any(&[Role::Dest, Role::BareDest]);
-    let tree = tree_verb(tool.verb) || pair;
+    let tree = tree_verb(tool.verb) || pair || tool.searches_contents;
     // A base directory is a path itself only when the call names no other.
     let base_alone = !any(&[
         Role::Path,

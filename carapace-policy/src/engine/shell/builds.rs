@@ -128,6 +128,27 @@ fn node_build(args: &[String]) -> Option<&str> {
         .then(|| value_of(args, &["--prefix", "-C", "--cwd", "--dir"]).unwrap_or("."))
 }
 
+/// The files whose code a build by `base` runs, in its directory.
+pub(super) fn build_files(base: &str) -> &'static [&'static str] {
+    match base {
+        "make" | "gmake" | "bmake" => &["Makefile", "makefile", "GNUmakefile"],
+        "ninja" | "samu" => &["build.ninja"],
+        "cmake" => &["CMakeLists.txt"],
+        "meson" | "muon" => &["meson.build"],
+        "npm" | "pnpm" | "yarn" | "bun" => &["package.json", ".npmrc", ".yarnrc.yml"],
+        "pip" | "pip3" | "uv" | "pipx" => &["setup.py", "pyproject.toml", "setup.cfg"],
+        "cargo" => &["build.rs", "Cargo.toml", ".cargo/config.toml"],
+        "go" => &["go.mod"],
+        "mvn" | "mvnw" => &["pom.xml"],
+        "gradle" | "gradlew" => &["build.gradle", "build.gradle.kts", "settings.gradle"],
+        "rake" => &["Rakefile"],
+        "just" => &["justfile", "Justfile"],
+        "tox" => &["tox.ini"],
+        "nox" => &["noxfile.py"],
+        _ => &[],
+    }
+}
+
 /// The first word that is neither an option nor the value of one that names a place
 /// (`npm --prefix r install`).
 fn first_operand(args: &[String]) -> Option<&str> {

@@ -20,6 +20,8 @@
 mod specs;
 
 pub(crate) use crate::engine::invocation::{Arg, Invocation};
+#[cfg(test)]
+pub(crate) use specs::valued_spellings;
 pub(super) use specs::GIT_GLOBAL_VALUED;
 use specs::{Spec, PASS_VERBS};
 
@@ -55,6 +57,41 @@ pub(super) fn line(base: &str, args: &[String]) -> Option<String> {
 /// kubectl` → `kubectl`, `gpg2` → `gpg`): what structured rules are indexed by.
 pub(crate) fn program<'a>(base: &'a str, args: &'a [String]) -> &'a str {
     front_end(base, args).0
+}
+
+/// Where the command a wrapper runs starts in `args` (`systemd-run -p X --uni=u CMD…`),
+/// read by the wrapper's spec as the wrapper's getopt reads it: abbreviated long names,
+/// shorts bundled, values attached or in the next word, options ending at the first
+/// operand. `None` when no spec knows the wrapper. The spec is the one list of its
+/// value-taking options, so the wrapper reading and the command rules cannot drift apart.
+pub(super) fn wrapped_at(tool: &str, args: &[String]) -> Option<usize> {
+    let spec = specs::find(tool, None)?;
+    let mut i = 0;
+    while let Some(arg) = args.get(i) {
+        i += 1;
+        if arg == "--" {
+            return Some(i);
+        }
+        if let Some(long) = arg.strip_prefix("--") {
+            if !long.contains('=') && spec.valued(&spec.long_name(long)) {
+                i += 1;
+            }
+        } else if arg.len() > 1 && arg.starts_with('-') {
+            // The first short that takes a value takes the rest of the word, or the next.
+            if let Some((j, c)) = arg
+                .char_indices()
+                .skip(1)
+                .find(|&(_, c)| spec.valued(&spec.short_name(c)))
+            {
+                if j + c.len_utf8() == arg.len() {
+                    i += 1;
+                }
+            }
+        } else {
+            return Some(i - 1);
+        }
+    }
+    Some(args.len())
 }
 
 /// One simple command as the tool reads it: for structured command rules (`run:`). Every
@@ -204,7 +241,8 @@ fn front_end<'a>(base: &'a str, args: &'a [String]) -> (&'a str, &'a [String]) {
 /// NAME`.
 fn implied_verb(tool: &str, args: &[String]) -> Option<&'static str> {
     let first = args.iter().find(|a| !a.starts_with('-'))?;
-    (matches!(tool, "pass" | "gopass") && !PASS_VERBS.contains(&first.as_str())).then_some("show")
+    (matches!(tool, "pass" | "gopass" | "passage") && !PASS_VERBS.contains(&first.as_str()))
+        .then_some("show")
 }
 
 /// The words of one command as the tool reads them, in the order written.

@@ -7,11 +7,13 @@ use base64::Engine as _;
 use super::super::normalize;
 use super::super::operation::{Context, Operation};
 use super::args;
+use super::code_env;
 use super::code_eval;
 use super::code_refs;
 use super::flow::{self, Reach};
 use super::names::path_like;
 use super::quote::shell_quote;
+use super::vars;
 use super::walk::{Feed, Walker};
 use crate::rules::Action;
 
@@ -480,7 +482,17 @@ impl Walker<'_> {
                     }
                 }
             }
-            _ => {}
+            // A module of the working directory's (`curl … > x.py; python3 -m x`): a
+            // downloaded one is downloaded code run.
+            _ if self.flow.downloads.is_empty() => {}
+            _ => {
+                let path = module.replace('.', "/");
+                if self.is_download(&format!("{path}.py"), ctx)
+                    || self.is_download(&format!("{path}/__main__.py"), ctx)
+                {
+                    self.runs_download("python", Reach::Script);
+                }
+            }
         }
     }
 
@@ -573,6 +585,21 @@ impl Walker<'_> {
         // A function imported or assigned under another name is read as itself.
         let unaliased = code_refs::unalias(code);
         let code = unaliased.as_deref().unwrap_or(code);
+        // Variables the code gives the programs it starts (`os.environ['GIT_SSH_COMMAND']
+        // = …`, `env={'GIT_CONFIG_COUNT': …}`): what they make run is walked, and the
+        // commands below run with them set.
+        let env = code_env::assignments(code);
+        let mut own;
+        let ctx: &mut Context = if env.is_empty() {
+            ctx
+        } else {
+            own = ctx.clone();
+            for (name, value) in &env {
+                self.environment_command(name, value, &own, depth);
+                vars::set_var(&mut own, name, value);
+            }
+            &mut own
+        };
         let Some(sites) = code_eval::sites(code, vars) else {
             self.out
                 .unparsable("the inline code is too complex to analyse (work limit reached)");
@@ -666,6 +693,11 @@ impl Walker<'_> {
             }
             return;
         }
+        // awk's `print "CMD" | "sh"`: the printed text is the shell's script.
+        if value.complete && awk_prints_to_shell(after) {
+            self.script(&value.text, &mut ctx.clone(), depth + 1);
+            return;
+        }
         if value.shell_literal || ends_with_call(before, SHELL_CALLS) || awk_pipe(before, after) {
             if value.complete {
                 self.script(&value.text, &mut ctx.clone(), depth + 1);
@@ -683,6 +715,12 @@ impl Walker<'_> {
         if value.complete && value.text.parse::<std::net::IpAddr>().is_ok() {
             self.host_op(&value.text, None, None);
             return;
+        }
+        // A command line written out where no call shows that it runs
+        // (`getattr(os, 'sys' + 'tem')('cat F')`, a table of commands run later): walked
+        // as one when its first word is a program that reads, copies or sends files.
+        if value.complete && looks_like_command(&value.text) {
+            self.script(&value.text, &mut ctx.clone(), depth + 1);
         }
         self.path_site(site, before, after, ctx, whole);
     }
@@ -824,6 +862,63 @@ fn awk_pipe(before: &str, after: &str) -> bool {
     let b = before.trim_end();
     let to = b.ends_with('|') && !b.ends_with("||") && b.contains("print");
     from || to
+}
+
+/// Whether `text` reads as a command line of a program that reads, copies, sends or runs
+/// files: such a program, then at least one word.
+fn looks_like_command(text: &str) -> bool {
+    let mut words = text.split_whitespace();
+    let (Some(program), Some(_)) = (words.next(), words.next()) else {
+        return false;
+    };
+    matches!(
+        program.rsplit('/').next().unwrap_or(program),
+        "cat"
+            | "head"
+            | "tail"
+            | "less"
+            | "more"
+            | "cp"
+            | "mv"
+            | "rm"
+            | "tar"
+            | "zip"
+            | "scp"
+            | "rsync"
+            | "curl"
+            | "wget"
+            | "nc"
+            | "ncat"
+            | "sh"
+            | "bash"
+            | "zsh"
+            | "dash"
+            | "base64"
+            | "xxd"
+            | "od"
+            | "strings"
+            | "tee"
+            | "dd"
+            | "chmod"
+            | "ln"
+            | "gpg"
+            | "ssh"
+            | "git"
+    )
+}
+
+/// Whether the text before `after` is printed into a shell (`print "CMD" | "sh"`).
+fn awk_prints_to_shell(after: &str) -> bool {
+    after
+        .trim_start()
+        .strip_prefix('|')
+        .map(str::trim_start)
+        .and_then(|r| r.strip_prefix('"'))
+        .and_then(|r| r.split_once('"'))
+        .is_some_and(|(cmd, _)| {
+            let program = cmd.split_whitespace().next().unwrap_or("");
+            super::names::is_shell(super::names::family(program))
+        })
 }
 
 /// What a call that opens the path it is given does with it, when the call before the

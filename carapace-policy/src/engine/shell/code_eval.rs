@@ -1236,6 +1236,15 @@ impl<'c> Parser<'c> {
             },
             Call::CharCodes => char_codes(&spread),
             Call::Sprintf => percent(first, args.get(1..).unwrap_or(&[])),
+            Call::Pack if first.complete && first.text.starts_with('H') => args
+                .get(1)
+                .cloned()
+                .unwrap_or_else(|| Value::unknown(true))
+                .map(hex_text),
+            Call::Pack | Call::Decoded => Value {
+                decoded: true,
+                ..Value::unknown(true)
+            },
             Call::Computed => Value::unknown(true),
         })
     }
@@ -1258,6 +1267,11 @@ enum Call {
     ExpandPath,
     /// PHP's `implode(sep, list)`, Perl's `join(SEP, LIST)`.
     Implode,
+    /// Perl's `pack(TEMPLATE, …)`: `H*` is hex.
+    Pack,
+    /// Decodes its argument in a way not followed here (`decompress`, `unpack`): a value
+    /// that is code hidden from the reading when it is run.
+    Decoded,
     /// Computes something from its arguments that is not followed here.
     Computed,
 }
@@ -1288,9 +1302,12 @@ fn call_kind(name: &str, last: &str) -> Option<Call> {
         "from" if name.ends_with("Buffer.from") => Call::Buffer,
         "chr" | "fromCharCode" | "fromCodePoint" | "bytes" | "bytearray" => Call::CharCodes,
         "sprintf" | "format" if name == last || name.ends_with("String.format") => Call::Sprintf,
-        "unescape" | "decodeURIComponent" | "decodeURI" | "pack" | "unpack" | "unpack1"
-        | "decompress" | "b32decode" | "b85decode" | "a85decode" | "translate" | "maketrans"
-        | "urlsafe_b64decode_" | "loads" | "fromBase64" | "gsub" | "tr" => Call::Computed,
+        "pack" => Call::Pack,
+        "unescape" | "decodeURIComponent" | "decodeURI" | "unpack" | "unpack1" | "decompress"
+        | "b32decode" | "b85decode" | "a85decode" | "fromBase64" | "urlsafe_b64decode_" => {
+            Call::Decoded
+        }
+        "translate" | "maketrans" | "loads" | "gsub" | "tr" => Call::Computed,
         _ => return None,
     })
 }

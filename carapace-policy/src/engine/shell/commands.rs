@@ -299,34 +299,6 @@ pub(super) fn wrapper_valued(name: &str) -> &'static [&'static str] {
             "--landlock-access",
             "--landlock-rule",
         ],
-        "systemd-run" => &[
-            "-u",
-            "--unit",
-            "-p",
-            "--property",
-            "--description",
-            "--slice",
-            "-E",
-            "--setenv",
-            "--uid",
-            "--gid",
-            "--nice",
-            "-M",
-            "--machine",
-            "-H",
-            "--host",
-            "--working-directory",
-            "--on-active",
-            "--on-boot",
-            "--on-startup",
-            "--on-unit-active",
-            "--on-unit-inactive",
-            "--on-calendar",
-            "--timer-property",
-            "--path-property",
-            "--socket-property",
-            "--service-type",
-        ],
         "unshare" => &[
             "-S",
             "--setuid",
@@ -401,6 +373,10 @@ impl Walker<'_> {
             self.runs_download("sh", Reach::Script);
         }
         self.build_of_download(&base, args, ctx);
+        // A package fetched by URL or from a repository and run or installed (its setup runs).
+        if super::remote_pkg::runs_remote_package(&base, args) {
+            self.runs_download("sh", Reach::Script);
+        }
         let line = std::iter::once(base.as_str())
             .chain(args.iter().map(String::as_str))
             .collect::<Vec<_>>()
@@ -513,6 +489,9 @@ impl Walker<'_> {
 
     /// cd / pushd: the working directory moves (see `cd_path_targets` for `CDPATH`).
     pub(super) fn cd(&mut self, name: &str, args: &[String], ctx: &mut Context) -> Feed {
+        if name == "pushd" && pushd_within_stack(args, ctx) {
+            return Feed::default();
+        }
         let o = args::parse(args, &[], false);
         let target = o.operands.first().copied().unwrap_or("~");
         let target = match target {
@@ -1520,7 +1499,14 @@ impl Walker<'_> {
             return;
         }
         if let Some(dir) = super::builds::build_dir(base, args) {
-            if self.is_download(&format!("{}/build", dir.trim_end_matches('/')), ctx) {
+            let dir = dir.trim_end_matches('/');
+            // A downloaded tree, or a build file of this tool downloaded into a tree of
+            // the agent's (`curl -o package.json URL && npm install`).
+            if self.is_download(&format!("{dir}/build"), ctx)
+                || super::builds::build_files(base)
+                    .iter()
+                    .any(|f| self.is_downloaded_file(&format!("{dir}/{f}"), ctx))
+            {
                 self.runs_download("sh", Reach::Script);
             }
         }
@@ -1802,6 +1788,65 @@ const METADATA_ONLY: &[&str] = &[
 
 /// Where `pushd` keeps the directories `popd` returns to, newest first, one per line.
 pub(super) const DIRSTACK: &str = "DIRSTACK";
+
+/// The directory stack as bash keeps it: the working directory, then the directories
+/// `pushd` left, newest first.
+pub(super) fn dir_stack(ctx: &Context) -> Vec<String> {
+    std::iter::once(ctx.cwd.clone())
+        .chain(
+            ctx.var(DIRSTACK)
+                .unwrap_or("")
+                .split('\n')
+                .filter(|d| !d.is_empty())
+                .map(str::to_owned),
+        )
+        .collect()
+}
+
+/// Makes `stack` the directory stack: its first entry becomes the working directory.
+pub(super) fn set_dir_stack(ctx: &mut Context, stack: &[String]) {
+    let Some((top, rest)) = stack.split_first() else {
+        return;
+    };
+    if *top != ctx.cwd {
+        let old = std::mem::replace(&mut ctx.cwd, top.clone());
+        set_var(ctx, "OLDPWD", &old);
+    }
+    set_var(ctx, DIRSTACK, &rest.join("\n"));
+}
+
+/// Which entry of a stack of `len` a `+N` (from the top) or `-N` (from the bottom) names,
+/// as `pushd`, `popd` and `dirs` count them.
+pub(super) fn stack_index(arg: &str, len: usize) -> Option<usize> {
+    let (from_top, n) = match arg.as_bytes().first()? {
+        b'+' => (true, &arg[1..]),
+        b'-' => (false, &arg[1..]),
+        _ => return None,
+    };
+    let n: usize = n.parse().ok()?;
+    (n < len).then(|| if from_top { n } else { len - 1 - n })
+}
+
+/// `pushd` without a directory (the top two entries swap) and `pushd +N`/`-N` (the stack
+/// turns until entry N is on top): the working directory becomes one already on the
+/// stack. Whether it was one of those.
+fn pushd_within_stack(args: &[String], ctx: &mut Context) -> bool {
+    let no_cd = args.iter().any(|a| a == "-n");
+    let operand = args.iter().find(|a| !matches!(a.as_str(), "-n" | "--"));
+    let mut stack = dir_stack(ctx);
+    let below = 1.min(stack.len() - 1);
+    match operand {
+        None if !no_cd => stack.swap(0, below),
+        Some(arg) => match stack_index(arg, stack.len()) {
+            Some(i) if !no_cd => stack.rotate_left(i),
+            Some(_) => {}
+            None => return false,
+        },
+        None => {}
+    }
+    set_dir_stack(ctx, &stack);
+    true
+}
 
 /// What `env`, `printenv` and `export -p` print: the environment.
 pub(super) fn environment_feed() -> Feed {

@@ -16,6 +16,12 @@ pub(super) fn declare(name: &str, args: &[String], ctx: &mut Context) {
         .collect();
     let nameref = flags.contains('n') && name != "export";
     let assoc = flags.contains('A');
+    // `-l`/`-u`: the value is stored in lower or upper case (`declare -l p=/HOME/…`).
+    let case: Option<fn(&str) -> String> = match (flags.contains('l'), flags.contains('u')) {
+        (true, _) => Some(str::to_lowercase),
+        (_, true) => Some(str::to_uppercase),
+        _ => None,
+    };
     for a in args.iter().filter(|a| !a.starts_with(['-', '+'])) {
         let (k, v) = match a.split_once('=') {
             Some((k, v)) => (k, Some(v)),
@@ -38,6 +44,8 @@ pub(super) fn declare(name: &str, args: &[String], ctx: &mut Context) {
         let Some(v) = v else {
             continue;
         };
+        let cased = case.map(|f| f(v));
+        let v = cased.as_deref().unwrap_or(v);
         match v.strip_prefix('(').and_then(|l| l.strip_suffix(')')) {
             Some(list) => elements(ctx, k, list, append),
             None if append => {

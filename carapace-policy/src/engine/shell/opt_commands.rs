@@ -4,6 +4,7 @@
 //! ':!CMD'`, `-c 'r FILE'`, `-c 'w FILE'`). Each is walked as the shell line (or the file
 //! operation) it is, on top of what the program's own entry says about its arguments.
 use super::super::operation::Context;
+use super::flow::Reach;
 use super::walk::Walker;
 use crate::rules::Action;
 
@@ -86,6 +87,9 @@ enum Environment {
     /// A script a non-interactive bash sources before anything else (`BASH_ENV`; sh's
     /// `ENV` is read by interactive shells only, and is a common name for other things).
     Sourced,
+    /// Files the program loads as its own code before it starts (`LD_PRELOAD=/tmp/x.so`,
+    /// `NODE_OPTIONS='--require ./x.js'`, `RUBYOPT=-r./x`, `PYTHONSTARTUP`): each is run.
+    Loaded,
 }
 
 /// The variables whose value a program runs, whichever program reads them: a value set
@@ -115,7 +119,60 @@ fn environment(name: &str) -> Option<Environment> {
         | "BROWSER"
         | "PROMPT_COMMAND" => Some(Environment::Command),
         "BASH_ENV" => Some(Environment::Sourced),
+        "LD_PRELOAD" | "LD_AUDIT" | "NODE_OPTIONS" | "RUBYOPT" | "PYTHONSTARTUP" => {
+            Some(Environment::Loaded)
+        }
         _ => None,
+    }
+}
+
+/// Whether a program acts on variable `name` beyond reading it as data: it runs its value
+/// ([`environment`]) or takes git config from it (`GIT_CONFIG_COUNT`…).
+pub(super) fn acts_on_variable(name: &str) -> bool {
+    environment(name).is_some()
+        || matches!(
+            name,
+            "GIT_CONFIG_COUNT"
+                | "GIT_CONFIG_PARAMETERS"
+                | "GIT_CONFIG_GLOBAL"
+                | "GIT_CONFIG_SYSTEM"
+                | "GIT_CONFIG"
+        )
+        || ["GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"].iter().any(|p| {
+            name.strip_prefix(p)
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+}
+
+/// The files a loader variable's value names ([`Environment::Loaded`]): `LD_PRELOAD`'s
+/// list (`:` or blank separated), and the files the interpreters' options load (`node
+/// --require F` / `-r F` / `--import F` / `--loader F`, `ruby -rF`).
+fn loaded_files<'v>(name: &str, value: &'v str) -> Vec<&'v str> {
+    match name {
+        "LD_PRELOAD" | "LD_AUDIT" => value
+            .split([':', ' ', '\t'])
+            .filter(|f| !f.is_empty())
+            .collect(),
+        "PYTHONSTARTUP" => vec![value.trim()],
+        _ => {
+            let mut out = Vec::new();
+            let mut words = value.split_whitespace();
+            while let Some(word) = words.next() {
+                let (option, attached) = match word.split_once('=') {
+                    Some((o, v)) => (o, Some(v)),
+                    None => (word, None),
+                };
+                if matches!(
+                    option,
+                    "-r" | "--require" | "--import" | "--loader" | "--experimental-loader"
+                ) {
+                    out.extend(attached.or_else(|| words.next()));
+                } else if let Some(file) = word.strip_prefix("-r").filter(|f| !f.is_empty()) {
+                    out.push(file);
+                }
+            }
+            out
+        }
     }
 }
 
@@ -177,6 +234,19 @@ impl Walker<'_> {
             }
             Some(Environment::Sourced) if !value.is_empty() => {
                 self.script_file(value, &mut ctx.clone(), depth + 1, true);
+            }
+            Some(Environment::Loaded) => {
+                for file in loaded_files(name, value) {
+                    // Only a file that is a path is loaded from one (`-r ts-node/register`
+                    // is a package): bare names are looked up where Layer 1 cannot see.
+                    if !file.contains('/') {
+                        continue;
+                    }
+                    self.path_op(Action::Execute, file, ctx, None);
+                    if self.is_download(file, ctx) {
+                        self.runs_download("sh", Reach::Script);
+                    }
+                }
             }
             _ => {}
         }

@@ -513,7 +513,7 @@ static TABLE: &[Entry] = &[
         does: Does::Handler(text::mktemp),
     },
     Entry {
-        names: &["dirname", "basename", "realpath"],
+        names: &["dirname", "basename", "realpath", "readlink"],
         when: Some(text::when_path_name),
         does: Does::Handler(text::path_name),
     },

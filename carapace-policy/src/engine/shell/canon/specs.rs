@@ -139,6 +139,42 @@ impl Spec {
     }
 }
 
+/// Every spelling of each value-taking option of `tool`'s spec (with the value `V`), as
+/// getopt_long reads them: `--name V`, `--name=V`, the shortest unique prefix both ways,
+/// and each short alone, with the value attached and bundled after another short.
+#[cfg(test)]
+pub(crate) fn valued_spellings(tool: &str) -> Vec<String> {
+    let Some(spec) = find(tool, None) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for long in spec.valued {
+        out.push(format!("{long} V"));
+        out.push(format!("{long}=V"));
+        let name = &long[2..];
+        if let Some(prefix) = (1..name.len())
+            .map(|n| &name[..n])
+            .find(|p| spec.long_name(p) == *long)
+        {
+            out.push(format!("--{prefix} V"));
+            out.push(format!("--{prefix}=V"));
+        }
+    }
+    let flag = spec
+        .shorts
+        .iter()
+        .find(|(_, long)| !spec.valued(long))
+        .map(|(c, _)| *c);
+    for (c, long) in spec.shorts {
+        if spec.valued(long) {
+            out.push(format!("-{c} V"));
+            out.push(format!("-{c}V"));
+            out.extend(flag.map(|f| format!("-{f}{c} V")));
+        }
+    }
+    out
+}
+
 /// The spec for `tool` whose verb is `verb` (or that applies to any verb).
 pub(super) fn find(tool: &str, verb: Option<&String>) -> Option<&'static Spec> {
     SPECS

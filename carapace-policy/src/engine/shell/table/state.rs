@@ -3,7 +3,7 @@
 
 use super::super::super::operation::Context;
 use super::super::args;
-use super::super::commands::{environment_feed, DIRSTACK};
+use super::super::commands::{dir_stack, environment_feed, set_dir_stack, stack_index};
 use super::super::flow;
 use super::super::names::{unescape, valid_name};
 use super::super::param::ELEMENT_BREAK;
@@ -159,7 +159,15 @@ pub(super) fn mapfile(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> 
     } else {
         stdin.joined()
     };
-    let lines: Vec<&str> = text.lines().collect();
+    // `-s N` skips the first lines; `-O N` puts the first at index N.
+    let number = |flag: &str| {
+        o.value(&[flag])
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(0)
+    };
+    let lines: Vec<&str> = std::iter::repeat_n("", number("-O").min(MAX_ORIGIN))
+        .chain(text.lines().skip(number("-s")))
+        .collect();
     // A download's lines stay tainted: `eval "${a[*]}"` runs them.
     let taint = if stdin.downloaded { flow::STREAMED } else { "" };
     if valid_name(name) && !(lines.is_empty() && taint.is_empty()) {
@@ -168,6 +176,9 @@ pub(super) fn mapfile(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> 
     }
     Feed::default()
 }
+
+/// The highest `mapfile -O` index filled in (elements before it are left empty).
+const MAX_ORIGIN: usize = 64;
 
 /// `set -- a b` / `set a b`: the positional parameters.
 pub(super) fn set_positional(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
@@ -194,16 +205,22 @@ pub(super) fn when_set_positional(call: &Call<'_>) -> bool {
 }
 
 /// `popd`: back to the directory the matching `pushd` left.
+/// `popd +N`/`-N` drops entry N and moves only when it was the top; `popd -n` drops the
+/// entry below the top and stays.
 pub(super) fn popd(_w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
-    let _ = call;
-    // Back to the directory the matching `pushd` left.
-    if let Some(stack) = ctx.var(DIRSTACK).map(str::to_owned) {
-        let (top, rest) = stack.split_once('\n').unwrap_or((stack.as_str(), ""));
-        if !top.is_empty() {
-            let old = std::mem::replace(&mut ctx.cwd, top.to_owned());
-            set_var(ctx, "OLDPWD", &old);
-        }
-        set_var(ctx, DIRSTACK, rest);
+    let Call { args, .. } = call;
+    let mut stack = dir_stack(ctx);
+    if stack.len() < 2 {
+        return Feed::default();
+    }
+    let no_cd = args.iter().any(|a| a == "-n");
+    let at = match args.iter().find(|a| a.as_str() != "-n") {
+        Some(arg) => stack_index(arg, stack.len()),
+        None => Some(usize::from(no_cd)),
+    };
+    if let Some(at) = at {
+        stack.remove(at);
+        set_dir_stack(ctx, &stack);
     }
     Feed::default()
 }

@@ -144,8 +144,15 @@ pub(super) fn path_name(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -
 
 /// When the entry `path_name` applies.
 pub(super) fn when_path_name(call: &Call<'_>) -> bool {
-    let Call { args, .. } = call;
+    let Call { name, args, .. } = call;
+    // `readlink -f`/`-e`/`-m` prints the resolved path, as realpath does (alone, it
+    // prints a link's target, which the analysis does not know).
     !args.is_empty()
+        && (*name != "readlink"
+            || args.iter().any(|a| {
+                a.starts_with("--canonicalize")
+                    || (a.starts_with('-') && !a.starts_with("--") && a.contains(['f', 'e', 'm']))
+            }))
 }
 
 /// `grep`, `rg`, `ag`…: files searched, what they print.

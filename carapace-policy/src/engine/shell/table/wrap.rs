@@ -44,6 +44,19 @@ pub(super) fn sudo(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Fee
         ],
         true,
     );
+    // `-D DIR`/`--chdir=DIR`: the command runs there.
+    let mut moved;
+    let ctx = match o
+        .value(&["-D", "--chdir"])
+        .and_then(|d| normalize::shell_path(d, ctx))
+    {
+        Some(dir) => {
+            moved = ctx.clone();
+            moved.cwd = dir;
+            &mut moved
+        }
+        None => ctx,
+    };
     if o.rest.is_empty() && o.has(&["-i", "-s", "--login", "--shell"]) {
         return w.shell_stdin(&stdin, ctx, depth);
     }
@@ -97,8 +110,9 @@ pub(super) fn wrapper(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> 
     } = call;
     let valued: &[&str] = match name {
         "exec" => &["-a"],
-        "setpriv" | "systemd-run" | "unshare" | "nsenter" | "xvfb-run" | "ssh-agent" | "cgexec"
-        | "proot" => wrapper_valued(name),
+        "setpriv" | "unshare" | "nsenter" | "xvfb-run" | "ssh-agent" | "cgexec" | "proot" => {
+            wrapper_valued(name)
+        }
         "strace" | "ltrace" => &[
             "-o", "-e", "-p", "-s", "-u", "-E", "-P", "-a", "-b", "-I", "-S", "-X",
         ],
@@ -120,7 +134,13 @@ pub(super) fn wrapper(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> 
     }
     let o = args::parse(args, valued, true);
     // setarch ARCH CMD…, faketime TIME CMD…, sg GROUP [-c] CMD…
-    let o_rest = if matches!(name, "setarch" | "faketime" | "sg") {
+    let o_rest = if let Some(at) = (name == "systemd-run")
+        .then(|| super::super::canon::wrapped_at(name, args))
+        .flatten()
+    {
+        // Its options are read by its spec (`canon/specs.rs`), the one list of them.
+        args.get(at..).unwrap_or_default()
+    } else if matches!(name, "setarch" | "faketime" | "sg") {
         let after = o.rest.get(1..).unwrap_or(&[]);
         if name == "sg" && after.first().is_some_and(|a| a == "-c") {
             let cmd = after.get(1..).unwrap_or(&[]).join(" ");
