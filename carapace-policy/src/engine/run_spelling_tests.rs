@@ -470,22 +470,21 @@ fn a_wrapped_command_is_found_under_every_option_spelling() {
 #[test]
 fn every_spelling_of_a_code_environment_decides_alike() {
     const SPELLINGS: &[&str] = &[
-        "python3 -c \"import os,subprocess;subprocess.run(['git','commit','-m','x'],env=dict(os.environ,GIT_CONFIG_COUNT='1',GIT_CONFIG_KEY_0='@KEY@',GIT_CONFIG_VALUE_0='/tmp/h'))\"",
-        "python3 -c \"import os;os.environ['GIT_CONFIG_COUNT']='1';os.environ['GIT_CONFIG_KEY_0']='@KEY@';os.environ['GIT_CONFIG_VALUE_0']='/tmp/h';os.system('git commit -m x')\"",
-        "node -e \"process.env.GIT_CONFIG_COUNT='1';process.env.GIT_CONFIG_KEY_0='@KEY@';process.env.GIT_CONFIG_VALUE_0='/tmp/h';require('child_process').execSync('git commit -m x')\"",
-        "node -e \"require('child_process').execSync('git commit -m x',{env:{GIT_CONFIG_COUNT:'1',GIT_CONFIG_KEY_0:'@KEY@',GIT_CONFIG_VALUE_0:'/tmp/h'}})\"",
-        "ruby -e \"ENV['GIT_CONFIG_COUNT']='1'; ENV['GIT_CONFIG_KEY_0']='@KEY@'; ENV['GIT_CONFIG_VALUE_0']='/tmp/h'; system('git commit -m x')\"",
-        "ruby -e \"system({'GIT_CONFIG_COUNT'=>'1','GIT_CONFIG_KEY_0'=>'@KEY@','GIT_CONFIG_VALUE_0'=>'/tmp/h'}, 'git commit -m x')\"",
-        "perl -e '$ENV{GIT_CONFIG_COUNT}=\"1\";$ENV{GIT_CONFIG_KEY_0}=\"@KEY@\";$ENV{GIT_CONFIG_VALUE_0}=\"/tmp/h\";system(\"git commit -m x\")'",
-        "php -r 'putenv(\"GIT_CONFIG_COUNT=1\");putenv(\"GIT_CONFIG_KEY_0=@KEY@\");putenv(\"GIT_CONFIG_VALUE_0=/tmp/h\");system(\"git commit -m x\");'",
+        "python3 -c \"import os,subprocess;subprocess.run(['git','commit','-m','x'],env=dict(os.environ,GIT_CONFIG_COUNT='1',GIT_CONFIG_KEY_0='@K@',GIT_CONFIG_VALUE_0='/tmp/h'))\"",
+        "python3 -c \"import os;os.environ['GIT_CONFIG_COUNT']='1';os.environ['GIT_CONFIG_KEY_0']='@K@';os.environ['GIT_CONFIG_VALUE_0']='/tmp/h';os.system('git commit -m x')\"",
+        "node -e \"process.env.GIT_CONFIG_COUNT='1';process.env.GIT_CONFIG_KEY_0='@K@';process.env.GIT_CONFIG_VALUE_0='/tmp/h';require('child_process').execSync('git commit -m x')\"",
+        "node -e \"require('child_process').execSync('git commit -m x',{env:{GIT_CONFIG_COUNT:'1',GIT_CONFIG_KEY_0:'@K@',GIT_CONFIG_VALUE_0:'/tmp/h'}})\"",
+        "ruby -e \"ENV['GIT_CONFIG_COUNT']='1'; ENV['GIT_CONFIG_KEY_0']='@K@'; ENV['GIT_CONFIG_VALUE_0']='/tmp/h'; system('git commit -m x')\"",
+        "ruby -e \"system({'GIT_CONFIG_COUNT'=>'1','GIT_CONFIG_KEY_0'=>'@K@','GIT_CONFIG_VALUE_0'=>'/tmp/h'}, 'git commit -m x')\"",
+        "perl -e '$ENV{GIT_CONFIG_COUNT}=\"1\";$ENV{GIT_CONFIG_KEY_0}=\"@K@\";$ENV{GIT_CONFIG_VALUE_0}=\"/tmp/h\";system(\"git commit -m x\")'",
+        "php -r 'putenv(\"GIT_CONFIG_COUNT=1\");putenv(\"GIT_CONFIG_KEY_0=@K@\");putenv(\"GIT_CONFIG_VALUE_0=/tmp/h\");system(\"git commit -m x\");'",
     ];
     for spelling in SPELLINGS {
-        // `@KEY@`: the key's value (the variables' names hold `KEY` too).
-        let hooks = spelling.replace("@KEY@", "core.hooksPath");
+        let hooks = spelling.replace("@K@", "core.hooksPath");
         let (mode, hit) = decide(&hooks, "git-hooks-path");
         assert!(mode == Mode::Block && hit, "{hooks}: {mode:?}");
         // The same environment with a key that runs nothing stays allowed.
-        let name = spelling.replace("@KEY@", "user.name");
+        let name = spelling.replace("@K@", "user.name");
         let (mode, _) = decide(&name, "git-hooks-path");
         assert!(matches!(mode, Mode::Allow | Mode::Log), "{name}: {mode:?}");
     }

@@ -345,30 +345,12 @@ impl Walker<'_> {
                 v => inputs.push(v),
             }
         }
-        // With no `:::`, the inputs are the lines of the `-a` files (a process substitution,
-        // a file written earlier), or else of stdin, as xargs reads them (`echo FILE |
-        // parallel cat`); a listed name stands for any entry.
-        let arg_files = o.values(&["-a", "--arg-file"]);
-        let feeds: Vec<Feed> = if o.rest.len() != command.len() {
-            Vec::new()
-        } else if arg_files.is_empty() {
-            vec![stdin.clone()]
+        let piped = if o.rest.len() == command.len() {
+            self.parallel_fed(&o.values(&["-a", "--arg-file"]), stdin, ctx)
         } else {
-            arg_files
-                .iter()
-                .filter_map(|f| self.file_feed(f, ctx))
-                .collect()
+            Vec::new()
         };
-        let fed: Vec<String> = feeds
-            .iter()
-            .flat_map(|feed| {
-                feed.text
-                    .iter()
-                    .flat_map(|t| super::commands::xargs_items(t, Some('\n')))
-                    .chain(feed.names.iter().cloned())
-            })
-            .collect();
-        inputs.extend(fed.iter().map(String::as_str));
+        inputs.extend(piped.iter().map(String::as_str));
         if command.is_empty() {
             for line in inputs.into_iter().take(MAX_INPUTS) {
                 self.script(line, &mut ctx.clone(), depth + 1);
@@ -393,6 +375,30 @@ impl Walker<'_> {
             feed.extend(self.script(&line, &mut ctx.clone(), depth + 1));
         }
         feed
+    }
+
+    /// The inputs of a `parallel` line without `:::`: the lines of its `-a` files (a
+    /// process substitution, a file written earlier), or else of stdin, as xargs reads
+    /// them (`echo FILE | parallel cat`); a listed name stands for any entry.
+    fn parallel_fed(&self, arg_files: &[&str], stdin: &Feed, ctx: &Context) -> Vec<String> {
+        let sources: Vec<Feed> = if arg_files.is_empty() {
+            vec![stdin.clone()]
+        } else {
+            arg_files
+                .iter()
+                .filter_map(|f| self.file_feed(f, ctx))
+                .collect()
+        };
+        sources
+            .iter()
+            .flat_map(|source| {
+                source
+                    .text
+                    .iter()
+                    .flat_map(|t| super::commands::xargs_items(t, Some('\n')))
+                    .chain(source.names.iter().cloned())
+            })
+            .collect()
     }
 }
 

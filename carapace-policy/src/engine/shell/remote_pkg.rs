@@ -12,8 +12,8 @@ pub(super) fn runs_remote_package(base: &str, args: &[String]) -> bool {
     match base {
         "npx" | "pnpx" | "bunx" => runner(args),
         "npm" | "pnpm" | "yarn" | "bun" => match verb(args) {
-            Some((v, rest)) if matches!(v, "exec" | "x" | "dlx") => runner(rest),
-            Some((v, rest)) if matches!(v, "install" | "i" | "add" | "global") => {
+            Some(("exec" | "x" | "dlx", rest)) => runner(rest),
+            Some(("install" | "i" | "add" | "global", rest)) => {
                 operands(rest, NODE_VALUED).any(remote)
             }
             _ => false,

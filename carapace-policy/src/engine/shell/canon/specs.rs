@@ -140,7 +140,7 @@ impl Spec {
 }
 
 /// Every spelling of each value-taking option of `tool`'s spec (with the value `V`), as
-/// getopt_long reads them: `--name V`, `--name=V`, the shortest unique prefix both ways,
+/// `getopt_long` reads them: `--name V`, `--name=V`, the shortest unique prefix both ways,
 /// and each short alone, with the value attached and bundled after another short.
 #[cfg(test)]
 pub(crate) fn valued_spellings(tool: &str) -> Vec<String> {
