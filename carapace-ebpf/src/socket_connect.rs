@@ -68,7 +68,13 @@ pub fn inet(session: &Session, sockaddr: *const u8, family: u16) -> Option<i32> 
         // Allowed: a record session reports it (`touched`); the lookups to the session's
         // resolver are not worth a line of the proposal.
         if !dns && session.state.flags & SESSION_RECORD != 0 {
-            touched::connect(session, &addr, port, family);
+            touched::connect(
+                session.cgroup,
+                session.state.session,
+                touched::word(&addr, 0),
+                touched::word(&addr, 8),
+                u32::from(family) << 16 | u32::from(port),
+            );
         }
         return None;
     };
