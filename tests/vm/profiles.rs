@@ -65,8 +65,8 @@ fn after(go: &str, then: &str) -> String {
     format!("while [ ! -e {go} ]; do sleep 0.05; done; {then}")
 }
 
-/// The profiles of the live `carapace run` sessions, once there are `n`.
-fn live_profiles(n: usize) -> Vec<String> {
+/// Waits until live `carapace run` sessions run under each of `expected`.
+fn live_profiles(expected: &[&str]) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let out = Command::new("carapace")
@@ -74,18 +74,20 @@ fn live_profiles(n: usize) -> Vec<String> {
             .output()
             .expect("run carapace session list");
         let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        let mut found: Vec<String> = list
+        let found: Vec<&str> = list
             .as_array()
             .into_iter()
             .flatten()
             .filter(|s| s["kind"] == "run")
-            .map(|s| s["profile"].as_str().unwrap_or_default().to_owned())
+            .filter_map(|s| s["profile"].as_str())
             .collect();
-        if found.len() >= n {
-            found.sort();
-            return found;
+        if expected.iter().all(|p| found.contains(p)) {
+            return;
         }
-        assert!(Instant::now() < deadline, "{n} sessions never appeared");
+        assert!(
+            Instant::now() < deadline,
+            "sessions of {expected:?} never appeared: {found:?}"
+        );
         thread::sleep(Duration::from_millis(100));
     }
 }
