@@ -67,7 +67,7 @@ fn after(go: &str, then: &str) -> String {
 
 /// Waits until live `carapace run` sessions run under each of `expected`.
 fn live_profiles(expected: &[&str]) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_mins(1);
     loop {
         let out = Command::new("carapace")
             .args(["session", "list", "--json"])
@@ -93,7 +93,7 @@ fn live_profiles(expected: &[&str]) {
 }
 
 fn wait_for(path: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_mins(1);
     while !Path::new(path).exists() {
         assert!(Instant::now() < deadline, "{path} never appeared");
         thread::sleep(Duration::from_millis(50));
@@ -112,11 +112,8 @@ fn two_sessions_of_different_profiles_get_different_kernel_answers_for_the_same_
     let _ = fs::remove_file(go);
     let strict = spawn_profile_agent("vm-strict", &after(go, READ_BOTH));
     let open = spawn_profile_agent("vm-open", &after(go, READ_BOTH));
-    assert_eq!(
-        live_profiles(2),
-        ["vm-open", "vm-strict"],
-        "both run at once"
-    );
+    // Both run at once.
+    live_profiles(&["vm-open", "vm-strict"]);
     fs::write(go, "").expect("go");
     let strict = finish(strict, "vm-strict session");
     let open = finish(open, "vm-open session");
@@ -196,7 +193,7 @@ fn a_reload_changes_the_kernels_answer_to_a_running_profile_session() {
         after(go2, "cat /srv/open/notes.txt; echo second=$?")
     );
     let child = spawn_profile_agent("vm-reload", &script);
-    assert_eq!(live_profiles(1), ["vm-reload"]);
+    live_profiles(&["vm-reload"]);
     fs::write(go1, "").expect("go1");
     wait_for(done1);
     write_profile("vm-reload", STRICT);
