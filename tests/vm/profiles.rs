@@ -67,7 +67,9 @@ fn after(go: &str, then: &str) -> String {
 
 /// Waits until live `carapace run` sessions run under each of `expected`.
 fn live_profiles(expected: &[&str]) {
-    let deadline = Instant::now() + Duration::from_mins(1);
+    // Each new profile compiles the union image again, which takes tens of seconds under
+    // TCG, and the sessions start one after the other.
+    let deadline = Instant::now() + Duration::from_mins(4);
     loop {
         let out = Command::new("carapace")
             .args(["session", "list", "--json"])
