@@ -4,7 +4,8 @@
 //!
 //! Layering: a profile's rules are the built-in packs its own `builtin:` selects (the
 //! always-on packs whatever it says), its own rules, the daemon's run-time locked packs, and
-//! every locked rule of the main rule set (`RuleSet::load_profile`). The main rule file's
+//! every locked rule of the main rule set and every one that holds in shadow sessions
+//! (`RuleSet::load_profile`). The main rule file's
 //! other rules do not apply: a profile recorded with `carapace run --record` is an
 //! allow-list that must stand on the packs alone. In the kernel the main set and the
 //! profiles in use share one image (`carapace_policy::rules::union`), each session picking

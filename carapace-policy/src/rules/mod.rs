@@ -284,8 +284,10 @@ impl RuleSet {
     /// A named profile's rules (`carapace run --profile NAME`): the rule file `path` with the
     /// packs it selects, the always-on packs (`builtin::ALWAYS`) and the run-time packs
     /// `extra`, plus every locked rule of `main` (the rule set in force) the profile does not
-    /// already hold. A profile can narrow or widen what the main rules say, never drop or
-    /// weaken a locked rule: an id of its own that reuses a locked rule's id is an error.
+    /// already hold, and every rule of `main` that holds in shadow sessions too (private
+    /// views, processes outside the session: the ways around self-protection). A profile can
+    /// narrow or widen what the main rules say, never drop or weaken those: an id of its own
+    /// that reuses one's id is an error.
     pub fn load_profile(
         path: &Path,
         opts: &Options,
@@ -293,7 +295,12 @@ impl RuleSet {
         main: &RuleSet,
     ) -> Result<Self, Diagnostics> {
         let (origin, text) = read_file(path, opts)?;
-        let inherited: Vec<Rule> = main.rules.iter().filter(|r| r.locked).cloned().collect();
+        let inherited: Vec<Rule> = main
+            .rules
+            .iter()
+            .filter(|r| r.locked || r.holds_in_shadow())
+            .cloned()
+            .collect();
         Self::compile_with_inherited(
             &origin,
             &text,

@@ -8,8 +8,8 @@
 //! A profile's rules that the main set does not hold (same source, id and effect) follow as
 //! copies marked [`Rule::per_session`], which compile without `RULE_ALWAYS_ON`. A session
 //! of profile P then gets:
-//! - `disabled` bits for the main set's rules P does not hold (locked rules never: a profile
-//!   holds every locked rule of the main set, `RuleSet::load_profile`);
+//! - `disabled` bits for the main set's rules P does not hold (locked rules never, nor those
+//!   that hold in shadow sessions: a profile holds them all, `RuleSet::load_profile`);
 //! - `activated` bits for P's copies that are always on in P (no trigger);
 //! - for the rules its triggers switch on, the union index of P's rule of that id
 //!   ([`ProfileBits::index`]), so a trigger switches on the profile's own rule.
@@ -253,13 +253,35 @@ mod tests {
         // comes along.
         let p = profile("bare", "version: 1\nbuiltin: none\nrules: []\n", &main);
         assert!(p.by_id("keep-etc").is_some_and(|r| r.locked));
+        // So do the main rules that hold in shadow sessions (the ways around
+        // self-protection: private views, processes outside the session).
+        let held: Vec<&Rule> = main
+            .rules()
+            .iter()
+            .filter(|r| r.holds_in_shadow())
+            .collect();
+        assert!(
+            held.iter().any(|r| r.source == "builtin:outside-session"),
+            "the main set has the outside-session pack"
+        );
+        for rule in held {
+            assert!(
+                p.rules().iter().any(|r| same(r, rule)),
+                "{} is dropped",
+                rule.id
+            );
+        }
         assert!(p
             .rules()
             .iter()
             .any(|r| r.source == "builtin:self-protection"));
         let u = compile(&main, &[("bare", &p)], &*opts().host).unwrap();
         let bits = &u.bits["bare"];
-        for rule in main.rules().iter().filter(|r| r.locked) {
+        for rule in main
+            .rules()
+            .iter()
+            .filter(|r| r.locked || r.holds_in_shadow())
+        {
             if let Some(i) = rule.kernel_index {
                 assert!(!bits.disabled.contains(&i), "{} is dropped", rule.id);
                 assert!(on(&u, Some(bits), i), "{} is off", rule.id);
