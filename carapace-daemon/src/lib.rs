@@ -7,6 +7,7 @@ pub mod config;
 pub mod console;
 pub mod daemon;
 pub mod dns;
+pub mod fingerprint;
 pub mod gateway;
 pub mod hold;
 pub mod host;

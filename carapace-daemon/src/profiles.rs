@@ -17,7 +17,7 @@ use std::sync::Arc;
 use carapace_policy::rules::union::{self, ProfileBits};
 use carapace_policy::rules::{Diagnostics, RuleSet};
 
-use crate::api::reload::{fingerprint, Fingerprint};
+use crate::fingerprint::{fingerprint, Fingerprint};
 
 /// Longest profile name.
 const MAX_NAME: usize = 64;

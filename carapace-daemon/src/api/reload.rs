@@ -6,7 +6,6 @@
 //! `KernelMaps::replace_image` for how the maps never go through a state where neither rule
 //! set applies); only then swap the userspace set. If the kernel write fails, the old image is
 //! written back and the userspace set is left alone, so both layers keep agreeing.
-use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -42,27 +41,7 @@ pub struct Loaded {
     pub fingerprint: Option<Fingerprint>,
 }
 
-/// What tells one version of a file from the next without reading it. Inode and device catch
-/// editors that write a new file and rename it over the old one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Fingerprint {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime_ns: i128,
-}
-
-/// The file's fingerprint, or `None` when it cannot be looked at (absent, no permission).
-#[must_use]
-pub fn fingerprint(path: &Path) -> Option<Fingerprint> {
-    let meta = std::fs::metadata(path).ok()?;
-    Some(Fingerprint {
-        dev: meta.dev(),
-        ino: meta.ino(),
-        size: meta.size(),
-        mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
-    })
-}
+pub use crate::fingerprint::{fingerprint, Fingerprint};
 
 impl RuleSource {
     /// `--rules FILE` if given, else `DATA_DIR/rules.yaml`.

@@ -1658,7 +1658,7 @@ impl Walker<'_> {
         let names: Vec<String> = stdin
             .text
             .iter()
-            .flat_map(|t| xargs_items(t, Some('\n')))
+            .flat_map(|t| super::items::xargs_items(t, Some('\n')))
             .chain(stdin.names.iter().cloned())
             .collect();
         for n in names {
@@ -1747,23 +1747,6 @@ pub(super) fn decoding(name: &str, args: &[String]) -> bool {
                     && (a.contains('d') || a.contains('D')))
         }
     }) || name == "uudecode"
-}
-
-/// The items xargs reads from `text`: split at `delimiter` (`-0`, `-d`), else at blanks
-/// (a NUL among them ends an item too).
-pub(super) fn xargs_items(text: &str, delimiter: Option<char>) -> Vec<String> {
-    let items: Vec<&str> = match delimiter {
-        Some(d) => text.split(d).collect(),
-        None => text
-            .split(|c: char| c.is_whitespace() || c == '\0')
-            .collect(),
-    };
-    items
-        .into_iter()
-        .map(|i| i.trim_end_matches('\n'))
-        .filter(|i| !i.is_empty())
-        .map(str::to_owned)
-        .collect()
 }
 
 /// What `which`, `command -v` and `type -P` print for the names among `args`.

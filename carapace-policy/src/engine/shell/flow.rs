@@ -395,7 +395,7 @@ impl Walker<'_> {
                 source
                     .text
                     .iter()
-                    .flat_map(|t| super::commands::xargs_items(t, Some('\n')))
+                    .flat_map(|t| super::items::xargs_items(t, Some('\n')))
                     .chain(source.names.iter().cloned())
             })
             .collect()

@@ -37,6 +37,7 @@ mod gitconfig;
 mod globopts;
 mod home_paths;
 mod installs;
+mod items;
 mod line;
 mod locate;
 mod names;

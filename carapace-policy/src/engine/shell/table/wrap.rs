@@ -4,8 +4,9 @@
 use super::super::super::normalize;
 use super::super::super::operation::Context;
 use super::super::args;
-use super::super::commands::{environment_feed, program_paths, wrapper_valued, xargs_items};
+use super::super::commands::{environment_feed, program_paths, wrapper_valued};
 use super::super::flow::{self, Reach};
+use super::super::items::xargs_items;
 use super::super::names::{family, is_interpreter, is_shell, unescape, valid_name};
 use super::super::vars::{set_var, unset_var};
 use super::super::walk::{Feed, Lookup, Walker};
