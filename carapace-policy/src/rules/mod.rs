@@ -342,7 +342,18 @@ impl RuleSet {
         let missing: Vec<Rule> = inherited
             .iter()
             .filter(|i| !rules.iter().any(|r| r.source == i.source && r.id == i.id))
-            .cloned()
+            .map(|i| {
+                // A main rule whose id a pack of the profile also uses (a user's own copy of
+                // a pack's rule) is kept beside it under its source's name: both hold.
+                let mut kept = i.clone();
+                if rules
+                    .iter()
+                    .any(|r| r.id == i.id && r.source.starts_with("builtin:"))
+                {
+                    kept.id = format!("{}@main", i.id);
+                }
+                kept
+            })
             .collect();
         rules.extend(missing);
         assign_ids(&mut rules, &mut diags);

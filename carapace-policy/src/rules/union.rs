@@ -176,6 +176,23 @@ mod tests {
     const MAIN: &str = "version: 1\nrules:\n  - id: no-srv\n    block: \"/srv/data/**\"\n  - id: keep-etc\n    locked: true\n    block: \"/etc/carapace-test/**\"\n";
     const OPEN: &str = "version: 1\nrules:\n  - id: no-home\n    block: \"/home/**\"\n    except: \"/home/u/project/**\"\n";
 
+    /// A main file's own copy of a pack's rule (same id, its own exceptions) that profiles
+    /// keep, beside a profile that loads that pack: both hold, the main one renamed (a
+    /// duplicate id refused every such profile).
+    #[test]
+    fn a_main_copy_of_a_pack_rule_is_kept_beside_the_packs() {
+        let main = set("version: 1\nbuiltin: none\nrules:\n  - id: outside-listeners\n    block: { unix: outside-session }\n    except: [\"/srv/socks/**\"]\n");
+        let p = profile(
+            "packs",
+            "version: 1\nrules:\n  - id: no-home\n    block: \"/home/**\"\n",
+            &main,
+        );
+        let ids: Vec<&str> = p.rules().iter().map(|r| r.id.as_str()).collect();
+        assert!(ids.contains(&"outside-listeners"), "{ids:?}");
+        assert!(ids.contains(&"outside-listeners@main"), "{ids:?}");
+        assert!(compile(&main, &[("packs", &p)], &*opts().host).is_ok());
+    }
+
     #[test]
     fn main_rules_keep_their_indices_and_profile_sessions_get_their_own_rules() {
         let main = set(MAIN);
