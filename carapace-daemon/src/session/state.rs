@@ -179,22 +179,35 @@ pub fn sync_kernel(
     if !profile.is_empty() {
         return sync_profile_kernel(sessions, &profile, id);
     }
-    let mut activated = Vec::new();
-    let mut disabled = Vec::new();
+    let (mut activated, mut disabled) = (Vec::new(), Vec::new());
+    add_rule_states(sessions, id, &mut activated, &mut disabled, |rule_id| {
+        let rule = rules.by_id(rule_id)?;
+        Some((rule.kernel_index?, rule.locked))
+    })?;
+    sessions.set_kernel_rules(id, &activated, &disabled)
+}
+
+/// Adds what the session's triggers switched on and the user switched off (never a locked
+/// rule) to its kernel bits; `index_of` gives a rule id's kernel index and whether it is
+/// locked, in the image the session uses.
+fn add_rule_states(
+    sessions: &SessionManager,
+    id: &str,
+    activated: &mut Vec<u32>,
+    disabled: &mut Vec<u32>,
+    index_of: impl Fn(&str) -> Option<(u32, bool)>,
+) -> Result<(), SessionError> {
     for (rule_id, state, _, _) in sessions.db().rule_states(id)? {
-        let Some(rule) = rules.by_id(&rule_id) else {
-            continue;
-        };
-        let Some(index) = rule.kernel_index else {
+        let Some((index, locked)) = index_of(&rule_id) else {
             continue;
         };
         match state {
             RuleState::Activated => activated.push(index),
-            RuleState::Disabled if !rule.locked => disabled.push(index),
+            RuleState::Disabled if !locked => disabled.push(index),
             RuleState::Disabled => {}
         }
     }
-    sessions.set_kernel_rules(id, &activated, &disabled)
+    Ok(())
 }
 
 /// [`sync_kernel`] for a session of profile `profile`: the profile's own bits (its rules on,
@@ -213,16 +226,9 @@ fn sync_profile_kernel(
     };
     let mut activated = bits.activated.clone();
     let mut disabled = bits.disabled.clone();
-    for (rule_id, state, _, _) in sessions.db().rule_states(id)? {
-        let (Some(rule), Some(&index)) = (rules.by_id(&rule_id), bits.index.get(&rule_id)) else {
-            continue;
-        };
-        match state {
-            RuleState::Activated => activated.push(index),
-            RuleState::Disabled if !rule.locked => disabled.push(index),
-            RuleState::Disabled => {}
-        }
-    }
+    add_rule_states(sessions, id, &mut activated, &mut disabled, |rule_id| {
+        Some((*bits.index.get(rule_id)?, rules.by_id(rule_id)?.locked))
+    })?;
     sessions.set_kernel_rules(id, &activated, &disabled)
 }
 
