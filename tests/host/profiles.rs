@@ -193,6 +193,37 @@ fn two_sessions_of_different_profiles_get_different_answers_at_once() {
     assert_eq!(matched(&out), ["main-srv"], "{out}");
 }
 
+/// Sessions of several profiles started at the same moment: each is judged by its own
+/// profile. (A profile loaded for a session not yet registered was once dropped by the next
+/// profile's load, and its session fell back to the main rules.)
+#[test]
+fn sessions_of_several_profiles_started_at_once_each_keep_their_own_rules() {
+    let Some(dir) = setup("sessions_of_several_profiles_started_at_once_each_keep_their_own_rules")
+    else {
+        return;
+    };
+    let names = ["open-a", "open-b", "open-c", "open-d"];
+    let profiles: Vec<(&str, &str)> = names.iter().map(|n| (*n, OPEN)).collect();
+    let d = start(dir.path(), &profiles);
+    let children: Vec<Child> = names
+        .iter()
+        .map(|n| waiting_session(&d, dir.path(), n, &["1"]))
+        .collect();
+    assert_eq!(session_profiles(&d, names.len()), names);
+    for n in names {
+        std::fs::write(dir.path().join(format!("go-{n}-1")), "").expect("go");
+    }
+    for (n, child) in names.iter().zip(children) {
+        let out = child.wait_with_output().expect("profile session");
+        assert_eq!(
+            text(&out.stdout).trim(),
+            "0",
+            "the session of profile {n} was judged by other rules than its own; log:\n{}",
+            d.log_text()
+        );
+    }
+}
+
 #[test]
 fn a_missing_or_misnamed_profile_is_refused_naming_those_there() {
     let Some(dir) = setup("a_missing_or_misnamed_profile_is_refused_naming_those_there") else {

@@ -821,11 +821,11 @@ impl Carapace for Service {
         let req = request.into_inner();
         // Who may choose a profile is who may ask for a session: never a process inside one
         // (refused above), so an agent cannot move itself to laxer rules.
-        let rule_bits = if req.profile.is_empty() {
-            (Vec::new(), Vec::new())
+        let (rule_bits, rules_lock) = if req.profile.is_empty() {
+            ((Vec::new(), Vec::new()), None)
         } else {
-            let bits = self.daemon.prepare_profile(&req.profile).await?;
-            (bits.activated, bits.disabled)
+            let (bits, lock) = self.daemon.prepare_profile(&req.profile).await?;
+            ((bits.activated, bits.disabled), Some(lock))
         };
         let command = req.command;
         let new = NewSession {
@@ -861,6 +861,8 @@ impl Carapace for Service {
                 tracing::error!("cannot create a session: {e}");
                 session_status(&e)
             })?;
+        // Registered: the profile is in use now, so later rule changes keep it.
+        drop(rules_lock);
         let event = audit::session_changed(
             crate::audit::Kind::SessionCreated,
             &record.id,

@@ -53,20 +53,29 @@ impl Daemon {
     }
 
     /// Makes profile `name` ready for a new session: loaded from its file as it is now,
-    /// validated, and in the kernel image with the other profiles in use. Returns the
-    /// session's kernel bits. A profile that does not load, or does not fit the kernel with
-    /// the others, refuses the session (fail closed); the running sessions keep their rules.
-    pub async fn prepare_profile(&self, name: &str) -> Result<ProfileBits, Status> {
+    /// validated, and in the kernel image with the other profiles loaded. Returns the
+    /// session's kernel bits and the rules lock: the caller holds it until the session is
+    /// registered, so that neither a reload nor another profile's start rebuilds the union
+    /// without this session's profile, or moves its bits, in between. A profile that does
+    /// not load, or does not fit the kernel with the others, refuses the session (fail
+    /// closed); the running sessions keep their rules.
+    pub async fn prepare_profile(
+        &self,
+        name: &str,
+    ) -> Result<(ProfileBits, RulesLock<'_>), Status> {
         profiles::check_name(name).map_err(|e| Status::invalid_argument(e.to_string()))?;
         // One change of rules at a time (reloads hold the same lock).
-        let _reloading = self.reload_state.lock().await;
+        let reloading = self.reload_state.lock().await;
         let current = self.sessions.profiles();
         if current.is_current(&self.source.data_dir, name) {
             if let Some(bits) = current.bits(name) {
-                return Ok(bits.clone());
+                return Ok((bits.clone(), reloading));
             }
         }
+        // Every profile loaded stays: one whose session is being registered right now is
+        // not yet "in use", and dropping it would judge that session by the main rules.
         let mut names = self.sessions.profiles_in_use();
+        names.extend(current.names().map(str::to_owned));
         names.insert(name.to_owned());
         let main = self.rules();
         let source = self.source.clone();
@@ -105,9 +114,13 @@ impl Daemon {
         .map_err(|e| Status::internal(e.to_string()))??;
         self.resolvers.learned().renumber(&refused);
         tracing::info!(profile = name, "profile loaded for a new session");
-        Ok(bits)
+        Ok((bits, reloading))
     }
 }
+
+/// The lock every change of rules holds (reloads, profile loads), with the fingerprint of
+/// the rule file last read.
+pub type RulesLock<'a> = tokio::sync::MutexGuard<'a, Option<crate::fingerprint::Fingerprint>>;
 
 /// A profile's error as the status `CreateSession` answers.
 fn profile_status(e: &ProfileError) -> Status {
