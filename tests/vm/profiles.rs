@@ -69,7 +69,7 @@ fn after(go: &str, then: &str) -> String {
 fn live_profiles(expected: &[&str]) {
     // Each new profile compiles the union image again, which takes tens of seconds under
     // TCG, and the sessions start one after the other.
-    let deadline = Instant::now() + Duration::from_mins(4);
+    let deadline = Instant::now() + Duration::from_mins(6);
     loop {
         let out = Command::new("carapace")
             .args(["session", "list", "--json"])

@@ -308,7 +308,7 @@ impl RuleSet {
             builtin::ALWAYS,
             extra,
             &inherited,
-            Purpose::Kernel,
+            Purpose::Profile,
         )
     }
 
@@ -372,7 +372,8 @@ impl RuleSet {
         if diags.iter().any(|d| d.severity == Severity::Error) {
             return Err(sorted(diags));
         }
-        if purpose == Purpose::Kernel {
+        let serves_many = purpose != Purpose::Layer1;
+        if serves_many {
             // Loaders that serve many calls (or report) build every matcher now; a
             // one-call loader builds those its call asks for.
             prebuild::compile_all(&rules, &mut diags);
@@ -381,7 +382,7 @@ impl RuleSet {
         // decision's message says whether the kernel refuses it too): planning every
         // pattern was a tenth of such a call.
         let image = match purpose {
-            Purpose::Kernel => {
+            Purpose::Kernel | Purpose::Profile => {
                 compile::kernel::compile_with(&mut rules, &mut diags, purpose, &*opts.host)
             }
             Purpose::Layer1 => {
@@ -396,15 +397,16 @@ impl RuleSet {
             return Err(diags);
         }
         let paths = index::PathIndex::build(&rules);
-        if purpose == Purpose::Kernel {
+        if serves_many {
             paths.build_all();
         }
         Ok(Self {
             paths,
-            commands: command_index::CommandIndex::build(&rules, purpose == Purpose::Kernel),
-            contents: match purpose {
-                Purpose::Kernel => content_index::ContentIndex::build(&rules),
-                Purpose::Layer1 => content_index::ContentIndex::default(),
+            commands: command_index::CommandIndex::build(&rules, serves_many),
+            contents: if serves_many {
+                content_index::ContentIndex::build(&rules)
+            } else {
+                content_index::ContentIndex::default()
             },
             rules,
             image,

@@ -338,6 +338,11 @@ fn add<R: PartialEq>(map: &mut BTreeMap<Vec<u8>, Vec<R>>, key: &str, r: R) {
 pub(crate) enum Purpose {
     Kernel,
     Layer1,
+    /// A profile's rules: they serve many calls (every matcher built), but the kernel gets
+    /// them through the union image (`union::compile`), so each rule is planned and no maps
+    /// nor automaton are built (the automaton is most of a profile's load, and was built
+    /// twice).
+    Profile,
 }
 
 /// Compiles the kernel image and records each rule's enforcement and kernel index; the
