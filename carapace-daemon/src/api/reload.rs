@@ -90,8 +90,8 @@ impl RuleSource {
         })
     }
 
-    /// Loads the named profiles `names` against the main rules `main` and compiles their
-    /// shared kernel image (blocking).
+    /// Loads every profile of the data directory against the main rules `main`, `names`
+    /// required (`Profiles::build`), and compiles their shared kernel image (blocking).
     pub fn profiles(
         &self,
         main: &RuleSet,
@@ -176,8 +176,9 @@ impl Daemon {
         // Taken before reading: a write during the read then shows up as a later change.
         let before = fingerprint(&self.source.path);
         let source = self.source.clone();
-        // The profiles of the running sessions are validated and compiled with the new main
-        // rules: one that no longer loads refuses the whole reload.
+        // Every profile of the directory is compiled with the new main rules
+        // (`Profiles::build`): one of a running session that no longer loads refuses the
+        // whole reload; any other that does not load is left out and said.
         let in_use = self.sessions.profiles_in_use();
         let loaded = tokio::task::spawn_blocking(move || {
             let loaded = source.load()?;
@@ -271,12 +272,21 @@ impl Daemon {
             kernel_rules,
             "{why}: rules reloaded"
         );
+        // Profiles of the directory that did not load are said, not fatal: no session
+        // runs them (one that asks is refused with these diagnostics).
+        let mut diagnostics = new.warnings().to_string();
+        for left in profiles.left_out() {
+            diagnostics.push_str(&format!(
+                "profile `{}` is not loaded: {}\n",
+                left.name, left.why
+            ));
+        }
         Outcome {
             ok: true,
             file,
             rules,
             kernel_rules,
-            diagnostics: new.warnings().to_string(),
+            diagnostics,
         }
     }
 
