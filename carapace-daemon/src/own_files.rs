@@ -295,6 +295,13 @@ mod tests {
             assert!(rule.kernel_index.is_some(), "{id}: {:?}", rule.enforcement);
             assert!(rule.holds_in_shadow(), "{id}");
         }
+        // Not for the Landlock fallback (see `api::kernel_rules`).
+        for k in crate::api::kernel_rules::kernel_rules(&rules) {
+            if k.id.starts_with("carapace-own-") {
+                assert!(k.exact.is_empty() && k.prefixes.is_empty(), "{k:?}");
+                assert!(!k.userspace_reason.is_empty(), "{k:?}");
+            }
+        }
         let profile = dir.join("data/profiles/x.yaml");
         assert!(refused_by(&write(&rules, &profile), DATA_RULE));
         assert!(refused_by(
