@@ -6,6 +6,7 @@
 //! daemon adds locked rules (source `daemon:own-files`) for the paths it actually uses, in
 //! the kernel image and Layer 1 of every session, main or profile; no rule file or profile
 //! can turn them off (`RuleSource::locked`).
+use std::fmt::Write as _;
 use std::path::{Component, Path, PathBuf};
 
 /// The source the rules are listed under (`carapace rules list`, denials).
@@ -108,13 +109,14 @@ impl OwnFiles {
                 .map(|p| format!("\"{p}\""))
                 .collect::<Vec<_>>()
                 .join(", ");
-            text.push_str(&format!("  - id: {id}\n    block: [{list}]\n"));
+            let _ = write!(text, "  - id: {id}\n    block: [{list}]\n");
             if write_only {
                 text.push_str("    actions: [write, delete]\n");
             }
-            text.push_str(&format!(
+            let _ = write!(
+                text,
                 "    category: self-protection\n    locked: true\n    message: \"{message}\"\n"
-            ));
+            );
         };
         let mut literal = |path: &Path| -> Option<String> {
             if in_pack(path) {

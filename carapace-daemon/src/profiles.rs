@@ -169,7 +169,7 @@ impl Profiles {
     /// profiles of running sessions, or the one a new session asks for: one of them that
     /// does not validate, or that does not fit the kernel, is an error and the caller keeps
     /// what it had (fail closed). Any other profile that does not validate is left out
-    /// and reported by name and file:line:column (a session of it is refused with the same
+    /// and reported by name and `file:line:column` (a session of it is refused with the same
     /// diagnostics); when all of them together do not fit the kernel's limits, only the
     /// required ones are compiled and the rest wait for their first session.
     pub fn build(

@@ -6,6 +6,7 @@
 //! `KernelMaps::replace_image` for how the maps never go through a state where neither rule
 //! set applies); only then swap the userspace set. If the kernel write fails, the old image is
 //! written back and the userspace set is left alone, so both layers keep agreeing.
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -126,6 +127,17 @@ fn counts(rules: &RuleSet) -> (u32, u32) {
     let all = rules.rules();
     let kernel = all.iter().filter(|r| r.kernel_index.is_some()).count();
     (all.len() as u32, kernel as u32)
+}
+
+/// What a successful reload says: the rules' warnings, and the profiles of the directory
+/// that did not load (said, not fatal: no session runs them, and one that asks is refused
+/// with these diagnostics).
+fn diagnostics(rules: &RuleSet, profiles: &crate::profiles::Profiles) -> String {
+    let mut out = rules.warnings().to_string();
+    for left in profiles.left_out() {
+        let _ = writeln!(out, "profile `{}` is not loaded: {}", left.name, left.why);
+    }
+    out
 }
 
 fn file_name(file: Option<&Path>) -> String {
@@ -272,21 +284,12 @@ impl Daemon {
             kernel_rules,
             "{why}: rules reloaded"
         );
-        // Profiles of the directory that did not load are said, not fatal: no session
-        // runs them (one that asks is refused with these diagnostics).
-        let mut diagnostics = new.warnings().to_string();
-        for left in profiles.left_out() {
-            diagnostics.push_str(&format!(
-                "profile `{}` is not loaded: {}\n",
-                left.name, left.why
-            ));
-        }
         Outcome {
             ok: true,
             file,
             rules,
             kernel_rules,
-            diagnostics,
+            diagnostics: diagnostics(&new, &profiles),
         }
     }
 
