@@ -194,6 +194,21 @@ pub fn main() -> ExitCode {
     // Then the rules: a broken rule file stops everything too. The console's port, when
     // it is on, is a locked rule of its own.
     let mut source = RuleSource::new(&args.data_dir, args.rules.clone());
+    // Carapace's own files where this daemon keeps them, whatever the packs name.
+    let own = crate::own_files::OwnFiles::of_this_daemon(
+        &args.data_dir,
+        args.rules.as_deref(),
+        &args.socket,
+    );
+    let ((origin, text), skipped) = own.locked_rules();
+    for path in skipped {
+        tracing::warn!(
+            path = %path.display(),
+            "a path of Carapace's own cannot be written as a rule pattern (glob characters or \
+             quotes); sessions are not kept from it by the daemon's own-files rules"
+        );
+    }
+    source = source.with_locked(origin, text);
     if let Some(addr) = args.console.or(config.console) {
         let (origin, text) = crate::console::locked_rule(addr);
         source = source.with_locked(origin, text);

@@ -15,6 +15,7 @@ pub mod io_error;
 pub mod kernel;
 pub mod llm;
 pub mod metrics;
+pub mod own_files;
 pub mod paths;
 pub mod policy_host;
 pub mod profiles;

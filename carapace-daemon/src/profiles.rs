@@ -143,41 +143,114 @@ struct Loaded {
     fingerprint: Option<Fingerprint>,
 }
 
-/// The profiles in use and the kernel image they share with the main set.
+/// A profile of the directory left out of the kernel image, and why (shown by `carapace
+/// status` and a reload's diagnostics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftOut {
+    pub name: String,
+    pub why: String,
+}
+
+/// The profiles loaded and the kernel image they share with the main set.
 #[derive(Debug, Default)]
 pub struct Profiles {
     by_name: BTreeMap<String, Loaded>,
-    /// The union image's rules; `None` when no profile is in use (the main set's image is
+    /// The union image's rules; `None` when no profile is loaded (the main set's image is
     /// the kernel's).
     union: Option<Arc<RuleSet>>,
+    /// Profiles of the directory that did not load or did not fit with the others.
+    left_out: Vec<LeftOut>,
 }
 
 impl Profiles {
-    /// Loads `names` against `main` and compiles their union image (blocking: file I/O and
-    /// the automaton). Any profile that does not validate, or a union that does not fit the
-    /// kernel, is an error: the caller keeps what it had (fail closed).
+    /// Loads every profile of the directory plus `required` against `main` and compiles
+    /// their union image (blocking: file I/O and the automaton), so that a session of any
+    /// of them starts without waiting for a whole-image rebuild. `required` are the
+    /// profiles of running sessions, or the one a new session asks for: one of them that
+    /// does not validate, or that does not fit the kernel, is an error and the caller keeps
+    /// what it had (fail closed). Any other profile that does not validate is left out
+    /// and reported by name and `file:line:column` (a session of it is refused with the same
+    /// diagnostics); when all of them together do not fit the kernel's limits, only the
+    /// required ones are compiled and the rest wait for their first session.
     pub fn build(
         data_dir: &Path,
         main: &RuleSet,
-        names: &BTreeSet<String>,
+        required: &BTreeSet<String>,
         locked: &[(String, String)],
     ) -> Result<Self, ProfileError> {
-        if names.is_empty() {
+        let mut all: BTreeSet<String> = names(data_dir).into_iter().collect();
+        all.extend(required.iter().cloned());
+        let mut sets = Vec::with_capacity(all.len());
+        let mut left_out = Vec::new();
+        for name in all {
+            let before = path(data_dir, &name).ok().and_then(|p| fingerprint(&p));
+            match load(data_dir, &name, main, locked) {
+                Ok(set) => sets.push((name, set, before)),
+                Err(e) if required.contains(&name) => return Err(e),
+                Err(e) => {
+                    tracing::warn!(profile = %name, "profile left out of the kernel image: {e}");
+                    left_out.push(LeftOut {
+                        name,
+                        why: e.to_string(),
+                    });
+                }
+            }
+        }
+        match Self::compile(main, sets) {
+            Ok(mut built) => {
+                built.left_out = left_out;
+                Ok(built)
+            }
+            Err((e, sets)) => {
+                // Together they do not fit: the required ones alone, the others at their
+                // first session (which then reports the limit).
+                let (needed, rest): (Vec<_>, Vec<_>) =
+                    sets.into_iter().partition(|(n, _, _)| required.contains(n));
+                if rest.is_empty() {
+                    return Err(e);
+                }
+                for (name, _, _) in rest {
+                    tracing::warn!(
+                        profile = %name,
+                        "profile left out of the kernel image: it does not fit with the others"
+                    );
+                    left_out.push(LeftOut {
+                        name,
+                        why: "does not fit the kernel image with the other profiles; compiled \
+                              at its first session"
+                            .to_owned(),
+                    });
+                }
+                let mut built = Self::compile(main, needed).map_err(|(e, _)| e)?;
+                left_out.sort_by(|a, b| a.name.cmp(&b.name));
+                built.left_out = left_out;
+                Ok(built)
+            }
+        }
+    }
+
+    /// The union image of `main` and `sets` (name, rules, fingerprint); on failure the
+    /// error and the sets back.
+    #[allow(clippy::type_complexity)]
+    fn compile(
+        main: &RuleSet,
+        sets: Vec<(String, RuleSet, Option<Fingerprint>)>,
+    ) -> Result<Self, (ProfileError, Vec<(String, RuleSet, Option<Fingerprint>)>)> {
+        if sets.is_empty() {
             return Ok(Self::default());
         }
-        let mut sets = Vec::with_capacity(names.len());
-        for name in names {
-            let before = path(data_dir, name).ok().and_then(|p| fingerprint(&p));
-            sets.push((name.clone(), load(data_dir, name, main, locked)?, before));
-        }
         let refs: Vec<(&str, &RuleSet)> = sets.iter().map(|(n, s, _)| (n.as_str(), s)).collect();
-        let built =
-            union::compile(main, &refs, &crate::policy_host::RealHost).map_err(|diags| {
-                ProfileError::Union {
-                    names: names.iter().cloned().collect::<Vec<_>>().join(", "),
-                    diags,
-                }
-            })?;
+        let built = match union::compile(main, &refs, &crate::policy_host::RealHost) {
+            Ok(built) => built,
+            Err(diags) => {
+                let names = sets
+                    .iter()
+                    .map(|(n, _, _)| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Err((ProfileError::Union { names, diags }, sets));
+            }
+        };
         let mut bits = built.bits;
         let by_name = sets
             .into_iter()
@@ -193,7 +266,14 @@ impl Profiles {
         Ok(Self {
             by_name,
             union: Some(Arc::new(built.set)),
+            left_out: Vec::new(),
         })
+    }
+
+    /// The profiles of the directory that are not loaded, and why.
+    #[must_use]
+    pub fn left_out(&self) -> &[LeftOut] {
+        &self.left_out
     }
 
     /// Profile `name`'s rules (Layer 1 of its sessions), if it is in use.
@@ -285,6 +365,44 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains(&format!("{}:4:", file.display())), "{err}");
+    }
+
+    #[test]
+    fn every_valid_profile_is_compiled_and_a_broken_one_is_left_out_by_name() {
+        let data = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir(data.path())).unwrap();
+        let pdir = dir(data.path());
+        std::fs::write(
+            pdir.join("a.yaml"),
+            "version: 1\nrules:\n  - block: \"/srv/a/**\"\n",
+        )
+        .unwrap();
+        std::fs::write(pdir.join("b.yaml"), "version: 1\nrules: []\n").unwrap();
+        std::fs::write(pdir.join("bad.yaml"), "version: 1\nrules:\n  - blok: /x\n").unwrap();
+        let main = RuleSet::builtin(&crate::policy_host::options());
+        // Nothing in use: every valid profile is loaded, the broken one reported.
+        let built = Profiles::build(data.path(), &main, &BTreeSet::new(), &[]).unwrap();
+        assert_eq!(built.names().collect::<Vec<_>>(), ["a", "b"]);
+        assert!(built.union().is_some());
+        assert!(built.bits("a").is_some() && built.is_current(data.path(), "b"));
+        let [left] = built.left_out() else {
+            panic!("{:?}", built.left_out());
+        };
+        assert_eq!(left.name, "bad");
+        let file = pdir.join("bad.yaml");
+        assert!(
+            left.why.contains(&format!("{}:3:", file.display())),
+            "{}",
+            left.why
+        );
+        // Required (a session asks for it, or runs it): the error, not a partial image.
+        let required = BTreeSet::from(["bad".to_owned()]);
+        let err = Profiles::build(data.path(), &main, &required, &[]).unwrap_err();
+        assert!(matches!(err, ProfileError::Invalid { .. }), "{err}");
+        // No profiles at all: the main image stays the kernel's.
+        let empty = tempfile::tempdir().unwrap();
+        let built = Profiles::build(empty.path(), &main, &BTreeSet::new(), &[]).unwrap();
+        assert!(built.union().is_none() && built.left_out().is_empty());
     }
 
     #[test]

@@ -281,6 +281,55 @@ fn an_invalid_profile_is_refused_with_file_line_and_column() {
     let said = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{said}");
     assert!(said.contains("strict.yaml: ok"), "{said}");
+    // The broken profile did not stop the daemon nor keep the others out of the image
+    // compiled at start; status names both.
+    let out = carapace(&d, &["status"], &[]);
+    let said = text(&out.stdout);
+    assert!(said.contains("profiles loaded: strict"), "{said}");
+    assert!(said.contains("profile `bad` not loaded:"), "{said}");
+    assert!(said.contains(&format!("{}:5:", file.display())), "{said}");
+    // A reload goes through and says so.
+    let out = carapace(&d, &["rules", "reload"], &[]);
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("profile `bad` is not loaded"), "{said}");
+    // Mended, it is compiled at the next reload and its session starts.
+    write_profile(&d.data_dir, "bad", OPEN);
+    let out = carapace(&d, &["rules", "reload"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let said = text(&carapace(&d, &["status"], &[]).stdout);
+    assert!(said.contains("profiles loaded: bad, strict"), "{said}");
+    let out = carapace(&d, &["run", "--profile", "bad", "--", "true"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+/// The daemon's own files where it really keeps them (a custom `--data-dir`, as every host
+/// test daemon has): the built-in pack names /var/lib/carapace, the daemon adds locked
+/// rules for the directory it uses, in main and profile sessions alike.
+#[test]
+fn a_custom_data_dir_is_kept_from_sessions_main_and_profile() {
+    let Some(dir) = setup("a_custom_data_dir_is_kept_from_sessions_main_and_profile") else {
+        return;
+    };
+    let none = "version: 1\nbuiltin: none\nrules: []\n";
+    let d = start(dir.path(), &[("none", none)]);
+    let target = d.data_dir.join("profiles").join("lax.yaml");
+    let write = serde_json::json!({"tool": "Write",
+        "input": {"file_path": target, "content": "version: 1\nbuiltin: none\n"}})
+    .to_string();
+    let ledger = d.data_dir.join("audit").join("ledger-000001.jsonl");
+    let read = serde_json::json!({"tool": "Read", "input": {"file_path": ledger}}).to_string();
+    for run_args in [&[][..], &["--profile", "none"][..]] {
+        for call in [&write, &read] {
+            let (code, out, err) = check_inside(&d, run_args, call);
+            assert_eq!(code, Some(2), "{run_args:?} {call}:\n{out}\n{err}");
+            assert!(
+                matched(&out).contains(&"carapace-own-data-dir".to_owned()),
+                "{out}"
+            );
+        }
+    }
+    assert!(!target.exists());
 }
 
 #[test]

@@ -296,3 +296,101 @@ fn unpinning_the_programs_does_not_detach_them() {
     super::assert_denied_line(&out, "blocked read of /srv/secret/a.txt (rule secret-dir");
     session.finish();
 }
+
+/// The data directory of [`a_daemon_with_its_own_data_dir_keeps_it_from_sessions`].
+const ALT_DATA: &str = "/srv/carapace-alt-data";
+
+/// The VM's daemon restarted with `--data-dir ALT_DATA` for one test, and restarted as it
+/// was afterwards (daemon.cmd is how every restart starts it).
+struct AltDataDir {
+    cmd: String,
+}
+
+impl AltDataDir {
+    fn start() -> Self {
+        let cmd = fs::read_to_string(super::DAEMON_CMD).expect("daemon command line");
+        let default = "--data-dir /var/lib/carapace";
+        assert!(cmd.contains(default), "{cmd}");
+        fs::create_dir_all(format!("{ALT_DATA}/profiles")).expect("create the data dir");
+        // A profile that selects no pack, written before the daemon starts: compiled at
+        // start, and its sessions must be kept out all the same.
+        fs::write(
+            format!("{ALT_DATA}/profiles/none.yaml"),
+            "version: 1\nbuiltin: none\nrules: []\n",
+        )
+        .expect("write the profile");
+        fs::write(
+            super::DAEMON_CMD,
+            cmd.replace(default, &format!("--data-dir {ALT_DATA}")),
+        )
+        .expect("write daemon.cmd");
+        super::restart_daemon(false);
+        Self { cmd }
+    }
+}
+
+impl Drop for AltDataDir {
+    fn drop(&mut self) {
+        let _ = fs::write(super::DAEMON_CMD, &self.cmd);
+        super::restart_daemon(false);
+    }
+}
+
+/// A daemon started with `--data-dir` elsewhere than the self-protection pack's
+/// /var/lib/carapace: a root process of a session (no DAC in the way) cannot write a
+/// profile there nor read the audit ledger, in a main session and in a session of a profile
+/// that selects no pack; the kernel refuses (EACCES) and names the daemon's own rule.
+/// Outside a session both work.
+#[test]
+fn a_daemon_with_its_own_data_dir_keeps_it_from_sessions() {
+    let _g = guard();
+    let _alt = AltDataDir::start();
+    let profile = format!("{ALT_DATA}/profiles/lax.yaml");
+    let ledger = format!("{ALT_DATA}/audit/ledger-000001.jsonl");
+    assert!(
+        fs::metadata(&ledger).is_ok(),
+        "the daemon keeps its ledger in {ALT_DATA}"
+    );
+    // The profile was compiled into the kernel image at start (issue 20: up front).
+    let status = Command::new("carapace")
+        .arg("status")
+        .output()
+        .expect("status");
+    let said = super::stdout(&status);
+    assert!(said.contains("profiles loaded: none"), "{said}");
+    let script = format!(
+        "{}; {}",
+        super::py_errno(&format!("open(\"{profile}\", \"w\").write(\"x\")")),
+        super::py_errno(&format!("open(\"{ledger}\").read(1)")),
+    );
+    for run_args in [&[][..], &["--profile", "none"][..]] {
+        let out = Command::new("carapace")
+            .arg("run")
+            .args(run_args)
+            .arg("--")
+            .args(["bash", "-c", &script])
+            .current_dir("/tmp")
+            .env_remove("SUDO_UID")
+            .env_remove("SUDO_GID")
+            .output()
+            .expect("run carapace");
+        let (said, err) = (super::stdout(&out), super::stderr(&out));
+        assert_eq!(
+            said.lines().collect::<Vec<_>>(),
+            [EACCES, EACCES],
+            "{run_args:?}: the write and the read get EACCES; stderr: {err}"
+        );
+        for line in [
+            // A new file is refused at its creation (`path_mknod`): "blocked create of".
+            format!(" of {profile} (rule carapace-own-data-dir:"),
+            format!("blocked read of {ledger} (rule carapace-own-data-dir:"),
+        ] {
+            assert!(err.contains(&line), "{run_args:?}: no `{line}` in: {err}");
+        }
+        assert!(!std::path::Path::new(&profile).exists());
+    }
+    // Outside a session root reads and writes there.
+    fs::read(&ledger).expect("read the ledger outside a session");
+    fs::write(&profile, "version: 1\n").expect("write outside a session");
+    fs::remove_file(&profile).expect("remove it again");
+}

@@ -21,6 +21,16 @@ pub fn kernel_rules(set: &RuleSet) -> Vec<KernelRule> {
                 triggered: !matches!(rule.trigger, None | Some(Trigger::Always)),
                 ..KernelRule::default()
             };
+            if rule.source == crate::own_files::SOURCE {
+                // Landlock can only withhold from a protected path's parent directories
+                // the rights it withholds below them: a data dir in /tmp/x or a log in the
+                // home would close those to every new file of the session.
+                out.userspace_reason = "the daemon's own files outside the default places: \
+                    Landlock would close their parent directories to new files; the eBPF \
+                    layer and Layer 1 keep them"
+                    .into();
+                return out;
+            }
             match plan(rule) {
                 Ok(Plan::Path {
                     automata,

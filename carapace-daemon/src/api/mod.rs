@@ -660,6 +660,7 @@ impl Carapace for Service {
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
         let (ledger_records, ledger_failures) = self.daemon.ledger_counts();
+        let profiles = self.daemon.sessions.profiles();
         Ok(Response::new(StatusReply {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             kernel_enforcing,
@@ -696,6 +697,15 @@ impl Carapace for Service {
                 .pending()
                 .map_or(0, |p| p.len() as u32),
             gateway: self.daemon.gateway().to_owned(),
+            profiles_loaded: profiles.names().map(str::to_owned).collect(),
+            profiles_not_loaded: profiles
+                .left_out()
+                .iter()
+                .map(|l| proto::ProfileNotLoaded {
+                    name: l.name.clone(),
+                    why: l.why.clone(),
+                })
+                .collect(),
         }))
     }
 

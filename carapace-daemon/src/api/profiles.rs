@@ -131,31 +131,39 @@ fn profile_status(e: &ProfileError) -> Status {
     }
 }
 
-/// At start: the profiles of the sessions a restarted daemon resumed, loaded and put into
-/// the kernel image before their rule bits are written again. A profile that no longer
-/// loads is logged; its sessions then keep the kernel state they have (and Layer 1 judges
-/// them by the main rules) until a reload that loads it.
+/// At start: every profile of the directory (`Profiles::build`), those of the sessions a
+/// restarted daemon resumed among them, loaded and put into the kernel image before their
+/// rule bits are written again. When a resumed session's profile no longer loads it is
+/// logged, the others are loaded without it, and its sessions keep the kernel state they
+/// have (Layer 1 judging them by the main rules) until a reload that loads it.
 pub fn adopt(
     sessions: &crate::session::SessionManager,
     source: &super::reload::RuleSource,
     main: &RuleSet,
 ) {
-    let names = sessions.profiles_in_use();
-    if names.is_empty() {
-        return;
-    }
-    let built = match source.profiles(main, &names) {
-        Ok(built) => Arc::new(built),
+    let in_use = sessions.profiles_in_use();
+    let built = match source.profiles(main, &in_use) {
+        Ok(built) => built,
         Err(e) => {
             tracing::error!("the profiles of the resumed sessions do not load: {e}");
-            return;
+            match source.profiles(main, &std::collections::BTreeSet::new()) {
+                Ok(built) => built,
+                Err(e) => {
+                    tracing::error!("the profiles do not load: {e}");
+                    return;
+                }
+            }
         }
     };
     if let Some(union) = built.union() {
         if let Err(e) = sessions.apply_rules(union.kernel_image(), &[]) {
-            tracing::error!("the kernel maps cannot take the resumed sessions' profiles: {e}");
+            tracing::error!("the kernel maps cannot take the profiles: {e}");
             return;
         }
     }
-    sessions.set_profiles(built);
+    let loaded: Vec<&str> = built.names().collect();
+    if !loaded.is_empty() {
+        tracing::info!(profiles = %loaded.join(", "), "profiles loaded");
+    }
+    sessions.set_profiles(Arc::new(built));
 }

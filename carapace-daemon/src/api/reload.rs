@@ -6,6 +6,7 @@
 //! `KernelMaps::replace_image` for how the maps never go through a state where neither rule
 //! set applies); only then swap the userspace set. If the kernel write fails, the old image is
 //! written back and the userspace set is left alone, so both layers keep agreeing.
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -90,8 +91,8 @@ impl RuleSource {
         })
     }
 
-    /// Loads the named profiles `names` against the main rules `main` and compiles their
-    /// shared kernel image (blocking).
+    /// Loads every profile of the data directory against the main rules `main`, `names`
+    /// required (`Profiles::build`), and compiles their shared kernel image (blocking).
     pub fn profiles(
         &self,
         main: &RuleSet,
@@ -126,6 +127,17 @@ fn counts(rules: &RuleSet) -> (u32, u32) {
     let all = rules.rules();
     let kernel = all.iter().filter(|r| r.kernel_index.is_some()).count();
     (all.len() as u32, kernel as u32)
+}
+
+/// What a successful reload says: the rules' warnings, and the profiles of the directory
+/// that did not load (said, not fatal: no session runs them, and one that asks is refused
+/// with these diagnostics).
+fn diagnostics(rules: &RuleSet, profiles: &crate::profiles::Profiles) -> String {
+    let mut out = rules.warnings().to_string();
+    for left in profiles.left_out() {
+        let _ = writeln!(out, "profile `{}` is not loaded: {}", left.name, left.why);
+    }
+    out
 }
 
 fn file_name(file: Option<&Path>) -> String {
@@ -176,8 +188,9 @@ impl Daemon {
         // Taken before reading: a write during the read then shows up as a later change.
         let before = fingerprint(&self.source.path);
         let source = self.source.clone();
-        // The profiles of the running sessions are validated and compiled with the new main
-        // rules: one that no longer loads refuses the whole reload.
+        // Every profile of the directory is compiled with the new main rules
+        // (`Profiles::build`): one of a running session that no longer loads refuses the
+        // whole reload; any other that does not load is left out and said.
         let in_use = self.sessions.profiles_in_use();
         let loaded = tokio::task::spawn_blocking(move || {
             let loaded = source.load()?;
@@ -276,7 +289,7 @@ impl Daemon {
             file,
             rules,
             kernel_rules,
-            diagnostics: new.warnings().to_string(),
+            diagnostics: diagnostics(&new, &profiles),
         }
     }
 

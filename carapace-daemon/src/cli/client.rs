@@ -774,6 +774,9 @@ async fn status(socket: &Path) -> anyhow::Result<()> {
         "rules: {} ({} compiled for the kernel layer) from {from}; reloaded {} times",
         s.rules, s.kernel_rules, s.rules_reloads
     );
+    for line in profile_lines(&s) {
+        println!("{line}");
+    }
     if let Some(llm) = &s.llm {
         println!("{}", llm_line(llm));
     }
@@ -814,6 +817,19 @@ async fn status(socket: &Path) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The named profiles in the kernel image, and those that are not with why (indented).
+fn profile_lines(s: &carapace::api::proto::StatusReply) -> Vec<String> {
+    let mut out = Vec::new();
+    if !s.profiles_loaded.is_empty() {
+        out.push(format!("profiles loaded: {}", s.profiles_loaded.join(", ")));
+    }
+    for p in &s.profiles_not_loaded {
+        out.push(format!("profile `{}` not loaded:", p.name));
+        out.extend(p.why.lines().map(|l| format!("  {l}")));
+    }
+    out
 }
 
 /// Most learned addresses `carapace status` lists per session.
