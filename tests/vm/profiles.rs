@@ -31,9 +31,23 @@ const BARE: &str = "version: 1\nbuiltin: none\nrules: []\n";
 const PROBE_DIR: &str = "/etc/carapace";
 const PROBE: &str = "/etc/carapace/profile-probe.txt";
 
-fn write_profile(name: &str, text: &str) {
+/// Writes profile `name`; it is removed when the returned guard drops. The daemon compiles
+/// every profile of the directory on each reload, so one left behind would slow every later
+/// test's reload (minutes under TCG).
+#[must_use]
+fn write_profile(name: &str, text: &str) -> ProfileFile {
     fs::create_dir_all(PROFILES).expect("create the profiles directory");
-    fs::write(Path::new(PROFILES).join(format!("{name}.yaml")), text).expect("write profile");
+    let path = Path::new(PROFILES).join(format!("{name}.yaml"));
+    fs::write(&path, text).expect("write profile");
+    ProfileFile(path)
+}
+
+struct ProfileFile(std::path::PathBuf);
+
+impl Drop for ProfileFile {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
 }
 
 /// `carapace run --profile NAME -- bash -c SCRIPT` as uid 1000 in /tmp, started.
@@ -108,8 +122,8 @@ const READ_BOTH: &str =
 #[test]
 fn two_sessions_of_different_profiles_get_different_kernel_answers_for_the_same_file() {
     let _g = guard();
-    write_profile("vm-strict", STRICT);
-    write_profile("vm-open", OPEN);
+    let _strict = write_profile("vm-strict", STRICT);
+    let _open = write_profile("vm-open", OPEN);
     let go = "/tmp/profiles-go";
     let _ = fs::remove_file(go);
     let strict = spawn_profile_agent("vm-strict", &after(go, READ_BOTH));
@@ -147,7 +161,7 @@ fn two_sessions_of_different_profiles_get_different_kernel_answers_for_the_same_
 #[test]
 fn self_protection_refuses_in_a_profile_session_that_selects_no_pack() {
     let _g = guard();
-    write_profile("vm-bare", BARE);
+    let _bare = write_profile("vm-bare", BARE);
     fs::create_dir_all(PROBE_DIR).expect("create probe dir");
     fs::set_permissions(PROBE_DIR, fs::Permissions::from_mode(0o755)).expect("chmod dir");
     fs::write(PROBE, "probe\n").expect("write probe");
@@ -177,7 +191,7 @@ fn self_protection_refuses_in_a_profile_session_that_selects_no_pack() {
 #[test]
 fn a_reload_changes_the_kernels_answer_to_a_running_profile_session() {
     let _g = guard();
-    write_profile("vm-reload", OPEN);
+    let _reload = write_profile("vm-reload", OPEN);
     let (go1, done1, go2) = (
         "/tmp/profiles-reload-go1",
         "/tmp/profiles-reload-done1",
@@ -198,7 +212,7 @@ fn a_reload_changes_the_kernels_answer_to_a_running_profile_session() {
     live_profiles(&["vm-reload"]);
     fs::write(go1, "").expect("go1");
     wait_for(done1);
-    write_profile("vm-reload", STRICT);
+    let _strict = write_profile("vm-reload", STRICT);
     let reload = Command::new("carapace")
         .args(["rules", "reload"])
         .output()

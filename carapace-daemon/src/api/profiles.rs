@@ -72,10 +72,10 @@ impl Daemon {
                 return Ok((bits.clone(), reloading));
             }
         }
-        // Every profile loaded stays: one whose session is being registered right now is
-        // not yet "in use", and dropping it would judge that session by the main rules.
+        // Every profile of the directory is loaded with the required ones (`Profiles::build`),
+        // so none is dropped while its session is being registered (the lock is held until
+        // then, see above).
         let mut names = self.sessions.profiles_in_use();
-        names.extend(current.names().map(str::to_owned));
         names.insert(name.to_owned());
         let main = self.rules();
         let source = self.source.clone();
