@@ -733,9 +733,17 @@ fn a_record_is_reviewed_and_saved(b: &mut Browser, d: &Daemon, hostport: &str, s
         undated(&std::fs::read_to_string(&saved).unwrap_or_default()),
         undated(&proposal)
     );
+    record_requests_need_the_token_and_the_user(b, d, hostport, &id);
+}
 
-    // By HTTP, with the browser's visit: without the CSRF token, refused; with it, the
-    // proposal; from inside a session, refused even with both.
+/// `POST /api/record` by HTTP, with the browser's visit (its cookie and CSRF token):
+/// without the token, refused; with it, saved; from inside a session, refused even with both.
+fn record_requests_need_the_token_and_the_user(
+    b: &mut Browser,
+    d: &Daemon,
+    hostport: &str,
+    id: &str,
+) {
     let cookies = b.call(
         "Network.getCookies",
         &serde_json::json!({"urls": [format!("http://{hostport}/")]}),
@@ -743,13 +751,15 @@ fn a_record_is_reviewed_and_saved(b: &mut Browser, d: &Daemon, hostport: &str, s
     let cookie = cookies["cookies"]
         .as_array()
         .and_then(|c| c.iter().find(|c| c["name"] == "carapace_console"))
-        .map(|c| {
-            format!(
-                "carapace_console={}",
-                c["value"].as_str().unwrap_or_default()
-            )
-        })
-        .unwrap_or_else(|| panic!("no console cookie: {cookies}"));
+        .map_or_else(
+            || panic!("no console cookie: {cookies}"),
+            |c| {
+                format!(
+                    "carapace_console={}",
+                    c["value"].as_str().unwrap_or_default()
+                )
+            },
+        );
     let csrf = b.eval("state.csrf");
     let csrf = csrf.as_str().unwrap_or_default().to_owned();
     assert!(!csrf.is_empty(), "the page's CSRF token");

@@ -202,7 +202,7 @@ fn records_of_sessions_ended_long_ago_are_deleted() {
     let records = data.join("record");
     std::fs::create_dir_all(&records).expect("record dir");
     std::fs::write(data.join("config.yaml"), "record:\n  keep_days: 35\n").expect("config");
-    let day = std::time::Duration::from_secs(86_400);
+    let day = std::time::Duration::from_hours(24);
     for (id, age) in [("s-0ld", 40), ("s-y0ung", 20)] {
         let path = records.join(format!("{id}.jsonl"));
         std::fs::write(&path, format!("{{\"session\":{{\"id\":\"{id}\",\"command\":[\"sh\"],\"owner_uid\":0,\"started\":1}}}}\n{{\"ended\":2}}\n"))

@@ -64,7 +64,7 @@ pub fn close(daemon: &Arc<Daemon>, id: &str) {
 }
 
 /// How often records of ended sessions are looked at for pruning.
-const PRUNE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
+const PRUNE_INTERVAL: std::time::Duration = std::time::Duration::from_hours(1);
 
 /// Deletes the records of sessions that ended more than `keep` ago (config.yaml's
 /// `record.keep_days`), at start and then hourly.

@@ -355,7 +355,7 @@ mod tests {
 
     #[test]
     fn how_long_records_are_kept() {
-        let day = Duration::from_secs(86_400);
+        let day = Duration::from_hours(24);
         assert_eq!(parse("c", "").unwrap().record.keep, 30 * day);
         let s = parse("c", "record:\n  keep_days: 7\n").unwrap();
         assert_eq!(s.record.keep, 7 * day);

@@ -472,9 +472,14 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     }
 }
 
-/// One server-sent event (`data` is compact JSON: one line).
+/// One server-sent event's text (`data` is compact JSON: one line).
+fn event_text(event: &str, data: &Value) -> String {
+    format!("event: {event}\ndata: {data}\n\n")
+}
+
+/// One server-sent event.
 fn frame(event: &str, data: &Value) -> Frame<Bytes> {
-    Frame::data(Bytes::from(format!("event: {event}\ndata: {data}\n\n")))
+    Frame::data(Bytes::from(event_text(event, data)))
 }
 
 /// Whether a record changes what the sessions panel shows.
@@ -499,6 +504,17 @@ struct Snapshot {
     visible: std::collections::BTreeSet<String>,
     /// The record sessions, when asked for (they are read from disk).
     recordings: Option<Value>,
+}
+
+/// The `sessions` event, after the `recordings` event when they were read.
+fn sessions_frame(snap: &Snapshot) -> Frame<Bytes> {
+    let mut text = snap
+        .recordings
+        .as_ref()
+        .map(|r| event_text("recordings", r))
+        .unwrap_or_default();
+    text.push_str(&event_text("sessions", &snap.sessions));
+    Frame::data(Bytes::from(text))
 }
 
 fn sessions_now(daemon: &Daemon, uid: u32, pid: u32, recordings: bool) -> Snapshot {
@@ -575,13 +591,9 @@ async fn feed(
                 let Ok(snap) = tokio::task::spawn_blocking(move || sessions_now(&d, uid, pid, with_recordings)).await else {
                     continue;
                 };
+                let out = sessions_frame(&snap);
                 visible = snap.visible;
-                if let Some(r) = snap.recordings {
-                    if tx.send(Ok(frame("recordings", &r))).await.is_err() {
-                        return;
-                    }
-                }
-                frame("sessions", &snap.sessions)
+                out
             }
             _ = keepalive.tick() => Frame::data(Bytes::from_static(b": keepalive\n\n")),
             e = stops.recv() => match e {

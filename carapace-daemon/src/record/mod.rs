@@ -296,11 +296,7 @@ impl Recorder {
         };
         let mut out: Vec<SessionMeta> = entries
             .filter_map(Result::ok)
-            .filter(|e| {
-                e.file_name()
-                    .to_str()
-                    .is_some_and(|n| n.ends_with(".jsonl"))
-            })
+            .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
             .filter_map(|e| {
                 let mut first = String::new();
                 BufReader::new(File::open(e.path()).ok()?)
@@ -504,7 +500,7 @@ mod tests {
     fn pruning_deletes_only_old_records_of_sessions_that_ended() {
         let dir = tempfile::tempdir().unwrap();
         let r = Recorder::open(dir.path()).unwrap();
-        let day = Duration::from_secs(86_400);
+        let day = Duration::from_hours(24);
         let age = |id: &str, by: Duration| {
             let f = File::options()
                 .append(true)
