@@ -363,6 +363,11 @@ async fn run(
     match crate::record::Recorder::open(&args.data_dir) {
         Ok(recorder) => {
             let _ = daemon.recorder.set(Arc::new(recorder));
+            // Detached: it prunes as long as the daemon runs.
+            drop(api::record::spawn_pruner(
+                Arc::clone(&daemon),
+                config.record.keep,
+            ));
         }
         // Record sessions are then refused; everything else works.
         Err(e) => tracing::warn!("record mode unavailable: {e}"),

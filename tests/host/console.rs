@@ -1,12 +1,14 @@
 //! The console in a real browser: a real `carapaced --console` on a free loopback port,
 //! headless Chromium driven over the `DevTools` Protocol (`carapace_tests::cdp`), and the real
 //! CLI as the agent and the user. Screenshots of each page go to
-//! `target/console-screenshots/` for people to look at.
+//! `target/console-screenshots/` for people to look at. Besides approvals, denials and
+//! rules, it shows a shadow session's would-deny decisions and a record session's proposed
+//! allow-list reviewed and saved as a profile.
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-use carapace_tests::cdp::{self, raw_http, Browser};
+use carapace_tests::cdp::{self, http_exchange, raw_http, Browser};
 use carapace_tests::{cli, text, Daemon};
 
 use super::{setup, CARAPACE, CARAPACED};
@@ -133,6 +135,8 @@ fn the_console_in_a_real_browser() {
     identical_requests_are_asked_once(&mut b, &d);
     denials_rules_and_charts(&mut b, &d, &hostport, &shots);
     a_denial_becomes_a_rule(&mut b, &d, &hostport, &shots, &rules);
+    shadow_refusals_show_as_would_deny(&mut b, &d, &shots, dir.path());
+    a_record_is_reviewed_and_saved(&mut b, &d, &hostport, &shots);
     let out = sleeper
         .join()
         .unwrap_or_else(|_| panic!("the run session panicked"));
@@ -144,6 +148,9 @@ fn the_console_in_a_real_browser() {
         "rules",
         "charts",
         "allow",
+        "shadow",
+        "shadow-session",
+        "record",
     ] {
         let png = shots.join(format!("{page}.png"));
         let size = std::fs::metadata(&png).map_or(0, |m| m.len());
@@ -515,4 +522,305 @@ fn a_denial_becomes_a_rule(
         &[],
     );
     assert_eq!(code, 2, "another file of the rule: {v}");
+}
+
+/// The rows of a table, as a JavaScript array expression.
+fn rows(table: &str) -> String {
+    format!("[...document.querySelectorAll('#{table} tbody tr')]")
+}
+
+/// A shadow session's refusal, seen live (the page is not reloaded): the session shows its
+/// mode and a would-deny count in the tool-call layer, and the timeline, filtered by that
+/// decision, shows the refusal with its rule.
+fn shadow_refusals_show_as_would_deny(b: &mut Browser, d: &Daemon, shots: &Path, dir: &Path) {
+    b.click("#allow-cancel");
+    b.eval("location.hash = '#sessions'; window.carapaceSamePage = true");
+    let gate = dir.join("shadow-done");
+    let shadow = {
+        let socket = d.socket.clone();
+        let script = format!(
+            "{CARAPACE} --socket {} check --json '{SSH_KEY}'; \
+             while [ ! -e {} ]; do sleep 0.1; done",
+            socket.display(),
+            gate.display()
+        );
+        std::thread::spawn(move || {
+            cli(
+                Path::new(CARAPACE),
+                &socket,
+                ["run", "--shadow", "--", "sh", "-c", script.as_str()],
+                &[],
+            )
+        })
+    };
+    let row = format!(
+        "{}.find(r => r.dataset.mode === 'shadow' && r.querySelector('[data-layer=\"tool-call\"] [data-decision=\"would-deny\"]'))",
+        rows("sessions-table")
+    );
+    b.wait_for(&row, WAIT, "the shadow session with its would-deny count");
+    let shown = b.eval(&format!("{row}.innerText"));
+    let shown = shown.as_str().unwrap_or_default();
+    assert!(
+        shown.contains("shadow mode") && shown.contains("would-deny 1"),
+        "the session's mode and count: {shown}"
+    );
+    assert_eq!(
+        b.eval(&format!(
+            "{row}.querySelector('[data-layer=\"tool-call\"] [data-decision=\"block\"]')"
+        )),
+        serde_json::Value::Null,
+        "a would-deny is not counted as a block"
+    );
+    b.screenshot(&shots.join("shadow-session.png"));
+
+    b.eval("location.hash = '#timeline'");
+    b.eval("(() => { const s = document.getElementById('f-decision'); s.value = 'would-deny'; s.dispatchEvent(new Event('input')); })()");
+    b.wait_for(
+        &format!(
+            "{}.some(r => r.dataset.decision === 'would-deny' && r.innerText.includes('ssh-private-keys'))",
+            rows("timeline-table")
+        ),
+        WAIT,
+        "the would-deny in the timeline, with its rule",
+    );
+    assert_eq!(
+        b.eval(&format!(
+            "{}.every(r => r.dataset.decision === 'would-deny')",
+            rows("timeline-table")
+        )),
+        true,
+        "the filter shows only would-deny decisions"
+    );
+    assert_eq!(
+        b.eval("window.carapaceSamePage === true"),
+        true,
+        "seen live, without a reload"
+    );
+    b.screenshot(&shots.join("shadow.png"));
+    b.eval("(() => { const s = document.getElementById('f-decision'); s.value = ''; s.dispatchEvent(new Event('input')); })()");
+
+    std::fs::write(&gate, "").unwrap_or_else(|e| panic!("{e}"));
+    let out = shadow
+        .join()
+        .unwrap_or_else(|_| panic!("the shadow session panicked"));
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}{}", text(&out.stderr));
+    let decision: serde_json::Value = serde_json::from_str(said.trim())
+        .unwrap_or_else(|e| panic!("the check printed no JSON ({e}): {said}"));
+    assert_eq!(
+        decision["decision"], "allow",
+        "shadow mode allows: {decision}"
+    );
+}
+
+/// A proposal without its header's date line (a save proposes again, maybe a minute on).
+fn undated(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| !l.starts_with("# Recorded in session"))
+        .collect()
+}
+
+const SSH_KEY: &str = r#"{"tool":"Read","input":{"file_path":"/root/.ssh/id_ed25519"}}"#;
+const PROFILE: &str = "console-rec";
+
+/// Runs a record session whose tool calls read two files, to its end; its id.
+fn record_session(d: &Daemon) -> String {
+    let socket = d.socket.display().to_string();
+    let script: Vec<String> = ["notes.txt", "data.csv"]
+        .iter()
+        .map(|f| {
+            let call = serde_json::json!({"tool": "Read", "input": {"file_path": format!("/srv/rec-console/{f}")}});
+            format!("{CARAPACE} --socket {socket} check --json '{call}' >/dev/null")
+        })
+        .collect();
+    let out = run(
+        d,
+        &["run", "--record", "--", "sh", "-c", &script.join(" && ")],
+    );
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "the record session ran:\n{err}");
+    err.lines()
+        .find_map(|l| {
+            l.strip_prefix("carapace: session ")
+                .and_then(|rest| rest.split_once(" records what it touches"))
+                .map(|(id, _)| id.to_owned())
+        })
+        .unwrap_or_else(|| panic!("no record-mode line:\n{err}"))
+}
+
+/// An ended record session is listed; its proposal (the rules, the header asking for a
+/// review) is shown, saved as a profile that `rules check --profile` accepts, and not
+/// saved over without "replace"; `POST /api/record` needs the CSRF token and is refused from
+/// inside a session even with it.
+fn a_record_is_reviewed_and_saved(b: &mut Browser, d: &Daemon, hostport: &str, shots: &Path) {
+    let id = record_session(d);
+    b.eval("location.hash = '#sessions'");
+    let row = format!("#recordings-table tr[data-id=\"{id}\"][data-live=\"false\"]");
+    b.wait_for(
+        &format!("document.querySelector('{row}')"),
+        WAIT,
+        "the ended record session",
+    );
+    b.click(&format!("{row} button.record-propose"));
+    b.wait_for(
+        &format!("document.getElementById('record-panel').dataset.session === '{id}' && !document.getElementById('record-save').disabled"),
+        WAIT,
+        "the proposal",
+    );
+    let proposal = b.eval("document.getElementById('record-text').textContent");
+    let proposal = proposal.as_str().unwrap_or_default().to_owned();
+    for needle in [
+        "# Carapace profile proposed by `carapace run --record`",
+        "REVIEW IT BEFORE USE",
+        &format!("session {id}"),
+        "recorded-reads",
+        "\"/srv/rec-console/notes.txt\"",
+        "\"/srv/rec-console/data.csv\"",
+    ] {
+        assert!(proposal.contains(needle), "`{needle}` in:\n{proposal}");
+    }
+    b.eval(&format!(
+        "document.getElementById('record-name').value = '{PROFILE}'"
+    ));
+    b.click("#record-save");
+    b.wait_for(
+        "document.getElementById('record-result').dataset.written",
+        WAIT,
+        "the profile saved",
+    );
+    let saved = d.data_dir.join("profiles").join(format!("{PROFILE}.yaml"));
+    let written = std::fs::read_to_string(&saved).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        undated(&written),
+        undated(&proposal),
+        "the file is the text reviewed"
+    );
+    let data = d.data_dir.display().to_string();
+    let checked = run(
+        d,
+        &["rules", "check", "--data-dir", &data, "--profile", PROFILE],
+    );
+    assert!(
+        checked.status.success(),
+        "rules check --profile: {}{}",
+        text(&checked.stdout),
+        text(&checked.stderr)
+    );
+    b.screenshot(&shots.join("record.png"));
+
+    // A second save with the same name is refused unless "replace" is ticked (`--force`).
+    let edited = "version: 1\n# edited by the user\n";
+    std::fs::write(&saved, edited).unwrap_or_else(|e| panic!("{e}"));
+    b.click("#record-save");
+    b.wait_for(
+        "document.getElementById('record-error').textContent.includes('replace an existing profile')",
+        WAIT,
+        "the existing profile refused",
+    );
+    assert_eq!(
+        std::fs::read_to_string(&saved).unwrap_or_default(),
+        edited,
+        "not replaced"
+    );
+    b.click("#record-force");
+    b.click("#record-save");
+    b.wait_for(
+        "document.getElementById('record-result').dataset.written",
+        WAIT,
+        "replaced",
+    );
+    assert_eq!(
+        undated(&std::fs::read_to_string(&saved).unwrap_or_default()),
+        undated(&proposal)
+    );
+    record_requests_need_the_token_and_the_user(b, d, hostport, &id);
+}
+
+/// `POST /api/record` by HTTP, with the browser's visit (its cookie and CSRF token):
+/// without the token, refused; with it, saved; from inside a session, refused even with both.
+fn record_requests_need_the_token_and_the_user(
+    b: &mut Browser,
+    d: &Daemon,
+    hostport: &str,
+    id: &str,
+) {
+    let cookies = b.call(
+        "Network.getCookies",
+        &serde_json::json!({"urls": [format!("http://{hostport}/")]}),
+    );
+    let cookie = cookies["cookies"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "carapace_console"))
+        .map_or_else(
+            || panic!("no console cookie: {cookies}"),
+            |c| {
+                format!(
+                    "carapace_console={}",
+                    c["value"].as_str().unwrap_or_default()
+                )
+            },
+        );
+    let csrf = b.eval("state.csrf");
+    let csrf = csrf.as_str().unwrap_or_default().to_owned();
+    assert!(!csrf.is_empty(), "the page's CSRF token");
+    let origin = format!("http://{hostport}");
+    let body = serde_json::json!({"session": id, "write": "by-http", "force": true}).to_string();
+    let post = |headers: &str| {
+        let (head, said) = http_exchange(
+            hostport,
+            &format!(
+                "POST /api/record HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}\r\nCookie: {cookie}\r\n\
+                 Origin: {origin}\r\n{headers}\r\n{body}",
+                body.len()
+            ),
+        )
+        .unwrap_or_else(|e| panic!("POST /api/record: {e}"));
+        (head.lines().next().unwrap_or_default().to_owned(), said)
+    };
+    let (status, said) = post("");
+    assert!(
+        status.contains(" 403 "),
+        "without the CSRF token: {status} {said}"
+    );
+    let by_http = d.data_dir.join("profiles/by-http.yaml");
+    assert!(!by_http.exists());
+    let (status, said) = post(&format!("X-Carapace-Csrf: {csrf}\r\n"));
+    assert!(status.contains(" 200 "), "with it: {status} {said}");
+    assert!(by_http.exists(), "saved with the token");
+    std::fs::remove_file(&by_http).unwrap_or_else(|e| panic!("{e}"));
+    let url = format!("http://{hostport}/api/record");
+    let csrf_header = format!("X-Carapace-Csrf: {csrf}");
+    let cookie_header = format!("Cookie: {cookie}");
+    let origin_header = format!("Origin: {origin}");
+    let out = run(
+        d,
+        &[
+            "run",
+            "--",
+            "curl",
+            "-s",
+            "-i",
+            "-X",
+            "POST",
+            "-H",
+            &cookie_header,
+            "-H",
+            &csrf_header,
+            "-H",
+            &origin_header,
+            "-H",
+            "Content-Type: application/json",
+            "--data",
+            &body,
+            &url,
+        ],
+    );
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("403") && said.contains("inside an agent session"),
+        "from a session: {said}{}",
+        text(&out.stderr)
+    );
+    assert!(!by_http.exists(), "nothing saved from a session");
 }

@@ -1,8 +1,9 @@
 //! Record sessions (`carapace run --record`, issue 20 item 5) on the host, where the kernel
 //! layer is unavailable: the session's Layer 1 tool calls that run are recorded; the record
 //! survives a daemon restart; the proposal compiles and is saved as a profile with its
-//! header, never over an existing one without `--force`; and an agent inside a session
-//! cannot save one. The kernel's side is in tests/vm/record.rs.
+//! header, never over an existing one without `--force`; an agent inside a session
+//! cannot save one; a session's record is closed when it ends, and deleted
+//! `record.keep_days` later. The kernel's side is in tests/vm/record.rs.
 use std::path::Path;
 
 use carapace_tests::{text, Daemon};
@@ -52,6 +53,24 @@ fn a_record_session_records_its_tool_calls_and_proposes_a_valid_profile() {
     };
     let mut d = daemon(dir.path());
     let id = record_session(&d, &[READ, WRITE, FETCH]);
+    // The session ended: its record was closed (an `ended` line, synced).
+    let file = d.data_dir.join("record").join(format!("{id}.jsonl"));
+    let ended = || {
+        std::fs::read_to_string(&file)
+            .unwrap_or_default()
+            .lines()
+            .last()
+            .is_some_and(|l| l.starts_with(r#"{"ended":"#))
+    };
+    let since = std::time::Instant::now();
+    while !ended() && since.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        ended(),
+        "{}",
+        std::fs::read_to_string(&file).unwrap_or_default()
+    );
     let shown = show(&d, &id);
     for line in [
         "read /srv/rec-host/notes.txt",
@@ -172,4 +191,39 @@ fn an_agent_cannot_write_a_profile() {
         "{}",
         text(&out.stderr)
     );
+}
+
+#[test]
+fn records_of_sessions_ended_long_ago_are_deleted() {
+    let Some(dir) = setup("records_of_sessions_ended_long_ago_are_deleted") else {
+        return;
+    };
+    let data = dir.path().join("data");
+    let records = data.join("record");
+    std::fs::create_dir_all(&records).expect("record dir");
+    std::fs::write(data.join("config.yaml"), "record:\n  keep_days: 35\n").expect("config");
+    let day = std::time::Duration::from_hours(24);
+    for (id, age) in [("s-0ld", 40), ("s-y0ung", 20)] {
+        let path = records.join(format!("{id}.jsonl"));
+        std::fs::write(&path, format!("{{\"session\":{{\"id\":\"{id}\",\"command\":[\"sh\"],\"owner_uid\":0,\"started\":1}}}}\n{{\"ended\":2}}\n"))
+            .expect("record");
+        std::fs::File::options()
+            .append(true)
+            .open(&path)
+            .and_then(|f| f.set_modified(std::time::SystemTime::now() - age * day))
+            .expect("date the record");
+    }
+    let d = daemon(dir.path());
+    let old = records.join("s-0ld.jsonl");
+    let since = std::time::Instant::now();
+    while old.exists() && since.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!old.exists(), "ended 40 days ago, kept 35: deleted");
+    assert!(
+        show(&d, "s-y0ung").contains("sh"),
+        "ended 20 days ago: kept"
+    );
+    let out = carapace(&d, &["record", "show", "s-0ld"], &[]);
+    assert!(!out.status.success(), "{}", text(&out.stdout));
 }

@@ -240,6 +240,13 @@ fn http_get(hostport: &str, path: &str) -> String {
 /// Sends `request` as is to `hostport`; (status line, body). Reads the body by its
 /// Content-Length when there is one (Chromium keeps the connection open), else to the end.
 pub fn raw_http(hostport: &str, request: &str) -> std::io::Result<(String, String)> {
+    let (head, body) = http_exchange(hostport, request)?;
+    let status = head.lines().next().unwrap_or_default().to_owned();
+    Ok((status, body))
+}
+
+/// As [`raw_http`], with the whole head (status line and headers) instead of the status.
+pub fn http_exchange(hostport: &str, request: &str) -> std::io::Result<(String, String)> {
     use std::io::{Read as _, Write as _};
     let mut s = TcpStream::connect(hostport)?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
@@ -267,6 +274,5 @@ pub fn raw_http(hostport: &str, request: &str) -> std::io::Result<(String, Strin
     }
     let out = String::from_utf8_lossy(&buf).into_owned();
     let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
-    let status = head.lines().next().unwrap_or_default().to_owned();
-    Ok((status, body.to_owned()))
+    Ok((head.to_owned(), body.to_owned()))
 }

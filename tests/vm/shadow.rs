@@ -2,7 +2,8 @@
 //! the fixture's rules block succeeds, carapace prints "would have blocked" and the ledger
 //! records a `would-deny` kernel record with the rule; the self-protection rules still
 //! refuse (EACCES) in the same session; and an agent inside a session cannot start a shadow
-//! session to get out of its rules.
+//! session to get out of its rules. The console shows the kernel's would-deny with the
+//! session in shadow mode.
 use std::{
     fs,
     os::unix::fs::PermissionsExt as _,
@@ -183,4 +184,71 @@ fn an_agent_cannot_start_a_shadow_session_to_escape_its_rules() {
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn the_console_shows_a_kernel_would_deny_of_a_shadow_session() {
+    let _g = guard();
+    let _console = super::console::WithConsole::start();
+    let gate = "/tmp/shadow-console-done";
+    let _ = fs::remove_file(gate);
+    let script =
+        format!("cat /srv/secret/a.txt >/dev/null; while [ ! -e {gate} ]; do sleep 0.1; done");
+    let session = thread::spawn(move || shadow_agent(&script));
+    let visit = super::console::Visit::login();
+    // The session, live, in shadow mode; its kernel would-deny in the records (the denial
+    // pump writes it a moment after the read).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (snapshot, id) = loop {
+        let snapshot = visit.snapshot();
+        let id = snapshot["sessions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| {
+                s["shadow"] == true
+                    && s["command"].as_array().is_some_and(|c| {
+                        c.iter()
+                            .any(|a| a.as_str().is_some_and(|a| a.contains(gate)))
+                    })
+            })
+            .and_then(|s| s["id"].as_str())
+            .map(str::to_owned);
+        let seen = id.as_ref().is_some_and(|id| {
+            snapshot["records"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|r| r["session"] == id.as_str() && r["kind"] == "kernel-denial")
+        });
+        if seen || Instant::now() > deadline {
+            break (snapshot, id.unwrap_or_default());
+        }
+        thread::sleep(Duration::from_millis(500));
+    };
+    fs::write(gate, "").expect("open the gate");
+    let out = session.join().expect("the shadow session");
+    assert!(out.status.success(), "the agent ran through");
+    assert_eq!(
+        session_id(&out),
+        id,
+        "the console's shadow session: {snapshot:#}"
+    );
+    let records: Vec<&serde_json::Value> = snapshot["records"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["session"] == id.as_str() && r["kind"] == "kernel-denial")
+        .collect();
+    assert!(
+        records.iter().any(|r| r["decision"] == "would-deny"
+            && r["layer"] == "kernel"
+            && rule_of(r) == "secret-dir"),
+        "a kernel would-deny of secret-dir in the console's records: {records:#?}"
+    );
+    assert!(
+        records.iter().all(|r| r["decision"] == "would-deny"),
+        "nothing was refused: {records:#?}"
+    );
+    let _ = fs::remove_file(gate);
 }

@@ -69,7 +69,7 @@ pub fn start(daemon: &Arc<Daemon>, id: String, limit: Duration) {
                 return;
             }
         };
-        daemon.resolvers.stop(&id);
+        super::release(&daemon, &id);
         let message = expired_message(limit, true);
         daemon
             .audit

@@ -472,7 +472,7 @@ pub fn spawn_reaper(daemon: Arc<Daemon>) -> tokio::task::JoinHandle<()> {
             };
             for (id, hits) in ended {
                 tracing::info!(session = %id, "ended a session whose processes are all gone");
-                daemon.resolvers.stop(&id);
+                release(&daemon, &id);
                 if let Some(limit) = daemon.deadlines.take_expired(&id) {
                     let message = deadline::expired_message(limit, false);
                     daemon
@@ -500,6 +500,13 @@ pub fn spawn_reaper(daemon: Arc<Daemon>) -> tokio::task::JoinHandle<()> {
             }
         }
     })
+}
+
+/// What an ended session held besides its cgroup: its resolver, and its record's open file
+/// (closed and synced). Every way a session ends calls it.
+pub fn release(daemon: &Arc<Daemon>, id: &str) {
+    daemon.resolvers.stop(id);
+    record::close(daemon, id);
 }
 
 /// Writes the limits a session ran into to the ledger (and the daemon's log).
@@ -964,7 +971,7 @@ impl Carapace for Service {
                 .note(audit::limit_reached(&id, "time", &message))
                 .await;
         }
-        self.daemon.resolvers.stop(&id);
+        release(&self.daemon, &id);
         record_limits(&self.daemon, &id, &hits).await;
         let event = audit::session_changed(
             crate::audit::Kind::SessionEnded,

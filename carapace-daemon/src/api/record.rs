@@ -48,6 +48,54 @@ pub fn note_call(daemon: &Daemon, id: &str, ext: &Extracted) {
     }
 }
 
+/// Ends the record of session `id`, which just ended (see `Recorder::close`): off the
+/// runtime, as it syncs the file. A session without a record costs a path lookup.
+pub fn close(daemon: &Arc<Daemon>, id: &str) {
+    let Some(rec) = daemon.recorder.get().map(Arc::clone) else {
+        return;
+    };
+    let id = id.to_owned();
+    // Detached: nothing waits for the sync; a failure only loses the ended line's date.
+    drop(tokio::task::spawn_blocking(move || {
+        if let Err(e) = rec.close(&id, crate::session::db::now()) {
+            tracing::warn!(session = %id, "record: cannot close the record: {e}");
+        }
+    }));
+}
+
+/// How often records of ended sessions are looked at for pruning.
+const PRUNE_INTERVAL: std::time::Duration = std::time::Duration::from_hours(1);
+
+/// Deletes the records of sessions that ended more than `keep` ago (config.yaml's
+/// `record.keep_days`), at start and then hourly.
+#[must_use = "the task runs forever; keep or detach its handle"]
+pub fn spawn_pruner(daemon: Arc<Daemon>, keep: std::time::Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(PRUNE_INTERVAL);
+        loop {
+            tick.tick().await;
+            let Some(rec) = daemon.recorder.get().map(Arc::clone) else {
+                return;
+            };
+            let d = Arc::clone(&daemon);
+            let pruned = tokio::task::spawn_blocking(move || {
+                rec.prune(keep, |id| d.sessions.get(id).is_some())
+            })
+            .await;
+            match pruned {
+                Ok(Ok(ids)) if !ids.is_empty() => tracing::info!(
+                    "record: deleted the records of {} sessions that ended more than {} days ago",
+                    ids.len(),
+                    keep.as_secs() / 86_400
+                ),
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::warn!("record: cannot prune old records: {e}"),
+                Err(e) => tracing::warn!("record: the pruning task failed: {e}"),
+            }
+        }
+    })
+}
+
 /// Drains the kernel's touched events (a ring buffer apart from the denials') into the
 /// sessions' records, naming addresses by what the session's resolver handed them out for.
 #[must_use = "the task runs until the stream ends; keep or detach its handle"]

@@ -12,18 +12,22 @@
 //!   acknowledge: written   # or synced: a decision waits for its record's fdatasync too
 //! console:
 //!   listen: 127.0.0.1:8790 # the console's address (loopback only); off without it
+//! record:
+//!   keep_days: 30          # records of `carapace run --record` sessions ended longer ago are deleted
 //! llm: { … }               # the model that reviews what rules cannot decide alone
 //! ```
 //!
 //! - `llm`: the `llm:` section.
 //! - `dns`: the `dns:` section.
 //! - `console`: the console's address, as `console.listen` and `carapaced --console` take it.
+//! - `record`: how long record sessions' records outlive them.
 //!
 //! The sections' types live here rather than with the modules that use them (the resolvers,
 //! the console, the LLM client), so that reading the file depends on none of them.
 pub mod console;
 pub mod dns;
 pub mod llm;
+pub mod record;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -35,11 +39,12 @@ use carapace_policy::rules::Diagnostics;
 
 pub use self::dns::{DnsSettings, RefuseWith};
 pub use self::llm::{LlmConfig, Provider};
+pub use self::record::RecordSettings;
 
 /// The config file's name in the data directory.
 pub const FILE_NAME: &str = "config.yaml";
 
-const SECTIONS: &[&str] = &["llm", "approvals", "dns", "audit", "console"];
+const SECTIONS: &[&str] = &["llm", "approvals", "dns", "audit", "console", "record"];
 const APPROVAL_KEYS: &[&str] = &["timeout_seconds"];
 const AUDIT_KEYS: &[&str] = &["acknowledge"];
 /// A day: longer waits would park agents (and their sessions) indefinitely.
@@ -56,6 +61,8 @@ pub struct Config {
     pub audit_acknowledge: Acknowledge,
     /// The `console:` section: where the console listens (`carapaced --console` wins).
     pub console: Option<SocketAddr>,
+    /// The `record:` section: how long record sessions' records are kept.
+    pub record: RecordSettings,
     /// The `llm:` section: `None` means LLM review is unavailable, and every rule that needs
     /// it falls back to its `on_llm_error` mode.
     pub llm: Option<LlmConfig>,
@@ -158,6 +165,9 @@ pub fn parse(origin: &str, text: &str) -> Result<Config, Diagnostics> {
     }
     if let Some(node) = root.get("console") {
         config.console = console::parse(node, &mut sink);
+    }
+    if let Some(node) = root.get("record") {
+        config.record = record::parse(node, &mut sink);
     }
     if let Some(node) = root.get("llm") {
         config.llm = llm::parse(node, &mut sink);
@@ -344,6 +354,23 @@ mod tests {
     }
 
     #[test]
+    fn how_long_records_are_kept() {
+        let day = Duration::from_hours(24);
+        assert_eq!(parse("c", "").unwrap().record.keep, 30 * day);
+        let s = parse("c", "record:\n  keep_days: 7\n").unwrap();
+        assert_eq!(s.record.keep, 7 * day);
+        for wrong in ["0", "-1", "36501", "a week", "1.5"] {
+            let e = parse("c", &format!("record:\n  keep_days: {wrong}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("c:2:") && e.contains("from 1 to 36500"),
+                "{wrong}: {e}"
+            );
+        }
+    }
+
+    #[test]
     fn an_unknown_key_in_each_section_is_an_error_with_a_suggestion() {
         // (text, position of the wrong key, what it says, the suggestion)
         let cases = [
@@ -376,6 +403,18 @@ mod tests {
                 "c:2:3",
                 "unknown `console` setting `listn`",
                 "`listen`",
+            ),
+            (
+                "record:\n  keep_day: 3\n",
+                "c:2:3",
+                "unknown `record` setting `keep_day`",
+                "`keep_days`",
+            ),
+            (
+                "recrd:\n  keep_days: 3\n",
+                "c:1:1",
+                "unknown section `recrd`",
+                "`record`",
             ),
             (
                 "llm:\n  provider: openai\n  model: m\n  modle: n\n",

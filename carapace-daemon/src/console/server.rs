@@ -413,6 +413,7 @@ impl Conn {
                 r#"send {"session": "s-…"}, with "write": NAME to save it"#,
             );
         };
+        let name = request.write_name.clone();
         let (daemon, peer) = (Arc::clone(&self.daemon), views::peer(visit.uid, self.pid()));
         match tokio::task::spawn_blocking(move || api::record::propose(&daemon, &peer, &request))
             .await
@@ -426,14 +427,20 @@ impl Conn {
                     "roots": reply.roots,
                 }),
             ),
+            // The page's words for the CLI's `--force`.
+            Ok(Err(status)) if status.code() == tonic::Code::AlreadyExists => text(
+                StatusCode::CONFLICT,
+                &format!(
+                    "a profile named {name} exists; tick \"replace an existing profile\" to \
+                     replace it"
+                ),
+            ),
             Ok(Err(status)) => {
                 let code = match status.code() {
                     tonic::Code::NotFound => StatusCode::NOT_FOUND,
                     tonic::Code::PermissionDenied => StatusCode::FORBIDDEN,
                     tonic::Code::InvalidArgument => StatusCode::BAD_REQUEST,
-                    tonic::Code::AlreadyExists | tonic::Code::FailedPrecondition => {
-                        StatusCode::CONFLICT
-                    }
+                    tonic::Code::FailedPrecondition => StatusCode::CONFLICT,
                     _ => StatusCode::INTERNAL_SERVER_ERROR,
                 };
                 text(code, status.message())
@@ -442,8 +449,8 @@ impl Conn {
         }
     }
 
-    /// The live feed: a `snapshot` event, then `record`, `approval`, `sessions` and
-    /// `rules` events as they happen.
+    /// The live feed: a `snapshot` event, then `record`, `approval`, `sessions`,
+    /// `recordings` and `rules` events as they happen.
     fn events(&self, visit: Visit) -> Response<Body> {
         let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, Infallible>>(256);
         tokio::spawn(feed(Arc::clone(&self.daemon), visit, self.pid(), tx));
@@ -465,9 +472,14 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     }
 }
 
-/// One server-sent event (`data` is compact JSON: one line).
+/// One server-sent event's text (`data` is compact JSON: one line).
+fn event_text(event: &str, data: &Value) -> String {
+    format!("event: {event}\ndata: {data}\n\n")
+}
+
+/// One server-sent event.
 fn frame(event: &str, data: &Value) -> Frame<Bytes> {
-    Frame::data(Bytes::from(format!("event: {event}\ndata: {data}\n\n")))
+    Frame::data(Bytes::from(event_text(event, data)))
 }
 
 /// Whether a record changes what the sessions panel shows.
@@ -482,16 +494,35 @@ fn touches_sessions(r: &Record, known: &std::collections::BTreeSet<String>) -> b
         || (r.event.kind == Kind::Evaluate && r.event.decision.as_deref() != Some("block"))
 }
 
+/// Whether a record starts or ends a session, which changes the list of records.
+fn touches_recordings(r: &Record) -> bool {
+    matches!(r.event.kind, Kind::SessionCreated | Kind::SessionEnded)
+}
+
 struct Snapshot {
     sessions: Value,
     visible: std::collections::BTreeSet<String>,
+    /// The record sessions, when asked for (they are read from disk).
+    recordings: Option<Value>,
 }
 
-fn sessions_now(daemon: &Daemon, uid: u32, pid: u32) -> Snapshot {
+/// The `sessions` event, after the `recordings` event when they were read.
+fn sessions_frame(snap: &Snapshot) -> Frame<Bytes> {
+    let mut text = snap
+        .recordings
+        .as_ref()
+        .map(|r| event_text("recordings", r))
+        .unwrap_or_default();
+    text.push_str(&event_text("sessions", &snap.sessions));
+    Frame::data(Bytes::from(text))
+}
+
+fn sessions_now(daemon: &Daemon, uid: u32, pid: u32, recordings: bool) -> Snapshot {
     let peer = views::peer(uid, pid);
     Snapshot {
         sessions: views::sessions(daemon, &peer).unwrap_or_else(|_| json!([])),
         visible: views::session_ids(daemon, &peer),
+        recordings: recordings.then(|| views::recordings(daemon, uid)),
     }
 }
 
@@ -510,7 +541,7 @@ async fn feed(
     let mut stops = daemon.events.subscribe();
     let d = Arc::clone(&daemon);
     let snapshot = tokio::task::spawn_blocking(move || {
-        let snap = sessions_now(&d, uid, pid);
+        let snap = sessions_now(&d, uid, pid, true);
         let tail: Vec<Record> = d
             .audit
             .ledger()
@@ -523,6 +554,7 @@ async fn feed(
             "uid": uid,
             "csrf": visit.csrf,
             "sessions": snap.sessions,
+            "recordings": snap.recordings,
             "approvals": views::approvals(&d, uid).unwrap_or_else(|_| json!([])),
             "rules": views::rules(&d.rules()),
             "records": tail,
@@ -542,6 +574,8 @@ async fn feed(
     // Calls switch session rules on as they pass: the sessions panel is refreshed once a
     // burst of them is over rather than once per call.
     let mut refresh_at: Option<tokio::time::Instant> = None;
+    // Whether that refresh lists the record sessions again (a session started or ended).
+    let mut recordings_due = false;
     loop {
         let next_record = async {
             match records.as_mut() {
@@ -553,12 +587,13 @@ async fn feed(
             () = tx.closed() => return,
             () = sleep_until(refresh_at), if refresh_at.is_some() => {
                 refresh_at = None;
-                let d = Arc::clone(&daemon);
-                let Ok(snap) = tokio::task::spawn_blocking(move || sessions_now(&d, uid, pid)).await else {
+                let (d, with_recordings) = (Arc::clone(&daemon), std::mem::take(&mut recordings_due));
+                let Ok(snap) = tokio::task::spawn_blocking(move || sessions_now(&d, uid, pid, with_recordings)).await else {
                     continue;
                 };
+                let out = sessions_frame(&snap);
                 visible = snap.visible;
-                frame("sessions", &snap.sessions)
+                out
             }
             _ = keepalive.tick() => Frame::data(Bytes::from_static(b": keepalive\n\n")),
             e = stops.recv() => match e {
@@ -576,6 +611,7 @@ async fn feed(
                     if touches_sessions(&r, &visible) && refresh_at.is_none() {
                         refresh_at = Some(tokio::time::Instant::now() + SESSIONS_DEBOUNCE);
                     }
+                    recordings_due |= touches_recordings(&r);
                     // A record of a session the page does not know yet: its owner is
                     // learnt with the refresh; until then only root sees it.
                     if r.event.kind == Kind::RulesReload

@@ -57,6 +57,32 @@ pub fn sessions(daemon: &Daemon, peer: &Peer) -> Result<Value, tonic::Status> {
     ))
 }
 
+/// The record sessions (`carapace run --record`) whose records `uid` may read — its own;
+/// root's, all — ended ones included, newest first: the page offers each one's proposal
+/// for review after the session is gone.
+#[must_use]
+pub fn recordings(daemon: &Daemon, uid: u32) -> Value {
+    let Some(recorder) = daemon.recorder.get() else {
+        return json!([]);
+    };
+    Value::Array(
+        recorder
+            .list()
+            .into_iter()
+            .filter(|m| uid == 0 || m.owner_uid == uid)
+            .map(|m| {
+                json!({
+                    "id": m.id,
+                    "command": m.command,
+                    "owner_uid": m.owner_uid,
+                    "started": m.started,
+                    "live": daemon.sessions.get(&m.id).is_some(),
+                })
+            })
+            .collect(),
+    )
+}
+
 /// The session ids `peer` may see (for filtering records).
 pub fn session_ids(daemon: &Daemon, peer: &Peer) -> BTreeSet<String> {
     sessions::list(daemon, peer)

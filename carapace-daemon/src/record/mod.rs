@@ -6,7 +6,9 @@
 //! (`profiles`).
 //!
 //! The store is append-only JSON lines: a restarted daemon reads a session's file back, and
-//! it outlives the session so that `carapace record propose` works after the run. Each
+//! it outlives the session so that `carapace record propose` works after the run. When the
+//! session ends its file gets an `ended` line and is synced ([`Recorder::close`]); records of
+//! sessions ended more than `record.keep_days` ago are deleted ([`Recorder::prune`]). Each
 //! (what, action) is kept once. A session keeps at most [`MAX_TOUCHED`] of them: past that,
 //! nothing more is kept and the set is marked truncated (shown by `record show`, and in the
 //! proposal's header), so the proposal blocks what was not kept — fail closed, never wider.
@@ -22,6 +24,7 @@ use std::net::IpAddr;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
@@ -100,14 +103,22 @@ impl Touched {
     }
 }
 
-/// A line of a session's file: a touched thing, the session's description (first), or the
-/// mark that the bound was reached.
+/// A line of a session's file: a touched thing, the session's description (first), the
+/// mark that the bound was reached, or when the session ended (last).
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(untagged)]
 enum Line {
     Touched(Touched),
-    Meta { session: SessionMeta },
-    Truncated { truncated: bool },
+    Meta {
+        session: SessionMeta,
+    },
+    Truncated {
+        truncated: bool,
+    },
+    /// Seconds since the Unix epoch. Its write is what dates the file for pruning.
+    Ended {
+        ended: u64,
+    },
 }
 
 /// Who and what a record session was, for the proposal's header.
@@ -275,9 +286,85 @@ impl Recorder {
         read(&path)
     }
 
-    /// Closes the file of a session that ended (its record stays for `record propose`).
-    pub fn close(&self, id: &str) {
-        self.lock().remove(id);
+    /// The sessions with a record on disk, newest first, by the description each file
+    /// starts with (what the console lists, ended sessions included). Files that cannot be
+    /// read or do not start with one are left out.
+    #[must_use]
+    pub fn list(&self) -> Vec<SessionMeta> {
+        let Ok(entries) = fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut out: Vec<SessionMeta> = entries
+            .filter_map(Result::ok)
+            .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+            .filter_map(|e| {
+                let mut first = String::new();
+                BufReader::new(File::open(e.path()).ok()?)
+                    .read_line(&mut first)
+                    .ok()?;
+                match serde_json::from_str::<Line>(&first).ok()? {
+                    Line::Meta { session } => Some(session),
+                    _ => None,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| b.started.cmp(&a.started).then_with(|| a.id.cmp(&b.id)));
+        out
+    }
+
+    /// Ends the record of a session that ended: its set leaves memory, and its file (if it
+    /// has one) gets an `ended` line and is synced, so that what the proposal is made from
+    /// survives a power loss. The record stays on disk for `record show` and `propose`
+    /// until [`Recorder::prune`]. A session without a record is left alone.
+    pub fn close(&self, id: &str, ended: u64) -> Result<(), RecordError> {
+        let path = self.path_of(id)?;
+        // Taken out under the lock, written and synced after it: a sync must not hold up
+        // other sessions' notes.
+        let file = self.lock().remove(id).and_then(|(_, file)| file);
+        let mut file = match file {
+            Some(f) => f,
+            None if path.exists() => append(&path)?,
+            None => return Ok(()),
+        };
+        write_line(&mut file, &path, &Line::Ended { ended })?;
+        file.sync_all()
+            .map_err(|source| RecordError::Io { path, source })
+    }
+
+    /// Deletes the records of sessions that are not `live` and whose file was last written
+    /// (its `ended` line, for a session that ended under a daemon) longer than `keep` ago;
+    /// returns their ids. A file whose date cannot be read is kept.
+    pub fn prune(
+        &self,
+        keep: Duration,
+        live: impl Fn(&str) -> bool,
+    ) -> Result<Vec<String>, RecordError> {
+        let io = |source| RecordError::Io {
+            path: self.dir.clone(),
+            source,
+        };
+        let mut pruned = Vec::new();
+        for entry in fs::read_dir(&self.dir).map_err(io)? {
+            let entry = entry.map_err(io)?;
+            let name = entry.file_name();
+            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
+                continue;
+            };
+            if self.path_of(id).is_err() || live(id) || self.lock().contains_key(id) {
+                continue;
+            }
+            let age = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| SystemTime::now().duration_since(t).ok());
+            if age.is_some_and(|age| age > keep) {
+                let path = entry.path();
+                fs::remove_file(&path).map_err(|source| RecordError::Io { path, source })?;
+                pruned.push(id.to_owned());
+            }
+        }
+        Ok(pruned)
     }
 }
 
@@ -320,7 +407,7 @@ fn read(path: &Path) -> Result<Recorded, RecordError> {
             }
             Ok(Line::Touched(_) | Line::Truncated { .. }) => recorded.truncated = true,
             Ok(Line::Meta { session }) => recorded.meta = Some(session),
-            Err(_) => {}
+            Ok(Line::Ended { .. }) | Err(_) => {}
         }
     }
     Ok(recorded)
@@ -382,6 +469,64 @@ mod tests {
             r.recorded("../etc/passwd"),
             Err(RecordError::BadId(_))
         ));
+    }
+
+    #[test]
+    fn closing_ends_the_file_and_keeps_the_record_readable() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Recorder::open(dir.path()).unwrap();
+        r.start(&meta("s-4")).unwrap();
+        let a = file(FileAction::Read, "/srv/a");
+        r.note("s-4", [a.clone()]).unwrap();
+        r.close("s-4", 1234).unwrap();
+        assert!(r.lock().is_empty(), "the ended session left memory");
+        let text = fs::read_to_string(dir.path().join("record/s-4.jsonl")).unwrap();
+        assert_eq!(text.lines().last(), Some(r#"{"ended":1234}"#), "{text}");
+        let rec = r.recorded("s-4").unwrap();
+        assert_eq!(rec.items, BTreeSet::from([a]));
+        assert_eq!(r.list(), [meta("s-4")], "listed after it ended");
+        assert_eq!(rec.meta, Some(meta("s-4")));
+        // A session that recorded nothing has no file, and gets none.
+        r.close("s-5", 1).unwrap();
+        assert!(!dir.path().join("record/s-5.jsonl").exists());
+        // A daemon that never had the file open (restarted) still ends it.
+        let again = Recorder::open(dir.path()).unwrap();
+        again.close("s-4", 99).unwrap();
+        let text = fs::read_to_string(dir.path().join("record/s-4.jsonl")).unwrap();
+        assert_eq!(text.lines().last(), Some(r#"{"ended":99}"#), "{text}");
+    }
+
+    #[test]
+    fn pruning_deletes_only_old_records_of_sessions_that_ended() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Recorder::open(dir.path()).unwrap();
+        let day = Duration::from_hours(24);
+        let age = |id: &str, by: Duration| {
+            let f = File::options()
+                .append(true)
+                .open(dir.path().join(format!("record/{id}.jsonl")))
+                .unwrap();
+            f.set_modified(SystemTime::now() - by).unwrap();
+        };
+        for id in ["s-old", "s-live", "s-new"] {
+            r.start(&meta(id)).unwrap();
+        }
+        r.close("s-old", 1).unwrap();
+        r.close("s-new", 1).unwrap();
+        age("s-old", 31 * day);
+        age("s-new", 29 * day);
+        // A live session that touched nothing new for a long time keeps its record.
+        age("s-live", 40 * day);
+        fs::write(dir.path().join("record/notes.txt"), "x").unwrap();
+        let pruned = r.prune(30 * day, |id| id == "s-live").unwrap();
+        assert_eq!(pruned, ["s-old"]);
+        assert!(matches!(r.recorded("s-old"), Err(RecordError::Unknown(_))));
+        assert!(r.recorded("s-new").is_ok());
+        assert!(r.recorded("s-live").is_ok());
+        assert!(dir.path().join("record/notes.txt").exists());
+        // Still held open (a live session the caller forgot to name): kept.
+        assert!(r.prune(Duration::ZERO, |_| false).unwrap() == ["s-new"]);
+        assert!(r.recorded("s-live").is_ok());
     }
 
     #[test]

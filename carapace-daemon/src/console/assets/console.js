@@ -15,6 +15,7 @@ const state = {
   approvals: new Map(),
   rules: [],
   records: [],
+  recordings: [],
   lastSeq: 0,
 };
 
@@ -75,6 +76,29 @@ function countsOf(s) {
   return counts;
 }
 
+// How a session's rules act: shadow (refusals recorded as would-deny, not enforced),
+// record (what it touches is kept for a proposed allow-list) or enforce.
+function modeOf(s) {
+  return s.shadow ? 'shadow' : s.record ? 'record' : 'enforce';
+}
+
+// Record sessions, running or ended, whose proposed allow-list can be reviewed.
+function renderRecordings() {
+  const body = document.querySelector('#recordings-table tbody');
+  body.replaceChildren();
+  for (const r of state.recordings) {
+    body.append(el('tr', { 'data-id': r.id, 'data-live': r.live },
+      el('td', { class: 'mono' }, r.id),
+      el('td', { class: 'mono' }, (r.command || []).join(' ')),
+      el('td', {}, String(r.owner_uid)),
+      el('td', {}, when(r.started)),
+      el('td', {}, r.live ? 'running' : 'ended'),
+      el('td', {}, el('button', { type: 'button', class: 'record-propose', 'data-session': r.id,
+        onclick: () => offerRecord(r.id) }, 'Review the proposed allow-list…'))));
+  }
+  document.getElementById('no-recordings').hidden = state.recordings.length > 0;
+}
+
 function renderSessions() {
   const body = document.querySelector('#sessions-table tbody');
   body.replaceChildren();
@@ -83,11 +107,11 @@ function renderSessions() {
     const layerCells = LAYERS.filter((l) => counts[l]).map((l) =>
       el('div', { 'data-layer': l },
         el('span', { class: 'layer' + (l === 'kernel' ? ' kernel' : '') }, l), ' ',
-        Object.entries(counts[l]).map(([d, n]) => el('span', { class: 'd-' + d }, `${d} ${n} `))));
+        Object.entries(counts[l]).map(([d, n]) => el('span', { class: 'd-' + d, 'data-decision': d, 'data-count': n }, `${d} ${n} `))));
     const activated = s.activated.map((r) =>
       el('div', { title: r.reason }, el('span', { class: 'mono' }, r.id), ' ',
         el('span', { class: 'lock' }, r.reason)));
-    body.append(el('tr', { 'data-id': s.id },
+    body.append(el('tr', { 'data-id': s.id, 'data-mode': modeOf(s) },
       el('td', { class: 'mono' }, s.id, s.external_id ? el('div', { class: 'lock' }, s.external_id) : null),
       el('td', {}, s.agent || s.kind, s.shadow
         ? el('div', { class: 'shadow', title: 'refusals are recorded as would-deny, not enforced; self-protection still refuses' }, 'shadow mode')
@@ -329,6 +353,7 @@ async function offerRecord(id) {
   const p = await resp.json();
   document.getElementById('record-where').textContent =
     `session ${id}: compiled, and the ${p.fixtures_checked} must-block cases of the built-in packs stay refused. Review it before saving.`;
+  document.getElementById('record-panel').dataset.session = id;
   document.getElementById('record-text').textContent = p.text;
   document.getElementById('record-save').disabled = false;
 }
@@ -342,12 +367,15 @@ document.getElementById('record-save').addEventListener('click', async () => {
   if (!recordSession) return;
   const button = document.getElementById('record-save');
   button.disabled = true;
+  const result = document.getElementById('record-result');
+  result.textContent = '';
+  delete result.dataset.written;
+  document.getElementById('record-error').textContent = '';
   const resp = await postRecord({ session: recordSession,
     write: document.getElementById('record-name').value,
     force: document.getElementById('record-force').checked });
   if (resp.ok) {
     const p = await resp.json();
-    const result = document.getElementById('record-result');
     result.dataset.written = p.written;
     result.textContent = `Saved as ${p.written}.`;
     document.getElementById('record-error').textContent = '';
@@ -488,6 +516,7 @@ function connect() {
     state.sessions = s.sessions;
     state.rules = s.rules;
     state.approvals = new Map(s.approvals.map((a) => [a.id, a]));
+    state.recordings = s.recordings || [];
     state.records = [];
     state.lastSeq = 0;
     for (const r of s.records) addRecord(r);
@@ -495,7 +524,7 @@ function connect() {
     k.textContent = s.kernel ? 'kernel: ' + s.kernel : '';
     k.title = k.textContent;
     document.body.dataset.ready = 'true';
-    renderSessions(); renderApprovals(); renderTimeline(); renderRules(); showPage();
+    renderSessions(); renderRecordings(); renderApprovals(); renderTimeline(); renderRules(); showPage();
   });
   events.addEventListener('record', (e) => { if (addRecord(JSON.parse(e.data))) renderSoon(); });
   events.addEventListener('approval', (e) => {
@@ -508,6 +537,7 @@ function connect() {
     renderApprovals();
   });
   events.addEventListener('sessions', (e) => { state.sessions = JSON.parse(e.data); renderSessions(); });
+  events.addEventListener('recordings', (e) => { state.recordings = JSON.parse(e.data); renderRecordings(); });
   events.addEventListener('rules', (e) => { state.rules = JSON.parse(e.data); renderRules(); });
 }
 
