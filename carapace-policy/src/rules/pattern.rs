@@ -873,7 +873,8 @@ mod tests {
             let mut glob = String::new();
             for (i, name) in names.iter().enumerate() {
                 if i == depth_at {
-                    glob.push_str(["", "/**", "/+(**)"][depth]);
+                    let find = format!("/{}", intersect::FIND_DEPTH);
+                    glob.push_str(["", "/**", find.as_str()][depth]);
                 }
                 let last = i + 1 == names.len();
                 let mut pick = picks[i % picks.len()];
@@ -891,6 +892,7 @@ mod tests {
     #[test]
     fn a_glob_reaches_exact_files_through_extended_patterns_and_depth() {
         let creds = pat("~/.aws/credentials");
+        let depth = |g: &str| g.replace("+(**)", intersect::FIND_DEPTH);
         for glob in [
             "/home/a/+(**)/.aws/**",
             "/home/a/+(**)/.aws/*",
@@ -898,7 +900,7 @@ mod tests {
             "/home/a/+(.aws)/**",
             "/root/?(.aws)/*",
         ] {
-            assert!(creds.covers(glob, false), "{glob}");
+            assert!(creds.covers(&depth(glob), false), "{glob}");
         }
         // Look-alikes: the same shapes elsewhere, or a name the path does not have.
         for glob in [
@@ -907,8 +909,11 @@ mod tests {
             "/home/a/@(.azure|.gcp)/*",
             "/home/a/+(**)/.aws/cache/*",
         ] {
-            assert!(!creds.covers(glob, false), "{glob}");
+            assert!(!creds.covers(&depth(glob), false), "{glob}");
         }
+        // The agent's own `+(**)` is one name that is not hidden (bash), not find's walk.
+        assert!(!creds.covers("/home/a/+(**)/.aws/*", false));
+        assert!(!pat("~/.ssh/**").covers("/home/a/+(**)/README.md", false));
     }
 
     #[test]
