@@ -10,7 +10,7 @@ use super::super::normalize;
 use super::super::operation::{Context, Operation};
 use super::args;
 use super::flow::{self, Reach};
-use super::names::{bare_name, family, path_like, remote_host};
+use super::names::{bare_name, family, loopback_path, path_like, remote_host};
 use super::vars::set_var;
 use super::walk::{Feed, Lookup, Walker};
 use super::MAX_DEPTH;
@@ -604,7 +604,12 @@ impl Walker<'_> {
             "uv" if args.first().is_some_and(|a| a == "pip") => {
                 super::installs::pip(&args[1..], ctx, &[])
             }
-            "npm" => super::installs::npm(args, ctx),
+            "npm" => {
+                if let Some(rc) = super::installs::npm_config_file(args) {
+                    self.path_op(Action::Write, &rc, ctx, None);
+                }
+                super::installs::npm(args, ctx)
+            }
             _ => Vec::new(),
         };
         for d in dirs {
@@ -1190,6 +1195,9 @@ impl Walker<'_> {
         for s in &sources {
             if let Some(host) = remote_host(s) {
                 self.host_op(&host, port, None);
+                if let Some(local) = loopback_path(s) {
+                    self.tree_read(&local, ctx);
+                }
                 continue;
             }
             if name == "mv" {
@@ -1207,6 +1215,9 @@ impl Walker<'_> {
         };
         if let Some(host) = remote_host(dest) {
             self.host_op(&host, port, None);
+            if let Some(local) = loopback_path(dest) {
+                self.tree_write(&local, ctx);
+            }
             return Feed::default();
         }
         let contents = |s: &&str| {
