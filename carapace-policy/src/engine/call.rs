@@ -490,7 +490,16 @@ pub fn call_family(ext: &Extracted) -> Option<&'static str> {
 fn searches_files(tool: &str, input: &Value) -> bool {
     use fields::Role;
     const FILE_SERVERS: &[&str] = &[
-        "grep", "ripgrep", "rg", "ag", "ack", "file", "files", "fs", "filesystem", "code",
+        "grep",
+        "ripgrep",
+        "rg",
+        "ag",
+        "ack",
+        "file",
+        "files",
+        "fs",
+        "filesystem",
+        "code",
     ];
     let Some(server) = tool
         .strip_prefix("mcp__")

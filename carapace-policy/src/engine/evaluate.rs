@@ -539,7 +539,10 @@ fn describe(op: &Operation) -> String {
     match (&op.path, &op.host) {
         // find's walk is written with a NUL no path has: shown as the `**` it stands for.
         (Some(p), _) if p.contains('\0') => {
-            format!("{verb} {}", p.replace(crate::rules::intersect::FIND_DEPTH, "**"))
+            format!(
+                "{verb} {}",
+                p.replace(crate::rules::intersect::FIND_DEPTH, "**")
+            )
         }
         (Some(p), _) => format!("{verb} {p}"),
         (None, Some(h)) => match op.port {

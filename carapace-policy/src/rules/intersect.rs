@@ -516,7 +516,10 @@ mod tests {
             &shell(&depth("/p/+(**)/pre-commit")),
             &glob("**/.git/hooks/**")
         ));
-        assert!(meet(&shell(&depth("/p/+(**)/*.pyc")), &glob("**/.git/hooks/**")));
+        assert!(meet(
+            &shell(&depth("/p/+(**)/*.pyc")),
+            &glob("**/.git/hooks/**")
+        ));
         assert!(meet(&shell(&depth("/p/+(**)/*rc")), &glob("/p/.bashrc")));
         assert!(meet(&shell(&depth("/p/+(**)")), &glob("/p/.ssh/id_rsa")));
         assert!(!meet(

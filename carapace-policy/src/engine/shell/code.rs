@@ -426,7 +426,10 @@ impl Walker<'_> {
         }
         // What its code printed is its output, as far as known: code in it runs when a
         // shell reads it (`python3 -c "print('cat F')" | sh`), but it is no exact value.
-        let printed: Vec<String> = self.printed.drain(printed_before.min(self.printed.len())..).collect();
+        let printed: Vec<String> = self
+            .printed
+            .drain(printed_before.min(self.printed.len())..)
+            .collect();
         Feed {
             downloaded: fetched,
             approximate: !printed.is_empty(),

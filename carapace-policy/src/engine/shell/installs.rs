@@ -217,7 +217,11 @@ pub(super) fn pip(args: &[String], ctx: &Context, config: &[(String, String)]) -
 /// `~/.npmrc` (where registry tokens live) unless `--userconfig F`, the project's with
 /// `--location=project`; the global one's place is npm's prefix, not known here.
 pub(super) fn npm_config_file(args: &[String]) -> Option<String> {
-    let o = args::parse(args, &["--location", "--userconfig", "-L", "--prefix", "-C"], false);
+    let o = args::parse(
+        args,
+        &["--location", "--userconfig", "-L", "--prefix", "-C"],
+        false,
+    );
     let writes = match o.operands.as_slice() {
         ["config" | "c", verb, ..] => matches!(*verb, "set" | "delete" | "rm" | "edit" | "fix"),
         ["set", ..] => true,

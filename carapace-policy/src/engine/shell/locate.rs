@@ -204,7 +204,10 @@ mod tests {
 
     /// The names with find's walk written `+(**)`.
     fn readable(names: Vec<String>) -> Vec<String> {
-        names.iter().map(|n| n.replace(FIND_DEPTH, "+(**)")).collect()
+        names
+            .iter()
+            .map(|n| n.replace(FIND_DEPTH, "+(**)"))
+            .collect()
     }
 
     #[test]

@@ -148,7 +148,12 @@ pub(super) fn remote_host(word: &str) -> Option<String> {
 pub(super) fn loopback(host: &str) -> bool {
     matches!(
         host,
-        "localhost" | "localhost.localdomain" | "ip6-localhost" | "ip6-loopback" | "::1" | "0.0.0.0"
+        "localhost"
+            | "localhost.localdomain"
+            | "ip6-localhost"
+            | "ip6-loopback"
+            | "::1"
+            | "0.0.0.0"
     ) || host.starts_with("127.")
         || host.ends_with(".localhost")
 }

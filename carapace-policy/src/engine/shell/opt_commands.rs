@@ -235,7 +235,9 @@ impl Walker<'_> {
             }
             // sh's `ENV` is a common name for other things (`ENV=production`): only a
             // path is a script.
-            Some(Environment::Sourced) if !value.is_empty() && (name != "ENV" || value.contains('/')) => {
+            Some(Environment::Sourced)
+                if !value.is_empty() && (name != "ENV" || value.contains('/')) =>
+            {
                 // The shell expands the value first (parameters, command substitution,
                 // arithmetic): `BASH_ENV='$(curl -s URL | sh)'` runs the download.
                 if value.contains(['$', '`']) {

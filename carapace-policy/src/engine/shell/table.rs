@@ -1006,8 +1006,8 @@ static TABLE: &[Entry] = &[
     },
     Entry {
         names: &[
-            "vi", "vim", "nvim", "nano", "emacs", "pico", "ex", "micro", "joe", "mcedit",
-            "gedit", "kate", "code", "subl", "vimdiff", "rvim", "jed", "kak", "hx", "helix",
+            "vi", "vim", "nvim", "nano", "emacs", "pico", "ex", "micro", "joe", "mcedit", "gedit",
+            "kate", "code", "subl", "vimdiff", "rvim", "jed", "kak", "hx", "helix",
         ],
         when: None,
         does: Does::Spec(Spec {

@@ -1396,8 +1396,10 @@ impl Walker<'_> {
             .collect();
         for p in reached {
             if tree {
-                self.out
-                    .op(Operation::path(action, format!("{}/**", p.trim_end_matches('/'))));
+                self.out.op(Operation::path(
+                    action,
+                    format!("{}/**", p.trim_end_matches('/')),
+                ));
             }
             let mut op = Operation::path(action, p);
             op.content = content.cloned();

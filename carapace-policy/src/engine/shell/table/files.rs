@@ -593,8 +593,19 @@ pub(super) fn file_server(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>)
 /// and the functions `readfile('F')`/`writefile('F', …)` read and write F.
 pub(super) fn sqlite(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
     const VALUED: &[&str] = &[
-        "cmd", "init", "separator", "newline", "nullvalue", "vfs", "maxsize", "mmap",
-        "pagecache", "lookaside", "heap", "escape", "A",
+        "cmd",
+        "init",
+        "separator",
+        "newline",
+        "nullvalue",
+        "vfs",
+        "maxsize",
+        "mmap",
+        "pagecache",
+        "lookaside",
+        "heap",
+        "escape",
+        "A",
     ];
     let Call {
         args, depth, stdin, ..
