@@ -483,6 +483,16 @@ pub fn call_family(ext: &Extracted) -> Option<&'static str> {
     })
 }
 
+/// A web search: the query leaves the machine; the host is the search provider's.
+fn web_search(input: &Value, out: &mut Extracted) {
+    let query = field(input, &["query", "q", "search_query"]).unwrap_or_default();
+    out.op(Operation {
+        action: Some(Action::Network),
+        content: Some(normalize::text(query)),
+        ..Operation::default()
+    });
+}
+
 /// Whether an MCP tool named plain `search` searches files rather than the web: its input
 /// names a file or directory (`mcp__ripgrep__search {path, pattern}`), or its server is a
 /// content searcher or a file system's (`mcp__rg__search`, `mcp__files__search`). Read by
@@ -637,15 +647,7 @@ fn known_tool(tool: &str, name: &str, input: &Value, ctx: &Context, out: &mut Ex
             }
         }
         "search" if searches_files(tool, input) => return false,
-        "websearch" | "internetsearch" | "search" => {
-            // The query leaves the machine; the host is the search provider's.
-            let query = field(input, &["query", "q", "search_query"]).unwrap_or_default();
-            out.op(Operation {
-                action: Some(Action::Network),
-                content: Some(normalize::text(query)),
-                ..Operation::default()
-            });
-        }
+        "websearch" | "internetsearch" | "search" => web_search(input, out),
         "applicationopen" => {
             if let Some(app) = field(input, &["application", "app", "name", "path"]) {
                 let app = normalize::text(app);
