@@ -141,14 +141,11 @@ impl ToolCall {
         } else {
             ctx
         };
-        // A command line in that environment (`GIT_SSH_COMMAND`, `GIT_PAGER`) runs too.
-        for (_, value) in env
-            .into_iter()
-            .flatten()
-            .filter(|(k, _)| shell::runs_variable(k))
-        {
-            if let Some(code) = value.as_str() {
-                shell::extract(code, ctx, &mut out);
+        // What that environment makes run runs too: a command line (`GIT_SSH_COMMAND`,
+        // `GIT_PAGER`), a script sourced (`BASH_ENV`), files loaded (`LD_PRELOAD`).
+        for (name, value) in env.into_iter().flatten() {
+            if let Some(value) = value.as_str() {
+                shell::environment(name, value, ctx, &mut out);
             }
         }
         let known = known_tool(&tool, &name, &self.input, ctx, &mut out);
@@ -486,6 +483,54 @@ pub fn call_family(ext: &Extracted) -> Option<&'static str> {
     })
 }
 
+/// A web search: the query leaves the machine; the host is the search provider's.
+fn web_search(input: &Value, out: &mut Extracted) {
+    let query = field(input, &["query", "q", "search_query"]).unwrap_or_default();
+    out.op(Operation {
+        action: Some(Action::Network),
+        content: Some(normalize::text(query)),
+        ..Operation::default()
+    });
+}
+
+/// Whether an MCP tool named plain `search` searches files rather than the web: its input
+/// names a file or directory (`mcp__ripgrep__search {path, pattern}`), or its server is a
+/// content searcher or a file system's (`mcp__rg__search`, `mcp__files__search`). Read by
+/// its fields then, as any other tool: a content searcher reads its directory whole.
+fn searches_files(tool: &str, input: &Value) -> bool {
+    use fields::Role;
+    const FILE_SERVERS: &[&str] = &[
+        "grep",
+        "ripgrep",
+        "rg",
+        "ag",
+        "ack",
+        "file",
+        "files",
+        "fs",
+        "filesystem",
+        "code",
+    ];
+    let Some(server) = tool
+        .strip_prefix("mcp__")
+        .and_then(|rest| rest.split_once("__"))
+        .map(|(server, _)| server)
+    else {
+        return false;
+    };
+    fields::words(server)
+        .iter()
+        .any(|w| FILE_SERVERS.iter().any(|f| w.eq_ignore_ascii_case(f)))
+        || input.as_object().is_some_and(|o| {
+            o.keys().any(|k| {
+                matches!(
+                    fields::role(k),
+                    Some(Role::Path | Role::Paths | Role::Base | Role::Cwd)
+                )
+            })
+        })
+}
+
 /// Tools whose schema Carapace knows; returns false for the rest.
 fn known_tool(tool: &str, name: &str, input: &Value, ctx: &Context, out: &mut Extracted) -> bool {
     match name {
@@ -601,15 +646,8 @@ fn known_tool(tool: &str, name: &str, input: &Value, ctx: &Context, out: &mut Ex
                 path_op(Action::Write, p, ctx, out, None);
             }
         }
-        "websearch" | "internetsearch" | "search" => {
-            // The query leaves the machine; the host is the search provider's.
-            let query = field(input, &["query", "q", "search_query"]).unwrap_or_default();
-            out.op(Operation {
-                action: Some(Action::Network),
-                content: Some(normalize::text(query)),
-                ..Operation::default()
-            });
-        }
+        "search" if searches_files(tool, input) => return false,
+        "websearch" | "internetsearch" | "search" => web_search(input, out),
         "applicationopen" => {
             if let Some(app) = field(input, &["application", "app", "name", "path"]) {
                 let app = normalize::text(app);
@@ -710,6 +748,12 @@ fn files_of(
 /// An edit: the file it names is written with the new text; a patch it carries writes
 /// every file the patch names, whatever the call's own `path` says.
 fn edit_tool(tool: &str, input: &Value, ctx: &Context, out: &mut Extracted) {
+    // The text editor tool's `view` command shows a file (or lists a directory): a read.
+    if field(input, &["command"]).is_some_and(|c| c.trim().eq_ignore_ascii_case("view")) {
+        let paths = generic::named_paths(input);
+        files_of(Action::Read, tool, input, paths, ctx, out, None);
+        return;
+    }
     let mut content: Vec<&str> = generic::content(input).into_iter().collect();
     if let Some(edits) = input.get("edits").and_then(Value::as_array) {
         content.extend(edits.iter().filter_map(generic::content));

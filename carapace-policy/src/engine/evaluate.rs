@@ -537,6 +537,13 @@ fn canonical(ip: IpAddr) -> IpAddr {
 fn describe(op: &Operation) -> String {
     let verb = op.action.map_or("use", Action::name);
     match (&op.path, &op.host) {
+        // find's walk is written with a NUL no path has: shown as the `**` it stands for.
+        (Some(p), _) if p.contains('\0') => {
+            format!(
+                "{verb} {}",
+                p.replace(crate::rules::intersect::FIND_DEPTH, "**")
+            )
+        }
         (Some(p), _) => format!("{verb} {p}"),
         (None, Some(h)) => match op.port {
             Some(port) if h.contains(':') => format!("{verb} [{h}]:{port}"),

@@ -200,4 +200,61 @@ proptest! {
         let direct = json!({"tool": "Bash", "input": {"command": format!("cat {file}")}});
         prop_assert_eq!(decide(&rules, &call), decide(&rules, &direct));
     }
+
+    /// A variable given in a tool call's environment object decides as the same variable
+    /// assigned before the command in the shell: what it makes run (a command line, a
+    /// script sourced, a file loaded) is read either way.
+    #[test]
+    fn an_environment_object_decides_as_the_shell_assignment(
+        which in 0usize..8,
+        protected in any::<bool>(),
+        key in prop::sample::select(vec!["env", "environment", "env_vars", "envs"]),
+        command in prop::sample::select(vec!["git log", "bash x.sh", "node x.js", "python3 x.py"]),
+    ) {
+        let rules = rules();
+        let file = if protected { "/home/alice/.netrc" } else { "/home/alice/project/README.md" };
+        let (name, value) = match which {
+            0 => ("BASH_ENV", file.to_owned()),
+            1 => ("LD_PRELOAD", file.to_owned()),
+            2 => ("NODE_OPTIONS", format!("--require {file}")),
+            3 => ("PYTHONSTARTUP", file.to_owned()),
+            4 => ("RUBYOPT", format!("-r{file}")),
+            5 => ("GIT_SSH_COMMAND", format!("cat {file}")),
+            6 => ("PAGER", format!("cat {file}")),
+            _ => ("EDITOR", format!("cp {file} /tmp/x;")),
+        };
+        let call = json!({"tool": "mcp__shell__run", "input": {"command": command, key: {name: value}}});
+        let line = json!({"tool": "Bash", "input": {"command": format!("{name}='{value}' {command}")}});
+        prop_assert_eq!(decide(&rules, &call), decide(&rules, &line));
+    }
+
+    /// A write through a link made earlier in the line decides as the write of the link's
+    /// target, however the link is made and the write spelled.
+    #[test]
+    fn a_write_through_a_link_decides_as_the_write_of_its_target(
+        link in 0usize..7,
+        write in 0usize..4,
+        protected in any::<bool>(),
+    ) {
+        let rules = rules();
+        let target = if protected { "/home/alice/.bashrc" } else { "/home/alice/project/notes.txt" };
+        let (made, name) = match link {
+            0 => (format!("ln -s {target} l"), "l"),
+            1 => (format!("ln -sf {target} l"), "l"),
+            2 => (format!("ln {target} l"), "l"),
+            3 => (format!("cp -s {target} l"), "l"),
+            4 => (format!("cp -l {target} l"), "l"),
+            5 => (format!("link {target} l"), "l"),
+            _ => (format!("mkdir -p d && ln -s {target} d/"), if protected { "d/.bashrc" } else { "d/notes.txt" }),
+        };
+        let writes = |f: &str| match write {
+            0 => format!("echo x >> {f}"),
+            1 => format!("printf x > {f}"),
+            2 => format!("echo x | tee -a {f}"),
+            _ => format!("cp /tmp/x {f}"),
+        };
+        let through = json!({"tool": "Bash", "input": {"command": format!("{made} && {}", writes(name))}});
+        let direct = json!({"tool": "Bash", "input": {"command": writes(target)}});
+        prop_assert_eq!(decide(&rules, &through), decide(&rules, &direct));
+    }
 }

@@ -414,8 +414,10 @@ pub const UNKNOWN_NAME: &str = "+(*)";
 /// What Layer 1 writes for the directories `find` walks down: any names at any depth,
 /// hidden ones too (find, unlike the shell's `**`, goes into `.git`), with the name after
 /// it read as `find -name` reads it (a leading `*` matches a leading dot). Written as an
-/// extended pattern so that every glob reader takes it as a wildcard.
-pub const FIND_DEPTH: &str = "+(**)";
+/// extended pattern so that every glob reader takes it as a wildcard, with a NUL in it so
+/// that no path the agent writes is it: the agent's own `+(**)` is bash's one name
+/// (`~/+(**)/README.md` is `~/*/README.md`), and a path holding a NUL names no file.
+pub const FIND_DEPTH: &str = "+(\0**)";
 
 /// Where the first of bash's extended patterns (`?(…)`, `*(…)`, `+(…)`, `@(…)`, `!(…)`)
 /// opens in `text`.
@@ -481,6 +483,11 @@ mod tests {
         Lang::of(&Source::Glob(shell_glob_regex(g).unwrap())).unwrap()
     }
 
+    /// `g` with find's walk where it says `+(**)`.
+    fn depth(g: &str) -> String {
+        g.replace("+(**)", FIND_DEPTH)
+    }
+
     #[test]
     fn globs_meet_where_a_path_matches_both() {
         assert!(meet(&shell("/root/.ss?/id_*"), &glob("/root/.ssh/**")));
@@ -506,17 +513,20 @@ mod tests {
         assert!(!meet(&shell("/p/**/*.pyc"), &glob("**/.git/hooks/**")));
         // find goes into hidden directories, and its `-name *.x` takes in hidden names.
         assert!(meet(
-            &shell("/p/+(**)/pre-commit"),
+            &shell(&depth("/p/+(**)/pre-commit")),
             &glob("**/.git/hooks/**")
         ));
-        assert!(meet(&shell("/p/+(**)/*.pyc"), &glob("**/.git/hooks/**")));
-        assert!(meet(&shell("/p/+(**)/*rc"), &glob("/p/.bashrc")));
-        assert!(meet(&shell("/p/+(**)"), &glob("/p/.ssh/id_rsa")));
+        assert!(meet(
+            &shell(&depth("/p/+(**)/*.pyc")),
+            &glob("**/.git/hooks/**")
+        ));
+        assert!(meet(&shell(&depth("/p/+(**)/*rc")), &glob("/p/.bashrc")));
+        assert!(meet(&shell(&depth("/p/+(**)")), &glob("/p/.ssh/id_rsa")));
         assert!(!meet(
-            &shell("/p/+(**)/*.pyc"),
+            &shell(&depth("/p/+(**)/*.pyc")),
             &glob("**/.git/hooks/pre-commit")
         ));
-        assert!(!meet(&shell("/p/+(**)/*.pyc"), &glob("/q/**")));
+        assert!(!meet(&shell(&depth("/p/+(**)/*.pyc")), &glob("/q/**")));
         let tree =
             |g: &str| protects_a_tree(&Source::Glob(build_glob(g).unwrap().regex().to_owned()));
         assert!(tree("**/.git/hooks/**"));

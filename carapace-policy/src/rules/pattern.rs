@@ -262,11 +262,18 @@ impl PathPattern {
         }
     }
 
-    /// An exception's reading: `path` matches, or every entry of directory `path` does. A
-    /// glob path is exempt only when the exception matches it as written.
+    /// An exception's reading: `path` matches, or every entry of directory `path` does, or
+    /// `path` is what lies below an excepted path (`~/.ssh/id_ed25519.pub/**`: a copy or a
+    /// link of the public key may be a directory's, and is the key's when it is a file;
+    /// the rule keeps anything from being put under an excepted name). A glob path is
+    /// exempt only when the exception matches it as written.
     #[must_use]
     pub(crate) fn exempts(&self, path: &str) -> bool {
-        self.matches(path) || self.matches(&any_entry(path))
+        self.matches(path)
+            || self.matches(&any_entry(path))
+            || ["/**", "/*"]
+                .iter()
+                .any(|t| path.strip_suffix(t).is_some_and(|p| self.matches(p)))
     }
 
     /// The kernel forms of this pattern, or why the kernel cannot match it exactly.
@@ -873,7 +880,8 @@ mod tests {
             let mut glob = String::new();
             for (i, name) in names.iter().enumerate() {
                 if i == depth_at {
-                    glob.push_str(["", "/**", "/+(**)"][depth]);
+                    let find = format!("/{}", intersect::FIND_DEPTH);
+                    glob.push_str(["", "/**", find.as_str()][depth]);
                 }
                 let last = i + 1 == names.len();
                 let mut pick = picks[i % picks.len()];
@@ -891,6 +899,7 @@ mod tests {
     #[test]
     fn a_glob_reaches_exact_files_through_extended_patterns_and_depth() {
         let creds = pat("~/.aws/credentials");
+        let depth = |g: &str| g.replace("+(**)", intersect::FIND_DEPTH);
         for glob in [
             "/home/a/+(**)/.aws/**",
             "/home/a/+(**)/.aws/*",
@@ -898,7 +907,7 @@ mod tests {
             "/home/a/+(.aws)/**",
             "/root/?(.aws)/*",
         ] {
-            assert!(creds.covers(glob, false), "{glob}");
+            assert!(creds.covers(&depth(glob), false), "{glob}");
         }
         // Look-alikes: the same shapes elsewhere, or a name the path does not have.
         for glob in [
@@ -907,8 +916,11 @@ mod tests {
             "/home/a/@(.azure|.gcp)/*",
             "/home/a/+(**)/.aws/cache/*",
         ] {
-            assert!(!creds.covers(glob, false), "{glob}");
+            assert!(!creds.covers(&depth(glob), false), "{glob}");
         }
+        // The agent's own `+(**)` is one name that is not hidden (bash), not find's walk.
+        assert!(!creds.covers("/home/a/+(**)/.aws/*", false));
+        assert!(!pat("~/.ssh/**").covers("/home/a/+(**)/README.md", false));
     }
 
     #[test]
@@ -920,6 +932,11 @@ mod tests {
         assert!(!pat("/home/a/.ssh/**").covers("/home/a/project/**", false));
         assert!(pat("/home/a/.aws/credentials").covers("/home/a/.aws/cred*", false));
         assert!(!pat("/home/a/.aws/credentials").exempts("/home/a/.aws/cred*"));
+        // Below an excepted file: the file's, whatever reads it as a tree.
+        assert!(pat("/home/a/.ssh/*.pub").exempts("/home/a/.ssh/k.pub/**"));
+        assert!(pat("/home/a/.ssh/*.pub").exempts("/home/a/.ssh/*.pub/*"));
+        assert!(!pat("/home/a/.ssh/*.pub").exempts("/home/a/.ssh/**"));
+        assert!(!pat("/home/a/.ssh/*.pub").exempts("/home/a/.ssh/k.pub/../id_rsa"));
         assert!(!pat("**/.env").covers("/home/a/project/**", true));
     }
 

@@ -18,6 +18,29 @@ use super::walk::{Feed, Walker};
 use crate::rules::Action;
 
 /// Calls whose string argument is a shell command.
+/// Most printed values one walk keeps for its interpreters' output.
+const MAX_PRINTED: usize = 16;
+
+/// Calls that print their argument to the code's output (`print('cat ~/.ssh/config')`
+/// shows a command to a person; the output piped to a shell is that shell's script).
+const PRINT_CALLS: &[&str] = &[
+    "print(",
+    "print ",
+    "println(",
+    "println!(",
+    "puts(",
+    "puts ",
+    "console.log(",
+    "console.error(",
+    "console.info(",
+    "echo ",
+    "say ",
+    "say(",
+    "warn(",
+    "warn ",
+    "pp(",
+];
+
 const SHELL_CALLS: &[&str] = &[
     "system(",
     "popen(",
@@ -359,6 +382,7 @@ impl Walker<'_> {
         let mut script_args = rest;
         // Code that fetches prints what it fetched, or runs it.
         let mut fetched = false;
+        let printed_before = self.printed.len();
         if !codes.is_empty() {
             for c in codes {
                 self.tcl(name, c, ctx, depth);
@@ -400,8 +424,16 @@ impl Walker<'_> {
                 self.path_op(Action::Read, a, ctx, None);
             }
         }
+        // What its code printed is its output, as far as known: code in it runs when a
+        // shell reads it (`python3 -c "print('cat F')" | sh`), but it is no exact value.
+        let printed: Vec<String> = self
+            .printed
+            .drain(printed_before.min(self.printed.len())..)
+            .collect();
         Feed {
             downloaded: fetched,
+            approximate: !printed.is_empty(),
+            text: printed,
             ..Feed::default()
         }
     }
@@ -719,7 +751,12 @@ impl Walker<'_> {
         // A command line written out where no call shows that it runs
         // (`getattr(os, 'sys' + 'tem')('cat F')`, a table of commands run later): walked
         // as one when its first word is a program that reads, copies or sends files.
-        if value.complete && looks_like_command(&value.text) {
+        if value.complete && ends_with_call(before, PRINT_CALLS) {
+            // Printed, not run: the interpreter's output, which a shell may read.
+            if self.printed.len() < MAX_PRINTED {
+                self.printed.push(value.text.clone());
+            }
+        } else if value.complete && looks_like_command(&value.text) {
             self.script(&value.text, &mut ctx.clone(), depth + 1);
         }
         self.path_site(site, before, after, ctx, whole);

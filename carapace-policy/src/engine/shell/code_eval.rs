@@ -563,7 +563,8 @@ impl<'c> Parser<'c> {
                 continue;
             }
             if self.peek() == Some(b'[') {
-                if let Some(items) = self.list() {
+                // A method on the list (`[99, 97].pack("c*")`) makes a value of it.
+                if let Some(items) = self.list().filter(|_| self.peek() != Some(b'.')) {
                     out.push(Arg::List(items));
                     continue;
                 }
@@ -880,6 +881,20 @@ impl<'c> Parser<'c> {
                     if let [Arg::Value(sep)] = args.as_slice() {
                         return Some(join_list(&items, sep));
                     }
+                } else if self.at(".pack(") {
+                    // Ruby's `[99, 97, 116].pack("U*")`: character codes (`U`, `c`, `C`)
+                    // are the text; another template decodes in a way not followed here.
+                    self.pos += 6;
+                    let args = self.args()?;
+                    return Some(match args.as_slice() {
+                        [Arg::Value(t)] if t.complete && t.text.starts_with(['U', 'c', 'C']) => {
+                            char_codes(&items)
+                        }
+                        _ => Value {
+                            decoded: true,
+                            ..Value::unknown(true)
+                        },
+                    });
                 }
                 self.pos = start;
                 None

@@ -10,11 +10,11 @@ use super::super::normalize;
 use super::super::operation::{Context, Operation};
 use super::args;
 use super::flow::{self, Reach};
-use super::names::{bare_name, family, path_like, remote_host};
+use super::names::{bare_name, family, loopback_path, path_like, remote_host};
 use super::vars::set_var;
 use super::walk::{Feed, Lookup, Walker};
 use super::MAX_DEPTH;
-use crate::rules::intersect::FIND_DEPTH;
+use crate::rules::intersect::{self, FIND_DEPTH};
 use crate::rules::Action;
 
 /// The directories `cd DIR` may go to with `CDPATH` set: a relative name that does not
@@ -60,6 +60,47 @@ fn writes_whole(name: &str, o: &args::Opts<'_>) -> bool {
         "ln" | "link" => o.has(&["-s", "--symbolic"]),
         "cp" => o.has(&["-r", "-R", "-a", "--recursive", "--archive"]),
         "rsync" => o.has(&["-r", "-a", "--recursive", "--archive"]),
+        _ => false,
+    }
+}
+
+impl Walker<'_> {
+    /// The links a copy makes (see [`makes_links`]): at `DEST/NAME` for each source when
+    /// they land inside `dest`, else at `dest`.
+    fn made_links(
+        &mut self,
+        sources: &[&str],
+        dest: &str,
+        into_dir: bool,
+        o: &args::Opts<'_>,
+        ctx: &Context,
+    ) {
+        let symbolic = o.has(&["-s", "--symbolic", "--symbolic-link"]);
+        for s in sources {
+            let trimmed = s.trim_end_matches('/');
+            if into_dir {
+                let file = trimmed.rsplit('/').next().unwrap_or(trimmed);
+                let link = format!("{}/{file}", dest.trim_end_matches('/'));
+                self.made_link(&link, s, symbolic, ctx);
+            } else {
+                self.made_link(dest, s, symbolic, ctx);
+            }
+        }
+    }
+}
+
+/// Whether an operand is stdin or a pseudo file (`-`, a process substitution's
+/// `/dev/fd/63`), which has no tree below it.
+fn pseudo_operand(f: &str) -> bool {
+    f == "-" || f.starts_with("/dev/") || f.starts_with("/proc/")
+}
+
+/// Whether a copy makes links to its sources (`ln`, `link`, `cp -s`/`-l`) rather than
+/// copies of them.
+fn makes_links(name: &str, o: &args::Opts<'_>) -> bool {
+    match name {
+        "ln" | "link" => true,
+        "cp" => o.has(&["-s", "-l", "--link", "--symbolic-link"]),
         _ => false,
     }
 }
@@ -563,7 +604,12 @@ impl Walker<'_> {
             "uv" if args.first().is_some_and(|a| a == "pip") => {
                 super::installs::pip(&args[1..], ctx, &[])
             }
-            "npm" => super::installs::npm(args, ctx),
+            "npm" => {
+                if let Some(rc) = super::installs::npm_config_file(args) {
+                    self.path_op(Action::Write, &rc, ctx, None);
+                }
+                super::installs::npm(args, ctx)
+            }
             _ => Vec::new(),
         };
         for d in dirs {
@@ -790,25 +836,39 @@ impl Walker<'_> {
         for f in &operands {
             if !metadata {
                 self.path_op(Action::Read, f, ctx, None);
+                if matches!(name, "diff" | "sdiff" | "diff3") && !pseudo_operand(f) {
+                    // A directory operand is compared file by file, below it with `-r`.
+                    let tree = format!("{}/**", f.trim_end_matches('/'));
+                    self.path_op(Action::Read, &tree, ctx, None);
+                }
                 if let Some(inner) = self.file_feed(f, ctx) {
                     feed.extend(inner);
                 }
             }
             if matches!(name, "ls" | "dir" | "vdir" | "du" | "tree") {
                 // `ls DIR` prints the entries' bare names (`-a`: hidden ones too), which a
-                // loop puts back under DIR (`cat DIR/$f`); the full names stand for the
-                // other listers and for a file operand.
+                // loop puts back under DIR (`cat DIR/$f`); `ls FILE` and `ls -d` print the
+                // operand itself. The full names below stand for the other listers; for
+                // ls, for a directory written out (a glob's matches are what it selects:
+                // `ls ~/.ssh/*.pub` prints keys' names, not what lies below them).
                 let any = if o.has(&["-a", "-A", "--all", "--almost-all"]) {
                     super::walk::UNKNOWN
                 } else {
                     "*"
                 };
-                if matches!(name, "ls" | "dir" | "vdir") && !o.has(&["-d", "--directory"]) {
+                let ls = matches!(name, "ls" | "dir" | "vdir");
+                if ls && !o.has(&["-d", "--directory"]) {
                     feed.names.push(any.to_owned());
                 }
                 if let Some(p) = normalize::shell_path(f, ctx) {
-                    feed.names
-                        .push(format!("{}/{any}", p.trim_end_matches('/')));
+                    let glob = p.contains(['*', '?', '[']) || intersect::extglob_at(&p).is_some();
+                    if ls {
+                        feed.names.push(p.clone());
+                    }
+                    if !(ls && glob) {
+                        feed.names
+                            .push(format!("{}/{any}", p.trim_end_matches('/')));
+                    }
                 }
             }
         }
@@ -1135,6 +1195,9 @@ impl Walker<'_> {
         for s in &sources {
             if let Some(host) = remote_host(s) {
                 self.host_op(&host, port, None);
+                if let Some(local) = loopback_path(s) {
+                    self.tree_read(&local, ctx);
+                }
                 continue;
             }
             if name == "mv" {
@@ -1142,6 +1205,7 @@ impl Walker<'_> {
             } else {
                 self.tree_read(s, ctx);
             }
+
             if name == "rsync" && o.has(&["--remove-source-files"]) {
                 self.tree_delete(s, ctx);
             }
@@ -1151,6 +1215,9 @@ impl Walker<'_> {
         };
         if let Some(host) = remote_host(dest) {
             self.host_op(&host, port, None);
+            if let Some(local) = loopback_path(dest) {
+                self.tree_write(&local, ctx);
+            }
             return Feed::default();
         }
         let contents = |s: &&str| {
@@ -1221,6 +1288,10 @@ impl Walker<'_> {
             } else {
                 self.copied_program(source, dest, ctx);
             }
+        }
+        // Known once the link itself is written: later writes go through it.
+        if makes_links(name, &o) {
+            self.made_links(&sources, dest, into_dir, &o, ctx);
         }
         Feed::default()
     }
@@ -1486,6 +1557,11 @@ impl Walker<'_> {
                 let named = ro.operands.iter().filter(|t| files || path_like(t));
                 for t in named.copied().chain(pathspecs.iter().map(String::as_str)) {
                     self.path_op(Action::Read, t, &sub, None);
+                    if verb == "diff" && files && !pseudo_operand(t) {
+                        // Two directories are compared file by file.
+                        let tree = format!("{}/**", t.trim_end_matches('/'));
+                        self.path_op(Action::Read, &tree, &sub, None);
+                    }
                 }
             }
         }

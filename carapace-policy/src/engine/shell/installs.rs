@@ -213,6 +213,30 @@ pub(super) fn pip(args: &[String], ctx: &Context, config: &[(String, String)]) -
 /// The directories `npm ARGS` installs into when its prefix is named (`--prefix`, or
 /// `npm_config_prefix` in its environment): `PREFIX/lib/node_modules` and `PREFIX/bin`
 /// with `-g`, `PREFIX/node_modules` without.
+/// The config file `npm config set|delete|edit …` (or `npm set …`) writes: the user's
+/// `~/.npmrc` (where registry tokens live) unless `--userconfig F`, the project's with
+/// `--location=project`; the global one's place is npm's prefix, not known here.
+pub(super) fn npm_config_file(args: &[String]) -> Option<String> {
+    let o = args::parse(
+        args,
+        &["--location", "--userconfig", "-L", "--prefix", "-C"],
+        false,
+    );
+    let writes = match o.operands.as_slice() {
+        ["config" | "c", verb, ..] => matches!(*verb, "set" | "delete" | "rm" | "edit" | "fix"),
+        ["set", ..] => true,
+        _ => false,
+    };
+    if !writes || o.has(&["-g", "--global"]) {
+        return None;
+    }
+    match o.value(&["--location", "-L"]) {
+        Some("global") => None,
+        Some("project") => Some("./.npmrc".to_owned()),
+        _ => Some(o.value(&["--userconfig"]).unwrap_or("~/.npmrc").to_owned()),
+    }
+}
+
 pub(super) fn npm(args: &[String], ctx: &Context) -> Vec<String> {
     let o = args::parse(
         args,

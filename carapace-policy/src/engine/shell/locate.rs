@@ -199,7 +199,15 @@ mod tests {
 
     fn names(line: &str) -> Vec<String> {
         let args: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
-        locate(&args).names
+        readable(&locate(&args).names)
+    }
+
+    /// The names with find's walk written `+(**)`.
+    fn readable(names: &[String]) -> Vec<String> {
+        names
+            .iter()
+            .map(|n| n.replace(FIND_DEPTH, "+(**)"))
+            .collect()
     }
 
     #[test]
@@ -226,7 +234,7 @@ mod tests {
     fn fd_lists_what_its_pattern_matches_below_its_directories() {
         let fd_names = |line: &str| {
             let args: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
-            fd(&args).names
+            readable(&fd(&args).names)
         };
         assert_eq!(fd_names("-H id_rsa /r"), ["/r/+(**)/*id_rsa*"]);
         assert_eq!(fd_names("-g *.pem"), ["./+(**)/*.pem"]);

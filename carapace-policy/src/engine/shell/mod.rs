@@ -87,10 +87,13 @@ const MAX_STUCK: usize = 4;
 
 static STUCK: AtomicUsize = AtomicUsize::new(0);
 
-/// Whether a program runs the value of the environment variable `name` as a command line
-/// (`GIT_SSH_COMMAND`, `GIT_PAGER`, `EDITOR`…).
-pub(crate) fn runs_variable(name: &str) -> bool {
-    opt_commands::runs_variable(name)
+/// What a variable in the environment a tool call gives its command makes run (`{command,
+/// env: {BASH_ENV: F}}`): a command line, a script sourced, files loaded as code, read as
+/// the shell's own `NAME=VALUE` is. Other variables cost one name match.
+pub(crate) fn environment(name: &str, value: &str, ctx: &Context, out: &mut Extracted) {
+    if opt_commands::makes_run(name) {
+        extract(&format!("{name}={}", quote::shell_quote(value)), ctx, out);
+    }
 }
 
 /// Extracts what the shell command line `command` does, with paths relative to `ctx`.

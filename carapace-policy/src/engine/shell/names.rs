@@ -142,6 +142,40 @@ pub(super) fn remote_host(word: &str) -> Option<String> {
     (!host.is_empty()).then(|| normalize::host(host.trim_start_matches('[').trim_end_matches(']')))
 }
 
+/// Whether `host` (as [`normalize::host`] gives it) is this machine's loopback: a copy to
+/// or from it, or a command run there, is one on this machine's files (`scp
+/// localhost:.ssh/id_rsa .`, `ssh 127.0.0.1 cat ~/.netrc`).
+pub(super) fn loopback(host: &str) -> bool {
+    matches!(
+        host,
+        "localhost"
+            | "localhost.localdomain"
+            | "ip6-localhost"
+            | "ip6-loopback"
+            | "::1"
+            | "0.0.0.0"
+    ) || host.starts_with("127.")
+        || host.ends_with(".localhost")
+}
+
+/// The local path a `HOST:PATH` word on a loopback host names: relative to the home, as
+/// ssh starts there (another user's home is not told apart).
+pub(super) fn loopback_path(word: &str) -> Option<String> {
+    let host = remote_host(word)?;
+    if !loopback(&host) || word.starts_with("rsync://") {
+        return None;
+    }
+    let path = match word.find("]:") {
+        Some(at) => &word[at + 2..],
+        None => word.split_once(':').map_or("", |(_, p)| p),
+    };
+    Some(if path.starts_with(['/', '~']) {
+        path.to_owned()
+    } else {
+        format!("~/{path}")
+    })
+}
+
 /// `echo -e` / `printf` escapes: `\n`, `\t`, `\xHH`, `\0NNN`, `\NNN`, `\uHHHH`.
 pub(super) fn unescape(s: &str) -> String {
     let chars: Vec<char> = s.chars().collect();

@@ -660,6 +660,12 @@ impl Walker<'_> {
             return Feed::default();
         };
         let remote_cmd = remote.join(" ");
+        if !remote_cmd.is_empty() && names::loopback(&ssh_host(dest)) {
+            // Run on this machine, from the home: its own command line.
+            let mut home = ctx.clone();
+            home.cwd.clone_from(&ctx.home);
+            self.script(&remote_cmd, &mut home, depth + 1);
+        }
         self.remote_runs_download(remote, &remote_cmd, ctx, depth, downloaded);
         let content = if remote_cmd.is_empty() {
             piped
@@ -742,6 +748,10 @@ impl Walker<'_> {
             .or(Some(22));
         if let Some(dest) = o.operands.first() {
             self.ssh_destination(dest, port, None);
+            // To this machine: the key lands in the user's own authorized_keys.
+            if name == "ssh-copy-id" && names::loopback(&ssh_host(dest)) {
+                self.path_op(Action::Write, "~/.ssh/authorized_keys", ctx, None);
+            }
         }
         Feed::default()
     }
@@ -1006,4 +1016,18 @@ fn sends_stdin(name: &str, args: &[String]) -> bool {
         }),
         _ => true,
     }
+}
+
+/// The host an ssh destination names (`user@host`, `ssh://user@host:port/`, `[::1]`).
+fn ssh_host(dest: &str) -> String {
+    let d = dest
+        .strip_prefix("ssh://")
+        .or_else(|| dest.strip_prefix("sftp://"))
+        .unwrap_or(dest);
+    let d = d.rsplit('@').next().unwrap_or(d);
+    let host = match d.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(rest),
+        None => d.split([':', '/']).next().unwrap_or(d),
+    };
+    normalize::host(host)
 }

@@ -84,8 +84,8 @@ fn command_options(name: &str) -> Option<&'static CommandOptions> {
 enum Environment {
     /// A command line it runs (`GIT_SSH_COMMAND`, `PAGER`, `LESSOPEN='|cmd %s'`).
     Command,
-    /// A script a non-interactive bash sources before anything else (`BASH_ENV`; sh's
-    /// `ENV` is read by interactive shells only, and is a common name for other things).
+    /// A script a shell sources before anything else: `BASH_ENV` for a non-interactive
+    /// bash, `ENV` for an interactive sh (a tool may start one: `sh -i`).
     Sourced,
     /// Files the program loads as its own code before it starts (`LD_PRELOAD=/tmp/x.so`,
     /// `NODE_OPTIONS='--require ./x.js'`, `RUBYOPT=-r./x`, `PYTHONSTARTUP`): each is run.
@@ -118,7 +118,7 @@ fn environment(name: &str) -> Option<Environment> {
         | "LESSCLOSE"
         | "BROWSER"
         | "PROMPT_COMMAND" => Some(Environment::Command),
-        "BASH_ENV" => Some(Environment::Sourced),
+        "BASH_ENV" | "ENV" => Some(Environment::Sourced),
         "LD_PRELOAD" | "LD_AUDIT" | "NODE_OPTIONS" | "RUBYOPT" | "PYTHONSTARTUP" => {
             Some(Environment::Loaded)
         }
@@ -176,9 +176,10 @@ fn loaded_files<'v>(name: &str, value: &'v str) -> Vec<&'v str> {
     }
 }
 
-/// Whether `name`'s value is a command line some program runs.
-pub(super) fn runs_variable(name: &str) -> bool {
-    matches!(environment(name), Some(Environment::Command))
+/// Whether a program runs what `name`'s value says: a command line, a script it sources,
+/// files it loads as code.
+pub(super) fn makes_run(name: &str) -> bool {
+    environment(name).is_some()
 }
 
 /// Editors whose `-c`/`--cmd`/`+` values are ex commands.
@@ -232,7 +233,16 @@ impl Walker<'_> {
                 let code = value.trim_start_matches(['|', '-']);
                 self.script(code, &mut ctx.clone(), depth + 1);
             }
-            Some(Environment::Sourced) if !value.is_empty() => {
+            // sh's `ENV` is a common name for other things (`ENV=production`): only a
+            // path is a script.
+            Some(Environment::Sourced)
+                if !value.is_empty() && (name != "ENV" || value.contains('/')) =>
+            {
+                // The shell expands the value first (parameters, command substitution,
+                // arithmetic): `BASH_ENV='$(curl -s URL | sh)'` runs the download.
+                if value.contains(['$', '`']) {
+                    self.script(&format!(": {value}"), &mut ctx.clone(), depth + 1);
+                }
                 self.script_file(value, &mut ctx.clone(), depth + 1, true);
             }
             Some(Environment::Loaded) => {

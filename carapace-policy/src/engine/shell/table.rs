@@ -1006,8 +1006,8 @@ static TABLE: &[Entry] = &[
     },
     Entry {
         names: &[
-            "vi", "vim", "nvim", "nano", "emacs", "pico", "ed", "ex", "micro", "joe", "mcedit",
-            "gedit", "kate", "code", "subl", "vimdiff", "rvim", "jed", "kak", "hx", "helix",
+            "vi", "vim", "nvim", "nano", "emacs", "pico", "ex", "micro", "joe", "mcedit", "gedit",
+            "kate", "code", "subl", "vimdiff", "rvim", "jed", "kak", "hx", "helix",
         ],
         when: None,
         does: Does::Spec(Spec {
@@ -1018,6 +1018,22 @@ static TABLE: &[Entry] = &[
             skip: Some('+'),
             ..Spec::NONE
         }),
+    },
+    // ed's `-s` is "silent", not vim's `-s SCRIPT`: `printf ',p\nq\n' | ed -s FILE`
+    // reads FILE (and its script's `w` writes it).
+    Entry {
+        names: &["ed", "red"],
+        when: None,
+        does: Does::Spec(Spec {
+            valued: &["-p", "--prompt"],
+            operands: Operands::Each(&[Action::Read, Action::Write]),
+            ..Spec::NONE
+        }),
+    },
+    Entry {
+        names: &["sqlite3", "sqlite"],
+        when: None,
+        does: Does::Handler(files::sqlite),
     },
     Entry {
         names: &["crontab"],

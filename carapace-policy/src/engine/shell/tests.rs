@@ -230,7 +230,7 @@ fn wrappers() {
     op(
         "find / -name id_rsa -exec cat {} \\;",
         Read,
-        "/+(**)/id_rsa",
+        &format!("/{}/id_rsa", crate::rules::intersect::FIND_DEPTH),
     );
     op("find ~/.ssh -delete", Delete, "/home/u/.ssh/**");
     op("ls | xargs rm", Delete, "/home/u/project/*");

@@ -125,6 +125,12 @@ pub(super) struct Walker<'o> {
     /// Substitutions in the current command's words that printed the environment
     /// (`curl -d "$(env)" …`).
     pub env_words: usize,
+    /// Links this command made, as (link, target) absolute paths: what is written or
+    /// deleted through one lands on its target (`ln -s ~/.bashrc rc && echo … >> rc`).
+    pub links: Vec<(String, String)>,
+    /// What inline code printed (`print('cat ~/.ssh/config')`), for its interpreter's
+    /// output: a shell reading it runs it.
+    pub printed: Vec<String>,
 }
 
 /// What the analysis knows of the current command's words.
@@ -161,6 +167,8 @@ impl<'o> Walker<'o> {
             pip_config: Vec::new(),
             rewalks: 0,
             env_words: 0,
+            links: Vec::new(),
+            printed: Vec::new(),
         }
     }
 
@@ -1361,12 +1369,63 @@ impl<'o> Walker<'o> {
         if action == Action::Write {
             self.wrote(&path, content.as_deref());
         }
+        if action != Action::Read && !self.links.is_empty() {
+            self.through_links(action, &path, content.as_ref(), tree);
+        }
         let below = tree.then(|| format!("{}/**", path.trim_end_matches('/')));
         let mut op = Operation::path(action, path);
         op.content = content;
         self.out.op(op);
         if let Some(below) = below {
             self.out.op(Operation::path(action, below));
+        }
+    }
+}
+
+impl Walker<'_> {
+    /// A write or delete of `path` through a link this command made lands on the link's
+    /// target too (a link to a link is followed once per link made).
+    fn through_links(&mut self, action: Action, path: &str, content: Option<&String>, tree: bool) {
+        let reached: Vec<String> = self
+            .links
+            .iter()
+            .filter_map(|(link, target)| {
+                let rest = path.strip_prefix(link.as_str())?;
+                (rest.is_empty() || rest.starts_with('/')).then(|| format!("{target}{rest}"))
+            })
+            .collect();
+        for p in reached {
+            if tree {
+                self.out.op(Operation::path(
+                    action,
+                    format!("{}/**", p.trim_end_matches('/')),
+                ));
+            }
+            let mut op = Operation::path(action, p);
+            op.content = content.cloned();
+            self.out.op(op);
+        }
+    }
+
+    /// Remembers the links `ln`/`link`/`cp -s`/`cp -l` makes: `link` is where one is made
+    /// (as written), `source` its target as written (a symbolic link's relative target is
+    /// relative to the link's directory).
+    pub(super) fn made_link(&mut self, link: &str, source: &str, symbolic: bool, ctx: &Context) {
+        const MAX_LINKS: usize = 32;
+        let Some(link) = normalize::shell_path(link, ctx) else {
+            return;
+        };
+        let relative = !source.starts_with(['/', '~']);
+        let target = if symbolic && relative {
+            let dir = link.rsplit_once('/').map_or("/", |(d, _)| d);
+            normalize::shell_path(&format!("{dir}/{source}"), ctx)
+        } else {
+            normalize::shell_path(source, ctx)
+        };
+        if let Some(target) = target.filter(|t| *t != link) {
+            if self.links.len() < MAX_LINKS {
+                self.links.push((link, target));
+            }
         }
     }
 }

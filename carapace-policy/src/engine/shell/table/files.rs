@@ -585,3 +585,134 @@ pub(super) fn file_server(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>)
     w.tree_read(root, ctx);
     Feed::default()
 }
+
+/// `sqlite3 [OPTIONS] [DB [SQL…]]`: the database is read and written, and the SQL and dot
+/// commands it is given (operands, `-cmd`, `-init FILE`, stdin) act on files and programs:
+/// `.read F`/`.import F T` read F, `.output F`/`.once F`/`.backup F`/`.save F` write it
+/// (`|CMD` there runs CMD), `.shell`/`.system` run a command, `.load LIB` runs LIB's code,
+/// and the functions `readfile('F')`/`writefile('F', …)` read and write F.
+pub(super) fn sqlite(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    const VALUED: &[&str] = &[
+        "cmd",
+        "init",
+        "separator",
+        "newline",
+        "nullvalue",
+        "vfs",
+        "maxsize",
+        "mmap",
+        "pagecache",
+        "lookaside",
+        "heap",
+        "escape",
+        "A",
+    ];
+    let Call {
+        args, depth, stdin, ..
+    } = call;
+    let mut commands: Vec<&str> = Vec::new();
+    let mut db = None;
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        i += 1;
+        if let Some(name) = arg.strip_prefix('-').map(|a| a.trim_start_matches('-')) {
+            if VALUED.contains(&name) {
+                let value = args.get(i).map_or("", String::as_str);
+                i += 1;
+                match name {
+                    "cmd" => commands.push(value),
+                    "init" => {
+                        w.path_op(Action::Read, value, ctx, None);
+                        if let Some(feed) = w.file_feed(value, ctx) {
+                            let text = feed.joined();
+                            sqlite_commands(w, &text, ctx, depth);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            continue;
+        }
+        match db {
+            None => db = Some(arg),
+            Some(_) => commands.push(arg),
+        }
+    }
+    if let Some(db) = db.filter(|d| !d.starts_with(':') && !d.is_empty()) {
+        w.path_op(Action::Read, db, ctx, None);
+        w.path_op(Action::Write, db, ctx, None);
+    }
+    for c in commands {
+        sqlite_commands(w, c, ctx, depth);
+    }
+    let script = stdin.joined();
+    if !script.is_empty() {
+        sqlite_commands(w, &script, ctx, depth);
+    }
+    Feed::default()
+}
+
+/// The dot commands (one a line) and file functions of sqlite3's shell in `text`.
+fn sqlite_commands(w: &mut Walker<'_>, text: &str, ctx: &mut Context, depth: usize) {
+    for line in text.lines().take(256) {
+        let line = line.trim();
+        let Some(dot) = line.strip_prefix('.') else {
+            continue;
+        };
+        let (cmd, rest) = dot.split_once(char::is_whitespace).unwrap_or((dot, ""));
+        let rest = rest.trim();
+        let file = dot_command_file(rest);
+        let action = match cmd {
+            "read" | "import" | "open" | "restore" => Action::Read,
+            "output" | "once" | "backup" | "save" | "excel" => Action::Write,
+            "shell" | "system" => {
+                w.script(rest, &mut ctx.clone(), depth + 1);
+                continue;
+            }
+            "load" => Action::Execute,
+            _ => continue,
+        };
+        let Some(file) = file else {
+            continue;
+        };
+        // `.read '|CMD'`, `.output |CMD`: a pipe to or from a command.
+        if let Some(program) = file.strip_prefix('|') {
+            w.script(program, &mut ctx.clone(), depth + 1);
+            continue;
+        }
+        w.path_op(action, file, ctx, None);
+    }
+    // ASCII lower case keeps every byte where it was.
+    let lower = text.to_ascii_lowercase();
+    for (call, action) in [("readfile(", Action::Read), ("writefile(", Action::Write)] {
+        let mut from = 0;
+        while let Some(at) = lower[from..].find(call) {
+            from += at + call.len();
+            let arg = text[from..].trim_start();
+            if let Some((path, _)) = arg.strip_prefix('\'').and_then(|a| a.split_once('\'')) {
+                w.path_op(action, path, ctx, None);
+            }
+        }
+    }
+}
+
+/// The file a dot command names: its first argument that is not an option (`.import --csv
+/// F T`), unquoted (`.read '|cat F'`).
+fn dot_command_file(mut rest: &str) -> Option<&str> {
+    loop {
+        rest = rest.trim_start();
+        let quote = rest.chars().next().filter(|c| matches!(c, '\'' | '"'));
+        let (word, after) = match quote {
+            Some(q) => rest[1..].split_once(q).unwrap_or((&rest[1..], "")),
+            None => rest.split_once(char::is_whitespace).unwrap_or((rest, "")),
+        };
+        if word.is_empty() && after.is_empty() {
+            return None;
+        }
+        if quote.is_some() || !word.starts_with('-') {
+            return Some(word);
+        }
+        rest = after;
+    }
+}
