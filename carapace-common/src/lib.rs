@@ -933,6 +933,7 @@ pub mod maps {
     pub const ANCESTORS: &str = "ANCESTORS";
     pub const NETS: &str = "NETS";
     pub const RESOLVERS: &str = "RESOLVERS";
+    pub const RESOLVER_PORTS: &str = "RESOLVER_PORTS";
     pub const LEARNED: &str = "LEARNED";
     pub const LEARNED_REFUSALS: &str = "LEARNED_REFUSALS";
     pub const ORIG_DST: &str = "ORIG_DST";

@@ -71,6 +71,8 @@ mod path_cache;
 #[cfg(target_arch = "bpf")]
 mod ptrace_access_check;
 #[cfg(target_arch = "bpf")]
+mod resolver_peer;
+#[cfg(target_arch = "bpf")]
 mod route_opts;
 #[cfg(target_arch = "bpf")]
 mod sigio;

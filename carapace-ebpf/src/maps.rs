@@ -103,6 +103,12 @@ pub static NETS: LpmTrie<[u8; 16], NetRefs> = LpmTrie::pinned(MAX_ENTRIES, 0);
 #[map(name = "RESOLVERS")]
 pub static RESOLVERS: HashMap<u64, u32> = HashMap::pinned(MAX_SESSIONS, NO_PREALLOC);
 
+/// Loopback port of a session's resolver → that session's cgroup id: the reverse of
+/// `RESOLVERS`, for refusing queries sent to a resolver from anywhere but its session
+/// (`resolver_peer`).
+#[map(name = "RESOLVER_PORTS")]
+pub static RESOLVER_PORTS: HashMap<u32, u64> = HashMap::pinned(MAX_SESSIONS, NO_PREALLOC);
+
 /// Addresses each session's resolver answered for allowed names, with the rules they are an
 /// exception to and until when (`carapace_common::Learned`). The least recently used go
 /// first: a session that looks up more than this many addresses loses its oldest, which are

@@ -12,7 +12,7 @@ use crate::{
     kread,
     maps::{CONFIG, RESOLVERS, SCRATCH},
     matcher::{self, Object, PathSubject},
-    touched,
+    resolver_peer, touched, EACCES,
 };
 
 #[lsm(hook = "socket_connect")]
@@ -25,10 +25,14 @@ pub fn socket_connect(ctx: LsmContext) -> i32 {
 }
 
 fn try_connect(ctx: &LsmContext) -> Option<i32> {
-    let session = gate::current_session()?;
-    let config = CONFIG.get(0)?;
     let sockaddr: *const u8 = ctx.arg(1);
     let family: u16 = kread::read(sockaddr, 0, errsite::READ_SOCKADDR)?;
+    // Any task, in a session or not: a session's resolver is its session's alone.
+    if resolver_peer::foreign_resolver(sockaddr as u64, family) {
+        return Some(-EACCES);
+    }
+    let session = gate::current_session()?;
+    let config = CONFIG.get(0)?;
     match family {
         // A record session reports its connects even where no rule names an address.
         AF_INET | AF_INET6

@@ -8,7 +8,9 @@
 use aya_ebpf::{macros::lsm, programs::LsmContext};
 use carapace_common::{errsite, op, AF_INET, AF_INET6, AF_UNIX, AF_UNSPEC};
 
-use crate::{gate, globals, kread, maps::CONFIG, route_opts, socket_connect, EACCES};
+use crate::{
+    gate, globals, kread, maps::CONFIG, resolver_peer, route_opts, socket_connect, EACCES,
+};
 
 #[lsm(hook = "socket_sendmsg")]
 pub fn socket_sendmsg(ctx: LsmContext) -> i32 {
@@ -25,13 +27,16 @@ pub fn socket_sendmsg(ctx: LsmContext) -> i32 {
 }
 
 fn try_sendmsg(ctx: &LsmContext) -> Option<i32> {
-    let session = gate::current_session()?;
+    let msg: u64 = ctx.arg(1);
+    let Some(session) = gate::current_session() else {
+        // Outside every session: only a session's resolver is out of reach.
+        return resolver_peer::foreign_send(msg).then_some(-EACCES);
+    };
     let config = CONFIG.get(0)?;
     if (config.net_rule_ops | config.path_rule_ops) & op::NETWORK == 0 {
         return None;
     }
     let sock: *const u8 = ctx.arg(0);
-    let msg: u64 = ctx.arg(1);
     let sk = kread::read::<u64>(sock, globals::socket_sk(), errsite::READ_SOCKADDR).unwrap_or(0);
     if config.net_rule_ops & op::NETWORK != 0 {
         let found = route_opts::in_control(sk, msg);
@@ -52,6 +57,10 @@ fn try_sendmsg(ctx: &LsmContext) -> Option<i32> {
     if family == AF_UNSPEC && ipv4_socket(sk) {
         // UDP and raw IPv4 sockets send to an `AF_UNSPEC` address as to an IPv4 one.
         family = AF_INET;
+    }
+    // Another session's resolver (this session's is its own to ask).
+    if resolver_peer::foreign_resolver(sockaddr as u64, family) {
+        return Some(-EACCES);
     }
     match family {
         AF_INET | AF_INET6 if config.net_rule_ops & op::NETWORK != 0 => {

@@ -13,7 +13,10 @@
 //! `connect4` program, each looking the address up among the session's learned ones), per
 //! socket+connect+close. `OPENCLOSE_LEARN=N` first looks up `b0.bench.test` …
 //! `b{N-1}.bench.test` (through the system's resolver, in a session its resolver), so the
-//! session has N learned addresses when the loop runs.
+//! session has N learned addresses when the loop runs. `OPENCLOSE_SETTLE=S` waits S
+//! seconds before measuring (after the lookups, if any): under QEMU's `-icount` every guest
+//! instruction counts, and the daemon is still at work on the session's start (its
+//! resolver, its proxy) and on the last lookups (answers, ledger) when the loop would run.
 
 use std::net::{SocketAddrV4, ToSocketAddrs as _};
 
@@ -55,6 +58,13 @@ fn main() {
             eprintln!("openclose: cannot look b{i}.bench.test up: {e}");
             std::process::exit(1);
         }
+    }
+    let settle: u64 = std::env::var("OPENCLOSE_SETTLE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    if settle > 0 {
+        std::thread::sleep(std::time::Duration::from_secs(settle));
     }
     let (Ok(made), Ok(moved)) = (
         CString::new(format!("{path}/made-{}", std::process::id())),

@@ -864,3 +864,139 @@ fn a_datagram_to_an_address_checked_by_server_name_is_refused_with_a_denial_nami
         "outside a session"
     );
 }
+
+/// Asks 127.0.0.1 (`::1` when argv[3] is `6`, `0.0.0.0` when `any`) port argv[2] for the
+/// A record of argv[4] over argv[1] (`udp` or `tcp`), straight to that port: prints the
+/// transport, the response code and the first address, or `error ERRNO`, or `silent`.
+const ASK_PORT: &str = r#"
+import socket, struct, sys
+transport, port, where, name = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+host = {"6": "::1", "any": "0.0.0.0"}.get(where, "127.0.0.1")
+family = socket.AF_INET6 if where == "6" else socket.AF_INET
+q = struct.pack(">HHHHHH", 0x4343, 0x0100, 1, 0, 0, 0)
+for label in name.split("."):
+    q += bytes([len(label)]) + label.encode()
+q += b"\0" + struct.pack(">HH", 1, 1)
+try:
+    if transport == "udp":
+        s = socket.socket(family, socket.SOCK_DGRAM)
+        s.settimeout(3)
+        s.sendto(q, (host, port))
+        data = s.recv(4096)
+    else:
+        s = socket.socket(family, socket.SOCK_STREAM)
+        s.settimeout(3)
+        s.connect((host, port))
+        s.sendall(struct.pack(">H", len(q)) + q)
+        head = s.recv(2)
+        data = s.recv(struct.unpack(">H", head)[0])
+except socket.timeout:
+    print(transport, "silent")
+    raise SystemExit
+except OSError as e:
+    print(transport, "error", e.errno)
+    raise SystemExit
+count = struct.unpack(">H", data[6:8])[0]
+print(transport, data[3] & 0xF, socket.inet_ntoa(data[-4:]) if count else "-")
+"#;
+
+/// The ports of the session resolvers `carapace status` lists (one line each).
+fn resolver_ports() -> Vec<u16> {
+    let out = Command::new("carapace")
+        .arg("status")
+        .output()
+        .expect("carapace status");
+    stdout(&out)
+        .lines()
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix("DNS: resolver on 127.0.0.1:")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+#[test]
+fn a_sessions_resolver_answers_that_session_only() {
+    let _g = guard();
+    add_addresses();
+    std::fs::write("/tmp/dns_ask_port.py", ASK_PORT).expect("write the query script");
+    let (ready, go) = ("/tmp/peer-ready", "/tmp/peer-go");
+    let _ = std::fs::remove_file(ready);
+    let _ = std::fs::remove_file(go);
+    let _upstream = Upstream::start();
+    let _allowed = listen("192.0.2.10:8093");
+    // The session waits while others ask its resolver, then connects to the allowed name's
+    // address without looking it up (refused unless someone's query taught it), then asks
+    // its resolver itself, straight to the port (its own: answered), and connects again.
+    let script = format!(
+        "touch {ready}; while [ ! -e {go} ]; do sleep 0.05; done; {}; port=$(cat {go}); \
+         python3 /tmp/dns_ask_port.py udp $port 4 allowed.carapace.test; {}",
+        py_connect("AF_INET", "192.0.2.10", 8093),
+        py_connect("AF_INET", "192.0.2.10", 8093),
+    );
+    let session = session_command(&["bash", "-c", &script], None)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the session");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let port = loop {
+        if std::path::Path::new(ready).exists() {
+            if let [port] = resolver_ports()[..] {
+                break port;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no session resolver came up"
+        );
+        thread::sleep(Duration::from_millis(100));
+    };
+    let ask_port = |transport: &str, at: &str| {
+        format!("python3 /tmp/dns_ask_port.py {transport} {port} {at} allowed.carapace.test")
+    };
+    // Outside every session (this test, root): refused by the kernel, nothing reaches the
+    // resolver, over UDP and TCP, to IPv4 and IPv6 loopback and to the unspecified address.
+    for (transport, at) in [
+        ("udp", "4"),
+        ("tcp", "4"),
+        ("udp", "6"),
+        ("tcp", "6"),
+        ("udp", "any"),
+    ] {
+        let out = Command::new("bash")
+            .args(["-c", &ask_port(transport, at)])
+            .output()
+            .expect("run python");
+        assert_eq!(
+            stdout(&out).trim(),
+            format!("{transport} error 13"),
+            "a query from outside the session over {transport} to {at}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // From another session: refused too.
+    let out = agent(&format!(
+        "{}; {}",
+        ask_port("udp", "4"),
+        ask_port("tcp", "4")
+    ));
+    assert_eq!(
+        stdout(&out).trim(),
+        "udp error 13\ntcp error 13",
+        "a query from another session"
+    );
+    std::fs::write(go, port.to_string()).expect("let the session go on");
+    let out = session.wait_with_output().expect("the session");
+    assert_eq!(
+        stdout(&out).trim(),
+        "13\nudp 0 192.0.2.10\n0",
+        "the session learned nothing from the others' queries, and its own direct query is \
+         answered: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -24,6 +24,8 @@ use crate::dns::{LearnedAddress, Refusal};
 
 pub struct DnsMaps {
     resolvers: HashMap<MapData, u64, u32>,
+    /// The reverse of `resolvers`: resolver port → session cgroup.
+    resolver_ports: HashMap<MapData, u32, u64>,
     learned: HashMap<MapData, LearnedKey, Learned>,
     refusals: HashMap<MapData, LearnedKey, LearnedRefusals>,
     sni_proxies: HashMap<MapData, u64, u32>,
@@ -42,13 +44,36 @@ pub fn key_addr(addr: IpAddr) -> [u8; 16] {
 impl DnsMaps {
     /// Takes the two maps out of the loaded ones.
     pub fn take(maps: &mut Vec<(String, Map)>) -> Result<Self, MapsError> {
-        Ok(Self {
+        let mut taken = Self {
             resolvers: take_as(maps, names::RESOLVERS)?,
+            resolver_ports: take_as(maps, names::RESOLVER_PORTS)?,
             learned: take_as(maps, names::LEARNED)?,
             refusals: take_as(maps, names::LEARNED_REFUSALS)?,
             sni_proxies: take_as(maps, names::SNI_PROXIES)?,
             sni_peers: take_as(maps, names::SNI_PEERS)?,
-        })
+        };
+        // Ports of an earlier daemon's resolvers (the map is pinned): closed now, and free
+        // for any program to listen on; each running session's is set again when its
+        // resolver starts.
+        let stale: Vec<u32> = taken.resolver_ports.keys().filter_map(Result::ok).collect();
+        for port in stale {
+            let _ = taken.resolver_ports.remove(&port);
+        }
+        Ok(taken)
+    }
+
+    /// Forgets the resolver ports recorded for session `cgroup`.
+    fn forget_resolver_ports(&mut self, cgroup: u64) {
+        let ports: Vec<u32> = self
+            .resolver_ports
+            .iter()
+            .filter_map(Result::ok)
+            .filter(|(_, owner)| *owner == cgroup)
+            .map(|(port, _)| port)
+            .collect();
+        for port in ports {
+            let _ = self.resolver_ports.remove(&port);
+        }
     }
 
     /// Sends session `cgroup`'s connects to ports 443 and 80 of its learned addresses to its
@@ -107,7 +132,16 @@ impl DnsMaps {
     }
 
     /// Sends the DNS of session `cgroup` to its resolver on loopback port `port`.
+    /// The port is recorded the other way round too (first), so that the kernel refuses
+    /// queries sent to it from outside the session (`resolver_peer`).
     pub fn set_resolver(&mut self, cgroup: u64, port: u16) -> Result<(), MapsError> {
+        self.forget_resolver_ports(cgroup);
+        self.resolver_ports
+            .insert(u32::from(port), cgroup, 0)
+            .map_err(|source| MapsError::Redirect {
+                action: format!("keep the resolver port of session cgroup {cgroup} to it"),
+                source,
+            })?;
         self.resolvers
             .insert(cgroup, u32::from(port), 0)
             .map_err(|source| MapsError::Redirect {
@@ -118,6 +152,7 @@ impl DnsMaps {
 
     /// Stops redirecting the session's DNS and forgets what its resolver answered.
     pub fn clear_resolver(&mut self, cgroup: u64) -> Result<(), MapsError> {
+        self.forget_resolver_ports(cgroup);
         match self.resolvers.remove(&cgroup) {
             Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
             Err(source) => {

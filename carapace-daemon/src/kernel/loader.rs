@@ -404,7 +404,7 @@ fn load_dns(ebpf: &mut aya::Ebpf, links_dir: &Path, skipped: &mut Vec<String>) -
 }
 
 /// The maps the daemon writes or reads, taken out of the loaded object.
-const DAEMON_MAPS: [&str; 28] = [
+const DAEMON_MAPS: [&str; 29] = [
     names::SESSIONS,
     names::DEFAULT_SESSION,
     names::RULES,
@@ -416,6 +416,7 @@ const DAEMON_MAPS: [&str; 28] = [
     names::ANCESTORS,
     names::NETS,
     names::RESOLVERS,
+    names::RESOLVER_PORTS,
     names::LEARNED,
     names::LEARNED_REFUSALS,
     names::SNI_PROXIES,
