@@ -208,6 +208,10 @@ pub fn main() -> ExitCode {
              quotes); sessions are not kept from it by the daemon's own-files rules"
         );
     }
+    tracing::info!(
+        own_rules = text.matches("\n  - id: ").count(),
+        "Carapace's own files, where this daemon keeps them, are kept from sessions by locked rules"
+    );
     source = source.with_locked(origin, text);
     if let Some(addr) = args.console.or(config.console) {
         let (origin, text) = crate::console::locked_rule(addr);

@@ -725,6 +725,18 @@ fn locked_pack() -> Locked {
     }
 }
 
+/// How many locked rules daemon `d` added for its own files (`own_files`): they count among
+/// the rules in force beside the locked pack's.
+fn own_rules(d: &Daemon) -> usize {
+    let log = d.log_text();
+    log.lines()
+        .find(|l| l.contains("are kept from sessions by locked rules"))
+        .and_then(|l| l.split("own_rules=").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the daemon did not say how many own-files rules; log:\n{log}"))
+}
+
 /// A valid rule file with `n` path rules and, of the built-in packs, only the locked one.
 fn rule_file(n: usize) -> String {
     let mut s = String::from("version: 1\nbuiltin: none\nrules:\n");
@@ -768,6 +780,11 @@ fn the_daemon_reloads_a_changed_rule_file_and_keeps_its_rules_when_broken() {
     let rules = dir.path().join("rules.yaml");
     replace_file(&rules, &rule_file(2));
     let d = daemon_with_rules(dir.path(), &rules);
+    let own = own_rules(&d);
+    let locked = Locked {
+        rules: locked.rules + own,
+        kernel: locked.kernel + own,
+    };
     assert_eq!(
         status_rules(&d),
         Some(2 + locked.rules),
@@ -818,6 +835,11 @@ fn sighup_reloads_the_rules() {
     let rules = dir.path().join("rules.yaml");
     replace_file(&rules, &rule_file(4));
     let d = daemon_with_rules(dir.path(), &rules);
+    let own = own_rules(&d);
+    let locked = Locked {
+        rules: locked.rules + own,
+        kernel: locked.kernel + own,
+    };
     assert_eq!(
         status_rules(&d),
         Some(4 + locked.rules),
@@ -862,6 +884,11 @@ fn rules_reload_swaps_valid_rules_and_returns_the_errors_of_broken_ones() {
     let rules = dir.path().join("rules.yaml");
     replace_file(&rules, &rule_file(4));
     let d = daemon_with_rules(dir.path(), &rules);
+    let own = own_rules(&d);
+    let locked = Locked {
+        rules: locked.rules + own,
+        kernel: locked.kernel + own,
+    };
     replace_unnoticed(&rules, &rule_file(3));
     let out = carapace(&d, &["rules", "reload"], &[]);
     let stdout = text(&out.stdout);
