@@ -85,6 +85,15 @@ pub fn except_slots(
     image: &KernelImage,
     taken: &BTreeSet<u32>,
 ) -> Result<Slots, TooManyExceptions> {
+    except_slots_of(image, taken, |_| true)
+}
+
+/// [`except_slots`] for the rules `wanted` picks.
+fn except_slots_of(
+    image: &KernelImage,
+    taken: &BTreeSet<u32>,
+    wanted: impl Fn(u32) -> bool,
+) -> Result<Slots, TooManyExceptions> {
     let path_refs = image
         .exact
         .values()
@@ -101,7 +110,7 @@ pub fn except_slots(
         .flatten()
         .filter(|r| r.flags & REF_EXCEPT != 0)
         .map(|r| r.rule);
-    let rules: BTreeSet<u32> = path_refs.chain(net_refs).collect();
+    let rules: BTreeSet<u32> = path_refs.chain(net_refs).filter(|&r| wanted(r)).collect();
     let free = (1..=MAX_EXCEPT_SLOTS as u32).filter(|s| !taken.contains(s));
     if rules.len() > free.clone().count() {
         return Err(TooManyExceptions {
@@ -111,12 +120,98 @@ pub fn except_slots(
     Ok(rules.into_iter().zip(free).collect())
 }
 
+/// One place a rule's ref sits in an image, as far as what it matches goes.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Place {
+    Exact(Vec<u8>, u32),
+    Prefix(Vec<u8>, u32),
+    Name(Vec<u8>, u32),
+    Inode(u64, u64, u32),
+    Net(u32, [u8; 16], u16, u32),
+    Automaton(String, u32),
+}
+
+/// Where each rule of `image` sits: its entries, without the refs that closing the prefix
+/// and address tables copied onto longer keys (another image's keys would change those),
+/// nor the capped ancestor and link entries (they only keep directories in place).
+fn places(image: &KernelImage) -> BTreeMap<u32, BTreeSet<Place>> {
+    let mut out: BTreeMap<u32, BTreeSet<Place>> = BTreeMap::new();
+    let mut put = |rule: u32, place: Place| {
+        out.entry(rule).or_default().insert(place);
+    };
+    for (key, refs) in image
+        .exact
+        .iter()
+        .filter(|(k, _)| !image.link_keys.contains(*k))
+    {
+        for r in refs {
+            put(r.rule, Place::Exact(key.clone(), r.flags));
+        }
+    }
+    for (key, refs) in &image.prefix {
+        let covered = |r: &RuleRef| {
+            key.iter().enumerate().any(|(i, b)| {
+                *b == b'/'
+                    && i + 1 < key.len()
+                    && image.prefix.get(&key[..=i]).is_some_and(|s| s.contains(r))
+            })
+        };
+        for r in refs.iter().filter(|r| !covered(r)) {
+            put(r.rule, Place::Prefix(key.clone(), r.flags));
+        }
+    }
+    for (key, refs) in &image.names {
+        for r in refs {
+            put(r.rule, Place::Name(key.clone(), r.flags));
+        }
+    }
+    for (&(dev, ino), refs) in &image.inodes {
+        for r in refs {
+            put(r.rule, Place::Inode(dev, ino, r.flags));
+        }
+    }
+    for (&(len, addr), refs) in &image.nets {
+        let covered = |r: &NetRef| {
+            (0..len).any(|shorter| {
+                let c = crate::rules::model::Cidr::new(addr, shorter);
+                image
+                    .nets
+                    .get(&(c.prefix_len, c.addr))
+                    .is_some_and(|s| s.contains(r))
+            })
+        };
+        for r in refs.iter().filter(|r| !covered(r)) {
+            put(r.rule, Place::Net(len, addr, r.port, r.flags));
+        }
+    }
+    for (source, r) in &image.automaton {
+        put(r.rule, Place::Automaton(format!("{source:?}"), r.flags));
+    }
+    out
+}
+
+/// Indices at which `old` and `new` hold the same rule: the same metadata and the same
+/// entries. A swap keeps such a rule where it is instead of staging a copy of it: its refs
+/// are the same in both images, so no key needs room for two.
+fn same_rules(old: &KernelImage, new: &KernelImage) -> BTreeSet<u32> {
+    let (old_places, new_places) = (places(old), places(new));
+    old.rules
+        .iter()
+        .zip(&new.rules)
+        .enumerate()
+        .filter(|(_, (a, b))| a == b)
+        .map(|(i, _)| i as u32)
+        .filter(|i| old_places.get(i) == new_places.get(i))
+        .collect()
+}
+
 /// The intermediate state of a swap from one image to the next (see
 /// `KernelMaps::replace_image`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Staging {
-    /// The old rules at their indices plus the new ones moved above both rule tables; every
-    /// key holds the refs of both.
+    /// The old rules at their indices plus the new ones moved above both rule tables (but
+    /// for those both images hold alike, which stay where they are); every key holds the
+    /// refs of both.
     pub image: KernelImage,
     /// The exception slots of `image`'s rules.
     pub slots: Slots,
@@ -129,21 +224,36 @@ pub struct Staging {
 /// the maps (rule table, refs per key, exception slots).
 #[must_use]
 pub fn staging(old: &KernelImage, old_slots: &Slots, new: &KernelImage) -> Option<Staging> {
+    let same = same_rules(old, new);
     let offset = old.rules.len().max(new.rules.len());
     if offset + new.rules.len() > MAX_RULES {
         return None;
     }
     let off = offset as u32;
+    let to = |rule: u32| {
+        if same.contains(&rule) {
+            rule
+        } else {
+            rule + off
+        }
+    };
+    // A rule both images hold keeps its slot; the others take slots no old rule holds.
     let taken: BTreeSet<u32> = old_slots.values().copied().collect();
-    let new_slots = except_slots(new, &taken).ok()?;
+    let moved_slots = except_slots_of(new, &taken, |r| !same.contains(&r)).ok()?;
+    let mut new_slots: Slots = old_slots
+        .iter()
+        .filter(|(rule, _)| same.contains(rule))
+        .map(|(rule, slot)| (*rule, *slot))
+        .collect();
+    new_slots.extend(moved_slots.iter().map(|(r, s)| (*r, *s)));
     let mut slots = old_slots.clone();
-    slots.extend(new_slots.iter().map(|(rule, slot)| (rule + off, *slot)));
+    slots.extend(moved_slots.iter().map(|(rule, slot)| (rule + off, *slot)));
 
     let mut image = old.clone();
     image.rules.resize(offset, RuleMeta::default());
     image.rules.extend_from_slice(&new.rules);
     let moved = |r: &RuleRef| RuleRef {
-        rule: r.rule + off,
+        rule: to(r.rule),
         flags: r.flags,
     };
     merge(&mut image.exact, &new.exact, moved);
@@ -153,7 +263,7 @@ pub fn staging(old: &KernelImage, old_slots: &Slots, new: &KernelImage) -> Optio
     merge(&mut image.ancestors, &new.ancestors, moved);
     cap_ancestors(&mut image, |rule| rule);
     merge(&mut image.nets, &new.nets, |r: &NetRef| NetRef {
-        rule: r.rule + off,
+        rule: to(r.rule),
         ..*r
     });
     for (source, r) in &new.automaton {
@@ -171,7 +281,7 @@ pub fn staging(old: &KernelImage, old_slots: &Slots, new: &KernelImage) -> Optio
         (&mut image.config.userns_rule, new.config.userns_rule),
     ] {
         if *slot == 0 && new_rule != 0 {
-            *slot = new_rule + off;
+            *slot = to(new_rule);
         }
     }
     // A longer prefix must carry the refs of the shorter ones of the other image too.
@@ -340,6 +450,50 @@ mod tests {
         assert_eq!(s.image.config.path_rule_ops, 0);
     }
 
+    /// A rule at the same index with the same metadata and entries in both images is one
+    /// rule: staged once, at its place, with its slot. A rule that differs in anything, an
+    /// exception included, is staged as a copy above both tables.
+    #[test]
+    fn a_rule_both_images_hold_alike_stays_in_place() {
+        let old = image(
+            &[op::READ, op::WRITE],
+            &[("/a/", rref(0, 0)), ("/b/", rref(1, 0))],
+            &[("keep", rref(0, REF_EXCEPT)), ("old", rref(1, REF_EXCEPT))],
+        );
+        let old_slots = except_slots(&old, &BTreeSet::new()).unwrap();
+        assert_eq!(old_slots, Slots::from([(0, 1), (1, 2)]));
+        let new = image(
+            &[op::READ, op::WRITE, op::EXEC],
+            &[
+                ("/a/", rref(0, 0)),
+                ("/b/", rref(1, 0)),
+                ("/a/c/", rref(2, 0)),
+            ],
+            &[
+                ("keep", rref(0, REF_EXCEPT)),
+                ("new", rref(1, REF_EXCEPT)),
+                ("c", rref(2, REF_EXCEPT)),
+            ],
+        );
+        assert_eq!(same_rules(&old, &new), BTreeSet::from([0]));
+        let s = staging(&old, &old_slots, &new).unwrap();
+        // Rule 0 once, where it is (the longer new prefix carries it as before); rule 1
+        // differs in its exception, so its new form is a copy at 3 + 1.
+        assert_eq!(s.image.prefix[&b"/a/".to_vec()], [rref(0, 0)]);
+        let longer = &s.image.prefix[&b"/a/c/".to_vec()];
+        assert!(
+            longer.contains(&rref(0, 0)) && longer.contains(&rref(5, 0)),
+            "{longer:?}"
+        );
+        assert_eq!(s.image.prefix[&b"/b/".to_vec()], [rref(1, 0), rref(4, 0)]);
+        assert_eq!(s.image.names[&b"keep".to_vec()], [rref(0, REF_EXCEPT)]);
+        assert_eq!(s.image.names[&b"new".to_vec()], [rref(4, REF_EXCEPT)]);
+        // Rule 0 keeps slot 1 at its one index; the changed and added rules take slots no
+        // old rule holds, the same at both their indices.
+        assert_eq!(s.new_slots, Slots::from([(0, 1), (1, 3), (2, 4)]));
+        assert_eq!(s.slots, Slots::from([(0, 1), (1, 2), (4, 3), (5, 4)]));
+    }
+
     #[test]
     fn staging_refuses_what_does_not_fit() {
         let full = KernelImage {
@@ -351,7 +505,7 @@ mod tests {
             .map(|i| ("k", rref(i, 0)))
             .collect();
         let old = image(&[op::READ; REFS_PER_KEY], &[], &crowded);
-        let new = image(&[op::READ], &[], &[("k", rref(0, 0))]);
+        let new = image(&[op::WRITE], &[], &[("k", rref(0, 0))]);
         assert!(staging(&old, &Slots::new(), &new).is_none());
         let taken: BTreeSet<u32> = (1..=MAX_EXCEPT_SLOTS as u32).collect();
         let one = image(&[op::READ], &[], &[("e", rref(0, REF_EXCEPT))]);

@@ -11,7 +11,7 @@ use std::{
     path::Path,
 };
 
-use super::{agent, assert_denied_line, guard, py_errno, stderr, stdout};
+use super::{agent, assert_denied_line, guard, py_errno, stderr, stdout, HardLink};
 
 /// Files made before the daemon compiles the rules (called by `fixture` before it restarts
 /// the daemon): a file deeper in a protected tree with a hard link and a symlink to it from
@@ -63,8 +63,7 @@ fn hard_links_into_a_protected_tree_are_denied() {
 
     // Made by root after the rules loaded, to a file that existed when they loaded.
     let link = "/srv/open/post-hardlink.txt";
-    let _ = fs::remove_file(link);
-    fs::hard_link("/srv/secret/a.txt", link).expect("hard link");
+    let _link = HardLink::new("/srv/secret/a.txt", link);
     let out = agent(&format!("cat {link}"));
     assert_no_secret(&out);
     assert_denied_line(&out, &format!("blocked read of {link} (rule secret-dir"));
@@ -250,8 +249,7 @@ fn copies_renames_and_loader_runs_of_a_blocked_binary_cannot_run() {
     assert!(stdout(&out).contains("sym=126"));
     // A hard link behaves like a rename: same inode, new name.
     let renamed = "/usr/local/bin/renamed-tool";
-    let _ = fs::remove_file(renamed);
-    fs::hard_link("/usr/local/bin/blocked-tool", renamed).expect("hard link blocked-tool");
+    let _renamed = HardLink::new("/usr/local/bin/blocked-tool", renamed);
     let out = agent(&format!("{renamed}; echo renamed=$?"));
     assert!(stdout(&out).contains("renamed=126"));
     assert_denied_line(&out, &format!(" of {renamed} (rule blocked-tool"));

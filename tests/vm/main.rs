@@ -197,6 +197,27 @@ fn assert_denied_line(out: &Output, line: &str) {
     );
 }
 
+/// A hard link made by root for one test, removed when it drops. A link left behind would
+/// change later tests: the daemon records the inode of every file under a protected tree,
+/// so a file with one name inside a tree is that tree's rule's under all its names (a
+/// profile's `/srv/open/**` rule would then refuse `/srv/secret/a.txt` too).
+#[must_use]
+struct HardLink(&'static str);
+
+impl HardLink {
+    fn new(target: &str, link: &'static str) -> Self {
+        let _ = fs::remove_file(link);
+        fs::hard_link(target, link).unwrap_or_else(|e| panic!("hard link {link}: {e}"));
+        Self(link)
+    }
+}
+
+impl Drop for HardLink {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(self.0);
+    }
+}
+
 fn guard() -> std::sync::MutexGuard<'static, ()> {
     assert!(in_vm(), "these tests run inside the VM: cargo xtask test");
     let g = DAEMON
@@ -245,8 +266,7 @@ fn hard_link_made_after_rules_loaded_is_denied() {
     let _g = guard();
     // Made by root outside the session, after the daemon compiled the rules.
     let link = "/srv/open/token-link.txt";
-    let _ = fs::remove_file(link);
-    fs::hard_link("/srv/data/token.txt", link).expect("hard link");
+    let _link = HardLink::new("/srv/data/token.txt", link);
     let out = agent(&format!("cat {link}"));
     assert!(!out.status.success(), "read through a hard link must fail");
     assert!(stderr(&out).contains("Permission denied"));

@@ -339,7 +339,9 @@ impl KernelMaps {
     /// old and the new rules deny, in two full writes:
     ///
     /// 1. the staging image: the old rules at their indices, the new ones above both rule
-    ///    tables, every key holding both sets of refs. Metadata of the new indices is written
+    ///    tables (but for rules both hold alike, same metadata and entries at the same
+    ///    index, which stay where they are: a profile load keeps the main rules, a reload
+    ///    most), every key holding both sets of refs. Metadata of the new indices is written
     ///    first and keys only ever gain refs, so the old rules apply throughout and the new
     ///    ones from the moment their key is written.
     /// 2. the new image at its own indices. Every key holds either its staging refs (the new

@@ -349,4 +349,34 @@ mod tests {
         assert!(!on(&u, Some(bits), i));
         assert!(!on(&u, None, i), "nor is it on in the main set's sessions");
     }
+
+    /// Loading profiles beside the main rules, and reloading them, swaps the kernel's rules
+    /// without a moment where a key holds neither set (`KernelMaps::replace_image`): the
+    /// main rules are the same rules at the same indices in the union, and a union compiled
+    /// again is the same rules, so neither swap needs room for two copies of them. (Staged
+    /// as copies, the default packs' keys overflowed the refs a key holds, and the swap
+    /// fell back to one pass, refusing unrelated files for a moment.)
+    #[test]
+    fn profiles_load_and_reload_as_staged_swaps() {
+        use crate::image::{except_slots, staging};
+        use std::collections::BTreeSet;
+        let main = set(MAIN);
+        let a = profile("a", OPEN, &main);
+        let b = profile(
+            "b",
+            "version: 1\nrules:\n  - id: no-srv-open\n    block: \"/srv/open/**\"\n",
+            &main,
+        );
+        let u = compile(&main, &[("a", &a), ("b", &b)], &*opts().host).unwrap();
+        let (old, new) = (main.kernel_image(), u.set.kernel_image());
+        let slots = except_slots(old, &BTreeSet::new()).unwrap();
+        assert!(staging(old, &slots, new).is_some(), "main → union");
+        let again = compile(&main, &[("a", &a), ("b", &b)], &*opts().host).unwrap();
+        let slots = except_slots(new, &BTreeSet::new()).unwrap();
+        let s = staging(new, &slots, again.set.kernel_image()).expect("union → union");
+        assert!(
+            s.image.prefix == new.prefix,
+            "every rule stays where it was"
+        );
+    }
 }
