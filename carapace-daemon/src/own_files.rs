@@ -21,16 +21,26 @@ pub const LOG_RULE: &str = "carapace-own-log";
 /// The client's file name, looked for beside the daemon's executable.
 const CLIENT: &str = "carapace";
 
-/// Directories the built-in `self-protection` pack keeps whole (rules/builtin/
-/// self-protection.yaml; a unit test holds the two together). A path in one of them needs
-/// no rule of its own, and a denial there keeps naming the pack's rule.
-const PACK_DIRS: &[&str] = &[
-    "/var/lib/carapace",
-    "/etc/carapace",
-    "/run/carapace",
-    "/var/log/carapace",
+/// What the built-in `self-protection` pack refuses at one of its places.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kept {
+    /// Every action: reading too (the data and config directories).
+    All,
+    /// Writes and deletes only (the programs, the socket's directory, the logs).
+    Changes,
+}
+
+/// Directories the pack keeps whole (rules/builtin/self-protection.yaml; a unit test holds
+/// the two together, actions included). A path in one of them needs no rule of its own when
+/// the pack refuses there all that the path needs, and a denial there keeps naming the
+/// pack's rule.
+const PACK_DIRS: &[(&str, Kept)] = &[
+    ("/var/lib/carapace", Kept::All),
+    ("/etc/carapace", Kept::All),
+    ("/run/carapace", Kept::Changes),
+    ("/var/log/carapace", Kept::Changes),
 ];
-/// Files the pack names one by one.
+/// Files the pack names one by one, for writes and deletes.
 const PACK_FILES: &[&str] = &[
     "/usr/local/bin/carapace",
     "/usr/local/bin/carapaced",
@@ -41,9 +51,14 @@ const PACK_FILES: &[&str] = &[
     "/var/log/carapaced.log",
 ];
 
-/// Whether the self-protection pack already keeps `path`.
-fn in_pack(path: &Path) -> bool {
-    PACK_FILES.iter().any(|f| path == Path::new(f)) || PACK_DIRS.iter().any(|d| path.starts_with(d))
+/// Whether the self-protection pack already refuses at `path` all that `need` says: a data
+/// dir under /run/carapace needs a rule of its own, since the pack lets sessions read
+/// there (the socket) and the ledger must not be read.
+fn in_pack(path: &Path, need: Kept) -> bool {
+    let file = need == Kept::Changes && PACK_FILES.iter().any(|f| path == Path::new(f));
+    file || PACK_DIRS
+        .iter()
+        .any(|&(d, kept)| path.starts_with(d) && (kept == Kept::All || need == Kept::Changes))
 }
 
 /// The files and directories this daemon uses, as absolute paths with symlinks resolved
@@ -118,8 +133,8 @@ impl OwnFiles {
                 "    category: self-protection\n    locked: true\n    message: \"{message}\"\n"
             );
         };
-        let mut literal = |path: &Path| -> Option<String> {
-            if in_pack(path) {
+        let mut literal = |path: &Path, need: Kept| -> Option<String> {
+            if in_pack(path, need) {
                 return None;
             }
             let s = path.to_str().filter(|s| is_literal(s));
@@ -130,7 +145,7 @@ impl OwnFiles {
         };
         // A data dir of `/` would be every file; such a daemon protects nothing this way.
         if let Some(dir) = self.data_dir.as_deref().filter(|d| d.parent().is_some()) {
-            if let Some(d) = literal(dir) {
+            if let Some(d) = literal(dir, Kept::All) {
                 add(
                     DATA_RULE,
                     vec![d.clone(), format!("{d}/**")],
@@ -140,7 +155,7 @@ impl OwnFiles {
             }
         }
         if let Some(file) = &self.rule_file {
-            if let Some(f) = literal(file) {
+            if let Some(f) = literal(file, Kept::Changes) {
                 add(
                     RULES_RULE,
                     vec![f],
@@ -150,11 +165,11 @@ impl OwnFiles {
             }
         }
         if let Some(socket) = &self.socket {
-            let mut paths: Vec<String> = literal(socket).into_iter().collect();
+            let mut paths: Vec<String> = literal(socket, Kept::Changes).into_iter().collect();
             // The socket's directory whole only when it is Carapace's own (the default
             // /run/carapace); `--socket /tmp/c.sock` must not close /tmp to sessions.
             if let Some(dir) = socket.parent().filter(|d| is_own_dir(d)) {
-                if let Some(d) = literal(dir) {
+                if let Some(d) = literal(dir, Kept::Changes) {
                     paths.extend([d.clone(), format!("{d}/**")]);
                 }
             }
@@ -165,14 +180,22 @@ impl OwnFiles {
                 "Carapace's socket is off limits to agents (talking to it is fine).",
             );
         }
-        let programs = self.programs.iter().filter_map(|p| literal(p)).collect();
+        let programs = self
+            .programs
+            .iter()
+            .filter_map(|p| literal(p, Kept::Changes))
+            .collect();
         add(
             PROGRAMS_RULE,
             programs,
             true,
             "Carapace's programs are off limits to agents.",
         );
-        let logs = self.logs.iter().filter_map(|p| literal(p)).collect();
+        let logs = self
+            .logs
+            .iter()
+            .filter_map(|p| literal(p, Kept::Changes))
+            .collect();
         add(
             LOG_RULE,
             logs,
@@ -374,12 +397,21 @@ mod tests {
 
     #[test]
     fn the_default_places_are_left_to_the_pack() {
-        let pack = include_str!("../../rules/builtin/self-protection.yaml");
+        // The table says what the pack refuses; the pack's own rules, evaluated, agree.
+        let pack = RuleSet::load_with_locked(None, &crate::policy_host::options(), &[]).unwrap();
+        let by_pack = |d: &engine::Decision| {
+            d.decision == Mode::Block
+                && d.matches
+                    .iter()
+                    .any(|m| m.source.contains("self-protection"))
+        };
         for path in PACK_FILES {
-            assert!(pack.contains(&format!("\"{path}\"")), "{path}");
+            assert!(by_pack(&write(&pack, Path::new(path))), "{path}");
         }
-        for dir in PACK_DIRS {
-            assert!(pack.contains(&format!("\"{dir}/**\"")), "{dir}");
+        for &(dir, kept) in PACK_DIRS {
+            let inside = Path::new(dir).join("x");
+            assert!(by_pack(&write(&pack, &inside)), "{dir}");
+            assert_eq!(by_pack(&read(&pack, &inside)), kept == Kept::All, "{dir}");
         }
         let default = OwnFiles {
             data_dir: Some(PathBuf::from("/var/lib/carapace")),
@@ -393,6 +425,28 @@ mod tests {
         assert_eq!(text, "version: 1\nrules: []\n");
         RuleSet::load_with_locked(None, &crate::policy_host::options(), &[(SOURCE, &text)])
             .unwrap();
+    }
+
+    /// Where the pack refuses only changes, a data dir needs its own rule: the ledger and
+    /// records must not be readable.
+    #[test]
+    fn a_data_dir_where_the_pack_refuses_only_writes_gets_its_own_rule() {
+        for dir in ["/run/carapace/data", "/var/log/carapace/state"] {
+            let own = OwnFiles {
+                data_dir: Some(PathBuf::from(dir)),
+                ..OwnFiles::default()
+            };
+            let ((source, text), _) = own.locked_rules();
+            assert!(text.contains(DATA_RULE), "{dir}: {text}");
+            let rules = RuleSet::load_with_locked(
+                None,
+                &crate::policy_host::options(),
+                &[(source.as_str(), text.as_str())],
+            )
+            .unwrap();
+            let ledger = Path::new(dir).join("audit/ledger-000001.jsonl");
+            assert!(refused_by(&read(&rules, &ledger), DATA_RULE), "{dir}");
+        }
     }
 
     #[test]
