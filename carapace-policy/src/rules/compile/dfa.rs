@@ -58,17 +58,22 @@ pub enum HirError {
     /// globset's regex for a glob does not parse as a byte regex.
     #[error("glob regex `{regex}`: {source}")]
     Glob {
+        /// globset's translation of the glob.
         regex: String,
+        /// The parser's complaint.
         #[source]
         source: Box<regex_syntax::Error>,
     },
     /// A `re:` regex does not parse (the message's first line: the rest draws the span).
     #[error("regex `{regex}`: {}", first_line(&source.to_string()))]
     Search {
+        /// The regex, as written after `re:`.
         regex: String,
+        /// The parser's complaint.
         #[source]
         source: Box<regex_syntax::Error>,
     },
+    /// The regex uses a Unicode word boundary, which a byte automaton cannot express.
     #[error("{UNICODE_WORD_BOUNDARY}")]
     UnicodeWordBoundary,
 }
@@ -113,9 +118,11 @@ fn first_line(s: &str) -> &str {
 /// A path automaton in the layout of the kernel maps.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PathAutomaton {
+    /// The state a walk starts in, before the path's first byte.
     pub start: u32,
     /// Byte classes, the length of a row of `trans`.
     pub stride: u32,
+    /// Each byte's class: bytes no pattern tells apart share one, which keeps rows short.
     pub classes: [u8; 256],
     /// Row `s` holds the next state of state `s` for each byte class. State 0 is dead.
     pub trans: Vec<u32>,
@@ -136,6 +143,7 @@ pub struct PathAutomaton {
 }
 
 impl PathAutomaton {
+    /// How many states `trans` holds (the dead one included), for the map's size.
     #[must_use]
     pub fn states(&self) -> usize {
         self.trans.len() / self.stride.max(1) as usize
