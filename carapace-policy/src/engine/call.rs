@@ -39,7 +39,7 @@ pub enum CallError {
     /// The string `arguments` of an `OpenAI` call, with the JSON parser's complaint.
     BadArguments(String),
     #[error("unknown task_type `{0}`; known: {known}", known = TASK_TYPES.join(", "))]
-    /// A `task_type` outside [`TASK_TYPES`].
+    /// A `task_type` outside `TASK_TYPES`.
     UnknownTask(String),
 }
 

@@ -18,7 +18,7 @@ pub enum Layer {
 /// One rule that matched.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Match {
-    /// The rule's id (or a pseudo-rule's, such as [`UNPARSABLE_RULE`]).
+    /// The rule's id (or a pseudo-rule's, such as `UNPARSABLE_RULE`).
     pub id: String,
     /// The rule's mode for this call (its mode for an unknown target where that applies).
     pub mode: Mode,

@@ -361,7 +361,7 @@ pub enum Enforcement {
     /// Layer 1 only; the reason is shown by `carapace rules explain`.
     Userspace(String),
     /// Not worked out: a one-call load (`check --local`, `hook --local`) plans a rule
-    /// for the kernel only when a call matches it ([`Rule::kernel_enforced`]).
+    /// for the kernel only when a call matches it ([`Rule::kernel_enforced`](super::Rule::kernel_enforced)).
     Unplanned,
 }
 

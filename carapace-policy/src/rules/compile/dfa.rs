@@ -129,7 +129,7 @@ pub struct PathAutomaton {
     /// Accepting states → the refs of every pattern that matches a path ending there,
     /// sorted by rule.
     pub accept: BTreeMap<u32, Vec<RuleRef>>,
-    /// States → the refs of the early patterns (see [`EARLY_BLOCKS`]) that match the path
+    /// States → the refs of the early patterns (see `EARLY_BLOCKS`) that match the path
     /// read before the byte that led there: a walk gathers them on the way.
     pub early: BTreeMap<u32, Vec<RuleRef>>,
     /// The state after a directory no pattern goes on from (see
@@ -332,7 +332,7 @@ struct Entry<'a> {
 /// Builds the automata of `patterns` (source, the ref a match yields): patterns anchored at
 /// the root and patterns that float (`**/…`, `re:`) apart, each set split in halves while it
 /// does not fit the maps, at most `DFA_GROUPS` automata in all. Exceptions that can be are
-/// matched early; so are the block patterns of up to [`EARLY_BLOCKS`] rules.
+/// matched early; so are the block patterns of up to `EARLY_BLOCKS` rules.
 pub fn build(patterns: &[(Source, RuleRef)]) -> Result<Vec<PathAutomaton>, BuildError> {
     // Determinising and minimising is most of a compile (seconds for every pack under the
     // fuzzer's instrumentation); a reload, or the next input of the rules fuzz target, that
