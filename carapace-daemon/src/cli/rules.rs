@@ -469,6 +469,10 @@ pub struct KernelInfo {
     pub index: u32,
     /// The operations the kernel denies.
     pub ops: Vec<&'static str>,
+    /// Every operation denied is one only the kernel sees ([`kernel_only`]): Layer 1 has
+    /// nothing to check. Worked out from the op bits, not from `ops`' wording.
+    #[serde(skip)]
+    pub kernel_only: bool,
     /// On from the start of every session (else once its trigger fires).
     pub always_on: bool,
     pub matches: Vec<FormInfo>,
@@ -529,21 +533,33 @@ pub struct Explanation {
     pub held: Option<Vec<String>>,
 }
 
+/// The operations a rule's kernel entry can deny, as `explain` names them.
+const OP_NAMES: [(u32, &str); 8] = [
+    (op::READ, "read"),
+    (op::WRITE, "write"),
+    (op::EXEC, "execute"),
+    (op::DELETE, "delete"),
+    (op::NETWORK, "network"),
+    (op::OUTSIDE, "connect to listeners outside the session"),
+    (op::CHROOT, "chroot"),
+    (op::USERNS, "new user namespace"),
+];
+
 fn op_names(bits: u32) -> Vec<&'static str> {
-    [
-        (op::READ, "read"),
-        (op::WRITE, "write"),
-        (op::EXEC, "execute"),
-        (op::DELETE, "delete"),
-        (op::NETWORK, "network"),
-        (op::OUTSIDE, "connect to listeners outside the session"),
-        (op::CHROOT, "chroot"),
-        (op::USERNS, "new user namespace"),
-    ]
-    .into_iter()
-    .filter(|(b, _)| bits & b != 0)
-    .map(|(_, n)| n)
-    .collect()
+    OP_NAMES
+        .into_iter()
+        .filter(|(b, _)| bits & b != 0)
+        .map(|(_, n)| n)
+        .collect()
+}
+
+/// Whether every operation of `bits` that `explain` names is one only the kernel sees: a
+/// connect to a listener made outside the session (no tool call says who made a socket).
+fn kernel_only(bits: u32) -> bool {
+    OP_NAMES
+        .iter()
+        .filter(|(b, _)| bits & b != 0)
+        .all(|(b, _)| *b == op::OUTSIDE)
 }
 
 /// What a `view:` rule refuses, as the forms `explain` lists.
@@ -661,9 +677,11 @@ fn kernel_info(set: &RuleSet, rule: &Rule, index: u32) -> Result<KernelInfo, Not
     }
     let meta = image.rules.get(index as usize);
     let approval = approval_of(meta, &mut notes);
+    let ops = meta.map_or_else(|| rule.ops(), |m| m.ops);
     Ok(KernelInfo {
         index,
-        ops: op_names(meta.map_or_else(|| rule.ops(), |m| m.ops)),
+        ops: op_names(ops),
+        kernel_only: kernel_only(ops),
         always_on: meta.is_some_and(|m| m.flags & carapace_common::RULE_ALWAYS_ON != 0),
         matches,
         exceptions,
@@ -772,8 +790,7 @@ pub fn render_explanation(e: &Explanation) -> String {
             } else {
                 "on once its trigger fires"
             };
-            // Who made a socket is the kernel's to see: no tool call carries it.
-            let userspace = if k.ops.iter().all(|o| o.contains("outside the session")) {
+            let userspace = if k.kernel_only {
                 " only"
             } else {
                 " and userspace"
@@ -1404,5 +1421,31 @@ rules:
         // `rules test` of a name that does not resolve: rules by name still answer.
         assert_eq!(test(&s, "https://raw.pastebin.example/x", None), 2);
         assert_eq!(test(&s, "github.example:443", None), 0);
+    }
+
+    #[test]
+    fn kernel_only_rules_are_told_by_their_op_bits() {
+        let s = set("version: 1\nbuiltin: none\nrules:\n  - id: outside\n    block: { unix: outside-session }\n  - id: keys\n    block: \"~/.ssh/**\"\n");
+        let layers = |id: &str| {
+            let e = explain(&s, s.by_id(id).unwrap());
+            render_explanation(&e)
+                .lines()
+                .find(|l| l.trim_start().starts_with("layers:"))
+                .unwrap()
+                .to_owned()
+        };
+        assert!(
+            layers("outside").ends_with(") only"),
+            "{}",
+            layers("outside")
+        );
+        assert!(
+            layers("keys").ends_with(") and userspace"),
+            "{}",
+            layers("keys")
+        );
+        assert!(kernel_only(op::OUTSIDE));
+        assert!(!kernel_only(op::OUTSIDE | op::READ));
+        assert!(!kernel_only(op::CHROOT));
     }
 }

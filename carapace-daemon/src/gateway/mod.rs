@@ -38,6 +38,7 @@ use tokio::net::TcpListener;
 
 use history::Conversation;
 
+use crate::metrics::GatewayDecision;
 use refusal::{Client as GatewayClient, Gate, PendingCall, Verdict};
 
 /// The providers' public endpoints, the default upstreams.
@@ -397,10 +398,13 @@ async fn handle(state: &State, ctx: &GatewayClient, req: Request<Incoming>) -> R
     // counted in the metrics and logged only at debug level: a line per streamed turn was a
     // measurable part of the gateway's added latency and says nothing the counters do not.
     let status = response.status().as_u16();
-    if matches!(decision, "checked" | "checked-stream" | "forwarded") {
-        tracing::debug!(method = %method, path = %path, status, decision, "gateway");
+    if matches!(
+        decision,
+        GatewayDecision::Checked | GatewayDecision::CheckedStream | GatewayDecision::Forwarded
+    ) {
+        tracing::debug!(method = %method, path = %path, status, decision = decision.name(), "gateway");
     } else {
-        tracing::info!(method = %method, path = %path, status, decision, "gateway");
+        tracing::info!(method = %method, path = %path, status, decision = decision.name(), "gateway");
     }
     response
 }
@@ -411,7 +415,7 @@ async fn proxy(
     ctx: &GatewayClient,
     req: Request<Incoming>,
     api: Option<Api>,
-) -> (Response<Body>, &'static str) {
+) -> (Response<Body>, GatewayDecision) {
     let anthropic_like = req.headers().contains_key("anthropic-version")
         || req.uri().path().starts_with("/v1/messages");
     let gemini_like = api == Some(Api::GeminiContent)
@@ -442,7 +446,7 @@ async fn proxy(
                     "request_too_large",
                     &format!("Carapace could not read the request ({e}); the limit is 32 MiB"),
                 ),
-                "refused",
+                GatewayDecision::Refused,
             )
         }
     };
@@ -454,14 +458,14 @@ async fn proxy(
                     "invalid_request_error",
                     "Carapace cannot read the request body as JSON",
                 ),
-                "refused",
+                GatewayDecision::Refused,
             );
         };
         if let Some(transcript) = &history {
             if let Some(message) = state.gate.history(ctx, transcript).await {
                 return (
                     error(StatusCode::FORBIDDEN, "permission_error", &message),
-                    "bad-agent",
+                    GatewayDecision::BadAgent,
                 );
             }
         }
@@ -474,7 +478,10 @@ async fn proxy(
         Ok(u) => u,
         Err(e) => {
             let text = e.to_string();
-            return (error(StatusCode::BAD_GATEWAY, "api_error", &text), "error");
+            return (
+                error(StatusCode::BAD_GATEWAY, "api_error", &text),
+                GatewayDecision::Error,
+            );
         }
     };
     let mut forward = Request::new(Full::new(body));
@@ -499,7 +506,7 @@ async fn proxy(
                     "api_error",
                     &format!("Carapace's gateway cannot reach the upstream ({cause})"),
                 ),
-                "error",
+                GatewayDecision::Error,
             );
         }
     };
@@ -512,14 +519,14 @@ async fn check_answer(
     ctx: &GatewayClient,
     api: Option<Api>,
     answer: Response<Incoming>,
-) -> (Response<Body>, &'static str) {
+) -> (Response<Body>, GatewayDecision) {
     let (parts, body) = answer.into_parts();
     let mut response = Response::new(Body::default());
     *response.status_mut() = parts.status;
     let Some(api) = api.filter(|_| parts.status.is_success()) else {
         copy_headers(&parts.headers, response.headers_mut(), &[]);
         *response.body_mut() = body.map_err(BoxError::from).boxed_unsync();
-        return (response, "forwarded");
+        return (response, GatewayDecision::Forwarded);
     };
     let encoded = parts
         .headers
@@ -532,7 +539,7 @@ async fn check_answer(
                 "api_error",
                 "the upstream sent a compressed answer, which Carapace cannot check",
             ),
-            "refused",
+            GatewayDecision::Refused,
         );
     }
     let streaming = parts
@@ -543,7 +550,7 @@ async fn check_answer(
         copy_headers(&parts.headers, response.headers_mut(), &["content-length"]);
         *response.body_mut() =
             filter_stream(body, api.stream_filter(), state.gate.clone(), ctx.clone());
-        return (response, "checked-stream");
+        return (response, GatewayDecision::CheckedStream);
     }
     let bytes = match Limited::new(body, MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
@@ -554,7 +561,7 @@ async fn check_answer(
                     "api_error",
                     &format!("Carapace could not read the upstream's answer ({e})"),
                 ),
-                "error",
+                GatewayDecision::Error,
             )
         }
     };
@@ -574,20 +581,23 @@ async fn check_message(
     ctx: &GatewayClient,
     api: Api,
     bytes: Bytes,
-) -> (Bytes, &'static str) {
+) -> (Bytes, GatewayDecision) {
     let Ok(mut message) = serde_json::from_slice::<Value>(&bytes) else {
         // Not JSON: no call a client could read either.
-        return (bytes, "checked");
+        return (bytes, GatewayDecision::Checked);
     };
     let calls = api.message_calls(&message);
     if calls.is_empty() {
-        return (bytes, "checked");
+        return (bytes, GatewayDecision::Checked);
     }
     let verdicts = judge(&state.gate, ctx, calls).await;
     if api.rewrite_message(&mut message, &verdicts) {
-        (Bytes::from(message.to_string()), "refused-tool-call")
+        (
+            Bytes::from(message.to_string()),
+            GatewayDecision::RefusedToolCall,
+        )
     } else {
-        (bytes, "checked")
+        (bytes, GatewayDecision::Checked)
     }
 }
 

@@ -78,17 +78,53 @@ fn mode_index(mode: Mode) -> usize {
     }
 }
 
-/// What the gateway did with a request, as its `decision` label and log field name it (by
-/// name: the page's order).
-pub const GATEWAY_DECISIONS: [&str; 7] = [
-    "bad-agent",
-    "checked",
-    "checked-stream",
-    "error",
-    "forwarded",
-    "refused",
-    "refused-tool-call",
-];
+/// What the gateway did with a request: the `decision` label of its counter and the field
+/// of its log line. Variants in name order (the page's order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GatewayDecision {
+    /// The conversation holds calls Carapace blocks: the request is refused.
+    BadAgent,
+    /// The whole answer was read and its tool calls checked.
+    Checked,
+    /// A streamed answer, checked as it streams.
+    CheckedStream,
+    /// The upstream could not be reached or read.
+    Error,
+    /// Passed on as it came: a route Carapace does not check, or an answer that is not a
+    /// success.
+    Forwarded,
+    /// The request itself was refused (unreadable, too large, compressed answer).
+    Refused,
+    /// The answer held a tool call the rules refuse: it was replaced.
+    RefusedToolCall,
+}
+
+impl GatewayDecision {
+    /// Every decision, in the order of the counter's lines.
+    pub const ALL: [Self; 7] = [
+        Self::BadAgent,
+        Self::Checked,
+        Self::CheckedStream,
+        Self::Error,
+        Self::Forwarded,
+        Self::Refused,
+        Self::RefusedToolCall,
+    ];
+
+    /// The label value and log field.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::BadAgent => "bad-agent",
+            Self::Checked => "checked",
+            Self::CheckedStream => "checked-stream",
+            Self::Error => "error",
+            Self::Forwarded => "forwarded",
+            Self::Refused => "refused",
+            Self::RefusedToolCall => "refused-tool-call",
+        }
+    }
+}
 
 /// A counter per (layer, mode).
 type Grid = [[AtomicU64; MODES.len()]; Layer::ALL.len()];
@@ -157,8 +193,8 @@ pub struct Metrics {
     /// Past calls of the gateway's conversations judged, and found clean before (skipped).
     history_judged: AtomicU64,
     history_remembered: AtomicU64,
-    /// Requests through the gateway, per [`GATEWAY_DECISIONS`].
-    gateway_requests: [AtomicU64; GATEWAY_DECISIONS.len()],
+    /// Requests through the gateway, per [`GatewayDecision`].
+    gateway_requests: [AtomicU64; GatewayDecision::ALL.len()],
 }
 
 /// Escapes a label value for the text format.
@@ -219,12 +255,9 @@ impl Metrics {
             .fetch_add(remembered as u64, Ordering::Relaxed);
     }
 
-    /// One request through the gateway and what was done with it (one of
-    /// [`GATEWAY_DECISIONS`]; any other name is not counted).
-    pub fn gateway_request(&self, decision: &str) {
-        if let Some(i) = GATEWAY_DECISIONS.iter().position(|d| *d == decision) {
-            self.gateway_requests[i].fetch_add(1, Ordering::Relaxed);
-        }
+    /// One request through the gateway and what was done with it.
+    pub fn gateway_request(&self, decision: GatewayDecision) {
+        self.gateway_requests[decision as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Blocked decisions per layer since start (`tool-call`, `history`, `kernel`).
@@ -315,10 +348,11 @@ impl Metrics {
         }
         out.push_str("# HELP carapace_gateway_requests_total Requests through the gateway by what it did: forwarded unchecked, checked (whole or streamed), a tool call refused, the conversation refused (bad-agent), the request refused, or the upstream failed (error).\n");
         out.push_str("# TYPE carapace_gateway_requests_total counter\n");
-        for (decision, n) in GATEWAY_DECISIONS.iter().zip(&self.gateway_requests) {
+        for (decision, n) in GatewayDecision::ALL.iter().zip(&self.gateway_requests) {
             let _ = writeln!(
                 out,
-                "carapace_gateway_requests_total{{decision=\"{decision}\"}} {}",
+                "carapace_gateway_requests_total{{decision=\"{}\"}} {}",
+                decision.name(),
                 load(n)
             );
         }
@@ -409,8 +443,7 @@ mod tests {
         );
         m.decision(Layer::ToolCall, Mode::Allow, [], Duration::from_secs(10));
         m.kernel_denial("protect");
-        m.gateway_request("checked-stream");
-        m.gateway_request("not-a-decision");
+        m.gateway_request(GatewayDecision::CheckedStream);
         let text = m.render(&[("carapace_ledger_records", "Records.", 7.0)]);
         for want in [
             "carapace_decisions_total{layer=\"tool-call\",mode=\"block\"} 1",

@@ -17,23 +17,29 @@ use crate::rules::Action;
 /// A tool call: the tool's name and its input.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolCall {
+    /// The tool's name as the agent gave it (`Bash`, `Read`, `mcp__github__create_issue`).
     pub tool: String,
+    /// Its arguments, as JSON (an object for every known tool).
     pub input: Value,
 }
 
 /// Why a request is not a tool call Carapace can check.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CallError {
+    /// The request is some other JSON value.
     #[error("the request is not a JSON object")]
     NotAnObject,
     #[error(
         "no tool name: expected `tool` + `input`, `tool_name` + `tool_input`, `name` + \
          `arguments` (OpenAI), `function` {{name, arguments}}, or `task_type` + `task_parameters`"
     )]
+    /// None of the shapes that name a tool.
     NoTool,
     #[error("`arguments` is a string that is not JSON: {0}")]
+    /// The string `arguments` of an `OpenAI` call, with the JSON parser's complaint.
     BadArguments(String),
     #[error("unknown task_type `{0}`; known: {known}", known = TASK_TYPES.join(", "))]
+    /// A `task_type` outside `TASK_TYPES`.
     UnknownTask(String),
 }
 

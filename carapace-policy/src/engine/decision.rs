@@ -18,9 +18,13 @@ pub enum Layer {
 /// One rule that matched.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Match {
+    /// The rule's id (or a pseudo-rule's, such as `UNPARSABLE_RULE`).
     pub id: String,
+    /// The rule's mode for this call (its mode for an unknown target where that applies).
     pub mode: Mode,
+    /// Whether a call about to run or a past one matched.
     pub layer: Layer,
+    /// The rule's friendly message for the agent.
     pub message: String,
     /// `builtin:<pack>` or the rule file.
     pub source: String,
@@ -33,13 +37,18 @@ pub struct Match {
 /// Id of the pseudo-rule that refuses input Carapace cannot understand (fail closed).
 pub const UNPARSABLE_RULE: &str = "carapace-unparsable-input";
 
+/// The rules' answer to one tool call, what the hook, the API and the gateway pass on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
+    /// The strictest mode among the matches; `allow` when none.
     pub decision: Mode,
+    /// The tool's name as the agent gave it.
     pub tool: String,
     /// For the agent: what was refused, by which rule, and what to do instead.
     pub message: String,
+    /// Every rule that matched, strictest first (see [`Decision::from_matches`]).
     pub matches: Vec<Match>,
+    /// What the call was found to do, shown with the decision (`carapace check`, audit).
     pub operations: Vec<Operation>,
 }
 

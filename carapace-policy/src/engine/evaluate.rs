@@ -23,7 +23,9 @@ use crate::rules::{Action, Cond, Effect, Mode, PathPattern, Rule, RuleSet, Trigg
 /// switched off (locked rules ignore that).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Activation {
+    /// Ids of the session rules whose trigger fired in this session.
     pub activated: BTreeSet<String>,
+    /// Ids of the rules the user switched off for the session (`carapace session disable`).
     pub disabled: BTreeSet<String>,
 }
 

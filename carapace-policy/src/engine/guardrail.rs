@@ -11,6 +11,7 @@ use crate::rules::{Mode, Profile, RuleSet};
 /// Id of the pseudo-rule that rejects a task type the engine does not support.
 pub(crate) const UNSUPPORTED_TASK_RULE: &str = "carapace-unsupported-task-type";
 
+/// The answer the guardrail task API returns, in that API's field names.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskAnswer {
     /// `failed_checks` is empty.
@@ -22,6 +23,8 @@ pub struct TaskAnswer {
 }
 
 impl TaskAnswer {
+    /// The answer a decision gives: its block matches fail the task, its approve matches
+    /// ask for confirmation unless the user already gave it.
     #[must_use]
     pub fn of(d: &Decision) -> Self {
         let mut failed_checks: Vec<String> = d

@@ -46,6 +46,7 @@ pub fn check(rules: &RuleSet, call: &ToolCall, ctx: &Context, activation: &Activ
 /// What Layer 0 found in a transcript.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct HistoryReport {
+    /// How many past calls the transcript holds (those judged before included).
     pub tool_calls: usize,
     /// Blocked past calls: their position among the transcript's calls, and the decision.
     pub findings: Vec<(usize, Decision)>,
@@ -54,6 +55,7 @@ pub struct HistoryReport {
 }
 
 impl HistoryReport {
+    /// No past call is blocked: the session may go on.
     #[must_use]
     pub fn clean(&self) -> bool {
         self.findings.is_empty()

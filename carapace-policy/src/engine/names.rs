@@ -19,9 +19,17 @@ pub enum NameVerdict {
     /// The name may be resolved. `excepted` holds the kernel indices of the rules whose
     /// `except:` allows it on every port: the addresses learned for it are exceptions of
     /// those rules.
-    Allowed { excepted: Vec<u32> },
+    Allowed {
+        /// Kernel indices of the rules whose exception admits the name on every port.
+        excepted: Vec<u32>,
+    },
     /// The first rule (in rule order) that refuses the name.
-    Refused { rule_id: String, message: String },
+    Refused {
+        /// The refusing rule's id.
+        rule_id: String,
+        /// Its friendly message, for the agent's failed lookup.
+        message: String,
+    },
 }
 
 pub use super::hostname::covers;
@@ -116,11 +124,14 @@ fn verdict_with(
 /// learned, by the name the client asks the server for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SniVerdict {
+    /// No rule in force refuses the name: the connection goes on.
     Pass,
     /// The first `tls: sni` rule (in rule order) that refuses the name, or that is an
     /// allow-list and was given no name (`requested` of `None`).
     Refused {
+        /// The refusing rule's id.
         rule_id: String,
+        /// Its friendly message.
         message: String,
     },
 }
@@ -179,7 +190,9 @@ pub fn sni_verdict(
 /// (0: every port).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct NameBlock {
+    /// The rule's kernel index (its bit in the address map's entry).
     pub rule: u32,
+    /// The refused port; 0 for every port.
     pub port: u16,
 }
 

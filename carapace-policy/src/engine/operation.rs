@@ -13,6 +13,7 @@ use crate::rules::Action;
 /// write + delete) by the extractors, so `action` is never `Copy` or `Move`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Operation {
+    /// What is done; `None` only in an operation still being built.
     pub action: Option<Action>,
     /// Absolute, normalised path (`~`, variables, `..`, `//`, `file://` resolved).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -21,6 +22,7 @@ pub struct Operation {
     /// the call used: decimal, hex, octal, IPv4-mapped IPv6).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// The port connected to, when the call names one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
     /// Data written (write) or sent out (network), for content rules scoped to those
@@ -40,6 +42,7 @@ pub struct Operation {
 }
 
 impl Operation {
+    /// `action` on `path` (already absolute and normalised).
     #[must_use]
     pub fn path(action: Action, path: impl Into<String>) -> Self {
         Self {
@@ -49,6 +52,7 @@ impl Operation {
         }
     }
 
+    /// A connection to `host` (a name or an IP literal), on `port` when known.
     #[must_use]
     pub fn network(host: impl Into<String>, port: Option<u16>) -> Self {
         Self {
@@ -66,8 +70,9 @@ impl Operation {
         self.action != Some(Action::Read) && !self.one_file
     }
 
+    /// The operation carrying `content` (what is written or sent).
     #[must_use]
-    pub fn with_content(mut self, content: impl Into<String>) -> Self {
+    pub(crate) fn with_content(mut self, content: impl Into<String>) -> Self {
         self.content = Some(content.into());
         self
     }
@@ -78,6 +83,7 @@ impl Operation {
 pub struct Extracted {
     /// The tool's name as the agent gave it (`Bash`, `mcp__github__create_issue`, …).
     pub tool: String,
+    /// Actions on paths and network endpoints, each once.
     pub ops: Vec<Operation>,
     /// Command lines: the whole command as given, and each simple command found inside it
     /// (after unwrapping `sh -c`, `eval`, `xargs`, `sudo`, … and decoding payloads), its
@@ -98,6 +104,7 @@ pub struct Extracted {
 }
 
 impl Extracted {
+    /// Nothing found yet, for a call of `tool`.
     #[must_use]
     pub fn new(tool: impl Into<String>) -> Self {
         Self {
@@ -169,33 +176,38 @@ impl Extracted {
         super::shorten(&format!("{}: {}", self.tool, parts.join(", ")), 300)
     }
 
+    /// Adds an operation, unless already found.
     pub fn op(&mut self, op: Operation) {
         if !self.ops.contains(&op) {
             self.ops.push(op);
         }
     }
 
-    pub fn command(&mut self, command: impl Into<String>) {
+    /// Adds a command line, unless empty or already found.
+    pub(crate) fn command(&mut self, command: impl Into<String>) {
         let command = command.into();
         if !command.is_empty() && !self.commands.contains(&command) {
             self.commands.push(command);
         }
     }
 
-    pub fn argv(&mut self, words: Vec<String>) {
+    /// Adds a simple command's words, unless empty or already found.
+    pub(crate) fn argv(&mut self, words: Vec<String>) {
         if !words.is_empty() && !self.argvs.contains(&words) {
             self.argvs.push(words);
         }
     }
 
-    pub fn text(&mut self, text: impl Into<String>) {
+    /// Adds a piece of text for content rules, unless empty or already found.
+    pub(crate) fn text(&mut self, text: impl Into<String>) {
         let text = text.into();
         if !text.is_empty() && !self.texts.contains(&text) {
             self.texts.push(text);
         }
     }
 
-    pub fn unparsable(&mut self, why: impl Into<String>) {
+    /// Records why part of the call could not be understood: the call is then refused.
+    pub(crate) fn unparsable(&mut self, why: impl Into<String>) {
         self.unparsable.push(why.into());
     }
 
@@ -236,8 +248,9 @@ pub struct Context {
 }
 
 impl Context {
+    /// The value `$name` expands to in the agent's shell, if set.
     #[must_use]
-    pub fn var(&self, name: &str) -> Option<&str> {
+    pub(crate) fn var(&self, name: &str) -> Option<&str> {
         let name = self.referent(name);
         if name == "HOME" {
             return Some(&self.home);

@@ -13,6 +13,7 @@ const MAX_DEPTH: usize = 64;
 /// A tool call found in a transcript.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PastCall {
+    /// The call as the agent made it.
     pub call: ToolCall,
     /// The working directory recorded with it (Claude Code JSONL), if any.
     pub cwd: Option<String>,
@@ -22,7 +23,9 @@ pub struct PastCall {
 /// treats as findings: a history Carapace cannot read is not a clean history).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Transcript {
+    /// The tool calls, in the order the conversation holds them.
     pub calls: Vec<PastCall>,
+    /// Why each unreadable part could not be read (a message for the finding).
     pub unreadable: Vec<String>,
 }
 

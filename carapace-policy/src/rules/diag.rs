@@ -5,21 +5,29 @@ use std::fmt;
 
 use super::yaml::Span;
 
+/// Whether a problem stops the file from loading.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Severity {
+    /// Reported; the rules load anyway (e.g. a host name that did not resolve).
     Warning,
+    /// The file is refused and the rules in force stay as they were.
     Error,
 }
 
+/// One problem, located in its file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diagnostic {
+    /// Whether it stops the file from loading.
     pub severity: Severity,
     /// The file (or `builtin:<pack>`) the problem is in.
     pub origin: String,
+    /// Where in the file.
     pub span: Span,
+    /// What is wrong, naming the value and the limit it breaks.
     pub message: String,
     /// Id of the rule the problem belongs to, when known.
     pub rule: Option<String>,
+    /// How to fix it, when there is a usual fix.
     pub hint: Option<String>,
 }
 
@@ -54,10 +62,12 @@ impl Diagnostics {
         self.0.iter().any(|d| d.severity == Severity::Error)
     }
 
+    /// The problems that stop the file from loading.
     pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
         self.0.iter().filter(|d| d.severity == Severity::Error)
     }
 
+    /// The problems reported while the rules load anyway.
     pub fn warnings(&self) -> impl Iterator<Item = &Diagnostic> {
         self.0.iter().filter(|d| d.severity == Severity::Warning)
     }
@@ -77,11 +87,14 @@ impl std::error::Error for Diagnostics {}
 /// Collects diagnostics for one origin.
 #[derive(Debug)]
 pub struct Sink {
+    /// The file every diagnostic collected here is about.
     pub origin: String,
+    /// What was collected, in the order it was found.
     pub items: Vec<Diagnostic>,
 }
 
 impl Sink {
+    /// An empty sink for the file `origin`.
     #[must_use]
     pub fn new(origin: &str) -> Self {
         Self {
@@ -90,6 +103,7 @@ impl Sink {
         }
     }
 
+    /// How many errors were collected: the caller stops once one was.
     #[must_use]
     pub fn error_count(&self) -> usize {
         self.items
@@ -98,11 +112,13 @@ impl Sink {
             .count()
     }
 
+    /// Collects an error at `span` (about rule `rule` when given); `hint` may be empty.
     pub fn error(&mut self, span: Span, rule: Option<&str>, message: String, hint: &str) {
         self.push(Severity::Error, span, rule, message, hint);
     }
 
-    pub fn warning(&mut self, span: Span, rule: Option<&str>, message: String, hint: &str) {
+    /// Collects a warning, as [`Sink::error`] does an error.
+    pub(crate) fn warning(&mut self, span: Span, rule: Option<&str>, message: String, hint: &str) {
         self.push(Severity::Warning, span, rule, message, hint);
     }
 

@@ -38,7 +38,7 @@ pub mod yaml;
 pub use diag::{Diagnostic, Diagnostics, Severity};
 pub use model::{Action, Cond, Effect, Enforcement, TlsCheck, Trigger};
 pub use pattern::{Homes, PathPattern};
-pub use profile::Profile;
+pub(crate) use profile::Profile;
 pub use validate::Resolver;
 use yaml::Span;
 
@@ -48,13 +48,19 @@ use yaml::Span;
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
+    /// The call goes on; a match changes nothing (a stricter rule still wins).
     Allow,
+    /// The call goes on; the match is recorded.
     Log,
+    /// The call goes on, and the agent is told the rule's message.
     Warn,
+    /// The call needs the user's approval first.
     Approve,
+    /// The call is refused, with the rule's message.
     Block,
 }
 
+/// One validated rule: what it matches, how strongly it acts and what it tells the agent.
 #[derive(Clone, Debug)]
 #[expect(
     clippy::struct_excessive_bools,
@@ -62,12 +68,16 @@ pub enum Mode {
               whether the id was derived; no two of them form a state"
 )]
 pub struct Rule {
+    /// Unique within the rule set; matches, denials and `carapace rules` name rules by it.
     pub id: String,
     /// Friendly message shown to the agent (a default is derived when the file has none).
     pub message: String,
+    /// How strongly the rule acts when it matches.
     pub mode: Mode,
     /// `builtin:<pack>` or the rule file's path.
     pub source: String,
+    /// No rule file can switch it off or add exceptions to it, and no session can disable
+    /// it: Carapace's self-protection.
     pub locked: bool,
     /// `hold: true`: an approve-mode path rule whose opens the daemon holds (fanotify)
     /// until a human answers, where it has marked the files (`validate::hold`).
@@ -80,12 +90,15 @@ pub struct Rule {
     pub id_derived: bool,
     /// Hash of the rule's text, to tell apart derived ids that would collide.
     pub id_hash: u64,
+    /// The file's `category:`, for listings (one of eight under the guardrail profile).
     pub category: Option<String>,
+    /// The file's `description:`, also the default message.
     pub description: Option<String>,
     /// As written (`copy` / `move` kept); empty means every action.
     pub actions: Vec<Action>,
     /// What the rule matches; `None` for a pure trigger/effect session rule.
     pub cond: Option<Cond>,
+    /// Paths the rule does not cover although its patterns match them (`except:`).
     pub except: Vec<PathPattern>,
     /// Exceptions of a network rule (`except:` on a `host` / `cidr` / `port` match): the
     /// allow-list of a default-deny rule.
@@ -94,7 +107,9 @@ pub struct Rule {
     /// the name the client asks for (the TLS `ClientHello`'s server name, the HTTP `Host`),
     /// so that an address shared by an allowed and a blocked name opens only the allowed one.
     pub tls: Option<TlsCheck>,
+    /// A match is referred to the LLM reviewer, whose answer decides (`llm_review: true`).
     pub llm_review: bool,
+    /// What the reviewer is asked to judge, for an `llm_review` rule.
     pub prompt: Option<String>,
     /// The mode that applies when the LLM reviewer cannot answer (not configured, timeout,
     /// error, malformed answer); `approve` (ask the user) unless the rule says otherwise.
@@ -103,7 +118,9 @@ pub struct Rule {
     /// that decodes or computes the name it opens) but may be what the rule protects;
     /// `approve` unless the rule says otherwise, and never stricter than `mode`.
     pub on_unknown_target: Mode,
+    /// A session rule: when it switches on for the session.
     pub trigger: Option<Trigger>,
+    /// A session rule: what it acts on once switched on.
     pub effect: Option<Effect>,
     /// Which layer enforces the rule, and why not the kernel (`carapace rules explain`).
     pub enforcement: Enforcement,
@@ -171,6 +188,8 @@ pub struct Options {
     pub host: Arc<dyn Host>,
 }
 
+/// The rules in force, compiled: their userspace indexes, the kernel image, and the
+/// warnings compiling gave. Built once per load and shared read-only.
 #[derive(Clone, Debug, Default)]
 pub struct RuleSet {
     rules: Vec<Rule>,
@@ -415,6 +434,8 @@ impl RuleSet {
         })
     }
 
+    /// Every rule, in load order: packs first, then the file's own rules (a profile's
+    /// inherited rules last).
     #[must_use]
     pub fn rules(&self) -> &[Rule] {
         &self.rules
@@ -422,7 +443,7 @@ impl RuleSet {
 
     /// The contract the rule file declares (`profile:`), if any.
     #[must_use]
-    pub fn profile(&self) -> Option<Profile> {
+    pub(crate) fn profile(&self) -> Option<Profile> {
         self.profile
     }
 
@@ -440,20 +461,23 @@ impl RuleSet {
 
     /// The filter of the rules' content patterns (Layer 1's fast path for texts).
     #[must_use]
-    pub fn content_index(&self) -> &content_index::ContentIndex {
+    pub(crate) fn content_index(&self) -> &content_index::ContentIndex {
         &self.contents
     }
 
+    /// What the kernel's maps must hold for these rules.
     #[must_use]
     pub fn kernel_image(&self) -> &KernelImage {
         &self.image
     }
 
+    /// The rule behind a kernel denial (the index the kernel reports).
     #[must_use]
     pub fn by_kernel_index(&self, index: u32) -> Option<&Rule> {
         self.rules.iter().find(|r| r.kernel_index == Some(index))
     }
 
+    /// The rule with this id, if any.
     #[must_use]
     pub fn by_id(&self, id: &str) -> Option<&Rule> {
         self.rules.iter().find(|r| r.id == id)

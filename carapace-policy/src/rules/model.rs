@@ -15,17 +15,25 @@ pub use super::text_pattern::TextPattern;
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
+    /// Reading a file or listing a directory.
     Read,
+    /// Creating a file or changing its contents.
     Write,
+    /// Removing a file or directory.
     Delete,
+    /// Running a program.
     Execute,
+    /// Connecting to a host or an address.
     Network,
+    /// Read of the source plus write of the destination.
     Copy,
+    /// Write of the destination plus delete of the source.
     Move,
 }
 
 impl Action {
-    pub const NAMES: &'static [&'static str] = &[
+    /// Every action as rule files write it, for did-you-mean hints.
+    pub(crate) const NAMES: &'static [&'static str] = &[
         "read", "write", "delete", "execute", "network", "copy", "move",
     ];
 
@@ -43,6 +51,7 @@ impl Action {
         })
     }
 
+    /// How rule files and messages write the action.
     #[must_use]
     pub fn name(self) -> &'static str {
         match self {
@@ -117,6 +126,7 @@ impl Cidr {
         Some(Self::new(bytes, len))
     }
 
+    /// The block of `addr` alone.
     #[must_use]
     pub fn host(addr: IpAddr) -> Self {
         let bytes = match addr {
@@ -155,18 +165,23 @@ impl Cidr {
             || *self == Self::new(Ipv4Addr::UNSPECIFIED.to_ipv6_mapped().octets(), 96)
     }
 
+    /// Whether `addr` lies inside this block.
     #[must_use]
     pub fn contains(&self, addr: IpAddr) -> bool {
         self.covers(&Self::host(addr))
     }
 }
 
+/// A host a network rule names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Host {
+    /// An address literal.
     Ip(IpAddr),
     /// A name, resolved when the rule set is compiled.
     Name {
+        /// Lower-case, as written (`example.com` or `*.example.com`).
         name: String,
+        /// Its addresses then, for the kernel; empty when it did not resolve.
         resolved: Vec<IpAddr>,
     },
 }
@@ -175,8 +190,11 @@ pub enum Host {
 /// (none = every port).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NetMatch {
+    /// Hosts by address or name (`host:`).
     pub hosts: Vec<Host>,
+    /// Address blocks (`cidr:`).
     pub cidrs: Vec<Cidr>,
+    /// Ports (`port:`).
     pub ports: Vec<u16>,
 }
 
@@ -230,6 +248,8 @@ impl NetMatch {
         })
     }
 
+    /// Whether a connection to `addr:port` matches, names by what they resolved to (the
+    /// kernel's view; Layer 1 also matches names as written).
     #[must_use]
     pub fn matches(&self, addr: IpAddr, port: u16) -> bool {
         let addr_ok = self
@@ -242,13 +262,18 @@ impl NetMatch {
 /// What a rule matches.
 #[derive(Clone, Debug)]
 pub enum Cond {
+    /// Operations on a path any of the patterns matches (`path:`, the short forms).
     Path(Vec<PathPattern>),
+    /// Command lines any of the patterns matches, whole or one simple command (`command:`).
     Command(Vec<TextPattern>),
     /// `run:`: any of these structured command matches (see `run`).
     Run(Vec<super::run::RunMatch>),
     /// Tool names (`Bash`, `Read`, `mcp__*` globs).
     Tool(Vec<TextPattern>),
+    /// Text the call carries (arguments, data written or sent) any of the patterns matches
+    /// (`content:`).
     Content(Vec<TextPattern>),
+    /// Connections the match covers (`host:`, `cidr:`, `port:`).
     Net(NetMatch),
     /// `unix: outside-session`: a connection to (or a datagram for) a unix socket whose
     /// listener was made outside the agent's session. Only the kernel sees who made a
@@ -259,8 +284,11 @@ pub enum Cond {
     /// host privilege). Paths seen from a private root are not the ones the rules name. Only
     /// the kernel matches it; the value holds the `op::CHROOT` and `op::USERNS` bits named.
     View(u32),
+    /// Every one of the conditions holds (`all:`).
     All(Vec<Cond>),
+    /// At least one holds (`any:`).
     Any(Vec<Cond>),
+    /// The condition does not hold (`not:`).
     Not(Box<Cond>),
 }
 
@@ -298,10 +326,13 @@ impl Cond {
 /// When a session rule switches on.
 #[derive(Clone, Debug)]
 pub enum Trigger {
+    /// On from the session's start (`trigger: always`).
     Always,
     /// After an operation with these actions (any, if empty) that matches `cond`.
     After {
+        /// The actions that count.
         actions: Vec<Action>,
+        /// What the operation must match; `None` for any.
         cond: Option<Cond>,
     },
     /// Decided by the LLM reviewer.
@@ -311,10 +342,14 @@ pub enum Trigger {
 /// What a session rule acts on once triggered.
 #[derive(Clone, Debug)]
 pub enum Effect {
+    /// Operations with these actions (any, if empty) that match `cond`.
     Actions {
+        /// The actions acted on.
         actions: Vec<Action>,
+        /// What the operation must match; `None` for any.
         cond: Option<Cond>,
     },
+    /// Described in plain words; the LLM reviewer decides what it covers.
     English(String),
 }
 
@@ -326,7 +361,7 @@ pub enum Enforcement {
     /// Layer 1 only; the reason is shown by `carapace rules explain`.
     Userspace(String),
     /// Not worked out: a one-call load (`check --local`, `hook --local`) plans a rule
-    /// for the kernel only when a call matches it ([`Rule::kernel_enforced`]).
+    /// for the kernel only when a call matches it ([`Rule::kernel_enforced`](super::Rule::kernel_enforced)).
     Unplanned,
 }
 

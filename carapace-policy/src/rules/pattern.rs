@@ -65,6 +65,7 @@ impl Homes {
         Self(v)
     }
 
+    /// The home directories, normalised, sorted and each once.
     #[must_use]
     pub fn list(&self) -> &[String] {
         &self.0
@@ -89,14 +90,20 @@ fn normalize(path: &str) -> String {
 /// A path pattern as written, with its compiled matcher.
 #[derive(Clone, Debug)]
 pub enum PathPattern {
+    /// A glob (`*` stays within one name, `**` crosses directories).
     Glob {
+        /// As written in the rule.
         source: String,
         /// One glob per home directory for `~` patterns, else the pattern itself.
         expanded: Vec<String>,
+        /// The expansions compiled for userspace matching.
         matcher: GlobMatch,
     },
+    /// A regular expression searched for in the path (`re:`).
     Regex {
+        /// As written in the rule.
         source: String,
+        /// Compiled when first used.
         regex: LazyRegex,
     },
 }
@@ -126,13 +133,14 @@ impl GlobMatch {
 
 /// What a pattern is wrong about, and what to do instead.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PatternError {
+pub(crate) struct PatternError {
     pub message: String,
     pub hint: String,
 }
 
 impl PathPattern {
-    pub fn parse(source: &str, homes: &Homes) -> Result<Self, PatternError> {
+    /// Compiles the pattern `source`, `~` expanded to each of `homes`.
+    pub(crate) fn parse(source: &str, homes: &Homes) -> Result<Self, PatternError> {
         let err = |message: String, hint: &str| PatternError {
             message,
             hint: hint.to_owned(),
@@ -209,6 +217,7 @@ impl PathPattern {
         })
     }
 
+    /// The pattern as written, for messages.
     #[must_use]
     pub fn source(&self) -> &str {
         match self {
@@ -734,7 +743,9 @@ pub(crate) enum NoKernelForm {
 #[derive(Debug, thiserror::Error)]
 #[error("glob `{glob}`: {source}")]
 pub struct BadGlob {
+    /// The expansion refused.
     pub glob: String,
+    /// Why globset refuses it.
     #[source]
     pub source: globset::Error,
 }

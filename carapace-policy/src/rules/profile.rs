@@ -12,22 +12,18 @@ use super::{Mode, Rule};
 /// A contract a rule file declares with `profile:`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Profile {
+    /// The guardrail engine's contract (the module's doc).
     Guardrail,
 }
 
 impl Profile {
-    pub const NAMES: &'static [&'static str] = &["guardrail"];
+    /// Every profile's name, for did-you-mean hints.
+    pub(crate) const NAMES: &'static [&'static str] = &["guardrail"];
 
+    /// The profile `profile: NAME` declares.
     #[must_use]
-    pub fn from_name(name: &str) -> Option<Self> {
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
         (name == "guardrail").then_some(Self::Guardrail)
-    }
-
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Guardrail => "guardrail",
-        }
     }
 }
 

@@ -47,8 +47,9 @@ pub struct Word {
 }
 
 impl Word {
+    /// The word pattern `pattern`, compared without case when `ignore_case`.
     #[must_use]
-    pub fn new(pattern: TextPattern, ignore_case: bool) -> Self {
+    pub(crate) fn new(pattern: TextPattern, ignore_case: bool) -> Self {
         let literal = match &pattern {
             TextPattern::Glob { source, .. }
                 if !source.contains(['*', '?', '[', ']', '{', '}', '\\']) =>
@@ -64,8 +65,9 @@ impl Word {
         }
     }
 
+    /// Whether `word` (one argument as the program receives it) matches.
     #[must_use]
-    pub fn matches(&self, word: &str) -> bool {
+    pub(crate) fn matches(&self, word: &str) -> bool {
         match &self.literal {
             Some(l) if self.ignore_case => l.eq_ignore_ascii_case(word),
             Some(l) => l == word,
@@ -89,8 +91,9 @@ impl Word {
             .map(str::to_ascii_lowercase)
     }
 
+    /// The pattern behind the word, to build its matcher ahead of use or quote it.
     #[must_use]
-    pub fn pattern(&self) -> &TextPattern {
+    pub(crate) fn pattern(&self) -> &TextPattern {
         &self.pattern
     }
 }

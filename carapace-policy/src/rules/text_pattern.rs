@@ -6,12 +6,18 @@ use super::lazy_regex::{LazyGlob, LazyRegex};
 /// A command or tool-input text matcher: a glob (`*` crosses everything) or `re:`.
 #[derive(Clone, Debug)]
 pub enum TextPattern {
+    /// A glob over the whole text.
     Glob {
+        /// As written in the rule.
         source: String,
+        /// Compiled when first used.
         matcher: LazyGlob,
     },
+    /// A regular expression searched for in the text (`re:`).
     Regex {
+        /// As written in the rule, `re:` included.
         source: String,
+        /// Compiled when first used.
         regex: LazyRegex,
     },
     /// Content rules without `re:` are substrings.
@@ -19,6 +25,7 @@ pub enum TextPattern {
 }
 
 impl TextPattern {
+    /// The pattern as written, for messages.
     #[must_use]
     pub fn source(&self) -> &str {
         match self {
@@ -28,6 +35,7 @@ impl TextPattern {
         }
     }
 
+    /// Whether `text` matches.
     #[must_use]
     pub fn matches(&self, text: &str) -> bool {
         match self {

@@ -112,6 +112,7 @@ fn mode_from_name(name: &str) -> Option<Mode> {
     })
 }
 
+/// How `mode` is written in rule files, for messages and the API.
 #[must_use]
 pub fn mode_name(mode: Mode) -> &'static str {
     match mode {

@@ -8,7 +8,9 @@ use yaml_rust2::scanner::{Marker, TScalarStyle};
 /// A 1-based position in the rule file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Span {
+    /// The line, from 1.
     pub line: usize,
+    /// The column in characters, from 1.
     pub col: usize,
 }
 
@@ -22,23 +24,31 @@ impl Span {
     }
 }
 
+/// What a node holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NodeKind {
     /// `quoted` tells `"1"` (a string) from `1` and `~` (a null) from `"~"`.
     Scalar {
+        /// The text, unescaped.
         value: String,
+        /// Written in quotes (single or double, or as a block scalar).
         quoted: bool,
     },
+    /// A sequence's items, in order.
     Seq(Vec<Node>),
+    /// A mapping's (key, value) pairs, in file order (duplicates kept for the validator).
     Map(Vec<(Node, Node)>),
     /// An alias (`*name`): refused by the validator rather than expanded, because expanding
     /// aliases lets a small file grow into a huge tree.
     Alias,
 }
 
+/// A YAML value with the position it starts at.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Node {
+    /// The value.
     pub kind: NodeKind,
+    /// Where it starts.
     pub span: Span,
 }
 
@@ -103,7 +113,9 @@ impl Node {
 /// A YAML syntax error with its position.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SyntaxError {
+    /// Where the parser stopped.
     pub span: Span,
+    /// The parser's description of the problem.
     pub message: String,
 }
 

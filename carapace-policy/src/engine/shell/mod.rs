@@ -4,7 +4,7 @@
 //! commands, functions, `$(…)`, backticks, process substitution, here-docs), wrappers are
 //! unwrapped (`sh -c`, `eval`, `sudo`, `xargs`, `find -exec`, …), encoded payloads piped
 //! into interpreters are decoded and walked again, and anything that cannot be understood
-//! fails closed through [`Extracted::unparsable`].
+//! fails closed through `Extracted::unparsable`.
 //!
 //! The parser recurses once per nesting level and would overflow the stack (an abort, not a
 //! panic) on `$($($(…)))` a thousand deep, so nesting is measured before parsing and any

@@ -592,7 +592,7 @@ pub(super) fn same_but_for(old: &str, new: &str, place: Place<'_>, entry: &str) 
     done.is_some() && want == Shape::of(&new_root)
 }
 
-/// A unified diff of two texts that differ in one place (what [`add_exception`] makes):
+/// A unified diff of two texts that differ in one place (what `add_exception` makes):
 /// the changed lines with up to three lines of context on each side.
 #[must_use]
 pub fn diff(origin: &str, old: &str, new: &str) -> String {

@@ -27,9 +27,19 @@ pub use replay::{replay, HistoryOp, NewlyAllowed, Replay};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
     /// A file operation (a unix socket's connect is a `network` of its path).
-    Path { action: Action, path: String },
+    Path {
+        /// What was done to the path.
+        action: Action,
+        /// Absolute, as the decision recorded it.
+        path: String,
+    },
     /// A connection; `port` when known.
-    Net { host: String, port: Option<u16> },
+    Net {
+        /// A host name or an address literal.
+        host: String,
+        /// The port connected to, when known.
+        port: Option<u16>,
+    },
 }
 
 impl Target {
@@ -149,34 +159,51 @@ impl Target {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AmendError {
+    /// The rule id named (perhaps since reloaded away).
     #[error("no rule `{0}` is in force")]
     UnknownRule(String),
     #[error(
         "rule `{0}` is locked: it protects Carapace itself (or the console), and no rule file \
          can weaken it"
     )]
+    /// A locked rule's id: its refusals stay.
     Locked(String),
     #[error(
         "`{0}` is not a file or network operation: an exception names paths or addresses, so \
          the rule language has no exception for it (switch the rule off for one session with \
          `carapace session disable`, or edit the rule by hand)"
     )]
+    /// What the decision matched, when it is a command, tool or content.
     NotAnOperation(String),
     #[error("rule `{rule}` matches {kind}, which takes no exception for {target}")]
+    /// The rule's condition has no `except:` that could name the operation.
     NoException {
+        /// The rule's id.
         rule: String,
+        /// What the rule matches on (its condition's kind).
         kind: &'static str,
+        /// The operation, as the decision wrote it.
         target: String,
     },
     #[error(
         "rule `{rule}` comes from {origin}, which is not the rule file; it cannot be changed here"
     )]
-    NotEditable { rule: String, origin: String },
+    /// The rule comes from another file than the rule file (a profile's, a run-time pack).
+    NotEditable {
+        /// The rule's id.
+        rule: String,
+        /// Where it comes from.
+        origin: String,
+    },
     #[error("the rule file cannot be changed automatically: {0}")]
+    /// The file's text has a shape the editor does not rewrite.
     Edit(#[from] edit::EditError),
     #[error("the changed rule file does not validate:\n{0}")]
+    /// The changed text fails validation (a bug in the editor, or a file already broken).
     Invalid(Diagnostics),
     #[error("the change would not allow {0}; nothing was proposed")]
+    /// The operation, which the changed rule still refuses (the exception written does
+    /// not cover it): a bug caught before anything is written.
     NotAllowed(String),
 }
 
@@ -195,22 +222,28 @@ pub struct Note {
 /// the built-in packs apply).
 #[derive(Clone, Debug)]
 pub struct RuleFile<'a> {
+    /// The file's name, for diagnostics.
     pub origin: &'a str,
+    /// Its text; `None` when there is no file yet.
     pub text: Option<&'a str>,
 }
 
 /// The proposed change.
 #[derive(Clone, Debug)]
 pub struct Proposal {
+    /// The id of the rule that refused the operation.
     pub rule: String,
     /// Where the rule comes from (`builtin:<pack>` or the file).
     pub source: String,
+    /// The operation the change allows.
     pub target: Target,
     /// The exception added, as YAML.
     pub exception: String,
     /// The file's text before and after.
     pub old_text: String,
+    /// The text to write.
     pub new_text: String,
+    /// A unified diff of the two, to show the user before writing.
     pub diff: String,
     /// What the change allows besides the operation (an exception covers every action the
     /// rule covers on its path; a host name covers its subdomains).

@@ -10,6 +10,7 @@ use crate::rules::{builtin, Homes, Mode, Options, RuleSet};
 pub struct HistoryOp {
     /// Where it is recorded, e.g. `ledger record 1234`.
     pub label: String,
+    /// The operation.
     pub target: Target,
 }
 
@@ -32,7 +33,9 @@ pub struct NewlyAllowed {
 /// What the replay found.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct Replay {
+    /// How many must-block cases of the packs were judged.
     pub fixtures_checked: usize,
+    /// How many of the session's operations were judged.
     pub history_checked: usize,
     /// Must-block cases first.
     pub newly_allowed: Vec<NewlyAllowed>,

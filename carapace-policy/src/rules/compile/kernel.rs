@@ -27,13 +27,20 @@ use crate::rules::{Mode, Rule};
 /// port; 0 = any) pairs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Plan {
+    /// A path rule.
     Path {
+        /// Patterns the path maps hold (exact paths, `/dir/**` prefixes, `**/name`).
         forms: Vec<KernelForm>,
+        /// Exceptions the path maps hold.
         excepts: Vec<KernelForm>,
+        /// Patterns only the path automaton can match.
         automata: Vec<Automaton>,
+        /// Exceptions only the path automaton can match.
         except_automata: Vec<Automaton>,
     },
+    /// An address rule.
     Net {
+        /// The blocks and ports refused.
         entries: Vec<(Cidr, u16)>,
         /// The allow-list: exceptions written as addresses or blocks, plus the addresses
         /// host names resolved to when the rules were compiled (names themselves are
@@ -42,7 +49,10 @@ pub enum Plan {
     },
     /// `view:`: the private views of the file system refused in sessions (`op::CHROOT`,
     /// `op::USERNS` bits), judged by their own hooks with no map entries.
-    View { ops: u32 },
+    View {
+        /// The `op::CHROOT` / `op::USERNS` bits refused.
+        ops: u32,
+    },
 }
 
 /// A pattern no map form holds, matched by the kernel's path automaton.
@@ -50,6 +60,7 @@ pub enum Plan {
 pub struct Automaton {
     /// As written (a glob with `~` expanded, or the `re:` pattern).
     pub pattern: String,
+    /// The regex the automaton is built from, and whether it matches whole paths.
     pub source: Source,
 }
 
@@ -87,28 +98,35 @@ fn actions_ops(rule: &Rule) -> u32 {
 /// Why the kernel cannot enforce a rule (shown as the rule's `userspace only` reason).
 #[derive(Debug, thiserror::Error)]
 pub enum NotInKernel {
+    /// A mode the kernel has no answer for (`warn`, `log`, `allow`); the mode's name.
     #[error(
         "mode `{0}` is decided in userspace; only `block` and `approve` rules reach the kernel"
     )]
     Mode(&'static str),
+    /// `approve` on something the kernel cannot hold an approval for.
     #[error(
         "mode `approve` reaches the kernel for path and address rules only (an approval \
          there is an exception for one path, or one address and port); this rule is decided \
          in userspace"
     )]
     ApproveOffPath,
+    /// The LLM reviewer decides, and it lives in userspace.
     #[error("the rule asks for an LLM review, which happens in userspace")]
     LlmReview,
+    /// The trigger is described in words, for the reviewer.
     #[error("a plain-English trigger is decided by the LLM reviewer")]
     EnglishTrigger,
+    /// The effect is described in words, for the reviewer.
     #[error("a plain-English effect is judged by the LLM reviewer")]
     EnglishEffect,
+    /// An effect without a target would refuse the agent's own work in the kernel.
     #[error(
         "the effect names no path or address (it covers every operation of its actions), \
          which the kernel cannot tell apart from the agent's own work; give the effect a path \
          or address"
     )]
     EffectWithoutTarget,
+    /// The effect has a condition of its own beyond its target.
     #[error(
         "the rule narrows its effect with a match of its own, which is evaluated in userspace"
     )]
@@ -116,21 +134,28 @@ pub enum NotInKernel {
     /// An `all` condition also matches on something only userspace sees (its kind).
     #[error("the rule also matches on `{0}`, which the kernel cannot see")]
     AlsoMatches(&'static str),
+    /// `any` / `not`, or an `all` of parts the kernel has no single key for.
     #[error("composite conditions (all / any / not) are evaluated in userspace")]
     Composite,
     /// The condition's kind.
     #[error("the rule matches on `{0}`, which the kernel cannot see")]
     Matches(&'static str),
+    /// Neither a path nor an address to key a map on.
     #[error("the rule has no path or address to match")]
     NoTarget,
+    /// A glob expansion globset refuses.
     #[error(transparent)]
     Glob(#[from] BadGlob),
+    /// A pattern the path automaton cannot be built for (see [`HirError`]).
     #[error("pattern `{pattern}` cannot be matched by the kernel's path automaton: {source}")]
     Automaton {
+        /// The pattern, as written.
         pattern: String,
+        /// Why the automaton cannot hold it.
         #[source]
         source: HirError,
     },
+    /// The rule could be enforced, one of its exceptions not: the reason is the exception's.
     #[error(
         "an exception cannot be expressed in the kernel, and enforcing the rule without it \
          would block what it allows: {0}"
