@@ -311,3 +311,30 @@ mod tests {
         assert_eq!(dir("ls"), None);
     }
 }
+
+#[cfg(test)]
+mod build_file_tests {
+    use super::*;
+
+    #[test]
+    fn recipes_and_scripts_are_the_commands() {
+        let make = "CC = cc\nall: x\n\t@cat ~/.netrc\n\t-rm -f $$HOME/x\n# note\nx:\n\techo hi\n";
+        assert_eq!(
+            recipe_lines(make),
+            ["cat ~/.netrc", "rm -f $HOME/x", "echo hi"]
+        );
+        let just = "test:\n    cargo test\n";
+        assert_eq!(recipe_lines(just), ["cargo test"]);
+        let pkg = r#"{"name":"x","scripts":{"test":"jest","b":"rm -rf dist"}}"#;
+        let mut scripts = package_scripts(pkg);
+        scripts.sort();
+        assert_eq!(scripts, ["jest", "rm -rf dist"]);
+        assert!(package_scripts("not json").is_empty());
+        assert!(matches!(file_kind("./Makefile"), Kind::Recipes));
+        assert!(matches!(file_kind("m.mk"), Kind::Recipes));
+        assert!(matches!(file_kind("./package.json"), Kind::Scripts));
+        assert!(matches!(file_kind("./build.rs"), Kind::Code));
+        assert!(matches!(file_kind("./conftest.py"), Kind::Code));
+        assert!(matches!(file_kind("./Cargo.toml"), Kind::Data));
+    }
+}

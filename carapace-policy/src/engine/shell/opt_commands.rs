@@ -539,3 +539,24 @@ mod tests {
         assert_eq!(ex_commands(&args), vec!["w! x|q", ":!ls", "r y"]);
     }
 }
+
+#[cfg(test)]
+mod perl_module_tests {
+    use super::*;
+
+    #[test]
+    fn modules_are_found_in_the_directories_given() {
+        let ctx = Context::default();
+        assert_eq!(
+            perl_module_files(&["-I/tmp/m", "-MEvil"], &ctx),
+            ["/tmp/m/Evil.pm"]
+        );
+        assert_eq!(
+            perl_module_files(&["-I", "lib", "-MFoo::Bar=baz", "-d:Trace"], &ctx),
+            ["./lib/Foo/Bar.pm", "./lib/Devel/Trace.pm"]
+        );
+        // Perl's own library is not where this line writes.
+        assert!(perl_module_files(&["-MCarp"], &ctx).is_empty());
+        assert!(perl_module_files(&["-I/tmp/m"], &ctx).is_empty());
+    }
+}
