@@ -175,21 +175,15 @@ pub(super) enum Kind {
 
 /// What kind of build file `path` is, by its name.
 pub(super) fn file_kind(path: &str) -> Kind {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    let lower = name.to_ascii_lowercase();
-    if lower == "package.json" {
+    let name = path.rsplit('/').next().unwrap_or(path).to_ascii_lowercase();
+    let ext = name.rsplit_once('.').map_or("", |(_, e)| e);
+    if name == "package.json" {
         Kind::Scripts
-    } else if lower.contains("makefile") || lower == "justfile" || lower.ends_with(".mk") {
+    } else if name.contains("makefile") || name == "justfile" || ext == "mk" {
         Kind::Recipes
-    } else if lower.ends_with(".rs") || lower.ends_with(".py") || lower.starts_with("rakefile") {
+    } else if matches!(ext, "rs" | "py") || name.starts_with("rakefile") {
         Kind::Code
-    } else if lower.ends_with(".json")
-        || lower.ends_with(".toml")
-        || lower.ends_with(".cfg")
-        || lower.ends_with(".ini")
-        || lower.ends_with(".yml")
-        || lower.starts_with('.')
-    {
+    } else if matches!(ext, "json" | "toml" | "cfg" | "ini" | "yml") || name.starts_with('.') {
         Kind::Data
     } else {
         // A makefile by another name (`make -f rules`).

@@ -330,17 +330,7 @@ impl Walker<'_> {
         };
         let o = args::parse(args, valued, true);
         if name == "perl" {
-            // `perl -I/tmp/m -MEvil`: modules the line wrote are loaded as code.
-            // PERL5OPT's switches count as the command line's, as set when perl starts.
-            let words: Vec<&str> = ctx
-                .var("PERL5OPT")
-                .unwrap_or("")
-                .split_whitespace()
-                .chain(args.iter().map(String::as_str))
-                .collect();
-            for file in super::opt_commands::perl_module_files(&words, ctx) {
-                self.loaded_code(&file, ctx, depth);
-            }
+            self.perl_modules(args, ctx, depth);
         }
         for f in o.values(file_flags) {
             self.path_op(Action::Read, f, ctx, None);
@@ -453,6 +443,20 @@ impl Walker<'_> {
             approximate: !printed.is_empty(),
             text: printed,
             ..Feed::default()
+        }
+    }
+
+    /// `perl -I/tmp/m -MEvil` (and PERL5OPT's switches, as set when perl starts): modules
+    /// the line wrote are loaded as code.
+    fn perl_modules(&mut self, args: &[String], ctx: &Context, depth: usize) {
+        let words: Vec<&str> = ctx
+            .var("PERL5OPT")
+            .unwrap_or("")
+            .split_whitespace()
+            .chain(args.iter().map(String::as_str))
+            .collect();
+        for file in super::opt_commands::perl_module_files(&words, ctx) {
+            self.loaded_code(&file, ctx, depth);
         }
     }
 

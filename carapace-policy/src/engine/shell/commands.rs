@@ -1226,9 +1226,7 @@ impl Walker<'_> {
             if name == "mv" {
                 self.path_op(Action::Delete, s, ctx, None);
             } else if makes_links(name, &o) {
-                // A link reads nothing below its target: what is used through it later in
-                // the line is that use of the target (see `Walker::made_link`), and a
-                // later call resolves the link on the agent's host.
+                // Nothing below a link's target is read: use through it is (`made_link`).
                 self.path_op(Action::Read, s, ctx, None);
             } else {
                 self.tree_read(s, ctx);
@@ -1367,23 +1365,10 @@ impl Walker<'_> {
         if let Some(d) = dir.and_then(|d| normalize::shell_path(d, ctx)) {
             sub.cwd = d;
         }
-        // The names a list file holds (`-T F`), when this line wrote it, are archived too.
-        let mut listed: Vec<String> = Vec::new();
         for f in o.values(&["-T", "--files-from", "-X", "--exclude-from"]) {
             self.path_op(Action::Read, f, ctx, None);
         }
-        for f in o.values(&["-T", "--files-from"]) {
-            if let Some(feed) = self.file_feed(f, ctx) {
-                let text = feed.joined();
-                listed.extend(
-                    text.lines()
-                        .map(str::trim)
-                        .filter(|l| !l.is_empty())
-                        .take(64)
-                        .map(str::to_owned),
-                );
-            }
-        }
+        let listed = self.listed_names(&o.values(&["-T", "--files-from"]), ctx);
         let create = o.has(&[
             "-c",
             "-r",
@@ -1442,6 +1427,24 @@ impl Walker<'_> {
             }
         }
         Feed::default()
+    }
+
+    /// The names list files hold (`tar -T F`), when this line wrote them: one a line.
+    fn listed_names(&self, lists: &[&str], ctx: &Context) -> Vec<String> {
+        let mut names = Vec::new();
+        for f in lists {
+            if let Some(feed) = self.file_feed(f, ctx) {
+                let text = feed.joined();
+                names.extend(
+                    text.lines()
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty())
+                        .take(64)
+                        .map(str::to_owned),
+                );
+            }
+        }
+        names
     }
 
     /// `git init` / `git clone` with a template directory (`--template`, `-c

@@ -43,13 +43,11 @@ pub(super) fn opens_shell_for_writing(code: &str) -> bool {
             continue;
         };
         if names::family(first) == "env" {
-            match words.next() {
-                Some(next) => first = next,
-                None => {
-                    after_env = true;
-                    continue;
-                }
-            }
+            let Some(next) = words.next() else {
+                after_env = true;
+                continue;
+            };
+            first = next;
         }
         let shell = names::is_shell(names::family(first));
         if shell && (after_env || literal.starts_with('|') || words.next().is_none()) {
@@ -69,7 +67,7 @@ pub(super) fn written_here(before: &str) -> bool {
 /// The contents of the code's simple string literals (`'…'`, `"…"`), escapes kept.
 fn literals(code: &str) -> impl Iterator<Item = &str> {
     let mut rest = code;
-    std::iter::from_fn(move || loop {
+    std::iter::from_fn(move || {
         let start = rest.find(['\'', '"'])?;
         let quote = rest.as_bytes()[start];
         let body = &rest[start + 1..];
@@ -87,7 +85,7 @@ fn literals(code: &str) -> impl Iterator<Item = &str> {
         }
         let end = end?;
         rest = &body[end + 1..];
-        return Some(&body[..end]);
+        Some(&body[..end])
     })
 }
 
