@@ -755,18 +755,22 @@ impl Walker<'_> {
         } else {
             rest.get(1..).unwrap_or(&[])
         };
-        let mut sub = ctx.clone();
-        if !params.is_empty() {
+        let mut own;
+        let sub: &mut Context = if params.is_empty() {
+            ctx
+        } else {
+            own = ctx.clone();
             for (i, p) in params.iter().enumerate() {
-                set_var(&mut sub, &(i + 1).to_string(), p);
+                set_var(&mut own, &(i + 1).to_string(), p);
             }
-            set_var(&mut sub, "@", &params.join(" "));
-        }
+            set_var(&mut own, "@", &params.join(" "));
+            &mut own
+        };
         match rest.first() {
             // `bash /dev/stdin <<< '…'`: the script is what comes in on stdin.
-            Some(file) if flow::is_stdin_path(file) => self.shell_stdin(stdin, &mut sub, depth),
-            Some(file) if !stdin_mode => self.script_file(file, &mut sub, depth, false),
-            _ => self.shell_stdin(stdin, &mut sub, depth),
+            Some(file) if flow::is_stdin_path(file) => self.shell_stdin(stdin, sub, depth),
+            Some(file) if !stdin_mode => self.script_file(file, sub, depth, false),
+            _ => self.shell_stdin(stdin, sub, depth),
         }
     }
 
