@@ -257,4 +257,60 @@ proptest! {
         let direct = json!({"tool": "Bash", "input": {"command": writes(target)}});
         prop_assert_eq!(decide(&rules, &through), decide(&rules, &direct));
     }
+
+    /// A read through a link to a directory made earlier in the line decides as the read
+    /// of the same name below the directory, however the link is made and the read
+    /// spelled; and the link alone to a wide directory is no read of what lies below it.
+    #[test]
+    fn a_read_through_a_link_decides_as_the_read_of_its_target(
+        link in 0usize..5,
+        read in 0usize..6,
+        protected in any::<bool>(),
+    ) {
+        let rules = rules();
+        let file = if protected { ".netrc" } else { "project/README.md" };
+        let made = match link {
+            0 => "ln -s ~ h",
+            1 => "ln -sfn $HOME h",
+            2 => "cp -s -r ~ h",
+            3 => "ln -s /home/alice/ h",
+            _ => "ln -rs ~ h",
+        };
+        let reads = |f: &str| match read {
+            0 => format!("cat {f}"),
+            1 => format!("base64 {f}"),
+            2 => format!("tar cf - {f} | gzip"),
+            3 => format!("python3 -c \"print(open('{f}').read())\""),
+            4 => format!("grep -r x {f}"),
+            _ => format!("head -c 100 < {f}"),
+        };
+        let through = json!({"tool": "Bash", "input": {"command": format!("{made} && {}", reads(&format!("h/{file}")))}});
+        let direct = json!({"tool": "Bash", "input": {"command": reads(&format!("/home/alice/{file}"))}});
+        prop_assert_eq!(decide(&rules, &through), decide(&rules, &direct));
+        let alone = json!({"tool": "Bash", "input": {"command": made}});
+        prop_assert_eq!(decide(&rules, &alone), Mode::Allow);
+    }
+
+    /// A copy to or from this machine as another user (`root@localhost:F`, `ssh -l root
+    /// localhost cat F`) decides as the same copy of that user's file, named by its path.
+    #[test]
+    fn a_loopback_login_decides_as_that_users_file(
+        user in prop::sample::select(vec!["root", "alice"]),
+        spelling in 0usize..5,
+        protected in any::<bool>(),
+    ) {
+        let rules = rules();
+        let home = if user == "root" { "/root" } else { "/home/alice" };
+        let rel = if protected { ".netrc" } else { "notes.txt" };
+        let (remote, direct) = match spelling {
+            0 => (format!("scp {user}@localhost:{rel} /tmp/x"), format!("cp {home}/{rel} /tmp/x")),
+            1 => (format!("scp {user}@127.0.0.1:~/{rel} /tmp/x"), format!("cp {home}/{rel} /tmp/x")),
+            2 => (format!("rsync -a {user}@localhost:{rel} /tmp/x"), format!("cp {home}/{rel} /tmp/x")),
+            3 => (format!("ssh {user}@localhost cat {rel}"), format!("cat {home}/{rel}")),
+            _ => (format!("ssh -l {user} localhost 'cat ~/{rel}'"), format!("cat {home}/{rel}")),
+        };
+        let a = json!({"tool": "Bash", "input": {"command": remote}});
+        let b = json!({"tool": "Bash", "input": {"command": direct}});
+        prop_assert_eq!(decide(&rules, &a) == Mode::Block, decide(&rules, &b) == Mode::Block);
+    }
 }

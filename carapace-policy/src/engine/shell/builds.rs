@@ -65,7 +65,7 @@ pub(super) fn build_dir<'a>(base: &str, args: &'a [String]) -> Option<&'a str> {
         }),
         "go" => matches!(first_operand(args), Some("generate" | "run" | "test")).then_some("."),
         "mvn" | "mvnw" | "gradle" | "gradlew" | "ant" | "sbt" | "bazel" | "bazelisk" | "scons"
-        | "rake" | "just" | "task" | "tox" | "nox" => Some(
+        | "rake" | "just" | "task" | "tox" | "nox" | "pytest" | "py.test" => Some(
             value(&[
                 "-f",
                 "--file",
@@ -141,12 +141,87 @@ pub(super) fn build_files(base: &str) -> &'static [&'static str] {
         "go" => &["go.mod"],
         "mvn" | "mvnw" => &["pom.xml"],
         "gradle" | "gradlew" => &["build.gradle", "build.gradle.kts", "settings.gradle"],
-        "rake" => &["Rakefile"],
+        "rake" => &["Rakefile", "rakefile", "Rakefile.rb"],
+        "pytest" | "py.test" => &["conftest.py", "tests/conftest.py"],
         "just" => &["justfile", "Justfile"],
         "tox" => &["tox.ini"],
         "nox" => &["noxfile.py"],
         _ => &[],
     }
+}
+
+/// The build file a runner is told to read (`make -f m.mk`, `just --justfile F`), which
+/// [`build_files`] does not name.
+pub(super) fn named_build_file<'a>(base: &str, args: &'a [String]) -> Option<&'a str> {
+    match base {
+        "make" | "gmake" | "bmake" => value_of(args, &["-f", "--file", "--makefile"]),
+        "just" => value_of(args, &["-f", "--justfile"]),
+        "rake" => value_of(args, &["-f", "--rakefile"]),
+        _ => None,
+    }
+}
+
+/// How a runner reads a build file.
+pub(super) enum Kind {
+    /// Rules whose indented lines are shell commands (make, just).
+    Recipes,
+    /// JSON whose `scripts` are shell commands (package.json).
+    Scripts,
+    /// Code of the runner's language (build.rs, setup.py, conftest.py, Rakefile).
+    Code,
+    /// Settings only.
+    Data,
+}
+
+/// What kind of build file `path` is, by its name.
+pub(super) fn file_kind(path: &str) -> Kind {
+    let name = path.rsplit('/').next().unwrap_or(path).to_ascii_lowercase();
+    let ext = name.rsplit_once('.').map_or("", |(_, e)| e);
+    if name == "package.json" {
+        Kind::Scripts
+    } else if name.contains("makefile") || name == "justfile" || ext == "mk" {
+        Kind::Recipes
+    } else if matches!(ext, "rs" | "py") || name.starts_with("rakefile") {
+        Kind::Code
+    } else if matches!(ext, "json" | "toml" | "cfg" | "ini" | "yml") || name.starts_with('.') {
+        Kind::Data
+    } else {
+        // A makefile by another name (`make -f rules`).
+        Kind::Recipes
+    }
+}
+
+/// The shell commands of a makefile or justfile: its indented lines, without make's
+/// line prefixes (`@`, `-`, `+`) and with `$$` as the shell's `$`.
+pub(super) fn recipe_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.starts_with(['\t', ' ']))
+        .map(|l| {
+            l.trim_start()
+                .trim_start_matches(['@', '-', '+'])
+                .replace("$$", "$")
+        })
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .take(64)
+        .collect()
+}
+
+/// The commands of a package.json's `scripts`.
+pub(super) fn package_scripts(text: &str) -> Vec<String> {
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(text) else {
+        return Vec::new();
+    };
+    json.get("scripts")
+        .and_then(serde_json::Value::as_object)
+        .map(|scripts| {
+            scripts
+                .values()
+                .filter_map(serde_json::Value::as_str)
+                .take(64)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The first word that is neither an option nor the value of one that names a place
@@ -228,5 +303,32 @@ mod tests {
         assert_eq!(dir("cargo search x"), None);
         assert_eq!(dir("mvn -f r/pom.xml package").as_deref(), Some("r"));
         assert_eq!(dir("ls"), None);
+    }
+}
+
+#[cfg(test)]
+mod build_file_tests {
+    use super::*;
+
+    #[test]
+    fn recipes_and_scripts_are_the_commands() {
+        let make = "CC = cc\nall: x\n\t@cat ~/.netrc\n\t-rm -f $$HOME/x\n# note\nx:\n\techo hi\n";
+        assert_eq!(
+            recipe_lines(make),
+            ["cat ~/.netrc", "rm -f $HOME/x", "echo hi"]
+        );
+        let just = "test:\n    cargo test\n";
+        assert_eq!(recipe_lines(just), ["cargo test"]);
+        let pkg = r#"{"name":"x","scripts":{"test":"jest","b":"rm -rf dist"}}"#;
+        let mut scripts = package_scripts(pkg);
+        scripts.sort();
+        assert_eq!(scripts, ["jest", "rm -rf dist"]);
+        assert!(package_scripts("not json").is_empty());
+        assert!(matches!(file_kind("./Makefile"), Kind::Recipes));
+        assert!(matches!(file_kind("m.mk"), Kind::Recipes));
+        assert!(matches!(file_kind("./package.json"), Kind::Scripts));
+        assert!(matches!(file_kind("./build.rs"), Kind::Code));
+        assert!(matches!(file_kind("./conftest.py"), Kind::Code));
+        assert!(matches!(file_kind("./Cargo.toml"), Kind::Data));
     }
 }

@@ -196,9 +196,14 @@ const COPY_CALLS: &[&str] = &[
     "copyFileSync(",
     "copyFile(",
     "cpSync(",
+    "cp_r(",
+    "copy_tree(",
     "symlink(",
     "symlinkSync(",
 ];
+
+/// Copy calls that copy a directory with everything below it.
+const TREE_COPY_CALLS: &[&str] = &["copytree(", "cpSync(", "cp_r(", "copy_tree("];
 
 /// Options of an interpreter (by family name): those that take a value, those whose value
 /// is code (`python -c`), and those whose value is a file of code (`php -f`, `R --file`).
@@ -324,6 +329,9 @@ impl Walker<'_> {
             (args, &[])
         };
         let o = args::parse(args, valued, true);
+        if name == "perl" {
+            self.perl_modules(args, ctx, depth);
+        }
         for f in o.values(file_flags) {
             self.path_op(Action::Read, f, ctx, None);
             if name == "php" {
@@ -435,6 +443,20 @@ impl Walker<'_> {
             approximate: !printed.is_empty(),
             text: printed,
             ..Feed::default()
+        }
+    }
+
+    /// `perl -I/tmp/m -MEvil` (and PERL5OPT's switches, as set when perl starts): modules
+    /// the line wrote are loaded as code.
+    fn perl_modules(&mut self, args: &[String], ctx: &Context, depth: usize) {
+        let words: Vec<&str> = ctx
+            .var("PERL5OPT")
+            .unwrap_or("")
+            .split_whitespace()
+            .chain(args.iter().map(String::as_str))
+            .collect();
+        for file in super::opt_commands::perl_module_files(&words, ctx) {
+            self.loaded_code(&file, ctx, depth);
         }
     }
 
@@ -645,6 +667,7 @@ impl Walker<'_> {
         let whole = Whole {
             code,
             deletes: code_refs::deletes(code, DELETE_CALLS),
+            shell_pipe: super::pipe_writes::opens_shell_for_writing(code),
         };
         let remote = remote_stdio(code);
         if remote && RUNS.iter().any(|r| code.contains(r)) {
@@ -725,8 +748,12 @@ impl Walker<'_> {
             }
             return;
         }
-        // awk's `print "CMD" | "sh"`: the printed text is the shell's script.
-        if value.complete && awk_prints_to_shell(after) {
+        // Written into a shell the code opened (`open(F, "|sh"); print F "CMD"`), and
+        // awk's `print "CMD" | "sh"`: the text is the shell's script.
+        if value.complete
+            && (awk_prints_to_shell(after)
+                || (whole.shell_pipe && super::pipe_writes::written_here(before)))
+        {
             self.script(&value.text, &mut ctx.clone(), depth + 1);
             return;
         }
@@ -820,6 +847,11 @@ impl Walker<'_> {
             || (site.cwd.is_some() && relative_name(path))
         {
             self.path_op(action, path, ctx, None);
+            // A directory copied whole (`copytree`, `cpSync(…, {recursive})`) is read
+            // whole.
+            if action == Action::Read && ends_with_call(before, TREE_COPY_CALLS) {
+                self.tree_read(path, ctx);
+            }
         }
     }
 
@@ -875,6 +907,8 @@ struct Whole<'c> {
     code: &'c str,
     /// Some call in it deletes files.
     deletes: bool,
+    /// It starts a shell with a pipe it writes to ([`super::pipe_writes`]).
+    shell_pipe: bool,
 }
 
 /// Whether the delete call that ends `before` deletes files: `os.remove(` does,

@@ -939,15 +939,11 @@ impl<'c> Parser<'c> {
                     self.pos = start;
                     return None;
                 }
-                if matches!(
-                    name.as_str(),
-                    "os.sep"
-                        | "path.sep"
-                        | "File::SEPARATOR"
-                        | "DIRECTORY_SEPARATOR"
-                        | "os.path.sep"
-                ) {
+                if separator(&name) {
                     return Some(Value::text("/"));
+                }
+                if name == "Dir.pwd" {
+                    return Some(Value::text("."));
                 }
                 let v = self.var(&name);
                 if v.is_none() {
@@ -1196,6 +1192,43 @@ impl<'c> Parser<'c> {
     /// A call that builds or decodes a value (`os.path.join(…)`, `b64decode(…)`, …).
     fn transform_call(&mut self, name: &str) -> Option<Value> {
         let last = name.rsplit(['.', ':', '>']).next().unwrap_or(name);
+        // The working directory (`os.getcwd()`, `process.cwd()`, `Path.cwd()`): the
+        // agent's, which relative paths already stand for.
+        if working_dir_call(name, last) {
+            self.pos += 1;
+            self.args()?;
+            return Some(Value::text("."));
+        }
+        // `os.sep.join([…])`: the separator's join of a list.
+        if name.strip_suffix(".join").is_some_and(separator) {
+            self.pos += 1;
+            let args = self.args()?;
+            return Some(match args.as_slice() {
+                [Arg::List(items)] => join_list(items, &Value::text("/")),
+                _ => Value::unknown(true),
+            });
+        }
+        // Python's `map(chr, [99, 97, …])`: the characters of the codes.
+        if name == "map"
+            && self
+                .code
+                .get(self.pos + 1..)
+                .unwrap_or("")
+                .trim_start()
+                .starts_with("chr")
+        {
+            self.pos += 1;
+            let raw = self.args()?;
+            let codes: Vec<Value> = raw
+                .into_iter()
+                .skip(1)
+                .flat_map(|a| match a {
+                    Arg::List(items) => items,
+                    other => vec![other.value()],
+                })
+                .collect();
+            return Some(char_codes(&codes));
+        }
         let kind = call_kind(name, last)?;
         self.pos += 1;
         let raw = self.args()?;
@@ -1263,6 +1296,32 @@ impl<'c> Parser<'c> {
             Call::Computed => Value::unknown(true),
         })
     }
+}
+
+/// The path separator's constant in the languages read here.
+fn separator(name: &str) -> bool {
+    matches!(
+        name,
+        "os.sep" | "path.sep" | "File::SEPARATOR" | "DIRECTORY_SEPARATOR" | "os.path.sep"
+    )
+}
+
+/// Calls that give the process's working directory.
+fn working_dir_call(name: &str, last: &str) -> bool {
+    matches!(last, "getcwd" | "getcwdb" | "cwd")
+        && matches!(
+            name,
+            "os.getcwd"
+                | "os.getcwdb"
+                | "getcwd"
+                | "process.cwd"
+                | "Path.cwd"
+                | "pathlib.Path.cwd"
+                | "Cwd::cwd"
+                | "Cwd::getcwd"
+                | "cwd"
+                | "Deno.cwd"
+        )
 }
 
 /// What a known call does to its arguments.
@@ -1349,6 +1408,8 @@ fn method(v: Value, name: &str, args: Option<&[Arg]>) -> Option<Value> {
         },
         "join" => match args {
             Some([Arg::List(items)]) => join_list(items, &v),
+            // `''.join(text)`: a string's characters joined with nothing are the string.
+            Some([Arg::Value(a)]) if v.complete && v.text.is_empty() && a.complete => a.clone(),
             Some([Arg::Value(a)]) if a.complete && a.text.is_empty() => Value {
                 literal: false,
                 ..v

@@ -317,6 +317,8 @@ const GIT_VERB_VALUED: &[&str] = &[
     "--date",
     "-S",
     "--gpg-sign",
+    "--output",
+    "--output-directory",
 ];
 
 /// Options that take a value, of wrappers that run the rest of the line as a command.
@@ -414,6 +416,9 @@ impl Walker<'_> {
             self.runs_download("sh", Reach::Script);
         }
         self.build_of_download(&base, args, ctx);
+        if !self.files.is_empty() {
+            self.build_of_written(&base, args, ctx, depth);
+        }
         // A package fetched by URL or from a repository and run or installed (its setup runs).
         if super::remote_pkg::runs_remote_package(&base, args) {
             self.runs_download("sh", Reach::Script);
@@ -597,7 +602,7 @@ impl Walker<'_> {
 
     /// Package installers: the directories the line installs into are written whole
     /// (`super::installs`); their other arguments are read like any command's.
-    pub(super) fn installer(&mut self, name: &str, args: &[String], ctx: &Context) {
+    pub(super) fn installer(&mut self, name: &str, args: &[String], ctx: &Context, depth: usize) {
         let dirs = match name {
             "pip" => self.pip_dirs(args, ctx),
             "easy_install" => super::installs::setup_py(args, ctx),
@@ -607,6 +612,10 @@ impl Walker<'_> {
             "npm" => {
                 if let Some(rc) = super::installs::npm_config_file(args) {
                     self.path_op(Action::Write, &rc, ctx, None);
+                }
+                // A script set into package.json is there for `npm run` to run.
+                for script in super::installs::npm_set_scripts(args) {
+                    self.script(script, &mut ctx.clone(), depth + 1);
                 }
                 super::installs::npm(args, ctx)
             }
@@ -739,11 +748,29 @@ impl Walker<'_> {
             set_var(&mut sub, "@", &params.get(1..).unwrap_or(&[]).join(" "));
             return self.script(src, &mut sub, depth + 1);
         }
+        // The script's positional parameters: after the file (`bash F A B`), or all of the
+        // words with `-s` (`bash -s -- A B <<EOF`).
+        let params = if stdin_mode {
+            rest.strip_prefix(&["--".to_owned()][..]).unwrap_or(rest)
+        } else {
+            rest.get(1..).unwrap_or(&[])
+        };
+        let mut own;
+        let sub: &mut Context = if params.is_empty() {
+            ctx
+        } else {
+            own = ctx.clone();
+            for (i, p) in params.iter().enumerate() {
+                set_var(&mut own, &(i + 1).to_string(), p);
+            }
+            set_var(&mut own, "@", &params.join(" "));
+            &mut own
+        };
         match rest.first() {
             // `bash /dev/stdin <<< '…'`: the script is what comes in on stdin.
-            Some(file) if flow::is_stdin_path(file) => self.shell_stdin(stdin, ctx, depth),
-            Some(file) if !stdin_mode => self.script_file(file, ctx, depth, false),
-            _ => self.shell_stdin(stdin, ctx, depth),
+            Some(file) if flow::is_stdin_path(file) => self.shell_stdin(stdin, sub, depth),
+            Some(file) if !stdin_mode => self.script_file(file, sub, depth, false),
+            _ => self.shell_stdin(stdin, sub, depth),
         }
     }
 
@@ -1202,6 +1229,9 @@ impl Walker<'_> {
             }
             if name == "mv" {
                 self.path_op(Action::Delete, s, ctx, None);
+            } else if makes_links(name, &o) {
+                // Nothing below a link's target is read: use through it is (`made_link`).
+                self.path_op(Action::Read, s, ctx, None);
             } else {
                 self.tree_read(s, ctx);
             }
@@ -1342,6 +1372,7 @@ impl Walker<'_> {
         for f in o.values(&["-T", "--files-from", "-X", "--exclude-from"]) {
             self.path_op(Action::Read, f, ctx, None);
         }
+        let listed = self.listed_names(&o.values(&["-T", "--files-from"]), ctx);
         let create = o.has(&[
             "-c",
             "-r",
@@ -1358,7 +1389,12 @@ impl Walker<'_> {
                 self.path_op(Action::Write, a, ctx, None);
             }
             let remove = o.has(&["--remove-files"]);
-            for f in &o.operands {
+            for f in o
+                .operands
+                .iter()
+                .copied()
+                .chain(listed.iter().map(String::as_str))
+            {
                 self.tree_read(f, &sub);
                 if remove {
                     self.tree_delete(f, &sub);
@@ -1375,10 +1411,11 @@ impl Walker<'_> {
             };
             if extract {
                 if o.operands.is_empty() {
+                    // Unpacked into a directory, named on the line or the working one:
+                    // any name in it.
                     match dir {
-                        // Unpacked into a directory named on the line: any name in it.
                         Some(d) => self.tree_write(d, ctx),
-                        None => self.path_op(Action::Write, ".", &sub, None),
+                        None => self.tree_write(".", &sub),
                     }
                     if downloaded {
                         self.downloaded_tree(".", &sub);
@@ -1394,6 +1431,24 @@ impl Walker<'_> {
             }
         }
         Feed::default()
+    }
+
+    /// The names list files hold (`tar -T F`), when this line wrote them: one a line.
+    fn listed_names(&self, lists: &[&str], ctx: &Context) -> Vec<String> {
+        let mut names = Vec::new();
+        for f in lists {
+            if let Some(feed) = self.file_feed(f, ctx) {
+                let text = feed.joined();
+                names.extend(
+                    text.lines()
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty())
+                        .take(64)
+                        .map(str::to_owned),
+                );
+            }
+        }
+        names
     }
 
     /// `git init` / `git clone` with a template directory (`--template`, `-c
@@ -1445,6 +1500,11 @@ impl Walker<'_> {
             if let Some(p) = normalize::shell_path(d, &sub) {
                 sub.cwd = p;
             }
+        }
+        // The repository and work tree git is pointed at are what it reads (`git
+        // --git-dir=~/.password-store/.git show`).
+        for d in o.values(&["--git-dir", "--work-tree"]) {
+            self.path_op(Action::Read, d, &sub, None);
         }
         // Config given by the environment, `--config-env` and files git is told to read
         // runs as `-c` config does.
@@ -1545,6 +1605,8 @@ impl Walker<'_> {
             }
             _ => {
                 self.path_op(Action::Read, ".", &sub, None);
+                let elsewhere = !o.values(&["-C"]).is_empty();
+                self.git_outputs(verb, &ro, &sub, elsewhere);
                 // Verbs whose operands are files outside any repository (`diff --no-index A
                 // B`, `hash-object F`): bare names too, where other verbs take revisions.
                 let files = (verb == "diff" && ro.has(&["--no-index"]))
@@ -1568,6 +1630,29 @@ impl Walker<'_> {
         Feed::default()
     }
 
+    /// What git verbs write besides the repository: `archive -o F`, `format-patch -o
+    /// DIR`, `--output=F` of the diff family, `bundle create F`; and the verbs that print
+    /// or pack the whole tree of a repository outside the working directory (`git -C
+    /// ~/.ssh archive HEAD`) read that tree.
+    fn git_outputs(&mut self, verb: &str, ro: &args::Opts<'_>, sub: &Context, elsewhere: bool) {
+        for out in ro.values(&["-o", "--output", "--output-directory"]) {
+            if verb == "format-patch" {
+                self.tree_write(out, sub);
+            } else {
+                self.path_op(Action::Write, out, sub, None);
+            }
+        }
+        if verb == "bundle" && ro.operands.first() == Some(&"create") {
+            if let Some(file) = ro.operands.get(1) {
+                self.path_op(Action::Write, file, sub, None);
+            }
+        }
+        let packs_tree = matches!(verb, "archive" | "bundle" | "fast-export" | "format-patch");
+        if packs_tree && elsewhere {
+            self.tree_read(".", sub);
+        }
+    }
+
     /// A build of a tree downloaded earlier in the line runs that tree's code
     /// (`git clone URL && make -C r`).
     fn build_of_download(&mut self, base: &str, args: &[String], ctx: &Context) {
@@ -1584,6 +1669,42 @@ impl Walker<'_> {
                     .any(|f| self.is_downloaded_file(&format!("{dir}/{f}"), ctx))
             {
                 self.runs_download("sh", Reach::Script);
+            }
+        }
+    }
+
+    /// A build or task runner whose build file this line wrote runs what the file says
+    /// (`printf 'all:\n\tCMD' > Makefile && make`, a package.json's scripts, build.rs,
+    /// conftest.py): its commands and code are walked as if run here.
+    fn build_of_written(&mut self, base: &str, args: &[String], ctx: &Context, depth: usize) {
+        // `yarn NAME`, `pnpm NAME`, `bun NAME` run a script by its bare name.
+        let node = matches!(base, "npm" | "pnpm" | "yarn" | "bun").then_some(".");
+        let Some(dir) = super::builds::build_dir(base, args).or(node) else {
+            return;
+        };
+        let dir = dir.trim_end_matches('/');
+        let named = super::builds::named_build_file(base, args);
+        let files = super::builds::build_files(base)
+            .iter()
+            .map(|f| format!("{dir}/{f}"))
+            .chain(named.map(str::to_owned));
+        for file in files {
+            let Some(text) = self.file_feed(&file, ctx).map(|f| f.joined()) else {
+                continue;
+            };
+            match super::builds::file_kind(&file) {
+                super::builds::Kind::Recipes => {
+                    for line in super::builds::recipe_lines(&text) {
+                        self.script(&line, &mut ctx.clone(), depth + 1);
+                    }
+                }
+                super::builds::Kind::Scripts => {
+                    for script in super::builds::package_scripts(&text) {
+                        self.script(&script, &mut ctx.clone(), depth + 1);
+                    }
+                }
+                super::builds::Kind::Code => self.code(&text, &mut ctx.clone(), depth + 1),
+                super::builds::Kind::Data => {}
             }
         }
     }

@@ -237,6 +237,21 @@ pub(super) fn npm_config_file(args: &[String]) -> Option<String> {
     }
 }
 
+/// The scripts `npm pkg set scripts.NAME=CMD …` or `npm set-script NAME CMD` writes into
+/// package.json, where `npm run NAME` runs them.
+pub(super) fn npm_set_scripts(args: &[String]) -> Vec<&str> {
+    let o = args::parse(args, &["--prefix", "-C", "-w", "--workspace"], false);
+    match o.operands.as_slice() {
+        ["pkg", "set", pairs @ ..] => pairs
+            .iter()
+            .filter_map(|p| p.strip_prefix("scripts."))
+            .filter_map(|p| p.split_once('=').map(|(_, cmd)| cmd))
+            .collect(),
+        ["set-script", _, cmd, ..] => vec![cmd],
+        _ => Vec::new(),
+    }
+}
+
 pub(super) fn npm(args: &[String], ctx: &Context) -> Vec<String> {
     let o = args::parse(
         args,

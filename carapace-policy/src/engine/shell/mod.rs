@@ -45,6 +45,7 @@ mod net;
 mod opt_commands;
 mod param;
 mod parse;
+mod pipe_writes;
 mod plain;
 mod printf;
 mod quote;

@@ -169,11 +169,44 @@ pub(super) fn loopback_path(word: &str) -> Option<String> {
         Some(at) => &word[at + 2..],
         None => word.split_once(':').map_or("", |(_, p)| p),
     };
-    Some(if path.starts_with(['/', '~']) {
+    // The remote side's `~` and relative paths are the login user's home: `root@localhost:`
+    // is /root, not the agent's own home.
+    let home = match login_user(word) {
+        Some(user) => format!("~{user}"),
+        None => "~".to_owned(),
+    };
+    Some(if path.starts_with('/') {
+        path.to_owned()
+    } else if let Some(rest) = path
+        .strip_prefix('~')
+        .filter(|r| r.is_empty() || r.starts_with('/'))
+    {
+        format!("{home}{rest}")
+    } else if path.starts_with('~') {
         path.to_owned()
     } else {
-        format!("~/{path}")
+        format!("{home}/{path}")
     })
+}
+
+/// The user a remote spelling logs in as (`root@host:…`, `ssh://root@host`), when given.
+pub(super) fn login_user(word: &str) -> Option<&str> {
+    let rest = ["rsync://", "ssh://", "sftp://", "scp://"]
+        .iter()
+        .find_map(|s| word.strip_prefix(s))
+        .unwrap_or(word);
+    let authority = rest.split(['/', ':']).next().unwrap_or(rest);
+    let at = rest.find('@')?;
+    // `host:dir@x` has no user: the `@` must come before the host's `:` or `/`.
+    if at >= authority.len() {
+        return None;
+    }
+    let user = &rest[..at];
+    (!user.is_empty()
+        && user
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')))
+    .then_some(user)
 }
 
 /// `echo -e` / `printf` escapes: `\n`, `\t`, `\xHH`, `\0NNN`, `\NNN`, `\uHHHH`.

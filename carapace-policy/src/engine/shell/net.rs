@@ -661,9 +661,14 @@ impl Walker<'_> {
         };
         let remote_cmd = remote.join(" ");
         if !remote_cmd.is_empty() && names::loopback(&ssh_host(dest)) {
-            // Run on this machine, from the home: its own command line.
+            // Run on this machine, from the login user's home (`-l root`, `root@`): its own
+            // command line, where `~` is that home.
             let mut home = ctx.clone();
-            home.cwd.clone_from(&ctx.home);
+            let user = o.value(&["-l"]).or_else(|| names::login_user(dest));
+            if let Some(dir) = user.and_then(|u| normalize::shell_path(&format!("~{u}"), ctx)) {
+                home.home = dir;
+            }
+            home.cwd.clone_from(&home.home);
             self.script(&remote_cmd, &mut home, depth + 1);
         }
         self.remote_runs_download(remote, &remote_cmd, ctx, depth, downloaded);
@@ -750,7 +755,14 @@ impl Walker<'_> {
             self.ssh_destination(dest, port, None);
             // To this machine: the key lands in the user's own authorized_keys.
             if name == "ssh-copy-id" && names::loopback(&ssh_host(dest)) {
-                self.path_op(Action::Write, "~/.ssh/authorized_keys", ctx, None);
+                let home =
+                    names::login_user(dest).map_or_else(|| "~".to_owned(), |u| format!("~{u}"));
+                self.path_op(
+                    Action::Write,
+                    &format!("{home}/.ssh/authorized_keys"),
+                    ctx,
+                    None,
+                );
             }
         }
         Feed::default()

@@ -119,7 +119,7 @@ fn environment(name: &str) -> Option<Environment> {
         | "BROWSER"
         | "PROMPT_COMMAND" => Some(Environment::Command),
         "BASH_ENV" | "ENV" => Some(Environment::Sourced),
-        "LD_PRELOAD" | "LD_AUDIT" | "NODE_OPTIONS" | "RUBYOPT" | "PYTHONSTARTUP" => {
+        "LD_PRELOAD" | "LD_AUDIT" | "NODE_OPTIONS" | "RUBYOPT" | "PYTHONSTARTUP" | "PERL5OPT" => {
             Some(Environment::Loaded)
         }
         _ => None,
@@ -174,6 +174,69 @@ fn loaded_files<'v>(name: &str, value: &'v str) -> Vec<&'v str> {
             out
         }
     }
+}
+
+/// The files Perl's switches load as code (`-MFoo::Bar`, `-mFoo`, `-d:Trace`), found in the
+/// directories `-I` and `PERL5LIB` add (`-I/tmp/m -MEvil` loads `/tmp/m/Evil.pm`). Perl
+/// searches its own library too, which holds no file this line could have written.
+pub(super) fn perl_module_files(switches: &[&str], ctx: &Context) -> Vec<String> {
+    let mut dirs: Vec<String> = Vec::new();
+    let mut modules: Vec<String> = Vec::new();
+    let mut words = switches.iter();
+    while let Some(word) = words.next() {
+        if let Some(dir) = word.strip_prefix("-I") {
+            let dir = if dir.is_empty() {
+                words.next().copied()
+            } else {
+                Some(dir)
+            };
+            dirs.extend(dir.map(str::to_owned));
+        } else if let Some(module) = word.strip_prefix("-M").or_else(|| word.strip_prefix("-m")) {
+            let module = if module.is_empty() {
+                words.next().copied()
+            } else {
+                Some(module)
+            };
+            // `-M-Foo` is `no Foo`, which loads Foo.pm all the same.
+            modules.extend(
+                module
+                    .map(|m| m.trim_start_matches('-'))
+                    .map(|m| m.split(['=', ' ']).next().unwrap_or(m).to_owned()),
+            );
+        } else if let Some(debugger) = word
+            .strip_prefix("-d:")
+            .or_else(|| word.strip_prefix("-dt:"))
+        {
+            let module = debugger.split('=').next().unwrap_or(debugger);
+            modules.push(format!("Devel::{module}"));
+        }
+    }
+    if modules.is_empty() {
+        return Vec::new();
+    }
+    if let Some(lib) = ctx.var("PERL5LIB") {
+        dirs.extend(lib.split(':').filter(|d| !d.is_empty()).map(str::to_owned));
+    }
+    let mut files = Vec::new();
+    for dir in &dirs {
+        for module in &modules {
+            if module.is_empty()
+                || !module
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')
+            {
+                continue;
+            }
+            let rel = module.replace("::", "/");
+            let dir = if dir.contains('/') {
+                dir.clone()
+            } else {
+                format!("./{dir}")
+            };
+            files.push(format!("{}/{rel}.pm", dir.trim_end_matches('/')));
+        }
+    }
+    files
 }
 
 /// Whether a program runs what `name`'s value says: a command line, a script it sources,
@@ -246,19 +309,38 @@ impl Walker<'_> {
                 self.script_file(value, &mut ctx.clone(), depth + 1, true);
             }
             Some(Environment::Loaded) => {
-                for file in loaded_files(name, value) {
+                let files: Vec<String> = if name == "PERL5OPT" {
+                    let words: Vec<&str> = value.split_whitespace().collect();
+                    perl_module_files(&words, ctx)
+                } else {
+                    loaded_files(name, value)
+                        .into_iter()
+                        .map(str::to_owned)
+                        .collect()
+                };
+                for file in files {
                     // Only a file that is a path is loaded from one (`-r ts-node/register`
                     // is a package): bare names are looked up where Layer 1 cannot see.
-                    if !file.contains('/') {
-                        continue;
-                    }
-                    self.path_op(Action::Execute, file, ctx, None);
-                    if self.is_download(file, ctx) {
-                        self.runs_download("sh", Reach::Script);
+                    if file.contains('/') {
+                        self.loaded_code(&file, ctx, depth);
                     }
                 }
             }
             _ => {}
+        }
+    }
+
+    /// A file a program loads as its own code before it starts: run, and when this line
+    /// wrote it, its code is what runs (`echo CODE > /tmp/m/X.pm; PERL5OPT=-MX …`).
+    pub(super) fn loaded_code(&mut self, file: &str, ctx: &Context, depth: usize) {
+        self.path_op(Action::Execute, file, ctx, None);
+        if self.is_download(file, ctx) {
+            self.runs_download("sh", Reach::Script);
+        }
+        if let Some(code) = self.file_feed(file, ctx).map(|f| f.joined()) {
+            if !code.is_empty() {
+                self.code(&code, &mut ctx.clone(), depth + 1);
+            }
         }
     }
 
@@ -455,5 +537,26 @@ mod tests {
     fn editor_commands() {
         let args = words(&["-sc", "w! x|q", "+10", "+/re", "+:!ls", "--cmd", "r y", "f"]);
         assert_eq!(ex_commands(&args), vec!["w! x|q", ":!ls", "r y"]);
+    }
+}
+
+#[cfg(test)]
+mod perl_module_tests {
+    use super::*;
+
+    #[test]
+    fn modules_are_found_in_the_directories_given() {
+        let ctx = Context::default();
+        assert_eq!(
+            perl_module_files(&["-I/tmp/m", "-MEvil"], &ctx),
+            ["/tmp/m/Evil.pm"]
+        );
+        assert_eq!(
+            perl_module_files(&["-I", "lib", "-MFoo::Bar=baz", "-d:Trace"], &ctx),
+            ["./lib/Foo/Bar.pm", "./lib/Devel/Trace.pm"]
+        );
+        // Perl's own library is not where this line writes.
+        assert!(perl_module_files(&["-MCarp"], &ctx).is_empty());
+        assert!(perl_module_files(&["-I/tmp/m"], &ctx).is_empty());
     }
 }

@@ -856,6 +856,11 @@ static TABLE: &[Entry] = &[
     },
     Entry {
         names: &["patch"],
+        when: Some(files::when_patch_in_dir),
+        does: Does::Handler(files::patch_in_dir),
+    },
+    Entry {
+        names: &["patch"],
         when: None,
         does: Does::Spec(Spec {
             valued: PATCH_VALUED,

@@ -1369,7 +1369,7 @@ impl<'o> Walker<'o> {
         if action == Action::Write {
             self.wrote(&path, content.as_deref());
         }
-        if action != Action::Read && !self.links.is_empty() {
+        if !self.links.is_empty() {
             self.through_links(action, &path, content.as_ref(), tree);
         }
         let below = tree.then(|| format!("{}/**", path.trim_end_matches('/')));
@@ -1383,18 +1383,11 @@ impl<'o> Walker<'o> {
 }
 
 impl Walker<'_> {
-    /// A write or delete of `path` through a link this command made lands on the link's
-    /// target too (a link to a link is followed once per link made).
+    /// A use of `path` through a link this command made is the same use of the link's
+    /// target (a read as much as a write: `ln -s ~ h; cat h/.netrc`); a link reached
+    /// through another is followed too, once per link made.
     fn through_links(&mut self, action: Action, path: &str, content: Option<&String>, tree: bool) {
-        let reached: Vec<String> = self
-            .links
-            .iter()
-            .filter_map(|(link, target)| {
-                let rest = path.strip_prefix(link.as_str())?;
-                (rest.is_empty() || rest.starts_with('/')).then(|| format!("{target}{rest}"))
-            })
-            .collect();
-        for p in reached {
+        for p in link_targets(&self.links, path) {
             if tree {
                 self.out.op(Operation::path(
                     action,
@@ -1428,6 +1421,40 @@ impl Walker<'_> {
             }
         }
     }
+}
+
+/// Where `path` leads through the links a command made (`(link, target)`, both resolved):
+/// each link it lies under gives the path below that link's target, and that path is
+/// followed again through the links, at most once per link made (a cycle ends there).
+fn link_targets(links: &[(String, String)], path: &str) -> Vec<String> {
+    let mut reached: Vec<String> = Vec::new();
+    let mut frontier = vec![path.to_owned()];
+    for _ in 0..links.len() {
+        let mut next = Vec::new();
+        for p in &frontier {
+            for (link, target) in links {
+                let Some(rest) = p.strip_prefix(link.as_str()) else {
+                    continue;
+                };
+                if !(rest.is_empty() || rest.starts_with('/')) {
+                    continue;
+                }
+                let t = match format!("{}{rest}", target.trim_end_matches('/')) {
+                    t if t.is_empty() => "/".to_owned(),
+                    t => t,
+                };
+                if t != path && !reached.contains(&t) {
+                    reached.push(t.clone());
+                    next.push(t);
+                }
+            }
+        }
+        if next.is_empty() {
+            break;
+        }
+        frontier = next;
+    }
+    reached
 }
 
 /// Where a command name is looked up first.

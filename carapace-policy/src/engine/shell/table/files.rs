@@ -362,6 +362,18 @@ pub(super) fn archiver(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) ->
         ],
         false,
     );
+    // `7z x A -oDIR` / `7z e A -oDIR`: the archive is read and unpacked into DIR (its `-o`
+    // takes its value attached), or into the working directory.
+    if name.starts_with("7z") && matches!(o.operands.first(), Some(&("x" | "e"))) {
+        for archive in o.operands.iter().skip(1).take(1) {
+            w.path_op(Action::Read, archive, ctx, None);
+        }
+        match args.iter().find_map(|a| a.strip_prefix("-o")) {
+            Some(dir) if !dir.is_empty() => w.tree_write(dir, ctx),
+            _ => w.path_op(Action::Write, ".", ctx, None),
+        }
+        return Feed::default();
+    }
     let mut ops = o
         .operands
         .iter()
@@ -371,6 +383,28 @@ pub(super) fn archiver(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) ->
     }
     for f in ops {
         w.tree_read(f, ctx);
+    }
+    Feed::default()
+}
+
+/// When the entry `patch_in_dir` applies: `patch -d DIR` with no file named, where the
+/// files the diff names are found in DIR.
+pub(super) fn when_patch_in_dir(call: &Call<'_>) -> bool {
+    let o = args::parse(call.args, super::super::commands::PATCH_VALUED, false);
+    o.value(&["-d", "--directory"]).is_some()
+        && o.operands.is_empty()
+        && o.value(&["-o", "--output"]).is_none()
+}
+
+/// `patch -d DIR < DIFF`: the diff's files, below DIR, are written (any of them: the diff
+/// is not known here).
+pub(super) fn patch_in_dir(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
+    let o = args::parse(call.args, super::super::commands::PATCH_VALUED, false);
+    for input in o.values(&["-i", "--input"]) {
+        w.path_op(Action::Read, input, ctx, None);
+    }
+    if let Some(dir) = o.value(&["-d", "--directory"]) {
+        w.tree_write(dir, ctx);
     }
     Feed::default()
 }
@@ -408,11 +442,9 @@ pub(super) fn compressor(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) 
         let dir = named.unwrap_or(".");
         let lists = o.has(&["-l", "-t", "-v", "-z", "-Z"]);
         if !lists {
-            // Into a directory named on the line: any name in it.
-            match named {
-                Some(d) => w.tree_write(d, ctx),
-                None => w.path_op(Action::Write, dir, ctx, None),
-            }
+            // Into a directory, named on the line or the working one: any name in it
+            // (`cd ~ && unzip x.zip` may bring a .bashrc).
+            w.tree_write(dir, ctx);
         }
         if downloaded && !lists {
             w.downloaded_tree(dir, ctx);

@@ -32,8 +32,10 @@ pub(super) fn when_pid_lookup(call: &Call<'_>) -> bool {
 
 /// Package installers (`pip`, `uv`, `npm`): where they write.
 pub(super) fn installer(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed {
-    let Call { name, args, .. } = call;
-    w.installer(name, args, ctx);
+    let Call {
+        name, args, depth, ..
+    } = call;
+    w.installer(name, args, ctx, depth);
     Feed::default()
 }
 

@@ -239,8 +239,9 @@ pub(super) fn awk(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed
     let progs = o.values(&["-f", "--file", "-E", "--exec", "-i", "--include"]);
     let mut files = o.operands.clone();
     for f in &progs {
-        // `-f -`: the program is read from stdin (a download piped in is run).
-        if *f == "-" {
+        // `-f -`, `-f /dev/stdin`: the program is read from stdin (a download piped in is
+        // run, a here-document's text is the program).
+        if *f == "-" || super::super::flow::is_stdin_path(f) {
             w.script_source("awk", "/dev/stdin", &stdin, ctx);
             let code = stdin.joined();
             if !code.is_empty() {
@@ -250,6 +251,12 @@ pub(super) fn awk(w: &mut Walker<'_>, ctx: &mut Context, call: Call<'_>) -> Feed
         }
         w.path_op(Action::Read, f, ctx, None);
         w.script_source("awk", f, &stdin, ctx);
+        // A program file this line wrote: its code is known.
+        if let Some(code) = w.file_feed(f, ctx).map(|feed| feed.joined()) {
+            if !code.is_empty() {
+                w.code(&code, ctx, depth);
+            }
+        }
     }
     if progs.is_empty() && !files.is_empty() {
         let prog = files.remove(0);
