@@ -17,6 +17,8 @@
 //!
 //! `path_mknod` runs before `O_CREAT` makes the file (`may_o_create`), so a refused
 //! creation leaves nothing behind. `open(O_TRUNC)` is judged by `file_open` as a write.
+//!
+//! What a record session was allowed to change here goes to its record (`touched::name`).
 
 use aya_ebpf::{macros::lsm, programs::LsmContext};
 use carapace_common::{
@@ -29,7 +31,7 @@ use crate::{
     gate, globals, inode, kread,
     maps::{CONFIG, SCRATCH},
     matcher::{self, Object, PathSubject, Verdict},
-    EACCES,
+    touched, EACCES,
 };
 
 /// `judge` flags. `BELOW`: judge the name with a trailing `/` too (a directory in a
@@ -111,6 +113,7 @@ pub fn path_link(ctx: LsmContext) -> i32 {
     {
         -EACCES
     } else {
+        touched::name(new, mnt, op::CREATE, path_op::LINK_ONTO);
         0
     }
 }
@@ -152,6 +155,8 @@ pub fn path_rename(ctx: LsmContext) -> i32 {
     {
         -EACCES
     } else {
+        touched::name(old, old_mnt, op::IDENTITY, path_op::RENAME_FROM);
+        touched::name(new, new_mnt, onto, path_op::RENAME_ONTO);
         0
     }
 }
@@ -175,6 +180,7 @@ fn name_in_dir(ctx: &LsmContext, previous_arg: usize, ops: u32, flags: u32, kind
     if refused(dentry, mnt, ops, flags, kind) {
         -EACCES
     } else {
+        touched::name(dentry, mnt, ops, kind);
         0
     }
 }
@@ -201,6 +207,7 @@ fn whole_path(ctx: &LsmContext, previous_arg: usize, kind: u32) -> i32 {
     if refused(dentry, mnt, op::WRITE, 0, kind) {
         -EACCES
     } else {
+        touched::name(dentry, mnt, op::WRITE, kind);
         0
     }
 }

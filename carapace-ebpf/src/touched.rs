@@ -1,6 +1,7 @@
 //! Record mode (`carapace run --record`): what a record session's processes were allowed to
-//! do — files opened by action (read, write, execute) and addresses connected to — goes to
-//! the daemon on the `TOUCHED` ring buffer, which it turns into a proposed allow-list.
+//! do — files opened by action (read, write, execute), names removed, made, renamed or
+//! changed (the `path_*` hooks) and addresses connected to — goes to the daemon on the
+//! `TOUCHED` ring buffer, which it turns into a proposed allow-list.
 //!
 //! Called only after a hook allowed the operation. Sessions that do not record pay one bit
 //! test of the already-loaded `Config` while no session records anywhere (`has::RECORDING`),
@@ -19,9 +20,10 @@ use carapace_common::{
 };
 
 use crate::{
+    dpath,
     gate::{self, Session},
     globals, inode,
-    maps::{count_error, TOUCHED, TOUCHED_KEY, TOUCHED_SEEN},
+    maps::{count_error, CONFIG, SCRATCH, TOUCHED, TOUCHED_KEY, TOUCHED_SEEN},
 };
 
 const TASK_COMM_LEN: u32 = 16;
@@ -67,6 +69,61 @@ pub fn open(cgroup: u64, session: u32, file: *const u8, ops: u32) {
         );
         if n <= 0 {
             count_error(errsite::D_PATH);
+            addr_of_mut!((*ev).path[0]).write_volatile(0);
+        }
+    }
+    entry.submit(0);
+}
+
+/// Reports that a record session changed the name `dentry` under the mount `mnt` — removed,
+/// made, linked, renamed, truncated, its mode or owner changed (`kind`, a `path_op`) — for
+/// `ops`, the operations the hook judged, once per (name, ops, kind). Called after the hook
+/// allowed it; spelled here, since `name_ops::judge` spells only names a rule covers. A
+/// subprogram of scalars, so its path walk is verified once, not once per hook. The name is
+/// known by its dentry until spelled: a dentry freed and reused for another name with the
+/// same operation may go unreported, which leaves that name out of the proposal (refused
+/// under it, never allowed by mistake).
+#[inline(never)]
+pub fn name(dentry: u64, mnt: u64, ops: u32, kind: u32) {
+    let Some(config) = CONFIG.get(0) else {
+        return;
+    };
+    let Some(session) = recording(config) else {
+        return;
+    };
+    if !first_time(session.cgroup, dentry, mnt, ops, kind) {
+        return;
+    }
+    if dpath::spell(dentry, mnt).is_err() {
+        return;
+    }
+    let Some(scratch) = SCRATCH.get_ptr(0) else {
+        return;
+    };
+    let Some(mut entry) = TOUCHED.reserve::<DenyEvent>(0) else {
+        count_error(errsite::RINGBUF_FULL);
+        return;
+    };
+    let ev = entry.as_mut_ptr();
+    // SAFETY: `ev` points at a reserved, writable DenyEvent; the scratch key holds the
+    // spelled, zero-tailed path (per-CPU; programs do not nest on one CPU for these hooks).
+    unsafe {
+        fill(
+            ev,
+            session.cgroup,
+            session.state.session,
+            ops,
+            subject::PATH,
+            kind,
+        );
+        addr_of_mut!((*ev).port).write_volatile(0);
+        addr_of_mut!((*ev).family).write_volatile(0);
+        let copied = gen::bpf_probe_read_kernel(
+            addr_of_mut!((*ev).path).cast(),
+            PATH_MAX as u32,
+            (&raw const (*scratch).key.data).cast(),
+        );
+        if copied != 0 {
             addr_of_mut!((*ev).path[0]).write_volatile(0);
         }
     }

@@ -18,6 +18,22 @@ const DIR: &str = "/srv/rec";
 const SEEN: &str = "/srv/rec/seen.txt";
 const UNSEEN: &str = "/srv/rec/unseen.txt";
 const TOOL: &str = "/srv/rec/tool";
+/// Names the session removes and renames (the `path_*` hooks report them).
+const CHANGES: &str = "/srv/rec/changes";
+const GONE: &str = "/srv/rec/changes/gone.txt";
+const FROM: &str = "/srv/rec/changes/from.txt";
+const TO: &str = "/srv/rec/changes/to.txt";
+
+/// The files the session removes and renames, as they were before it ran.
+fn reset_changes() {
+    fs::create_dir_all(CHANGES).expect("mkdir changes");
+    fs::set_permissions(CHANGES, fs::Permissions::from_mode(0o777)).expect("chmod changes");
+    let _ = fs::remove_file(TO);
+    for f in [GONE, FROM] {
+        fs::write(f, "changed\n").expect("write");
+        fs::set_permissions(f, fs::Permissions::from_mode(0o666)).expect("chmod");
+    }
+}
 
 fn carapace(args: &[&str]) -> Output {
     let out = Command::new("carapace")
@@ -72,10 +88,13 @@ fn a_record_sessions_proposal_allows_what_it_touched_and_refuses_the_rest() {
     fs::set_permissions(TOOL, fs::Permissions::from_mode(0o755)).expect("chmod tool");
     let listener = listen("127.0.0.1:0");
     let port = listener.local_addr().expect("addr").port();
-    let script = format!(
+    reset_changes();
+    let replay = format!(
         "cat {SEEN}; echo read=$?; {TOOL}; echo exec=$?; echo connect=$({})",
         py_connect("AF_INET", "127.0.0.1", port)
     );
+    let script = format!("{replay}; rm {GONE}; echo rm=$?; mv {FROM} {TO}; echo mv=$?");
+    let ran = "recorded\nread=0\nexec=0\nconnect=0\nrm=0\nmv=0";
 
     let out = Command::new("carapace")
         .args(["run", "--record", "--", "bash", "-c", &script])
@@ -91,7 +110,7 @@ fn a_record_sessions_proposal_allows_what_it_touched_and_refuses_the_rest() {
         stderr(&out)
     );
     assert!(
-        text.contains("recorded\nread=0\nexec=0\nconnect=0"),
+        text.contains(ran),
         "the record session ran as usual: {text}"
     );
     let id = session_id(&out);
@@ -105,6 +124,10 @@ fn a_record_sessions_proposal_allows_what_it_touched_and_refuses_the_rest() {
         format!("read {SEEN}"),
         format!("execute {TOOL}"),
         format!("connect 127.0.0.1:{port}"),
+        // Seen by the kernel only: bash's `rm` and `mv` are not tool calls Layer 1 reads.
+        format!("delete {GONE}"),
+        format!("delete {FROM}"),
+        format!("write {TO}"),
     ];
     let shown = record_show(&id, &want);
     for w in &want {
@@ -148,8 +171,11 @@ fn a_record_sessions_proposal_allows_what_it_touched_and_refuses_the_rest() {
 
     // Saved as a profile and loaded with `--profile`: the same command passes, an unread
     // file is refused; a session of the main rules is not affected.
+    // Replayed without the removal and the rename: the kernel refuses removing or renaming
+    // an excepted file under a blocked tree (it also judges the name as a directory,
+    // `name/`, which the exception does not cover; see the session 28 note).
     let written = carapace(&["record", "propose", &id, "--write", PROFILE]);
-    let again = written.status.success().then(|| under_profile(&script));
+    let again = written.status.success().then(|| under_profile(&replay));
     let unseen = written
         .status
         .success()

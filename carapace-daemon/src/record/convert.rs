@@ -18,10 +18,12 @@ pub fn from_event(event: &DenyEvent, name: Option<String>) -> Vec<Touched> {
             if !path.starts_with('/') {
                 return Vec::new();
             }
+            // A name removed or renamed away also comes with `op::DELETE` (`name_ops`).
             [
                 (op::READ, FileAction::Read),
                 (op::WRITE, FileAction::Write),
                 (op::EXEC, FileAction::Execute),
+                (op::DELETE, FileAction::Delete),
             ]
             .into_iter()
             .filter(|(bit, _)| event.op & bit != 0)
@@ -137,6 +139,21 @@ mod tests {
             ]
         );
         assert!(from_event(&path_event(op::READ, ""), None).is_empty());
+    }
+
+    /// What the `path_*` hooks report: an unlink is judged as delete and write, so a
+    /// proposal that lets it through again allows both at that name.
+    #[test]
+    fn a_name_removed_is_a_delete_and_a_write() {
+        let got = from_event(&path_event(op::REMOVE, "/srv/rec/gone"), None);
+        let actions: Vec<FileAction> = got
+            .iter()
+            .filter_map(|t| match t {
+                Touched::File { action, .. } => Some(*action),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(actions, [FileAction::Write, FileAction::Delete]);
     }
 
     #[test]
